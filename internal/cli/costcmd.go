@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+)
+
+func newCostCmd(f *factory) *cobra.Command {
+	var fleetName string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "cost",
+		Short: "What instances cost: per instance and per fleet, actual against estimate",
+		Long: `Cost per instance and per fleet: running time × compute $/hr plus storage for
+every second the instance existed (stopped included), against the estimate
+recorded when it was planned or launched.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			m, err := f.manager(ctx, holderName("cost"))
+			if err != nil {
+				return err
+			}
+			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+				fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); costs are as of the last refresh\n", err)
+			}
+			rep, err := m.Cost(ctx, fleetName)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.io.Out, rep)
+			}
+			return printCost(f.io.Out, rep)
+		},
+	}
+	cmd.Flags().StringVar(&fleetName, "fleet", "", "only this fleet")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printCost(w io.Writer, rep fleet.CostReport) error {
+	t := newTable(w, "INSTANCE", "FLEET", "RUNNING", "EXISTED", "COMPUTE", "STORAGE", "TOTAL", "ESTIMATE")
+	for _, c := range rep.Instances {
+		t.row(strconv.FormatInt(c.InstanceID, 10), c.Fleet, c.Running.Round(1e9).String(), c.Existed.Round(1e9).String(),
+			money(c.Compute), money(c.Storage), money(c.Total), optMoney(c.Estimated))
+	}
+	for _, fl := range rep.Fleets {
+		t.row("FLEET", fl.Fleet, "", "", money(fl.Compute), money(fl.Storage), money(fl.Total), optMoney(fl.Estimated))
+	}
+	t.row("TOTAL", "", "", "", money(rep.Compute), money(rep.Storage), money(rep.Total), optMoney(rep.Estimated))
+	return t.flush()
+}
+
+func money(v float64) string { return fmt.Sprintf("$%.2f", v) }
+
+func optMoney(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return money(*v)
+}
+
+func newExportCmd(f *factory) *cobra.Command {
+	var format, out string
+	var includeGone bool
+	cmd := &cobra.Command{
+		Use:   "export --format vast-instances [--out FILE]",
+		Short: "Write the tracked instances as vast-instances.json for other tooling",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "vast-instances" {
+				return usagef("--format %q: the supported format is vast-instances", format)
+			}
+			ctx := cmd.Context()
+			st, err := f.Store(ctx, false, "")
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				return st.ExportVastInstances(ctx, f.io.Out, includeGone)
+			}
+			tmp, err := os.CreateTemp(dirOf(out), ".vast-instances-*.json")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			if err := st.ExportVastInstances(ctx, tmp, includeGone); err != nil {
+				tmp.Close()
+				return err
+			}
+			if err := tmp.Close(); err != nil {
+				return err
+			}
+			return os.Rename(tmp.Name(), out)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "vast-instances", "output format")
+	cmd.Flags().StringVar(&out, "out", "", "write to FILE instead of stdout")
+	cmd.Flags().BoolVar(&includeGone, "all", false, "include destroyed instances")
+	return cmd
+}
+
+func newImportCmd(f *factory) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "import [--format vast-instances] FILE",
+		Short: "Read a vast-instances.json state file into the store (all or nothing)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "vast-instances" {
+				return usagef("--format %q: the supported format is vast-instances", format)
+			}
+			ctx := cmd.Context()
+			fh, err := os.Open(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			defer fh.Close()
+			st, err := f.Store(ctx, true, holderName("import", args[0]))
+			if err != nil {
+				return err
+			}
+			n, err := st.ImportVastInstances(ctx, fh, f.Clock().Now())
+			if err != nil {
+				return usagef("%s: %v (nothing was imported)", args[0], err)
+			}
+			fmt.Fprintf(f.io.ErrOut, "imported %d instance(s) from %s; run `vastfleet reconcile` to refresh them from the marketplace\n", n, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "vast-instances", "input format")
+	return cmd
+}

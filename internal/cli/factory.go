@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/sim"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// simAPIKey is the key the built-in simulator accepts. It is not a secret:
+// the simulator only listens on loopback.
+const simAPIKey = "vastfleet-sim-key"
+
+type globalOptions struct {
+	Market    string
+	APIKey    string
+	APIURL    string
+	DataDir   string
+	SimSpeed  float64
+	SimFaults string
+	SimSeed   int64
+	Verbose   bool
+}
+
+// factory builds the adapters a command needs, lazily, and closes them when
+// the process ends. It is the one place that names concrete adapters.
+type factory struct {
+	io   *IOStreams
+	opts globalOptions
+	log  *slog.Logger
+
+	provider provider.Provider
+	simMkt   *sim.Market
+	simSrv   *http.Server
+	st       *store.Store
+	lock     *store.Lock
+	closers  []func() error
+}
+
+func newFactory(ios *IOStreams) *factory {
+	return &factory{io: ios, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func (f *factory) init(cmd *cobra.Command) error {
+	level := slog.LevelWarn
+	if f.opts.Verbose {
+		level = slog.LevelDebug
+	}
+	f.log = slog.New(slog.NewTextHandler(f.io.ErrOut, &slog.HandlerOptions{Level: level}))
+	switch f.opts.Market {
+	case "sim", "vast":
+	default:
+		return usagef("--market %q: use sim (the built-in simulator) or vast (real vast.ai)", f.opts.Market)
+	}
+	if f.opts.SimSpeed <= 0 {
+		return usagef("--sim-speed %v: must be positive (60 = one simulated minute per second)", f.opts.SimSpeed)
+	}
+	return nil
+}
+
+func (f *factory) dataDir() (string, error) {
+	dir := f.opts.DataDir
+	if dir == "" {
+		if v := f.io.Getenv("VASTFLEET_HOME"); v != "" {
+			dir = v
+		} else {
+			d, err := store.DefaultDir()
+			if err != nil {
+				return "", err
+			}
+			dir = d
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	return dir, nil
+}
+
+// Provider returns the marketplace client: the real vast.ai client, pointed
+// either at vast.ai or at the simulator over loopback HTTP, so the code path
+// users run is the one tests exercise.
+func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
+	if f.provider != nil {
+		return f.provider, nil
+	}
+	baseURL, key := f.opts.APIURL, f.opts.APIKey
+	if f.opts.Market == "sim" {
+		if baseURL == "" {
+			u, err := f.startSim()
+			if err != nil {
+				return nil, err
+			}
+			baseURL = u
+		}
+		if key == "" {
+			key = simAPIKey
+		}
+	} else {
+		if baseURL == "" {
+			baseURL = f.io.Getenv("VAST_URL")
+		}
+		k, _, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
+		if err != nil {
+			return nil, err
+		}
+		if k == "" {
+			return nil, usagef("no vast.ai API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key KEY`")
+		}
+		key = k
+	}
+	c, err := vast.New(vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version})
+	if err != nil {
+		return nil, err
+	}
+	f.provider = c
+	return c, nil
+}
+
+// Clock is the time the marketplace lives in: the simulator's virtual clock
+// for --market sim, wall time otherwise.
+func (f *factory) Clock() interface{ Now() time.Time } {
+	if f.simMkt != nil {
+		return f.simMkt.Clock()
+	}
+	return wallClock{}
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (f *factory) startSim() (string, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", err
+	}
+	faults, err := sim.Profile(f.opts.SimFaults)
+	if err != nil {
+		return "", usagef("--sim-faults: %v", err)
+	}
+	m, err := sim.Open(filepath.Join(dir, "sim"), sim.Config{
+		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed,
+	})
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		m.Close()
+		return "", err
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	f.simMkt, f.simSrv = m, srv
+	f.closers = append(f.closers, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		return m.Close()
+	})
+	if f.opts.SimSpeed != 1 {
+		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, %gx time: one simulated minute per %.3g s)\n",
+			f.opts.SimSeed, f.opts.SimFaults, f.opts.SimSpeed, 60/f.opts.SimSpeed)
+	}
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Store opens the state store; writers also take the data dir's lock so
+// that two terminals never launch into the same fleet at once.
+func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.Store, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	if write && f.lock == nil {
+		l, err := store.AcquireLock(dir, holder)
+		if err != nil {
+			return nil, err
+		}
+		f.lock = l
+		f.closers = append(f.closers, func() error { return l.Unlock() })
+	}
+	if f.st != nil {
+		return f.st, nil
+	}
+	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		return nil, err
+	}
+	f.st = st
+	f.closers = append(f.closers, st.Close)
+	return st, nil
+}
+
+// Close releases everything in reverse order of acquisition.
+func (f *factory) Close() error {
+	var errs []error
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		errs = append(errs, f.closers[i]())
+	}
+	f.closers = nil
+	return errors.Join(errs...)
+}

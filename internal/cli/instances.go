@@ -1,0 +1,454 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+func instanceCommands(f *factory) []*cobra.Command {
+	return []*cobra.Command{
+		newRentCmd(f), newLsCmd(f),
+		newStateCmd(f, "stop", "Stop instances (storage keeps billing; only destroy ends all charges)"),
+		newStateCmd(f, "start", "Start stopped instances again"),
+		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
+	}
+}
+
+// manager wires the lifecycle manager to the marketplace, the store and the
+// marketplace's clock. Writers hold the data dir's lock.
+func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, error) {
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Store(ctx, true, holder)
+	if err != nil {
+		return nil, err
+	}
+	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}, nil
+}
+
+// sleep waits d of marketplace time: with the simulator, d divided by its
+// time scale in wall time.
+func (f *factory) sleep(ctx context.Context, d time.Duration) error {
+	if f.simMkt != nil {
+		d = time.Duration(float64(d) / f.opts.SimSpeed)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
+
+type rentOptions struct {
+	Image   string
+	Disk    float64
+	Env     string
+	Onstart string
+	Label   string
+	Fleet   string
+	Direct  bool
+	Bid     float64
+	Timeout time.Duration
+	NoWait  bool
+	JSON    bool
+}
+
+func newRentCmd(f *factory) *cobra.Command {
+	opts := &rentOptions{}
+	cmd := &cobra.Command{
+		Use:   "rent OFFER_ID",
+		Short: "Rent one offer and wait until the instance runs",
+		Long: `Rent one offer. vastfleet records an intent before the call and labels the
+instance with it, so a lost response or a crash never leaves an instance it does
+not know about. It waits until the instance is running (and says so when loading
+takes over 5 minutes), then prints its ssh address.`,
+		Example: `  vastfleet rent 12345 --image pytorch/pytorch:latest --disk 40`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usagef("offer id %q: want a positive number from `vastfleet search`", args[0])
+			}
+			return rentRun(cmd.Context(), f, opts, id)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
+	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB")
+	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
+	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when the instance starts")
+	fl.StringVar(&opts.Label, "label", "", "experiment name recorded with the instance")
+	fl.StringVar(&opts.Fleet, "fleet", "default", "fleet the instance belongs to")
+	fl.BoolVar(&opts.Direct, "direct", false, "direct SSH (ports on the host) instead of the marketplace's proxy")
+	fl.Float64Var(&opts.Bid, "bid", 0, "interruptible: bid $/hr per machine (0: on-demand)")
+	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up waiting for running after this long (marketplace time)")
+	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
+	fl.BoolVar(&opts.JSON, "json", false, "print the instance as JSON")
+	return cmd
+}
+
+// parseEnv reads 'KEY=V;KEY2=V2' (the launcher's --env form) into the
+// create call's env dict.
+func parseEnv(s string) (map[string]string, error) {
+	env := map[string]string{}
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usagef("--env %q: each entry must be KEY=VALUE, separated by ';'", part)
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
+	env, err := parseEnv(o.Env)
+	if err != nil {
+		return provider.CreateRequest{}, err
+	}
+	if o.Disk < 8 {
+		return provider.CreateRequest{}, usagef("--disk %v: the marketplace's minimum is 8 GB", o.Disk)
+	}
+	req := provider.CreateRequest{Image: o.Image, Disk: o.Disk, Env: env, Onstart: o.Onstart, Runtype: "ssh"}
+	if o.Direct {
+		req.Runtype = "ssh_direc ssh_proxy"
+	}
+	if o.Bid < 0 {
+		return provider.CreateRequest{}, usagef("--bid %v: must be positive", o.Bid)
+	}
+	if o.Bid > 0 {
+		bid := o.Bid
+		req.Price = &bid
+	}
+	return req, nil
+}
+
+func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) error {
+	req, err := opts.createRequest()
+	if err != nil {
+		return err
+	}
+	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
+		return usageError{err}
+	}
+	m, err := f.manager(ctx, holderName("rent", strconv.FormatInt(offerID, 10)))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before renting: %w", err)
+	}
+	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.io.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
+	if !opts.NoWait {
+		rec, err = waitRunning(ctx, f, m, rec.ID, opts.Timeout)
+		if err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, instanceView(rec, f.Clock().Now()))
+	}
+	return printInstances(f, []store.Instance{rec})
+}
+
+func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, timeout time.Duration) (store.Instance, error) {
+	return m.WaitRunning(ctx, id, fleet.WaitOptions{
+		Timeout: timeout,
+		OnSlow: func(elapsed time.Duration) {
+			fmt.Fprintf(f.io.ErrOut, "instance %d is still loading after %s: large images on slow hosts can take long; Ctrl+C stops waiting (the instance stays and keeps billing storage; `vastfleet destroy %d` ends it)\n",
+				id, elapsed.Round(time.Second), id)
+		},
+	})
+}
+
+type lsOptions struct {
+	Fleet string
+	All   bool
+	JSON  bool
+}
+
+func newLsCmd(f *factory) *cobra.Command {
+	opts := &lsOptions{}
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List instances vastfleet tracks, refreshed from the marketplace",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			m, err := f.manager(ctx, holderName("ls"))
+			if err != nil {
+				return err
+			}
+			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+				fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
+			}
+			recs, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet, IncludeGone: opts.All})
+			if err != nil {
+				return err
+			}
+			if opts.JSON {
+				now := f.Clock().Now()
+				views := make([]instanceJSON, 0, len(recs))
+				for _, r := range recs {
+					views = append(views, instanceView(r, now))
+				}
+				return writeJSON(f.io.Out, views)
+			}
+			return printInstances(f, recs)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "include destroyed instances")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+// instanceJSON is `ls --json`'s row: the marketplace's names where they
+// exist (id, dph_total, ssh_url, ...) plus vastfleet's own.
+type instanceJSON struct {
+	ID          int64    `json:"id"`
+	OfferID     int64    `json:"offer_id"`
+	MachineID   int64    `json:"machine_id"`
+	GPUName     string   `json:"gpu_name"`
+	NumGPUs     int      `json:"num_gpus"`
+	CPUCores    float64  `json:"cpu_cores_effective"`
+	RAMMB       float64  `json:"cpu_ram"`
+	DPHTotal    float64  `json:"dph_total"`
+	State       string   `json:"state"`
+	Wanted      string   `json:"wanted"`
+	CreatedAt   string   `json:"created_at"`
+	UptimeSec   float64  `json:"uptime_seconds"`
+	CostSoFar   float64  `json:"cost_so_far"`
+	SSHURL      string   `json:"ssh_url"`
+	Fleet       string   `json:"fleet"`
+	Experiment  string   `json:"experiment"`
+	Label       string   `json:"label"`
+	EstHours    *float64 `json:"estimated_hours"`
+	EstCost     *float64 `json:"estimated_cost"`
+	Gone        bool     `json:"gone"`
+	DestroyWait bool     `json:"destroy_requested"`
+}
+
+func instanceView(r store.Instance, now time.Time) instanceJSON {
+	end := now
+	if !r.Live() {
+		end = r.GoneAt
+	}
+	return instanceJSON{
+		ID: r.ID, OfferID: r.OfferID, MachineID: r.MachineID, GPUName: r.GPUName, NumGPUs: r.NumGPUs,
+		CPUCores: r.CPUCores, RAMMB: r.RAMMB, DPHTotal: r.DPHTotal, State: r.State, Wanted: r.Wanted,
+		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UptimeSec: end.Sub(r.CreatedAt).Seconds(),
+		CostSoFar: fleet.InstanceCostSoFar(r, now), SSHURL: r.SSHURL, Fleet: r.Fleet, Experiment: r.Experiment,
+		Label: r.Label, EstHours: r.EstHours, EstCost: r.EstCost, Gone: !r.Live(), DestroyWait: !r.DestroyRequestedAt.IsZero(),
+	}
+}
+
+func printInstances(f *factory, recs []store.Instance) error {
+	now := f.Clock().Now()
+	if len(recs) == 0 {
+		fmt.Fprintln(f.io.ErrOut, "no instances (rent one with `vastfleet rent OFFER_ID` or `vastfleet launch`)")
+		return nil
+	}
+	t := newTable(f.io.Out, "ID", "OFFER", "GPU", "vCPU", "$/hr", "STATE", "UPTIME", "COST", "SSH", "FLEET")
+	for _, r := range recs {
+		v := instanceView(r, now)
+		state := v.State
+		if state == "" {
+			state = "provisioning"
+		}
+		if v.Gone {
+			state = "gone"
+		} else if v.DestroyWait {
+			state += " (destroying)"
+		}
+		fleetName := v.Fleet
+		if v.Experiment != "" {
+			fleetName += "/" + v.Experiment
+		}
+		t.row(strconv.FormatInt(v.ID, 10), strconv.FormatInt(v.OfferID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs),
+			fmtNum(v.CPUCores), fmt.Sprintf("%.3f", v.DPHTotal), state,
+			(time.Duration(v.UptimeSec) * time.Second).Round(time.Minute).String(),
+			fmt.Sprintf("$%.3f", v.CostSoFar), dash(v.SSHURL), fleetName)
+	}
+	return t.flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func parseIDs(args []string) ([]int64, error) {
+	ids := make([]int64, 0, len(args))
+	for _, a := range args {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, usagef("instance id %q: want a positive number (see `vastfleet ls`)", a)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// knownIDs refuses ids the store has never seen, before anything is sent.
+func knownIDs(ctx context.Context, st *store.Store, ids []int64) error {
+	for _, id := range ids {
+		r, err := st.Instance(ctx, id)
+		if err != nil {
+			return usagef("instance %d is not one vastfleet tracks (see `vastfleet ls`, or `vastfleet reconcile` to adopt instances it created)", id)
+		}
+		if !r.Live() {
+			return usagef("instance %d was destroyed at %s", id, r.GoneAt.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+func newStateCmd(f *factory, verb, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " ID...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			m, err := f.manager(ctx, holderName(append([]string{verb}, args...)...))
+			if err != nil {
+				return err
+			}
+			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+				return fmt.Errorf("reconcile before %s: %w", verb, err)
+			}
+			if err := knownIDs(ctx, m.S, ids); err != nil {
+				return err
+			}
+			if verb == "stop" {
+				err = m.Stop(ctx, ids)
+			} else {
+				err = m.Start(ctx, ids)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
+			return nil
+		},
+	}
+}
+
+type destroyOptions struct {
+	All   bool
+	Yes   bool
+	Fleet string
+}
+
+func newDestroyCmd(f *factory) *cobra.Command {
+	opts := &destroyOptions{}
+	cmd := &cobra.Command{
+		Use:   "destroy ID... | --all",
+		Short: "Destroy instances: the only way to stop every charge",
+		Long: `Destroy instances and wait until the marketplace's listing no longer shows
+them; only then are they marked gone. --all destroys every instance vastfleet
+tracks (or of one --fleet); it asks first unless --yes.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if opts.All == (len(args) > 0) {
+				return usagef("give instance ids or --all (not both)")
+			}
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			m, err := f.manager(ctx, holderName(append([]string{"destroy"}, args...)...))
+			if err != nil {
+				return err
+			}
+			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+				return fmt.Errorf("reconcile before destroy: %w", err)
+			}
+			if opts.All {
+				live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet})
+				if err != nil {
+					return err
+				}
+				for _, r := range live {
+					ids = append(ids, r.ID)
+				}
+				if len(ids) == 0 {
+					fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
+					return nil
+				}
+				if !opts.Yes && !confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", len(ids))) {
+					return usagef("not confirmed: nothing destroyed (pass --yes to skip the question)")
+				}
+			} else if err := knownIDs(ctx, m.S, ids); err != nil {
+				return err
+			}
+			if err := m.Destroy(ctx, ids); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
+	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
+	return cmd
+}
+
+func newReconcileCmd(f *factory) *cobra.Command {
+	var destroyOrphans, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Match the marketplace's instances to the store: adopt, mark gone, find orphans",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			m, err := f.manager(ctx, holderName("reconcile"))
+			if err != nil {
+				return err
+			}
+			rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{DestroyOrphans: destroyOrphans})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.io.Out, rep)
+			}
+			fmt.Fprint(f.io.Out, rep.String())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&destroyOrphans, "destroy-orphans", false, "destroy instances labelled by vastfleet that this store does not want")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

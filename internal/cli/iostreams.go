@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/term"
+)
+
+// IOStreams is how commands reach the terminal; tests inject buffers.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	// OutTTY and ErrTTY say whether a person is watching: tables and
+	// progress for people, plain lines otherwise.
+	OutTTY bool
+	ErrTTY bool
+	InTTY  bool
+	Getenv func(string) string
+}
+
+// System is the process's own streams.
+func System() *IOStreams {
+	return &IOStreams{
+		In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
+		OutTTY: term.IsTerminal(int(os.Stdout.Fd())),
+		ErrTTY: term.IsTerminal(int(os.Stderr.Fd())),
+		InTTY:  term.IsTerminal(int(os.Stdin.Fd())),
+		Getenv: os.Getenv,
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes aligned columns; the first row is the header.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// confirm asks a yes/no question; without a terminal the answer is no.
+func confirm(io *IOStreams, question string) bool {
+	if !io.InTTY {
+		return false
+	}
+	fmt.Fprintf(io.ErrOut, "%s [y/N] ", question)
+	var answer string
+	fmt.Fscanln(io.In, &answer)
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	return answer == "y" || answer == "yes"
+}

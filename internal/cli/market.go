@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+type depthOptions struct {
+	query queryFlags
+	rank  rankFlags
+	Tops  []int
+	Plot  string
+	JSON  bool
+}
+
+func newMarketCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "market", Short: "Market-wide views of the offers"}
+	opts := &depthOptions{}
+	depth := &cobra.Command{
+		Use:   "depth [flags] QUERY...",
+		Short: "How much capacity the top N offers give: vCPU, RAM and $/hr, cumulative",
+		Long: `Collect every offer matching QUERY (sweeping past the per-search cap), rank
+them (--by vcpu by default) and print what the top 10/30/50/100/200/300 would
+give together. --plot writes the same curve as an SVG or PNG image.`,
+		Example: `  vastfleet market depth -n 'rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5' --plot depth.svg`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return depthRun(cmd.Context(), f, opts, args)
+		},
+	}
+	opts.query.register(depth)
+	opts.rank.register(depth, "vcpu")
+	depth.Flags().IntSliceVar(&opts.Tops, "top", []int{10, 30, 50, 100, 200, 300}, "cumulative rows to print")
+	depth.Flags().StringVar(&opts.Plot, "plot", "", "write the depth curve to FILE (.svg or .png)")
+	depth.Flags().BoolVar(&opts.JSON, "json", false, "print the rows as JSON")
+	cmd.AddCommand(depth)
+	return cmd
+}
+
+func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string) error {
+	if opts.Plot != "" {
+		switch strings.ToLower(filepath.Ext(opts.Plot)) {
+		case ".svg", ".png":
+		default:
+			return usagef("--plot %s: the file name must end in .svg or .png", opts.Plot)
+		}
+	}
+	for _, n := range opts.Tops {
+		if n <= 0 {
+			return usagef("--top %d: every row must be a positive count", n)
+		}
+	}
+	q, err := opts.query.parse(f.io, args)
+	if err != nil {
+		return err
+	}
+	s, err := opts.rank.scorer()
+	if err != nil {
+		return err
+	}
+	if opts.query.SweepLimit <= 0 {
+		return usagef("--sweep-limit %d: must be positive", opts.query.SweepLimit)
+	}
+	ranked, err := findOffers(ctx, f, q, opts.query.SweepLimit, s)
+	if err != nil {
+		return err
+	}
+	rows := market.DepthTable(ranked, opts.Tops)
+	if opts.Plot != "" {
+		curve := market.DepthTable(ranked, curvePoints(len(ranked)))
+		if err := writePlot(opts.Plot, curve, s.Name()); err != nil {
+			return err
+		}
+		fmt.Fprintf(f.io.ErrOut, "wrote %s\n", opts.Plot)
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, rows)
+	}
+	t := newTable(f.io.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
+	for _, r := range rows {
+		per := 0.0
+		if r.DPH > 0 {
+			per = r.VCPU / r.DPH
+		}
+		t.row(strconv.Itoa(r.N), fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.RAMGB), strconv.Itoa(r.GPUs),
+			fmt.Sprintf("%.3f", r.DPH), fmt.Sprintf("%.1f", per))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(ranked) < opts.Tops[len(opts.Tops)-1] {
+		fmt.Fprintf(f.io.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
+	}
+	return nil
+}
+
+// curvePoints samples 1..n densely enough for a smooth plot.
+func curvePoints(n int) []int {
+	var pts []int
+	for i := 1; i <= n; i += max(1, n/200) {
+		pts = append(pts, i)
+	}
+	if n > 0 && pts[len(pts)-1] != n {
+		pts = append(pts, n)
+	}
+	return pts
+}
+
+func writePlot(path string, curve []market.Depth, rankedBy string) error {
+	var data []byte
+	var err error
+	if strings.EqualFold(filepath.Ext(path), ".png") {
+		data, err = depthPNG(curve)
+	} else {
+		data = []byte(depthSVG(curve, rankedBy))
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}

@@ -1,0 +1,333 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+type planOptions struct {
+	File    string
+	Task    plan.Task
+	Params  string
+	Train   bool
+	Infer   bool
+	Explain bool
+	JSON    bool
+	Rent    int
+	Image   string
+	Fleet   string
+	Timeout time.Duration
+}
+
+func newPlanCmd(f *factory) *cobra.Command {
+	opts := &planOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan [--model NAME | --params N] [flags]",
+		Short: "From a task to three costed options (cheapest, best value, fastest), and rent one",
+		Long: `Describe the task; vastfleet works out VRAM, GPU count, hours, disk and CUDA,
+searches the market in tiers of cards (never one model), and prints the three
+best options by estimated total cost: (boot + run hours) × $/hr + transfer,
+with boot time from the image size over the host's bandwidth.
+
+--rent N rents option N, waits until it runs and records the estimate, so
+'vastfleet cost' later shows actual against estimate. A task file's [task]
+section (--file vastfleet.toml) gives the same fields; flags override it.`,
+		Example: `  vastfleet plan --model 7b --precision bf16 --train --hours 4
+  vastfleet plan --model resnet50 --dataset 1281167 --epochs 90 --throughput 1200 --explain
+  vastfleet plan --model llama2-13b --precision int4 --infer --hours 0.5 --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return planRun(cmd.Context(), f, cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	t := &opts.Task
+	fl.StringVar(&opts.File, "file", "", "read the task from the [task] section of a vastfleet.toml")
+	fl.StringVar(&t.Model, "model", "", "model: 7b, 13b, 70b, llama2-7b, mistral-7b, resnet50, vit-b, bert-base, whisper-large, ...")
+	fl.StringVar(&opts.Params, "params", "", "parameter count instead of a model name (6.7e9, 7B, 350M)")
+	fl.StringVar(&t.Precision, "precision", "", "fp32, fp16, bf16, int8 or int4 (default fp16)")
+	fl.StringVar(&t.Mode, "mode", "", "train, finetune or inference (default finetune)")
+	fl.BoolVar(&opts.Train, "train", false, "training (fine-tune); same as --mode finetune")
+	fl.BoolVar(&opts.Infer, "infer", false, "inference; same as --mode inference")
+	fl.BoolVar(&t.Full, "full", false, "full fine-tune instead of LoRA")
+	fl.StringVar(&t.Optimizer, "optimizer", "", "adamw (default), adam, adamw8bit, sgd, lion, adafactor")
+	fl.IntVar(&t.BatchSize, "batch-size", 0, "batch size, if known")
+	fl.IntVar(&t.SeqLen, "seq-len", 0, "sequence length, if known")
+	fl.Float64Var(&t.DatasetSize, "dataset", 0, "dataset size in samples")
+	fl.Float64Var(&t.DatasetGB, "dataset-gb", 0, "dataset size on disk, GB")
+	fl.Float64Var(&t.Epochs, "epochs", 0, "epochs (default 1)")
+	fl.Float64Var(&t.Throughput, "throughput", 0, "samples per second on one RTX 3090")
+	fl.Float64Var(&t.Hours, "hours", 0, "hours on one RTX 3090, if you know it")
+	fl.StringVar(&t.Distributed, "distributed", "", "ddp, fsdp, deepspeed or none")
+	fl.IntVar(&t.GPUs, "gpus", 0, "at least this many GPUs")
+	fl.StringVar(&opts.Image, "image", "", "docker image to run")
+	fl.Float64Var(&t.ImageGB, "image-size", 0, "docker image size in GB (boot time depends on it; default 8)")
+	fl.Float64Var(&t.DiskGB, "disk", 0, "disk GB (default: worked out, at least 50)")
+	fl.StringVar(&t.Framework, "framework", "", "pytorch (default), pytorch1, tensorflow, jax")
+	fl.Float64Var(&t.CUDA, "cuda", 0, "minimum CUDA version")
+	fl.Float64Var(&t.MaxBudget, "max-budget", 0, "dollars for the whole run: options above it are flagged and --rent refuses")
+	fl.BoolVar(&opts.Explain, "explain", false, "show the reasoning behind every requirement")
+	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
+	fl.IntVar(&opts.Rent, "rent", 0, "rent option N (1-3), wait until it runs and record its estimate")
+	fl.StringVar(&opts.Fleet, "fleet", "default", "with --rent: fleet to record the instance in")
+	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --rent: give up waiting for running after this long")
+	return cmd
+}
+
+func planRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *planOptions) error {
+	task, err := opts.task(cmd)
+	if err != nil {
+		return err
+	}
+	req, err := plan.Requirements(task)
+	if err != nil {
+		return usageError{err}
+	}
+	if opts.Rent < 0 || opts.Rent > 3 {
+		return usagef("--rent %d: pick an option from 1 to 3", opts.Rent)
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	offers, err := searchTiers(ctx, f, req, p.SearchOffers)
+	if err != nil {
+		return err
+	}
+	res, err := plan.Options(task, req, offers)
+	var nofit *plan.NoFitError
+	if errors.As(err, &nofit) {
+		if opts.Explain {
+			fmt.Fprintln(f.io.ErrOut, req.Explain())
+		}
+		return fmt.Errorf("%w; nothing was rented", err)
+	}
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		if err := writePlanJSON(f.io.Out, res); err != nil {
+			return err
+		}
+	} else {
+		printPlan(f.io.Out, req, res, opts.Explain)
+	}
+	pick := opts.Rent
+	if pick == 0 && f.io.InTTY && f.io.OutTTY && !opts.JSON && len(res.Options) > 0 {
+		pick = askPick(f.io, len(res.Options))
+	}
+	if pick == 0 {
+		return nil
+	}
+	if pick > len(res.Options) {
+		return usagef("--rent %d: only %d option(s) were found", pick, len(res.Options))
+	}
+	if res.OverBudget {
+		return usagef("every option costs more than --max-budget $%.2f: nothing rented (raise the budget, shorten the task or quantize)", task.MaxBudget)
+	}
+	return rentOption(ctx, f, opts, req, res.Options[pick-1])
+}
+
+func (o *planOptions) task(cmd *cobra.Command) (plan.Task, error) {
+	t := o.Task
+	if o.File != "" {
+		base, err := plan.LoadTaskFile(o.File)
+		if err != nil {
+			return plan.Task{}, usageError{err}
+		}
+		// Flags the user set override the file.
+		cmd.Flags().Visit(func(fl *pflag.Flag) { overlayTaskFlag(&base, &t, fl.Name) })
+		t = base
+	}
+	if o.Params != "" {
+		p, err := plan.ParseParams(o.Params)
+		if err != nil {
+			return plan.Task{}, usagef("--params: %v", err)
+		}
+		t.Params = p
+	}
+	switch {
+	case o.Train && o.Infer:
+		return plan.Task{}, usagef("--train and --infer: pick one")
+	case o.Train:
+		t.Mode = "finetune"
+	case o.Infer:
+		t.Mode = "inference"
+	}
+	if o.Image != "" {
+		t.Image = o.Image
+	}
+	if t.Model == "" && t.Params == 0 {
+		return plan.Task{}, usagef("say what to run: --model NAME (7b, 13b, 70b, resnet50, ...) or --params COUNT, or --file vastfleet.toml")
+	}
+	return t, nil
+}
+
+// searchTiers runs one search per tier and merges the offers by id.
+func searchTiers(ctx context.Context, f *factory, req plan.Req, search func(context.Context, market.Query) ([]market.Offer, error)) ([]market.Offer, error) {
+	seen := map[int64]bool{}
+	var offers []market.Offer
+	for _, tier := range plan.Tiers(req) {
+		q, warnings, err := market.Parse(tier.Query, market.ParseOptions{Order: tier.Order, Storage: req.DiskGB})
+		if err != nil {
+			return nil, fmt.Errorf("tier %s: %w", tier.Name, err)
+		}
+		for _, w := range warnings {
+			f.log.Debug("tier query warning", "tier", tier.Name, "warning", string(w))
+		}
+		got, err := search(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("search tier %s: %w", tier.Name, err)
+		}
+		f.log.Debug("tier searched", "tier", tier.Name, "query", tier.Query, "offers", len(got))
+		for _, o := range got {
+			if !seen[o.ID] {
+				seen[o.ID] = true
+				offers = append(offers, o)
+			}
+		}
+	}
+	return offers, nil
+}
+
+func writePlanJSON(w io.Writer, res plan.Result) error {
+	if res.Notes == nil {
+		res.Notes = []string{}
+	}
+	for i := range res.Options {
+		if res.Options[i].Warnings == nil {
+			res.Options[i].Warnings = []string{}
+		}
+	}
+	return writeJSON(w, res)
+}
+
+func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
+	fmt.Fprintf(w, "Needs: %.1f GB VRAM on %d GPU(s), ~%.1f h on one RTX 3090 (incl. 30%% overhead), %.0f GB disk, CUDA >= %.1f\n",
+		req.VRAMGB, req.NumGPUs, req.Hours, req.DiskGB, req.CUDA)
+	if explain {
+		for _, r := range req.Reasons {
+			fmt.Fprintf(w, "  - %s\n", r)
+		}
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "#", "GPU", "VRAM", "$/hr", "Est.hours", "Est.total", "Reliability", "OfferID", "")
+	for _, o := range res.Options {
+		t.row(strconv.Itoa(o.Rank), fmt.Sprintf("%dx %s", o.NumGPUs, o.GPUName), fmtGB(o.Offer.GPURAM),
+			fmt.Sprintf("%.3f", o.DPHTotal), fmt.Sprintf("%.2f", o.EstHours), money(o.EstTotal),
+			fmt.Sprintf("%.3f", o.Reliability), strconv.FormatInt(o.OfferID, 10), o.Label)
+	}
+	t.flush()
+	for _, o := range res.Options {
+		for _, warn := range o.Warnings {
+			fmt.Fprintf(w, "option %d: %s\n", o.Rank, warn)
+		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func askPick(ios *IOStreams, n int) int {
+	fmt.Fprintf(ios.ErrOut, "Rent which option? [1-%d, Enter for none] ", n)
+	var answer string
+	fmt.Fscanln(ios.In, &answer)
+	k, err := strconv.Atoi(strings.TrimSpace(answer))
+	if err != nil || k < 1 || k > n {
+		return 0
+	}
+	return k
+}
+
+func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req, o plan.Option) error {
+	image := opts.Task.Image
+	if image == "" {
+		image = "pytorch/pytorch:latest"
+	}
+	m, err := f.manager(ctx, holderName("plan", "--rent", strconv.Itoa(o.Rank)))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before renting: %w", err)
+	}
+	hours, total := o.EstHours, o.EstTotal
+	rec, err := m.Rent(ctx, fleet.RentRequest{
+		Fleet: opts.Fleet, Offer: o.Offer, OfferID: o.OfferID,
+		Create:   createFor(image, req.DiskGB),
+		EstHours: &hours, EstCost: &total, Experiment: opts.Task.Model,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.io.ErrOut, "rented option %d (offer %d) as instance %d; waiting for it to run\n", o.Rank, o.OfferID, rec.ID)
+	rec, err = waitRunning(ctx, f, m, rec.ID, opts.Timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.io.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, dash(rec.SSHURL), hours, money(total))
+	return nil
+}
+
+// overlayTaskFlag copies the field behind flag name from the flags' task to
+// the file's task: a flag the user typed wins over the file.
+func overlayTaskFlag(dst, src *plan.Task, name string) {
+	switch name {
+	case "model":
+		dst.Model = src.Model
+	case "precision":
+		dst.Precision = src.Precision
+	case "mode":
+		dst.Mode = src.Mode
+	case "full":
+		dst.Full = src.Full
+	case "optimizer":
+		dst.Optimizer = src.Optimizer
+	case "batch-size":
+		dst.BatchSize = src.BatchSize
+	case "seq-len":
+		dst.SeqLen = src.SeqLen
+	case "dataset":
+		dst.DatasetSize = src.DatasetSize
+	case "dataset-gb":
+		dst.DatasetGB = src.DatasetGB
+	case "epochs":
+		dst.Epochs = src.Epochs
+	case "throughput":
+		dst.Throughput = src.Throughput
+	case "hours":
+		dst.Hours = src.Hours
+	case "distributed":
+		dst.Distributed = src.Distributed
+	case "gpus":
+		dst.GPUs = src.GPUs
+	case "image-size":
+		dst.ImageGB = src.ImageGB
+	case "disk":
+		dst.DiskGB = src.DiskGB
+	case "framework":
+		dst.Framework = src.Framework
+	case "cuda":
+		dst.CUDA = src.CUDA
+	case "max-budget":
+		dst.MaxBudget = src.MaxBudget
+	}
+}
+
+// createFor is the create call for a planned single instance: SSH through
+// the marketplace's proxy.
+func createFor(image string, diskGB float64) provider.CreateRequest {
+	return provider.CreateRequest{Image: image, Disk: diskGB, Env: map[string]string{}, Runtype: "ssh"}
+}

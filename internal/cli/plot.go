@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"strings"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+// The depth plot: cumulative $/hr on x, cumulative vCPU (solid) and RAM
+// (dashed, right axis) on y, one point per top-N prefix of the ranking.
+const (
+	plotW, plotH         = 800, 500
+	plotL, plotR         = 70, 70
+	plotTop, plotBottom  = 40, 60
+	plotInnerW           = plotW - plotL - plotR
+	plotInnerH           = plotH - plotTop - plotBottom
+	plotTicks            = 5
+	plotVCPUColor        = "#1f77b4"
+	plotRAMColor         = "#d62728"
+	plotGridColor        = "#dddddd"
+	plotAxisColor        = "#333333"
+	plotFont             = "font-family=\"sans-serif\" font-size=\"12\""
+	plotTitleFontSize    = 15
+	plotMarkerEveryLabel = 6
+)
+
+type plotScale struct{ maxX, maxY, maxY2 float64 }
+
+func newPlotScale(curve []market.Depth) plotScale {
+	var s plotScale
+	for _, d := range curve {
+		s.maxX = math.Max(s.maxX, d.DPH)
+		s.maxY = math.Max(s.maxY, d.VCPU)
+		s.maxY2 = math.Max(s.maxY2, d.RAMGB)
+	}
+	s.maxX, s.maxY, s.maxY2 = niceCeil(s.maxX), niceCeil(s.maxY), niceCeil(s.maxY2)
+	return s
+}
+
+func (s plotScale) x(v float64) float64  { return plotL + v/s.maxX*plotInnerW }
+func (s plotScale) y(v float64) float64  { return plotTop + plotInnerH - v/s.maxY*plotInnerH }
+func (s plotScale) y2(v float64) float64 { return plotTop + plotInnerH - v/s.maxY2*plotInnerH }
+
+// niceCeil rounds up to 1, 2 or 5 times a power of ten, so ticks read well.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func depthSVG(curve []market.Depth, rankedBy string) string {
+	s := newPlotScale(curve)
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", plotW, plotH, plotW, plotH)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="24" %s font-size="%d" font-weight="bold">Market depth: top N offers ranked by %s</text>`+"\n", plotL, plotFont, plotTitleFontSize, rankedBy)
+	for i := 0; i <= plotTicks; i++ {
+		fx := s.maxX * float64(i) / plotTicks
+		fy := s.maxY * float64(i) / plotTicks
+		fy2 := s.maxY2 * float64(i) / plotTicks
+		x, y := s.x(fx), s.y(fy)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x, plotTop, x, plotTop+plotInnerH, plotGridColor)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", plotL, y, plotL+plotInnerW, y, plotGridColor)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" %s text-anchor="middle">%s</text>`+"\n", x, plotTop+plotInnerH+18, plotFont, trimFloat(fx))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" %s text-anchor="end" fill="%s">%s</text>`+"\n", plotL-6, y+4, plotFont, plotVCPUColor, trimFloat(fy))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" %s fill="%s">%s</text>`+"\n", plotL+plotInnerW+6, y+4, plotFont, plotRAMColor, trimFloat(fy2))
+	}
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n", plotL, plotTop, plotInnerW, plotInnerH, plotAxisColor)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" %s text-anchor="middle">cumulative $/hr</text>`+"\n", plotL+plotInnerW/2, plotH-20, plotFont)
+	fmt.Fprintf(&b, `<text x="16" y="%d" %s fill="%s" transform="rotate(-90 16 %d)" text-anchor="middle">cumulative vCPU</text>`+"\n", plotTop+plotInnerH/2, plotFont, plotVCPUColor, plotTop+plotInnerH/2)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" %s fill="%s" transform="rotate(90 %d %d)" text-anchor="middle">cumulative RAM GB</text>`+"\n", plotW-14, plotTop+plotInnerH/2, plotFont, plotRAMColor, plotW-14, plotTop+plotInnerH/2)
+	var vcpu, ram []string
+	for _, d := range curve {
+		vcpu = append(vcpu, fmt.Sprintf("%.1f,%.1f", s.x(d.DPH), s.y(d.VCPU)))
+		ram = append(ram, fmt.Sprintf("%.1f,%.1f", s.x(d.DPH), s.y2(d.RAMGB)))
+	}
+	fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", plotVCPUColor, strings.Join(vcpu, " "))
+	fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" stroke-dasharray="6 4" points="%s"/>`+"\n", plotRAMColor, strings.Join(ram, " "))
+	for i, d := range curve {
+		if i%max(1, len(curve)/plotMarkerEveryLabel) != 0 && i != len(curve)-1 {
+			continue
+		}
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>top %d: %.0f vCPU, %.0f GB, $%.3f/hr</title></circle>`+"\n",
+			s.x(d.DPH), s.y(d.VCPU), plotVCPUColor, d.N, d.VCPU, d.RAMGB, d.DPH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s font-size="10">top %d</text>`+"\n", s.x(d.DPH)+5, s.y(d.VCPU)-5, plotFont, d.N)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// depthPNG draws the same curves without text (the standard library has no
+// fonts); the SVG is the labelled version.
+func depthPNG(curve []market.Depth) ([]byte, error) {
+	s := newPlotScale(curve)
+	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
+	fill(img, img.Bounds(), color.White)
+	grid := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
+	for i := 0; i <= plotTicks; i++ {
+		x := int(s.x(s.maxX * float64(i) / plotTicks))
+		y := int(s.y(s.maxY * float64(i) / plotTicks))
+		line(img, x, plotTop, x, plotTop+plotInnerH, grid)
+		line(img, plotL, y, plotL+plotInnerW, y, grid)
+	}
+	axis := color.RGBA{0x33, 0x33, 0x33, 0xff}
+	line(img, plotL, plotTop+plotInnerH, plotL+plotInnerW, plotTop+plotInnerH, axis)
+	line(img, plotL, plotTop, plotL, plotTop+plotInnerH, axis)
+	blue := color.RGBA{0x1f, 0x77, 0xb4, 0xff}
+	red := color.RGBA{0xd6, 0x27, 0x28, 0xff}
+	for i := 1; i < len(curve); i++ {
+		a, b := curve[i-1], curve[i]
+		thick(img, s.x(a.DPH), s.y(a.VCPU), s.x(b.DPH), s.y(b.VCPU), blue)
+		thick(img, s.x(a.DPH), s.y2(a.RAMGB), s.x(b.DPH), s.y2(b.RAMGB), red)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func fill(img *image.RGBA, r image.Rectangle, c color.Color) {
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			img.Set(x, y, c)
+		}
+	}
+}
+
+func thick(img *image.RGBA, x0, y0, x1, y1 float64, c color.Color) {
+	for d := -1; d <= 1; d++ {
+		line(img, int(x0), int(y0)+d, int(x1), int(y1)+d, c)
+	}
+}
+
+// line is Bresenham's algorithm.
+func line(img *image.RGBA, x0, y0, x1, y1 int, c color.Color) {
+	dx, dy := abs(x1-x0), -abs(y1-y0)
+	sx, sy := 1, 1
+	if x0 > x1 {
+		sx = -1
+	}
+	if y0 > y1 {
+		sy = -1
+	}
+	err := dx + dy
+	for {
+		img.Set(x0, y0, c)
+		if x0 == x1 && y0 == y1 {
+			return
+		}
+		e2 := 2 * err
+		if e2 >= dy {
+			err += dy
+			x0 += sx
+		}
+		if e2 <= dx {
+			err += dx
+			y0 += sy
+		}
+	}
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func trimFloat(v float64) string {
+	s := fmt.Sprintf("%.2f", v)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newQueryCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "query", Short: "Work with the vastai query language"}
+	var q queryFlags
+	parse := &cobra.Command{
+		Use:   "parse [-n] [--type T] [-o ORDER] [--limit N] QUERY...",
+		Short: "Print the JSON query object the vastai CLI would send for QUERY",
+		Long: `Parse a query exactly as 'vastai search offers' does and print the JSON
+object it would POST to /api/v0/bundles/, keys sorted, for comparison with the
+CLI. One deliberate difference: repeated field!=value terms on one field become
+{"notin": [...]} instead of keeping only the last one.`,
+		Example: `  vastfleet query parse -n --limit 100 -o +dph_total 'gpu_ram>=24 geolocation!=CN'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			query, err := q.parse(f.io, args)
+			if err != nil {
+				return err
+			}
+			b, err := json.Marshal(query)
+			if err != nil {
+				return err
+			}
+			// Re-marshal through a map so every level prints with sorted keys.
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return err
+			}
+			out, err := json.MarshalIndent(m, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(f.io.Out, string(out))
+			return err
+		},
+	}
+	q.register(parse)
+	cmd.AddCommand(parse)
+	return cmd
+}

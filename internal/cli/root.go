@@ -1,0 +1,99 @@
+// Package cli is vastfleet's command tree. It parses flags, wires the domain
+// packages together (factory.go is the one place that names concrete
+// adapters) and maps errors to messages and exit codes.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+// usageError marks errors that are the user's input: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// Main runs vastfleet with args and returns the process exit code.
+func Main(ctx context.Context, ios *IOStreams, args []string) int {
+	f := newFactory(ios)
+	defer f.Close()
+	root := newRootCmd(f)
+	root.SetArgs(args)
+	root.SetIn(ios.In)
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(ios.ErrOut, "error: %v\n", err)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 130
+	default:
+		return 1
+	}
+}
+
+func newRootCmd(f *factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "vastfleet",
+		Short: "Cheap, safe clusters from GPU marketplaces (vast.ai and a built-in simulator)",
+		Long: `vastfleet searches and ranks marketplace offers, plans a task's hardware,
+launches fleets of instances without ever leaving one billing unnoticed, and
+tears them down with a cost report.
+
+By default every command runs against the built-in simulated marketplace
+(--market sim), which keeps its state in the data dir. Use --market vast with
+an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real one.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return f.init(cmd)
+		},
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.opts.Market, "market", "sim", "marketplace: sim (built-in simulator) or vast (real vast.ai)")
+	pf.StringVar(&f.opts.APIKey, "api-key", "", "vast.ai API key (default: $VAST_API_KEY, then the vastai CLI's key file)")
+	pf.StringVar(&f.opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, a running `vastfleet sim serve`")
+	pf.StringVar(&f.opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
+	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second")
+	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
+	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
+	pf.BoolVarP(&f.opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
+	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
+		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
+		&cobra.Group{ID: "tools", Title: "Tools:"})
+	for _, c := range []*cobra.Command{newSearchCmd(f), newPlanCmd(f), newMarketCmd(f), newQueryCmd(f)} {
+		c.GroupID = "market"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newSimCmd(f)} {
+		c.GroupID = "tools"
+		root.AddCommand(c)
+	}
+	for _, c := range instanceCommands(f) {
+		c.GroupID = "instances"
+		root.AddCommand(c)
+	}
+	return root
+}
+
+func (f *factory) logger() *slog.Logger { return f.log }

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// queryFlags are the `vastai search offers` flags, shared by every command
+// that selects offers.
+type queryFlags struct {
+	NoDefault bool
+	Type      string
+	Order     string
+	Limit     int
+	Storage   float64
+	// SweepLimit is the result size a sweep asks for per slice.
+	SweepLimit int
+	bid        bool
+	reserved   bool
+	onDemand   bool
+}
+
+func (q *queryFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVarP(&q.NoDefault, "no-default", "n", false, "drop the default filters (verified, external=false, rentable)")
+	fl.StringVarP(&q.Type, "type", "t", "on-demand", "pricing: on-demand, bid (interruptible) or reserved")
+	fl.BoolVarP(&q.bid, "interruptible", "i", false, "same as --type bid")
+	fl.BoolVarP(&q.reserved, "reserved", "r", false, "same as --type reserved")
+	fl.BoolVarP(&q.onDemand, "on-demand", "d", false, "same as --type on-demand")
+	fl.StringVarP(&q.Order, "order", "o", "score-", "sort keys, comma separated, with +/- for ascending/descending (e.g. +dph_total,-num_gpus)")
+	fl.IntVar(&q.Limit, "limit", 0, "ask the marketplace for at most N offers (0: its own cap)")
+	fl.Float64Var(&q.Storage, "storage", 5, "disk GiB to price into dph_total")
+	fl.IntVar(&q.SweepLimit, "sweep-limit", 1000, "with --all: offers asked per search; a slice that returns this many is split further (the marketplace must not cap below it)")
+}
+
+func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
+	typ := q.Type
+	switch {
+	case q.bid:
+		typ = "bid"
+	case q.reserved:
+		typ = "reserved"
+	case q.onDemand:
+		typ = "on-demand"
+	}
+	if q.Limit < 0 {
+		return market.Query{}, usagef("--limit %d: must be 0 (no limit) or more", q.Limit)
+	}
+	query, warnings, err := market.Parse(strings.Join(args, " "), market.ParseOptions{
+		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage,
+	})
+	for _, w := range warnings {
+		fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
+	}
+	if err != nil {
+		return market.Query{}, usageError{err}
+	}
+	return query, nil
+}
+
+// rankFlags choose how offers are scored.
+type rankFlags struct {
+	By    string
+	Score string
+}
+
+func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
+	cmd.Flags().StringVar(&r.By, "by", defaultBy, "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr) or dlperf (DLPerf per $/hr)")
+	cmd.Flags().StringVar(&r.Score, "score", "", "rank by your own expression over offer fields, e.g. 'cpu_cores_effective * reliability / dph_total'")
+}
+
+// scorer returns nil when neither flag asks for a ranking.
+func (r *rankFlags) scorer() (market.Scorer, error) {
+	if r.Score != "" {
+		if r.By != "" {
+			return nil, usagef("--by %s and --score: pick one", r.By)
+		}
+		s, err := market.ScoreExpr(r.Score)
+		if err != nil {
+			return nil, usagef("--score: %v", err)
+		}
+		return s, nil
+	}
+	if r.By == "" {
+		return nil, nil
+	}
+	s, err := market.ScoreBy(r.By)
+	if err != nil {
+		return nil, usagef("--by: %v", err)
+	}
+	return s, nil
+}
+
+type searchOptions struct {
+	query queryFlags
+	rank  rankFlags
+	All   bool
+	JSON  bool
+	Save  string
+}
+
+func newSearchCmd(f *factory) *cobra.Command {
+	opts := &searchOptions{}
+	cmd := &cobra.Command{
+		Use:   "search [flags] QUERY...",
+		Short: "Search offers with the vastai query language and rank them",
+		Long: `Search offers exactly as 'vastai search offers' does (same query language,
+defaults, -n, --type, -o, --limit, --storage), then rank them.
+
+  vastfleet search 'gpu_ram>=24 reliability>0.95 geolocation!=CN' -o +dph_total
+  vastfleet search -n 'rentable=True cpu_cores_effective>16 dph_total<=5' --by vcpu --all
+
+The marketplace caps how many offers one search returns; --all sweeps price
+slices until every matching offer is collected.`,
+		Example: `  vastfleet search --by vcpu -n 'rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK]'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return searchRun(cmd.Context(), f, opts, args)
+		},
+	}
+	opts.query.register(cmd)
+	opts.rank.register(cmd, "")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "collect every matching offer, beyond the marketplace's per-search cap")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the ranked offers as a JSON array")
+	cmd.Flags().StringVar(&opts.Save, "save", "", "also write the ranked offers as JSON to FILE (input for launch --from)")
+	return cmd
+}
+
+// findOffers runs the search (or the sweep) and ranks the result.
+func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int, s market.Scorer) ([]market.Ranked, error) {
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var offers []market.Offer
+	if sweepLimit > 0 {
+		limit := q.Limit
+		q.Limit = 0
+		var requests int
+		offers, requests, err = provider.SweepOffers(ctx, p, q, sweepLimit)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(f.io.ErrOut, "swept %d offers in %d requests\n", len(offers), requests)
+		market.SortOffers(offers, q.Order)
+		ranked := rankOrKeep(offers, s)
+		if limit > 0 && len(ranked) > limit {
+			ranked = ranked[:limit]
+		}
+		return ranked, nil
+	}
+	offers, err = p.SearchOffers(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return rankOrKeep(offers, s), nil
+}
+
+// rankOrKeep ranks by s, or keeps the marketplace's order with its own score.
+func rankOrKeep(offers []market.Offer, s market.Scorer) []market.Ranked {
+	if s != nil {
+		return market.Rank(offers, s)
+	}
+	out := make([]market.Ranked, len(offers))
+	for i, o := range offers {
+		out[i] = market.Ranked{Offer: o, Score: o.VastScore}
+	}
+	return out
+}
+
+func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []string) error {
+	q, err := opts.query.parse(f.io, args)
+	if err != nil {
+		return err
+	}
+	s, err := opts.rank.scorer()
+	if err != nil {
+		return err
+	}
+	sweep := 0
+	if opts.All {
+		if opts.query.SweepLimit <= 0 {
+			return usagef("--sweep-limit %d: must be positive", opts.query.SweepLimit)
+		}
+		sweep = opts.query.SweepLimit
+	}
+	ranked, err := findOffers(ctx, f, q, sweep, s)
+	if err != nil {
+		return err
+	}
+	if opts.Save != "" {
+		if err := saveRanked(opts.Save, ranked); err != nil {
+			return err
+		}
+		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, ranked)
+	}
+	return printOffers(f.io.Out, ranked)
+}
+
+func saveRanked(path string, ranked []market.Ranked) error {
+	tmp, err := os.CreateTemp(dirOf(path), ".vastfleet-*.json")
+	if err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := writeJSON(tmp, ranked); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--save: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--save: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+// printOffers writes the offer table a person reads at a glance; data lines
+// start with the offer id, and a TOTAL row sums the fleet it would make.
+func printOffers(w io.Writer, ranked []market.Ranked) error {
+	t := newTable(w, "ID", "SCORE", "vCPUs", "RAM", "$/hr", "N", "MODEL", "LOCATION", "RELIABILITY")
+	var vcpu, ram, dph float64
+	var gpus int
+	for _, r := range ranked {
+		o := r.Offer
+		t.row(strconv.FormatInt(o.ID, 10), fmtScore(r.Score), fmtNum(o.CPUCoresEffective), fmtGB(o.CPURAM),
+			fmt.Sprintf("%.3f", o.DPHTotal), strconv.Itoa(o.NumGPUs), o.GPUName, o.Geolocation,
+			fmt.Sprintf("%.3f", o.Reliability))
+		vcpu += o.CPUCoresEffective
+		ram += o.CPURAM
+		dph += o.DPHTotal
+		gpus += o.NumGPUs
+	}
+	t.row("TOTAL", fmt.Sprintf("%d offers", len(ranked)), fmtNum(vcpu), fmtGB(ram), fmt.Sprintf("%.3f", dph), strconv.Itoa(gpus), "", "", "")
+	return t.flush()
+}
+
+func fmtScore(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.4f", v)
+	}
+}
+
+func fmtNum(v float64) string {
+	if v == float64(int64(v)) {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// fmtGB shows a marketplace MB figure in GB, as the vastai CLI does (÷1000).
+func fmtGB(mb float64) string { return fmt.Sprintf("%.0f GB", mb/1000) }

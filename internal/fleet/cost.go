@@ -1,0 +1,194 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// InstanceCost is what one instance has cost so far, from its recorded
+// state timeline and the marketplace's billing rules: compute
+// (dph_total − storage) for every second it was running, storage for every
+// second it existed and was not offline, from creation until gone (or now).
+type InstanceCost struct {
+	InstanceID int64
+	Fleet      string
+	Experiment string
+	State      string
+	Live       bool
+	Running    time.Duration // billed compute time
+	Existed    time.Duration // billed storage time (offline excluded)
+	Compute    float64       // $
+	Storage    float64       // $
+	// Total is Compute + Storage. Bandwidth (the image pull, billed per GB)
+	// is not known to vastfleet and is not included.
+	Total     float64
+	Estimated *float64 // the plan's estimate, when one exists
+}
+
+// FleetCost sums a fleet's instances.
+type FleetCost struct {
+	Fleet   string
+	N       int
+	Compute float64
+	Storage float64
+	Total   float64
+	// Estimated sums the estimates of the instances that have one; EstOf
+	// is those instances' actual total, the figure to compare it with.
+	Estimated *float64
+	EstOf     float64
+	DPH       float64 // current $/h of the live instances
+}
+
+// CostReport is the answer of Cost.
+type CostReport struct {
+	At        time.Time
+	Instances []InstanceCost
+	Fleets    []FleetCost
+	Compute   float64
+	Storage   float64
+	Total     float64
+	Estimated *float64 // sum of the estimates that exist
+	EstOf     float64  // actual total of the instances that have an estimate
+}
+
+// Cost computes what instances have cost, per instance and per fleet;
+// fleet "" means every fleet. Gone instances are included.
+func (m *Manager) Cost(ctx context.Context, fleet string) (CostReport, error) {
+	now := m.now()
+	rep := CostReport{At: now}
+	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleet, IncludeGone: true})
+	if err != nil {
+		return rep, fmt.Errorf("cost: %w", err)
+	}
+	byFleet := map[string]*FleetCost{}
+	for _, in := range ins {
+		evs, err := m.S.Events(ctx, in.ID)
+		if err != nil {
+			return rep, fmt.Errorf("cost: %w", err)
+		}
+		c := InstanceCostOf(in, evs, now)
+		rep.Instances = append(rep.Instances, c)
+		f := byFleet[in.Fleet]
+		if f == nil {
+			f = &FleetCost{Fleet: in.Fleet}
+			byFleet[in.Fleet] = f
+		}
+		f.N++
+		f.Compute += c.Compute
+		f.Storage += c.Storage
+		f.Total += c.Total
+		if c.Estimated != nil {
+			f.Estimated = addPtr(f.Estimated, *c.Estimated)
+			f.EstOf += c.Total
+			rep.Estimated = addPtr(rep.Estimated, *c.Estimated)
+			rep.EstOf += c.Total
+		}
+		if c.Live {
+			if c.State == provider.StateRunning {
+				f.DPH += in.DPHTotal
+			} else if c.State != provider.StateOffline {
+				f.DPH += in.StorageDPH
+			}
+		}
+		rep.Compute += c.Compute
+		rep.Storage += c.Storage
+		rep.Total += c.Total
+	}
+	for _, f := range byFleet {
+		rep.Fleets = append(rep.Fleets, *f)
+	}
+	sort.Slice(rep.Fleets, func(i, j int) bool { return rep.Fleets[i].Fleet < rep.Fleets[j].Fleet })
+	return rep, nil
+}
+
+// InstanceCostOf prices one instance from its events up to now (or its
+// gone time). The state before the first event is that event's from-state
+// ("" = provisioning, which bills storage only).
+func InstanceCostOf(in store.Instance, evs []store.Event, now time.Time) InstanceCost {
+	c := InstanceCost{InstanceID: in.ID, Fleet: in.Fleet, Experiment: in.Experiment, State: in.State,
+		Live: in.GoneAt.IsZero(), Estimated: in.EstCost}
+	end := now
+	if !in.GoneAt.IsZero() {
+		end = in.GoneAt
+	}
+	state := in.State
+	if len(evs) > 0 {
+		state = evs[0].From
+	}
+	at := in.CreatedAt
+	add := func(until time.Time) {
+		if until.After(end) {
+			until = end
+		}
+		if !until.After(at) {
+			return
+		}
+		d := until.Sub(at)
+		switch state {
+		case store.StateGone:
+			return
+		case provider.StateOffline:
+		case provider.StateRunning, provider.StateRebooting, provider.StateFrozen:
+			// The GPU stays held, and billed, through a reboot or a freeze.
+			c.Running += d
+			c.Existed += d
+		default:
+			c.Existed += d
+		}
+		at = until
+	}
+	for _, e := range evs {
+		add(e.At)
+		if e.At.After(at) {
+			at = e.At
+		}
+		state = e.To
+	}
+	add(end)
+	compute := in.DPHTotal - in.StorageDPH
+	c.Compute = c.Running.Hours() * compute
+	c.Storage = c.Existed.Hours() * in.StorageDPH
+	c.Total = c.Compute + c.Storage
+	return c
+}
+
+func addPtr(p *float64, v float64) *float64 {
+	if p != nil {
+		v += *p
+	}
+	return &v
+}
+
+// InstanceCost prices one instance from its recorded timeline.
+func (m *Manager) InstanceCost(ctx context.Context, id int64) (InstanceCost, error) {
+	in, err := m.S.Instance(ctx, id)
+	if err != nil {
+		return InstanceCost{}, err
+	}
+	evs, err := m.S.Events(ctx, id)
+	if err != nil {
+		return InstanceCost{}, err
+	}
+	return InstanceCostOf(in, evs, m.now()), nil
+}
+
+// InstanceCostSoFar is a quick figure for listings that have no events at
+// hand: storage for the whole life plus compute for the current running
+// stretch. It undercounts earlier running stretches of a stopped and
+// restarted instance; Cost is exact.
+func InstanceCostSoFar(in store.Instance, now time.Time) float64 {
+	end := now
+	if !in.GoneAt.IsZero() {
+		end = in.GoneAt
+	}
+	total := end.Sub(in.CreatedAt).Hours() * in.StorageDPH
+	if !in.RunningSince.IsZero() && in.GoneAt.IsZero() {
+		total += now.Sub(in.RunningSince).Hours() * (in.DPHTotal - in.StorageDPH)
+	}
+	return max(total, 0)
+}

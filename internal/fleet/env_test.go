@@ -1,0 +1,258 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/sim"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+const testKey = "test-key-0123456789"
+
+var simStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// gate sits between the real client and the real simulator handler and
+// breaks listings, destroys and user answers on demand.
+type gate struct {
+	next http.Handler
+
+	mu         sync.Mutex
+	failLists  int                   // answer the next N listing requests with 500
+	shortLists int                   // drop a row (total kept) from the next N listing answers
+	hide       map[int64]bool        // leave these out of listings, total adjusted (a consistent, lagging listing)
+	eatDeletes int                   // answer the next N destroys with success without destroying
+	userID     int64                 // non-zero: answer users/current with this id
+	onCreate   func(r *http.Request) // called before a create reaches the simulator
+	lists      int
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	isList := r.Method == http.MethodGet && r.URL.Path == "/api/v1/instances/"
+	if isList {
+		g.lists++
+	}
+	if isList && g.failLists > 0 {
+		g.failLists--
+		g.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(500)
+		io.WriteString(w, `{"success":false,"error":"server_error","msg":"boom"}`)
+		return
+	}
+	if r.Method == http.MethodDelete && g.eatDeletes > 0 {
+		g.eatDeletes--
+		g.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"success":true}`)
+		return
+	}
+	short := isList && g.shortLists > 0
+	if short {
+		g.shortLists--
+	}
+	hide := make(map[int64]bool, len(g.hide))
+	for k, v := range g.hide {
+		hide[k] = v
+	}
+	userID := g.userID
+	onCreate := g.onCreate
+	g.mu.Unlock()
+
+	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v0/asks/") && onCreate != nil {
+		onCreate(r)
+	}
+	if !(isList && (short || len(hide) > 0)) && !(userID != 0 && r.URL.Path == "/api/v0/users/current") {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	g.next.ServeHTTP(rec, r)
+	var body map[string]any
+	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		return
+	}
+	if userID != 0 {
+		body["id"] = userID
+	} else {
+		rows, _ := body["instances"].([]any)
+		var kept []any
+		dropped := 0
+		for _, row := range rows {
+			id := int64(row.(map[string]any)["id"].(float64))
+			if hide[id] {
+				dropped++
+				continue
+			}
+			kept = append(kept, row)
+		}
+		body["total_instances"] = body["total_instances"].(float64) - float64(dropped)
+		if short && len(kept) > 0 {
+			kept = kept[1:]
+		}
+		if kept == nil {
+			kept = []any{}
+		}
+		body["instances"] = kept
+	}
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+// reset clears every fault; the caller holds g.mu.
+func (g *gate) reset() {
+	g.failLists, g.shortLists, g.hide, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, 0, 0, nil
+}
+
+func (g *gate) listCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lists
+}
+
+func (g *gate) set(f func(g *gate)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f(g)
+}
+
+type env struct {
+	t      *testing.T
+	clock  *sim.ManualClock
+	mkt    *sim.Market
+	gate   *gate
+	srv    *httptest.Server
+	client *vast.Client
+	st     *store.Store
+	dbPath string
+	m      *Manager
+	offers []market.Offer
+}
+
+type envOpts struct {
+	faults  sim.Faults
+	seed    int64
+	noStore bool
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	if o.seed == 0 {
+		o.seed = 7
+	}
+	e := &env{t: t, clock: sim.NewManualClock(simStart)}
+	mkt, err := sim.New(sim.Config{Seed: o.seed, Offers: 300, Clock: e.clock, APIKey: testKey, Faults: o.faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mkt = mkt
+	e.gate = &gate{next: mkt.Handler()}
+	e.srv = httptest.NewServer(e.gate)
+	t.Cleanup(e.srv.Close)
+	e.client = e.newClient(testKey)
+	for _, off := range mkt.Offers() {
+		if off.DiskSpace >= 20 && off.NumGPUs > 0 {
+			e.offers = append(e.offers, off)
+		}
+	}
+	if !o.noStore {
+		e.dbPath = t.TempDir() + "/vastfleet.db"
+		st, err := store.Open(context.Background(), e.dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		e.st = st
+		e.m = e.manager(e.client)
+	}
+	return e
+}
+
+func (e *env) newClient(key string) *vast.Client {
+	c, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: key, Timeout: 5 * time.Second,
+		Sleep: func(ctx context.Context, d time.Duration) error { e.clock.Advance(d); return ctx.Err() },
+		Now:   e.clock.Now, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func (e *env) manager(p provider.Provider) *Manager {
+	return &Manager{P: p, S: e.st, Clock: e.clock, Log: slog.New(slog.DiscardHandler), Sleep: e.sleep}
+}
+
+// sleep advances the virtual clock by d, stopping early at the next moment
+// the simulator changes an instance by itself, so that polls observe every
+// transition at the exact time it happens.
+func (e *env) sleep(ctx context.Context, d time.Duration) error {
+	now := e.clock.Now()
+	until := now.Add(d)
+	for _, s := range e.mkt.State() {
+		if !s.Destroyed && !s.ReadyAt.IsZero() && s.ReadyAt.After(now) && s.ReadyAt.Before(until) {
+			until = s.ReadyAt
+		}
+	}
+	e.clock.Set(until)
+	return ctx.Err()
+}
+
+func (e *env) rentReq(i int) RentRequest {
+	return RentRequest{Fleet: "f1", Offer: e.offers[i],
+		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20, Runtype: "ssh"}}
+}
+
+// ours lists the simulator's live instances that carry a vastfleet label.
+func (e *env) ours() []sim.InstanceState {
+	var out []sim.InstanceState
+	for _, s := range e.mkt.State() {
+		if _, _, ok := ParseLabel(s.Label); ok && !s.Destroyed {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// assertNoLeak: every live instance of ours in the simulator is live in the
+// store, and no offer was rented twice.
+func (e *env) assertNoLeak(st *store.Store) {
+	e.t.Helper()
+	ctx := context.Background()
+	live, err := st.LiveInstances(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []int64
+	for _, in := range live {
+		ids = append(ids, in.ID)
+	}
+	for _, s := range e.ours() {
+		if !slices.Contains(ids, s.ID) {
+			e.t.Errorf("sim instance %d (label %s) is not live in the store", s.ID, s.Label)
+		}
+	}
+	for offer, n := range e.mkt.CreatesPerOffer() {
+		if n > 1 {
+			e.t.Errorf("offer %d rented %d times", offer, n)
+		}
+	}
+}

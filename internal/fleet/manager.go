@@ -1,0 +1,175 @@
+// Package fleet is the instance lifecycle that never leaks a billing
+// instance: rent behind an intent row and an idempotency label, reconcile the
+// store with complete listings only, destroy confirmed by a listing, wait for
+// running, and cost from the recorded state timeline.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// Clock is the one source of time; for the simulator the CLI passes the
+// simulator's clock so that costs match its ledger.
+type Clock interface{ Now() time.Time }
+
+// Defaults used when a Manager field is zero.
+const (
+	DefaultGrace     = 10 * time.Minute
+	DefaultPollEvery = 10 * time.Second
+	// SlowLoading is when WaitRunning tells the user that loading is slow.
+	SlowLoading = 5 * time.Minute
+)
+
+// Manager drives instances through their lifecycle. One Manager per process;
+// the CLI holds the data-dir lock while it runs.
+type Manager struct {
+	P     provider.Provider
+	S     *store.Store
+	Clock Clock
+	Log   *slog.Logger
+	// Grace is how long a new instance's (or a pending intent's) absence from
+	// a listing means nothing: marketplaces list new rentals late.
+	Grace time.Duration
+	// PollEvery spaces listing and show polls.
+	PollEvery time.Duration
+	// Sleep waits d or until ctx ends. Tests with a virtual clock pass a
+	// function that advances the clock instead.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// ListTries bounds how many listings one lookup or confirmation makes
+	// (default 5).
+	ListTries int
+}
+
+func (m *Manager) grace() time.Duration {
+	if m.Grace > 0 {
+		return m.Grace
+	}
+	return DefaultGrace
+}
+
+func (m *Manager) pollEvery() time.Duration {
+	if m.PollEvery > 0 {
+		return m.PollEvery
+	}
+	return DefaultPollEvery
+}
+
+func (m *Manager) listTries() int {
+	if m.ListTries > 0 {
+		return m.ListTries
+	}
+	return 5
+}
+
+func (m *Manager) log() *slog.Logger {
+	if m.Log != nil {
+		return m.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (m *Manager) now() time.Time { return m.Clock.Now() }
+
+func (m *Manager) sleep(ctx context.Context, d time.Duration) error {
+	if m.Sleep != nil {
+		return m.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// completeListing returns one complete listing, retrying transient failures
+// (an incomplete listing included) a bounded number of times with backoff.
+// An auth failure is returned at once: it proves nothing about instances.
+func (m *Manager) completeListing(ctx context.Context) (provider.Listing, error) {
+	var lastErr error
+	wait := m.pollEvery()
+	for try := 0; try < m.listTries(); try++ {
+		if try > 0 {
+			if err := m.sleep(ctx, wait); err != nil {
+				return provider.Listing{}, err
+			}
+			wait *= 2
+		}
+		l, err := m.P.ListInstances(ctx)
+		if err == nil {
+			if l.Total != len(l.Instances) {
+				// The provider promises this never happens; do not act on it.
+				lastErr = fmt.Errorf("%w: %d rows for a total of %d", provider.ErrIncompleteListing, len(l.Instances), l.Total)
+				continue
+			}
+			return l, nil
+		}
+		lastErr = err
+		if !provider.Transient(err) {
+			break
+		}
+	}
+	return provider.Listing{}, fmt.Errorf("no complete instance listing: %w", lastErr)
+}
+
+// byLabel indexes a listing's rows by label.
+func byLabel(l provider.Listing) map[string]provider.Instance {
+	out := make(map[string]provider.Instance, len(l.Instances))
+	for _, in := range l.Instances {
+		if lab := in.LabelText(); lab != "" {
+			out[lab] = in
+		}
+	}
+	return out
+}
+
+func byID(l provider.Listing) map[int64]provider.Instance {
+	out := make(map[int64]provider.Instance, len(l.Instances))
+	for _, in := range l.Instances {
+		out[in.ID] = in
+	}
+	return out
+}
+
+// definiteCreateFailure reports whether a create error proves that nothing
+// was rented. Anything else may have rented an instance.
+func definiteCreateFailure(err error) bool {
+	if errors.Is(err, provider.ErrMaybeCreated) {
+		return false
+	}
+	if errors.Is(err, provider.ErrOfferGone) || errors.Is(err, provider.ErrInsufficientBalance) ||
+		errors.Is(err, provider.ErrAuth) || errors.Is(err, provider.ErrRateLimited) {
+		return true
+	}
+	var ae *provider.APIError
+	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
+		return true
+	}
+	return false
+}
+
+// refreshRates takes the marketplace's own $/h figures for a rental when
+// they differ from what the store holds (the store starts from the offer).
+func (m *Manager) refreshRates(ctx context.Context, row provider.Instance) error {
+	if row.DPHTotal <= 0 {
+		return nil
+	}
+	rec, err := m.S.Instance(ctx, row.ID)
+	if err != nil {
+		return err
+	}
+	if rec.DPHTotal == row.DPHTotal && rec.StorageDPH == row.StorageTotalCost {
+		return nil
+	}
+	rec.DPHTotal, rec.StorageDPH = row.DPHTotal, row.StorageTotalCost
+	return m.S.UpsertInstance(ctx, rec, m.now())
+}

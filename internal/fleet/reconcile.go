@@ -1,0 +1,264 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// ReconcileOptions tunes Reconcile.
+type ReconcileOptions struct {
+	// DestroyOrphans destroys instances whose label names vastfleet but no
+	// intent of this store (another data dir's, or a lost database's).
+	DestroyOrphans bool
+}
+
+// Change kinds a Reconcile reports.
+const (
+	ChangeState     = "state"     // a known instance's state changed
+	ChangeAdopted   = "adopted"   // created under our intent but never recorded
+	ChangeGone      = "gone"      // no longer listed (past the grace period)
+	ChangeAbandoned = "abandoned" // a pending intent whose label never appeared
+	ChangeDestroyed = "orphan-destroyed"
+	ChangeRevived   = "revived" // marked gone earlier, listed again
+)
+
+// Change is one thing Reconcile changed in the store or the marketplace.
+type Change struct {
+	Kind     string
+	Instance int64 // 0 for an abandoned intent
+	Intent   int64
+	Detail   string
+}
+
+// Orphan is a listed instance whose label names vastfleet but no intent
+// this store knows.
+type Orphan struct {
+	Instance provider.Instance
+	Reason   string
+}
+
+// Report is what one Reconcile saw and did.
+type Report struct {
+	Listed    int // rows in the complete listing
+	Unmanaged int // rows without a vastfleet label (rented by hand)
+	Changes   []Change
+	Orphans   []Orphan
+	// Redestroyed are instances the store wants destroyed that were still
+	// listed: their destroy was sent again (idempotent, not a store change).
+	Redestroyed []int64
+	// Errors are per-instance failures that did not stop the reconcile.
+	Errors []error
+}
+
+// Reconcile makes the store agree with one complete listing of the account.
+// On a failed or incomplete listing it changes nothing and returns the error:
+// such a listing is no proof that anything is gone. Run twice in a row, the
+// second run reports no changes.
+func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report, error) {
+	var rep Report
+	if err := m.checkAccount(ctx); err != nil {
+		return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
+	}
+	l, err := m.completeListing(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
+	}
+	if len(l.Instances) == 0 {
+		// An empty listing while the store holds live instances is the one
+		// a broken server most plausibly sends: believe it only twice.
+		if live, err := m.S.LiveInstances(ctx); err == nil && len(live) > 0 {
+			if err := m.sleep(ctx, m.pollEvery()); err != nil {
+				return rep, err
+			}
+			if l, err = m.completeListing(ctx); err != nil {
+				return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
+			}
+		}
+	}
+	now := m.now()
+	rep.Listed = len(l.Instances)
+	listed := byID(l)
+
+	rows := append([]provider.Instance(nil), l.Instances...)
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	for _, row := range rows {
+		fleetName, intentID, ok := ParseLabel(row.LabelText())
+		known, kerr := m.S.Instance(ctx, row.ID)
+		switch {
+		case kerr == nil:
+			switch {
+			case !known.GoneAt.IsZero():
+				// Marked gone earlier, listed again: a listing beats our
+				// belief, and UpdateSeen makes it live again.
+				rep.Changes = append(rep.Changes, Change{Kind: ChangeRevived, Instance: row.ID, Intent: known.IntentID,
+					Detail: "listed again after being marked gone"})
+			case known.State != row.Status():
+				rep.Changes = append(rep.Changes, Change{Kind: ChangeState, Instance: row.ID, Intent: known.IntentID,
+					Detail: fmt.Sprintf("%s → %s", stateName(known.State), stateName(row.Status()))})
+			}
+			if known.GoneAt.IsZero() {
+				if err := m.refreshRates(ctx, row); err != nil {
+					rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
+				}
+			}
+			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), row.SSHHost, row.SSHPort, now); err != nil {
+				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
+			}
+			if known.Wanted == store.WantDestroy {
+				if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
+					rep.Errors = append(rep.Errors, fmt.Errorf("re-destroy instance %d: %w", row.ID, err))
+				}
+				rep.Redestroyed = append(rep.Redestroyed, row.ID)
+			}
+			continue
+		case !errors.Is(kerr, store.ErrNotFound):
+			rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, kerr))
+			continue
+		}
+		if !ok {
+			rep.Unmanaged++
+			continue
+		}
+		intent, ierr := m.S.IntentByLabel(ctx, row.LabelText())
+		if ierr != nil || intent.ID != intentID || intent.Fleet != fleetName {
+			if ierr != nil && !errors.Is(ierr, store.ErrNotFound) {
+				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, ierr))
+				continue
+			}
+			rep.Orphans = append(rep.Orphans, Orphan{Instance: row, Reason: "label names vastfleet but no intent of this store"})
+			continue
+		}
+		if intent.InstanceID != 0 && intent.InstanceID != row.ID {
+			// A second rental under one intent: this code never creates twice,
+			// so it is another writer's; do not adopt it over the first.
+			rep.Orphans = append(rep.Orphans, Orphan{Instance: row,
+				Reason: fmt.Sprintf("intent %d already recorded instance %d", intent.ID, intent.InstanceID)})
+			continue
+		}
+		// Created under our intent, never recorded (crash, lost response, or
+		// an intent given up on while the instance was still on its way).
+		rec := recordFromRow(row, intent, intent.Fleet, now)
+		if err := m.S.RecordCreated(ctx, intent.ID, rec, now); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("adopt instance %d: %w", row.ID, err))
+			continue
+		}
+		m.seen(ctx, row)
+		rep.Changes = append(rep.Changes, Change{Kind: ChangeAdopted, Instance: row.ID, Intent: intent.ID,
+			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
+	}
+
+	if opts.DestroyOrphans {
+		for _, o := range rep.Orphans {
+			if err := m.P.DestroyInstance(ctx, o.Instance.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
+				rep.Errors = append(rep.Errors, fmt.Errorf("destroy orphan %d: %w", o.Instance.ID, err))
+				continue
+			}
+			rep.Changes = append(rep.Changes, Change{Kind: ChangeDestroyed, Instance: o.Instance.ID,
+				Detail: o.Reason + "; destroy sent, the next reconcile confirms it"})
+		}
+	}
+
+	live, err := m.S.LiveInstances(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: %w", err)
+	}
+	for _, in := range live {
+		if _, ok := listed[in.ID]; ok {
+			continue
+		}
+		if now.Sub(in.CreatedAt) < m.grace() {
+			continue // too young: its absence means nothing yet
+		}
+		if err := m.S.MarkGone(ctx, in.ID, now); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("mark %d gone: %w", in.ID, err))
+			continue
+		}
+		rep.Changes = append(rep.Changes, Change{Kind: ChangeGone, Instance: in.ID, Intent: in.IntentID,
+			Detail: "absent from a complete listing"})
+	}
+
+	pending, err := m.S.PendingIntents(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: %w", err)
+	}
+	labels := byLabel(l)
+	for _, it := range pending {
+		if _, ok := labels[it.Label]; ok || now.Sub(it.CreatedAt) < m.grace() {
+			continue
+		}
+		if err := m.S.AbandonIntent(ctx, it.ID, "label absent from a complete listing after the grace period", now); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("abandon intent %d: %w", it.ID, err))
+			continue
+		}
+		rep.Changes = append(rep.Changes, Change{Kind: ChangeAbandoned, Intent: it.ID,
+			Detail: fmt.Sprintf("offer %d, label %s never listed", it.OfferID, it.Label)})
+	}
+	return rep, nil
+}
+
+func stateName(s string) string {
+	if s == "" {
+		return "provisioning"
+	}
+	return s
+}
+
+// metaAccount is the store meta key naming the marketplace account whose
+// instances this store tracks.
+const metaAccount = "vast_account_id"
+
+// ErrWrongAccount: the key belongs to another account than the one this
+// store's instances were rented with; its listing proves nothing about them.
+var ErrWrongAccount = errors.New("API key belongs to another account")
+
+// checkAccount pins the store to the first account it reconciles with, so
+// that a listing made with another account's key (which would not show our
+// instances) is never read as "all gone".
+func (m *Manager) checkAccount(ctx context.Context) error {
+	u, err := m.P.CurrentUser(ctx)
+	if err != nil {
+		return fmt.Errorf("who is the account: %w", err)
+	}
+	id := strconv.FormatInt(u.ID, 10)
+	have, err := m.S.GetMeta(ctx, metaAccount)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return m.S.SetMeta(ctx, metaAccount, id)
+	case err != nil:
+		return err
+	case have != id:
+		return fmt.Errorf("%w: the key is account %s, this store tracks account %s", ErrWrongAccount, id, have)
+	}
+	return nil
+}
+
+// String renders the report for people, one line per change.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "reconciled %d listed instances (%d not vastfleet's)\n", r.Listed, r.Unmanaged)
+	for _, c := range r.Changes {
+		switch {
+		case c.Instance != 0:
+			fmt.Fprintf(&b, "  %-16s instance %d: %s\n", c.Kind, c.Instance, c.Detail)
+		default:
+			fmt.Fprintf(&b, "  %-16s intent %d: %s\n", c.Kind, c.Intent, c.Detail)
+		}
+	}
+	for _, id := range r.Redestroyed {
+		fmt.Fprintf(&b, "  %-16s instance %d: still listed, destroy sent again\n", "redestroy", id)
+	}
+	for _, o := range r.Orphans {
+		fmt.Fprintf(&b, "  %-16s instance %d (label %q): %s\n", "orphan", o.Instance.ID, o.Instance.LabelText(), o.Reason)
+	}
+	for _, err := range r.Errors {
+		fmt.Fprintf(&b, "  %-16s %v\n", "error", err)
+	}
+	return b.String()
+}

@@ -1,0 +1,119 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+// ErrCaps: the caps cannot fit the asked count; nothing was rented.
+var ErrCaps = errors.New("caps cannot fit the fleet")
+
+// Plan is what CheckCaps expects the launch to rent first.
+type Plan struct {
+	// Picked are the first Count feasible candidates, in rank order, that
+	// fit under MaxDPH.
+	Picked []market.Ranked
+	DPH    float64 // their dph_total summed
+	// Horizon is the time the budget projection covers: the deadline, or
+	// boot timeout + release timeout without one.
+	Horizon time.Duration
+	// Projected is DPH × Horizon: what the launch costs at most if every
+	// instance billed its full dph_total for the whole horizon (parking and
+	// slow boots make the real figure lower; replacements can add to it,
+	// and are only made while spent + committed stays under the budget).
+	Projected float64
+}
+
+func horizon(s Spec) time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return s.BootTimeout + s.ReleaseTimeout
+}
+
+// feasible filters candidates: not on a bad machine, one offer per machine
+// unless allowed.
+func feasible(s Spec, cands []market.Ranked, bad map[int64]bool) []market.Ranked {
+	seen := map[int64]bool{}
+	var out []market.Ranked
+	for _, c := range cands {
+		if bad[c.MachineID] || c.DPHTotal <= 0 {
+			continue
+		}
+		if !s.AllowSameMachine {
+			if seen[c.MachineID] {
+				continue
+			}
+			seen[c.MachineID] = true
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// CheckCaps decides, before anything is rented, whether the caps can fit
+// the count; bad names machines to skip. The error names the figures and
+// the fix.
+func CheckCaps(s Spec, cands []market.Ranked, bad map[int64]bool) (Plan, error) {
+	s = s.WithDefaults()
+	f := feasible(s, cands, bad)
+	p := Plan{Horizon: horizon(s)}
+	if len(f) < s.Count {
+		return p, fmt.Errorf("%w: only %d usable offers (of %d candidates, after skipping bad hosts and repeated machines) for --count %d; widen the query or lower --count",
+			ErrCaps, len(f), len(cands), s.Count)
+	}
+	if s.MaxDPH > 0 {
+		prices := make([]float64, len(f))
+		for i, c := range f {
+			prices[i] = c.DPHTotal
+		}
+		sort.Float64s(prices)
+		cheapest := 0.0
+		for _, v := range prices[:s.Count] {
+			cheapest += v
+		}
+		fit, acc := 0, 0.0
+		for _, v := range prices {
+			if acc+v > s.MaxDPH {
+				break
+			}
+			acc += v
+			fit++
+		}
+		if cheapest > s.MaxDPH {
+			return p, fmt.Errorf("%w: the cheapest %d offers cost $%.3f/hr together, above --max-dph $%.3f/hr; raise --max-dph to at least %.3f or lower --count to %d",
+				ErrCaps, s.Count, cheapest, s.MaxDPH, cheapest, fit)
+		}
+	}
+	for _, c := range f {
+		if len(p.Picked) == s.Count {
+			break
+		}
+		if s.MaxDPH > 0 && p.DPH+c.DPHTotal > s.MaxDPH {
+			continue
+		}
+		p.Picked = append(p.Picked, c)
+		p.DPH += c.DPHTotal
+	}
+	if len(p.Picked) < s.Count {
+		return p, fmt.Errorf("%w: in rank order only %d offers fit under --max-dph $%.3f/hr; raise --max-dph or rank by price (--by)",
+			ErrCaps, len(p.Picked), s.MaxDPH)
+	}
+	p.Projected = p.DPH * p.Horizon.Hours()
+	if s.Budget > 0 && s.Budget < p.Projected {
+		return p, fmt.Errorf("%w: --budget $%.2f is below the $%.2f the launch may spend (%d offers at $%.3f/hr for the %s %s); raise --budget to at least %.2f, lower --count, or shorten --deadline",
+			ErrCaps, s.Budget, p.Projected, s.Count, p.DPH, p.Horizon, horizonName(s), p.Projected)
+	}
+	return p, nil
+}
+
+func horizonName(s Spec) string {
+	if s.Deadline > 0 {
+		return "deadline"
+	}
+	return "boot + release timeouts"
+}

@@ -1,0 +1,94 @@
+package launch
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event kinds.
+const (
+	EvStart       = "start"       // the launch begins (or resumes)
+	EvRented      = "rented"      // an instance was rented
+	EvRentFailed  = "rent-failed" // a rent failed (offer gone, ...); the next offer is tried
+	EvReady       = "ready"       // an instance runs for the first time
+	EvParked      = "parked"      // stopped after booting, waiting for the release
+	EvRelease     = "release"     // the release wave starts
+	EvRunning     = "running"     // a released instance runs again
+	EvFailed      = "failed"      // an instance failed (boot, stall, offline, release timeout)
+	EvDestroyed   = "destroyed"   // an instance was destroyed (failed, surplus, unready at the end)
+	EvCap         = "cap"         // a cap stopped a rent or the launch
+	EvDeadline    = "deadline"    // the deadline hit
+	EvProgress    = "progress"    // one per status tick
+	EvWarn        = "warn"        // a transient problem (listing failed, ...)
+	EvInterrupted = "interrupted" // the context was cancelled
+	EvSummary     = "summary"     // the last event
+)
+
+// Event is one thing that happened during a launch. With --json the CLI
+// prints one per line.
+type Event struct {
+	Event      string    `json:"event"`
+	At         time.Time `json:"at"`
+	InstanceID int64     `json:"instance_id,omitempty"`
+	OfferID    int64     `json:"offer_id,omitempty"`
+	MachineID  int64     `json:"machine_id,omitempty"`
+	State      string    `json:"state,omitempty"`
+	Msg        string    `json:"msg,omitempty"`
+	Progress   *Progress `json:"progress,omitempty"`
+	// Summary is set on the final event only; it is then marshalled flat as
+	// {"event":"summary", <Summary's fields>}.
+	Summary *Summary `json:"-"`
+}
+
+// MarshalJSON writes the summary event flat, with exactly the summary's keys.
+func (e Event) MarshalJSON() ([]byte, error) {
+	if e.Summary != nil {
+		return json.Marshal(struct {
+			Event string `json:"event"`
+			*Summary
+		}{EvSummary, e.Summary})
+	}
+	type plain Event
+	return json.Marshal(plain(e))
+}
+
+// Progress is the state of the launch at one tick: what a live view shows.
+type Progress struct {
+	Asked     int     `json:"asked"`
+	Booting   int     `json:"booting"`
+	Parked    int     `json:"parked"`
+	Releasing int     `json:"releasing"`
+	Ready     int     `json:"ready"`
+	Failed    int     `json:"failed"`
+	Rented    int     `json:"rented"`
+	DPH       float64 `json:"dph"`   // $/hr of the live instances now
+	Spent     float64 `json:"spent"` // $ spent so far (estimated from observed states)
+	// TimeLeft until the deadline; 0 without a deadline.
+	TimeLeft time.Duration `json:"time_left_ns"`
+}
+
+// Summary is the end of a launch.
+type Summary struct {
+	Asked     int `json:"asked"`
+	Ready     int `json:"ready"`
+	Replaced  int `json:"replaced"`  // rents beyond the asked count
+	Failed    int `json:"failed"`    // instances that failed to boot, stalled, went offline or did not restart
+	Destroyed int `json:"destroyed"` // instances this launch destroyed (failed, surplus, unready)
+	// BootSpend is what the fleet's instances cost from the first rent to
+	// the end of the launch, from the recorded state timeline.
+	BootSpend float64 `json:"boot_spend"`
+	DPHTotal  float64 `json:"dph_total"` // $/hr of the ready instances
+	VCPU      float64 `json:"vcpu"`
+	RAMGB     float64 `json:"ram_gb"`
+	GPUs      int     `json:"gpus"`
+	// StoppedAtCap names the cap that stopped renting ("budget cap $12.00"),
+	// or is empty.
+	StoppedAtCap string `json:"stopped_at_cap"`
+
+	// Not part of the JSON line.
+	Fleet       string        `json:"-"`
+	Rented      int           `json:"-"`
+	Interrupted bool          `json:"-"`
+	Elapsed     time.Duration `json:"-"` // marketplace time from start to end
+	ReadyIDs    []int64       `json:"-"`
+}

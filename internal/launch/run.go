@@ -1,0 +1,998 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// ErrInterrupted: the launch's context was cancelled; the fleet is left as
+// Spec.OnInterrupt says, and Resume continues it.
+var ErrInterrupted = errors.New("launch interrupted")
+
+// ErrFleetExists: Run was given the name of a fleet that exists already.
+var ErrFleetExists = errors.New("fleet exists")
+
+// cleanupTimeout bounds the work done after a cancellation.
+const cleanupTimeout = 3 * time.Minute
+
+// phase is where a node is in the launch.
+type phase int
+
+const (
+	phBooting   phase = iota // rented, not running yet
+	phParking                // ran; stop sent
+	phParked                 // stopped after booting, waiting for the release
+	phReleasing              // start sent by the release wave
+	phReady                  // running and meant to run
+)
+
+// node is one live instance of the launch.
+type node struct {
+	id, offerID, machineID int64
+	offer                  market.Offer
+	rentedAt               time.Time
+	phase                  phase
+	state                  string // last seen actual_status
+	sshHost                string
+	sshPort                int
+	seen                   bool // listed at least once since this process tracks it
+	unknownSince           time.Time
+	stopSentAt             time.Time
+	releasedAt             time.Time
+	doomed                 bool // failed, left until the end (no backfill)
+}
+
+func (n *node) booted() bool { return n.phase != phBooting }
+
+// rate is what the node bills per hour in its last seen state.
+func (n *node) rate() float64 {
+	switch n.state {
+	case provider.StateRunning, provider.StateRebooting, provider.StateFrozen:
+		return n.offer.DPHTotal
+	case provider.StateOffline:
+		return 0
+	}
+	return n.offer.StorageTotalCost
+}
+
+type runner struct {
+	m      *fleet.Manager
+	spec   Spec
+	cands  []market.Ranked
+	byOff  map[int64]market.Offer
+	emit   func(Event)
+	create provider.CreateRequest
+
+	nodes      map[int64]*node
+	destroying map[int64]bool // destroy sent, not yet proven gone
+	usedOffers map[int64]bool // offers with an intent in this fleet: never rented again
+	machines   map[int64]int  // live nodes per machine
+	bad        map[int64]bool
+
+	start, deadline time.Time
+	released        bool
+	finishing       bool
+	lim             *rate.Limiter
+	spent           float64
+	lastTick        time.Time
+	rentsOK         int // instances rented into this fleet, ever
+	failed          int
+	destroyed       int
+	capHit          string
+	bootDur         []time.Duration
+}
+
+// Run launches spec.Count instances from the ranked candidates (best
+// first). It creates the fleet row with the spec and candidates first, so
+// that Resume can continue after a crash. events may be nil.
+func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.Ranked, events func(Event)) (Summary, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return Summary{}, err
+	}
+	now := m.Clock.Now()
+	if _, err := m.S.GetFleet(ctx, spec.Fleet); err == nil {
+		return Summary{}, fmt.Errorf("%w: %q; use --resume %s to continue it, or another --fleet name", ErrFleetExists, spec.Fleet, spec.Fleet)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return Summary{}, err
+	}
+	bad, err := badHosts(ctx, m, now)
+	if err != nil {
+		return Summary{}, err
+	}
+	plan, err := CheckCaps(spec, candidates, bad)
+	if err != nil {
+		return Summary{}, err
+	}
+	raw, err := encodeStored(spec, candidates)
+	if err != nil {
+		return Summary{}, err
+	}
+	if err := m.S.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
+		EstDPH: plan.DPH, EstHours: plan.Horizon.Hours(), EstCost: plan.Projected}); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return Summary{}, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
+		}
+		return Summary{}, err
+	}
+	r := newRunner(m, spec, candidates, events, bad, now)
+	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr", spec.Count, spec.Fleet, len(plan.Picked), plan.DPH)})
+	return r.loop(ctx)
+}
+
+// Resume continues a launch from its fleet row: it reconciles the store
+// with the marketplace first, tracks the fleet's live instances, never
+// rents an offer that has an intent in this fleet, and runs the launch to
+// its end with a fresh deadline window.
+func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event)) (Summary, error) {
+	f, err := m.S.GetFleet(ctx, fleetName)
+	if err != nil {
+		return Summary{}, err
+	}
+	spec, cands, err := decodeStored(f.Spec)
+	if err != nil {
+		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
+	}
+	spec = spec.WithDefaults()
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
+	}
+	now := m.Clock.Now()
+	bad, err := badHosts(ctx, m, now)
+	if err != nil {
+		return Summary{}, err
+	}
+	r := newRunner(m, spec, cands, events, bad, now)
+	intents, err := m.S.FleetIntents(ctx, fleetName)
+	if err != nil {
+		return Summary{}, err
+	}
+	for _, it := range intents {
+		r.usedOffers[it.OfferID] = true
+		if it.State == store.IntentCreated {
+			r.rentsOK++
+		}
+	}
+	if v, err := m.S.GetMeta(ctx, releasedKey(fleetName)); err == nil && v != "" {
+		r.released = true
+	}
+	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	if err != nil {
+		return Summary{}, err
+	}
+	for _, in := range ins {
+		if in.Wanted == store.WantDestroy {
+			r.destroying[in.ID] = true
+			continue
+		}
+		r.track(in)
+	}
+	if c, err := m.Cost(ctx, fleetName); err == nil {
+		r.spent = c.Total
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)})
+	return r.loop(ctx)
+}
+
+func releasedKey(fleetName string) string { return "launch.released." + fleetName }
+
+func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]bool, error) {
+	hs, err := m.S.BadHosts(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	bad := make(map[int64]bool, len(hs))
+	for _, h := range hs {
+		bad[h.MachineID] = true
+	}
+	return bad, nil
+}
+
+func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, now time.Time) *runner {
+	if events == nil {
+		events = func(Event) {}
+	}
+	var mu sync.Mutex
+	emit := func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events(e)
+	}
+	create := spec.Create
+	create.Onstart = Onstart(create.Onstart, spec.Sessions)
+	byOff := make(map[int64]market.Offer, len(cands))
+	for _, c := range cands {
+		byOff[c.ID] = c.Offer
+	}
+	r := &runner{
+		m: m, spec: spec, cands: cands, byOff: byOff, emit: emit, create: create,
+		nodes: map[int64]*node{}, destroying: map[int64]bool{}, usedOffers: map[int64]bool{},
+		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
+		lim: rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
+	}
+	if spec.Deadline > 0 {
+		r.deadline = now.Add(spec.Deadline)
+	}
+	return r
+}
+
+// track adds a store instance as a node, its phase from its state and what
+// vastfleet wants of it.
+func (r *runner) track(in store.Instance) *node {
+	o, ok := r.byOff[in.OfferID]
+	if !ok {
+		o = market.Offer{ID: in.OfferID, MachineID: in.MachineID, NumGPUs: in.NumGPUs, GPUName: in.GPUName,
+			CPUCores: int(in.CPUCores), CPUCoresEffective: in.CPUCores, CPURAM: in.RAMMB,
+			DPHTotal: in.DPHTotal, StorageTotalCost: in.StorageDPH}
+	}
+	n := &node{id: in.ID, offerID: in.OfferID, machineID: in.MachineID, offer: o, rentedAt: in.CreatedAt,
+		state: in.State, sshHost: in.SSHHost, sshPort: in.SSHPort}
+	now := r.now()
+	switch {
+	case in.Wanted == store.WantParked && in.State == provider.StateStopped && r.released:
+		n.phase, n.releasedAt = phParked, now // the release wave starts it again
+	case in.Wanted == store.WantParked && in.State == provider.StateStopped:
+		n.phase = phParked
+	case in.Wanted == store.WantParked:
+		n.phase, n.stopSentAt = phParking, time.Time{}
+	case in.State == provider.StateRunning && (r.released || !r.spec.Park):
+		n.phase = phReady
+	case in.State == provider.StateStopped && r.released:
+		n.phase, n.releasedAt = phReleasing, now
+	default:
+		n.phase = phBooting
+	}
+	r.nodes[n.id] = n
+	r.machines[n.machineID]++
+	r.usedOffers[n.offerID] = true
+	return n
+}
+
+func (r *runner) now() time.Time { return r.m.Clock.Now() }
+
+func (r *runner) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if r.m.Sleep != nil {
+		return r.m.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// loop is the one goroutine that drives the launch: one batched listing per
+// tick, then the transitions it implies, then rents.
+func (r *runner) loop(ctx context.Context) (Summary, error) {
+	for {
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
+		tickStart := r.now()
+		l, err := r.m.P.ListInstances(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return r.interrupted(ctx)
+			}
+			if errors.Is(err, provider.ErrAuth) {
+				return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
+			}
+			r.emit(Event{Event: EvWarn, At: tickStart, Msg: "instance listing failed; retrying: " + err.Error()})
+			if err := r.sleep(ctx, r.spec.PollEvery); err != nil {
+				return r.interrupted(ctx)
+			}
+			continue
+		}
+		now := r.now()
+		toDestroy := r.observe(ctx, l, now)
+		toDestroy = append(toDestroy, r.transitions(ctx, now)...)
+		done := r.decide(ctx, now, &toDestroy)
+		r.destroy(ctx, toDestroy)
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
+		if done {
+			return r.finish(ctx)
+		}
+		r.fill(ctx)
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
+		r.emit(Event{Event: EvProgress, At: r.now(), Progress: r.progress()})
+		if err := r.sleep(ctx, r.spec.PollEvery-r.now().Sub(tickStart)); err != nil {
+			return r.interrupted(ctx)
+		}
+	}
+}
+
+// observe applies one complete listing: states into the store (on change
+// only: the store fsyncs every commit), spend, adoption of our rentals the
+// store did not record, and gone instances.
+func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time) []int64 {
+	dt := now.Sub(r.lastTick)
+	if dt > 0 {
+		for _, n := range r.nodes {
+			r.spent += n.rate() * dt.Hours()
+		}
+	}
+	r.lastTick = now
+	listed := make(map[int64]provider.Instance, len(l.Instances))
+	var redo []int64
+	for _, row := range l.Instances {
+		listed[row.ID] = row
+		if _, ok := r.nodes[row.ID]; ok {
+			continue
+		}
+		if r.destroying[row.ID] {
+			redo = append(redo, row.ID)
+			continue
+		}
+		fl, intentID, ok := fleet.ParseLabel(row.LabelText())
+		if !ok || fl != r.spec.Fleet {
+			continue
+		}
+		r.adopt(ctx, row, intentID, now)
+	}
+	for id := range r.destroying {
+		if _, ok := listed[id]; !ok {
+			if err := r.m.S.MarkGone(ctx, id, now); err == nil || errors.Is(err, store.ErrNotFound) {
+				delete(r.destroying, id)
+			}
+		}
+	}
+	for _, n := range r.sorted() {
+		row, ok := listed[n.id]
+		if !ok {
+			if now.Sub(n.rentedAt) < r.grace() {
+				continue // marketplaces list new rentals late
+			}
+			// A complete listing without it, past the grace period: gone.
+			_ = r.m.S.MarkGone(ctx, n.id, now)
+			r.forget(n)
+			r.failed++
+			r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "vanished from the listing"})
+			continue
+		}
+		n.seen = true
+		st := row.Status()
+		if st != n.state || row.SSHHost != n.sshHost || row.SSHPort != n.sshPort {
+			if err := r.m.S.UpdateSeen(ctx, n.id, st, row.SSHHost, row.SSHPort, now); err != nil {
+				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+			}
+			n.state, n.sshHost, n.sshPort = st, row.SSHHost, row.SSHPort
+		}
+	}
+	return redo
+}
+
+func (r *runner) grace() time.Duration {
+	if r.m.Grace > 0 {
+		return r.m.Grace
+	}
+	return fleet.DefaultGrace
+}
+
+// adopt records a listed instance whose label names this fleet but that
+// this run does not track: a rental whose response was lost, or made by a
+// process killed before it could record it.
+func (r *runner) adopt(ctx context.Context, row provider.Instance, intentID int64, now time.Time) {
+	in, err := r.m.S.Instance(ctx, row.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		it, ierr := r.m.S.IntentByLabel(ctx, row.LabelText())
+		if ierr != nil || it.ID != intentID {
+			return // not this store's: reconcile reports it as an orphan
+		}
+		rec := store.Instance{ID: row.ID, Fleet: r.spec.Fleet, OfferID: it.OfferID, MachineID: row.MachineID,
+			GPUName: row.GPUName, NumGPUs: row.NumGPUs, CPUCores: float64(row.CPUCores), RAMMB: row.CPURAM,
+			DPHTotal: row.DPHTotal, StorageDPH: row.StorageTotalCost, Label: it.Label, State: row.Status(),
+			Wanted: store.WantRunning, CreatedAt: it.CreatedAt, SSHHost: row.SSHHost, SSHPort: row.SSHPort}
+		if err := r.m.S.RecordCreated(ctx, it.ID, rec, now); err != nil {
+			r.emit(Event{Event: EvWarn, At: now, InstanceID: row.ID, Msg: "adopt: " + err.Error()})
+			return
+		}
+		if in, err = r.m.S.Instance(ctx, row.ID); err != nil {
+			return
+		}
+		r.rentsOK++
+	} else if err != nil {
+		return
+	}
+	if !in.GoneAt.IsZero() {
+		_ = r.m.S.UpdateSeen(ctx, row.ID, row.Status(), row.SSHHost, row.SSHPort, now)
+	}
+	if in.Wanted == store.WantDestroy {
+		r.destroying[row.ID] = true
+		return
+	}
+	n := r.track(in)
+	r.emit(Event{Event: EvRented, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "adopted by label"})
+}
+
+func (r *runner) sorted() []*node {
+	out := make([]*node, 0, len(r.nodes))
+	for _, n := range r.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (r *runner) forget(n *node) {
+	delete(r.nodes, n.id)
+	if r.machines[n.machineID]--; r.machines[n.machineID] <= 0 {
+		delete(r.machines, n.machineID)
+	}
+}
+
+// fail handles an instance that will not serve: with backfill it is
+// destroyed now (and replaced by fill); without, it is left until the end,
+// as the manual recipe does. Its machine is remembered either way.
+func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time) []int64 {
+	if n.doomed {
+		return nil
+	}
+	r.failed++
+	if err := r.m.S.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+	}
+	r.bad[n.machineID] = true
+	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state, Msg: reason})
+	if !r.spec.Backfill {
+		n.doomed = true
+		return nil
+	}
+	return []int64{n.id}
+}
+
+// transitions moves every node on from what the listing showed; it stops
+// (parks) newly running instances and returns the nodes to destroy.
+func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
+	var out []int64
+	var stop []*node
+	for _, n := range r.sorted() {
+		if n.doomed || !n.seen {
+			continue
+		}
+		st := n.state
+		if st == provider.StateUnknown {
+			if n.unknownSince.IsZero() {
+				n.unknownSince = now
+			}
+		} else {
+			n.unknownSince = time.Time{}
+		}
+		switch {
+		case st == provider.StateExited:
+			out = append(out, r.fail(ctx, n, "container exited", now)...)
+			continue
+		case st == provider.StateOffline:
+			out = append(out, r.fail(ctx, n, "host went offline", now)...)
+			continue
+		case st == provider.StateUnknown && now.Sub(n.unknownSince) >= UnknownFor:
+			out = append(out, r.fail(ctx, n, "no host heartbeat for "+UnknownFor.String(), now)...)
+			continue
+		}
+		switch n.phase {
+		case phBooting:
+			if st == provider.StateRunning {
+				r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
+				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
+					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
+				if r.spec.Park && !r.released {
+					n.phase = phParking
+					stop = append(stop, n)
+				} else {
+					n.phase = phReady
+				}
+			} else if now.Sub(n.rentedAt) > r.spec.BootTimeout {
+				out = append(out, r.fail(ctx, n, "still "+stateName(st)+" after the "+r.spec.BootTimeout.String()+" boot timeout", now)...)
+			}
+		case phParking:
+			switch {
+			case st == provider.StateStopped:
+				n.phase = phParked
+				r.emit(Event{Event: EvParked, At: now, InstanceID: n.id, State: st})
+			case now.Sub(n.stopSentAt) >= 2*r.spec.PollEvery:
+				stop = append(stop, n) // the stop did not take (or was never sent before a crash)
+			}
+		case phReleasing:
+			if st == provider.StateRunning {
+				n.phase = phReady
+				r.emit(Event{Event: EvRunning, At: now, InstanceID: n.id, State: st})
+			} else if now.Sub(n.releasedAt) > r.spec.ReleaseTimeout {
+				out = append(out, r.fail(ctx, n, "not running "+r.spec.ReleaseTimeout.String()+" after the release (its GPUs were probably taken)", now)...)
+			}
+		}
+	}
+	r.parallel(ctx, stop, func(ctx context.Context, n *node) error {
+		n.stopSentAt = now
+		if err := r.m.P.StopInstance(ctx, n.id); err != nil {
+			return err
+		}
+		return r.m.S.SetWanted(ctx, n.id, store.WantParked)
+	})
+	return out
+}
+
+func stateName(s string) string {
+	if s == "" {
+		return "provisioning"
+	}
+	return s
+}
+
+// parallel runs fn for each node with at most Workers at once; failures are
+// reported as warnings (the next tick retries what needs retrying).
+func (r *runner) parallel(ctx context.Context, ns []*node, fn func(context.Context, *node) error) {
+	if len(ns) == 0 {
+		return
+	}
+	var g errgroup.Group
+	g.SetLimit(r.spec.Workers)
+	for _, n := range ns {
+		g.Go(func() error {
+			if err := fn(ctx, n); err != nil && ctx.Err() == nil {
+				r.emit(Event{Event: EvWarn, At: r.now(), InstanceID: n.id, Msg: err.Error()})
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// counts by phase, not counting doomed nodes.
+type counts struct{ booting, parking, parked, releasing, ready, doomed int }
+
+func (r *runner) counts() counts {
+	var c counts
+	for _, n := range r.nodes {
+		if n.doomed {
+			c.doomed++
+			continue
+		}
+		switch n.phase {
+		case phBooting:
+			c.booting++
+		case phParking:
+			c.parking++
+		case phParked:
+			c.parked++
+		case phReleasing:
+			c.releasing++
+		case phReady:
+			c.ready++
+		}
+	}
+	return c
+}
+
+// decide runs the release wave, trims surplus and reports whether the
+// launch is over. It may add nodes to destroy.
+func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) bool {
+	c := r.counts()
+	booted := c.parking + c.parked + c.releasing + c.ready
+	pastDeadline := !r.deadline.IsZero() && !now.Before(r.deadline)
+	if r.spec.Budget > 0 && r.spent >= r.spec.Budget && !r.finishing {
+		r.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f spent)", r.spec.Budget, r.spent))
+		r.finishing = true
+	}
+	if pastDeadline && !r.finishing {
+		r.finishing = true
+		r.emit(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, r.spec.Count)})
+	}
+	// With backfill, hedged spares make booted instances beyond the count
+	// possible; those still loading are surplus once the fleet is full.
+	if r.spec.Backfill && booted >= r.spec.Count {
+		for _, n := range r.sorted() {
+			if n.phase == phBooting && !n.doomed {
+				*toDestroy = append(*toDestroy, n.id)
+				r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, Msg: "surplus: the fleet is full"})
+			}
+		}
+		if extra := booted - r.spec.Count; extra > 0 {
+			ns := r.sorted()
+			for i := len(ns) - 1; i >= 0 && extra > 0; i-- {
+				if ns[i].booted() && !ns[i].doomed {
+					*toDestroy = append(*toDestroy, ns[i].id)
+					r.emit(Event{Event: EvDestroyed, At: now, InstanceID: ns[i].id, Msg: "surplus: more booted than asked"})
+					extra--
+				}
+			}
+		}
+	}
+	canRent := !r.finishing && r.capHit == "" && r.moreCandidates()
+	if r.spec.Park && !r.released {
+		quorum := c.parking+c.parked+c.ready >= r.spec.MinReady
+		stuck := c.booting == 0 && (!canRent || !r.spec.Backfill && r.rentsOK >= r.spec.Count)
+		if quorum || r.finishing || stuck && booted > 0 {
+			r.releaseWave(ctx, now, c)
+			c = r.counts()
+		}
+	} else if r.released {
+		// Parked nodes left behind by a crash during the wave.
+		var late []*node
+		for _, n := range r.sorted() {
+			if n.phase == phParked && !n.doomed {
+				late = append(late, n)
+			}
+		}
+		r.start1(ctx, late, now)
+		c = r.counts()
+	}
+	if r.finishing {
+		// Unready instances are destroyed; released ones get their
+		// release timeout.
+		for _, n := range r.sorted() {
+			if n.phase == phBooting || n.doomed {
+				*toDestroy = append(*toDestroy, n.id)
+				r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, State: n.state, Msg: "not running at the end of the launch"})
+			}
+		}
+		return c.releasing == 0 && c.parking == 0 && c.parked == 0
+	}
+	if c.ready >= r.spec.Count && c.parking+c.parked+c.releasing == 0 {
+		return true
+	}
+	// Nothing left to wait for and nothing left to rent.
+	if c.booting+c.parking+c.parked+c.releasing == 0 && (!canRent || !r.spec.Backfill && r.rentsOK >= r.spec.Count) {
+		if c.doomed > 0 && r.deadline.IsZero() {
+			r.finishing = true
+			return false
+		}
+		if c.doomed == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) moreCandidates() bool {
+	for _, c := range r.cands {
+		if r.usable(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) usable(c market.Ranked) bool {
+	return !r.usedOffers[c.ID] && !r.bad[c.MachineID] && c.DPHTotal > 0 &&
+		(r.spec.AllowSameMachine || r.machines[c.MachineID] == 0)
+}
+
+func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts) {
+	r.released = true
+	if err := r.m.S.SetMeta(ctx, releasedKey(r.spec.Fleet), now.UTC().Format(time.RFC3339Nano)); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+	}
+	var ns []*node
+	for _, n := range r.sorted() {
+		if (n.phase == phParked || n.phase == phParking) && !n.doomed {
+			ns = append(ns, n)
+		}
+	}
+	r.emit(Event{Event: EvRelease, At: now, Msg: fmt.Sprintf("releasing %d parked instances (%d booted of %d asked)", len(ns), c.parking+c.parked+c.ready, r.spec.Count)})
+	r.start1(ctx, ns, now)
+}
+
+// start1 starts parked nodes and marks them releasing.
+func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
+	for _, n := range ns {
+		n.phase, n.releasedAt = phReleasing, now
+	}
+	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		if err := r.m.P.StartInstance(ctx, n.id); err != nil {
+			return err
+		}
+		return r.m.S.SetWanted(ctx, n.id, store.WantRunning)
+	})
+}
+
+func (r *runner) capStop(now time.Time, msg string) {
+	if r.capHit == "" {
+		r.capHit = msg
+		r.emit(Event{Event: EvCap, At: now, Msg: "stopped at " + msg})
+	}
+}
+
+// destroy destroys nodes through the manager (confirmed by listing); a
+// destroy not yet confirmed is retried at the next tick.
+func (r *runner) destroy(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	seen := map[int64]bool{}
+	var uniq []int64
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	now := r.now()
+	for _, id := range uniq {
+		if n, ok := r.nodes[id]; ok {
+			r.forget(n)
+			r.destroyed++
+		}
+		r.destroying[id] = true
+	}
+	// Bounded: an unconfirmed destroy stays "destroy requested" and the next
+	// listings confirm it.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.spec.PollEvery+30*time.Second)
+	defer cancel()
+	if err := r.m.Destroy(dctx, uniq); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: "destroy: " + err.Error()})
+	}
+	for _, id := range uniq {
+		if in, err := r.m.S.Instance(ctx, id); err == nil && !in.GoneAt.IsZero() {
+			delete(r.destroying, id)
+		}
+	}
+}
+
+// fill rents until the live slots reach the count, within the caps, at
+// most RentRate × PollEvery rents per tick.
+func (r *runner) fill(ctx context.Context) {
+	now := r.now()
+	if r.finishing || r.capHit != "" {
+		return
+	}
+	if !r.deadline.IsZero() && now.Add(r.minBoot()).After(r.deadline) {
+		return // a new rental could not boot before the deadline
+	}
+	perTick := max(1, int(math.Ceil(r.spec.RentRate*r.spec.PollEvery.Seconds())))
+	for dispatched := 0; dispatched < perTick && ctx.Err() == nil; {
+		need := r.need(r.now())
+		if need <= 0 {
+			return
+		}
+		picks := r.pick(min(need, perTick-dispatched), r.now())
+		if len(picks) == 0 {
+			return
+		}
+		dispatched += len(picks)
+		r.rentBatch(ctx, picks)
+		if r.capHit != "" {
+			return
+		}
+	}
+}
+
+// need is how many rents the fleet needs now. Without backfill, each asked
+// slot gets one rental; with it, slots that failed or are hedged (loading
+// past HedgeAfter) are refilled.
+func (r *runner) need(now time.Time) int {
+	if !r.spec.Backfill {
+		return r.spec.Count - r.rentsOK
+	}
+	active := 0
+	for _, n := range r.nodes {
+		if n.doomed {
+			continue
+		}
+		if n.phase == phBooting && r.spec.HedgeAfter > 0 && now.Sub(n.rentedAt) > r.hedgeAfter() {
+			continue
+		}
+		active++
+	}
+	return r.spec.Count - active
+}
+
+// hedgeAfter is the spec's hedge time, or longer when this fleet's boots
+// so far show that normal boots take longer.
+func (r *runner) hedgeAfter() time.Duration {
+	h := r.spec.HedgeAfter
+	if len(r.bootDur) >= 10 {
+		ds := append([]time.Duration(nil), r.bootDur...)
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		if p := ds[len(ds)*8/10]; p > h {
+			h = p
+		}
+	}
+	return h
+}
+
+// minBoot is how long a new rental needs at least to boot: the fastest
+// quarter of this fleet's boots, or 90 s before any was seen.
+func (r *runner) minBoot() time.Duration {
+	if len(r.bootDur) < 5 {
+		return 90 * time.Second
+	}
+	ds := append([]time.Duration(nil), r.bootDur...)
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/4]
+}
+
+// liveDPH is the $/hr of every live node, as rented.
+func (r *runner) liveDPH() float64 {
+	s := 0.0
+	for _, n := range r.nodes {
+		s += n.offer.DPHTotal
+	}
+	return s
+}
+
+func (r *runner) remaining(now time.Time) time.Duration {
+	if !r.deadline.IsZero() {
+		return max(0, r.deadline.Sub(now))
+	}
+	return horizon(r.spec)
+}
+
+// pick chooses up to k candidates in rank order that fit the caps, and
+// reserves their offers and machines.
+func (r *runner) pick(k int, now time.Time) []market.Ranked {
+	dph := r.liveDPH()
+	rem := r.remaining(now).Hours()
+	committed := r.spent + dph*rem
+	var out []market.Ranked
+	blockedDPH, blockedBudget := false, false
+	for _, c := range r.cands {
+		if len(out) == k {
+			break
+		}
+		if !r.usable(c) {
+			continue
+		}
+		if r.spec.MaxDPH > 0 && dph+c.DPHTotal > r.spec.MaxDPH+1e-9 {
+			blockedDPH = true
+			continue
+		}
+		if r.spec.Budget > 0 && committed+c.DPHTotal*rem > r.spec.Budget+1e-9 {
+			blockedBudget = true
+			continue
+		}
+		out = append(out, c)
+		r.usedOffers[c.ID] = true
+		r.machines[c.MachineID]++
+		dph += c.DPHTotal
+		committed += c.DPHTotal * rem
+	}
+	if len(out) < k {
+		switch {
+		case blockedBudget:
+			r.capStop(now, fmt.Sprintf("budget cap $%.2f: a replacement would bring spent + committed above it", r.spec.Budget))
+		case blockedDPH:
+			r.capStop(now, fmt.Sprintf("max-dph cap $%.3f/hr: no remaining offer fits under it", r.spec.MaxDPH))
+		}
+	}
+	return out
+}
+
+// rentBatch rents picks through the manager: at most Workers at once,
+// paced by the rate limiter on the manager's clock (so a virtual clock
+// paces it too). Failed rents release their machine reservation.
+func (r *runner) rentBatch(ctx context.Context, picks []market.Ranked) {
+	var g errgroup.Group
+	g.SetLimit(r.spec.Workers)
+	var mu sync.Mutex
+	for _, c := range picks {
+		now := r.now()
+		res := r.lim.ReserveN(now, 1)
+		if err := r.sleep(ctx, res.DelayFrom(now)); err != nil {
+			mu.Lock()
+			r.unreserve(c)
+			mu.Unlock()
+			continue
+		}
+		g.Go(func() error {
+			in, err := r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create})
+			mu.Lock()
+			defer mu.Unlock()
+			at := r.now()
+			if err != nil {
+				r.unreserve(c)
+				if ctx.Err() == nil {
+					r.emit(Event{Event: EvRentFailed, At: at, OfferID: c.ID, MachineID: c.MachineID, Msg: err.Error()})
+				}
+				if errors.Is(err, provider.ErrInsufficientBalance) || errors.Is(err, provider.ErrAuth) {
+					r.capStop(at, "account: "+err.Error())
+				}
+				return nil
+			}
+			r.machines[c.MachineID]-- // track re-adds it
+			r.rentsOK++
+			n := r.track(in)
+			msg := ""
+			if r.rentsOK > r.spec.Count {
+				msg = "replacement #" + strconv.Itoa(r.rentsOK-r.spec.Count)
+			}
+			r.emit(Event{Event: EvRented, At: at, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: msg})
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+func (r *runner) unreserve(c market.Ranked) {
+	if r.machines[c.MachineID]--; r.machines[c.MachineID] <= 0 {
+		delete(r.machines, c.MachineID)
+	}
+}
+
+func (r *runner) progress() *Progress {
+	c := r.counts()
+	p := &Progress{Asked: r.spec.Count, Booting: c.booting, Parked: c.parking + c.parked, Releasing: c.releasing,
+		Ready: c.ready, Failed: r.failed, Rented: r.rentsOK, Spent: r.spent}
+	for _, n := range r.nodes {
+		p.DPH += n.rate()
+	}
+	if !r.deadline.IsZero() {
+		p.TimeLeft = max(0, r.deadline.Sub(r.now()))
+	}
+	return p
+}
+
+// finish ends a launch and reports it.
+func (r *runner) finish(ctx context.Context) (Summary, error) {
+	s := r.summary(ctx)
+	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})
+	return s, nil
+}
+
+func (r *runner) summary(ctx context.Context) Summary {
+	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
+		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start)}
+	s.Replaced = max(0, r.rentsOK-r.spec.Count)
+	for _, n := range r.sorted() {
+		if n.phase == phReady && !n.doomed && n.state == provider.StateRunning {
+			s.Ready++
+			s.ReadyIDs = append(s.ReadyIDs, n.id)
+			s.DPHTotal += n.offer.DPHTotal
+			s.VCPU += n.offer.CPUCoresEffective
+			s.RAMGB += n.offer.CPURAM / 1000
+			s.GPUs += n.offer.NumGPUs
+		}
+	}
+	s.BootSpend = r.spent
+	if c, err := r.m.Cost(context.WithoutCancel(ctx), r.spec.Fleet); err == nil && len(c.Fleets) == 1 {
+		s.BootSpend = c.Fleets[0].Total
+	}
+	return s
+}
+
+// interrupted applies Spec.OnInterrupt after a cancellation; the work
+// outlives the cancelled context, bounded by cleanupTimeout.
+func (r *runner) interrupted(ctx context.Context) (Summary, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	now := r.now()
+	var ids []int64
+	for _, n := range r.sorted() {
+		switch r.spec.OnInterrupt {
+		case InterruptDestroyAll:
+			ids = append(ids, n.id)
+		case InterruptDestroyUnready:
+			if !n.booted() || n.doomed {
+				ids = append(ids, n.id)
+			}
+		}
+	}
+	r.emit(Event{Event: EvInterrupted, At: now, Msg: fmt.Sprintf("interrupted (%s): %d instances to destroy; `launch --resume %s` continues", r.spec.OnInterrupt, len(ids), r.spec.Fleet)})
+	r.destroy(cctx, ids)
+	s := r.summary(cctx)
+	s.Interrupted = true
+	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})
+	return s, ErrInterrupted
+}

@@ -1,0 +1,253 @@
+// Package launch starts fleets of 1..500 instances: rents in parallel behind
+// a rate limiter, parks instances (stops them) as soon as they boot so they
+// bill storage only, releases them together when a quorum is ready or the
+// deadline hits, backfills failures from the next ranked offers, never
+// exceeds the $/hr and budget caps, and can be resumed after a crash without
+// renting anything twice (every rental goes through fleet.Manager.Rent and
+// its intent rows).
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// Defaults for zero Spec fields.
+const (
+	DefaultBootTimeout    = 10 * time.Minute
+	DefaultReleaseTimeout = 5 * time.Minute
+	DefaultBadHostTTL     = 24 * time.Hour
+	DefaultWorkers        = 16
+	DefaultRentRate       = 4.0
+	DefaultPollEvery      = 15 * time.Second
+	// UnknownFor is how long "unknown" (no host heartbeat) is tolerated.
+	UnknownFor = 5 * time.Minute
+	// MaxCount is the largest fleet one launch makes.
+	MaxCount = 500
+)
+
+// Interrupt modes (Spec.OnInterrupt).
+const (
+	InterruptKeep           = "keep"
+	InterruptDestroyUnready = "destroy-unready"
+	InterruptDestroyAll     = "destroy-all"
+)
+
+// Session is a named long-running command started on every node, like a
+// screen session.
+type Session struct {
+	Name    string `json:"name"`
+	Command string `json:"command"`
+}
+
+// Spec is one launch. It is stored as the fleet's spec JSON, with the ranked
+// candidates, so that Resume can continue it.
+type Spec struct {
+	Fleet string `json:"fleet"`
+	// Count is how many instances are asked for (1..MaxCount).
+	Count int `json:"count"`
+	// MinReady is the quorum that triggers the release wave; 0 = Count.
+	MinReady int `json:"min_ready"`
+	// Deadline bounds the launch from its start; 0 = none. At the deadline
+	// parked instances are released, renting stops and instances that are
+	// not running are destroyed.
+	Deadline time.Duration `json:"deadline"`
+	// BootTimeout: an instance still loading after this is destroyed and
+	// its machine remembered as bad.
+	BootTimeout time.Duration `json:"boot_timeout"`
+	// ReleaseTimeout: a released (restarted) instance not running after
+	// this is destroyed (its GPUs were most likely taken meanwhile).
+	ReleaseTimeout time.Duration `json:"release_timeout"`
+	// HedgeAfter: an instance still loading after this no longer counts
+	// as a live slot, so a spare is rented for it (the slower of the two
+	// is destroyed once the fleet is full). 0 = 0.3 × Deadline when a
+	// deadline is set, otherwise off. Negative = off.
+	HedgeAfter time.Duration `json:"hedge_after"`
+	// Park stops each instance as soon as it runs, until the release wave.
+	Park bool `json:"park"`
+	// Backfill replaces failed instances from the next ranked offers. The
+	// CLI sets it from --backfill (default true); false is the "manual
+	// recipe" (rent Count offers once).
+	Backfill bool `json:"backfill"`
+	// MaxDPH caps the fleet's $/hr (dph_total summed over live
+	// instances); 0 = none.
+	MaxDPH float64 `json:"max_dph"`
+	// Budget caps what the launch spends ($); 0 = none. See CheckCaps.
+	Budget float64 `json:"budget"`
+	// Create is the create body; Sessions are folded into its onstart.
+	Create           provider.CreateRequest `json:"create"`
+	Sessions         []Session              `json:"sessions,omitempty"`
+	AllowSameMachine bool                   `json:"allow_same_machine"`
+	BadHostTTL       time.Duration          `json:"bad_host_ttl"`
+	// Workers bounds concurrent API calls; RentRate is rents per second of
+	// the manager's clock.
+	Workers  int     `json:"workers"`
+	RentRate float64 `json:"rent_rate"`
+	// PollEvery spaces the batched status listings (marketplace time).
+	PollEvery time.Duration `json:"poll_every"`
+	// OnInterrupt is what Run does when its context is cancelled: keep
+	// (default: leave everything for --resume), destroy-unready or
+	// destroy-all. The CLI asks the user when the flag is not given.
+	OnInterrupt string `json:"on_interrupt,omitempty"`
+}
+
+// WithDefaults fills zero fields.
+func (s Spec) WithDefaults() Spec {
+	if s.MinReady <= 0 || s.MinReady > s.Count {
+		s.MinReady = s.Count
+	}
+	if s.BootTimeout <= 0 {
+		s.BootTimeout = DefaultBootTimeout
+	}
+	if s.ReleaseTimeout <= 0 {
+		s.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if s.HedgeAfter == 0 && s.Deadline > 0 {
+		s.HedgeAfter = s.Deadline * 3 / 10
+	}
+	if s.BadHostTTL <= 0 {
+		s.BadHostTTL = DefaultBadHostTTL
+	}
+	if s.Workers <= 0 {
+		s.Workers = DefaultWorkers
+	}
+	if s.RentRate <= 0 {
+		s.RentRate = DefaultRentRate
+	}
+	if s.PollEvery <= 0 {
+		s.PollEvery = DefaultPollEvery
+	}
+	if s.OnInterrupt == "" {
+		s.OnInterrupt = InterruptKeep
+	}
+	return s
+}
+
+// Validate checks a spec (after WithDefaults).
+func (s Spec) Validate() error {
+	if err := fleet.ValidateFleetName(s.Fleet); err != nil {
+		return err
+	}
+	if s.Count < 1 || s.Count > MaxCount {
+		return fmt.Errorf("count %d: must be 1 to %d", s.Count, MaxCount)
+	}
+	if s.MaxDPH < 0 || s.Budget < 0 {
+		return errors.New("--max-dph and --budget must not be negative")
+	}
+	if s.Deadline < 0 {
+		return errors.New("--deadline must not be negative")
+	}
+	switch s.OnInterrupt {
+	case InterruptKeep, InterruptDestroyUnready, InterruptDestroyAll:
+	default:
+		return fmt.Errorf("--on-interrupt %q: want keep, destroy-unready or destroy-all", s.OnInterrupt)
+	}
+	if s.Create.Image == "" {
+		return errors.New("an image is required (--image)")
+	}
+	seen := map[string]bool{}
+	for _, se := range s.Sessions {
+		if !validSessionName(se.Name) || seen[se.Name] {
+			return fmt.Errorf("session %q: names must be unique, 1-32 characters of a-z A-Z 0-9 - _", se.Name)
+		}
+		seen[se.Name] = true
+		if strings.TrimSpace(se.Command) == "" {
+			return fmt.Errorf("session %q has no command", se.Name)
+		}
+	}
+	return nil
+}
+
+func validSessionName(n string) bool {
+	if n == "" || len(n) > 32 {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// stored is the fleet row's spec JSON.
+type stored struct {
+	Version    int             `json:"version"`
+	Spec       Spec            `json:"spec"`
+	Candidates []market.Ranked `json:"candidates"`
+}
+
+func encodeStored(spec Spec, cands []market.Ranked) (json.RawMessage, error) {
+	return json.Marshal(stored{Version: 1, Spec: spec, Candidates: cands})
+}
+
+func decodeStored(raw json.RawMessage) (Spec, []market.Ranked, error) {
+	var st stored
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return Spec{}, nil, fmt.Errorf("fleet spec: %w", err)
+	}
+	if st.Version != 1 || st.Spec.Count == 0 {
+		return Spec{}, nil, errors.New("fleet spec: not a launch spec (was the fleet made by `launch`?)")
+	}
+	return st.Spec, st.Candidates, nil
+}
+
+// ParseEnv reads --env 'KEY=V;KEY2=V2;...'. Empty values are kept
+// (UDP_PORTS= is meaningful); a later key overrides an earlier one.
+func ParseEnv(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("--env %q: want KEY=VALUE pairs separated by ';'", part)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// ParseSession reads --session name:command.
+func ParseSession(s string) (Session, error) {
+	name, cmd, ok := strings.Cut(s, ":")
+	if !ok || !validSessionName(name) || strings.TrimSpace(cmd) == "" {
+		return Session{}, fmt.Errorf("--session %q: want name:command (name of a-z A-Z 0-9 - _)", s)
+	}
+	return Session{Name: name, Command: cmd}, nil
+}
+
+// Onstart is the onstart script with the sessions appended: each session
+// runs detached under its name (tmux when present, otherwise nohup with a
+// log in /var/log/vastfleet-<name>.log), so that it outlives the onstart
+// shell.
+func Onstart(onstart string, sessions []Session) string {
+	if len(sessions) == 0 {
+		return onstart
+	}
+	var b strings.Builder
+	if strings.TrimSpace(onstart) != "" {
+		b.WriteString(onstart)
+		if !strings.HasSuffix(onstart, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	for _, se := range sessions {
+		q := shellQuote(se.Command)
+		fmt.Fprintf(&b, "if command -v tmux >/dev/null 2>&1; then tmux new-session -d -s %s %s; else nohup sh -c %s >/var/log/vastfleet-%s.log 2>&1 & fi\n",
+			se.Name, shellQuote("sh -c "+q), q, se.Name)
+	}
+	return b.String()
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,0 +1,296 @@
+package market
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Scorer rates an offer; higher is better.
+type Scorer interface {
+	Score(o *Offer) float64
+	Name() string
+}
+
+// ScoreKinds are the built-in scorers ScoreBy knows.
+var ScoreKinds = []string{"vcpu", "gpu", "dlperf"}
+
+// ScoreBy returns a built-in scorer: "vcpu" (cpu_cores_effective per $/h),
+// "gpu" (relative GPU speed × num_gpus per $/h) or "dlperf" (dlperf per $/h).
+func ScoreBy(kind string) (Scorer, error) {
+	switch kind {
+	case "vcpu":
+		return perDollar{"vcpu", "cpu_cores_effective", func(o *Offer) float64 { return o.CPUCoresEffective }}, nil
+	case "gpu":
+		g := &gpuSpeeds{}
+		return perDollar{"gpu", "gpu_speed*num_gpus", func(o *Offer) float64 { return g.speed(o.GPUName) * float64(o.NumGPUs) }}, nil
+	case "dlperf":
+		return perDollar{"dlperf", "dlperf", func(o *Offer) float64 { return o.DLPerf }}, nil
+	}
+	return nil, fmt.Errorf("unknown score kind %q; use one of %s, or an expression", kind, strings.Join(ScoreKinds, ", "))
+}
+
+// perDollar divides a quantity by dph_total; a non-positive price scores 0.
+type perDollar struct {
+	name    string
+	qtyName string
+	qty     func(*Offer) float64
+}
+
+func (p perDollar) Factors(o *Offer) []Factor {
+	return []Factor{{p.qtyName, p.qty(o)}, {"dph_total", o.DPHTotal}}
+}
+
+func (p perDollar) Name() string { return p.name }
+
+func (p perDollar) Score(o *Offer) float64 {
+	if o.DPHTotal <= 0 {
+		return 0
+	}
+	return p.qty(o) / o.DPHTotal
+}
+
+// gpuSpeeds caches GPUSpeed by name: the lookup normalises strings, which is
+// too slow to repeat for every offer of a large market.
+type gpuSpeeds struct{ m sync.Map }
+
+func (g *gpuSpeeds) speed(name string) float64 {
+	if v, ok := g.m.Load(name); ok {
+		return v.(float64)
+	}
+	s := GPUSpeed(name)
+	g.m.Store(name, s)
+	return s
+}
+
+// exprScorer evaluates a compiled expr-lang program over offer fields.
+type exprScorer struct {
+	src  string
+	prog *vm.Program
+	used []string
+	get  []field
+	pool sync.Pool // *vm.VM
+}
+
+// ScoreExpr compiles an expression over offer fields by json name (e.g.
+// "cpu_cores_effective / dph_total * reliability") once; names, syntax and
+// the result type are checked here, not per offer.
+func ScoreExpr(src string) (Scorer, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, fmt.Errorf("score expression is empty")
+	}
+	env := make(map[string]any, len(offerFields))
+	for n, f := range offerFields {
+		switch f.kind {
+		case kindStr:
+			env[n] = ""
+		case kindBool:
+			env[n] = false
+		default:
+			env[n] = 0.0
+		}
+	}
+	prog, err := expr.Compile(src, expr.Env(env))
+	if err != nil {
+		return nil, fmt.Errorf("score expression: %w", err)
+	}
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("score expression: %w", err)
+	}
+	c := &identCollector{seen: map[string]bool{}}
+	ast.Walk(&tree.Node, c)
+	s := &exprScorer{src: src, prog: prog}
+	for _, n := range c.names {
+		if f, ok := offerFields[n]; ok {
+			s.used = append(s.used, n)
+			s.get = append(s.get, f)
+		}
+	}
+	s.pool.New = func() any { return &vm.VM{} }
+	// Run once on an empty offer so a non-numeric result is a compile error.
+	out, err := expr.Run(prog, s.env(&Offer{}))
+	if err != nil {
+		return nil, fmt.Errorf("score expression: %w", err)
+	}
+	if _, ok := toFloat(out); !ok {
+		return nil, fmt.Errorf("score expression must give a number, it gives %T", out)
+	}
+	return s, nil
+}
+
+// Factors lists the numeric fields the expression reads, with their values.
+func (s *exprScorer) Factors(o *Offer) []Factor {
+	var fs []Factor
+	for i, n := range s.used {
+		if f := s.get[i]; f.kind != kindStr {
+			fs = append(fs, Factor{n, f.num(o)})
+		}
+	}
+	return fs
+}
+
+// Factor is one input to a score, for --explain.
+type Factor struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Explain returns the factors behind a scorer's score for an offer, or nil
+// when the scorer cannot say.
+func Explain(s Scorer, o *Offer) []Factor {
+	if e, ok := s.(interface{ Factors(*Offer) []Factor }); ok {
+		return e.Factors(o)
+	}
+	return nil
+}
+
+type identCollector struct {
+	names []string
+	seen  map[string]bool
+}
+
+func (c *identCollector) Visit(n *ast.Node) {
+	if id, ok := (*n).(*ast.IdentifierNode); ok && !c.seen[id.Value] {
+		c.seen[id.Value] = true
+		c.names = append(c.names, id.Value)
+	}
+}
+
+func (s *exprScorer) Name() string { return s.src }
+
+func (s *exprScorer) env(o *Offer) map[string]any {
+	env := make(map[string]any, len(s.used))
+	for i, n := range s.used {
+		switch f := s.get[i]; f.kind {
+		case kindStr:
+			env[n] = f.str(o)
+		case kindBool:
+			env[n] = f.bln(o)
+		default:
+			env[n] = f.num(o)
+		}
+	}
+	return env
+}
+
+// Score returns 0 when the expression fails at run time or gives no number.
+func (s *exprScorer) Score(o *Offer) float64 {
+	m := s.pool.Get().(*vm.VM)
+	out, err := m.Run(s.prog, s.env(o))
+	s.pool.Put(m)
+	if err != nil {
+		return 0
+	}
+	f, _ := toFloat(out)
+	return f
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case bool:
+		return b2f(x), true
+	}
+	return 0, false
+}
+
+// Ranked is an offer with vastfleet's score; its "score" key replaces the
+// marketplace's own in JSON (the shallower field wins).
+type Ranked struct {
+	Offer
+	Score float64 `json:"score"`
+}
+
+// Rank scores offers and sorts them best first: score descending, then
+// dph_total and id ascending. An offer with no positive price, or whose score
+// is not a finite number, scores 0 and ranks after all others.
+func Rank(offers []Offer, s Scorer) []Ranked {
+	type key struct {
+		i     int32
+		bad   bool
+		score float64
+	}
+	keys := make([]key, len(offers))
+	for i := range offers {
+		o := &offers[i]
+		sc := s.Score(o)
+		bad := o.DPHTotal <= 0 || !finite(sc)
+		if bad {
+			sc = 0
+		}
+		keys[i] = key{int32(i), bad, sc}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.bad != b.bad {
+			if a.bad {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		oa, ob := &offers[a.i], &offers[b.i]
+		if c := cmp.Compare(oa.DPHTotal, ob.DPHTotal); c != 0 {
+			return c
+		}
+		return cmp.Compare(oa.ID, ob.ID)
+	})
+	out := make([]Ranked, len(keys))
+	for i, k := range keys {
+		out[i] = Ranked{Offer: offers[k.i], Score: k.score}
+	}
+	return out
+}
+
+// Depth is the capacity of the top N ranked offers, summed.
+type Depth struct {
+	N     int
+	VCPU  float64
+	RAMGB float64
+	DPH   float64
+	GPUs  int
+}
+
+// DepthTable sums the top N offers for each N in ns (ascending or not). N is
+// the number of offers actually summed, which is less than asked when the
+// market is thinner.
+func DepthTable(ranked []Ranked, ns []int) []Depth {
+	sorted := slices.Clone(ns)
+	sort.Ints(sorted)
+	out := make([]Depth, 0, len(ns))
+	var acc Depth
+	i := 0
+	byN := map[int]Depth{}
+	for _, n := range sorted {
+		for ; i < n && i < len(ranked); i++ {
+			o := &ranked[i].Offer
+			acc.VCPU += o.CPUCoresEffective
+			acc.RAMGB += o.CPURAM / 1000
+			acc.DPH += o.DPHTotal
+			acc.GPUs += o.NumGPUs
+		}
+		acc.N = i
+		byN[n] = acc
+	}
+	for _, n := range ns {
+		out = append(out, byN[n])
+	}
+	return out
+}

@@ -1,0 +1,320 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+// Cost-model constants.
+const (
+	SetupHours       = 3.0 / 60 // container start, pip installs, data staging
+	MinInetDownMbps  = 10       // floor so a bogus 0 Mb/s does not divide by zero
+	UnknownGPUSpeed  = 0.5      // assumed for GPUs missing from market.GPUModels
+	ReliableEnough   = 0.97     // below this an option is flagged as a budget option
+	ShortRunHours    = 1.0
+	LongRunHours     = 4.0
+	maxOptionsToShow = 3
+)
+
+// Estimate is the cost of running the task on one offer.
+//
+//	BootHours = (image_GB × 8000 / inet_down Mb/s + 180 s) / 3600
+//	RunHours  = Req.Hours / (speed(gpu) × n × (0.9 if n > 1))
+//	Total     = (BootHours + RunHours) × dph_total + TransferCost
+//	TransferCost = (image_GB + dataset_GB) × inet_down_cost ($/GB)
+//
+// dph_total already prices the allocated disk (the search's
+// allocated_storage, which the CLI sets to Req.DiskGB), so StorageCost is
+// the storage share of Total, shown for information and not added again.
+type Estimate struct {
+	GPUsUsed     int
+	Speed        float64 // relative to one RTX 3090
+	BootHours    float64
+	RunHours     float64
+	Hours        float64 // BootHours + RunHours
+	DPH          float64
+	StorageCost  float64
+	TransferCost float64
+	Total        float64
+}
+
+// Option is one costed offer. JSON field names are the CLI's --json output.
+type Option struct {
+	Rank        int          `json:"rank"`
+	Label       string       `json:"label"`
+	OfferID     int64        `json:"offer_id"`
+	GPUName     string       `json:"gpu_name"`
+	NumGPUs     int          `json:"num_gpus"`
+	DPHTotal    float64      `json:"dph_total"`
+	EstHours    float64      `json:"est_hours"`
+	EstTotal    float64      `json:"est_total"`
+	Reliability float64      `json:"reliability"`
+	Warnings    []string     `json:"warnings"`
+	Estimate    Estimate     `json:"-"`
+	Offer       market.Offer `json:"-"`
+}
+
+// Result is the plan: requirements, up to three options ordered by
+// estimated total (rank 1 lowest), and notes. OverBudget is set when every
+// option costs more than max_budget; the CLI must then refuse to rent.
+type Result struct {
+	Requirements Req      `json:"requirements"`
+	Options      []Option `json:"options"`
+	Notes        []string `json:"notes"`
+	OverBudget   bool     `json:"-"`
+}
+
+// NoFitError says that no offer meets the requirements, why, and what
+// would: more GPUs or quantization, with the figures.
+type NoFitError struct {
+	TotalGB   float64 // need for one copy of the job
+	VRAMGB    float64 // need per GPU
+	NumGPUs   int
+	Offers    int
+	LargestGB float64 // largest card among the offers
+	Filtered  map[string]int
+	Proposals []string
+}
+
+func (e *NoFitError) Error() string {
+	var b strings.Builder
+	if e.Offers == 0 {
+		return "no offers to choose from: widen the search (lower reliability, other tiers)"
+	}
+	if e.NumGPUs > 1 && e.TotalGB != e.VRAMGB {
+		fmt.Fprintf(&b, "no offer fits: needs %.1f GB VRAM (%.1f GB per GPU on %d GPUs)", e.TotalGB, e.VRAMGB, e.NumGPUs)
+	} else {
+		fmt.Fprintf(&b, "no offer fits: needs %.1f GB VRAM per GPU on %d GPU(s)", e.VRAMGB, e.NumGPUs)
+	}
+	if e.Filtered["vram"] > 0 {
+		fmt.Fprintf(&b, "; the largest card among %d offers is %.0f GB", e.Offers, e.LargestGB)
+	}
+	_, parts := rejected(e.Filtered)
+	fmt.Fprintf(&b, " (rejected: %s)", parts)
+	if len(e.Proposals) > 0 {
+		fmt.Fprintf(&b, ": %s", strings.Join(e.Proposals, " or "))
+	}
+	return b.String()
+}
+
+// Estimate costs the task on offer o.
+func estimate(t Task, r Req, o market.Offer) (Estimate, []string) {
+	var warn []string
+	n := 1
+	if r.Parallel {
+		n = max(o.NumGPUs, 1)
+	}
+	if !r.Parallel && o.NumGPUs > 1 {
+		warn = append(warn, fmt.Sprintf("uses 1 of %d GPUs: the task is single-GPU (set distributed to use them all)", o.NumGPUs))
+	}
+	speed := market.GPUSpeed(o.GPUName)
+	if speed == 0 {
+		speed = UnknownGPUSpeed
+		warn = append(warn, fmt.Sprintf("unknown GPU %q: assumed %.1f× an RTX 3090", o.GPUName, UnknownGPUSpeed))
+	}
+	eff := 1.0
+	if n > 1 {
+		eff = MultiGPUEff
+	}
+	e := Estimate{GPUsUsed: n, Speed: speed, DPH: o.DPHTotal}
+	e.BootHours = (r.ImageGB*8000/math.Max(o.InetDown, MinInetDownMbps))/3600 + SetupHours
+	e.RunHours = r.Hours / (speed * float64(n) * eff)
+	e.Hours = e.BootHours + e.RunHours
+	e.TransferCost = (r.ImageGB + t.DatasetGB) * o.InetDownCost
+	storagePH := o.StorageTotalCost
+	if storagePH == 0 && o.DPHBase > 0 && o.DPHTotal > o.DPHBase {
+		storagePH = o.DPHTotal - o.DPHBase
+	}
+	e.StorageCost = storagePH * e.Hours
+	e.Total = e.Hours*o.DPHTotal + e.TransferCost
+	return e, warn
+}
+
+// rejects says why o cannot run the task, or "" when it can.
+func rejects(r Req, o market.Offer) string {
+	per := r.PerGPUGB
+	if r.Sharded && o.NumGPUs > 0 {
+		per = r.VRAMGB / float64(o.NumGPUs)
+	}
+	switch {
+	case o.GPURAM/1000 < per: // GB as the query language counts them
+		return "vram"
+	case o.NumGPUs < r.NumGPUs:
+		return "gpus"
+	case o.DiskSpace > 0 && o.DiskSpace < r.DiskGB:
+		return "disk"
+	case o.CUDAMaxGood > 0 && o.CUDAMaxGood < r.CUDA:
+		return "cuda"
+	}
+	return ""
+}
+
+// Options costs every offer that meets r and picks up to three distinct
+// ones: "cheapest" (lowest Total), "fastest" (lowest boot + run hours) and
+// "best value" (lowest Total × √hours among the rest, so halving the time
+// is worth paying up to ≈ 41% more). When the cheapest offer is also the
+// fastest it carries both labels and the third slot goes to the
+// "runner-up" by value. Options come back ordered by Total ascending.
+func Options(t Task, r Req, offers []market.Offer) (Result, error) {
+	res := Result{Requirements: r, Options: []Option{}, Notes: []string{}}
+	type cand struct {
+		o    market.Offer
+		e    Estimate
+		warn []string
+	}
+	var cands []cand
+	filtered := map[string]int{}
+	largest := 0.0
+	seen := map[[2]int64]bool{}
+	for _, o := range offers {
+		largest = math.Max(largest, o.GPURAM)
+		if why := rejects(r, o); why != "" {
+			filtered[why]++
+			continue
+		}
+		// The same machine listed twice with the same GPUs is one choice.
+		key := [2]int64{o.ID, -1}
+		if o.MachineID != 0 {
+			key = [2]int64{o.MachineID, int64(o.NumGPUs)}
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		e, w := estimate(t, r, o)
+		cands = append(cands, cand{o, e, w})
+	}
+	if len(cands) == 0 {
+		return res, noFit(t, r, len(offers), largest/1024, filtered)
+	}
+	if n, parts := rejected(filtered); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d offers do not meet the need (%s)", n, len(offers), parts))
+	}
+
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].e.Total != cands[j].e.Total {
+			return cands[i].e.Total < cands[j].e.Total
+		}
+		return cands[i].o.ID < cands[j].o.ID
+	})
+	labels := map[int][]string{}
+	cheapest := 0
+	labels[cheapest] = append(labels[cheapest], "cheapest")
+	fastest := 0
+	for i, c := range cands {
+		if c.e.Hours < cands[fastest].e.Hours {
+			fastest = i
+		}
+	}
+	labels[fastest] = append(labels[fastest], "fastest")
+	value := func(i int) float64 { return cands[i].e.Total * math.Sqrt(cands[i].e.Hours) }
+	for _, name := range []string{"best value", "runner-up"} {
+		if len(labels) >= maxOptionsToShow || len(labels) == len(cands) {
+			break
+		}
+		if name == "runner-up" && !(cheapest == fastest) {
+			break
+		}
+		best := -1
+		for i := range cands {
+			if _, taken := labels[i]; taken {
+				continue
+			}
+			if best < 0 || value(i) < value(best) {
+				best = i
+			}
+		}
+		labels[best] = []string{name}
+	}
+
+	for i, c := range cands { // cands are in Total order, so ranks follow it
+		ls, ok := labels[i]
+		if !ok {
+			continue
+		}
+		opt := Option{
+			Rank:        len(res.Options) + 1,
+			Label:       strings.Join(ls, ", "),
+			OfferID:     c.o.ID,
+			GPUName:     c.o.GPUName,
+			NumGPUs:     c.o.NumGPUs,
+			DPHTotal:    c.o.DPHTotal,
+			EstHours:    round(c.e.Hours, 2),
+			EstTotal:    round(c.e.Total, 3),
+			Reliability: c.o.Reliability,
+			Warnings:    append([]string{}, c.warn...),
+			Estimate:    c.e,
+			Offer:       c.o,
+		}
+		if c.o.Reliability < ReliableEnough {
+			opt.Warnings = append(opt.Warnings, fmt.Sprintf("budget option — about %.0f%% chance of interruption", math.Round((1-c.o.Reliability)*100)))
+		}
+		if t.MaxBudget > 0 && c.e.Total > t.MaxBudget {
+			opt.Warnings = append(opt.Warnings, fmt.Sprintf("over budget: est. $%.2f > max_budget $%.2f", c.e.Total, t.MaxBudget))
+		}
+		res.Options = append(res.Options, opt)
+	}
+
+	first := res.Options[0]
+	if t.MaxBudget > 0 && first.Estimate.Total > t.MaxBudget {
+		res.OverBudget = true
+		res.Notes = append(res.Notes, fmt.Sprintf("every option exceeds max_budget $%.2f (cheapest est. $%.2f): raise the budget, shorten the run or use interruptible pricing", t.MaxBudget, first.Estimate.Total))
+	}
+	switch h := first.Estimate.Hours; {
+	case h < ShortRunHours:
+		res.Notes = append(res.Notes, fmt.Sprintf("short run (%.2f h): interruptible (bid) pricing is usually cheaper, and an interruption costs little", h))
+	case h > LongRunHours:
+		res.Notes = append(res.Notes, fmt.Sprintf("long run (%.1f h): interruptible/bid pricing with regular checkpoints can cut the cost", h))
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("est. total = (boot: %.1f GB image over inet_down + 3 min setup, + run hours) × dph_total (includes %.0f GB disk) + downloads × inet_down_cost", r.ImageGB, r.DiskGB))
+	return res, nil
+}
+
+// rejected totals the filter counts and lists them by reason.
+func rejected(filtered map[string]int) (int, string) {
+	total := 0
+	var parts []string
+	for _, k := range []string{"vram", "gpus", "disk", "cuda"} {
+		if n := filtered[k]; n > 0 {
+			total += n
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+func noFit(t Task, r Req, offers int, largestGB float64, filtered map[string]int) error {
+	e := &NoFitError{TotalGB: r.VRAMGB, VRAMGB: r.PerGPUGB, NumGPUs: r.NumGPUs, Offers: offers, LargestGB: math.Round(largestGB), Filtered: filtered}
+	if filtered["vram"] == 0 {
+		return e
+	}
+	card := math.Max(e.LargestGB, 1)
+	if k := int(math.Ceil(r.VRAMGB / card)); k > 1 && largestGB > 0 {
+		e.Proposals = append(e.Proposals, fmt.Sprintf("%d× %.0f GB cards with sharding (FSDP/DeepSpeed ZeRO-3, %.1f GB each)", k, card, r.VRAMGB/float64(k)))
+	}
+	for _, p := range []string{"int8", "int4"} {
+		q := t
+		q.Precision = p
+		if strings.ToLower(t.Precision) == p || precisionBytes[strings.ToLower(t.Precision)] < precisionBytes[p] && t.Precision != "" {
+			continue
+		}
+		if rq, err := Requirements(q); err == nil {
+			if rq.NumGPUs > 1 {
+				e.Proposals = append(e.Proposals, fmt.Sprintf("%s quantization (≈ %.1f GB, %d GPUs)", p, rq.VRAMGB, rq.NumGPUs))
+			} else {
+				e.Proposals = append(e.Proposals, fmt.Sprintf("%s quantization (≈ %.1f GB)", p, rq.VRAMGB))
+			}
+		}
+	}
+	if q := t; modeAliases[strings.ToLower(t.Mode)] == "train" || t.Full {
+		q.Mode, q.Full = "finetune", false
+		if rq, err := Requirements(q); err == nil && rq.VRAMGB < r.VRAMGB {
+			e.Proposals = append(e.Proposals, fmt.Sprintf("a LoRA fine-tune (≈ %.1f GB)", rq.VRAMGB))
+		}
+	}
+	return e
+}

@@ -1,0 +1,274 @@
+package provider
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+// ErrSweepIncomplete: a sweep could not prove it saw every matching offer
+// (a slice stayed full even when it could not be split further, or the
+// request budget ran out). The offers returned are still real.
+var ErrSweepIncomplete = errors.New("offer sweep incomplete")
+
+// MinPriceSlice is the narrowest dph_total slice a sweep splits; narrower
+// full slices are split by offer id instead.
+const MinPriceSlice = 0.0001
+
+// maxSweepRequests bounds one sweep against a misbehaving marketplace.
+const maxSweepRequests = 5000
+
+// idCeiling is the upper end of the id range split (ids stay JSON-safe).
+const idCeiling = int64(1) << 53
+
+// SweepOffers collects every offer matching q even though one search
+// returns at most cap offers: a full answer (cap offers) is split into two
+// dph_total ranges, recursively, within the user's own dph_total bounds; a
+// full slice narrower than MinPriceSlice is split by offer id. Each slice
+// query asks for cap offers (q.Limit is replaced). The result is
+// de-duplicated by id and sorted by dph_total then id; requests counts the
+// searches made. On ErrSweepIncomplete the offers found so far come back.
+func SweepOffers(ctx context.Context, p Provider, q market.Query, cap int) (offers []market.Offer, requests int, err error) {
+	if cap <= 0 {
+		return nil, 0, fmt.Errorf("sweep: cap must be positive, got %d", cap)
+	}
+	s := &sweeper{p: p, base: q, cap: cap, seen: map[int64]market.Offer{}}
+	err = s.run(ctx)
+	offers = make([]market.Offer, 0, len(s.seen))
+	for _, o := range s.seen {
+		offers = append(offers, o)
+	}
+	slices.SortFunc(offers, func(a, b market.Offer) int {
+		if c := cmp.Compare(a.DPHTotal, b.DPHTotal); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return offers, s.requests, err
+}
+
+type sweeper struct {
+	p          Provider
+	base       market.Query
+	cap        int
+	seen       map[int64]market.Offer
+	requests   int
+	incomplete []string
+}
+
+// bounds is a slice: dph_total in [lo, hi) (or [lo, hi] when hiIncl) and
+// id in [idLo, idHi). A nil side means the user's own bound only.
+type bounds struct {
+	lo, hi     *float64
+	hiIncl     bool
+	idLo, idHi *int64
+}
+
+func (s *sweeper) run(ctx context.Context) error {
+	full, err := s.search(ctx, bounds{})
+	if err != nil || !full {
+		return err
+	}
+	f := s.base.Filters["dph_total"]
+	if _, isEq := f["eq"]; isEq {
+		// One price only: nothing to split on but ids.
+		return s.finish(s.idSweep(ctx, bounds{}))
+	}
+	lo := 0.0
+	if v, ok := num(f["gte"]); ok {
+		lo = v
+	}
+	if v, ok := num(f["gt"]); ok && v > lo {
+		lo = v
+	}
+	hi, incl := math.NaN(), true
+	if v, ok := num(f["lte"]); ok {
+		hi = v
+	}
+	if v, ok := num(f["lt"]); ok && (math.IsNaN(hi) || v <= hi) {
+		hi, incl = v, false
+	}
+	if math.IsNaN(hi) {
+		// No upper bound given: ask for the most expensive match.
+		top := s.base
+		top.Order = [][2]string{{"dph_total", "desc"}}
+		top.Limit = 1
+		s.requests++
+		res, err := s.p.SearchOffers(ctx, top)
+		if err != nil {
+			return err
+		}
+		if len(res) == 0 {
+			return nil // the market changed under us; the first answer stands
+		}
+		hi, incl = res[0].DPHTotal, true
+		s.add(res)
+	}
+	if hi < lo {
+		return nil
+	}
+	return s.finish(s.split(ctx, lo, hi, incl))
+}
+
+func (s *sweeper) finish(err error) error {
+	if err != nil {
+		return err
+	}
+	if len(s.incomplete) > 0 {
+		return fmt.Errorf("%w: %d slice(s) still full, e.g. %s", ErrSweepIncomplete, len(s.incomplete), s.incomplete[0])
+	}
+	return nil
+}
+
+// split sweeps dph_total in [lo, hi) or [lo, hi].
+func (s *sweeper) split(ctx context.Context, lo, hi float64, incl bool) error {
+	b := bounds{lo: &lo, hi: &hi, hiIncl: incl}
+	full, err := s.search(ctx, b)
+	if err != nil || !full {
+		return err
+	}
+	mid := lo + (hi-lo)/2
+	if hi-lo < MinPriceSlice || mid <= lo || mid >= hi {
+		return s.idSweep(ctx, b)
+	}
+	if err := s.split(ctx, lo, mid, false); err != nil {
+		return err
+	}
+	return s.split(ctx, mid, hi, incl)
+}
+
+// idSweep splits a full price slice by offer id, between the smallest and
+// the largest id the slice holds (two searches, which saves the dozens of
+// halvings from the whole id space down to where the offers are).
+func (s *sweeper) idSweep(ctx context.Context, b bounds) error {
+	lo, hi := int64(0), idCeiling
+	for _, dir := range []string{"asc", "desc"} {
+		q := s.slice(b)
+		q.Order = [][2]string{{"id", dir}}
+		q.Limit = 1
+		s.requests++
+		res, err := s.p.SearchOffers(ctx, q)
+		if err != nil {
+			return err
+		}
+		if len(res) == 0 {
+			return nil
+		}
+		s.add(res)
+		if dir == "asc" {
+			lo = res[0].ID
+		} else {
+			hi = res[0].ID + 1
+		}
+	}
+	if hi <= lo {
+		hi = lo + 1
+	}
+	return s.byID(ctx, b, lo, hi)
+}
+
+// byID sweeps ids in [idLo, idHi) within the price slice b.
+func (s *sweeper) byID(ctx context.Context, b bounds, idLo, idHi int64) error {
+	b.idLo, b.idHi = &idLo, &idHi
+	full, err := s.search(ctx, b)
+	if err != nil || !full {
+		return err
+	}
+	if idHi-idLo <= 1 {
+		s.incomplete = append(s.incomplete, fmt.Sprintf("id %d", idLo))
+		return nil
+	}
+	mid := idLo + (idHi-idLo)/2
+	if err := s.byID(ctx, b, idLo, mid); err != nil {
+		return err
+	}
+	return s.byID(ctx, b, mid, idHi)
+}
+
+// search runs one slice and reports whether the answer was full.
+func (s *sweeper) search(ctx context.Context, b bounds) (full bool, err error) {
+	if s.requests >= maxSweepRequests {
+		s.incomplete = append(s.incomplete, "request budget spent")
+		return false, nil
+	}
+	q := s.slice(b)
+	s.requests++
+	res, err := s.p.SearchOffers(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	s.add(res)
+	return len(res) >= s.cap, nil
+}
+
+func (s *sweeper) add(res []market.Offer) {
+	for _, o := range res {
+		s.seen[o.ID] = o
+	}
+}
+
+// slice copies the base query and narrows it to b, keeping the user's own
+// bounds where they are tighter.
+func (s *sweeper) slice(b bounds) market.Query {
+	q := s.base
+	q.Limit = s.cap
+	q.Order = slices.Clone(s.base.Order)
+	q.Filters = make(map[string]map[string]any, len(s.base.Filters)+2)
+	for k, ops := range s.base.Filters {
+		m := make(map[string]any, len(ops))
+		for op, v := range ops {
+			m[op] = v
+		}
+		q.Filters[k] = m
+	}
+	if b.lo != nil {
+		tighten(q.Filters, "dph_total", "gte", *b.lo, true)
+		if b.hiIncl {
+			tighten(q.Filters, "dph_total", "lte", *b.hi, false)
+		} else {
+			tighten(q.Filters, "dph_total", "lt", *b.hi, false)
+		}
+	}
+	if b.idLo != nil {
+		tighten(q.Filters, "id", "gte", float64(*b.idLo), true)
+		tighten(q.Filters, "id", "lt", float64(*b.idHi), false)
+	}
+	return q
+}
+
+// tighten sets filters[field][op] = v unless the user's value there is
+// already tighter (larger for a lower bound, smaller for an upper one).
+func tighten(filters map[string]map[string]any, field, op string, v float64, lower bool) {
+	m := filters[field]
+	if m == nil {
+		m = map[string]any{}
+		filters[field] = m
+	}
+	if old, ok := num(m[op]); ok && (lower && old > v || !lower && old < v) {
+		return
+	}
+	m[op] = v
+}
+
+// num reads a filter value, which the CLI sends as a string ("0.5") or a
+// number.
+func num(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil
+	}
+	return 0, false
+}

@@ -1,0 +1,190 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+// capped is a Provider whose search filters dph_total, id and num_gpus
+// numerically and, like the marketplace, returns at most limit offers in
+// an order unrelated to price.
+type capped struct {
+	Provider
+	offers []market.Offer
+	max    int
+	calls  int
+}
+
+func (c *capped) SearchOffers(_ context.Context, q market.Query) ([]market.Offer, error) {
+	c.calls++
+	var out []market.Offer
+	for _, o := range c.offers {
+		if match(q, "dph_total", o.DPHTotal) && match(q, "id", float64(o.ID)) && match(q, "num_gpus", float64(o.NumGPUs)) {
+			out = append(out, o)
+		}
+	}
+	if len(q.Order) == 1 && q.Order[0][0] == "id" {
+		slices.SortFunc(out, func(a, b market.Offer) int { return int(a.ID - b.ID) })
+		if q.Order[0][1] == "desc" {
+			slices.Reverse(out)
+		}
+	} else if len(q.Order) == 1 && q.Order[0] == [2]string{"dph_total", "desc"} {
+		slices.SortFunc(out, func(a, b market.Offer) int {
+			switch {
+			case a.DPHTotal > b.DPHTotal:
+				return -1
+			case a.DPHTotal < b.DPHTotal:
+				return 1
+			}
+			return 0
+		})
+	} else {
+		// A stand-in for "score": by id descending.
+		slices.SortFunc(out, func(a, b market.Offer) int { return int(b.ID - a.ID) })
+	}
+	lim := c.max
+	if q.Limit > 0 && q.Limit < lim {
+		lim = q.Limit
+	}
+	if len(out) > lim {
+		out = out[:lim]
+	}
+	return out, nil
+}
+
+func match(q market.Query, field string, v float64) bool {
+	for op, raw := range q.Filters[field] {
+		x, ok := num(raw)
+		if !ok {
+			panic(fmt.Sprintf("filter %s %s: %v", field, op, raw))
+		}
+		var good bool
+		switch op {
+		case "eq":
+			good = v == x
+		case "gte":
+			good = v >= x
+		case "gt":
+			good = v > x
+		case "lte":
+			good = v <= x
+		case "lt":
+			good = v < x
+		default:
+			panic(op)
+		}
+		if !good {
+			return false
+		}
+	}
+	return true
+}
+
+func market1(n int, seed uint64) []market.Offer {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]market.Offer, n)
+	for i := range out {
+		out[i] = market.Offer{ID: int64(1000 + i*7), NumGPUs: 1 + r.IntN(4), DPHTotal: float64(r.IntN(5000)) / 1000}
+	}
+	// A cluster at one price, wider than a search: only id splits reach it.
+	for i := 0; i < min(30, n); i++ {
+		out[i].DPHTotal = 0.25
+	}
+	return out
+}
+
+func TestSweepOffers(t *testing.T) {
+	all := market1(600, 1)
+	tests := []struct {
+		name    string
+		filters map[string]map[string]any
+	}{
+		{"everything", map[string]map[string]any{}},
+		{"user bounds as strings", map[string]map[string]any{"dph_total": {"gte": "0.2", "lt": "3"}, "num_gpus": {"gte": "2"}}},
+		{"user upper bound inclusive", map[string]map[string]any{"dph_total": {"lte": 1.5}}},
+		{"single price", map[string]map[string]any{"dph_total": {"eq": "0.25"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &capped{offers: all, max: 20}
+			q := market.Query{Filters: tt.filters, Order: [][2]string{{"score", "desc"}}, Type: "on-demand", AllocatedStorage: 5}
+			got, reqs, err := SweepOffers(context.Background(), p, q, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []int64
+			for _, o := range all {
+				if match(q, "dph_total", o.DPHTotal) && match(q, "num_gpus", float64(o.NumGPUs)) {
+					want = append(want, o.ID)
+				}
+			}
+			var ids []int64
+			for _, o := range got {
+				ids = append(ids, o.ID)
+			}
+			slices.Sort(ids)
+			slices.Sort(want)
+			if !slices.Equal(ids, want) {
+				t.Fatalf("got %d offers, want %d", len(ids), len(want))
+			}
+			if reqs != p.calls {
+				t.Errorf("requests = %d, provider saw %d", reqs, p.calls)
+			}
+			if !slices.IsSortedFunc(got, func(a, b market.Offer) int {
+				if a.DPHTotal != b.DPHTotal {
+					return map[bool]int{true: -1, false: 1}[a.DPHTotal < b.DPHTotal]
+				}
+				return int(a.ID - b.ID)
+			}) {
+				t.Error("result not sorted by dph_total, id")
+			}
+			// The caller's query is not modified.
+			if _, ok := q.Filters["id"]; ok {
+				t.Error("sweep wrote into the caller's filters")
+			}
+			t.Logf("%d offers in %d requests", len(got), reqs)
+		})
+	}
+}
+
+func TestSweepOneRequestWhenNotFull(t *testing.T) {
+	p := &capped{offers: market1(10, 2), max: 64}
+	got, reqs, err := SweepOffers(context.Background(), p, market.Query{}, 64)
+	if err != nil || len(got) != 10 || reqs != 1 {
+		t.Fatalf("got %d offers, %d requests, err %v", len(got), reqs, err)
+	}
+}
+
+func TestSweepDuplicateIDsReportIncomplete(t *testing.T) {
+	// A marketplace that repeats one id can never be proven complete.
+	offers := make([]market.Offer, 5)
+	for i := range offers {
+		offers[i] = market.Offer{ID: 42, DPHTotal: 0.1}
+	}
+	p := &capped{offers: offers, max: 3}
+	_, _, err := SweepOffers(context.Background(), p, market.Query{}, 3)
+	if !errors.Is(err, ErrSweepIncomplete) {
+		t.Fatalf("err = %v, want ErrSweepIncomplete", err)
+	}
+}
+
+type failing struct{ Provider }
+
+func (failing) SearchOffers(context.Context, market.Query) ([]market.Offer, error) {
+	return nil, ErrServer
+}
+
+func TestSweepPropagatesErrors(t *testing.T) {
+	if _, _, err := SweepOffers(context.Background(), failing{}, market.Query{}, 5); !errors.Is(err, ErrServer) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, _, err := SweepOffers(context.Background(), failing{}, market.Query{}, 0); err == nil {
+		t.Fatal("cap 0 accepted")
+	}
+}

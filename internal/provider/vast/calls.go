@@ -1,0 +1,374 @@
+package vast
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// SearchOffers posts the query to /api/v0/bundles/ as the CLI does.
+func (c *Client) SearchOffers(ctx context.Context, q market.Query) ([]market.Offer, error) {
+	cl := call{method: http.MethodPost, path: "/api/v0/bundles/", body: q, policy: retryRead}
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status < 200 || resp.status > 299 {
+		return nil, c.apiError(cl, opOther, resp.status, resp.body)
+	}
+	if ct := resp.header.Get("Content-Type"); !isJSONType(ct) {
+		return nil, fmt.Errorf("%s %s: HTTP %d: answer is %q, not application/json: %q",
+			cl.method, cl.path, resp.status, ct, c.redact(trimMsg(string(resp.body))))
+	}
+	var out struct {
+		Offers *[]market.Offer `json:"offers"`
+	}
+	if err := c.decode(cl, opOther, resp, &out); err != nil {
+		return nil, err
+	}
+	if out.Offers == nil {
+		if err := c.checkSuccess(cl, opOther, resp); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s %s: answer has no offers list", cl.method, cl.path)
+	}
+	return *out.Offers, nil
+}
+
+// createBody is the §6 body, with the keys the CLI sends as null or false.
+type createBody struct {
+	ClientID       string            `json:"client_id"`
+	Image          string            `json:"image"`
+	Env            map[string]string `json:"env"`
+	Price          *float64          `json:"price"`
+	Disk           float64           `json:"disk"`
+	Label          *string           `json:"label"`
+	Extra          *string           `json:"extra"`
+	Onstart        *string           `json:"onstart"`
+	ImageLogin     *string           `json:"image_login"`
+	PythonUTF8     bool              `json:"python_utf8"`
+	LangUTF8       bool              `json:"lang_utf8"`
+	UseJupyterLab  bool              `json:"use_jupyter_lab"`
+	JupyterDir     *string           `json:"jupyter_dir"`
+	Force          bool              `json:"force"`
+	CancelUnavail  bool              `json:"cancel_unavail"`
+	TemplateHashID *string           `json:"template_hash_id"`
+	User           *string           `json:"user"`
+	Runtype        string            `json:"runtype"`
+}
+
+func strOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// CreateInstance rents an offer. Only a 429 (a refused request) is retried:
+// after a transport error, a timeout, an unreadable answer or a 5xx the
+// instance may exist, and the error wraps provider.ErrMaybeCreated.
+func (c *Client) CreateInstance(ctx context.Context, offerID int64, req provider.CreateRequest) (provider.Created, error) {
+	env := req.Env
+	if env == nil {
+		env = map[string]string{}
+	}
+	runtype := req.Runtype
+	if runtype == "" {
+		runtype = "ssh" // the CLI's default
+	}
+	body := createBody{
+		ClientID: "me", Image: req.Image, Env: env, Price: req.Price, Disk: req.Disk,
+		Label: strOrNil(req.Label), Onstart: strOrNil(req.Onstart), Runtype: runtype,
+		// Fail rather than get a stopped (storage-billed) instance when the
+		// offer cannot be scheduled now.
+		CancelUnavail: true,
+	}
+	cl := call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/asks/%d/", offerID), body: body, policy: retryCreate}
+	if err := ctx.Err(); err != nil {
+		return provider.Created{}, err // nothing was sent
+	}
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		var te *transportError
+		if errors.As(err, &te) {
+			// The request may have reached the server: never resend it.
+			return provider.Created{}, fmt.Errorf("%w: %w", provider.ErrMaybeCreated, err)
+		}
+		return provider.Created{}, err // cancelled before (re)sending
+	}
+	if resp.status < 200 || resp.status > 299 {
+		return provider.Created{}, c.apiError(cl, opCreate, resp.status, resp.body)
+	}
+	if err := c.checkSuccess(cl, opCreate, resp); err != nil {
+		return provider.Created{}, err
+	}
+	var out provider.Created
+	if err := json.Unmarshal(resp.body, &out); err != nil || out.NewContract == 0 {
+		return provider.Created{}, fmt.Errorf("%w: %s %s: HTTP %d without an instance id: %q",
+			provider.ErrMaybeCreated, cl.method, cl.path, resp.status, c.redact(trimMsg(string(resp.body))))
+	}
+	out.Success = true
+	return out, nil
+}
+
+// pageSize is the v1 listing's maximum page.
+const pageSize = 25
+
+// maxPages stops a server that keeps handing out tokens.
+const maxPages = 10000
+
+// listPage is one answer of GET /api/v1/instances/.
+type listPage struct {
+	Success        *bool               `json:"success"`
+	TotalInstances *int                `json:"total_instances"`
+	NextToken      json.RawMessage     `json:"next_token"`
+	Instances      []provider.Instance `json:"instances"`
+}
+
+// orderByID is the order_by the CLI sends, in Python's json.dumps spacing.
+const orderByID = `[{"col": "id", "dir": "asc"}]`
+
+// ListInstances fetches every page of the v1 listing. Any page failing, a
+// total that changes between pages, a repeated row, or a row count that
+// differs from the total fails the whole listing: callers act on absence,
+// so a partial listing must never look complete.
+func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
+	var (
+		all   []provider.Instance
+		total = -1
+		after string
+		seen  = map[int64]bool{}
+	)
+	for page := 1; ; page++ {
+		if page > maxPages {
+			return provider.Listing{}, fmt.Errorf("GET /api/v1/instances/: more than %d pages: %w", maxPages, provider.ErrIncompleteListing)
+		}
+		q := "limit=" + strconv.Itoa(pageSize) + "&order_by=" + url.QueryEscape(orderByID)
+		if after != "" {
+			q += "&after_token=" + url.QueryEscape(after)
+		}
+		cl := call{method: http.MethodGet, path: "/api/v1/instances/", query: q, policy: retryRead}
+		resp, err := c.do(ctx, cl)
+		if err != nil {
+			return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
+		}
+		var p listPage
+		if err := c.decode(cl, opOther, resp, &p); err != nil {
+			return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
+		}
+		if err := c.checkSuccess(cl, opOther, resp); err != nil {
+			return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
+		}
+		if p.TotalInstances == nil {
+			return provider.Listing{}, fmt.Errorf("listing page %d has no total_instances: %w", page, provider.ErrIncompleteListing)
+		}
+		if total >= 0 && *p.TotalInstances != total {
+			return provider.Listing{}, fmt.Errorf("listing total changed from %d to %d on page %d: %w",
+				total, *p.TotalInstances, page, provider.ErrIncompleteListing)
+		}
+		total = *p.TotalInstances
+		for _, in := range p.Instances {
+			if seen[in.ID] {
+				return provider.Listing{}, fmt.Errorf("instance %d listed twice: %w", in.ID, provider.ErrIncompleteListing)
+			}
+			seen[in.ID] = true
+			all = append(all, in)
+		}
+		next := tokenText(p.NextToken)
+		if next == "" {
+			break
+		}
+		if next == after {
+			return provider.Listing{}, fmt.Errorf("listing token repeated on page %d: %w", page, provider.ErrIncompleteListing)
+		}
+		after = next
+	}
+	if len(all) != total {
+		return provider.Listing{}, fmt.Errorf("listing returned %d instances but the total is %d: %w",
+			len(all), total, provider.ErrIncompleteListing)
+	}
+	return provider.Listing{Instances: all, Total: total}, nil
+}
+
+// tokenText renders next_token, which may be a string or a number; "" when
+// it is null or absent.
+func tokenText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// ShowInstance is GET /api/v0/instances/{id}/?owner=me.
+func (c *Client) ShowInstance(ctx context.Context, id int64) (provider.Instance, error) {
+	cl := call{method: http.MethodGet, path: fmt.Sprintf("/api/v0/instances/%d/", id), query: "owner=me", policy: retryRead}
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		return provider.Instance{}, err
+	}
+	var out struct {
+		Instances json.RawMessage `json:"instances"`
+	}
+	if err := c.decode(cl, opInstance, resp, &out); err != nil {
+		return provider.Instance{}, err
+	}
+	if err := c.checkSuccess(cl, opInstance, resp); err != nil {
+		return provider.Instance{}, err
+	}
+	raw := bytes.TrimSpace(out.Instances)
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == "[]" {
+		return provider.Instance{}, &provider.APIError{Method: cl.method, Path: cl.path, Status: resp.status,
+			Msg: fmt.Sprintf("instance %d does not exist", id), Kind: provider.ErrNotFound}
+	}
+	var inst provider.Instance
+	if raw[0] == '[' { // older servers answered a one-row list
+		var list []provider.Instance
+		if err := json.Unmarshal(raw, &list); err != nil || len(list) != 1 {
+			return provider.Instance{}, fmt.Errorf("%s %s: unexpected instances list: %v", cl.method, cl.path, err)
+		}
+		inst = list[0]
+	} else if err := json.Unmarshal(raw, &inst); err != nil {
+		return provider.Instance{}, fmt.Errorf("%s %s: decode instance: %w", cl.method, cl.path, err)
+	}
+	if inst.ID != id {
+		return provider.Instance{}, fmt.Errorf("%s %s: answer is instance %d", cl.method, cl.path, inst.ID)
+	}
+	return inst, nil
+}
+
+// manage sends PUT /api/v0/instances/{id}/ with body.
+func (c *Client) manage(ctx context.Context, id int64, body any) error {
+	cl := call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/instances/%d/", id), body: body, policy: retryWrite}
+	return c.simple(ctx, cl)
+}
+
+// simple runs an instance call whose answer is {"success": ...}.
+func (c *Client) simple(ctx context.Context, cl call) error {
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if err := c.decode(cl, opInstance, resp, nil); err != nil {
+		return err
+	}
+	return c.checkSuccess(cl, opInstance, resp)
+}
+
+// StartInstance asks a stopped instance to run.
+func (c *Client) StartInstance(ctx context.Context, id int64) error {
+	return c.manage(ctx, id, map[string]string{"state": "running"})
+}
+
+// StopInstance stops an instance; its storage keeps billing.
+func (c *Client) StopInstance(ctx context.Context, id int64) error {
+	return c.manage(ctx, id, map[string]string{"state": "stopped"})
+}
+
+// SetLabel relabels an instance.
+func (c *Client) SetLabel(ctx context.Context, id int64, label string) error {
+	return c.manage(ctx, id, map[string]string{"label": label})
+}
+
+// DestroyInstance is DELETE /api/v0/instances/{id}/ with body {}. A retry
+// after a lost answer may see ErrNotFound, which callers treat as done.
+func (c *Client) DestroyInstance(ctx context.Context, id int64) error {
+	return c.simple(ctx, call{method: http.MethodDelete, path: fmt.Sprintf("/api/v0/instances/%d/", id), policy: retryWrite})
+}
+
+// RebootInstance restarts the container, keeping the GPU.
+func (c *Client) RebootInstance(ctx context.Context, id int64) error {
+	return c.simple(ctx, call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/instances/reboot/%d/", id), policy: retryWrite})
+}
+
+// CurrentUser is GET /api/v0/users/current (no trailing slash).
+func (c *Client) CurrentUser(ctx context.Context) (provider.User, error) {
+	cl := call{method: http.MethodGet, path: "/api/v0/users/current", policy: retryRead}
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		return provider.User{}, err
+	}
+	var u provider.User
+	if err := c.decode(cl, opOther, resp, &u); err != nil {
+		return provider.User{}, err
+	}
+	if err := c.checkSuccess(cl, opOther, resp); err != nil {
+		return provider.User{}, err
+	}
+	return u, nil
+}
+
+// Log polling as the CLI does it: 30 tries, 0.3 s apart.
+const (
+	logPolls    = 30
+	logInterval = 300 * time.Millisecond
+)
+
+// InstanceLogs asks for the container log and polls its result_url, which
+// is fetched without the key (it is a pre-signed link, often elsewhere).
+func (c *Client) InstanceLogs(ctx context.Context, id int64, tail int) (string, error) {
+	body := map[string]string{}
+	if tail > 0 {
+		body["tail"] = strconv.Itoa(tail) // the CLI sends it as a string
+	}
+	cl := call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/instances/request_logs/%d/", id), body: body, policy: retryWrite}
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		ResultURL string `json:"result_url"`
+		Msg       string `json:"msg"`
+	}
+	if err := c.decode(cl, opInstance, resp, &out); err != nil {
+		return "", err
+	}
+	if err := c.checkSuccess(cl, opInstance, resp); err != nil {
+		return "", err
+	}
+	if out.ResultURL == "" {
+		return "", fmt.Errorf("%s %s: no result_url: %s", cl.method, cl.path, c.redact(trimMsg(out.Msg)))
+	}
+	u, err := url.Parse(out.ResultURL)
+	if err == nil && !u.IsAbs() {
+		u = c.base.ResolveReference(u)
+	}
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%s %s: bad result_url", cl.method, cl.path)
+	}
+	get := call{method: http.MethodGet, path: u.Path, abs: u.String(), noAuth: true, policy: retryNone}
+	var last error
+	for i := 0; i < logPolls; i++ {
+		if i > 0 {
+			if err := c.sleep(ctx, logInterval); err != nil {
+				return "", err
+			}
+		}
+		r, err := c.do(ctx, get)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return "", err
+			}
+			last = err
+		case r.status == http.StatusOK:
+			return string(r.body), nil
+		default:
+			last = fmt.Errorf("GET %s: HTTP %d", u.Path, r.status)
+		}
+	}
+	return "", fmt.Errorf("instance %d logs not ready after %d polls: %w", id, logPolls, errors.Join(last))
+}

@@ -1,0 +1,523 @@
+// Package vast is the vast.ai REST client: the provider.Provider that talks
+// to console.vast.ai, or to the simulator, which speaks the same API.
+//
+// The wire behaviour follows the official vastai CLI (see
+// shared/vast-api.md) with two deliberate differences: the key travels only
+// in the Authorization header, and a create is never retried after its
+// outcome became unknown.
+package vast
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// DefaultBaseURL is where the official CLI sends its requests.
+const DefaultBaseURL = "https://console.vast.ai"
+
+// Version goes into the User-Agent; the build may overwrite it.
+var Version = "dev"
+
+// Options configure a Client. Zero values take the defaults noted.
+type Options struct {
+	BaseURL    string       // default DefaultBaseURL
+	APIKey     string       // sent only as "Authorization: Bearer"
+	HTTPClient *http.Client // default: a client with its own transport
+	Timeout    time.Duration
+	UserAgent  string // default "vastfleet/<Version>"
+	// MaxAttempts is the total number of tries of one retryable call.
+	MaxAttempts int           // default 5
+	BaseBackoff time.Duration // default 250ms
+	MaxBackoff  time.Duration // default 20s
+	// Sleep waits between attempts; tests inject one that records waits.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now reads the clock for Retry-After dates.
+	Now    func() time.Time
+	Logger *slog.Logger // default: discard
+	// RateLimit throttles every request this client sends; 0 = unlimited.
+	RateLimit rate.Limit
+	Burst     int // default 1 when RateLimit is set
+	// Rand returns a number in [0,1) for backoff jitter; default math/rand.
+	Rand func() float64
+}
+
+// Client is the vast.ai API client. It is safe for concurrent use.
+type Client struct {
+	base    *url.URL
+	key     string
+	hc      *http.Client
+	timeout time.Duration
+	ua      string
+	max     int
+	baseBO  time.Duration
+	maxBO   time.Duration
+	sleep   func(context.Context, time.Duration) error
+	now     func() time.Time
+	log     *slog.Logger
+	limiter *rate.Limiter
+	rnd     func() float64
+}
+
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Operator = (*Client)(nil)
+)
+
+// New builds a client; it does no I/O.
+func New(opts Options) (*Client, error) {
+	raw := opts.BaseURL
+	if raw == "" {
+		raw = DefaultBaseURL
+	}
+	base, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("vast: base URL: %w", err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" {
+		return nil, fmt.Errorf("vast: base URL %q: want http(s)://host", raw)
+	}
+	if base.User != nil || base.RawQuery != "" {
+		// Anything secret in the URL would end up in *url.Error texts.
+		return nil, fmt.Errorf("vast: base URL must not carry credentials or a query")
+	}
+	if strings.ContainsAny(opts.APIKey, "\r\n") {
+		return nil, errors.New("vast: API key contains a line break")
+	}
+	c := &Client{
+		base:    base,
+		key:     opts.APIKey,
+		hc:      opts.HTTPClient,
+		timeout: opts.Timeout,
+		ua:      opts.UserAgent,
+		max:     opts.MaxAttempts,
+		baseBO:  opts.BaseBackoff,
+		maxBO:   opts.MaxBackoff,
+		sleep:   opts.Sleep,
+		now:     opts.Now,
+		log:     opts.Logger,
+		rnd:     opts.Rand,
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if c.timeout <= 0 {
+		c.timeout = 120 * time.Second
+	}
+	if c.ua == "" {
+		c.ua = "vastfleet/" + Version
+	}
+	if c.max <= 0 {
+		c.max = 5
+	}
+	if c.baseBO <= 0 {
+		c.baseBO = 250 * time.Millisecond
+	}
+	if c.maxBO <= 0 {
+		c.maxBO = 20 * time.Second
+	}
+	if c.sleep == nil {
+		c.sleep = sleepCtx
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.rnd == nil {
+		c.rnd = rand.Float64
+	}
+	if opts.RateLimit > 0 {
+		b := opts.Burst
+		if b <= 0 {
+			b = 1
+		}
+		c.limiter = rate.NewLimiter(opts.RateLimit, b)
+	}
+	return c, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retryPolicy says which failures of one call may be repeated.
+type retryPolicy int
+
+const (
+	// idempotent: GET-like calls; 429, 500, 502-504 and transport errors.
+	retryRead retryPolicy = iota
+	// idempotent writes (state, label, destroy): as read, without 500,
+	// because a 500 on a write may have half-applied.
+	retryWrite
+	// create: only 429, which means the request was refused.
+	retryCreate
+	// never retry (log fetches poll on their own).
+	retryNone
+)
+
+// call is one API request.
+type call struct {
+	method string
+	path   string     // starts with /api/
+	query  string     // encoded, without '?'
+	body   any        // nil: {} for non-GET
+	policy retryPolicy
+	noAuth bool
+	abs    string // absolute URL (result_url); overrides path
+}
+
+// response is a completed HTTP exchange.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// maxBody bounds what one answer may hold (a large search is a few MB).
+const maxBody = 64 << 20
+
+// errTransport marks failures where no HTTP answer arrived.
+type transportError struct {
+	method, path string
+	err          error
+}
+
+func (e *transportError) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.method, e.path, e.err)
+}
+func (e *transportError) Unwrap() error { return e.err }
+
+// do sends c with retries and returns the final answer, which may be a
+// non-2xx status; the caller turns that into an error with apiError. A nil
+// response comes with a *transportError or a context error.
+func (c *Client) do(ctx context.Context, cl call) (*response, error) {
+	var payload []byte
+	if cl.method != http.MethodGet {
+		b := cl.body
+		if b == nil {
+			b = struct{}{}
+		}
+		var err error
+		if payload, err = json.Marshal(b); err != nil {
+			return nil, fmt.Errorf("%s %s: encode body: %w", cl.method, cl.path, err)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if c.limiter != nil {
+			if err := c.limiter.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := c.once(ctx, cl, payload, attempt)
+		last := attempt >= c.max
+		if err != nil {
+			if ctx.Err() != nil {
+				// Cancellation is the caller's decision, never retried.
+				return nil, &transportError{cl.method, cl.path, err}
+			}
+			if last || cl.policy == retryCreate || cl.policy == retryNone {
+				return nil, &transportError{cl.method, cl.path, err}
+			}
+			if err := c.sleep(ctx, c.backoff(attempt, 0)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if last || !retryable(cl.policy, resp.status) {
+			return resp, nil
+		}
+		if err := c.sleep(ctx, c.backoff(attempt, c.retryAfter(resp.header))); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func retryable(p retryPolicy, status int) bool {
+	switch p {
+	case retryRead:
+		return status == 429 || status == 500 || status == 502 || status == 503 || status == 504
+	case retryWrite:
+		return status == 429 || status == 502 || status == 503 || status == 504
+	case retryCreate:
+		return status == 429
+	}
+	return false
+}
+
+// backoff is capped exponential backoff with full jitter; a server's
+// Retry-After wins when it is given.
+func (c *Client) backoff(attempt int, after time.Duration) time.Duration {
+	if after > 0 {
+		return after
+	}
+	d := c.baseBO << min(attempt-1, 30)
+	if d <= 0 || d > c.maxBO {
+		d = c.maxBO
+	}
+	return time.Duration(c.rnd() * float64(d))
+}
+
+// maxRetryAfter bounds how long a server may make us wait in one go.
+const maxRetryAfter = 5 * time.Minute
+
+func (c *Client) retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		d = time.Duration(n * float64(time.Second))
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(c.now())
+		if d <= 0 {
+			return 0
+		}
+	} else {
+		return 0
+	}
+	return min(d, maxRetryAfter)
+}
+
+// once sends one attempt.
+func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int) (*response, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	target := cl.abs
+	if target == "" {
+		u := *c.base
+		u.Path = c.base.Path + cl.path
+		u.RawQuery = cl.query
+		target = u.String()
+	}
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", c.ua)
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.key != "" && !cl.noAuth {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	start := time.Now()
+	res, err := c.hc.Do(req)
+	if err != nil {
+		c.log.DebugContext(ctx, "vast request", "method", cl.method, "path", cl.path,
+			"attempt", attempt, "duration", time.Since(start), "error", c.redact(err.Error()))
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	c.log.DebugContext(ctx, "vast request", "method", cl.method, "path", cl.path,
+		"status", res.StatusCode, "attempt", attempt, "duration", time.Since(start))
+	if err != nil {
+		// The status arrived but the answer did not: treat as lost.
+		return nil, fmt.Errorf("reading answer (HTTP %d): %w", res.StatusCode, err)
+	}
+	if len(b) > maxBody {
+		return nil, fmt.Errorf("answer larger than %d bytes", maxBody)
+	}
+	return &response{status: res.StatusCode, header: res.Header, body: b}, nil
+}
+
+// redact removes the key from text that may reach logs or errors. The key is
+// never put in a URL, so this is a second line of defence only.
+func (c *Client) redact(s string) string {
+	if c.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.key, "[REDACTED]")
+}
+
+// errorBody is the union of the error shapes vast.ai sends.
+type errorBody struct {
+	Success *bool           `json:"success"`
+	Error   json.RawMessage `json:"error"`
+	Msg     json.RawMessage `json:"msg"`
+	Message json.RawMessage `json:"message"`
+	Detail  json.RawMessage `json:"detail"`
+}
+
+// text renders a JSON value as text: strings unquoted, others compact.
+func text(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// maxMsg bounds how much of a server's answer goes into an error.
+const maxMsg = 300
+
+func trimMsg(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > maxMsg {
+		s = s[:maxMsg] + "…"
+	}
+	return s
+}
+
+// parseErrorBody pulls the code and message out of an answer.
+func parseErrorBody(b []byte) (code, msg string, isJSON bool) {
+	var eb errorBody
+	if json.Unmarshal(b, &eb) == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		code = text(eb.Error)
+		if code == "true" || code == "false" {
+			code = "" // {"error": true, ...} is a flag, not a code
+		}
+		for _, m := range []json.RawMessage{eb.Msg, eb.Message, eb.Detail} {
+			if msg = text(m); msg != "" {
+				break
+			}
+		}
+		return code, trimMsg(msg), true
+	}
+	return "", trimMsg(string(b)), false
+}
+
+// op says what a call was about, for classifying a 404.
+type op int
+
+const (
+	opOther op = iota
+	opInstance
+	opCreate
+)
+
+// apiError classifies a non-2xx (or success:false) answer.
+func (c *Client) apiError(cl call, o op, status int, body []byte) *provider.APIError {
+	code, msg, isJSON := parseErrorBody(body)
+	e := &provider.APIError{Method: cl.method, Path: cl.path, Status: status,
+		Code: c.redact(code), Msg: c.redact(msg)}
+	e.Kind = classify(o, status, code, msg, isJSON)
+	return e
+}
+
+func classify(o op, status int, code, msg string, isJSON bool) error {
+	lc, lm := strings.ToLower(code), strings.ToLower(msg)
+	switch {
+	case authSaid(status, lc, lm):
+		return provider.ErrAuth
+	case balanceSaid(lc, lm) && status >= 400 && status < 500:
+		return provider.ErrInsufficientBalance
+	case status == 429:
+		return provider.ErrRateLimited
+	case status >= 500:
+		if o == opCreate {
+			return provider.ErrMaybeCreated
+		}
+		return provider.ErrServer
+	case o == opCreate && (status == 404 || status == 410 || lc == "no_such_ask"):
+		return provider.ErrOfferGone
+	case o == opInstance && (lc == "no_such_instance" || lc == "not_found" || lc == "invalid_id" ||
+		status == 404 && isJSON):
+		return provider.ErrNotFound
+	}
+	return nil
+}
+
+// authSaid: 401/403 always; other statuses only when the body says so,
+// because a revoked key has been seen as 404 auth_error and a stale 2FA
+// session as 404 "Session expired. Please log in again."
+func authSaid(status int, code, msg string) bool {
+	if status == 401 || status == 403 && !balanceSaid(code, msg) {
+		return true
+	}
+	if code == "auth_error" || code == "invalid_token" || code == "unauthorized" {
+		return true
+	}
+	if status == 404 || status == 400 {
+		for _, w := range []string{"api key", "user key", "invalid key", "session", "log in", "login", "sign up", "unauthorized", "authenticat"} {
+			if strings.Contains(msg, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func balanceSaid(code, msg string) bool {
+	for _, w := range []string{"insufficient", "balance", "credit", "not enough funds", "payment"} {
+		if strings.Contains(code, w) || strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// decode reads a 2xx JSON answer into v; anything else becomes an error.
+func (c *Client) decode(cl call, o op, resp *response, v any) error {
+	if resp.status < 200 || resp.status > 299 {
+		return c.apiError(cl, o, resp.status, resp.body)
+	}
+	if v == nil {
+		return nil
+	}
+	if err := json.Unmarshal(resp.body, v); err != nil {
+		return fmt.Errorf("%s %s: HTTP %d: answer is not the expected JSON: %v (%q)",
+			cl.method, cl.path, resp.status, err, c.redact(trimMsg(string(resp.body))))
+	}
+	return nil
+}
+
+// checkSuccess turns a 2xx {"success": false, ...} into an error.
+func (c *Client) checkSuccess(cl call, o op, resp *response) error {
+	var eb errorBody
+	if json.Unmarshal(resp.body, &eb) == nil && eb.Success != nil && !*eb.Success {
+		e := c.apiError(cl, o, resp.status, resp.body)
+		if e.Msg == "" {
+			e.Msg = c.redact(trimMsg(string(resp.body)))
+		}
+		return e
+	}
+	return nil
+}
+
+// isJSONType reports whether a Content-Type names JSON.
+func isJSONType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}

@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// Faults are the failure shares the simulator injects. Each share is a
+// probability in [0,1]; per-request faults are drawn per API request,
+// per-instance faults once per instance at create, all from the seed.
+type Faults struct {
+	// Rate429 answers 429 "API requests too frequent" (plain text). Never
+	// applied to v1 listing follow-up pages (after_token present), which
+	// the official CLI fetches back to back.
+	Rate429 float64
+	// RetryAfter, when > 0, adds a Retry-After header (seconds) to 429s;
+	// the real API sends none.
+	RetryAfter time.Duration
+	// Rate5xx answers 500 or 502 with a body.
+	Rate5xx float64
+	// LostCreate applies a create and then drops the connection without
+	// an answer.
+	LostCreate float64
+	// AuthAs404 answers a bad key with 404 and the auth_error body (seen
+	// in the wild for revoked keys) instead of 401.
+	AuthAs404 bool
+
+	// StuckLoading instances never leave loading.
+	StuckLoading float64
+	// BootFail instances go to exited at their ready time.
+	BootFail float64
+	// HostOffline instances go offline some time after running.
+	HostOffline float64
+	// SlowBoot instances boot 5–20× slower, always past 10 minutes.
+	SlowBoot float64
+
+	// TakenWhileStopped is the chance, per minute stopped, that another
+	// renter takes the GPU so that a later start waits in "Scheduling"
+	// forever.
+	TakenWhileStopped float64
+	// OfferChurnPerHour is the share of offers rented by others in any
+	// one simulated hour (they vanish from search and refuse creates).
+	OfferChurnPerHour float64
+	// CreateRace is the share of offers taken by someone else between a
+	// search and the create in a given hour (create answers no_such_ask).
+	CreateRace float64
+}
+
+// Profile returns a named fault profile: "none", "realistic" or "harsh".
+//
+// "realistic" follows market-facts.md: of 300 launches about 73 % had
+// booted after 10 minutes, so 10 % never boot (half stuck in loading, half
+// exiting) and 20 % boot slowly, past 10 minutes; 2 % of hosts go offline,
+// 1 % of requests get 429 and 0.5 % a 5xx, and 5 % of offers are rented by
+// others in any simulated hour.
+func Profile(name string) (Faults, error) {
+	switch name {
+	case "", "none":
+		return Faults{}, nil
+	case "realistic":
+		return Faults{
+			Rate429: 0.01, Rate5xx: 0.005, LostCreate: 0.002,
+			StuckLoading: 0.05, BootFail: 0.05, HostOffline: 0.02, SlowBoot: 0.20,
+			TakenWhileStopped: 0.01, OfferChurnPerHour: 0.05, CreateRace: 0.03,
+		}, nil
+	case "harsh":
+		return Faults{
+			Rate429: 0.08, Rate5xx: 0.04, LostCreate: 0.10,
+			StuckLoading: 0.10, BootFail: 0.10, HostOffline: 0.08, SlowBoot: 0.45,
+			TakenWhileStopped: 0.05, OfferChurnPerHour: 0.15, CreateRace: 0.10,
+		}, nil
+	}
+	return Faults{}, fmt.Errorf("sim: unknown fault profile %q (want none, realistic or harsh)", name)
+}
+
+// draw returns a deterministic uniform number in [0,1) for the seed and a
+// tuple of integers naming what is drawn; it needs no stored RNG position,
+// so a reopened market draws the same values.
+func draw(seed int64, kind uint64, a, b int64) float64 {
+	h := splitmix(uint64(seed) ^ 0x6a09e667f3bcc909)
+	h = splitmix(h ^ kind)
+	h = splitmix(h ^ uint64(a))
+	h = splitmix(h ^ uint64(b))
+	return float64(h>>11) / (1 << 53)
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Kinds of draws; each names one independent stream.
+const (
+	drawFault uint64 = iota + 1
+	drawOffline
+	drawOfflineAfter
+	drawSlow
+	drawSlowFactor
+	drawSetup
+	drawCreated
+	drawTaken
+	drawRestart
+	drawChurn
+	drawRace
+	drawRequest
+	drawKey
+	drawLogToken
+	draw5xx
+)

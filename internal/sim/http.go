@@ -1,0 +1,695 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// reply is what a handler decided; the wrapper saves state before writing
+// it, so a client never sees an answer whose effect could later be lost.
+type reply struct {
+	status int
+	body   any    // JSON
+	text   string // plain text when body is nil
+	lost   bool   // drop the connection instead of answering
+}
+
+func jsonReply(status int, body any) reply { return reply{status: status, body: body} }
+
+func errReply(err error) reply {
+	if e, ok := err.(*apiError); ok {
+		return jsonReply(e.Status, map[string]any{"success": false, "error": e.Code, "msg": e.Msg})
+	}
+	return jsonReply(500, map[string]any{"success": false, "error": "server_error", "msg": err.Error()})
+}
+
+func badArgs(format string, args ...any) reply {
+	return errReply(&apiError{400, "invalid_args", fmt.Sprintf(format, args...)})
+}
+
+type apiHandler func(r *http.Request, body []byte, now time.Time) reply
+
+// Handler serves the vast.ai API subset and the sim-only /sim/ surface.
+func (m *Market) Handler() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, h apiHandler) { mux.Handle(pattern, m.wrap(h, true)) }
+	open := func(pattern string, h apiHandler) { mux.Handle(pattern, m.wrap(h, false)) }
+
+	api("POST /api/v0/bundles/{$}", m.hSearch(false))
+	api("PUT /api/v0/search/asks/{$}", m.hSearch(true))
+	api("PUT /api/v0/asks/{id}/{$}", m.hCreate)
+	api("GET /api/v1/instances/{$}", m.hList)
+	api("GET /api/v0/instances/{id}/{$}", m.hShow)
+	api("PUT /api/v0/instances/{id}/{$}", m.hManage)
+	api("PUT /api/v0/instances/{$}", m.hBulkState)
+	api("PUT /api/v0/instances/reboot/{id}/{$}", m.hReboot)
+	api("DELETE /api/v0/instances/{id}/{$}", m.hDestroy)
+	api("DELETE /api/v0/instances/{$}", m.hBulkDestroy)
+	api("PUT /api/v0/instances/request_logs/{id}/{$}", m.hRequestLogs)
+	api("GET /api/v0/users/current", m.hUser)
+	open("GET /api/v0/gpu_names/unique/{$}", m.hGPUNames)
+
+	open("GET /sim/logs/{token}", m.hLogs)
+	open("GET /sim/ledger", m.hLedger)
+	open("GET /sim/state", m.hState)
+	open("GET /sim/clock", m.hClock)
+	open("POST /sim/advance", m.hAdvance)
+	return mux
+}
+
+func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sim := strings.HasPrefix(r.URL.Path, "/sim/")
+		if sim && !loopback(r.RemoteAddr) {
+			http.Error(w, "sim admin is loopback-only", http.StatusForbidden)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		if err != nil {
+			writeReply(w, badArgs("reading body: %v", err))
+			return
+		}
+		if authed && m.cfg.APIKey != "" && requestKey(r) != m.cfg.APIKey {
+			status := http.StatusUnauthorized
+			if m.cfg.Faults.AuthAs404 {
+				status = http.StatusNotFound
+			}
+			writeReply(w, jsonReply(status, map[string]any{"success": false, "error": "auth_error", "msg": "Invalid user key"}))
+			return
+		}
+
+		m.mu.Lock()
+		now := m.cfg.Clock.Now()
+		m.advance(now)
+		var rep reply
+		injected := false
+		if authed {
+			rep, injected = m.injectFault(r)
+		}
+		if !injected {
+			rep = h(r, body, now)
+		}
+		mutating := r.Method != http.MethodGet || injected
+		var saveErr error
+		if mutating && m.dir != "" {
+			saveErr = m.saveLocked()
+		}
+		m.mu.Unlock()
+
+		if saveErr != nil {
+			writeReply(w, errReply(fmt.Errorf("saving sim state: %w", saveErr)))
+			return
+		}
+		if rep.lost {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+					return
+				}
+			}
+			// Cannot hijack (HTTP/2): the closest thing is a reset stream.
+			panic(http.ErrAbortHandler)
+		}
+		if rep.status == http.StatusTooManyRequests && m.cfg.Faults.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(m.cfg.Faults.RetryAfter.Seconds()+0.5)))
+		}
+		writeReply(w, rep)
+	})
+}
+
+// injectFault draws this request's rate-limit or server fault. Lost
+// creates are decided in the create handler, after the create applies.
+func (m *Market) injectFault(r *http.Request) (reply, bool) {
+	m.st.Requests++
+	f := m.cfg.Faults
+	u := draw(m.st.Seed, drawRequest, m.st.Requests, 0)
+	followUp := r.URL.Path == "/api/v1/instances/" && r.URL.Query().Get("after_token") != ""
+	if u < f.Rate429 && !followUp {
+		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
+	}
+	if u >= f.Rate429 && u < f.Rate429+f.Rate5xx {
+		if draw(m.st.Seed, draw5xx, m.st.Requests, 0) < 0.5 {
+			return reply{status: http.StatusBadGateway, text: "<html><body><h1>502 Bad Gateway</h1></body></html>"}, true
+		}
+		return jsonReply(http.StatusInternalServerError, map[string]any{"success": false, "error": "server_error", "msg": "Internal server error"}), true
+	}
+	return reply{}, false
+}
+
+func (m *Market) lostCreate() bool {
+	p := m.cfg.Faults.LostCreate
+	return p > 0 && draw(m.st.Seed, drawRequest, m.st.Requests, 1) < p
+}
+
+func writeReply(w http.ResponseWriter, rep reply) {
+	if rep.body == nil {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(rep.status)
+		io.WriteString(w, rep.text)
+		return
+	}
+	b, err := json.Marshal(rep.body)
+	if err != nil {
+		rep.status, b = 500, []byte(`{"success":false,"error":"server_error","msg":"encoding"}`)
+	}
+	// Exactly application/json: the official CLI refuses anything else.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rep.status)
+	w.Write(b)
+}
+
+func loopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func requestKey(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+		return strings.TrimSpace(a[len("Bearer "):])
+	}
+	return r.URL.Query().Get("api_key")
+}
+
+func pathID(r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	return id, err == nil
+}
+
+// ---- search ----
+
+func (m *Market) hSearch(wrapped bool) apiHandler {
+	return func(r *http.Request, body []byte, now time.Time) reply {
+		raw := body
+		if wrapped {
+			var w struct {
+				Q json.RawMessage `json:"q"`
+			}
+			if err := json.Unmarshal(body, &w); err != nil || len(w.Q) == 0 {
+				return badArgs("body must be {\"select_cols\":[...],\"q\":{...}}")
+			}
+			raw = w.Q
+		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			raw = []byte("{}")
+		}
+		var q market.Query
+		if err := json.Unmarshal(raw, &q); err != nil {
+			return badArgs("invalid query: %v", err)
+		}
+		bid := q.Type == "bid" || q.Type == "interruptible"
+		storage := q.AllocatedStorage
+		if storage <= 0 {
+			storage = 5
+		}
+		held := m.holders()
+		view := make([]market.Offer, 0, len(m.offers))
+		for _, o := range m.offers {
+			// The server turns allocated_storage into disk_space >= it.
+			if o.DiskSpace < storage {
+				continue
+			}
+			if _, taken := held[o.ID]; taken || m.churned(o.ID, now) {
+				o.Rentable = false
+				o.Rented = taken
+			}
+			PriceOffer(&o, storage, bid)
+			view = append(view, o)
+		}
+		limit := m.cfg.ResultCap
+		if q.Limit > 0 {
+			limit = min(q.Limit, MaxResultCap)
+		}
+		out, err := market.Select(view, q, limit)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		if out == nil {
+			out = []market.Offer{}
+		}
+		return jsonReply(200, map[string]any{"offers": out})
+	}
+}
+
+// ---- create ----
+
+func (m *Market) hCreate(r *http.Request, body []byte, now time.Time) reply {
+	offerID, ok := pathID(r)
+	if !ok {
+		return errReply(&apiError{404, "no_such_ask", "Offer " + r.PathValue("id") + " does not exist."})
+	}
+	var req struct {
+		Image   string          `json:"image"`
+		Disk    *float64        `json:"disk"`
+		Env     json.RawMessage `json:"env"`
+		Onstart *string         `json:"onstart"`
+		Runtype *string         `json:"runtype"`
+		Label   *string         `json:"label"`
+		Price   *float64        `json:"price"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	if req.Image == "" {
+		return badArgs("image is required")
+	}
+	if req.Label != nil && len(*req.Label) > MaxLabel {
+		return badArgs("label is longer than %d characters", MaxLabel)
+	}
+	if req.Price != nil && (*req.Price < 0.001 || *req.Price > 128) {
+		return errReply(&apiError{400, "invalid_price", "price must be between 0.001 and 128 $/h"})
+	}
+	in := createInput{Image: req.Image, Disk: 8, Label: req.Label, Price: req.Price, Runtype: "ssh"}
+	if req.Disk != nil && *req.Disk > 8 {
+		in.Disk = *req.Disk
+	}
+	if req.Onstart != nil {
+		in.Onstart = *req.Onstart
+	}
+	if req.Runtype != nil && *req.Runtype != "" {
+		in.Runtype = *req.Runtype
+	}
+	env, err := parseEnv(req.Env)
+	if err != nil {
+		return badArgs("env: %v", err)
+	}
+	in.Env = env
+	inst, err := m.create(offerID, in, now)
+	if err != nil {
+		return errReply(err)
+	}
+	if m.lostCreate() {
+		return reply{lost: true}
+	}
+	return jsonReply(200, map[string]any{"success": true, "new_contract": inst.ID, "instance_api_key": inst.APIKey})
+}
+
+// parseEnv accepts the dict the CLI sends, or the Docker-flag string form.
+func parseEnv(raw json.RawMessage) (map[string]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var d map[string]string
+	if err := json.Unmarshal(raw, &d); err == nil {
+		return d, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("want an object of strings")
+	}
+	d = map[string]string{}
+	f := strings.Fields(s)
+	for i := 0; i < len(f); i++ {
+		if f[i] == "-e" && i+1 < len(f) {
+			k, v, _ := strings.Cut(f[i+1], "=")
+			d[k] = strings.Trim(v, `"'`)
+			i++
+		}
+	}
+	return d, nil
+}
+
+// ---- listing ----
+
+type listFilter struct {
+	field, op string
+	vals      []any
+}
+
+var listFields = map[string]bool{"id": true, "label": true, "actual_status": true, "intended_status": true, "gpu_name": true, "verification": true}
+
+func (m *Market) hList(r *http.Request, _ []byte, now time.Time) reply {
+	q := r.URL.Query()
+	limit := 25
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return badArgs("limit must be an integer")
+		}
+		limit = n
+	}
+	if limit <= 0 {
+		limit = 5
+	}
+	limit = min(limit, 25)
+	after := int64(-1 << 62)
+	if tok := q.Get("after_token"); tok != "" {
+		id, ok := decodeToken(tok)
+		if !ok {
+			return errReply(&apiError{400, "invalid_token", "after_token is not valid"})
+		}
+		after = id
+	}
+	if s := q.Get("order_by"); s != "" {
+		var ob []map[string]any
+		if err := json.Unmarshal([]byte(s), &ob); err != nil {
+			return badArgs("order_by must be a JSON list of {col, dir}")
+		}
+		// Rows always come in id order: the keyset is the id (documented
+		// simplification; the CLI itself orders by id).
+	}
+	var filters []listFilter
+	if s := q.Get("select_filters"); s != "" {
+		var sf map[string]map[string]any
+		if err := json.Unmarshal([]byte(s), &sf); err != nil {
+			return badArgs("select_filters must be a JSON object of {op: value}")
+		}
+		for field, ops := range sf {
+			if !listFields[field] {
+				return badArgs("%s is not a valid search key", field)
+			}
+			for op, v := range ops {
+				f := listFilter{field: field, op: op}
+				switch op {
+				case "eq", "neq":
+					f.vals = []any{v}
+				case "in", "notin":
+					l, ok := v.([]any)
+					if !ok {
+						return badArgs("%s %s wants a list", field, op)
+					}
+					f.vals = l
+				default:
+					return badArgs("operator %q is not supported on %s", op, field)
+				}
+				filters = append(filters, f)
+			}
+		}
+	}
+	var rows []provider.Instance
+	for _, in := range m.st.Instances {
+		if in.Destroyed {
+			continue
+		}
+		row := m.row(in, now)
+		if matchAll(&row, filters) {
+			rows = append(rows, row)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	counts := map[string]int{}
+	for _, row := range rows {
+		if row.Label != nil {
+			counts[*row.Label]++
+		}
+	}
+	total := len(rows)
+	start := sort.Search(len(rows), func(i int) bool { return rows[i].ID > after })
+	page := rows[start:]
+	var next any
+	if len(page) > limit {
+		page = page[:limit]
+		next = encodeToken(page[len(page)-1].ID)
+	}
+	if page == nil {
+		page = []provider.Instance{}
+	}
+	return jsonReply(200, map[string]any{
+		"success": true, "instances_found": len(page), "total_instances": total,
+		"label_counts": counts, "next_token": next, "instances": page,
+	})
+}
+
+func encodeToken(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("simv1:" + strconv.FormatInt(id, 10)))
+}
+
+func decodeToken(tok string) (int64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || !strings.HasPrefix(string(b), "simv1:") {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(string(b[len("simv1:"):]), 10, 64)
+	return id, err == nil
+}
+
+func matchAll(row *provider.Instance, filters []listFilter) bool {
+	for _, f := range filters {
+		var have any
+		switch f.field {
+		case "id":
+			have = float64(row.ID)
+		case "label":
+			if row.Label != nil {
+				have = *row.Label
+			}
+		case "actual_status":
+			if row.ActualStatus != nil {
+				have = *row.ActualStatus
+			}
+		case "intended_status":
+			have = row.IntendedStatus
+		case "gpu_name":
+			have = row.GPUName
+		case "verification":
+			have = row.Verification
+		}
+		hit := false
+		for _, v := range f.vals {
+			if sameValue(f.field, have, v) {
+				hit = true
+				break
+			}
+		}
+		if hit != (f.op == "eq" || f.op == "in") {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue compares a row value with a filter value; ids may come as
+// numbers or strings, and ” (or null) matches an unlabeled row.
+func sameValue(field string, have, want any) bool {
+	if field == "id" {
+		switch w := want.(type) {
+		case float64:
+			return have == w
+		case string:
+			n, err := strconv.ParseFloat(w, 64)
+			return err == nil && have == n
+		}
+		return false
+	}
+	if want == nil || want == "" {
+		return have == nil || have == ""
+	}
+	return have == want
+}
+
+func (m *Market) hShow(r *http.Request, _ []byte, now time.Time) reply {
+	id, ok := pathID(r)
+	var in *instance
+	if ok {
+		in = m.find(id)
+	}
+	if in == nil {
+		return jsonReply(200, map[string]any{"instances": nil})
+	}
+	return jsonReply(200, map[string]any{"instances": m.row(in, now)})
+}
+
+// ---- manage ----
+
+func okReply() reply { return jsonReply(200, map[string]any{"success": true}) }
+
+func (m *Market) hManage(r *http.Request, body []byte, now time.Time) reply {
+	id, ok := pathID(r)
+	if !ok {
+		return errReply(noInstance(0))
+	}
+	var req struct {
+		State *string `json:"state"`
+		Label *string `json:"label"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	in := m.find(id)
+	if in == nil {
+		return errReply(noInstance(id))
+	}
+	if req.Label != nil {
+		if len(*req.Label) > MaxRelabel {
+			return badArgs("label is longer than %d characters", MaxRelabel)
+		}
+		l := *req.Label
+		in.Label = &l
+	}
+	if req.State != nil {
+		if err := m.setState(id, *req.State, now); err != nil {
+			if e, ok := err.(*apiError); ok && e.Status == 400 {
+				return jsonReply(200, map[string]any{"success": false, "error": e.Code, "msg": e.Msg})
+			}
+			return errReply(err)
+		}
+	}
+	return okReply()
+}
+
+func (m *Market) hBulkState(r *http.Request, body []byte, now time.Time) reply {
+	var req struct {
+		State string  `json:"state"`
+		IDs   []int64 `json:"ids"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	var failed []int64
+	for _, id := range req.IDs {
+		if err := m.setState(id, req.State, now); err != nil {
+			failed = append(failed, id)
+		}
+	}
+	if len(failed) > 0 {
+		return jsonReply(200, map[string]any{"success": false, "msg": fmt.Sprintf("failed for instances %v", failed), "failed": failed})
+	}
+	return okReply()
+}
+
+func (m *Market) hReboot(r *http.Request, _ []byte, now time.Time) reply {
+	id, _ := pathID(r)
+	if err := m.reboot(id, now); err != nil {
+		if e, ok := err.(*apiError); ok && e.Status == 400 {
+			return jsonReply(200, map[string]any{"success": false, "msg": e.Msg})
+		}
+		return errReply(err)
+	}
+	return okReply()
+}
+
+func (m *Market) hDestroy(r *http.Request, _ []byte, now time.Time) reply {
+	id, _ := pathID(r)
+	if err := m.destroy(id, now); err != nil {
+		return errReply(err)
+	}
+	return okReply()
+}
+
+func (m *Market) hBulkDestroy(r *http.Request, body []byte, now time.Time) reply {
+	var req struct {
+		IDs []int64 `json:"instance_ids"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	var missing []int64
+	for _, id := range req.IDs {
+		if m.destroy(id, now) != nil {
+			missing = append(missing, id)
+		}
+	}
+	// Undocumented upstream; the simulator reports what it could not find.
+	return jsonReply(200, map[string]any{"success": true, "not_found": missing})
+}
+
+// ---- logs, user, gpu names ----
+
+func (m *Market) hRequestLogs(r *http.Request, body []byte, now time.Time) reply {
+	id, _ := pathID(r)
+	in := m.find(id)
+	if in == nil {
+		return errReply(noInstance(id))
+	}
+	var req struct {
+		Tail string `json:"tail"`
+	}
+	_ = json.Unmarshal(body, &req)
+	var lines []string
+	for _, e := range in.Events {
+		lines = append(lines, e.At.UTC().Format(time.RFC3339)+" "+e.Msg)
+	}
+	if in.Status == "running" {
+		lines = append(lines, now.UTC().Format(time.RFC3339)+" running "+in.Image)
+	}
+	if n, err := strconv.Atoi(req.Tail); err == nil && n >= 0 && n < len(lines) {
+		lines = lines[len(lines)-n:]
+	}
+	tok := fmt.Sprintf("%016x", splitmix(uint64(m.st.Seed)^uint64(m.st.Requests)<<20^uint64(id)))
+	m.st.Logs[tok] = strings.Join(lines, "\n") + "\n"
+	m.st.LogOrder = append(m.st.LogOrder, tok)
+	for len(m.st.LogOrder) > m.cfg.MaxLogs {
+		delete(m.st.Logs, m.st.LogOrder[0])
+		m.st.LogOrder = m.st.LogOrder[1:]
+	}
+	return jsonReply(200, map[string]any{"success": true, "result_url": "http://" + r.Host + "/sim/logs/" + tok})
+}
+
+func (m *Market) hLogs(r *http.Request, _ []byte, _ time.Time) reply {
+	text, ok := m.st.Logs[r.PathValue("token")]
+	if !ok {
+		return reply{status: 404, text: "not found"}
+	}
+	return reply{status: 200, text: text}
+}
+
+func (m *Market) hUser(r *http.Request, _ []byte, _ time.Time) reply {
+	b := m.st.Balance
+	return jsonReply(200, map[string]any{
+		"id": 4242, "username": "sim", "fullname": "Simulated User", "email": "sim@example.invalid",
+		"balance": b, "credit": b, "has_billing": true, "can_pay": true, "email_verified": true,
+		"balance_threshold": 0, "balance_threshold_enabled": false, "ssh_key": "",
+	})
+}
+
+func (m *Market) hGPUNames(r *http.Request, _ []byte, _ time.Time) reply {
+	names := make([]string, 0, len(market.GPUModels))
+	for _, g := range market.GPUModels {
+		names = append(names, g.Name)
+	}
+	// The CLI reads r.json()["gpu_names"].
+	return jsonReply(200, map[string]any{"success": true, "gpu_names": names})
+}
+
+// ---- sim admin ----
+
+func (m *Market) hLedger(r *http.Request, _ []byte, _ time.Time) reply {
+	total := 0.0
+	for _, e := range m.st.Ledger {
+		total += e.Amount
+	}
+	l := m.st.Ledger
+	if l == nil {
+		l = []LedgerEntry{}
+	}
+	return jsonReply(200, map[string]any{"entries": l, "total": total, "balance": m.st.Balance})
+}
+
+func (m *Market) hState(r *http.Request, _ []byte, now time.Time) reply {
+	return jsonReply(200, map[string]any{"now": now, "balance": m.st.Balance, "instances": m.stateLocked(), "creates_per_offer": m.st.Creates})
+}
+
+func (m *Market) hClock(r *http.Request, _ []byte, now time.Time) reply {
+	_, manual := m.cfg.Clock.(*ManualClock)
+	return jsonReply(200, map[string]any{"now": now, "manual": manual})
+}
+
+func (m *Market) hAdvance(r *http.Request, _ []byte, now time.Time) reply {
+	mc, ok := m.cfg.Clock.(*ManualClock)
+	if !ok {
+		return badArgs("the clock is not manual")
+	}
+	d, err := time.ParseDuration(r.URL.Query().Get("d"))
+	if err != nil || d < 0 {
+		return badArgs("d must be a non-negative duration like 10m")
+	}
+	mc.Advance(d)
+	t := mc.Now()
+	m.advance(t)
+	return jsonReply(200, map[string]any{"now": t})
+}

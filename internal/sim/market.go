@@ -1,0 +1,761 @@
+// Package sim is a simulated vast.ai marketplace: an HTTP server that speaks
+// the endpoints vastfleet's real client uses (vast-api.md §2, §5–§7, §10,
+// §15, §17), with a seeded offer population, a virtual clock, per-second
+// billing and injectable faults. Everything is computed lazily from the
+// clock whenever state is observed, so it runs no goroutines and a manual
+// clock makes every timeline exact.
+//
+// Choices where the real marketplace is unknown or was simplified:
+//   - A search without a limit returns DefaultResultCap offers (hard cap
+//     MaxResultCap); the real default is undocumented.
+//   - loading bills storage but not compute; running and rebooting bill
+//     both; offline bills nothing; stopped and exited bill storage.
+//   - An offer is rented by one instance at a time. Stopping gives the GPU
+//     up (the offer is rentable again); a later start finds it taken when
+//     someone holds it, when it churned, or by Faults.TakenWhileStopped,
+//     and then waits in "Scheduling" forever.
+//   - The v1 listing always pages in id order (order_by is validated, not
+//     applied); select_filters work on id, label, actual_status,
+//     intended_status, gpu_name and verification.
+//   - A bid (price set at create) bills the bid; outbidding is not modelled.
+package sim
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// Defaults and assumptions of the simulator.
+const (
+	// DefaultResultCap caps a search without a limit. The real server's
+	// default is unknown (vast-api.md §10); 64 is the simulator's choice.
+	DefaultResultCap = 64
+	// MaxResultCap is the hard cap on any search.
+	MaxResultCap = 1000
+	// DefaultBalance is the starting account credit in dollars.
+	DefaultBalance = 1000.0
+	// DefaultImageGB is the size of an image the simulator knows nothing about.
+	DefaultImageGB = 6.0
+	// MaxLabel is the create-time label limit; relabeling allows MaxRelabel.
+	MaxLabel   = 256
+	MaxRelabel = 1024
+)
+
+// Config configures a Market.
+type Config struct {
+	Seed   int64
+	Offers int // offer population size; 0 means DefaultOffers
+	// Clock is the market's time. When nil, the market runs a ScaledClock
+	// at TimeScale (default 1) from the wall time WallNow reports.
+	Clock Clock
+	// TimeScale is simulated seconds per wall second when Clock is nil.
+	TimeScale float64
+	// WallNow is the wall clock behind a default ScaledClock; nil means
+	// time.Now. It is read only through that clock.
+	WallNow func() time.Time
+	// APIKey is the only key accepted; empty accepts any request.
+	APIKey string
+	Faults Faults
+	// Balance is the starting credit; 0 means DefaultBalance.
+	Balance float64
+	// ResultCap caps searches without a limit; 0 means DefaultResultCap.
+	ResultCap int
+	// MaxLogs bounds the stored log snapshots; 0 means 256.
+	MaxLogs int
+	// ImageSizes maps an image name (exact, or without its tag) to GB.
+	ImageSizes map[string]float64
+}
+
+// LedgerEntry is one charge. Adjacent charges of one kind for one instance
+// are merged, so a run, a stop and a start give separate entries.
+type LedgerEntry struct {
+	InstanceID int64     `json:"instance_id"`
+	OfferID    int64     `json:"offer_id"`
+	Kind       string    `json:"kind"` // compute, storage, bandwidth
+	From       time.Time `json:"from"`
+	To         time.Time `json:"to"`
+	Amount     float64   `json:"amount"`
+}
+
+// event is one line of an instance's log.
+type event struct {
+	At  time.Time `json:"at"`
+	Msg string    `json:"msg"`
+}
+
+// instance is the simulator's record of a rental, destroyed ones included.
+type instance struct {
+	ID      int64             `json:"id"`
+	OfferID int64             `json:"offer_id"`
+	Label   *string           `json:"label"`
+	Image   string            `json:"image"`
+	Runtype string            `json:"runtype"`
+	Onstart string            `json:"onstart,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Disk    float64           `json:"disk"`
+	Bid     bool              `json:"bid"`
+	ImageGB float64           `json:"image_gb"`
+	// ComputeRate is $/h while running; StorageRate $/h while it exists
+	// and its host is online.
+	ComputeRate float64 `json:"compute_rate"`
+	StorageRate float64 `json:"storage_rate"`
+	APIKey      string  `json:"api_key"`
+
+	CreatedAt   time.Time `json:"created_at"`
+	Status      string    `json:"status"` // "" (null), loading, running, rebooting, stopped, exited, offline
+	Intended    string    `json:"intended"`
+	StatusMsg   string    `json:"status_msg"`
+	LoadingAt   time.Time `json:"loading_at"` // null → loading
+	ReadyAt     time.Time `json:"ready_at"`   // loading → running; zero: never
+	OfflineAt   time.Time `json:"offline_at"` // running → offline; zero: never
+	Fault       string    `json:"fault,omitempty"`
+	OfflineSet  bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
+	Scheduling  bool      `json:"scheduling,omitempty"`
+	StoppedAt   time.Time `json:"stopped_at"`
+	Starts      int64     `json:"starts"`
+	Destroyed   bool      `json:"destroyed"`
+	DestroyedAt time.Time `json:"destroyed_at"`
+	Events      []event   `json:"events"`
+}
+
+// Market is one simulated marketplace. All methods are safe for concurrent
+// use; HTTP requests are served one at a time.
+type Market struct {
+	mu     sync.Mutex
+	cfg    Config
+	offers []market.Offer
+	byID   map[int64]int
+	st     *state
+	lastLE map[[2]int64]int // (instance, kind) → index of its latest ledger entry
+
+	dir  string
+	lock *os.File
+}
+
+// state is everything a Market persists; offers are regenerated from Seed.
+type state struct {
+	Version   int               `json:"version"`
+	Seed      int64             `json:"seed"`
+	Offers    int               `json:"offers"`
+	SimTime   time.Time         `json:"sim_time"`
+	WallTime  time.Time         `json:"wall_time"`
+	Balance   float64           `json:"balance"`
+	NextID    int64             `json:"next_id"`
+	BilledTo  time.Time         `json:"billed_to"`
+	Requests  int64             `json:"requests"`
+	Instances []*instance       `json:"instances"`
+	Ledger    []LedgerEntry     `json:"ledger"`
+	Logs      map[string]string `json:"logs"`
+	LogOrder  []string          `json:"log_order"`
+	Creates   map[int64]int     `json:"creates_per_offer"`
+}
+
+// New builds an in-memory market.
+func New(cfg Config) (*Market, error) { return newMarket(cfg, nil) }
+
+// newMarket builds a market, from saved state when given.
+func newMarket(cfg Config, saved *state) (*Market, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = defaultClock(cfg)
+	}
+	if cfg.Offers <= 0 {
+		cfg.Offers = DefaultOffers
+	}
+	if cfg.Balance == 0 {
+		cfg.Balance = DefaultBalance
+	}
+	if cfg.ResultCap <= 0 {
+		cfg.ResultCap = DefaultResultCap
+	}
+	cfg.ResultCap = min(cfg.ResultCap, MaxResultCap)
+	if cfg.MaxLogs <= 0 {
+		cfg.MaxLogs = 256
+	}
+	now := cfg.Clock.Now()
+	m := &Market{cfg: cfg}
+	m.st = &state{
+		Version: 1, Seed: cfg.Seed, Offers: cfg.Offers, SimTime: now, Balance: cfg.Balance,
+		NextID: 1000 + int64(draw(cfg.Seed, drawKey, 0, 0)*9000), BilledTo: now,
+		Logs: map[string]string{}, Creates: map[int64]int{},
+	}
+	if saved != nil {
+		if saved.Logs == nil {
+			saved.Logs = map[string]string{}
+		}
+		if saved.Creates == nil {
+			saved.Creates = map[int64]int{}
+		}
+		m.st = saved
+	}
+	m.loadOffers()
+	return m, nil
+}
+
+func (m *Market) loadOffers() {
+	m.offers = GenerateOffers(m.st.Seed, m.st.Offers)
+	m.byID = make(map[int64]int, len(m.offers))
+	for i, o := range m.offers {
+		m.byID[o.ID] = i
+	}
+	m.lastLE = map[[2]int64]int{}
+	for i, e := range m.st.Ledger {
+		m.lastLE[[2]int64{e.InstanceID, kindCode(e.Kind)}] = i
+	}
+}
+
+func kindCode(k string) int64 {
+	switch k {
+	case "compute":
+		return 1
+	case "storage":
+		return 2
+	}
+	return 3
+}
+
+func defaultClock(cfg Config) Clock {
+	wallNow := cfg.WallNow
+	if wallNow == nil {
+		wallNow = time.Now // the one place wall time enters the simulator
+	}
+	scale := cfg.TimeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	w := wallNow()
+	return NewScaledClock(w, w, scale, wallNow)
+}
+
+// Clock is the market's clock.
+func (m *Market) Clock() Clock { return m.cfg.Clock }
+
+// Now is the market's current sim time.
+func (m *Market) Now() time.Time { return m.cfg.Clock.Now() }
+
+// Offers returns the generated offer population (as generated, before
+// availability); the slice is a copy.
+func (m *Market) Offers() []market.Offer {
+	return append([]market.Offer(nil), m.offers...)
+}
+
+// ---- lifecycle ----
+
+// nextEvent is when the instance next changes state by itself; zero: never.
+func (in *instance) nextEvent() time.Time {
+	if in.Destroyed {
+		return time.Time{}
+	}
+	switch in.Status {
+	case "":
+		return in.LoadingAt
+	case "loading", "rebooting":
+		return in.ReadyAt
+	case "running":
+		return in.OfflineAt
+	}
+	return time.Time{}
+}
+
+func (in *instance) log(t time.Time, format string, args ...any) {
+	in.Events = append(in.Events, event{At: t, Msg: fmt.Sprintf(format, args...)})
+}
+
+// step applies the instance's due event at t.
+func (in *instance) step(t time.Time) {
+	switch in.Status {
+	case "":
+		in.Status = "loading"
+		in.StatusMsg = "Pulling image " + in.Image
+		in.log(t, "pulling %s (%.1f GB)", in.Image, in.ImageGB)
+	case "loading", "rebooting":
+		in.ReadyAt = time.Time{}
+		if in.Fault == "bootfail" {
+			in.Status = "exited"
+			in.StatusMsg = "Error response from daemon: failed to create task for container: OCI runtime create failed: exit status 1"
+			in.log(t, "container exited during startup (exit status 1)")
+			return
+		}
+		in.Status = "running"
+		in.StatusMsg = "success, running " + in.Image + "/ssh"
+		in.log(t, "container started")
+	case "running":
+		in.OfflineAt = time.Time{}
+		in.Status = "offline"
+		in.StatusMsg = "host offline: no heartbeat from machine"
+		in.log(t, "host lost contact with vast")
+	}
+}
+
+func (in *instance) rates() (compute, storage float64) {
+	if in.Destroyed {
+		return 0, 0
+	}
+	switch in.Status {
+	case "offline":
+		return 0, 0
+	case "running", "rebooting":
+		return in.ComputeRate, in.StorageRate
+	}
+	// Loading does not bill compute: one vast page says so, and billing
+	// it would only make leaks look worse than the docs promise.
+	return 0, in.StorageRate
+}
+
+// advance brings every instance and the ledger up to now.
+func (m *Market) advance(now time.Time) {
+	for m.st.BilledTo.Before(now) {
+		t := m.st.BilledTo
+		next := now
+		for _, in := range m.st.Instances {
+			if e := in.nextEvent(); !e.IsZero() && e.Before(next) {
+				next = e
+			}
+		}
+		if next.Before(t) {
+			next = t
+		}
+		rate := 0.0
+		for _, in := range m.st.Instances {
+			c, s := in.rates()
+			rate += c + s
+		}
+		// Stop at the instant the balance reaches zero (compared in hours
+		// first, so a tiny rate cannot overflow a Duration).
+		if rate > 0 && m.st.Balance > 0 && m.st.Balance/rate < next.Sub(t).Hours() {
+			next = t.Add(time.Duration(math.Ceil(m.st.Balance / rate * float64(time.Hour))))
+		}
+		if next.After(t) {
+			m.bill(t, next)
+		}
+		m.st.BilledTo = next
+		for _, in := range m.st.Instances {
+			for e := in.nextEvent(); !e.IsZero() && !e.After(next); e = in.nextEvent() {
+				in.step(e)
+				if in.Status == "running" && in.Fault == "offline" && !in.OfflineSet {
+					in.OfflineSet = true
+					in.OfflineAt = e.Add(10*time.Minute + time.Duration(draw(m.st.Seed, drawOfflineAfter, in.ID, in.Starts)*float64(5*time.Hour)))
+				}
+			}
+		}
+		if m.st.Balance <= 1e-9 {
+			for _, in := range m.st.Instances {
+				if c, _ := in.rates(); c > 0 || (!in.Destroyed && (in.Status == "" || in.Status == "loading")) {
+					m.stop(in, next, "stopped: account balance exhausted")
+				}
+			}
+		}
+	}
+}
+
+func (m *Market) bill(from, to time.Time) {
+	h := to.Sub(from).Hours()
+	for _, in := range m.st.Instances {
+		c, s := in.rates()
+		if c > 0 {
+			m.charge(in, "compute", from, to, c*h)
+		}
+		if s > 0 {
+			m.charge(in, "storage", from, to, s*h)
+		}
+	}
+}
+
+func (m *Market) charge(in *instance, kind string, from, to time.Time, amount float64) {
+	m.st.Balance -= amount
+	key := [2]int64{in.ID, kindCode(kind)}
+	if i, ok := m.lastLE[key]; ok && kind != "bandwidth" && m.st.Ledger[i].To.Equal(from) {
+		m.st.Ledger[i].To = to
+		m.st.Ledger[i].Amount += amount
+		return
+	}
+	m.st.Ledger = append(m.st.Ledger, LedgerEntry{InstanceID: in.ID, OfferID: in.OfferID, Kind: kind, From: from, To: to, Amount: amount})
+	m.lastLE[key] = len(m.st.Ledger) - 1
+}
+
+func (m *Market) stop(in *instance, now time.Time, msg string) {
+	in.Status = "stopped"
+	in.Intended = "stopped"
+	in.Scheduling = false
+	in.ReadyAt, in.LoadingAt, in.OfflineAt = time.Time{}, time.Time{}, time.Time{}
+	in.StoppedAt = now
+	in.StatusMsg = msg
+	in.log(now, "%s", msg)
+}
+
+// holders maps each offer held by a live, non-stopped instance to it.
+func (m *Market) holders() map[int64]*instance {
+	h := map[int64]*instance{}
+	for _, in := range m.st.Instances {
+		if !in.Destroyed && in.Status != "stopped" {
+			h[in.OfferID] = in
+		}
+	}
+	return h
+}
+
+// churned reports whether another renter holds the offer in this sim hour.
+func (m *Market) churned(offerID int64, now time.Time) bool {
+	p := m.cfg.Faults.OfferChurnPerHour
+	return p > 0 && draw(m.st.Seed, drawChurn, offerID, now.Unix()/3600) < p
+}
+
+func (m *Market) imageGB(image string) float64 {
+	if gb, ok := m.cfg.ImageSizes[image]; ok {
+		return gb
+	}
+	base := image
+	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
+		base = base[:i]
+	}
+	if gb, ok := m.cfg.ImageSizes[base]; ok {
+		return gb
+	}
+	l := strings.ToLower(image)
+	switch {
+	case strings.Contains(l, "pytorch"), strings.Contains(l, "torch"):
+		return 8
+	case strings.Contains(l, "tensorflow"):
+		return 7
+	case strings.Contains(l, "alpine"):
+		return 0.1
+	case strings.Contains(l, "ubuntu"), strings.Contains(l, "debian"):
+		return 0.3
+	}
+	return DefaultImageGB
+}
+
+// createInput is a validated create request.
+type createInput struct {
+	Image   string
+	Disk    float64
+	Env     map[string]string
+	Onstart string
+	Runtype string
+	Label   *string
+	Price   *float64
+}
+
+// apiError is an HTTP error answer with vast's body shape.
+type apiError struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg) }
+
+func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance, error) {
+	idx, ok := m.byID[offerID]
+	if !ok {
+		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d does not exist or is no longer available.", offerID)}
+	}
+	o := m.offers[idx]
+	if _, taken := m.holders()[offerID]; taken || m.churned(offerID, now) ||
+		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, now.Unix()/3600) < m.cfg.Faults.CreateRace) {
+		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d is no longer available: it was rented by another client.", offerID)}
+	}
+	if in.Disk > o.DiskSpace {
+		return nil, &apiError{400, "invalid_args", fmt.Sprintf("disk %.0f GB exceeds the offer's %.0f GB", in.Disk, o.DiskSpace)}
+	}
+	compute := o.DPHBase
+	if in.Price != nil {
+		compute = *in.Price
+	}
+	storage := storageRate(o.StorageCost, in.Disk)
+	if m.st.Balance < compute+storage {
+		return nil, &apiError{400, "insufficient_credit", "Your account balance is too low to rent this instance: add credit first."}
+	}
+	id := m.st.NextID
+	m.st.NextID += 1 + int64(draw(m.st.Seed, drawKey, id, 1)*3)
+	gb := m.imageGB(in.Image)
+	inst := &instance{
+		ID: id, OfferID: offerID, Label: in.Label, Image: in.Image, Runtype: in.Runtype, Onstart: in.Onstart,
+		Env: in.Env, Disk: in.Disk, Bid: in.Price != nil, ImageGB: gb, ComputeRate: compute, StorageRate: storage,
+		APIKey:    fmt.Sprintf("%016x%016x", splitmix(uint64(id)^uint64(m.st.Seed)), splitmix(uint64(id)+7)),
+		CreatedAt: now, Intended: "running", StatusMsg: "Creating instance",
+	}
+	f := m.cfg.Faults
+	u := draw(m.st.Seed, drawFault, id, 0)
+	switch {
+	case u < f.StuckLoading:
+		inst.Fault = "stuck"
+	case u < f.StuckLoading+f.BootFail:
+		inst.Fault = "bootfail"
+	case draw(m.st.Seed, drawOffline, id, 0) < f.HostOffline:
+		inst.Fault = "offline"
+	}
+	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, id, 0)) * float64(time.Second)))
+	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
+	boot := pull + 20 + 100*draw(m.st.Seed, drawSetup, id, 0)
+	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, id, 0) < f.SlowBoot {
+		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, id, 0)
+		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, id, 1))
+		if inst.Fault == "" {
+			inst.Fault = "slow"
+		}
+	}
+	inst.ReadyAt = inst.LoadingAt.Add(time.Duration(boot * float64(time.Second)))
+	if inst.Fault == "stuck" {
+		inst.ReadyAt = time.Time{}
+	}
+	inst.log(now, "instance %d created on machine %d (offer %d)", id, o.MachineID, offerID)
+	m.st.Instances = append(m.st.Instances, inst)
+	m.st.Creates[offerID]++
+	// The image pull is billed as download bandwidth at boot.
+	if amt := o.InetDownCost * gb; amt > 0 {
+		m.charge(inst, "bandwidth", now, now, amt)
+	}
+	return inst, nil
+}
+
+func (m *Market) find(id int64) *instance {
+	for _, in := range m.st.Instances {
+		if in.ID == id && !in.Destroyed {
+			return in
+		}
+	}
+	return nil
+}
+
+func noInstance(id int64) error {
+	return &apiError{404, "no_such_instance", fmt.Sprintf("Instance %d not found.", id)}
+}
+
+func (m *Market) setState(id int64, want string, now time.Time) error {
+	in := m.find(id)
+	if in == nil {
+		return noInstance(id)
+	}
+	switch want {
+	case "stopped":
+		if in.Status != "stopped" || in.Scheduling {
+			m.stop(in, now, "stopped by user")
+		}
+		return nil
+	case "running":
+		return m.start(in, now)
+	}
+	return &apiError{400, "invalid_args", fmt.Sprintf("state must be running or stopped, not %q", want)}
+}
+
+func (m *Market) start(in *instance, now time.Time) error {
+	switch in.Status {
+	case "running", "loading", "", "rebooting", "offline":
+		return nil
+	}
+	if in.Status == "stopped" && in.Scheduling {
+		return nil
+	}
+	if m.st.Balance <= 0 {
+		return &apiError{400, "insufficient_credit", "Your account balance is too low to start this instance."}
+	}
+	in.Starts++
+	in.Intended = "running"
+	if in.Status == "stopped" {
+		mins := now.Sub(in.StoppedAt).Minutes()
+		pTaken := 1 - math.Pow(1-m.cfg.Faults.TakenWhileStopped, mins)
+		_, held := m.holders()[in.OfferID]
+		if held || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.ID, in.Starts) < pTaken {
+			// Someone else has the GPU: vast waits for it, possibly forever.
+			in.Scheduling = true
+			in.StatusMsg = "Scheduling: waiting for the GPU on this machine; another renter holds it"
+			in.log(now, "start requested; GPU busy, scheduling")
+			return nil
+		}
+	}
+	in.Status = "loading"
+	in.StatusMsg = "Starting container"
+	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.ID, in.Starts)) * float64(time.Second)))
+	if in.Fault == "stuck" {
+		in.ReadyAt = time.Time{}
+	}
+	in.log(now, "starting")
+	return nil
+}
+
+func (m *Market) reboot(id int64, now time.Time) error {
+	in := m.find(id)
+	if in == nil {
+		return noInstance(id)
+	}
+	if in.Status != "running" {
+		return &apiError{400, "invalid_args", fmt.Sprintf("Instance %d is not running.", id)}
+	}
+	in.Starts++
+	in.Status = "rebooting"
+	in.StatusMsg = "Rebooting"
+	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.ID, in.Starts)) * float64(time.Second)))
+	in.log(now, "reboot requested")
+	return nil
+}
+
+func (m *Market) destroy(id int64, now time.Time) error {
+	in := m.find(id)
+	if in == nil {
+		return noInstance(id)
+	}
+	in.Destroyed = true
+	in.DestroyedAt = now
+	in.log(now, "destroyed")
+	return nil
+}
+
+// row renders an instance the way the v1 listing and show instance do.
+func (m *Market) row(in *instance, now time.Time) provider.Instance {
+	o := m.offers[m.byID[in.OfferID]]
+	r := provider.Instance{
+		ID: in.ID, MachineID: o.MachineID, HostID: o.HostID, BundleID: o.BundleID,
+		IntendedStatus: in.Intended, StatusMsg: in.StatusMsg, Label: in.Label,
+		ImageUUID: in.Image, ImageRuntype: in.Runtype, Onstart: in.Onstart, ExtraEnv: [][]string{},
+		SSHHost: fmt.Sprintf("ssh%d.vast.ai", 1+in.ID%9), SSHPort: 10000 + int(in.ID%50000),
+		StartDate: float64(in.CreatedAt.Unix()), EndDate: float64(in.CreatedAt.Unix()) + o.Duration,
+		NumGPUs: o.NumGPUs, GPUName: o.GPUName, GPURAM: o.GPURAM, GPUTotalRAM: o.GPUTotalRAM,
+		CPUCores: o.CPUCores, CPUCoresEffective: o.CPUCoresEffective, CPURAM: o.CPURAM,
+		DiskSpace: in.Disk, InetUp: o.InetUp, InetDown: o.InetDown,
+		DPHBase: in.ComputeRate, DPHTotal: in.ComputeRate + in.StorageRate,
+		StorageCost: o.StorageCost, StorageTotalCost: in.StorageRate,
+		IsBid: in.Bid, MinBid: o.MinBid, Reliability2: o.Reliability2, Verification: o.Verification,
+		Geolocation: o.Geolocation, CUDAMaxGood: o.CUDAMaxGood,
+	}
+	if in.Status != "" {
+		s := in.Status
+		r.ActualStatus = &s
+	}
+	r.CurState = "running"
+	if in.Status == "stopped" {
+		r.CurState = "stopped"
+	}
+	r.NextState = r.CurState
+	if in.Scheduling {
+		r.NextState = "running"
+	}
+	keys := make([]string, 0, len(in.Env))
+	for k := range in.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		r.ExtraEnv = append(r.ExtraEnv, []string{k, in.Env[k]})
+	}
+	if in.Status == "running" {
+		r.GPUUtil = 0
+		r.UptimeMins = math.Floor(now.Sub(in.CreatedAt).Minutes())
+		if strings.Contains(in.Runtype, "direc") {
+			r.PublicIPAddr = o.PublicIPAddr
+			r.Ports = map[string][]provider.PortBinding{
+				"22/tcp": {{HostIP: "0.0.0.0", HostPort: fmt.Sprint(40000 + in.ID%20000)}},
+			}
+		}
+	}
+	return r
+}
+
+// ---- accessors for tests and tools ----
+
+// InstanceState is the simulator's view of one rental, destroyed ones
+// included.
+type InstanceState struct {
+	ID          int64     `json:"id"`
+	OfferID     int64     `json:"offer_id"`
+	Label       string    `json:"label"`
+	Status      string    `json:"actual_status"`
+	Intended    string    `json:"intended_status"`
+	Scheduling  bool      `json:"scheduling"`
+	Fault       string    `json:"fault,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	ReadyAt     time.Time `json:"ready_at"` // zero unless booting
+	Destroyed   bool      `json:"destroyed"`
+	DestroyedAt time.Time `json:"destroyed_at"`
+	Spend       float64   `json:"spend"`
+}
+
+// State lists every instance ever created, destroyed ones included, as of now.
+func (m *Market) State() []InstanceState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.advance(m.cfg.Clock.Now())
+	return m.stateLocked()
+}
+
+func (m *Market) stateLocked() []InstanceState {
+	spend := m.spendLocked()
+	out := make([]InstanceState, 0, len(m.st.Instances))
+	for _, in := range m.st.Instances {
+		s := InstanceState{ID: in.ID, OfferID: in.OfferID, Status: in.Status, Intended: in.Intended,
+			Scheduling: in.Scheduling, Fault: in.Fault, CreatedAt: in.CreatedAt, ReadyAt: in.ReadyAt,
+			Destroyed: in.Destroyed, DestroyedAt: in.DestroyedAt, Spend: spend[in.ID]}
+		if in.Label != nil {
+			s.Label = *in.Label
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Instances returns every live instance as the API would show it,
+// regardless of key.
+func (m *Market) Instances() []provider.Instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Clock.Now()
+	m.advance(now)
+	var out []provider.Instance
+	for _, in := range m.st.Instances {
+		if !in.Destroyed {
+			out = append(out, m.row(in, now))
+		}
+	}
+	return out
+}
+
+// Ledger returns every charge so far.
+func (m *Market) Ledger() []LedgerEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.advance(m.cfg.Clock.Now())
+	return append([]LedgerEntry(nil), m.st.Ledger...)
+}
+
+// Spend is the total charged for one instance so far.
+func (m *Market) Spend(instanceID int64) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.advance(m.cfg.Clock.Now())
+	return m.spendLocked()[instanceID]
+}
+
+func (m *Market) spendLocked() map[int64]float64 {
+	s := map[int64]float64{}
+	for _, e := range m.st.Ledger {
+		s[e.InstanceID] += e.Amount
+	}
+	return s
+}
+
+// Balance is the account's remaining credit.
+func (m *Market) Balance() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.advance(m.cfg.Clock.Now())
+	return m.st.Balance
+}
+
+// CreatesPerOffer counts successful creates per offer id; a count above 1
+// while the first rental still lives means a double rent.
+func (m *Market) CreatesPerOffer() map[int64]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int64]int, len(m.st.Creates))
+	for k, v := range m.st.Creates {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+const (
+	stateFile = "sim-state.json"
+	lockFile  = "sim.lock"
+)
+
+// Open opens the market persisted in dir (creating it when absent), holding
+// an exclusive lock on dir/sim.lock until Close so that two processes never
+// write one market. A saved market keeps its seed and offer count; its clock
+// continues from the saved sim time: a ManualClock is set to it, a
+// ScaledClock runs on from it as if the market had been running meanwhile.
+func Open(dir string, cfg Config) (*Market, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := acquire(dir)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Market, error) {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = defaultClock(cfg)
+	}
+	var saved *state
+	if err == nil {
+		saved = &state{}
+		if err := json.Unmarshal(b, saved); err != nil {
+			return fail(fmt.Errorf("sim: reading %s: %w", stateFile, err))
+		}
+		if saved.Version != 1 {
+			return fail(fmt.Errorf("sim: %s has version %d, want 1", stateFile, saved.Version))
+		}
+		cfg.Seed, cfg.Offers = saved.Seed, saved.Offers
+		switch c := cfg.Clock.(type) {
+		case *ManualClock:
+			if c.Now().Before(saved.SimTime) {
+				c.Set(saved.SimTime)
+			}
+		case *ScaledClock:
+			c.Rebase(saved.SimTime, saved.WallTime)
+		}
+	}
+	m, err := newMarket(cfg, saved)
+	if err != nil {
+		return fail(err)
+	}
+	m.dir, m.lock = dir, lock
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.saveLocked(); err != nil {
+		m.lock = nil
+		return fail(err)
+	}
+	return m, nil
+}
+
+func acquire(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("sim: market in %s is open in another process (pid %s)", dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("sim: locking %s: %w", path, err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+// Save writes the state crash-safely (temp file, fsync, rename, fsync dir).
+// It is a no-op for a market not opened with a directory.
+func (m *Market) Save() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saveLocked()
+}
+
+func (m *Market) saveLocked() error {
+	if m.dir == "" {
+		return nil
+	}
+	if sc, ok := m.cfg.Clock.(*ScaledClock); ok {
+		m.st.WallTime, m.st.SimTime = sc.Wall()
+	} else {
+		m.st.SimTime = m.cfg.Clock.Now()
+	}
+	if m.st.SimTime.Before(m.st.BilledTo) {
+		m.st.SimTime = m.st.BilledTo
+	}
+	b, err := json.Marshal(m.st)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(m.dir, stateFile), b)
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".sim-state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Close saves the state and releases the directory lock.
+func (m *Market) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lock == nil {
+		return nil
+	}
+	err := m.saveLocked()
+	syscall.Flock(int(m.lock.Fd()), syscall.LOCK_UN)
+	if cerr := m.lock.Close(); err == nil {
+		err = cerr
+	}
+	m.lock = nil
+	m.dir = ""
+	return err
+}
+
+// Reset deletes the market persisted in dir. It fails while the market is
+// open.
+func Reset(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	lock, err := acquire(dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}()
+	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

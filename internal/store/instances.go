@@ -1,0 +1,435 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// What vastfleet wants an instance to be.
+const (
+	WantRunning = "running"
+	WantParked  = "parked"
+	WantDestroy = "destroy"
+)
+
+// StateGone is the to-state of the event MarkGone writes.
+const StateGone = "gone"
+
+// Instance is one rented marketplace instance as vastfleet last saw it.
+// Zero times mean "not set" (NULL); State is the last seen actual_status
+// ("" while provisioning). An instance is live until MarkGone.
+type Instance struct {
+	ID         int64 // the marketplace instance id
+	IntentID   int64 // 0 when adopted or imported
+	Fleet      string
+	OfferID    int64
+	MachineID  int64
+	GPUName    string
+	NumGPUs    int
+	CPUCores   float64
+	RAMMB      float64
+	DPHTotal   float64
+	StorageDPH float64
+	Label      string
+	State      string
+	Wanted     string
+
+	CreatedAt          time.Time
+	LastSeenAt         time.Time
+	RunningSince       time.Time
+	DestroyRequestedAt time.Time
+	GoneAt             time.Time
+
+	SSHHost string
+	SSHPort int
+	SSHURL  string
+
+	Experiment string
+	EstHours   *float64
+	EstCost    *float64
+}
+
+// Live reports whether the instance may still exist (and bill).
+func (i Instance) Live() bool { return i.GoneAt.IsZero() }
+
+// Event is one observed state change of an instance.
+type Event struct {
+	InstanceID int64
+	From, To   string
+	At         time.Time
+}
+
+// InstanceFilter selects instances: Fleet "" means every fleet.
+type InstanceFilter struct {
+	Fleet       string
+	IncludeGone bool
+}
+
+const instanceCols = `id, intent_id, fleet, offer_id, machine_id, gpu_name, num_gpus, cpu_cores, ram_mb, dph_total,
+	storage_dph, label, state, wanted, created_at, last_seen_at, running_since, destroy_requested_at, gone_at,
+	ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost`
+
+func scanInstance(sc interface{ Scan(...any) error }) (Instance, error) {
+	var i Instance
+	var intent sql.NullInt64
+	var created, seen string
+	var running, destroyReq, gone sql.NullString
+	var estH, estC sql.NullFloat64
+	err := sc.Scan(&i.ID, &intent, &i.Fleet, &i.OfferID, &i.MachineID, &i.GPUName, &i.NumGPUs, &i.CPUCores, &i.RAMMB,
+		&i.DPHTotal, &i.StorageDPH, &i.Label, &i.State, &i.Wanted, &created, &seen, &running, &destroyReq, &gone,
+		&i.SSHHost, &i.SSHPort, &i.SSHURL, &i.Experiment, &estH, &estC)
+	if err != nil {
+		return Instance{}, err
+	}
+	i.IntentID = intent.Int64
+	i.EstHours, i.EstCost = floatPtr(estH), floatPtr(estC)
+	if i.CreatedAt, err = parseTime(created); err != nil {
+		return Instance{}, err
+	}
+	if i.LastSeenAt, err = parseTime(seen); err != nil {
+		return Instance{}, err
+	}
+	if i.RunningSince, err = parseNullTime(running); err != nil {
+		return Instance{}, err
+	}
+	if i.DestroyRequestedAt, err = parseNullTime(destroyReq); err != nil {
+		return Instance{}, err
+	}
+	if i.GoneAt, err = parseNullTime(gone); err != nil {
+		return Instance{}, err
+	}
+	return i, nil
+}
+
+func getInstance(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id int64) (Instance, error) {
+	i, err := scanInstance(q.QueryRowContext(ctx, "SELECT "+instanceCols+" FROM instances WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Instance{}, fmt.Errorf("instance %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Instance{}, fmt.Errorf("instance %d: %w", id, err)
+	}
+	return i, nil
+}
+
+func addEvent(ctx context.Context, tx *sql.Tx, id int64, from, to string, at time.Time) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO state_events(instance_id, from_state, to_state, at) VALUES (?, ?, ?, ?)",
+		id, from, to, fmtTime(at))
+	return err
+}
+
+// upsertInstance inserts i or, when the id exists, refreshes what the
+// marketplace reports about it. Lifecycle columns that have their own
+// methods (wanted, destroy_requested_at, gone_at) and the first created_at
+// are kept on update; intent link, label, fleet, experiment, ids, resources
+// and estimates are never erased by a zero value. A state change writes an
+// event.
+func upsertInstance(ctx context.Context, tx *sql.Tx, i Instance, now time.Time) error {
+	if i.ID <= 0 {
+		return fmt.Errorf("instance: bad id %d", i.ID)
+	}
+	if i.Wanted == "" {
+		i.Wanted = WantRunning
+	}
+	if i.CreatedAt.IsZero() {
+		i.CreatedAt = now
+	}
+	var intent any
+	if i.IntentID != 0 {
+		intent = i.IntentID
+	}
+	old, err := getInstance(ctx, tx, i.ID)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	var running any
+	if i.State == "running" {
+		if exists && old.State == "running" && !old.RunningSince.IsZero() {
+			running = fmtTime(old.RunningSince)
+		} else {
+			running = fmtTime(now)
+		}
+	}
+	if !exists {
+		_, err = tx.ExecContext(ctx, `INSERT INTO instances(id, intent_id, fleet, offer_id, machine_id, gpu_name, num_gpus,
+			cpu_cores, ram_mb, dph_total, storage_dph, label, state, wanted, created_at, last_seen_at, running_since,
+			ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			i.ID, intent, i.Fleet, i.OfferID, i.MachineID, i.GPUName, i.NumGPUs, i.CPUCores, i.RAMMB, i.DPHTotal,
+			i.StorageDPH, i.Label, i.State, i.Wanted, fmtTime(i.CreatedAt), fmtTime(now), running,
+			i.SSHHost, i.SSHPort, i.SSHURL, i.Experiment, nullFloat(i.EstHours), nullFloat(i.EstCost))
+		if err != nil {
+			return fmt.Errorf("instance %d: %w", i.ID, err)
+		}
+		if i.State != "" {
+			return addEvent(ctx, tx, i.ID, "", i.State, now)
+		}
+		return nil
+	}
+	if i.IntentID == 0 {
+		i.IntentID = old.IntentID
+	}
+	if i.IntentID != 0 {
+		intent = i.IntentID
+	}
+	if i.Label == "" {
+		i.Label = old.Label
+	}
+	// Zero means "not reported" (a listing lacks the offer, a file lacks
+	// the machine): keep what we knew.
+	keepStr := func(v *string, o string) {
+		if *v == "" {
+			*v = o
+		}
+	}
+	keepNum := func(v *float64, o float64) {
+		if *v == 0 {
+			*v = o
+		}
+	}
+	keepStr(&i.Fleet, old.Fleet)
+	keepStr(&i.Experiment, old.Experiment)
+	keepNum(&i.CPUCores, old.CPUCores)
+	keepNum(&i.RAMMB, old.RAMMB)
+	keepNum(&i.StorageDPH, old.StorageDPH)
+	if i.OfferID == 0 {
+		i.OfferID = old.OfferID
+	}
+	if i.MachineID == 0 {
+		i.MachineID = old.MachineID
+	}
+	if i.EstHours == nil {
+		i.EstHours = old.EstHours
+	}
+	if i.EstCost == nil {
+		i.EstCost = old.EstCost
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE instances SET intent_id = ?, fleet = ?, offer_id = ?, machine_id = ?, gpu_name = ?,
+		num_gpus = ?, cpu_cores = ?, ram_mb = ?, dph_total = ?, storage_dph = ?, label = ?, state = ?, last_seen_at = ?,
+		running_since = ?, ssh_host = ?, ssh_port = ?, ssh_url = ?, experiment = ?, est_hours = ?, est_cost = ?
+		WHERE id = ?`,
+		intent, i.Fleet, i.OfferID, i.MachineID, i.GPUName, i.NumGPUs, i.CPUCores, i.RAMMB, i.DPHTotal, i.StorageDPH,
+		i.Label, i.State, fmtTime(now), running, i.SSHHost, i.SSHPort, i.SSHURL, i.Experiment,
+		nullFloat(i.EstHours), nullFloat(i.EstCost), i.ID)
+	if err != nil {
+		return fmt.Errorf("instance %d: %w", i.ID, err)
+	}
+	if old.State != i.State {
+		return addEvent(ctx, tx, i.ID, old.State, i.State, now)
+	}
+	return nil
+}
+
+// UpsertInstance records an instance that has no intent of ours (adopted
+// from a listing, or imported), or refreshes an existing row.
+func (s *Store) UpsertInstance(ctx context.Context, i Instance, now time.Time) error {
+	if err := s.tx(ctx, func(tx *sql.Tx) error { return upsertInstance(ctx, tx, i, now) }); err != nil {
+		return fmt.Errorf("store: upsert %w", err)
+	}
+	return nil
+}
+
+// RecordCreated marks intent intentID created and records its instance, in
+// one transaction. Fleet, offer, machine and label default to the intent's.
+// Replaying it with the same instance is harmless.
+func (s *Store) RecordCreated(ctx context.Context, intentID int64, i Instance, now time.Time) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		in, err := resolveIntent(ctx, tx, intentID, i.ID, now)
+		if err != nil {
+			return err
+		}
+		i.IntentID = intentID
+		if i.Fleet == "" {
+			i.Fleet = in.Fleet
+		}
+		if i.OfferID == 0 {
+			i.OfferID = in.OfferID
+		}
+		if i.MachineID == 0 {
+			i.MachineID = in.MachineID
+		}
+		if i.Label == "" {
+			i.Label = in.Label
+		}
+		return upsertInstance(ctx, tx, i, now)
+	})
+	if err != nil {
+		return fmt.Errorf("store: record created: %w", err)
+	}
+	return nil
+}
+
+// UpdateSeen records what a listing showed: actual_status, ssh host and
+// port. A state change appends an event; entering "running" sets
+// RunningSince, leaving it clears it. An instance marked gone that shows up
+// again is live again (a listing beats our belief), with an event from
+// "gone".
+func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string, sshPort int, now time.Time) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		old, err := getInstance(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		from := old.State
+		if !old.GoneAt.IsZero() {
+			from = StateGone
+		}
+		running := fmtNullTime(old.RunningSince)
+		if state != "running" {
+			running = nil
+		} else if old.State != "running" || old.RunningSince.IsZero() || !old.GoneAt.IsZero() {
+			running = fmtTime(now)
+		}
+		url := old.SSHURL
+		if sshHost != "" && sshPort > 0 {
+			url = fmt.Sprintf("ssh://root@%s:%d", sshHost, sshPort)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE instances SET state = ?, ssh_host = ?, ssh_port = ?, ssh_url = ?,
+			last_seen_at = ?, running_since = ?, gone_at = NULL WHERE id = ?`,
+			state, sshHost, sshPort, url, fmtTime(now), running, id)
+		if err != nil {
+			return err
+		}
+		if from != state {
+			return addEvent(ctx, tx, id, from, state, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: update seen: %w", err)
+	}
+	return nil
+}
+
+// RequestDestroy records that vastfleet wants the instance destroyed. The
+// first request time is kept. The row stays live until MarkGone.
+func (s *Store) RequestDestroy(ctx context.Context, id int64, now time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE instances SET wanted = ?,
+		destroy_requested_at = COALESCE(destroy_requested_at, ?) WHERE id = ?`, WantDestroy, fmtTime(now), id)
+	if err != nil {
+		return fmt.Errorf("store: request destroy of instance %d: %w", id, err)
+	}
+	return mustAffect(res, fmt.Sprintf("instance %d", id))
+}
+
+// SetWanted sets what vastfleet wants the instance to be (running, parked,
+// destroy); use RequestDestroy for destroy so its time is kept.
+func (s *Store) SetWanted(ctx context.Context, id int64, wanted string) error {
+	if wanted != WantRunning && wanted != WantParked && wanted != WantDestroy {
+		return fmt.Errorf("store: instance %d: bad wanted state %q", id, wanted)
+	}
+	res, err := s.db.ExecContext(ctx, "UPDATE instances SET wanted = ? WHERE id = ?", wanted, id)
+	if err != nil {
+		return fmt.Errorf("store: instance %d: %w", id, err)
+	}
+	return mustAffect(res, fmt.Sprintf("instance %d", id))
+}
+
+// MarkGone records that a complete listing no longer shows the instance. It
+// is the only way a row leaves the live set. Marking twice keeps the first
+// time.
+func (s *Store) MarkGone(ctx context.Context, id int64, now time.Time) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		old, err := getInstance(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if !old.GoneAt.IsZero() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE instances SET gone_at = ?, running_since = NULL WHERE id = ?", fmtTime(now), id); err != nil {
+			return err
+		}
+		return addEvent(ctx, tx, id, old.State, StateGone, now)
+	})
+	if err != nil {
+		return fmt.Errorf("store: mark gone: %w", err)
+	}
+	return nil
+}
+
+// SetEstimate stores the expected hours and cost of an instance.
+func (s *Store) SetEstimate(ctx context.Context, id int64, hours, cost float64) error {
+	res, err := s.db.ExecContext(ctx, "UPDATE instances SET est_hours = ?, est_cost = ? WHERE id = ?", hours, cost, id)
+	if err != nil {
+		return fmt.Errorf("store: set estimate of instance %d: %w", id, err)
+	}
+	return mustAffect(res, fmt.Sprintf("instance %d", id))
+}
+
+// Instance returns one instance, gone or not, or ErrNotFound.
+func (s *Store) Instance(ctx context.Context, id int64) (Instance, error) {
+	i, err := getInstance(ctx, s.db, id)
+	if err != nil {
+		return Instance{}, fmt.Errorf("store: %w", err)
+	}
+	return i, nil
+}
+
+// Instances returns the instances matching f, in id order.
+func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
+	where := "WHERE 1=1"
+	var args []any
+	if f.Fleet != "" {
+		where += " AND fleet = ?"
+		args = append(args, f.Fleet)
+	}
+	if !f.IncludeGone {
+		where += " AND gone_at IS NULL"
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT "+instanceCols+" FROM instances "+where+" ORDER BY id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		i, err := scanInstance(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: instances: %w", err)
+		}
+		out = append(out, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: instances: %w", err)
+	}
+	return out, nil
+}
+
+// LiveInstances returns every instance not marked gone, of every fleet:
+// the set that may be billing.
+func (s *Store) LiveInstances(ctx context.Context) ([]Instance, error) {
+	return s.Instances(ctx, InstanceFilter{})
+}
+
+// Events returns an instance's state changes in the order they were seen.
+func (s *Store) Events(ctx context.Context, instanceID int64) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT instance_id, from_state, to_state, at FROM state_events WHERE instance_id = ? ORDER BY seq", instanceID)
+	if err != nil {
+		return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at string
+		if err := rows.Scan(&e.InstanceID, &e.From, &e.To, &at); err != nil {
+			return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
+		}
+		if e.At, err = parseTime(at); err != nil {
+			return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
+	}
+	return out, nil
+}
