@@ -29,14 +29,17 @@ var simStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 type gate struct {
 	next http.Handler
 
-	mu         sync.Mutex
-	failLists  int                   // answer the next N listing requests with 500
-	shortLists int                   // drop a row (total kept) from the next N listing answers
-	hide       map[int64]bool        // leave these out of listings, total adjusted (a consistent, lagging listing)
-	eatDeletes int                   // answer the next N destroys with success without destroying
-	userID     int64                 // non-zero: answer users/current with this id
-	onCreate   func(r *http.Request) // called before a create reaches the simulator
-	lists      int
+	mu           sync.Mutex
+	failLists    int                        // answer the next N listing requests with 500
+	shortLists   int                        // drop a row (total kept) from the next N listing answers
+	hide         map[int64]bool             // leave these out of listings, total adjusted (a consistent, lagging listing)
+	eatDeletes   int                        // answer the next N destroys with success without destroying
+	userID       int64                      // non-zero: answer users/current with this id
+	onCreate     func(r *http.Request) bool // called before a create reaches the simulator; false drops it
+	afterCreate  func(r *http.Request)      // called after the simulator applied a create, before the answer
+	afterDelete  func(r *http.Request)      // likewise for a destroy
+	beforeDelete func(r *http.Request)      // called before a destroy reaches the simulator
+	lists        int
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,11 +72,35 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hide[k] = v
 	}
 	userID := g.userID
-	onCreate := g.onCreate
+	onCreate, afterCreate, afterDelete, beforeDelete := g.onCreate, g.afterCreate, g.afterDelete, g.beforeDelete
 	g.mu.Unlock()
 
-	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v0/asks/") && onCreate != nil {
-		onCreate(r)
+	isCreate := r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v0/asks/")
+	if isCreate && onCreate != nil && !onCreate(r) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	isDelete := r.Method == http.MethodDelete
+	if isDelete && beforeDelete != nil {
+		beforeDelete(r)
+	}
+	var after func(*http.Request)
+	switch {
+	case isCreate:
+		after = afterCreate
+	case isDelete:
+		after = afterDelete
+	}
+	if after != nil {
+		rec := httptest.NewRecorder()
+		g.next.ServeHTTP(rec, r)
+		after(r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		return
 	}
 	if !(isList && (short || len(hide) > 0)) && !(userID != 0 && r.URL.Path == "/api/v0/users/current") {
 		g.next.ServeHTTP(w, r)
@@ -121,6 +148,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reset clears every fault; the caller holds g.mu.
 func (g *gate) reset() {
 	g.failLists, g.shortLists, g.hide, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, 0, 0, nil
+	g.afterCreate, g.afterDelete, g.beforeDelete = nil, nil, nil
 }
 
 func (g *gate) listCount() int {

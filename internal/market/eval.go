@@ -411,7 +411,17 @@ func SortOffers(offers []Offer, order [][2]string) {
 	if len(keys) == 0 {
 		return
 	}
-	slices.SortStableFunc(offers, func(a, b Offer) int { return compareBy(keys, &a, &b) })
+	// Sort indices, not the ~700-byte structs, then permute once.
+	idx := make([]int32, len(offers))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return compareBy(keys, &offers[a], &offers[b]) })
+	sorted := make([]Offer, len(offers))
+	for i, j := range idx {
+		sorted[i] = offers[j]
+	}
+	copy(offers, sorted)
 }
 
 // Select is the server's search: filter, order, and cap at min(q.Limit,

@@ -12,7 +12,8 @@ import (
 
 // Query is the JSON object the vastai CLI posts to /api/v0/bundles/: one entry
 // per field, each a map from operator (eq, neq, gt, gte, lt, lte, in, notin)
-// to a value (string, bool, nil, float64, or []string for in/notin), plus the
+// to a value (string, bool, nil, float64; for in/notin []string, or []float64
+// on converted fields, or []any for a merged != list of mixed types), plus the
 // request keys order, type, limit and allocated_storage. MarshalJSON writes it
 // flat, exactly as the CLI does; UnmarshalJSON reads that form back.
 type Query struct {

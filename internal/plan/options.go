@@ -204,10 +204,18 @@ func Options(t Task, r Req, offers []market.Offer) (Result, error) {
 	labels := map[int][]string{}
 	cheapest := 0
 	labels[cheapest] = append(labels[cheapest], "cheapest")
-	fastest := 0
-	for i, c := range cands {
-		if c.e.Hours < cands[fastest].e.Hours {
+	// Fastest is the cheapest offer within fastSlack of the shortest time:
+	// an 8-GPU box that runs a single-GPU job no faster than one card is
+	// not worth its price.
+	minHours := cands[0].e.Hours
+	for _, c := range cands {
+		minHours = math.Min(minHours, c.e.Hours)
+	}
+	fastest := -1
+	for i, c := range cands { // Total order: the first within slack is the cheapest
+		if c.e.Hours <= minHours*(1+fastSlack) {
 			fastest = i
+			break
 		}
 	}
 	labels[fastest] = append(labels[fastest], "fastest")
@@ -273,6 +281,10 @@ func Options(t Task, r Req, offers []market.Offer) (Result, error) {
 	res.Notes = append(res.Notes, fmt.Sprintf("est. total = (boot: %.1f GB image over inet_down + 3 min setup, + run hours) × dph_total (includes %.0f GB disk) + downloads × inet_down_cost", r.ImageGB, r.DiskGB))
 	return res, nil
 }
+
+// fastSlack is how much slower than the fastest offer still counts as
+// fastest when it is cheaper.
+const fastSlack = 0.05
 
 // rejected totals the filter counts and lists them by reason.
 func rejected(filtered map[string]int) (int, string) {

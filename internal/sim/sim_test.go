@@ -605,3 +605,81 @@ func TestRealisticProfileBootShares(t *testing.T) {
 		t.Errorf("never booted: %d of 300, want about 30", never)
 	}
 }
+
+func TestInstanceFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults Faults
+		after  time.Duration
+		want   string
+	}{
+		{"stuck", Faults{StuckLoading: 1}, 24 * time.Hour, provider.StateLoading},
+		{"bootfail", Faults{BootFail: 1}, time.Hour, provider.StateExited},
+		{"offline", Faults{HostOffline: 1}, 6 * time.Hour, provider.StateOffline},
+		{"slow", Faults{SlowBoot: 1}, 10 * time.Minute, provider.StateLoading},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{Seed: 15, Faults: tc.faults})
+			id := h.create(h.cheapOffer().ID, tc.name)
+			h.clock.Advance(tc.after)
+			in := h.show(id)
+			if in.Status() != tc.want {
+				t.Fatalf("after %v: %q (%s), want %q", tc.after, in.Status(), in.StatusMsg, tc.want)
+			}
+			if tc.want == provider.StateOffline {
+				// Offline hosts bill nothing.
+				before := h.m.Spend(id)
+				h.clock.Advance(10 * time.Hour)
+				if after := h.m.Spend(id); after != before {
+					t.Errorf("offline instance billed %v", after-before)
+				}
+			}
+		})
+	}
+}
+
+func TestOfferChurnHidesOffers(t *testing.T) {
+	h := newHarness(t, Config{Seed: 16, Faults: Faults{OfferChurnPerHour: 1}})
+	if got := h.search(`{"rentable":{"eq":true},"order":[],"type":"on-demand","allocated_storage":5}`); len(got) != 0 {
+		t.Fatalf("%d rentable offers while every offer churned", len(got))
+	}
+	all := h.search(`{"order":[],"type":"on-demand","allocated_storage":5,"limit":1}`)
+	var e struct{ Error string }
+	if st, _, _ := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", all[0].ID), map[string]any{"image": "ubuntu:22.04"}, &e); st != 404 || e.Error != "no_such_ask" {
+		t.Errorf("create on a churned offer: %d %+v", st, e)
+	}
+}
+
+func TestBulkCallsAndReboot(t *testing.T) {
+	h := newHarness(t, Config{Seed: 17})
+	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":3}`)
+	var ids []int64
+	for _, o := range offers {
+		ids = append(ids, h.create(o.ID, "bulk"))
+	}
+	h.clock.Advance(time.Hour)
+	var ok struct{ Success bool }
+	if st, _, _ := h.do("PUT", fmt.Sprintf("/api/v0/instances/reboot/%d/", ids[0]), map[string]any{}, &ok); st != 200 || !ok.Success {
+		t.Fatalf("reboot: %d", st)
+	}
+	if s := h.show(ids[0]).Status(); s != provider.StateRebooting {
+		t.Errorf("after reboot: %q", s)
+	}
+	h.clock.Advance(time.Minute)
+	if s := h.show(ids[0]).Status(); s != provider.StateRunning {
+		t.Errorf("a minute after reboot: %q", s)
+	}
+	h.do("PUT", "/api/v0/instances/", map[string]any{"state": "stopped", "ids": ids}, &ok)
+	for _, id := range ids {
+		if s := h.show(id).Status(); s != provider.StateStopped {
+			t.Errorf("bulk stop: %d is %q", id, s)
+		}
+	}
+	h.do("DELETE", "/api/v0/instances/", map[string]any{"instance_ids": ids}, &ok)
+	if !ok.Success || len(h.m.Instances()) != 0 {
+		t.Errorf("bulk destroy left %d", len(h.m.Instances()))
+	}
+	if st := h.m.State(); len(st) != 3 || !st[0].Destroyed {
+		t.Errorf("state lost destroyed instances: %+v", st)
+	}
+}

@@ -36,9 +36,11 @@ var Version = "dev"
 
 // Options configure a Client. Zero values take the defaults noted.
 type Options struct {
-	BaseURL    string       // default DefaultBaseURL
-	APIKey     string       // sent only as "Authorization: Bearer"
-	HTTPClient *http.Client // default: a client with its own transport
+	BaseURL string // default DefaultBaseURL
+	APIKey  string // sent only as "Authorization: Bearer"
+	// HTTPClient defaults to a client with its own transport that does not
+	// follow redirects of API calls; a caller's client should do the same.
+	HTTPClient *http.Client
 	Timeout    time.Duration
 	UserAgent  string // default "vastfleet/<Version>"
 	// MaxAttempts is the total number of tries of one retryable call.
@@ -114,7 +116,10 @@ func New(opts Options) (*Client, error) {
 		rnd:     opts.Rand,
 	}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		c.hc = &http.Client{
+			Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+			CheckRedirect: noAPIRedirects,
+		}
 	}
 	if c.timeout <= 0 {
 		c.timeout = 120 * time.Second
@@ -153,6 +158,20 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
+// noAPIRedirects refuses to follow a redirect of an authenticated call: Go
+// would turn a redirected PUT or POST into a body-less GET, so a create
+// could silently become something else. The 3xx comes back as an error.
+// Unauthenticated fetches (log result URLs) may be redirected.
+func noAPIRedirects(req *http.Request, via []*http.Request) error {
+	if via[0].Header.Get("Authorization") != "" {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -185,9 +204,9 @@ const (
 // call is one API request.
 type call struct {
 	method string
-	path   string     // starts with /api/
-	query  string     // encoded, without '?'
-	body   any        // nil: {} for non-GET
+	path   string // starts with /api/
+	query  string // encoded, without '?'
+	body   any    // nil: {} for non-GET
 	policy retryPolicy
 	noAuth bool
 	abs    string // absolute URL (result_url); overrides path

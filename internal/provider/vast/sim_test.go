@@ -309,3 +309,86 @@ func TestSimKeyNeverInErrorsOrLogs(t *testing.T) {
 		t.Errorf("log (%d bytes) holds the key or nothing", e.logs.Len())
 	}
 }
+
+func TestSimInsufficientBalance(t *testing.T) {
+	e := newSimEnv(t, sim.Config{Seed: 2, Balance: 0.0001}, nil)
+	ctx := context.Background()
+	offers, err := e.c.SearchOffers(ctx, providertest.SearchQuery(10))
+	if err != nil || len(offers) == 0 {
+		t.Fatalf("search: %v", err)
+	}
+	_, err = e.c.CreateInstance(ctx, offers[0].ID, provider.CreateRequest{Image: "ubuntu:22.04", Disk: 10, Label: "broke"})
+	if !errors.Is(err, provider.ErrInsufficientBalance) || errors.Is(err, provider.ErrMaybeCreated) {
+		t.Fatalf("err = %v, want ErrInsufficientBalance", err)
+	}
+	if u, err := e.c.CurrentUser(ctx); err != nil || u.Balance > 0.001 {
+		t.Fatalf("user %+v, %v", u, err)
+	}
+}
+
+func TestRateLimitThrottlesRequests(t *testing.T) {
+	e := newSimEnv(t, sim.Config{Seed: 1}, nil)
+	c, err := New(Options{BaseURL: e.srv.URL, APIKey: testKey, RateLimit: 200, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < 6; i++ {
+		if _, err := c.CurrentUser(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 6 requests at 200/s with burst 1 need at least 5 × 5 ms.
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Fatalf("6 requests took %v: not throttled", el)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.CurrentUser(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+}
+
+func TestSimOperatorCalls(t *testing.T) {
+	e := newSimEnv(t, sim.Config{Seed: 4}, nil)
+	ctx := context.Background()
+	offers, err := e.c.SearchOffers(ctx, providertest.SearchQuery(10))
+	if err != nil || len(offers) == 0 {
+		t.Fatalf("search: %v", err)
+	}
+	cr, err := e.c.CreateInstance(ctx, offers[0].ID, provider.CreateRequest{Image: "ubuntu:22.04", Disk: 10, Label: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cr.NewContract
+	for i := 0; i < 120; i++ {
+		in, err := e.c.ShowInstance(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Status() == provider.StateRunning {
+			if provider.SSHURL(in) == "" {
+				t.Errorf("running instance without an ssh route: ports=%v ssh=%s:%d", in.Ports, in.SSHHost, in.SSHPort)
+			}
+			break
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	if err := e.c.SetLabel(ctx, id, "relabelled"); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := e.c.ShowInstance(ctx, id); err != nil || in.LabelText() != "relabelled" {
+		t.Fatalf("label after SetLabel: %q, %v", in.LabelText(), err)
+	}
+	if err := e.c.RebootInstance(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := e.c.InstanceLogs(ctx, id, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("log: %.200q", logs)
+	if err := e.c.RebootInstance(ctx, 424242); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("reboot of a missing instance: %v", err)
+	}
+}

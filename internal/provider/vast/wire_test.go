@@ -642,3 +642,17 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 		}
 	}
 }
+
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	c, s, _, _ := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere/", http.StatusFound)
+	})
+	err := stop5(c)
+	var ae *provider.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusFound {
+		t.Fatalf("err = %v, want an HTTP 302 error", err)
+	}
+	if n := len(s.requests()); n != 1 {
+		t.Fatalf("%d requests: the redirect was followed", n)
+	}
+}

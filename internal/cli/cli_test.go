@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// env is one user's machine: a data dir shared by every command run in it,
+// so the in-process simulator keeps one market across commands.
+type env struct {
+	t    *testing.T
+	home string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return &env{t: t, home: t.TempDir()}
+}
+
+type result struct {
+	out, err string
+	code     int
+}
+
+// run runs one vastfleet command as a separate invocation would: its own
+// factory, its own in-process simulator opened from the data dir.
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	ios := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb, Getenv: func(k string) string {
+		if k == "VASTFLEET_HOME" {
+			return e.home
+		}
+		return ""
+	}}
+	// A fast clock keeps boots to milliseconds of wall time; no faults
+	// unless a test asks, so outcomes do not depend on the draw.
+	base := []string{"--sim-speed", "20000", "--sim-faults", "none"}
+	code := Main(context.Background(), ios, append(base, args...))
+	return result{out: out.String(), err: errb.String(), code: code}
+}
+
+func (e *env) ok(args ...string) result {
+	e.t.Helper()
+	r := e.run(args...)
+	if r.code != 0 {
+		e.t.Fatalf("vastfleet %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.out, r.err)
+	}
+	return r
+}
+
+func (e *env) fails(args ...string) result {
+	e.t.Helper()
+	r := e.run(args...)
+	if r.code == 0 {
+		e.t.Fatalf("vastfleet %s: succeeded, want an error\nstdout:\n%s", strings.Join(args, " "), r.out)
+	}
+	return r
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("decoding JSON: %v\n%s", err, s)
+	}
+	return v
+}
+
+const mustShowQuery = `verified=any reliability=any external=any rented=any rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation!=HK geolocation!=CN dph_total>=0.000 dph_total<=5.000`
+
+func TestQueryParseMatchesCLIObject(t *testing.T) {
+	e := newEnv(t)
+	r := e.ok("query", "parse", "-n", "--limit", "100", "-o", "+dph_total,+id", mustShowQuery)
+	got := decode[map[string]any](t, r.out)
+	want := decode[map[string]any](t, `{
+		"rentable": {"eq": true},
+		"inet_up": {"gte": "200"},
+		"inet_down": {"gte": "200"},
+		"cpu_cores_effective": {"gt": "16"},
+		"geolocation": {"notin": ["HK", "CN"]},
+		"dph_total": {"gte": "0.000", "lte": "5.000"},
+		"order": [["dph_total", "asc"], ["id", "asc"]],
+		"type": "on-demand",
+		"limit": 100,
+		"allocated_storage": 5.0
+	}`)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("query object (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(r.err, "notin") {
+		t.Errorf("stderr should note the repeated != merged into notin, got %q", r.err)
+	}
+}
+
+func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
+	e := newEnv(t)
+	args := []string{"search", "-n", "--limit", "100", "-o", "+dph_total,+id", "--by", "vcpu", mustShowQuery}
+	js := decode[[]map[string]any](t, e.ok(append(args, "--json")...).out)
+	if len(js) == 0 || len(js) > 100 {
+		t.Fatalf("got %d offers, want 1..100", len(js))
+	}
+	prev := 1e18
+	for _, o := range js {
+		geo := o["geolocation"].(string)
+		if strings.HasSuffix(geo, "CN") || strings.HasSuffix(geo, "HK") {
+			t.Errorf("offer %v in %s: CN/HK should be excluded", o["id"], geo)
+		}
+		score := o["score"].(float64)
+		want := o["cpu_cores_effective"].(float64) / o["dph_total"].(float64)
+		if diff := score - want; diff > 1e-9 || diff < -1e-9 {
+			t.Errorf("offer %v: score %v, want vCPU/$ %v", o["id"], score, want)
+		}
+		if score > prev {
+			t.Errorf("offer %v: score %v after %v: not ranked", o["id"], score, prev)
+		}
+		prev = score
+		for _, k := range []string{"id", "dph_total", "cpu_cores_effective", "cpu_ram", "gpu_name", "num_gpus", "reliability2"} {
+			if _, ok := o[k]; !ok {
+				t.Errorf("offer JSON lacks %q", k)
+			}
+		}
+	}
+
+	table := e.ok(args...).out
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[0], "RELIABILITY") {
+		t.Errorf("header = %q", lines[0])
+	}
+	if !strings.HasPrefix(lines[len(lines)-1], "TOTAL") {
+		t.Errorf("last line = %q, want the TOTAL row", lines[len(lines)-1])
+	}
+	for _, l := range lines[1 : len(lines)-1] {
+		if l[0] < '0' || l[0] > '9' {
+			t.Errorf("data line does not start with the offer id: %q", l)
+		}
+		if strings.HasSuffix(strings.Fields(l)[len(strings.Fields(l))-2], "CN") {
+			t.Errorf("CN offer in table: %q", l)
+		}
+	}
+	if len(lines)-2 != len(js) {
+		t.Errorf("table has %d offers, JSON %d", len(lines)-2, len(js))
+	}
+}
+
+func TestSearchSweepAllAndSave(t *testing.T) {
+	e := newEnv(t)
+	capped := decode[[]map[string]any](t, e.ok("search", "-n", "rentable=True", "--json").out)
+	save := filepath.Join(e.home, "results.json")
+	r := e.ok("search", "-n", "rentable=True", "--all", "--by", "gpu", "--json", "--save", save)
+	all := decode[[]map[string]any](t, r.out)
+	if len(all) <= len(capped) {
+		t.Fatalf("--all found %d offers, a single capped search %d: the sweep should find more", len(all), len(capped))
+	}
+	if !strings.Contains(r.err, "requests") {
+		t.Errorf("sweep should say how many requests it made; stderr %q", r.err)
+	}
+	seen := map[float64]bool{}
+	for _, o := range all {
+		id := o["id"].(float64)
+		if seen[id] {
+			t.Fatalf("offer %v twice in a sweep", id)
+		}
+		seen[id] = true
+	}
+	saved, err := os.ReadFile(save)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all, decode[[]map[string]any](t, string(saved))); diff != "" {
+		t.Errorf("--save differs from --json output (-json +saved):\n%s", diff)
+	}
+}
+
+func TestSearchBadQueryNamesTheTerm(t *testing.T) {
+	e := newEnv(t)
+	r := e.fails("search", "num_gpus=>2")
+	if r.code != 2 || !strings.Contains(r.err, "=>") {
+		t.Errorf("exit %d, stderr %q: want exit 2 naming the operator", r.code, r.err)
+	}
+	r = e.run("search", "gpu_rma>=24", "--json")
+	if !strings.Contains(r.err, "did you mean gpu_ram") {
+		t.Errorf("stderr %q: want a did-you-mean for gpu_rma", r.err)
+	}
+	if r := e.fails("search", "--by", "price"); !strings.Contains(r.err, "vcpu") {
+		t.Errorf("--by price: stderr %q should list the valid kinds", r.err)
+	}
+	if r := e.fails("search", "--score", "cpu_cores_effective /"); r.code != 2 {
+		t.Errorf("bad --score: exit %d, want 2", r.code)
+	}
+}
+
+func TestMarketDepthTableAndPlot(t *testing.T) {
+	e := newEnv(t)
+	plot := filepath.Join(e.home, "depth.svg")
+	r := e.ok("market", "depth", "-n", "rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5", "--plot", plot, "--json")
+	rows := decode[[]map[string]float64](t, r.out)
+	if len(rows) != 6 {
+		t.Fatalf("got %d rows, want 6 (10/30/50/100/200/300)", len(rows))
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i]["VCPU"] < rows[i-1]["VCPU"] && rows[i]["vcpu"] < rows[i-1]["vcpu"] {
+			t.Errorf("depth not cumulative at row %d: %v", i, rows)
+		}
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
+		t.Errorf("plot is not an SVG with a curve: %.200s", svg)
+	}
+	png := filepath.Join(e.home, "depth.png")
+	e.ok("market", "depth", "-n", "rentable=True", "--plot", png)
+	b, err := os.ReadFile(png)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("PNG plot missing or not a PNG (%v)", err)
+	}
+	if r := e.fails("market", "depth", "--plot", "depth.gif"); r.code != 2 {
+		t.Errorf("--plot depth.gif: exit %d, want 2", r.code)
+	}
+}

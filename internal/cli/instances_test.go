@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cheapestOffer returns the id of the cheapest verified RTX 3090 offer.
+func (e *env) cheapestOffer(query string) string {
+	e.t.Helper()
+	offers := decode[[]map[string]any](e.t, e.ok("search", query, "-o", "+dph_total", "--limit", "1", "--json").out)
+	if len(offers) == 0 {
+		e.t.Fatalf("no offer matches %q", query)
+	}
+	return fmt.Sprint(int64(offers[0]["id"].(float64)))
+}
+
+func TestRentLsDestroyAcrossCommands(t *testing.T) {
+	e := newEnv(t)
+	offer := e.cheapestOffer("gpu_name=RTX_3090")
+	rent := e.ok("rent", offer, "--image", "ubuntu:22.04", "--label", "exp1", "--json")
+	inst := decode[map[string]any](t, rent.out)
+	if inst["state"] != "running" {
+		t.Fatalf("rent returned state %v, want running", inst["state"])
+	}
+
+	// A separate command sees the same market and store.
+	ls := decode[[]map[string]any](t, e.ok("ls", "--json").out)
+	if len(ls) != 1 {
+		t.Fatalf("ls shows %d instances, want 1", len(ls))
+	}
+	for _, k := range []string{"id", "state", "dph_total", "ssh_url", "fleet"} {
+		if _, ok := ls[0][k]; !ok {
+			t.Errorf("ls --json row lacks %q", k)
+		}
+	}
+	if ls[0]["id"] != inst["id"] || fmt.Sprint(int64(ls[0]["offer_id"].(float64))) != offer {
+		t.Errorf("ls row %v does not match the rented instance %v", ls[0], inst)
+	}
+	if !strings.HasPrefix(ls[0]["ssh_url"].(string), "ssh://root@") {
+		t.Errorf("ssh_url = %v", ls[0]["ssh_url"])
+	}
+
+	// Renting the same offer again fails: it is taken, and nothing is recorded.
+	if r := e.fails("rent", offer); !strings.Contains(r.err, "no longer available") {
+		t.Errorf("second rent of offer %s: stderr %q, want 'no longer available'", offer, r.err)
+	}
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--json").out)); n != 1 {
+		t.Errorf("after a failed rent ls shows %d instances, want 1", n)
+	}
+
+	exp := decode[[]map[string]any](t, e.ok("export", "--format", "vast-instances").out)
+	if len(exp) != 1 {
+		t.Fatalf("export has %d rows", len(exp))
+	}
+	var keys []string
+	for k := range exp[0] {
+		keys = append(keys, k)
+	}
+	want := "created_at,dph,estimated_cost,estimated_hours,experiment,gpu_name,instance_id,num_gpus,offer_id,ssh_host,ssh_port,ssh_url,status"
+	if got := strings.Join(sorted(keys), ","); got != want {
+		t.Errorf("export keys = %s\nwant %s", got, want)
+	}
+
+	e.ok("destroy", "--all", "--yes")
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--json").out)); n != 0 {
+		t.Errorf("after destroy --all, ls shows %d instances", n)
+	}
+	gone := decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out)
+	if len(gone) != 1 || gone[0]["gone"] != true {
+		t.Errorf("ls --all after destroy = %v, want the instance marked gone", gone)
+	}
+}
+
+func sorted(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func TestInstanceCommandsRejectBadInput(t *testing.T) {
+	e := newEnv(t)
+	if r := e.fails("destroy", "424242"); r.code != 2 || !strings.Contains(r.err, "not one vastfleet tracks") {
+		t.Errorf("destroy unknown id: exit %d, stderr %q", r.code, r.err)
+	}
+	if r := e.fails("stop", "abc"); r.code != 2 {
+		t.Errorf("stop abc: exit %d, want 2", r.code)
+	}
+	if r := e.fails("rent", "999999999"); !strings.Contains(r.err, "no longer available") {
+		t.Errorf("rent of a missing offer: stderr %q", r.err)
+	}
+	if r := e.fails("destroy"); r.code != 2 {
+		t.Errorf("destroy with no ids: exit %d, want 2", r.code)
+	}
+	// destroy --all without --yes and without a terminal destroys nothing.
+	offer := e.cheapestOffer("gpu_name=RTX_3060")
+	e.ok("rent", offer, "--no-wait")
+	if r := e.fails("destroy", "--all"); !strings.Contains(r.err, "not confirmed") {
+		t.Errorf("destroy --all without --yes: stderr %q", r.err)
+	}
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--json").out)); n != 1 {
+		t.Errorf("unconfirmed destroy --all changed the instances: %d left", n)
+	}
+
+	// A malformed state file is refused whole and the store keeps its rows.
+	bad := filepath.Join(e.home, "bad.json")
+	os.WriteFile(bad, []byte(`[{"instance_id": 5, "offer_id": 1, "gpu_name": "RTX 3090", "num_gpus": 1, "dph": 0.2,
+		"ssh_url": "", "ssh_host": "", "ssh_port": 0, "created_at": "yesterday", "status": "running",
+		"experiment": "", "estimated_hours": null, "estimated_cost": null}]`), 0o644)
+	if r := e.fails("import", bad); !strings.Contains(r.err, "created_at") || !strings.Contains(r.err, "nothing was imported") {
+		t.Errorf("import of a bad file: stderr %q", r.err)
+	}
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--json").out)); n != 1 {
+		t.Errorf("failed import changed the store: %d instances", n)
+	}
+	e.ok("destroy", "--all", "--yes")
+}
+
+func TestPlanOptionsAndRent(t *testing.T) {
+	e := newEnv(t)
+	res := decode[map[string]any](t, e.ok("plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "4", "--json").out)
+	req := res["requirements"].(map[string]any)
+	for _, k := range []string{"vram_gb", "num_gpus", "hours", "disk_gb", "cuda"} {
+		if _, ok := req[k]; !ok {
+			t.Errorf("requirements lack %q", k)
+		}
+	}
+	opts := res["options"].([]any)
+	if len(opts) != 3 {
+		t.Fatalf("got %d options, want 3", len(opts))
+	}
+	prev := 0.0
+	labels := map[string]bool{}
+	for i, o := range opts {
+		o := o.(map[string]any)
+		if int(o["rank"].(float64)) != i+1 {
+			t.Errorf("option %d has rank %v", i, o["rank"])
+		}
+		total := o["est_total"].(float64)
+		if total < prev {
+			t.Errorf("options not ordered by est_total: %v after %v", total, prev)
+		}
+		prev = total
+		for _, l := range strings.Split(o["label"].(string), ", ") {
+			labels[l] = true
+		}
+	}
+	for _, l := range []string{"cheapest", "fastest"} {
+		if !labels[l] {
+			t.Errorf("no option labelled %q: %v", l, labels)
+		}
+	}
+
+	table := e.ok("plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "4").out
+	if !strings.Contains(table, "Est.total") || !strings.Contains(table, "cheapest") {
+		t.Errorf("plan table:\n%s", table)
+	}
+
+	e.ok("plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "4", "--rent", "1")
+	ls := decode[[]map[string]any](t, e.ok("ls", "--json").out)
+	if len(ls) != 1 || ls[0]["state"] != "running" {
+		t.Fatalf("after plan --rent 1, ls = %v", ls)
+	}
+	first := opts[0].(map[string]any)
+	if ls[0]["offer_id"] != first["offer_id"] || ls[0]["estimated_cost"] != first["est_total"] {
+		t.Errorf("rented %v (est %v), want option 1 offer %v with est %v", ls[0]["offer_id"], ls[0]["estimated_cost"], first["offer_id"], first["est_total"])
+	}
+	cost := decode[map[string]any](t, e.ok("cost", "--json").out)
+	if cost["estimated"] == nil {
+		t.Errorf("cost report lacks the estimate: %v", cost)
+	}
+}
+
+func TestPlanBadInputRentsNothing(t *testing.T) {
+	e := newEnv(t)
+	if r := e.fails("plan", "--model", "lama-7b"); !strings.Contains(r.err, "llama") {
+		t.Errorf("unknown model: stderr %q should list close matches", r.err)
+	}
+	if r := e.fails("plan", "--params", "-7"); r.code != 2 {
+		t.Errorf("negative params: exit %d, want 2 (%s)", r.code, r.err)
+	}
+	if r := e.fails("plan", "--model", "7b", "--hours", "0.5", "--max-budget", "0.001", "--rent", "1"); !strings.Contains(r.err, "budget") {
+		t.Errorf("budget below every option: stderr %q", r.err)
+	}
+	if r := e.fails("plan"); r.code != 2 {
+		t.Errorf("plan with no task: exit %d, want 2", r.code)
+	}
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--json").out)); n != 0 {
+		t.Errorf("bad plans rented %d instances", n)
+	}
+}

@@ -1,0 +1,161 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/sim"
+)
+
+// Strategies the benchmark compares.
+const (
+	StrategyStartAllWait = "start-all-wait" // rent Count, wait for the deadline, destroy what is not running
+	StrategyManualPark   = "manual-park"    // rent Count, park each as it boots, release at the deadline
+	StrategyVastfleet    = "vastfleet"      // park + backfill (with hedged spares) + quorum release
+)
+
+// BenchConfig is one benchmark: the same market and failure profile for
+// every strategy.
+type BenchConfig struct {
+	Seed     int64
+	Count    int
+	Deadline time.Duration
+	// Faults default to BenchFaults().
+	Faults *sim.Faults
+	// Offers is the market size (default 4000).
+	Offers int
+	// Dir holds the stores (default: a temporary directory, removed).
+	Dir string
+}
+
+// BenchFaults is the failure profile on top of the realistic one:
+// 30% of hosts boot slower than 10 minutes, 10% never boot (half stuck
+// loading, half exiting), and offers are taken by others mid-launch.
+func BenchFaults() sim.Faults {
+	f, _ := sim.Profile("realistic")
+	f.SlowBoot = 0.30
+	f.StuckLoading = 0.05
+	f.BootFail = 0.05
+	f.CreateRace = 0.05
+	f.OfferChurnPerHour = 0.05
+	return f
+}
+
+// BenchRow is one strategy's result.
+type BenchRow struct {
+	Strategy        string
+	Asked           int
+	ReadyAtDeadline int // running when the strategy's launch ended
+	ShareReady      float64
+	// BootSpend is the simulator ledger's spend (compute, storage and
+	// image-pull bandwidth) from the first rent to the end of the launch.
+	BootSpend  float64
+	// Its parts by ledger kind.
+	Compute, Storage, Bandwidth float64
+	APICalls   int64
+	SimMinutes float64 // marketplace time from the first call to the end
+	Rented     int
+}
+
+// Bench runs the three strategies on fresh copies of one simulated market
+// (same seed, same faults, same ranked candidates), each over the real
+// client and a loopback HTTP server with a virtual clock.
+func Bench(ctx context.Context, cfg BenchConfig) ([]BenchRow, error) {
+	if cfg.Count <= 0 {
+		cfg.Count = 300
+	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = 10 * time.Minute
+	}
+	if cfg.Offers <= 0 {
+		cfg.Offers = 4000
+	}
+	faults := BenchFaults()
+	if cfg.Faults != nil {
+		faults = *cfg.Faults
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "vastfleet-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var rows []BenchRow
+	for i, strat := range []string{StrategyStartAllWait, StrategyManualPark, StrategyVastfleet} {
+		sub := fmt.Sprintf("%s/%d", dir, i)
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return nil, err
+		}
+		row, err := benchOne(ctx, cfg, faults, strat, sub)
+		if err != nil {
+			return rows, fmt.Errorf("bench %s: %w", strat, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// BenchSpec is the launch spec each strategy runs.
+func BenchSpec(strategy string, count int, deadline time.Duration) Spec {
+	s := Spec{Fleet: "bench", Count: count, Deadline: deadline,
+		Create: provider.CreateRequest{Image: "vastai/base:cuda-12", Disk: 10, Runtype: "ssh"}}
+	switch strategy {
+	case StrategyManualPark:
+		s.Park = true
+	case StrategyVastfleet:
+		s.Park, s.Backfill = true, true
+		// The CLI's advice for start-after-stop: stuck for more than a
+		// minute or so means the GPUs are gone.
+		s.ReleaseTimeout = 90 * time.Second
+	}
+	return s
+}
+
+func benchOne(ctx context.Context, cfg BenchConfig, faults sim.Faults, strat, dir string) (BenchRow, error) {
+	e, err := newSimEnv(ctx, cfg.Seed, cfg.Offers, faults, dir)
+	if err != nil {
+		return BenchRow{}, err
+	}
+	defer e.Close()
+	spec := BenchSpec(strat, cfg.Count, cfg.Deadline)
+	start := e.clock.Now()
+	sum, err := Run(ctx, e.m, spec, simCandidates(e.mkt, spec.Create.Disk), nil)
+	if err != nil {
+		return BenchRow{}, err
+	}
+	row := BenchRow{Strategy: strat, Asked: cfg.Count, ReadyAtDeadline: sum.Ready, APICalls: e.calls.n.Load(),
+		BootSpend: e.spend(), SimMinutes: e.clock.Now().Sub(start).Minutes(), Rented: sum.Rented}
+	for _, le := range e.mkt.Ledger() {
+		switch le.Kind {
+		case "compute":
+			row.Compute += le.Amount
+		case "storage":
+			row.Storage += le.Amount
+		default:
+			row.Bandwidth += le.Amount
+		}
+	}
+	row.ShareReady = float64(row.ReadyAtDeadline) / float64(row.Asked)
+	return row, nil
+}
+
+// BenchTable renders rows as an aligned table.
+func BenchTable(rows []BenchRow) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "strategy\tasked\tready\tshare ready\tboot-phase spend\tcompute\tstorage\tbandwidth\tAPI calls\tsim minutes\trented\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f%%\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t%d\t%.1f\t%d\t\n", r.Strategy, r.Asked, r.ReadyAtDeadline,
+			100*r.ShareReady, r.BootSpend, r.Compute, r.Storage, r.Bandwidth, r.APICalls, r.SimMinutes, r.Rented)
+	}
+	w.Flush()
+	return b.String()
+}
