@@ -44,6 +44,7 @@ type factory struct {
 
 	provider provider.Provider
 	simMkt   *sim.Market
+	simClock *remoteSimClock
 	simSrv   *http.Server
 	st       *store.Store
 	lock     *store.Lock
@@ -105,6 +106,12 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 				return nil, err
 			}
 			baseURL = u
+		} else {
+			c, err := newRemoteSimClock(ctx, baseURL)
+			if err != nil {
+				return nil, err
+			}
+			f.simClock = c
 		}
 		if key == "" {
 			key = simAPIKey
@@ -133,10 +140,24 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 // Clock is the time the marketplace lives in: the simulator's virtual clock
 // for --market sim, wall time otherwise.
 func (f *factory) Clock() interface{ Now() time.Time } {
-	if f.simMkt != nil {
+	switch {
+	case f.simMkt != nil:
 		return f.simMkt.Clock()
+	case f.simClock != nil:
+		return f.simClock
 	}
 	return wallClock{}
+}
+
+// simScale is how many market seconds pass per wall second.
+func (f *factory) simScale() float64 {
+	switch {
+	case f.simMkt != nil:
+		return f.opts.SimSpeed
+	case f.simClock != nil && f.simClock.scale > 0:
+		return f.simClock.scale
+	}
+	return 1
 }
 
 type wallClock struct{}

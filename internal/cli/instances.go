@@ -20,6 +20,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newStateCmd(f, "stop", "Stop instances (storage keeps billing; only destroy ends all charges)"),
 		newStateCmd(f, "start", "Start stopped instances again"),
 		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
+		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f),
 	}
 }
 
@@ -40,9 +41,7 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 // sleep waits d of marketplace time: with the simulator, d divided by its
 // time scale in wall time.
 func (f *factory) sleep(ctx context.Context, d time.Duration) error {
-	if f.simMkt != nil {
-		d = time.Duration(float64(d) / f.opts.SimSpeed)
-	}
+	d = time.Duration(float64(d) / f.simScale())
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -331,7 +330,8 @@ func knownIDs(ctx context.Context, st *store.Store, ids []int64) error {
 }
 
 func newStateCmd(f *factory, verb, short string) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   verb + " ID...",
 		Short: short,
 		Args:  cobra.MinimumNArgs(1),
@@ -359,13 +359,19 @@ func newStateCmd(f *factory, verb, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(f.io.Out, map[string]any{"action": verb, "ids": ids})
+			}
 			fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ids acted on as JSON")
+	return cmd
 }
 
 type destroyOptions struct {
+	JSON  bool
 	All   bool
 	Yes   bool
 	Fleet string
@@ -416,6 +422,9 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 			if err := m.Destroy(ctx, ids); err != nil {
 				return err
 			}
+			if opts.JSON {
+				return writeJSON(f.io.Out, map[string]any{"action": "destroy", "ids": ids})
+			}
 			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
 			return nil
 		},
@@ -423,6 +432,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the destroyed ids as JSON")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -15,45 +16,45 @@ import (
 // (dph_total − storage) for every second it was running, storage for every
 // second it existed and was not offline, from creation until gone (or now).
 type InstanceCost struct {
-	InstanceID int64
-	Fleet      string
-	Experiment string
-	State      string
-	Live       bool
-	Running    time.Duration // billed compute time
-	Existed    time.Duration // billed storage time (offline excluded)
-	Compute    float64       // $
-	Storage    float64       // $
+	InstanceID int64         `json:"instance_id"`
+	Fleet      string        `json:"fleet"`
+	Experiment string        `json:"experiment"`
+	State      string        `json:"state"`
+	Live       bool          `json:"live"`
+	Running    time.Duration `json:"running_seconds"` // billed compute time
+	Existed    time.Duration `json:"existed_seconds"` // billed storage time (offline excluded)
+	Compute    float64       `json:"compute"`         // $
+	Storage    float64       `json:"storage"`         // $
 	// Total is Compute + Storage. Bandwidth (the image pull, billed per GB)
 	// is not known to vastfleet and is not included.
-	Total     float64
-	Estimated *float64 // the plan's estimate, when one exists
+	Total     float64  `json:"total"`
+	Estimated *float64 `json:"estimated"` // the plan's estimate, when one exists
 }
 
 // FleetCost sums a fleet's instances.
 type FleetCost struct {
-	Fleet   string
-	N       int
-	Compute float64
-	Storage float64
-	Total   float64
+	Fleet   string  `json:"fleet"`
+	N       int     `json:"instances"`
+	Compute float64 `json:"compute"`
+	Storage float64 `json:"storage"`
+	Total   float64 `json:"total"`
 	// Estimated sums the estimates of the instances that have one; EstOf
 	// is those instances' actual total, the figure to compare it with.
-	Estimated *float64
-	EstOf     float64
-	DPH       float64 // current $/h of the live instances
+	Estimated *float64 `json:"estimated"`
+	EstOf     float64  `json:"estimated_of"`
+	DPH       float64  `json:"dph_total"` // current $/h of the live instances
 }
 
 // CostReport is the answer of Cost.
 type CostReport struct {
-	At        time.Time
-	Instances []InstanceCost
-	Fleets    []FleetCost
-	Compute   float64
-	Storage   float64
-	Total     float64
-	Estimated *float64 // sum of the estimates that exist
-	EstOf     float64  // actual total of the instances that have an estimate
+	At        time.Time      `json:"at"`
+	Instances []InstanceCost `json:"instances"`
+	Fleets    []FleetCost    `json:"fleets"`
+	Compute   float64        `json:"compute"`
+	Storage   float64        `json:"storage"`
+	Total     float64        `json:"total"`
+	Estimated *float64       `json:"estimated"`    // sum of the estimates that exist
+	EstOf     float64        `json:"estimated_of"` // actual total of the instances that have an estimate
 }
 
 // Cost computes what instances have cost, per instance and per fleet;
@@ -191,4 +192,14 @@ func InstanceCostSoFar(in store.Instance, now time.Time) float64 {
 		total += now.Sub(in.RunningSince).Hours() * (in.DPHTotal - in.StorageDPH)
 	}
 	return max(total, 0)
+}
+
+// MarshalJSON writes the durations as seconds.
+func (c InstanceCost) MarshalJSON() ([]byte, error) {
+	type plain InstanceCost
+	return json.Marshal(struct {
+		plain
+		Running float64 `json:"running_seconds"`
+		Existed float64 `json:"existed_seconds"`
+	}{plain(c), c.Running.Seconds(), c.Existed.Seconds()})
 }

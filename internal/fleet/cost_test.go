@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // The simulator's ledger and Cost agree to the cent for a scripted
@@ -89,5 +91,78 @@ func TestCostMatchesLedger(t *testing.T) {
 	}
 	if len(rep.Fleets) != 1 || rep.Fleets[0].N != 2 || rep.Fleets[0].Estimated == nil || math.Abs(rep.Fleets[0].EstOf-first.Total) > 1e-9 {
 		t.Errorf("fleets %+v", rep.Fleets)
+	}
+}
+
+// A fleet waited for together is priced to the cent too: one listing per
+// poll sees every instance start.
+func TestCostFleetWaitAll(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	var ids []int64
+	for i := range 4 {
+		rec, err := e.m.Rent(ctx, e.rentReq(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.ID)
+	}
+	res, err := e.m.WaitAllRunning(ctx, ids, WaitOptions{})
+	if err != nil || len(res) != 4 {
+		t.Fatalf("wait: %v %v", res, err)
+	}
+	for id, err := range res {
+		if err != nil {
+			t.Fatalf("instance %d: %v", id, err)
+		}
+	}
+	e.clock.Advance(3 * time.Hour)
+	if err := e.m.Destroy(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	ledger := map[int64]float64{}
+	for _, le := range e.mkt.Ledger() {
+		if le.Kind != "bandwidth" {
+			ledger[le.InstanceID] += le.Amount
+		}
+	}
+	rep, err := e.m.Cost(ctx, "f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, c := range rep.Instances {
+		if math.Abs(c.Total-ledger[c.InstanceID]) > 1e-6 {
+			t.Errorf("instance %d: cost %.6f, ledger %.6f", c.InstanceID, c.Total, ledger[c.InstanceID])
+		}
+		sum += ledger[c.InstanceID]
+	}
+	if len(rep.Fleets) != 1 || math.Abs(rep.Fleets[0].Total-sum) > 1e-6 || math.Abs(rep.Total-sum) > 1e-6 {
+		t.Errorf("fleet total %+v, ledger %.6f", rep.Fleets, sum)
+	}
+}
+
+func TestInstanceCostOfTimeline(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
+	in := store.Instance{ID: 1, CreatedAt: t0, DPHTotal: 1.1, StorageDPH: 0.1, GoneAt: at(10)}
+	evs := []store.Event{
+		{From: "", To: "loading", At: at(0.5)},
+		{From: "loading", To: "running", At: at(1)}, // 1 h provisioning+loading: storage only
+		{From: "running", To: "offline", At: at(3)}, // 2 h running
+		{From: "offline", To: "running", At: at(4)}, // 1 h offline: nothing
+		{From: "running", To: "stopped", At: at(5)}, // 1 h running
+		{From: "stopped", To: "gone", At: at(10)},   // 5 h stopped: storage only
+		{From: "gone", To: "running", At: at(11)},   // after gone: ignored
+	}
+	c := InstanceCostOf(in, evs, at(20))
+	if c.Running != 3*time.Hour || c.Existed != 9*time.Hour {
+		t.Fatalf("running %s existed %s", c.Running, c.Existed)
+	}
+	if math.Abs(c.Compute-3) > 1e-9 || math.Abs(c.Storage-0.9) > 1e-9 || math.Abs(c.Total-3.9) > 1e-9 {
+		t.Fatalf("cost %+v", c)
+	}
+	if got := InstanceCostOf(store.Instance{CreatedAt: t0, DPHTotal: 1, StorageDPH: 0.5, State: "stopped"}, nil, at(2)); got.Total != 1 {
+		t.Fatalf("no events: %+v", got)
 	}
 }

@@ -35,10 +35,14 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 		}
 		pending = append(pending, id)
 	}
+	// The destroy calls outlive a cancelled command (Ctrl+C): a destroy
+	// recorded as requested but never sent would leave it to reconcile.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
 	acked := map[int64]bool{}
 	for _, id := range pending {
 		// ErrNotFound is fine: the listing below decides.
-		err := m.P.DestroyInstance(ctx, id)
+		err := m.P.DestroyInstance(dctx, id)
 		acked[id] = err == nil
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			if errors.Is(err, provider.ErrAuth) {
@@ -155,7 +159,7 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 		// Record the transition as of the call, so the cost timeline has it
 		// at the time it happened rather than at the next poll.
 		if row, err := m.P.ShowInstance(ctx, id); err == nil {
-			if err := m.S.UpdateSeen(ctx, id, row.Status(), row.SSHHost, row.SSHPort, m.now()); err != nil {
+			if err := m.S.UpdateSeen(ctx, id, row.Status(), sshHost(row), sshPort(row), m.now()); err != nil {
 				errs = append(errs, fmt.Errorf("instance %d: %w", id, err))
 			}
 		}

@@ -38,7 +38,7 @@ type gate struct {
 	onCreate     func(r *http.Request) bool // called before a create reaches the simulator; false drops it
 	afterCreate  func(r *http.Request)      // called after the simulator applied a create, before the answer
 	afterDelete  func(r *http.Request)      // likewise for a destroy
-	beforeDelete func(r *http.Request)      // called before a destroy reaches the simulator
+	beforeDelete func(r *http.Request) bool // called before a destroy reaches the simulator; false drops it
 	lists        int
 }
 
@@ -81,8 +81,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	isDelete := r.Method == http.MethodDelete
-	if isDelete && beforeDelete != nil {
-		beforeDelete(r)
+	if isDelete && beforeDelete != nil && !beforeDelete(r) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
 	}
 	var after func(*http.Request)
 	switch {
@@ -283,4 +284,23 @@ func (e *env) assertNoLeak(st *store.Store) {
 			e.t.Errorf("offer %d rented %d times", offer, n)
 		}
 	}
+}
+
+// syncBuffer collects a child's output from two pipes at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
 }

@@ -173,3 +173,21 @@ func (m *Manager) refreshRates(ctx context.Context, row provider.Instance) error
 	rec.DPHTotal, rec.StorageDPH = row.DPHTotal, row.StorageTotalCost
 	return m.S.UpsertInstance(ctx, rec, m.now())
 }
+
+// sshHost and sshPort are the instance's SSH address, derived as the vastai
+// CLI does (direct port when mapped, else the proxy; see provider.SSHAddr).
+func sshHost(row provider.Instance) string {
+	h, _, ok := provider.SSHAddr(row)
+	if !ok {
+		return ""
+	}
+	return h
+}
+
+func sshPort(row provider.Instance) int {
+	_, p, ok := provider.SSHAddr(row)
+	if !ok {
+		return 0
+	}
+	return p
+}

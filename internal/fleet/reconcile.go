@@ -72,7 +72,8 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	}
 	if len(l.Instances) == 0 {
 		// An empty listing while the store holds live instances is the one
-		// a broken server most plausibly sends: believe it only twice.
+		// a broken server most plausibly sends: act on it only when a second
+		// listing agrees.
 		if live, err := m.S.LiveInstances(ctx); err == nil && len(live) > 0 {
 			if err := m.sleep(ctx, m.pollEvery()); err != nil {
 				return rep, err
@@ -108,7 +109,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 					rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 				}
 			}
-			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), row.SSHHost, row.SSHPort, now); err != nil {
+			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), now); err != nil {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 			}
 			if known.Wanted == store.WantDestroy {

@@ -68,6 +68,9 @@ func (m *Manager) Rent(ctx context.Context, req RentRequest) (store.Instance, er
 	log := m.log().With("offer", req.Offer.ID, "intent", intent.ID, "label", intent.Label)
 
 	created, err := m.P.CreateInstance(ctx, req.Offer.ID, create)
+	// From here on the outcome is recorded even if the command is being
+	// cancelled: an unrecorded rental bills until a reconcile finds it.
+	ctx = context.WithoutCancel(ctx)
 	if err == nil && created.NewContract > 0 {
 		rec := recordFromOffer(req, intent, created.NewContract, m.now())
 		if err := m.S.RecordCreated(ctx, intent.ID, rec, m.now()); err != nil {
@@ -91,8 +94,8 @@ func (m *Manager) Rent(ctx context.Context, req RentRequest) (store.Instance, er
 		return store.Instance{}, fmt.Errorf("%w: offer %d: %w", ErrRentFailed, req.Offer.ID, err)
 	}
 	log.Warn("create outcome unknown, looking the label up", "err", err)
-	// The lookup must outlive a cancelled command: an unrecorded rental bills.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	// The lookup outlives a cancelled command too, within a bound.
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	return m.resolveLost(lctx, req, intent, err)
 }
@@ -206,8 +209,8 @@ func recordFromRow(row provider.Instance, intent store.Intent, fleet string, now
 		State:      row.Status(),
 		Wanted:     store.WantRunning,
 		CreatedAt:  created,
-		SSHHost:    row.SSHHost,
-		SSHPort:    row.SSHPort,
+		SSHHost:    sshHost(row),
+		SSHPort:    sshPort(row),
 	}
 }
 
@@ -252,7 +255,7 @@ func (m *Manager) fillFromShow(ctx context.Context, id int64) {
 // seen records a listing row's state and ssh address (best effort: the
 // next reconcile records it again).
 func (m *Manager) seen(ctx context.Context, row provider.Instance) {
-	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), row.SSHHost, row.SSHPort, m.now()); err != nil {
+	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), m.now()); err != nil {
 		m.log().Warn("could not record instance state", "instance", row.ID, "err", err)
 	}
 }

@@ -167,3 +167,102 @@ func TestLostResponseLateInstanceAdopted(t *testing.T) {
 		t.Fatal("offer rented twice")
 	}
 }
+
+// Under the harsh fault profile (429s, 5xx, lost creates, offers taken
+// between search and create), a batch of rents followed by a reconcile
+// leaves every instance of ours known and no offer rented twice.
+func TestHarshProfileNoLeak(t *testing.T) {
+	f, err := sim.Profile("harsh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{faults: f, seed: 11})
+	ctx := context.Background()
+	var ok, failed, unknown int
+	for i := range 40 {
+		_, err := e.m.Rent(ctx, e.rentReq(i))
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, provider.ErrMaybeCreated):
+			unknown++
+		case errors.Is(err, ErrRentFailed) || errors.Is(err, provider.ErrRateLimited):
+			failed++
+		default:
+			t.Fatalf("rent %d: %v", i, err)
+		}
+	}
+	t.Logf("harsh: %d rented, %d refused, %d unknown", ok, failed, unknown)
+	for range 5 { // listings themselves may fail; a reconcile that errs changes nothing
+		if _, err := e.m.Reconcile(ctx, ReconcileOptions{}); err == nil {
+			break
+		}
+	}
+	e.assertNoLeak(e.st)
+	if ok < 20 {
+		t.Fatalf("only %d of 40 rents succeeded", ok)
+	}
+}
+
+// A short listing after a lost response proves nothing either.
+func TestLostResponseWithShortListingStaysPending(t *testing.T) {
+	e := newEnv(t, envOpts{faults: sim.Faults{LostCreate: 1}})
+	ctx := context.Background()
+	e.gate.set(func(g *gate) { g.shortLists = 1000 })
+	if _, err := e.m.Rent(ctx, e.rentReq(0)); !errors.Is(err, provider.ErrMaybeCreated) {
+		t.Fatalf("err = %v", err)
+	}
+	if pend, _ := e.st.PendingIntents(ctx); len(pend) != 1 {
+		t.Fatalf("pending %+v", pend)
+	}
+	if n := e.mkt.CreatesPerOffer()[e.offers[0].ID]; n != 1 {
+		t.Fatalf("%d creates", n)
+	}
+}
+
+func TestStopStartWanted(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	rec, err := e.m.Rent(ctx, e.rentReq(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.WaitRunning(ctx, rec.ID, WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Stop(ctx, []int64{rec.ID}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.st.Instance(ctx, rec.ID)
+	if got.Wanted != store.WantParked || got.State != provider.StateStopped {
+		t.Fatalf("after stop: wanted %s state %s", got.Wanted, got.State)
+	}
+	if err := e.m.Start(ctx, []int64{rec.ID}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = e.st.Instance(ctx, rec.ID)
+	if got.Wanted != store.WantRunning || got.State != provider.StateLoading {
+		t.Fatalf("after start: wanted %s state %s", got.Wanted, got.State)
+	}
+	if err := e.m.Destroy(ctx, []int64{rec.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Start(ctx, []int64{rec.ID}); err == nil {
+		t.Fatal("started a destroyed instance")
+	}
+}
+
+// Renting by offer id alone takes the details from the marketplace.
+func TestRentByOfferID(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	off := e.offers[2]
+	rec, err := e.m.Rent(ctx, RentRequest{Fleet: "f1", OfferID: off.ID,
+		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.OfferID != off.ID || rec.MachineID != off.MachineID || rec.GPUName != off.GPUName || rec.NumGPUs != off.NumGPUs || rec.DPHTotal <= 0 {
+		t.Fatalf("record %+v for offer %+v", rec, off)
+	}
+}

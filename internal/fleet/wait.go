@@ -39,17 +39,62 @@ func (m *Manager) WaitRunning(ctx context.Context, id int64, opts WaitOptions) (
 	return rec, serr
 }
 
+func (o *WaitOptions) defaults() {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Minute
+	}
+	if o.UnknownFor <= 0 {
+		o.UnknownFor = 5 * time.Minute
+	}
+}
+
+// observe records one sighting of an instance: rates, state, ssh address.
+func (m *Manager) observe(ctx context.Context, row provider.Instance, now time.Time) error {
+	if err := m.refreshRates(ctx, row); err != nil {
+		return err
+	}
+	return m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), now)
+}
+
+// waitState follows one instance towards running.
+type waitState struct {
+	start, unknownSince time.Time
+	slowSaid            bool
+}
+
+// step judges one sighting: done when running; an error wrapping
+// ErrWillNotRun when it will not get there unaided.
+func (w *waitState) step(row provider.Instance, now time.Time, opts WaitOptions) (bool, error) {
+	st := row.Status()
+	if st != provider.StateUnknown {
+		w.unknownSince = time.Time{}
+	}
+	switch st {
+	case provider.StateRunning:
+		return true, nil
+	case provider.StateExited, provider.StateOffline:
+		return false, fmt.Errorf("instance %d is %s (%s): %w", row.ID, st, row.StatusMsg, ErrWillNotRun)
+	case provider.StateUnknown:
+		if w.unknownSince.IsZero() {
+			w.unknownSince = now
+		}
+		if now.Sub(w.unknownSince) >= opts.UnknownFor {
+			return false, fmt.Errorf("instance %d has been unknown (no host heartbeat) for %s: %w",
+				row.ID, now.Sub(w.unknownSince).Round(time.Second), ErrWillNotRun)
+		}
+	}
+	if el := now.Sub(w.start); !w.slowSaid && el > SlowLoading && opts.OnSlow != nil {
+		w.slowSaid = true
+		opts.OnSlow(el)
+	}
+	return false, nil
+}
+
 func (m *Manager) waitRunning(ctx context.Context, id int64, opts WaitOptions) (provider.Instance, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Minute
-	}
-	if opts.UnknownFor <= 0 {
-		opts.UnknownFor = 5 * time.Minute
-	}
+	opts.defaults()
 	start := m.now()
 	deadline := start.Add(opts.Timeout)
-	slowSaid := false
-	var unknownSince time.Time
+	ws := &waitState{start: start}
 	var last provider.Instance
 	var lastErr error
 	for first := true; ; first = false {
@@ -82,36 +127,83 @@ func (m *Manager) waitRunning(ctx context.Context, id int64, opts WaitOptions) (
 			continue
 		}
 		last, lastErr = row, nil
-		if err := m.refreshRates(ctx, row); err != nil {
+		if err := m.observe(ctx, row, now); err != nil {
 			return last, fmt.Errorf("wait for instance %d: %w", id, err)
 		}
-		if err := m.S.UpdateSeen(ctx, id, row.Status(), row.SSHHost, row.SSHPort, now); err != nil {
-			return last, fmt.Errorf("wait for instance %d: %w", id, err)
-		}
-		st := row.Status()
-		if st != provider.StateUnknown {
-			unknownSince = time.Time{}
-		}
-		switch st {
-		case provider.StateRunning:
-			return row, nil
-		case provider.StateExited, provider.StateOffline:
-			return row, fmt.Errorf("instance %d is %s (%s): %w", id, st, row.StatusMsg, ErrWillNotRun)
-		case provider.StateUnknown:
-			if unknownSince.IsZero() {
-				unknownSince = now
-			}
-			if now.Sub(unknownSince) >= opts.UnknownFor {
-				return row, fmt.Errorf("instance %d has been unknown (no host heartbeat) for %s: %w", id, now.Sub(unknownSince).Round(time.Second), ErrWillNotRun)
-			}
-		}
-		if el := now.Sub(start); !slowSaid && el > SlowLoading && opts.OnSlow != nil {
-			slowSaid = true
-			opts.OnSlow(el)
+		if done, err := ws.step(row, now, opts); done || err != nil {
+			return row, err
 		}
 	}
 	if lastErr != nil {
 		return last, fmt.Errorf("instance %d not running after %s (last error: %v)", id, opts.Timeout, lastErr)
 	}
 	return last, fmt.Errorf("instance %d not running after %s (state %s)", id, opts.Timeout, stateName(last.Status()))
+}
+
+// WaitAllRunning waits for several instances at once with one listing per
+// poll, so that each instance's start is recorded when it happens
+// (sequential WaitRunning calls would see later instances start late and
+// price their compute low). It returns each instance's outcome (nil:
+// running); err is for the wait as a whole (auth failure, cancellation).
+// An instance missing from complete listings past the grace period fails
+// with "not listed"; reconcile, not this wait, marks it gone.
+func (m *Manager) WaitAllRunning(ctx context.Context, ids []int64, opts WaitOptions) (map[int64]error, error) {
+	opts.defaults()
+	start := m.now()
+	deadline := start.Add(opts.Timeout)
+	out := make(map[int64]error, len(ids))
+	states := make(map[int64]*waitState, len(ids))
+	slow := opts.OnSlow
+	slowSaid := false
+	opts.OnSlow = func(el time.Duration) { // once for the whole group
+		if !slowSaid && slow != nil {
+			slowSaid = true
+			slow(el)
+		}
+	}
+	for _, id := range ids {
+		states[id] = &waitState{start: start}
+	}
+	var lastErr error
+	for first := true; len(states) > 0; first = false {
+		if !first {
+			if !m.now().Before(deadline) {
+				break
+			}
+			if err := m.sleep(ctx, m.pollEvery()); err != nil {
+				return out, err
+			}
+		}
+		l, err := m.P.ListInstances(ctx)
+		if err != nil {
+			lastErr = err
+			if !provider.Transient(err) { // an auth failure included
+				return out, fmt.Errorf("wait for instances: %w", err)
+			}
+			continue
+		}
+		now := m.now()
+		rows := byID(l)
+		for id, ws := range states {
+			row, ok := rows[id]
+			if !ok {
+				if in, err := m.S.Instance(ctx, id); err == nil && now.Sub(in.CreatedAt) >= m.grace() {
+					out[id] = fmt.Errorf("instance %d is not listed (run reconcile)", id)
+					delete(states, id)
+				}
+				continue
+			}
+			if err := m.observe(ctx, row, now); err != nil {
+				return out, fmt.Errorf("wait for instance %d: %w", id, err)
+			}
+			if done, err := ws.step(row, now, opts); done || err != nil {
+				out[id] = err
+				delete(states, id)
+			}
+		}
+	}
+	for id := range states {
+		out[id] = fmt.Errorf("instance %d not running after %s (last error: %v)", id, opts.Timeout, lastErr)
+	}
+	return out, nil
 }

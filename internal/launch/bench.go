@@ -103,6 +103,8 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchRow, error) {
 	return rows, nil
 }
 
+var spareShare = 0.15
+
 // BenchSpec is the launch spec each strategy runs.
 func BenchSpec(strategy string, count int, deadline time.Duration) Spec {
 	s := Spec{Fleet: "bench", Count: count, Deadline: deadline,
@@ -115,6 +117,7 @@ func BenchSpec(strategy string, count int, deadline time.Duration) Spec {
 		// The CLI's advice for start-after-stop: stuck for more than a
 		// minute or so means the GPUs are gone.
 		s.ReleaseTimeout = 90 * time.Second
+		s.Spare = spareShare
 	}
 	return s
 }

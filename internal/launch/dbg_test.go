@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ func TestDbgVastfleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	e.m.Log = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	spec := BenchSpec(StrategyVastfleet, count, 10*time.Minute)
 	start := e.clock.Now()
 	reasons := map[string]int{}

@@ -54,6 +54,7 @@ type node struct {
 	stopSentAt             time.Time
 	releasedAt             time.Time
 	doomed                 bool // failed, left until the end (no backfill)
+	dropping               bool // chosen for destruction this tick
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
@@ -74,6 +75,7 @@ type runner struct {
 	spec   Spec
 	cands  []market.Ranked
 	byOff  map[int64]market.Offer
+	rank   map[int64]int // offer id → position in the ranking
 	emit   func(Event)
 	create provider.CreateRequest
 
@@ -94,6 +96,12 @@ type runner struct {
 	destroyed       int
 	capHit          string
 	bootDur         []time.Duration
+
+	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
+	sem      chan struct{}           // bounds concurrent rents to Workers
+	wg       sync.WaitGroup
+	resMu    sync.Mutex
+	results  []rentResult
 }
 
 // Run launches spec.Count instances from the ranked candidates (best
@@ -215,13 +223,16 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 	create := spec.Create
 	create.Onstart = Onstart(create.Onstart, spec.Sessions)
 	byOff := make(map[int64]market.Offer, len(cands))
-	for _, c := range cands {
+	rank := make(map[int64]int, len(cands))
+	for i, c := range cands {
 		byOff[c.ID] = c.Offer
+		rank[c.ID] = i
 	}
 	r := &runner{
-		m: m, spec: spec, cands: cands, byOff: byOff, emit: emit, create: create,
+		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
 		nodes: map[int64]*node{}, destroying: map[int64]bool{}, usedOffers: map[int64]bool{},
 		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
+		inflight: map[int64]market.Ranked{}, sem: make(chan struct{}, spec.Workers),
 		lim: rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
 	}
 	if spec.Deadline > 0 {
@@ -295,6 +306,7 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 				return r.interrupted(ctx)
 			}
 			if errors.Is(err, provider.ErrAuth) {
+				r.settle(ctx)
 				return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
 			}
 			r.emit(Event{Event: EvWarn, At: tickStart, Msg: "instance listing failed; retrying: " + err.Error()})
@@ -303,10 +315,13 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 			}
 			continue
 		}
+		r.land(ctx)
 		now := r.now()
 		toDestroy := r.observe(ctx, l, now)
 		toDestroy = append(toDestroy, r.transitions(ctx, now)...)
-		done := r.decide(ctx, now, &toDestroy)
+		// Rents still in flight land at a later tick; the launch is not
+		// over before they have (they may need destroying).
+		done := r.decide(ctx, now, &toDestroy) && len(r.inflight) == 0
 		r.destroy(ctx, toDestroy)
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
@@ -397,10 +412,16 @@ func (r *runner) grace() time.Duration {
 // process killed before it could record it.
 func (r *runner) adopt(ctx context.Context, row provider.Instance, intentID int64, now time.Time) {
 	in, err := r.m.S.Instance(ctx, row.ID)
+	if err == nil && r.inflight[in.OfferID].ID != 0 {
+		return // its rent is still running and will report it
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		it, ierr := r.m.S.IntentByLabel(ctx, row.LabelText())
 		if ierr != nil || it.ID != intentID {
 			return // not this store's: reconcile reports it as an orphan
+		}
+		if r.inflight[it.OfferID].ID != 0 {
+			return
 		}
 		rec := store.Instance{ID: row.ID, Fleet: r.spec.Fleet, OfferID: it.OfferID, MachineID: row.MachineID,
 			GPUName: row.GPUName, NumGPUs: row.NumGPUs, CPUCores: float64(row.CPUCores), RAMMB: row.CPURAM,
@@ -461,6 +482,7 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 		n.doomed = true
 		return nil
 	}
+	n.dropping = true
 	return []int64{n.id}
 }
 
@@ -470,7 +492,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 	var out []int64
 	var stop []*node
 	for _, n := range r.sorted() {
-		if n.doomed || !n.seen {
+		if n.doomed || n.dropping || !n.seen {
 			continue
 		}
 		st := n.state
@@ -566,6 +588,9 @@ type counts struct{ booting, parking, parked, releasing, ready, doomed int }
 func (r *runner) counts() counts {
 	var c counts
 	for _, n := range r.nodes {
+		if n.dropping {
+			continue
+		}
 		if n.doomed {
 			c.doomed++
 			continue
@@ -586,8 +611,37 @@ func (r *runner) counts() counts {
 	return c
 }
 
+// spares is how many spares the launch rents while parking.
+func (r *runner) spares() int {
+	if !r.spec.Park || !r.spec.Backfill || r.released {
+		return 0
+	}
+	return int(math.Ceil(r.spec.Spare * float64(r.spec.Count)))
+}
+
+// target is how many live slots the launch keeps.
+func (r *runner) target() int { return r.spec.Count + r.spares() }
+
+// worstFirst orders nodes by rank, worst first (what trimming drops).
+func (r *runner) worstFirst(ns []*node) {
+	sort.SliceStable(ns, func(i, j int) bool {
+		ri, rj := r.rankOf(ns[i].offerID), r.rankOf(ns[j].offerID)
+		if ri != rj {
+			return ri > rj
+		}
+		return ns[i].id > ns[j].id
+	})
+}
+
+func (r *runner) rankOf(offerID int64) int {
+	if i, ok := r.rank[offerID]; ok {
+		return i
+	}
+	return len(r.rank)
+}
+
 // decide runs the release wave, trims surplus and reports whether the
-// launch is over. It may add nodes to destroy.
+// launch is over. It adds nodes to destroy.
 func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) bool {
 	c := r.counts()
 	booted := c.parking + c.parked + c.releasing + c.ready
@@ -600,29 +654,58 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 		r.finishing = true
 		r.emit(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, r.spec.Count)})
 	}
-	// With backfill, hedged spares make booted instances beyond the count
-	// possible; those still loading are surplus once the fleet is full.
-	if r.spec.Backfill && booted >= r.spec.Count {
+	drop := func(n *node, why string) {
+		if n.dropping {
+			return
+		}
+		n.dropping = true
+		*toDestroy = append(*toDestroy, n.id)
+		r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, OfferID: n.offerID, State: n.state, Msg: why})
+	}
+	// Complete: Count run and none is parked; everything else is surplus.
+	if (r.released || !r.spec.Park) && c.ready >= r.spec.Count {
+		var ready []*node
 		for _, n := range r.sorted() {
-			if n.phase == phBooting && !n.doomed {
-				*toDestroy = append(*toDestroy, n.id)
-				r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, Msg: "surplus: the fleet is full"})
+			if n.dropping {
+				continue
+			}
+			if n.phase == phReady && !n.doomed {
+				ready = append(ready, n)
+			} else {
+				drop(n, "surplus: the fleet is complete")
 			}
 		}
-		if extra := booted - r.spec.Count; extra > 0 {
-			ns := r.sorted()
-			for i := len(ns) - 1; i >= 0 && extra > 0; i-- {
-				if ns[i].booted() && !ns[i].doomed {
-					*toDestroy = append(*toDestroy, ns[i].id)
-					r.emit(Event{Event: EvDestroyed, At: now, InstanceID: ns[i].id, Msg: "surplus: more booted than asked"})
-					extra--
-				}
+		r.worstFirst(ready)
+		for _, n := range ready[:len(ready)-r.spec.Count] {
+			drop(n, "surplus: more running than asked")
+		}
+		return true
+	}
+	// With backfill, hedged spares can boot beyond the target; those still
+	// loading are surplus once it is met, and so are the worst booted ones
+	// beyond it.
+	if target := r.target(); r.spec.Backfill && !r.released && booted >= target {
+		var up []*node
+		for _, n := range r.sorted() {
+			switch {
+			case n.doomed || n.dropping:
+			case n.phase == phBooting:
+				drop(n, "surplus: enough instances booted")
+			default:
+				up = append(up, n)
 			}
 		}
+		r.worstFirst(up)
+		if extra := len(up) - target; extra > 0 {
+			for _, n := range up[:extra] {
+				drop(n, "surplus: more booted than needed")
+			}
+		}
+		c = r.counts()
 	}
 	canRent := !r.finishing && r.capHit == "" && r.moreCandidates()
 	if r.spec.Park && !r.released {
-		quorum := c.parking+c.parked+c.ready >= r.spec.MinReady
+		quorum := c.parking+c.parked+c.ready >= min(r.target(), r.spec.MinReady+r.spares())
 		stuck := c.booting == 0 && (!canRent || !r.spec.Backfill && r.rentsOK >= r.spec.Count)
 		if quorum || r.finishing || stuck && booted > 0 {
 			r.releaseWave(ctx, now, c)
@@ -644,14 +727,10 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 		// release timeout.
 		for _, n := range r.sorted() {
 			if n.phase == phBooting || n.doomed {
-				*toDestroy = append(*toDestroy, n.id)
-				r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, State: n.state, Msg: "not running at the end of the launch"})
+				drop(n, "not running at the end of the launch")
 			}
 		}
 		return c.releasing == 0 && c.parking == 0 && c.parked == 0
-	}
-	if c.ready >= r.spec.Count && c.parking+c.parked+c.releasing == 0 {
-		return true
 	}
 	// Nothing left to wait for and nothing left to rent.
 	if c.booting+c.parking+c.parked+c.releasing == 0 && (!canRent || !r.spec.Backfill && r.rentsOK >= r.spec.Count) {
@@ -751,8 +830,10 @@ func (r *runner) destroy(ctx context.Context, ids []int64) {
 	}
 }
 
-// fill rents until the live slots reach the count, within the caps, at
-// most RentRate × PollEvery rents per tick.
+// fill starts rents until the live slots reach the target, within the
+// caps, at most RentRate × PollEvery per tick. Rents run in the
+// background (a lost create response can take minutes to settle) and
+// land at a later tick; at most Workers run at once.
 func (r *runner) fill(ctx context.Context) {
 	now := r.now()
 	if r.finishing || r.capHit != "" {
@@ -762,21 +843,73 @@ func (r *runner) fill(ctx context.Context) {
 		return // a new rental could not boot before the deadline
 	}
 	perTick := max(1, int(math.Ceil(r.spec.RentRate*r.spec.PollEvery.Seconds())))
-	for dispatched := 0; dispatched < perTick && ctx.Err() == nil; {
-		need := r.need(r.now())
-		if need <= 0 {
-			return
-		}
-		picks := r.pick(min(need, perTick-dispatched), r.now())
-		if len(picks) == 0 {
-			return
-		}
-		dispatched += len(picks)
-		r.rentBatch(ctx, picks)
-		if r.capHit != "" {
-			return
-		}
+	k := min(r.need(now), perTick, r.spec.Workers*4-len(r.inflight))
+	if k <= 0 {
+		return
 	}
+	for _, c := range r.pick(k, now) {
+		res := r.lim.ReserveN(now, 1)
+		delay := res.DelayFrom(now)
+		r.inflight[c.ID] = c
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			out := rentResult{c: c}
+			if out.err = r.sleep(ctx, delay); out.err == nil {
+				r.sem <- struct{}{}
+				out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create})
+				<-r.sem
+			}
+			r.resMu.Lock()
+			r.results = append(r.results, out)
+			r.resMu.Unlock()
+		}()
+	}
+}
+
+type rentResult struct {
+	c   market.Ranked
+	in  store.Instance
+	err error
+}
+
+// land takes in the rents that finished since the last tick.
+func (r *runner) land(ctx context.Context) {
+	r.resMu.Lock()
+	res := r.results
+	r.results = nil
+	r.resMu.Unlock()
+	for _, out := range res {
+		c := out.c
+		delete(r.inflight, c.ID)
+		r.unreserve(c) // track re-adds the machine when the rent worked
+		at := r.now()
+		if out.err != nil {
+			if ctx.Err() == nil {
+				r.emit(Event{Event: EvRentFailed, At: at, OfferID: c.ID, MachineID: c.MachineID, Msg: out.err.Error()})
+			}
+			if errors.Is(out.err, provider.ErrInsufficientBalance) || errors.Is(out.err, provider.ErrAuth) {
+				r.capStop(at, "account: "+out.err.Error())
+			}
+			continue
+		}
+		if _, ok := r.nodes[out.in.ID]; ok {
+			continue // adopted meanwhile
+		}
+		r.rentsOK++
+		n := r.track(out.in)
+		msg := ""
+		if r.rentsOK > r.spec.Count {
+			msg = "replacement #" + strconv.Itoa(r.rentsOK-r.spec.Count)
+		}
+		r.emit(Event{Event: EvRented, At: at, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: msg})
+	}
+}
+
+// settle waits for the rents in flight and takes them in.
+func (r *runner) settle(ctx context.Context) {
+	r.wg.Wait()
+	r.land(ctx)
 }
 
 // need is how many rents the fleet needs now. Without backfill, each asked
@@ -784,9 +917,10 @@ func (r *runner) fill(ctx context.Context) {
 // past HedgeAfter) are refilled.
 func (r *runner) need(now time.Time) int {
 	if !r.spec.Backfill {
-		return r.spec.Count - r.rentsOK
+		return r.spec.Count - r.rentsOK - len(r.inflight)
 	}
-	active := 0
+	target := r.target()
+	active := len(r.inflight)
 	for _, n := range r.nodes {
 		if n.doomed {
 			continue
@@ -796,7 +930,7 @@ func (r *runner) need(now time.Time) int {
 		}
 		active++
 	}
-	return r.spec.Count - active
+	return target - active
 }
 
 // hedgeAfter is the spec's hedge time, or longer when this fleet's boots
@@ -829,6 +963,9 @@ func (r *runner) liveDPH() float64 {
 	s := 0.0
 	for _, n := range r.nodes {
 		s += n.offer.DPHTotal
+	}
+	for _, c := range r.inflight {
+		s += c.DPHTotal
 	}
 	return s
 }
@@ -878,51 +1015,6 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 		}
 	}
 	return out
-}
-
-// rentBatch rents picks through the manager: at most Workers at once,
-// paced by the rate limiter on the manager's clock (so a virtual clock
-// paces it too). Failed rents release their machine reservation.
-func (r *runner) rentBatch(ctx context.Context, picks []market.Ranked) {
-	var g errgroup.Group
-	g.SetLimit(r.spec.Workers)
-	var mu sync.Mutex
-	for _, c := range picks {
-		now := r.now()
-		res := r.lim.ReserveN(now, 1)
-		if err := r.sleep(ctx, res.DelayFrom(now)); err != nil {
-			mu.Lock()
-			r.unreserve(c)
-			mu.Unlock()
-			continue
-		}
-		g.Go(func() error {
-			in, err := r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create})
-			mu.Lock()
-			defer mu.Unlock()
-			at := r.now()
-			if err != nil {
-				r.unreserve(c)
-				if ctx.Err() == nil {
-					r.emit(Event{Event: EvRentFailed, At: at, OfferID: c.ID, MachineID: c.MachineID, Msg: err.Error()})
-				}
-				if errors.Is(err, provider.ErrInsufficientBalance) || errors.Is(err, provider.ErrAuth) {
-					r.capStop(at, "account: "+err.Error())
-				}
-				return nil
-			}
-			r.machines[c.MachineID]-- // track re-adds it
-			r.rentsOK++
-			n := r.track(in)
-			msg := ""
-			if r.rentsOK > r.spec.Count {
-				msg = "replacement #" + strconv.Itoa(r.rentsOK-r.spec.Count)
-			}
-			r.emit(Event{Event: EvRented, At: at, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: msg})
-			return nil
-		})
-	}
-	_ = g.Wait()
 }
 
 func (r *runner) unreserve(c market.Ranked) {
@@ -977,6 +1069,7 @@ func (r *runner) summary(ctx context.Context) Summary {
 func (r *runner) interrupted(ctx context.Context) (Summary, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	r.settle(ctx)
 	now := r.now()
 	var ids []int64
 	for _, n := range r.sorted() {

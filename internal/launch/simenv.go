@@ -1,8 +1,11 @@
 package launch
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -23,38 +26,138 @@ var simStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const simKey = "launch-sim-key-0123456789"
 
-// virtualClock is a manual clock whose sleeps advance it: a sleeper moves
-// the clock to its own wake-up time (never backwards), so concurrent
-// sleepers overlap as they would in real time instead of adding up.
+// virtualClock is a manual clock driven by its sleepers, like a
+// discrete-event simulation: a sleeper waits until the clock reaches its
+// wake-up time, and whenever the program has been quiet for a moment (no
+// new sleeper, no clock move) the clock jumps to the earliest wake-up
+// time. So a rent stuck in a 30-second back-off does not stall the launch
+// loop's ticks, and nothing waits in real time for virtual minutes.
 type virtualClock struct {
-	mu sync.Mutex
-	c  *sim.ManualClock
+	c *sim.ManualClock
+
+	mu      sync.Mutex
+	active  int // requests in flight
+	waiters []*waiter
+	lastAct time.Time // real time of the last sleeper or clock move
+	done    chan struct{}
+	stopped sync.Once
+}
+
+type waiter struct {
+	at time.Time
+	ch chan struct{}
+}
+
+// quiet is how long the program must have been idle before the clock
+// jumps: long enough for an HTTP round trip on loopback and a store
+// commit to have started their next sleep.
+const quiet = 2 * time.Millisecond
+
+func newVirtualClock(start time.Time) *virtualClock {
+	v := &virtualClock{c: sim.NewManualClock(start), lastAct: time.Now(), done: make(chan struct{})}
+	go v.drive()
+	return v
 }
 
 func (v *virtualClock) Now() time.Time { return v.c.Now() }
 
+func (v *virtualClock) busy(d int) {
+	v.mu.Lock()
+	v.active += d
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+}
+
+func (v *virtualClock) Close() { v.stopped.Do(func() { close(v.done) }) }
+
 func (v *virtualClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil || d <= 0 {
 		return err
 	}
-	target := v.c.Now().Add(d)
+	w := &waiter{at: v.c.Now().Add(d), ch: make(chan struct{})}
 	v.mu.Lock()
-	if v.c.Now().Before(target) {
-		v.c.Set(target)
-	}
+	v.waiters = append(v.waiters, w)
+	v.lastAct = time.Now()
 	v.mu.Unlock()
-	return ctx.Err()
+	select {
+	case <-w.ch:
+		return ctx.Err()
+	case <-ctx.Done():
+		v.mu.Lock()
+		for i, x := range v.waiters {
+			if x == w {
+				v.waiters = append(v.waiters[:i], v.waiters[i+1:]...)
+				break
+			}
+		}
+		v.mu.Unlock()
+		return ctx.Err()
+	case <-v.done:
+		return errors.New("virtual clock closed")
+	}
+}
+
+func (v *virtualClock) drive() {
+	t := time.NewTicker(quiet / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-v.done:
+			return
+		case <-t.C:
+		}
+		v.mu.Lock()
+		if len(v.waiters) > 0 && v.active == 0 && time.Since(v.lastAct) >= quiet {
+			next := v.waiters[0].at
+			for _, w := range v.waiters[1:] {
+				if w.at.Before(next) {
+					next = w.at
+				}
+			}
+			if v.c.Now().Before(next) {
+				v.c.Set(next)
+			}
+			now := v.c.Now()
+			kept := v.waiters[:0]
+			for _, w := range v.waiters {
+				if w.at.After(now) {
+					kept = append(kept, w)
+				} else {
+					close(w.ch)
+				}
+			}
+			v.waiters = kept
+			v.lastAct = time.Now()
+		}
+		v.mu.Unlock()
+	}
 }
 
 // counter counts HTTP requests on their way to the marketplace.
+// While a request is in flight the virtual clock stands still: the
+// request takes no marketplace time.
 type counter struct {
-	next http.RoundTripper
-	n    atomic.Int64
+	next  http.RoundTripper
+	n     atomic.Int64
+	clock *virtualClock
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return c.next.RoundTrip(r)
+	c.clock.busy(1)
+	defer c.clock.busy(-1)
+	resp, err := c.next.RoundTrip(r)
+	if err == nil {
+		// The body is read after RoundTrip returns; read it here so the
+		// whole exchange counts as busy.
+		b, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		if rerr != nil {
+			return nil, rerr
+		}
+	}
+	return resp, err
 }
 
 // simEnv is a simulated marketplace on a loopback HTTP server, reached by
@@ -70,7 +173,7 @@ type simEnv struct {
 }
 
 func newSimEnv(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string) (*simEnv, error) {
-	e := &simEnv{clock: &virtualClock{c: sim.NewManualClock(simStart)}}
+	e := &simEnv{clock: newVirtualClock(simStart)}
 	mkt, err := sim.New(sim.Config{Seed: seed, Offers: offers, Clock: e.clock, APIKey: simKey, Faults: faults, Balance: 1e6})
 	if err != nil {
 		return nil, err
@@ -79,7 +182,7 @@ func newSimEnv(ctx context.Context, seed int64, offers int, faults sim.Faults, d
 	e.srv = httptest.NewServer(mkt.Handler())
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	e.calls = &counter{next: tr}
+	e.calls = &counter{next: tr, clock: e.clock}
 	client, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: simKey, Timeout: 30 * time.Second,
 		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.clock.Sleep, Now: e.clock.Now,
 		Rand: func() float64 { return 0.5 }})
@@ -98,6 +201,7 @@ func newSimEnv(ctx context.Context, seed int64, offers int, faults sim.Faults, d
 }
 
 func (e *simEnv) Close() {
+	e.clock.Close()
 	e.srv.Close()
 	e.st.Close()
 }

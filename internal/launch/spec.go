@@ -70,6 +70,11 @@ type Spec struct {
 	// is destroyed once the fleet is full). 0 = 0.3 × Deadline when a
 	// deadline is set, otherwise off. Negative = off.
 	HedgeAfter time.Duration `json:"hedge_after"`
+	// Spare is the share of Count rented on top and parked as spares while
+	// parking: a parked instance may not restart at the release (its GPUs
+	// were taken), and a spare takes its place; once Count run, the rest is
+	// destroyed. 0 = none; only used with Park and Backfill.
+	Spare float64 `json:"spare,omitempty"`
 	// Park stops each instance as soon as it runs, until the release wave.
 	Park bool `json:"park"`
 	// Backfill replaces failed instances from the next ranked offers. The
@@ -137,6 +142,9 @@ func (s Spec) Validate() error {
 	}
 	if s.Count < 1 || s.Count > MaxCount {
 		return fmt.Errorf("count %d: must be 1 to %d", s.Count, MaxCount)
+	}
+	if s.Spare < 0 || s.Spare > 1 {
+		return fmt.Errorf("spare share %.2f: must be 0 to 1", s.Spare)
 	}
 	if s.MaxDPH < 0 || s.Budget < 0 {
 		return errors.New("--max-dph and --budget must not be negative")

@@ -676,7 +676,11 @@ func (m *Market) hState(r *http.Request, _ []byte, now time.Time) reply {
 
 func (m *Market) hClock(r *http.Request, _ []byte, now time.Time) reply {
 	_, manual := m.cfg.Clock.(*ManualClock)
-	return jsonReply(200, map[string]any{"now": now, "manual": manual})
+	scale := 0.0 // a manual clock moves only when told to
+	if sc, ok := m.cfg.Clock.(*ScaledClock); ok {
+		scale = sc.Scale()
+	}
+	return jsonReply(200, map[string]any{"now": now, "manual": manual, "scale": scale})
 }
 
 func (m *Market) hAdvance(r *http.Request, _ []byte, now time.Time) reply {

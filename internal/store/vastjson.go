@@ -64,6 +64,10 @@ func (s *Store) ExportVastInstances(ctx context.Context, w io.Writer, includeGon
 	}
 	recs := make([]VastInstanceRecord, 0, len(insts))
 	for _, i := range insts {
+		status := i.State
+		if !i.Live() {
+			status = StateGone // a last-seen "running" would mislead other tools
+		}
 		recs = append(recs, VastInstanceRecord{
 			InstanceID:     i.ID,
 			OfferID:        i.OfferID,
@@ -74,7 +78,7 @@ func (s *Store) ExportVastInstances(ctx context.Context, w io.Writer, includeGon
 			SSHHost:        i.SSHHost,
 			SSHPort:        i.SSHPort,
 			CreatedAt:      i.CreatedAt.UTC().Format(time.RFC3339),
-			Status:         i.State,
+			Status:         status,
 			Experiment:     i.Experiment,
 			EstimatedHours: i.EstHours,
 			EstimatedCost:  i.EstCost,

@@ -222,7 +222,7 @@ type response struct {
 // maxBody bounds what one answer may hold (a large search is a few MB).
 const maxBody = 64 << 20
 
-// errTransport marks failures where no HTTP answer arrived.
+// transportError marks failures where no (whole) HTTP answer arrived.
 type transportError struct {
 	method, path string
 	err          error

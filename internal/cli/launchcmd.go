@@ -1,0 +1,490 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+type launchOptions struct {
+	query    queryFlags
+	rank     rankFlags
+	From     string
+	Resume   string
+	Count    int
+	MinReady int
+	Deadline time.Duration
+	Park     bool
+	Backfill bool
+	MaxDPH   float64
+	Budget   float64
+	Image    string
+	Disk     float64
+	Env      string
+	Onstart  string
+	Sessions []string
+	Fleet    string
+	Direct   bool
+
+	BootTimeout      time.Duration
+	ReleaseTimeout   time.Duration
+	AllowSameMachine bool
+	BadHostTTL       time.Duration
+	Workers          int
+	Rate             float64
+	OnInterrupt      string
+	WaitFor          string
+	WaitMax          time.Duration
+	JSON             bool
+}
+
+func newLaunchCmd(f *factory) *cobra.Command {
+	opts := &launchOptions{}
+	cmd := &cobra.Command{
+		Use:   "launch [flags] [QUERY...]",
+		Short: "Launch a fleet: rent the best N offers, park them as they boot, release together, backfill failures",
+		Long: `Rent --count instances from ranked offers (--from results.json, or a query
+ranked --by vcpu), in parallel and rate-limited. With --park each instance is
+stopped the moment it has booted (only storage bills) and all are started
+together when --min-ready are parked or the deadline hits. Offers that are
+gone, hosts that never boot or stall, and restarts whose GPUs were taken are
+destroyed and replaced from the next offers, within --max-dph and --budget.
+
+Every rental is recorded before it is made: after a crash, 'launch --resume
+FLEET' continues without renting anything twice; 'cleanup FLEET' destroys
+what is not running.`,
+		Example: `  vastfleet launch --count 300 --deadline 10m --park --by vcpu -n 'rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5'
+  vastfleet search --by vcpu --all --save results.json 'cpu_cores_effective>16' && vastfleet launch --from results.json --count 50 --park
+  vastfleet launch --resume myfleet`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return launchRun(cmd.Context(), f, cmd, opts, args)
+		},
+	}
+	opts.query.register(cmd)
+	opts.rank.register(cmd, "vcpu")
+	fl := cmd.Flags()
+	fl.StringVar(&opts.From, "from", "", "ranked offers from `vastfleet search --save FILE`")
+	fl.StringVar(&opts.Resume, "resume", "", "continue the launch of FLEET after a crash or Ctrl+C")
+	fl.IntVar(&opts.Count, "count", 1, "instances to launch (1..500)")
+	fl.IntVar(&opts.MinReady, "min-ready", 0, "quorum: release the parked fleet once this many are ready (default: --count)")
+	fl.DurationVar(&opts.Deadline, "deadline", 10*time.Minute, "stop launching after this long (marketplace time); 0 for none")
+	fl.BoolVar(&opts.Park, "park", false, "stop each instance as soon as it boots, start all together at the quorum or deadline")
+	fl.BoolVar(&opts.Backfill, "backfill", true, "replace failed instances from the next offers")
+	fl.Float64Var(&opts.MaxDPH, "max-dph", 0, "hard cap on the fleet's $/hr (0: none)")
+	fl.Float64Var(&opts.Budget, "budget", 0, "hard cap on what the launch spends, $ (0: none)")
+	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
+	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB per instance")
+	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
+	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when each instance starts")
+	fl.StringArrayVar(&opts.Sessions, "session", nil, "name:command, a long-running named session per node (repeatable)")
+	fl.StringVar(&opts.Fleet, "fleet", "", "fleet name (default: fleet-<time>)")
+	fl.BoolVar(&opts.Direct, "direct", false, "direct SSH ports instead of the marketplace's proxy")
+	fl.DurationVar(&opts.BootTimeout, "boot-timeout", launch.DefaultBootTimeout, "destroy and replace an instance still loading after this")
+	fl.DurationVar(&opts.ReleaseTimeout, "release-timeout", launch.DefaultReleaseTimeout, "destroy and replace a released instance not running after this")
+	fl.BoolVar(&opts.AllowSameMachine, "allow-same-machine", false, "allow several offers from one machine")
+	fl.DurationVar(&opts.BadHostTTL, "bad-host-ttl", launch.DefaultBadHostTTL, "how long machines that failed are skipped")
+	fl.IntVar(&opts.Workers, "workers", 0, "concurrent API calls (default 16)")
+	fl.Float64Var(&opts.Rate, "rate", 0, "rentals per second (default 4)")
+	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, destroy-unready or destroy-all (default: ask on a terminal, else destroy-unready)")
+	fl.StringVar(&opts.WaitFor, "wait-for", "", "launch only when the top --count offers meet this, e.g. 'vcpu>=5000 dph_per_vcpu<=0.002'")
+	fl.DurationVar(&opts.WaitMax, "wait-max", 6*time.Hour, "with --wait-for: give up after this long")
+	fl.BoolVar(&opts.JSON, "json", false, "print one JSON event per line, ending with the summary")
+	return cmd
+}
+
+func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launchOptions, args []string) error {
+	onInterrupt := opts.OnInterrupt
+	switch onInterrupt {
+	case "", launch.InterruptKeep, launch.InterruptDestroyUnready, launch.InterruptDestroyAll:
+	default:
+		return usagef("--on-interrupt %q: use keep, destroy-unready or destroy-all", onInterrupt)
+	}
+	ask := onInterrupt == "" && f.io.InTTY && !opts.JSON
+	if onInterrupt == "" {
+		onInterrupt = launch.InterruptDestroyUnready
+		if ask {
+			onInterrupt = launch.InterruptKeep // decided by the question after the interrupt
+		}
+	}
+	if opts.Resume != "" {
+		if len(args) > 0 || opts.From != "" {
+			return usagef("--resume continues a stored launch: give no query or --from")
+		}
+		m, err := f.manager(ctx, holderName("launch", "--resume", opts.Resume))
+		if err != nil {
+			return err
+		}
+		view := newLaunchView(f, opts.JSON)
+		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
+		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
+	}
+
+	spec, err := opts.spec(onInterrupt)
+	if err != nil {
+		return err
+	}
+	cands, err := opts.candidates(ctx, f, args)
+	if err != nil {
+		return err
+	}
+	if opts.WaitFor != "" {
+		if err := waitForWindow(ctx, f, opts, args); err != nil {
+			return err
+		}
+		if cands, err = opts.candidates(ctx, f, args); err != nil {
+			return err
+		}
+	}
+	m, err := f.manager(ctx, holderName("launch", "--fleet", spec.Fleet, "--count", strconv.Itoa(spec.Count)))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before launching: %w", err)
+	}
+	view := newLaunchView(f, opts.JSON)
+	sum, err := launch.Run(ctx, m, spec, cands, view.event)
+	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
+}
+
+func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
+	if o.Count < 1 || o.Count > launch.MaxCount {
+		return launch.Spec{}, usagef("--count %d: must be 1..%d", o.Count, launch.MaxCount)
+	}
+	if o.MinReady < 0 || o.MinReady > o.Count {
+		return launch.Spec{}, usagef("--min-ready %d: must be between 1 and --count %d", o.MinReady, o.Count)
+	}
+	if o.MaxDPH < 0 || o.Budget < 0 {
+		return launch.Spec{}, usagef("--max-dph and --budget must be positive (0 means no cap)")
+	}
+	env, err := launch.ParseEnv(o.Env)
+	if err != nil {
+		return launch.Spec{}, usagef("--env: %v", err)
+	}
+	var sessions []launch.Session
+	for _, s := range o.Sessions {
+		sess, err := launch.ParseSession(s)
+		if err != nil {
+			return launch.Spec{}, usagef("--session %q: %v", s, err)
+		}
+		sessions = append(sessions, sess)
+	}
+	name := o.Fleet
+	if name == "" {
+		name = "fleet-" + time.Now().UTC().Format("20060102-150405")
+	}
+	runtype := "ssh"
+	if o.Direct {
+		runtype = "ssh_direc ssh_proxy"
+	}
+	spec := launch.Spec{
+		Fleet: name, Count: o.Count, MinReady: o.MinReady, Deadline: o.Deadline,
+		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout,
+		Park: o.Park, Backfill: o.Backfill, MaxDPH: o.MaxDPH, Budget: o.Budget,
+		Create:   createFor(o.Image, o.Disk),
+		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,
+		Workers: o.Workers, RentRate: o.Rate, OnInterrupt: onInterrupt,
+	}
+	spec.Create.Env = env
+	spec.Create.Onstart = launch.Onstart(o.Onstart, sessions)
+	spec.Create.Runtype = runtype
+	if err := spec.WithDefaults().Validate(); err != nil {
+		return launch.Spec{}, usageError{err}
+	}
+	return spec, nil
+}
+
+// candidates are the ranked offers to launch from: a saved ranking, or every
+// offer matching the query (swept past the search cap) ranked by --by.
+func (o *launchOptions) candidates(ctx context.Context, f *factory, args []string) ([]market.Ranked, error) {
+	if o.From != "" {
+		if len(args) > 0 {
+			return nil, usagef("--from %s and a query: the saved ranking already holds the offers", o.From)
+		}
+		b, err := os.ReadFile(o.From)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		var ranked []market.Ranked
+		if err := json.Unmarshal(b, &ranked); err != nil {
+			return nil, usagef("--from %s: not a ranked offer list from `vastfleet search --save` (%v)", o.From, err)
+		}
+		if len(ranked) == 0 {
+			return nil, usagef("--from %s: holds no offers", o.From)
+		}
+		return ranked, nil
+	}
+	if o.query.Storage == 5 { // price the launch's own disk, not the search default
+		o.query.Storage = o.Disk
+	}
+	q, err := o.query.parse(f.io, args)
+	if err != nil {
+		return nil, err
+	}
+	s, err := o.rank.scorer()
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		s, _ = market.ScoreBy("vcpu")
+	}
+	return findOffers(ctx, f, q, o.query.SweepLimit, s)
+}
+
+// waitForWindow polls the market until the top --count offers meet
+// --wait-for, or --wait-max passes.
+func waitForWindow(ctx context.Context, f *factory, opts *launchOptions, args []string) error {
+	cond, err := launch.ParseWaitFor(opts.WaitFor)
+	if err != nil {
+		return usagef("--wait-for: %v", err)
+	}
+	poll := func(ctx context.Context) ([]market.Ranked, error) { return opts.candidates(ctx, f, args) }
+	fmt.Fprintf(f.io.ErrOut, "waiting for %s (checking every 10m, at most %s)\n", opts.WaitFor, opts.WaitMax)
+	return launch.WaitFor(ctx, cond, opts.Count, poll, 10*time.Minute, opts.WaitMax, f.Clock(), f.sleep)
+}
+
+// launchView shows a launch: JSON lines, a live line on a terminal, or log
+// lines.
+type launchView struct {
+	f       *factory
+	json    bool
+	enc     *json.Encoder
+	live    bool
+	lastLog time.Time
+}
+
+func newLaunchView(f *factory, asJSON bool) *launchView {
+	v := &launchView{f: f, json: asJSON, live: f.io.ErrTTY && !asJSON}
+	if asJSON {
+		v.enc = json.NewEncoder(f.io.Out)
+		v.enc.SetEscapeHTML(false)
+	}
+	return v
+}
+
+func (v *launchView) event(e launch.Event) {
+	if v.json {
+		v.enc.Encode(e)
+		return
+	}
+	w := v.f.io.ErrOut
+	if e.Event == launch.EvProgress && e.Progress != nil {
+		p := e.Progress
+		line := fmt.Sprintf("ready %d/%d  booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left",
+			p.Ready, p.Asked, p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
+		if v.live {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+			return
+		}
+		// Off a terminal, one progress line a minute of marketplace time.
+		if e.At.Sub(v.lastLog) >= time.Minute {
+			v.lastLog = e.At
+			fmt.Fprintf(w, "%s progress: %s\n", e.At.UTC().Format("15:04:05"), line)
+		}
+		return
+	}
+	if e.Event == launch.EvSummary {
+		return
+	}
+	if v.live {
+		fmt.Fprint(w, "\r\033[K")
+	}
+	msg := e.Msg
+	if e.InstanceID != 0 {
+		msg = fmt.Sprintf("instance %d %s", e.InstanceID, msg)
+	}
+	fmt.Fprintf(w, "%s %-11s %s\n", e.At.UTC().Format("15:04:05"), e.Event, strings.TrimSpace(msg))
+}
+
+// finish prints the summary, and after an interrupt asks what to do with the
+// instances (on a terminal, when --on-interrupt was not given).
+func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool) error {
+	if v.live {
+		fmt.Fprint(f.io.ErrOut, "\r\033[K")
+	}
+	if err != nil && !sum.Interrupted {
+		return err
+	}
+	if sum.Interrupted && ask {
+		cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		switch askInterrupt(f.io) {
+		case launch.InterruptDestroyAll:
+			if err := destroyFleet(cleanupCtx, m, fleetName); err != nil {
+				return err
+			}
+		case launch.InterruptDestroyUnready:
+			if _, err := launch.Cleanup(cleanupCtx, m, fleetName); err != nil {
+				return err
+			}
+		}
+	}
+	if v.json {
+		return v.enc.Encode(launch.Event{Event: launch.EvSummary, Summary: &sum})
+	}
+	w := f.io.Out
+	fmt.Fprintf(w, "fleet %s: %d ready of %d asked (%d rented, %d replaced, %d failed, %d destroyed)\n",
+		fleetName, sum.Ready, sum.Asked, sum.Rented, sum.Replaced, sum.Failed, sum.Destroyed)
+	fmt.Fprintf(w, "fleet now: %.0f vCPU, %.0f GB RAM, %d GPUs at $%.3f/hr; boot-phase spend $%.2f; took %s\n",
+		sum.VCPU, sum.RAMGB, sum.GPUs, sum.DPHTotal, sum.BootSpend, sum.Elapsed.Round(time.Second))
+	if sum.StoppedAtCap != "" {
+		fmt.Fprintf(w, "stopped at %s\n", sum.StoppedAtCap)
+	}
+	if sum.Interrupted {
+		fmt.Fprintf(w, "interrupted: continue with `vastfleet launch --resume %s`, or `vastfleet cleanup %s`\n", fleetName, fleetName)
+	}
+	return err
+}
+
+func askInterrupt(ios *IOStreams) string {
+	fmt.Fprintf(ios.ErrOut, "\nLaunch interrupted. [k]eep instances (resume later), destroy [u]nready, destroy [a]ll? [k/u/a] ")
+	var answer string
+	fmt.Fscanln(ios.In, &answer)
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "u", "unready":
+		return launch.InterruptDestroyUnready
+	case "a", "all":
+		return launch.InterruptDestroyAll
+	}
+	return launch.InterruptKeep
+}
+
+func newCleanupCmd(f *factory) *cobra.Command {
+	var asJSON bool
+	return &cobra.Command{
+		Use:   "cleanup FLEET",
+		Short: "Destroy every instance of a fleet that is not running",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			m, err := f.manager(ctx, holderName("cleanup", args[0]))
+			if err != nil {
+				return err
+			}
+			if _, err := m.S.GetFleet(ctx, args[0]); err != nil {
+				return usagef("fleet %q: not found (see `vastfleet ls`)", args[0])
+			}
+			ids, err := launch.Cleanup(ctx, m, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.io.Out, map[string]any{"fleet": args[0], "destroyed": ids})
+			}
+			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), args[0])
+			return nil
+		},
+	}
+}
+
+func newHostsCmd(f *factory) *cobra.Command {
+	var clear, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "hosts [--clear [MACHINE_ID...]]",
+		Short: "Machines that failed to boot, stalled or went offline, skipped by launches for a while",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			var ids []int64
+			for _, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil || id <= 0 {
+					return usagef("machine id %q: want a positive number (see `vastfleet hosts`)", a)
+				}
+				ids = append(ids, id)
+			}
+			if len(ids) > 0 && !clear {
+				return usagef("machine ids are for --clear")
+			}
+			st, err := f.Store(ctx, clear, holderName("hosts", "--clear"))
+			if err != nil {
+				return err
+			}
+			if clear {
+				if err := st.ClearBadHosts(ctx, ids...); err != nil {
+					return err
+				}
+				fmt.Fprintln(f.io.ErrOut, "cleared")
+				return nil
+			}
+			hs, err := st.BadHosts(ctx, f.Clock().Now())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if hs == nil {
+					hs = []store.BadHost{}
+				}
+				return writeJSON(f.io.Out, hs)
+			}
+			t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
+			for _, h := range hs {
+				t.row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().BoolVar(&clear, "clear", false, "forget the given machines (all when none are given)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBenchCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
+	var cfg launch.BenchConfig
+	var asJSON bool
+	bl := &cobra.Command{
+		Use:   "launch",
+		Short: "Compare launch strategies on one simulated market: start all, manual park, vastfleet",
+		Long: `Run the same simulated market and failure profile (30% of hosts slow past 10
+minutes, 10% never boot, offers taken mid-launch) under three strategies:
+start all and wait; start all, park, release (the manual recipe); and park +
+backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
+				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
+			}
+			rows, err := launch.Bench(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.io.Out, rows)
+			}
+			fmt.Fprint(f.io.Out, launch.BenchTable(rows))
+			return nil
+		},
+	}
+	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")
+	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
+	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
+	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(bl)
+	return cmd
+}
+
+// destroyFleet destroys every live instance of a fleet.
+func destroyFleet(ctx context.Context, m *fleet.Manager, fleetName string) error {
+	live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, 0, len(live))
+	for _, in := range live {
+		ids = append(ids, in.ID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return m.Destroy(ctx, ids)
+}
