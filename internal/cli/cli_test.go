@@ -17,11 +17,14 @@ import (
 type env struct {
 	t    *testing.T
 	home string
+	// speed is the simulator's time scale. Commands whose pace is set by
+	// wall-time work (many API calls) need a slower clock than single rents.
+	speed string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{t: t, home: t.TempDir()}
+	return &env{t: t, home: t.TempDir(), speed: "20000"}
 }
 
 type result struct {
@@ -42,7 +45,7 @@ func (e *env) run(args ...string) result {
 	}}
 	// A fast clock keeps boots to milliseconds of wall time; no faults
 	// unless a test asks, so outcomes do not depend on the draw.
-	base := []string{"--sim-speed", "20000", "--sim-faults", "none"}
+	base := []string{"--sim-speed", e.speed, "--sim-faults", "none"}
 	code := Main(context.Background(), ios, append(base, args...))
 	return result{out: out.String(), err: errb.String(), code: code}
 }

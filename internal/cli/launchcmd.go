@@ -139,10 +139,7 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		return err
 	}
 	if opts.WaitFor != "" {
-		if err := waitForWindow(ctx, f, opts, args); err != nil {
-			return err
-		}
-		if cands, err = opts.candidates(ctx, f, args); err != nil {
+		if cands, err = waitForWindow(ctx, f, opts, args); err != nil {
 			return err
 		}
 	}
@@ -244,14 +241,19 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory, args []strin
 
 // waitForWindow polls the market until the top --count offers meet
 // --wait-for, or --wait-max passes.
-func waitForWindow(ctx context.Context, f *factory, opts *launchOptions, args []string) error {
+func waitForWindow(ctx context.Context, f *factory, opts *launchOptions, args []string) ([]market.Ranked, error) {
 	cond, err := launch.ParseWaitFor(opts.WaitFor)
 	if err != nil {
-		return usagef("--wait-for: %v", err)
+		return nil, usagef("--wait-for: %v", err)
 	}
 	poll := func(ctx context.Context) ([]market.Ranked, error) { return opts.candidates(ctx, f, args) }
 	fmt.Fprintf(f.io.ErrOut, "waiting for %s (checking every 10m, at most %s)\n", opts.WaitFor, opts.WaitMax)
-	return launch.WaitFor(ctx, cond, opts.Count, poll, 10*time.Minute, opts.WaitMax, f.Clock(), f.sleep)
+	ranked, m, err := launch.WaitFor(ctx, cond, opts.Count, poll, 10*time.Minute, opts.WaitMax, f.Clock().Now, f.sleep)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(f.io.ErrOut, "price window open: top %d give %.0f vCPU at $%.3f/hr\n", m.N, m.VCPU, m.DPH)
+	return ranked, nil
 }
 
 // launchView shows a launch: JSON lines, a live line on a terminal, or log

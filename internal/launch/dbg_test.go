@@ -3,7 +3,6 @@ package launch
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -16,18 +15,19 @@ func TestDbgVastfleet(t *testing.T) {
 		t.Skip()
 	}
 	count, _ := strconv.Atoi(os.Getenv("DBG"))
-	f := BenchFaults()
-	e, err := newSimEnv(context.Background(), 3, 4000, f, t.TempDir())
+	e, err := newSimEnv(context.Background(), 3, 4000, BenchFaults(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	e.m.Log = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	spec := BenchSpec(StrategyVastfleet, count, 10*time.Minute)
+	if os.Getenv("CLI") != "" {
+		spec.ReleaseTimeout = 0
+	}
 	start := e.clock.Now()
 	reasons := map[string]int{}
 	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
-		if ev.Event == EvFailed || ev.Event == EvDestroyed || ev.Event == EvRelease || ev.Event == EvDeadline || ev.Event == EvCap {
+		if ev.Event == EvFailed || ev.Event == EvDestroyed || ev.Event == EvRelease || ev.Event == EvDeadline || ev.Event == EvCap || ev.Event == EvWarn {
 			k := ev.Event + ": " + ev.Msg
 			if len(k) > 60 {
 				k = k[:60]
@@ -36,7 +36,7 @@ func TestDbgVastfleet(t *testing.T) {
 		}
 		if ev.Event == EvProgress && os.Getenv("V") != "" {
 			p := ev.Progress
-			fmt.Printf("%5.1fm boot=%d park=%d rel=%d ready=%d failed=%d rented=%d\n", ev.At.Sub(start).Minutes(), p.Booting, p.Parked, p.Releasing, p.Ready, p.Failed, p.Rented)
+			fmt.Printf("%5.2fm boot=%d park=%d rel=%d ready=%d failed=%d rented=%d\n", ev.At.Sub(start).Minutes(), p.Booting, p.Parked, p.Releasing, p.Ready, p.Failed, p.Rented)
 		}
 	})
 	if err != nil {
@@ -50,5 +50,5 @@ func TestDbgVastfleet(t *testing.T) {
 	for _, k := range ks {
 		fmt.Println(reasons[k], k)
 	}
-	fmt.Printf("%+v\n", sum)
+	fmt.Printf("ready %d rented %d failed %d\n", sum.Ready, sum.Rented, sum.Failed)
 }

@@ -26,6 +26,9 @@ var ErrInterrupted = errors.New("launch interrupted")
 // ErrFleetExists: Run was given the name of a fleet that exists already.
 var ErrFleetExists = errors.New("fleet exists")
 
+// listRetry is how soon a failed listing is tried again.
+const listRetry = 3 * time.Second
+
 // cleanupTimeout bounds the work done after a cancellation.
 const cleanupTimeout = 3 * time.Minute
 
@@ -80,7 +83,7 @@ type runner struct {
 	create provider.CreateRequest
 
 	nodes      map[int64]*node
-	destroying map[int64]bool // destroy sent, not yet proven gone
+	destroying map[int64]time.Time // destroy sent (when), not yet proven gone
 	usedOffers map[int64]bool // offers with an intent in this fleet: never rented again
 	machines   map[int64]int  // live nodes per machine
 	bad        map[int64]bool
@@ -98,7 +101,6 @@ type runner struct {
 	bootDur         []time.Duration
 
 	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
-	sem      chan struct{}           // bounds concurrent rents to Workers
 	wg       sync.WaitGroup
 	resMu    sync.Mutex
 	results  []rentResult
@@ -184,7 +186,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	}
 	for _, in := range ins {
 		if in.Wanted == store.WantDestroy {
-			r.destroying[in.ID] = true
+			r.destroying[in.ID] = time.Time{}
 			continue
 		}
 		r.track(in)
@@ -230,9 +232,9 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 	}
 	r := &runner{
 		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
-		nodes: map[int64]*node{}, destroying: map[int64]bool{}, usedOffers: map[int64]bool{},
+		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, usedOffers: map[int64]bool{},
 		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
-		inflight: map[int64]market.Ranked{}, sem: make(chan struct{}, spec.Workers),
+		inflight: map[int64]market.Ranked{},
 		lim: rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
 	}
 	if spec.Deadline > 0 {
@@ -275,6 +277,17 @@ func (r *runner) track(in store.Instance) *node {
 
 func (r *runner) now() time.Time { return r.m.Clock.Now() }
 
+// actorClock is implemented by virtual clocks (tests, the benchmark) that
+// move only when every goroutine of the launch is asleep; the launch tells
+// them how many it runs.
+type actorClock interface{ Busy(delta int) }
+
+func (r *runner) busy(d int) {
+	if a, ok := r.m.Clock.(actorClock); ok {
+		a.Busy(d)
+	}
+}
+
 func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -295,11 +308,14 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 // loop is the one goroutine that drives the launch: one batched listing per
 // tick, then the transitions it implies, then rents.
 func (r *runner) loop(ctx context.Context) (Summary, error) {
+	r.busy(1)
+	defer r.busy(-1)
 	for {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
 		}
 		tickStart := r.now()
+		next := tickStart.Add(r.spec.PollEvery)
 		l, err := r.m.P.ListInstances(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -309,33 +325,41 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 				r.settle(ctx)
 				return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
 			}
+			// Rents landing between pages make a listing incomplete;
+			// look again soon rather than a whole interval later.
 			r.emit(Event{Event: EvWarn, At: tickStart, Msg: "instance listing failed; retrying: " + err.Error()})
-			if err := r.sleep(ctx, r.spec.PollEvery); err != nil {
+			next = tickStart.Add(min(r.spec.PollEvery, listRetry))
+		} else {
+			r.land(ctx)
+			now := r.now()
+			toDestroy := r.observe(ctx, l, now)
+			toDestroy = append(toDestroy, r.transitions(ctx, now)...)
+			// Rents still in flight land at a later tick; the launch is not
+			// over before they have (they may need destroying).
+			done := r.decide(ctx, now, &toDestroy) && len(r.inflight) == 0
+			r.destroy(ctx, toDestroy)
+			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
-			continue
-		}
-		r.land(ctx)
-		now := r.now()
-		toDestroy := r.observe(ctx, l, now)
-		toDestroy = append(toDestroy, r.transitions(ctx, now)...)
-		// Rents still in flight land at a later tick; the launch is not
-		// over before they have (they may need destroying).
-		done := r.decide(ctx, now, &toDestroy) && len(r.inflight) == 0
-		r.destroy(ctx, toDestroy)
-		if ctx.Err() != nil {
-			return r.interrupted(ctx)
-		}
-		if done {
-			return r.finish(ctx)
-		}
-		r.fill(ctx)
-		if ctx.Err() != nil {
-			return r.interrupted(ctx)
+			if done {
+				return r.finish(ctx)
+			}
 		}
 		r.emit(Event{Event: EvProgress, At: r.now(), Progress: r.progress()})
-		if err := r.sleep(ctx, r.spec.PollEvery-r.now().Sub(tickStart)); err != nil {
-			return r.interrupted(ctx)
+		// Between listings, rents go out at the limiter's pace.
+		for {
+			r.land(ctx)
+			wait := r.dispatch(ctx)
+			d := next.Sub(r.now())
+			if d <= 0 {
+				break
+			}
+			if wait > 0 && wait < d {
+				d = wait
+			}
+			if err := r.sleep(ctx, d); err != nil {
+				return r.interrupted(ctx)
+			}
 		}
 	}
 }
@@ -358,8 +382,10 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		if _, ok := r.nodes[row.ID]; ok {
 			continue
 		}
-		if r.destroying[row.ID] {
-			redo = append(redo, row.ID)
+		if sent, ok := r.destroying[row.ID]; ok {
+			if now.Sub(sent) > 2*r.spec.PollEvery+30*time.Second {
+				redo = append(redo, row.ID) // the last destroy gave up
+			}
 			continue
 		}
 		fl, intentID, ok := fleet.ParseLabel(row.LabelText())
@@ -442,7 +468,7 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, intentID int6
 		_ = r.m.S.UpdateSeen(ctx, row.ID, row.Status(), row.SSHHost, row.SSHPort, now)
 	}
 	if in.Wanted == store.WantDestroy {
-		r.destroying[row.ID] = true
+		r.destroying[row.ID] = time.Time{}
 		return
 	}
 	n := r.track(in)
@@ -613,7 +639,7 @@ func (r *runner) counts() counts {
 
 // spares is how many spares the launch rents while parking.
 func (r *runner) spares() int {
-	if !r.spec.Park || !r.spec.Backfill || r.released {
+	if !r.spec.Park || !r.spec.Backfill || r.released || r.spec.Spare <= 0 {
 		return 0
 	}
 	return int(math.Ceil(r.spec.Spare * float64(r.spec.Count)))
@@ -814,57 +840,66 @@ func (r *runner) destroy(ctx context.Context, ids []int64) {
 			r.forget(n)
 			r.destroyed++
 		}
-		r.destroying[id] = true
+		r.destroying[id] = now
 	}
-	// Bounded: an unconfirmed destroy stays "destroy requested" and the next
-	// listings confirm it.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.spec.PollEvery+30*time.Second)
-	defer cancel()
-	if err := r.m.Destroy(dctx, uniq); err != nil {
-		r.emit(Event{Event: EvWarn, At: now, Msg: "destroy: " + err.Error()})
-	}
-	for _, id := range uniq {
-		if in, err := r.m.S.Instance(ctx, id); err == nil && !in.GoneAt.IsZero() {
-			delete(r.destroying, id)
+	// In the background, so that the loop keeps ticking while listings
+	// confirm; bounded: an unconfirmed destroy stays "destroy requested"
+	// and later listings confirm it (observe marks it gone).
+	r.wg.Add(1)
+	r.busy(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.busy(-1)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.spec.PollEvery+30*time.Second)
+		defer cancel()
+		if err := r.m.Destroy(dctx, uniq); err != nil {
+			r.emit(Event{Event: EvWarn, At: now, Msg: "destroy: " + err.Error()})
 		}
-	}
+	}()
 }
 
-// fill starts rents until the live slots reach the target, within the
-// caps, at most RentRate × PollEvery per tick. Rents run in the
-// background (a lost create response can take minutes to settle) and
-// land at a later tick; at most Workers run at once.
-func (r *runner) fill(ctx context.Context) {
-	now := r.now()
-	if r.finishing || r.capHit != "" {
-		return
-	}
-	if !r.deadline.IsZero() && now.Add(r.minBoot()).After(r.deadline) {
-		return // a new rental could not boot before the deadline
-	}
-	perTick := max(1, int(math.Ceil(r.spec.RentRate*r.spec.PollEvery.Seconds())))
-	k := min(r.need(now), perTick, r.spec.Workers*4-len(r.inflight))
-	if k <= 0 {
-		return
-	}
-	for _, c := range r.pick(k, now) {
-		res := r.lim.ReserveN(now, 1)
-		delay := res.DelayFrom(now)
+// dispatch starts rents while the fleet needs them, within the caps, at
+// most RentRate per second and Workers at once. Rents run in the background
+// (a lost create response can take minutes to settle) and land later. It
+// returns how long until the next rent may go, or 0 when none is due.
+func (r *runner) dispatch(ctx context.Context) time.Duration {
+	for ctx.Err() == nil {
+		now := r.now()
+		if r.finishing || r.capHit != "" {
+			return 0
+		}
+		if !r.deadline.IsZero() && now.Add(r.minBoot()).After(r.deadline) {
+			return 0 // a new rental could not boot before the deadline
+		}
+		if r.need(now) <= 0 {
+			return 0
+		}
+		if len(r.inflight) >= r.spec.Workers {
+			return time.Duration(float64(time.Second) / r.spec.RentRate)
+		}
+		if tok := r.lim.TokensAt(now); tok < 1 {
+			return time.Duration((1 - tok) / r.spec.RentRate * float64(time.Second))
+		}
+		picks := r.pick(1, now)
+		if len(picks) == 0 {
+			return 0
+		}
+		r.lim.AllowN(now, 1)
+		c := picks[0]
 		r.inflight[c.ID] = c
 		r.wg.Add(1)
+		r.busy(1)
 		go func() {
 			defer r.wg.Done()
+			defer r.busy(-1)
 			out := rentResult{c: c}
-			if out.err = r.sleep(ctx, delay); out.err == nil {
-				r.sem <- struct{}{}
-				out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create})
-				<-r.sem
-			}
+			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create})
 			r.resMu.Lock()
 			r.results = append(r.results, out)
 			r.resMu.Unlock()
 		}()
 	}
+	return 0
 }
 
 type rentResult struct {
@@ -1038,6 +1073,7 @@ func (r *runner) progress() *Progress {
 
 // finish ends a launch and reports it.
 func (r *runner) finish(ctx context.Context) (Summary, error) {
+	r.wg.Wait() // the last destroys
 	s := r.summary(ctx)
 	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})
 	return s, nil
@@ -1084,6 +1120,7 @@ func (r *runner) interrupted(ctx context.Context) (Summary, error) {
 	}
 	r.emit(Event{Event: EvInterrupted, At: now, Msg: fmt.Sprintf("interrupted (%s): %d instances to destroy; `launch --resume %s` continues", r.spec.OnInterrupt, len(ids), r.spec.Fleet)})
 	r.destroy(cctx, ids)
+	r.wg.Wait()
 	s := r.summary(cctx)
 	s.Interrupted = true
 	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})

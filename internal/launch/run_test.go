@@ -2,11 +2,15 @@ package launch
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/sim"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 func TestParkAndRelease(t *testing.T) {
@@ -14,23 +18,325 @@ func TestParkAndRelease(t *testing.T) {
 	rec := &recorder{}
 	spec := baseSpec("park", 20)
 	spec.Park = true
+	spec.Spare = -1 // exactly 20 rents: no fault needs a spare here
 	spec.Deadline = 20 * time.Minute
-	cands := simCandidates(e.mkt, 10)
-	sum, err := Run(context.Background(), e.m, spec, cands, rec.add)
+	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("summary %+v calls=%d", sum, e.calls.n.Load())
+	if sum.Ready != 20 || sum.Rented != 20 || sum.Failed != 0 {
+		t.Errorf("summary %+v, want 20 ready of 20 rented", sum)
+	}
+	// Every instance was parked (stopped) before the one release wave.
+	if rec.count(EvReady) != 20 || rec.count(EvRelease) != 1 || rec.count(EvRunning) != 20 {
+		t.Errorf("ready %d, release waves %d, running again %d", rec.count(EvReady), rec.count(EvRelease), rec.count(EvRunning))
+	}
+	release := rec.find(EvRelease, "")
+	for _, st := range e.mkt.State() {
+		if st.Status != provider.StateRunning {
+			t.Errorf("instance %d is %s", st.ID, st.Status)
+		}
+	}
+	// Each instance was stopped once: its ledger shows compute before and
+	// after a stop, and none of it ran between its stop and the release.
+	for _, le := range e.mkt.Ledger() {
+		if le.Kind == "compute" && le.From.Before(release.At) && le.To.After(release.At) {
+			t.Errorf("instance %d billed compute across the release wave: %v..%v", le.InstanceID, le.From, le.To)
+		}
+	}
+	if sum.VCPU <= 0 || sum.DPHTotal <= 0 || sum.GPUs < 20 {
+		t.Errorf("fleet totals missing: %+v", sum)
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestBackfillAfterBootFailure(t *testing.T) {
+	e := newTestEnv(t, 2, sim.Faults{BootFail: 0.3, StuckLoading: 0.1})
+	rec := &recorder{}
+	spec := baseSpec("backfill", 20)
+	spec.Deadline = 40 * time.Minute
+	spec.BootTimeout = 8 * time.Minute
+	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sum.Ready != 20 {
-		t.Errorf("ready = %d, want 20", sum.Ready)
+		t.Errorf("ready %d of 20", sum.Ready)
 	}
-	if rec.count(EvParked) != 20 || rec.count(EvRelease) != 1 || rec.count(EvRunning) != 20 {
-		t.Errorf("parked %d, release waves %d, running again %d", rec.count(EvParked), rec.count(EvRelease), rec.count(EvRunning))
+	if sum.Failed == 0 || sum.Replaced == 0 || sum.Rented != 20+sum.Replaced {
+		t.Errorf("summary %+v: want failures replaced", sum)
 	}
-	for _, in := range e.mkt.Instances() {
-		if in.Status() != provider.StateRunning {
-			t.Errorf("instance %d is %s", in.ID, in.Status())
+	if rec.find(EvFailed, "container exited") == nil || rec.find(EvFailed, "boot timeout") == nil {
+		t.Error("want both an exited and a stuck-loading failure")
+	}
+	// Failed machines are remembered.
+	bad, err := e.st.BadHosts(context.Background(), e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) < sum.Failed {
+		t.Errorf("%d bad hosts for %d failures", len(bad), sum.Failed)
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestReleaseTimeoutReplaces(t *testing.T) {
+	// Half the parked GPUs are taken per minute: many restarts wait forever.
+	e := newTestEnv(t, 3, sim.Faults{TakenWhileStopped: 0.5})
+	rec := &recorder{}
+	spec := baseSpec("release", 10)
+	spec.Park = true
+	spec.Deadline = 40 * time.Minute
+	spec.ReleaseTimeout = 2 * time.Minute
+	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rec.find(EvFailed, "after the release")
+	if f == nil {
+		t.Fatal("no release timeout")
+	}
+	if sum.Ready != 10 || sum.Replaced == 0 {
+		t.Errorf("summary %+v: want 10 ready with replacements", sum)
+	}
+	// The stalled instance was destroyed, not left scheduling.
+	for _, st := range e.mkt.State() {
+		if st.ID == f.InstanceID && !st.Destroyed {
+			t.Errorf("instance %d stuck in scheduling was not destroyed", st.ID)
 		}
 	}
 	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestMaxDPHRefusedBeforeRenting(t *testing.T) {
+	e := newTestEnv(t, 4, sim.Faults{})
+	cands := simCandidates(e.mkt, 10)
+	spec := baseSpec("capped", 50)
+	spec.MaxDPH = 0.5
+	_, err := Run(context.Background(), e.m, spec, cands, nil)
+	if !errors.Is(err, ErrCaps) || !strings.Contains(err.Error(), "--max-dph $0.500") || !strings.Contains(err.Error(), "lower --count to") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(e.mkt.CreatesPerOffer()); n != 0 {
+		t.Errorf("%d offers rented despite the refusal", n)
+	}
+	if _, err := e.st.GetFleet(context.Background(), "capped"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("fleet row written: %v", err)
+	}
+}
+
+func TestBudgetJustBelowRefused(t *testing.T) {
+	e := newTestEnv(t, 4, sim.Faults{})
+	cands := simCandidates(e.mkt, 10)
+	spec := baseSpec("budget", 30)
+	spec.Deadline = 10 * time.Minute
+	plan, err := CheckCaps(spec, cands, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Budget = plan.Projected * 0.99
+	_, err = Run(context.Background(), e.m, spec, cands, nil)
+	if !errors.Is(err, ErrCaps) || !strings.Contains(err.Error(), "--budget") || !strings.Contains(err.Error(), "raise --budget to at least") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(e.mkt.CreatesPerOffer()); n != 0 {
+		t.Errorf("%d offers rented despite the refusal", n)
+	}
+}
+
+// The projection CheckCaps refuses on is the worst case, so a launch
+// reaches the budget only when failed instances spent money before they
+// failed; this drives the runner's cap logic directly with such a state.
+func TestBudgetStopsAtCap(t *testing.T) {
+	e := newTestEnv(t, 5, sim.Faults{})
+	cands := simCandidates(e.mkt, 10)
+	spec := baseSpec("budgetstop", 5)
+	spec.Deadline = time.Hour
+	spec = spec.WithDefaults()
+	plan, err := CheckCaps(spec, cands, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Budget = plan.Projected * 1.01
+	rec := &recorder{}
+	r := newRunner(e.m, spec, cands, rec.add, map[int64]bool{}, e.clock.Now())
+	// Half the hour gone, and failures have already spent 95% of the budget:
+	// a replacement for the whole fleet no longer fits.
+	e.clock.c.Advance(30 * time.Minute)
+	r.spent = spec.Budget * 0.95
+	got := r.pick(5, e.clock.Now())
+	committed := r.spent
+	for _, c := range got {
+		committed += c.DPHTotal * 0.5
+	}
+	if len(got) == 5 || committed > spec.Budget {
+		t.Fatalf("picked %d offers, committing $%.2f of a $%.2f budget", len(got), committed, spec.Budget)
+	}
+	if !strings.Contains(r.capHit, "budget cap $") || rec.find(EvCap, "stopped at budget cap") == nil {
+		t.Fatalf("capHit %q", r.capHit)
+	}
+	// Spending the budget ends the launch: unready instances are dropped.
+	r2 := newRunner(e.m, spec, cands, rec.add, map[int64]bool{}, e.clock.Now())
+	r2.spent = spec.Budget
+	var drop []int64
+	r2.nodes[1] = &node{id: 1, phase: phBooting, seen: true}
+	r2.decide(context.Background(), e.clock.Now(), &drop)
+	if !r2.finishing || len(drop) != 1 || !strings.Contains(r2.capHit, "reached") {
+		t.Fatalf("finishing %v, drop %v, capHit %q", r2.finishing, drop, r2.capHit)
+	}
+	sum := r2.summary(context.Background())
+	if !strings.Contains(sum.StoppedAtCap, "budget cap") {
+		t.Errorf("summary does not say it stopped at the cap: %+v", sum)
+	}
+}
+
+func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
+	e := newTestEnv(t, 6, sim.Faults{BootFail: 0.4})
+	cands := simCandidates(e.mkt, 10)
+	spec := baseSpec("first", 15)
+	spec.Deadline = 30 * time.Minute
+	if _, err := Run(context.Background(), e.m, spec, cands, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bad, err := e.st.BadHosts(ctx, e.clock.Now())
+	if err != nil || len(bad) == 0 {
+		t.Fatalf("bad hosts %v, %v", bad, err)
+	}
+	isBad := map[int64]bool{}
+	for _, b := range bad {
+		isBad[b.MachineID] = true
+	}
+	// The second launch gets the same ranking, bad machines first.
+	spec2 := baseSpec("second", 10)
+	spec2.Deadline = 30 * time.Minute
+	if _, err := Run(ctx, e.m, spec2, cands, nil); err != nil {
+		t.Fatal(err)
+	}
+	its, err := e.st.FleetIntents(ctx, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range its {
+		if isBad[it.MachineID] {
+			t.Errorf("second launch rented offer %d on bad machine %d", it.OfferID, it.MachineID)
+		}
+	}
+	// Cleared hosts are usable again.
+	if err := e.st.ClearBadHosts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if bad, _ := e.st.BadHosts(ctx, e.clock.Now()); len(bad) != 0 {
+		t.Errorf("still %d bad hosts", len(bad))
+	}
+}
+
+func TestOneOfferPerMachine(t *testing.T) {
+	e := newTestEnv(t, 7, sim.Faults{})
+	cands := simCandidates(e.mkt, 10)
+	spec := baseSpec("machines", 40)
+	if _, err := Run(context.Background(), e.m, spec, cands, nil); err != nil {
+		t.Fatal(err)
+	}
+	its, _ := e.st.FleetIntents(context.Background(), "machines")
+	seen := map[int64]bool{}
+	for _, it := range its {
+		if seen[it.MachineID] {
+			t.Errorf("machine %d rented twice", it.MachineID)
+		}
+		seen[it.MachineID] = true
+	}
+}
+
+func TestResumeAfterInterrupt(t *testing.T) {
+	e := newTestEnv(t, 8, sim.Faults{BootFail: 0.1, CreateRace: 0.05, LostCreate: 0.05, Rate5xx: 0.02, Rate429: 0.02})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var rented atomic.Int32
+	spec := baseSpec("resume", 40)
+	spec.Park = true
+	spec.Deadline = 20 * time.Minute
+	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+		if ev.Event == EvRented && rented.Add(1) == 25 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+	before := len(e.mkt.CreatesPerOffer())
+	sum, err := Resume(context.Background(), e.m, "resume", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 40 {
+		t.Errorf("ready %d of 40 after resume (%+v)", sum.Ready, sum)
+	}
+	if len(e.mkt.CreatesPerOffer()) <= before {
+		t.Error("resume rented nothing")
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestInterruptDestroyAll(t *testing.T) {
+	e := newTestEnv(t, 9, sim.Faults{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spec := baseSpec("abort", 10)
+	spec.OnInterrupt = InterruptDestroyAll
+	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+		if ev.Event == EvRented {
+			cancel()
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(e.mkt.Instances()); n != 0 {
+		t.Errorf("%d instances left after destroy-all", n)
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestCleanupDestroysNotRunning(t *testing.T) {
+	e := newTestEnv(t, 10, sim.Faults{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spec := baseSpec("clean", 10)
+	spec.Park = true
+	var parked atomic.Int32
+	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+		if ev.Event == EvParked && parked.Add(1) == 3 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	ids, err := Cleanup(context.Background(), e.m, "clean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) == 0 {
+		t.Fatal("nothing destroyed")
+	}
+	for _, in := range e.mkt.Instances() {
+		if in.Status() != provider.StateRunning {
+			t.Errorf("instance %d left %s", in.ID, in.Status())
+		}
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestRunRefusesExistingFleet(t *testing.T) {
+	e := newTestEnv(t, 11, sim.Faults{})
+	spec := baseSpec("twice", 2)
+	cands := simCandidates(e.mkt, 10)
+	if _, err := Run(context.Background(), e.m, spec, cands, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), e.m, spec, cands, nil); !errors.Is(err, ErrFleetExists) || !strings.Contains(err.Error(), "--resume twice") {
+		t.Fatalf("err = %v", err)
+	}
 }

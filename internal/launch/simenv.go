@@ -37,6 +37,7 @@ type virtualClock struct {
 
 	mu      sync.Mutex
 	active  int // requests in flight
+	actors  int // goroutines of the launch (see Busy)
 	waiters []*waiter
 	lastAct time.Time // real time of the last sleeper or clock move
 	done    chan struct{}
@@ -48,10 +49,13 @@ type waiter struct {
 	ch chan struct{}
 }
 
-// quiet is how long the program must have been idle before the clock
-// jumps: long enough for an HTTP round trip on loopback and a store
-// commit to have started their next sleep.
-const quiet = 2 * time.Millisecond
+// quiet is how long every goroutine of the launch must have slept, with
+// no request in flight, before the clock jumps.
+const quiet = 200 * time.Microsecond
+
+// stall is how long the clock waits for busy goroutines before it moves
+// anyway: only a safety net against a goroutine it miscounts.
+const stall = 10 * time.Second
 
 func newVirtualClock(start time.Time) *virtualClock {
 	v := &virtualClock{c: sim.NewManualClock(start), lastAct: time.Now(), done: make(chan struct{})}
@@ -60,6 +64,15 @@ func newVirtualClock(start time.Time) *virtualClock {
 }
 
 func (v *virtualClock) Now() time.Time { return v.c.Now() }
+
+// Busy counts the launch's goroutines: while fewer of them sleep than
+// exist, one is working and the clock stands still.
+func (v *virtualClock) Busy(d int) {
+	v.mu.Lock()
+	v.actors += d
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+}
 
 func (v *virtualClock) busy(d int) {
 	v.mu.Lock()
@@ -98,7 +111,7 @@ func (v *virtualClock) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 func (v *virtualClock) drive() {
-	t := time.NewTicker(quiet / 4)
+	t := time.NewTicker(100 * time.Microsecond)
 	defer t.Stop()
 	for {
 		select {
@@ -107,7 +120,9 @@ func (v *virtualClock) drive() {
 		case <-t.C:
 		}
 		v.mu.Lock()
-		if len(v.waiters) > 0 && v.active == 0 && time.Since(v.lastAct) >= quiet {
+		idle := time.Since(v.lastAct)
+		settled := v.active == 0 && idle >= quiet && len(v.waiters) >= v.actors
+		if len(v.waiters) > 0 && (settled || idle >= stall) {
 			next := v.waiters[0].at
 			for _, w := range v.waiters[1:] {
 				if w.at.Before(next) {

@@ -27,6 +27,9 @@ const (
 	DefaultWorkers        = 16
 	DefaultRentRate       = 4.0
 	DefaultPollEvery      = 15 * time.Second
+	// DefaultSpare covers what the simulator's realistic profile loses at
+	// the release (GPUs taken while parked, ≈ 5–10%).
+	DefaultSpare = 0.15
 	// UnknownFor is how long "unknown" (no host heartbeat) is tolerated.
 	UnknownFor = 5 * time.Minute
 	// MaxCount is the largest fleet one launch makes.
@@ -73,7 +76,8 @@ type Spec struct {
 	// Spare is the share of Count rented on top and parked as spares while
 	// parking: a parked instance may not restart at the release (its GPUs
 	// were taken), and a spare takes its place; once Count run, the rest is
-	// destroyed. 0 = none; only used with Park and Backfill.
+	// destroyed. 0 = DefaultSpare; negative = none; only used with Park
+	// and Backfill.
 	Spare float64 `json:"spare,omitempty"`
 	// Park stops each instance as soon as it runs, until the release wave.
 	Park bool `json:"park"`
@@ -117,6 +121,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.HedgeAfter == 0 && s.Deadline > 0 {
 		s.HedgeAfter = s.Deadline * 3 / 10
 	}
+	if s.Spare == 0 {
+		s.Spare = DefaultSpare
+	}
 	if s.BadHostTTL <= 0 {
 		s.BadHostTTL = DefaultBadHostTTL
 	}
@@ -143,7 +150,7 @@ func (s Spec) Validate() error {
 	if s.Count < 1 || s.Count > MaxCount {
 		return fmt.Errorf("count %d: must be 1 to %d", s.Count, MaxCount)
 	}
-	if s.Spare < 0 || s.Spare > 1 {
+	if s.Spare > 1 {
 		return fmt.Errorf("spare share %.2f: must be 0 to 1", s.Spare)
 	}
 	if s.MaxDPH < 0 || s.Budget < 0 {

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+const launchQuery = "rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5"
+
+func TestLaunchParksReleasesAndSummarises(t *testing.T) {
+	e := newEnv(t)
+	e.speed = "300" // 20 simulated minutes in 4 s of wall time
+	r := e.ok("launch", "--count", "6", "--deadline", "20m", "--park", "--fleet", "f1", "--json", "-n", launchQuery)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	sum := decode[map[string]any](t, lines[len(lines)-1])
+	if sum["event"] != "summary" {
+		t.Fatalf("last JSON line is not the summary: %s", lines[len(lines)-1])
+	}
+	for _, k := range []string{"asked", "ready", "replaced", "failed", "boot_spend", "dph_total"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary lacks %q: %v", k, sum)
+		}
+	}
+	if sum["asked"] != 6.0 || sum["ready"] != 6.0 {
+		t.Errorf("summary asked %v ready %v, want 6 and 6", sum["asked"], sum["ready"])
+	}
+	var parked, release bool
+	for _, l := range lines[:len(lines)-1] {
+		ev := decode[map[string]any](t, l)
+		parked = parked || ev["event"] == "parked"
+		release = release || ev["event"] == "release"
+	}
+	if !parked || !release {
+		t.Errorf("events show parked=%v release=%v, want both", parked, release)
+	}
+	ls := decode[[]map[string]any](t, e.ok("ls", "--fleet", "f1", "--json").out)
+	running := 0
+	for _, in := range ls {
+		if in["state"] == "running" {
+			running++
+		}
+	}
+	if running != 6 {
+		t.Errorf("fleet f1 has %d running instances, want 6: %v", running, ls)
+	}
+	// The same fleet name cannot be launched twice; --resume continues it.
+	if r := e.fails("launch", "--count", "2", "--fleet", "f1", "-n", launchQuery); !strings.Contains(r.err, "--resume") {
+		t.Errorf("second launch into f1: stderr %q", r.err)
+	}
+	e.ok("destroy", "--all", "--yes")
+}
+
+func TestLaunchRefusesCapsBeforeRenting(t *testing.T) {
+	e := newEnv(t)
+	r := e.fails("launch", "--count", "20", "--deadline", "10m", "--budget", "0.01", "--fleet", "cap", "-n", launchQuery)
+	if !strings.Contains(r.err, "--budget") {
+		t.Errorf("budget refusal: stderr %q should name --budget and the figures", r.err)
+	}
+	r = e.fails("launch", "--count", "20", "--max-dph", "0.05", "--fleet", "cap2", "-n", launchQuery)
+	if !strings.Contains(r.err, "--max-dph") {
+		t.Errorf("max-dph refusal: stderr %q", r.err)
+	}
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out)); n != 0 {
+		t.Errorf("refused launches rented %d instances", n)
+	}
+	for _, bad := range [][]string{
+		{"launch", "--count", "0"},
+		{"launch", "--count", "501"},
+		{"launch", "--count", "5", "--min-ready", "6"},
+		{"launch", "--env", "NOEQUALS"},
+		{"launch", "--session", "bad name:cmd"},
+		{"launch", "--on-interrupt", "explode"},
+	} {
+		if r := e.run(bad...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", bad, r.code, r.err)
+		}
+	}
+	if r := e.fails("launch", "--resume", "nosuchfleet"); r.code == 0 {
+		t.Errorf("resume of an unknown fleet succeeded")
+	}
+}

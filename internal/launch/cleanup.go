@@ -1,0 +1,38 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// Cleanup destroys every live instance of the fleet that is not running
+// (parked, loading, exited, offline, ...), after reconciling the store with
+// the marketplace so that "running" is current. Destroys are confirmed by
+// listing (fleet.Manager.Destroy); the ids sent are returned even when the
+// confirmation is still pending (the error says so).
+func Cleanup(ctx context.Context, m *fleet.Manager, fleetName string) ([]int64, error) {
+	if _, err := m.S.GetFleet(ctx, fleetName); err != nil {
+		return nil, err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return nil, fmt.Errorf("cleanup %s: %w", fleetName, err)
+	}
+	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, in := range ins {
+		if in.State != provider.StateRunning || in.Wanted == store.WantDestroy {
+			ids = append(ids, in.ID)
+		}
+	}
+	if err := m.Destroy(ctx, ids); err != nil {
+		return ids, fmt.Errorf("cleanup %s: %w", fleetName, err)
+	}
+	return ids, nil
+}
