@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,7 +44,6 @@ type factory struct {
 	provider provider.Provider
 	simMkt   *sim.Market
 	simClock *remoteSimClock
-	simSrv   *http.Server
 	st       *store.Store
 	lock     *store.Lock
 	closers  []func() error
@@ -184,13 +182,15 @@ func (f *factory) startSim() (string, error) {
 		m.Close()
 		return "", err
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	f.simMkt, f.simSrv = m, srv
+	// The server outlives the command's context: cleanup after Ctrl+C still
+	// talks to it. Close stops it, then saves and unlocks the market.
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- m.ServeListener(ctx, ln) }()
+	f.simMkt = m
 	f.closers = append(f.closers, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
+		stop()
+		<-served
 		return m.Close()
 	})
 	if f.opts.SimSpeed != 1 {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -102,29 +103,10 @@ takes over 5 minutes), then prints its ssh address.`,
 	return cmd
 }
 
-// parseEnv reads 'KEY=V;KEY2=V2' (the launcher's --env form) into the
-// create call's env dict.
-func parseEnv(s string) (map[string]string, error) {
-	env := map[string]string{}
-	for _, part := range strings.Split(s, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, usagef("--env %q: each entry must be KEY=VALUE, separated by ';'", part)
-		}
-		env[k] = v
-	}
-	return env, nil
-}
-
 func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
-	env, err := parseEnv(o.Env)
+	env, err := launch.ParseEnv(o.Env)
 	if err != nil {
-		return provider.CreateRequest{}, err
+		return provider.CreateRequest{}, usagef("--env: %v", err)
 	}
 	if o.Disk < 8 {
 		return provider.CreateRequest{}, usagef("--disk %v: the marketplace's minimum is 8 GB", o.Disk)

@@ -65,9 +65,6 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string
 	if err != nil {
 		return err
 	}
-	if opts.query.SweepLimit <= 0 {
-		return usagef("--sweep-limit %d: must be positive", opts.query.SweepLimit)
-	}
 	ranked, err := findOffers(ctx, f, q, opts.query.SweepLimit, s)
 	if err != nil {
 		return err

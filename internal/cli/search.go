@@ -141,7 +141,10 @@ func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int,
 		return nil, err
 	}
 	var offers []market.Offer
-	if sweepLimit > 0 {
+	if sweepLimit != 0 {
+		if sweepLimit < 0 {
+			return nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
+		}
 		limit := q.Limit
 		q.Limit = 0
 		var requests int
@@ -187,9 +190,6 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []stri
 	}
 	sweep := 0
 	if opts.All {
-		if opts.query.SweepLimit <= 0 {
-			return usagef("--sweep-limit %d: must be positive", opts.query.SweepLimit)
-		}
 		sweep = opts.query.SweepLimit
 	}
 	ranked, err := findOffers(ctx, f, q, sweep, s)

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -77,22 +76,12 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", opts.Addr, err)
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %gx time, API key %q)\n",
 		ln.Addr(), opts.Seed, opts.Faults, opts.Speed, opts.APIKey)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
+	if err := m.ServeListener(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
-	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
 	}
+	return nil
 }
 
 func newSimResetCmd(f *factory) *cobra.Command {

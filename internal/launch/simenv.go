@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -123,6 +125,12 @@ func (v *virtualClock) drive() {
 		idle := time.Since(v.lastAct)
 		settled := v.active == 0 && idle >= quiet && len(v.waiters) >= v.actors
 		if len(v.waiters) > 0 && (settled || idle >= stall) {
+			if !settled && os.Getenv("STALLDBG") != "" {
+				fmt.Fprintf(os.Stderr, "stall: actors %d waiters %d active %d\n", v.actors, len(v.waiters), v.active)
+				buf := make([]byte, 1<<20)
+				n := runtime.Stack(buf, true)
+				os.WriteFile("/tmp/launch-stall.txt", buf[:n], 0o600)
+			}
 			next := v.waiters[0].at
 			for _, w := range v.waiters[1:] {
 				if w.at.Before(next) {

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyDirection keeps imports pointing one way: the CLI wires
+// packages, packages never import the CLI, and the contracts and pure
+// packages never link the adapters.
+func TestDependencyDirection(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH")
+	}
+	const mod = "github.com/vastfleet/vastfleet/internal/"
+	never := map[string][]string{
+		"market":   {"net/http", "database/sql", mod + "provider", mod + "sim", mod + "store", mod + "cli"},
+		"plan":     {"net/http", "database/sql", mod + "provider", mod + "sim", mod + "store", mod + "cli"},
+		"provider": {mod + "sim", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "database/sql"},
+		"sim":      {mod + "store", mod + "fleet", mod + "launch", mod + "cli", mod + "provider/vast", "database/sql"},
+		"store":    {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
+		"fleet":    {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
+		"launch":   {mod + "cli"},
+	}
+	for pkg, forbidden := range never {
+		// Test-only dependencies (the simulator in fleet's tests) are fine:
+		// -deps without -test lists what the package itself links.
+		out, err := exec.Command(gobin, "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(string(out)) {
+			deps[d] = true
+		}
+		for _, f := range forbidden {
+			if deps[f] {
+				t.Errorf("internal/%s links %s", pkg, f)
+			}
+		}
+	}
+}
