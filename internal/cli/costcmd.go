@@ -22,12 +22,9 @@ every second the instance existed (stopped included), against the estimate
 recorded when it was planned or launched.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			m, err := f.manager(ctx, holderName("cost"))
+			m, err := f.refreshed(ctx, holderName("cost"))
 			if err != nil {
 				return err
-			}
-			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-				fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); costs are as of the last refresh\n", err)
 			}
 			rep, err := m.Cost(ctx, fleetName)
 			if err != nil {

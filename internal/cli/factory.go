@@ -44,6 +44,9 @@ type factory struct {
 	provider provider.Provider
 	simMkt   *sim.Market
 	simClock *remoteSimClock
+	// frozenAt is set when another process holds the data dir: views show
+	// the store as of this time.
+	frozenAt time.Time
 	st       *store.Store
 	lock     *store.Lock
 	closers  []func() error
@@ -139,6 +142,8 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 // for --market sim, wall time otherwise.
 func (f *factory) Clock() interface{ Now() time.Time } {
 	switch {
+	case !f.frozenAt.IsZero():
+		return fixedClock(f.frozenAt)
 	case f.simMkt != nil:
 		return f.simMkt.Clock()
 	case f.simClock != nil:

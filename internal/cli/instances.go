@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -52,6 +54,46 @@ func (f *factory) sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// refreshed returns the store after reconciling it with the marketplace.
+// While another vastfleet holds the data dir (a launch in another
+// terminal), it returns the store as that process last recorded it, read
+// only, and says so: looking must never wait for or disturb a launch.
+// The manager it returns then has no marketplace and its clock stands at
+// the newest time the store recorded.
+func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager, error) {
+	m, err := f.manager(ctx, holder)
+	if errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse) {
+		fmt.Fprintf(f.io.ErrOut, "note: %v\nshowing the state it last recorded\n", err)
+		st, err := f.Store(ctx, false, "")
+		if err != nil {
+			return nil, err
+		}
+		recs, err := st.Instances(ctx, store.InstanceFilter{IncludeGone: true})
+		if err != nil {
+			return nil, err
+		}
+		var asOf time.Time
+		for _, r := range recs {
+			if r.LastSeenAt.After(asOf) {
+				asOf = r.LastSeenAt
+			}
+		}
+		f.frozenAt = asOf
+		return &fleet.Manager{S: st, Clock: fixedClock(asOf), Log: f.log}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
+	}
+	return m, nil
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
 
@@ -158,13 +200,17 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) 
 }
 
 func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, timeout time.Duration) (store.Instance, error) {
-	return m.WaitRunning(ctx, id, fleet.WaitOptions{
+	rec, err := m.WaitRunning(ctx, id, fleet.WaitOptions{
 		Timeout: timeout,
 		OnSlow: func(elapsed time.Duration) {
 			fmt.Fprintf(f.io.ErrOut, "instance %d is still loading after %s: large images on slow hosts can take long; Ctrl+C stops waiting (the instance stays and keeps billing storage; `vastfleet destroy %d` ends it)\n",
 				id, elapsed.Round(time.Second), id)
 		},
 	})
+	if err != nil {
+		return rec, fmt.Errorf("%w\ninstance %d still exists and bills at least storage: `vastfleet destroy %d` ends it, `vastfleet ls` shows it", err, id, id)
+	}
+	return rec, nil
 }
 
 type lsOptions struct {
@@ -180,12 +226,9 @@ func newLsCmd(f *factory) *cobra.Command {
 		Short: "List instances vastfleet tracks, refreshed from the marketplace",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			m, err := f.manager(ctx, holderName("ls"))
+			m, err := f.refreshed(ctx, holderName("ls"))
 			if err != nil {
 				return err
-			}
-			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-				fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
 			}
 			recs, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet, IncludeGone: opts.All})
 			if err != nil {

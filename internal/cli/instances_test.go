@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // cheapestOffer returns the id of the cheapest verified RTX 3090 offer.
@@ -196,4 +198,28 @@ func TestPlanBadInputRentsNothing(t *testing.T) {
 	if n := len(decode[[]map[string]any](t, e.ok("ls", "--json").out)); n != 0 {
 		t.Errorf("bad plans rented %d instances", n)
 	}
+}
+
+func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
+	e := newEnv(t)
+	offer := e.cheapestOffer("gpu_name=RTX_3090")
+	e.ok("rent", offer, "--image", "ubuntu:22.04")
+	// Another vastfleet (a launch in a second terminal) holds the lock.
+	l, err := store.AcquireLock(e.home, "vastfleet launch --count 300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.ok("ls", "--json")
+	if n := len(decode[[]map[string]any](t, r.out)); n != 1 {
+		t.Errorf("ls while locked shows %d instances, want the recorded 1", n)
+	}
+	if !strings.Contains(r.err, "launch --count 300") {
+		t.Errorf("ls while locked should name the holder; stderr %q", r.err)
+	}
+	e.ok("cost", "--json")
+	if r := e.fails("destroy", "--all", "--yes"); !strings.Contains(r.err, "holds") {
+		t.Errorf("destroy while locked: stderr %q, want the lock holder named", r.err)
+	}
+	l.Unlock()
+	e.ok("destroy", "--all", "--yes")
 }

@@ -597,8 +597,13 @@ func (r *runner) parallel(ctx context.Context, ns []*node, fn func(context.Conte
 	}
 	var g errgroup.Group
 	g.SetLimit(r.spec.Workers)
+	// The calling loop waits; the workers are the busy ones.
+	r.busy(-1)
+	defer r.busy(1)
 	for _, n := range ns {
 		g.Go(func() error {
+			r.busy(1)
+			defer r.busy(-1)
 			if err := fn(ctx, n); err != nil && ctx.Err() == nil {
 				r.emit(Event{Event: EvWarn, At: r.now(), InstanceID: n.id, Msg: err.Error()})
 			}
@@ -941,9 +946,17 @@ func (r *runner) land(ctx context.Context) {
 	}
 }
 
+// waitAll waits for the background goroutines; the loop does not count as
+// busy meanwhile (a virtual clock must move for them to finish).
+func (r *runner) waitAll() {
+	r.busy(-1)
+	r.wg.Wait()
+	r.busy(1)
+}
+
 // settle waits for the rents in flight and takes them in.
 func (r *runner) settle(ctx context.Context) {
-	r.wg.Wait()
+	r.waitAll()
 	r.land(ctx)
 }
 
@@ -1073,7 +1086,7 @@ func (r *runner) progress() *Progress {
 
 // finish ends a launch and reports it.
 func (r *runner) finish(ctx context.Context) (Summary, error) {
-	r.wg.Wait() // the last destroys
+	r.waitAll() // the last destroys
 	s := r.summary(ctx)
 	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})
 	return s, nil
@@ -1120,7 +1133,7 @@ func (r *runner) interrupted(ctx context.Context) (Summary, error) {
 	}
 	r.emit(Event{Event: EvInterrupted, At: now, Msg: fmt.Sprintf("interrupted (%s): %d instances to destroy; `launch --resume %s` continues", r.spec.OnInterrupt, len(ids), r.spec.Fleet)})
 	r.destroy(cctx, ids)
-	r.wg.Wait()
+	r.waitAll()
 	s := r.summary(cctx)
 	s.Interrupted = true
 	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})

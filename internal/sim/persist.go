@@ -16,6 +16,9 @@ const (
 	lockFile  = "sim.lock"
 )
 
+// ErrInUse: another process has the market's state open.
+var ErrInUse = errors.New("sim: market in use")
+
 // Open opens the market persisted in dir (creating it when absent), holding
 // an exclusive lock on dir/sim.lock until Close so that two processes never
 // write one market. A saved market keeps its seed and offer count; its clock
@@ -84,7 +87,7 @@ func acquire(dir string) (*os.File, error) {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("sim: market in %s is open in another process (pid %s)", dir, strings.TrimSpace(string(holder)))
+			return nil, fmt.Errorf("%w: market in %s is open in another process (pid %s)", ErrInUse, dir, strings.TrimSpace(string(holder)))
 		}
 		return nil, fmt.Errorf("sim: locking %s: %w", path, err)
 	}
