@@ -74,7 +74,7 @@ what is not running.`,
 	opts.query.register(cmd)
 	opts.rank.register(cmd, "vcpu")
 	fl := cmd.Flags()
-	fl.StringVar(&opts.From, "from", "", "ranked offers from `vastfleet search --save FILE`")
+	fl.StringVar(&opts.From, "from", "", "read the ranked offers from `FILE`, as written by vastfleet search --save")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the launch of FLEET after a crash or Ctrl+C")
 	fl.IntVar(&opts.Count, "count", 1, "instances to launch (1..500)")
 	fl.IntVar(&opts.MinReady, "min-ready", 0, "quorum: release the parked fleet once this many are ready (default: --count)")
