@@ -25,6 +25,9 @@ func TestLaunchParksReleasesAndSummarises(t *testing.T) {
 		t.Errorf("summary asked %v ready %v, want 6 and 6", sum["asked"], sum["ready"])
 	}
 	var parked, release bool
+	if n := strings.Count(r.out, `"event":"summary"`); n != 1 {
+		t.Errorf("%d summary lines, want exactly 1", n)
+	}
 	for _, l := range lines[:len(lines)-1] {
 		ev := decode[map[string]any](t, l)
 		parked = parked || ev["event"] == "parked"

@@ -37,6 +37,7 @@ type launchOptions struct {
 	Fleet    string
 	Direct   bool
 
+	Spare            float64
 	BootTimeout      time.Duration
 	ReleaseTimeout   time.Duration
 	AllowSameMachine bool
@@ -81,6 +82,7 @@ what is not running.`,
 	fl.DurationVar(&opts.Deadline, "deadline", 10*time.Minute, "stop launching after this long (marketplace time); 0 for none")
 	fl.BoolVar(&opts.Park, "park", false, "stop each instance as soon as it boots, start all together at the quorum or deadline")
 	fl.BoolVar(&opts.Backfill, "backfill", true, "replace failed instances from the next offers")
+	fl.Float64Var(&opts.Spare, "spare", 0, "with --park: share of --count rented on top as parked spares, for GPUs taken before the release (default 0.15; negative for none)")
 	fl.Float64Var(&opts.MaxDPH, "max-dph", 0, "hard cap on the fleet's $/hr (0: none)")
 	fl.Float64Var(&opts.Budget, "budget", 0, "hard cap on what the launch spends, $ (0: none)")
 	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
@@ -188,7 +190,7 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 	spec := launch.Spec{
 		Fleet: name, Count: o.Count, MinReady: o.MinReady, Deadline: o.Deadline,
 		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout,
-		Park: o.Park, Backfill: o.Backfill, MaxDPH: o.MaxDPH, Budget: o.Budget,
+		Park: o.Park, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget,
 		Create:   createFor(o.Image, o.Disk),
 		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,
 		Workers: o.Workers, RentRate: o.Rate, OnInterrupt: onInterrupt,
@@ -321,19 +323,16 @@ func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, f
 	if sum.Interrupted && ask {
 		cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 		defer cancel()
-		switch askInterrupt(f.io) {
-		case launch.InterruptDestroyAll:
-			if err := destroyFleet(cleanupCtx, m, fleetName); err != nil {
-				return err
-			}
-		case launch.InterruptDestroyUnready:
-			if _, err := launch.Cleanup(cleanupCtx, m, fleetName); err != nil {
-				return err
-			}
+		ids, derr := launch.AfterInterrupt(cleanupCtx, m, fleetName, askInterrupt(f.io))
+		if derr != nil {
+			return derr
+		}
+		if len(ids) > 0 {
+			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s)\n", len(ids))
 		}
 	}
 	if v.json {
-		return v.enc.Encode(launch.Event{Event: launch.EvSummary, Summary: &sum})
+		return err // the launch emitted the summary line itself
 	}
 	w := f.io.Out
 	fmt.Fprintf(w, "fleet %s: %d ready of %d asked (%d rented, %d replaced, %d failed, %d destroyed)\n",
@@ -473,20 +472,4 @@ backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
 	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(bl)
 	return cmd
-}
-
-// destroyFleet destroys every live instance of a fleet.
-func destroyFleet(ctx context.Context, m *fleet.Manager, fleetName string) error {
-	live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
-	if err != nil {
-		return err
-	}
-	ids := make([]int64, 0, len(live))
-	for _, in := range live {
-		ids = append(ids, in.ID)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	return m.Destroy(ctx, ids)
 }

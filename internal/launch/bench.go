@@ -54,7 +54,8 @@ type BenchRow struct {
 	ShareReady      float64
 	// BootSpend is what waiting for the fleet cost: the simulator ledger's
 	// time-billed charges (compute + storage) from the first rent to the
-	// end of the launch.
+	// end of the launch (the fleet complete, or the strategy giving up);
+	// stragglers cleaned up after that bill storage only and are left out.
 	BootSpend float64
 	// Compute and Storage make up BootSpend. Bandwidth is the image pulls
 	// (the simulator bills a whole pull at create, so every rental pays
@@ -135,21 +136,40 @@ func benchOne(ctx context.Context, cfg BenchConfig, faults sim.Faults, strat, di
 		return BenchRow{}, err
 	}
 	row := BenchRow{Strategy: strat, Asked: cfg.Count, ReadyAtDeadline: sum.Ready, APICalls: e.calls.n.Load(),
-		SimMinutes: e.clock.Now().Sub(start).Minutes(), Rented: sum.Rented}
+		SimMinutes: sum.EndedAt.Sub(start).Minutes(), Rented: sum.Rented}
 	for _, le := range e.mkt.Ledger() {
+		amt := clip(le, sum.EndedAt)
 		switch le.Kind {
 		case "compute":
-			row.Compute += le.Amount
+			row.Compute += amt
 		case "storage":
-			row.Storage += le.Amount
+			row.Storage += amt
 		default:
-			row.Bandwidth += le.Amount
+			row.Bandwidth += amt
 		}
 	}
 	row.BootSpend = row.Compute + row.Storage
 	row.Total = row.BootSpend + row.Bandwidth
 	row.ShareReady = float64(row.ReadyAtDeadline) / float64(row.Asked)
 	return row, nil
+}
+
+// clip is the part of a ledger entry billed up to end (entries are
+// uniform over their span; a one-off charge counts when it is not later).
+func clip(le sim.LedgerEntry, end time.Time) float64 {
+	if !le.To.After(le.From) {
+		if le.From.After(end) {
+			return 0
+		}
+		return le.Amount
+	}
+	if !le.To.After(end) {
+		return le.Amount
+	}
+	if !end.After(le.From) {
+		return 0
+	}
+	return le.Amount * float64(end.Sub(le.From)) / float64(le.To.Sub(le.From))
 }
 
 // BenchTable renders rows as an aligned table.

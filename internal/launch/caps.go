@@ -117,3 +117,26 @@ func horizonName(s Spec) string {
 	}
 	return "boot + release timeouts"
 }
+
+// hoursPerMonth converts storage_cost ($/GB/month) to $/hr, as vast does.
+const hoursPerMonth = 730
+
+// priceAt reprices candidates for the disk the launch allocates: a search's
+// dph_total includes storage for the search's allocated_storage, and a
+// different --disk changes what the rental bills (storage_cost is $/GB per
+// month). The caps are checked on these prices.
+func priceAt(cands []market.Ranked, disk float64) []market.Ranked {
+	if disk <= 0 {
+		return cands
+	}
+	out := make([]market.Ranked, len(cands))
+	for i, c := range cands {
+		if c.StorageCost > 0 && !c.IsBid {
+			st := c.StorageCost * disk / hoursPerMonth
+			c.DPHTotal = c.DPHBase + st
+			c.StorageTotalCost = st
+		}
+		out[i] = c
+	}
+	return out
+}

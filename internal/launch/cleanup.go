@@ -36,3 +36,33 @@ func Cleanup(ctx context.Context, m *fleet.Manager, fleetName string) ([]int64, 
 	}
 	return ids, nil
 }
+
+// AfterInterrupt applies an --on-interrupt choice to a fleet whose launch
+// was interrupted with "keep" (the CLI asks the user, then calls this):
+// keep does nothing; destroy-unready destroys the instances that never
+// booted (loading, exited, offline; parked and running ones stay, and
+// --resume continues); destroy-all destroys every live instance.
+func AfterInterrupt(ctx context.Context, m *fleet.Manager, fleetName, mode string) ([]int64, error) {
+	switch mode {
+	case InterruptKeep:
+		return nil, nil
+	case InterruptDestroyUnready, InterruptDestroyAll:
+	default:
+		return nil, fmt.Errorf("interrupt mode %q: want keep, destroy-unready or destroy-all", mode)
+	}
+	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, in := range ins {
+		booted := in.State == provider.StateRunning || in.Wanted == store.WantParked && in.State == provider.StateStopped
+		if mode == InterruptDestroyAll || !booted || in.Wanted == store.WantDestroy {
+			ids = append(ids, in.ID)
+		}
+	}
+	if err := m.Destroy(ctx, ids); err != nil {
+		return ids, fmt.Errorf("%s %s: %w", mode, fleetName, err)
+	}
+	return ids, nil
+}

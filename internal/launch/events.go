@@ -90,5 +90,6 @@ type Summary struct {
 	Rented      int           `json:"-"`
 	Interrupted bool          `json:"-"`
 	Elapsed     time.Duration `json:"-"` // marketplace time from start to end
+	EndedAt     time.Time     `json:"-"` // when the launch completed (or stopped)
 	ReadyIDs    []int64       `json:"-"`
 }

@@ -72,6 +72,9 @@ func TestParseEnvAndSessions(t *testing.T) {
 	if Onstart("x", nil) != "x" {
 		t.Error("onstart changed without sessions")
 	}
+	if again := Onstart(got, []Session{{"train", "python t.py 'a'"}}); again != got {
+		t.Errorf("folding the sessions twice added them twice:\n%s", again)
+	}
 }
 
 func TestSpecValidate(t *testing.T) {

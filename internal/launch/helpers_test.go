@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -81,7 +82,9 @@ func checkNoLeaks(t *testing.T, mkt *sim.Market, st *store.Store) {
 		}
 		row, err := st.Instance(ctx, in.ID)
 		if err != nil {
-			t.Errorf("sim instance %d (%s) unknown to the store: %v", in.ID, in.Label, err)
+			it, ierr := st.IntentByLabel(ctx, in.Label)
+			t.Errorf("sim instance %d (%s, created %s, destroyed %v) unknown to the store: %v; its intent: %+v %v",
+				in.ID, in.Label, in.CreatedAt.Format(time.TimeOnly), in.Destroyed, err, it, ierr)
 			continue
 		}
 		if in.Destroyed {

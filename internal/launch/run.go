@@ -84,6 +84,9 @@ type runner struct {
 
 	nodes      map[int64]*node
 	destroying map[int64]time.Time // destroy sent (when), not yet proven gone
+	// goingDPH is what the instances being destroyed still bill per hour:
+	// they count against --max-dph until a listing shows them gone.
+	goingDPH   map[int64]float64
 	usedOffers map[int64]bool // offers with an intent in this fleet: never rented again
 	machines   map[int64]int  // live nodes per machine
 	bad        map[int64]bool
@@ -97,7 +100,8 @@ type runner struct {
 	rentsOK         int // instances rented into this fleet, ever
 	failed          int
 	destroyed       int
-	capHit          string
+	capHit          string // a cap that stopped renting for good
+	dphCapped       string // set once --max-dph held a rent back
 	bootDur         []time.Duration
 
 	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
@@ -124,6 +128,7 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	if err != nil {
 		return Summary{}, err
 	}
+	candidates = priceAt(candidates, spec.Create.Disk)
 	plan, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
 		return Summary{}, err
@@ -232,10 +237,10 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 	}
 	r := &runner{
 		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
-		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, usedOffers: map[int64]bool{},
+		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
 		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
 		inflight: map[int64]market.Ranked{},
-		lim: rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
+		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
 	}
 	if spec.Deadline > 0 {
 		r.deadline = now.Add(spec.Deadline)
@@ -334,9 +339,7 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 			now := r.now()
 			toDestroy := r.observe(ctx, l, now)
 			toDestroy = append(toDestroy, r.transitions(ctx, now)...)
-			// Rents still in flight land at a later tick; the launch is not
-			// over before they have (they may need destroying).
-			done := r.decide(ctx, now, &toDestroy) && len(r.inflight) == 0
+			done := r.decide(ctx, now, &toDestroy)
 			r.destroy(ctx, toDestroy)
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
@@ -398,6 +401,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		if _, ok := listed[id]; !ok {
 			if err := r.m.S.MarkGone(ctx, id, now); err == nil || errors.Is(err, store.ErrNotFound) {
 				delete(r.destroying, id)
+				delete(r.goingDPH, id)
 			}
 		}
 	}
@@ -844,6 +848,7 @@ func (r *runner) destroy(ctx context.Context, ids []int64) {
 		if n, ok := r.nodes[id]; ok {
 			r.forget(n)
 			r.destroyed++
+			r.goingDPH[id] = n.offer.DPHTotal
 		}
 		r.destroying[id] = now
 	}
@@ -1015,6 +1020,9 @@ func (r *runner) liveDPH() float64 {
 	for _, c := range r.inflight {
 		s += c.DPHTotal
 	}
+	for _, d := range r.goingDPH {
+		s += d
+	}
 	return s
 }
 
@@ -1058,8 +1066,11 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 		switch {
 		case blockedBudget:
 			r.capStop(now, fmt.Sprintf("budget cap $%.2f: a replacement would bring spent + committed above it", r.spec.Budget))
-		case blockedDPH:
-			r.capStop(now, fmt.Sprintf("max-dph cap $%.3f/hr: no remaining offer fits under it", r.spec.MaxDPH))
+		case blockedDPH && r.dphCapped == "":
+			// Not sticky: destroying a failed instance frees room under
+			// the cap, and the next pick may fit.
+			r.dphCapped = fmt.Sprintf("max-dph cap $%.3f/hr: no remaining offer fits under it", r.spec.MaxDPH)
+			r.emit(Event{Event: EvCap, At: now, Msg: "rent held back by the " + r.dphCapped})
 		}
 	}
 	return out
@@ -1084,33 +1095,79 @@ func (r *runner) progress() *Progress {
 	return p
 }
 
-// finish ends a launch and reports it.
+// finish ends a launch and reports it. The summary is taken when the
+// fleet is complete; then rents still in flight (one settling a lost
+// response can take minutes) are waited for, and a last few listings make
+// the store agree with the marketplace for this fleet: rentals whose
+// outcome was unknown are adopted by label, and everything not ready is
+// destroyed as surplus, confirmed by listing.
 func (r *runner) finish(ctx context.Context) (Summary, error) {
-	r.waitAll() // the last destroys
 	s := r.summary(ctx)
+	before := r.destroyed
+	r.waitAll()
+	r.land(ctx)
+	for try := 0; try < 10 && ctx.Err() == nil; try++ {
+		ready := map[int64]bool{}
+		for _, n := range r.readyNodes() {
+			ready[n.id] = true
+		}
+		var extra []int64
+		for _, n := range r.sorted() {
+			if !ready[n.id] {
+				extra = append(extra, n.id)
+				r.emit(Event{Event: EvDestroyed, At: r.now(), InstanceID: n.id, OfferID: n.offerID, Msg: "surplus: rented after the launch completed"})
+			}
+		}
+		r.destroy(ctx, extra)
+		r.waitAll()
+		if try > 0 && len(extra) == 0 && len(r.destroying) == 0 {
+			break
+		}
+		l, err := r.m.P.ListInstances(ctx)
+		if err != nil {
+			if errors.Is(err, provider.ErrAuth) || r.sleep(ctx, listRetry) != nil {
+				break
+			}
+			continue
+		}
+		r.destroy(ctx, r.observe(ctx, l, r.now()))
+		r.waitAll()
+	}
+	s.Destroyed += r.destroyed - before
 	r.emit(Event{Event: EvSummary, At: r.now(), Summary: &s})
 	return s, nil
 }
 
 func (r *runner) summary(ctx context.Context) Summary {
 	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
-		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start)}
+		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now()}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
-	for _, n := range r.sorted() {
-		if n.phase == phReady && !n.doomed && n.state == provider.StateRunning {
-			s.Ready++
-			s.ReadyIDs = append(s.ReadyIDs, n.id)
-			s.DPHTotal += n.offer.DPHTotal
-			s.VCPU += n.offer.CPUCoresEffective
-			s.RAMGB += n.offer.CPURAM / 1000
-			s.GPUs += n.offer.NumGPUs
-		}
+	if s.StoppedAtCap == "" && r.dphCapped != "" && len(r.readyNodes()) < r.spec.Count {
+		s.StoppedAtCap = r.dphCapped
+	}
+	for _, n := range r.readyNodes() {
+		s.Ready++
+		s.ReadyIDs = append(s.ReadyIDs, n.id)
+		s.DPHTotal += n.offer.DPHTotal
+		s.VCPU += n.offer.CPUCoresEffective
+		s.RAMGB += n.offer.CPURAM / 1000
+		s.GPUs += n.offer.NumGPUs
 	}
 	s.BootSpend = r.spent
 	if c, err := r.m.Cost(context.WithoutCancel(ctx), r.spec.Fleet); err == nil && len(c.Fleets) == 1 {
 		s.BootSpend = c.Fleets[0].Total
 	}
 	return s
+}
+
+func (r *runner) readyNodes() []*node {
+	var out []*node
+	for _, n := range r.sorted() {
+		if n.phase == phReady && !n.doomed && !n.dropping && n.state == provider.StateRunning {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // interrupted applies Spec.OnInterrupt after a cancellation; the work

@@ -340,3 +340,118 @@ func TestRunRefusesExistingFleet(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestQuorumReleasesEarly(t *testing.T) {
+	// A third of the hosts boot past 10 minutes; a quorum of 10 of 15
+	// releases the parked ones without waiting for them, and instances that
+	// boot after the release run straight away.
+	e := newTestEnv(t, 12, sim.Faults{SlowBoot: 0.35})
+	rec := &recorder{}
+	spec := baseSpec("quorum", 15)
+	spec.Park = true
+	spec.MinReady = 10
+	spec.Spare = -1
+	spec.HedgeAfter = -1
+	spec.Deadline = 4 * time.Hour // slow boots take up to about 2 hours here
+	spec.BootTimeout = 3 * time.Hour
+	spec.PollEvery = time.Minute
+	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := rec.find(EvRelease, "")
+	if rel == nil || rec.count(EvRelease) != 1 {
+		t.Fatal("want one release wave")
+	}
+	booted := 0
+	for _, ev := range rec.evs {
+		if ev.Event == EvReady && !ev.At.After(rel.At) {
+			booted++
+		}
+		if ev.Event == EvParked && ev.At.After(rel.At) {
+			t.Errorf("instance %d parked after the release", ev.InstanceID)
+		}
+	}
+	if booted < 10 || booted >= 15 {
+		t.Errorf("%d booted (and parked) at the release, want the quorum (10..14)", booted)
+	}
+	if sum.Ready != 15 {
+		for _, ev := range rec.evs {
+			if ev.Event != EvProgress {
+				t.Logf("%s %s %d %s", ev.At.Format("15:04:05"), ev.Event, ev.InstanceID, ev.Msg)
+			}
+		}
+		t.Errorf("ready %d of 15: %+v", sum.Ready, sum)
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestMaxDPHNeverExceeded(t *testing.T) {
+	e := newTestEnv(t, 13, sim.Faults{BootFail: 0.3, StuckLoading: 0.1})
+	cands := simCandidates(e.mkt, 10)
+	spec := baseSpec("dphcap", 12)
+	spec.Park = true
+	spec.Deadline = 30 * time.Minute
+	plan, err := CheckCaps(spec, cands, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.MaxDPH = plan.DPH * 1.05
+	worst := 0.0
+	sum, err := Run(context.Background(), e.m, spec, cands, func(ev Event) {
+		if ev.Event != EvProgress {
+			return
+		}
+		live := 0.0
+		for _, in := range e.mkt.Instances() {
+			live += in.DPHTotal
+		}
+		worst = max(worst, live)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if worst > spec.MaxDPH+1e-9 {
+		t.Errorf("fleet reached $%.3f/hr, above the $%.3f/hr cap", worst, spec.MaxDPH)
+	}
+	if sum.Ready < 10 || sum.Replaced == 0 {
+		t.Errorf("summary %+v: want failures replaced under the cap", sum)
+	}
+	if sum.Ready < spec.Count && !strings.Contains(sum.StoppedAtCap, "max-dph") {
+		t.Errorf("short of the count without saying why: %+v", sum)
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+}
+
+func TestAfterInterruptDestroyUnready(t *testing.T) {
+	e := newTestEnv(t, 14, sim.Faults{SlowBoot: 0.5})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spec := baseSpec("ask", 10)
+	spec.Park = true
+	var parked atomic.Int32
+	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+		if ev.Event == EvParked && parked.Add(1) == 2 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	ids, err := AfterInterrupt(context.Background(), e.m, "ask", InterruptDestroyUnready)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("destroyed %v, err %v", ids, err)
+	}
+	for _, in := range e.mkt.Instances() {
+		if st := in.Status(); st != provider.StateStopped && st != provider.StateRunning {
+			t.Errorf("unready instance %d (%s) kept", in.ID, st)
+		}
+	}
+	checkNoLeaks(t, e.mkt, e.st)
+	if _, err := AfterInterrupt(context.Background(), e.m, "ask", InterruptDestroyAll); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.mkt.Instances()); n != 0 {
+		t.Errorf("%d left after destroy-all", n)
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -125,12 +123,6 @@ func (v *virtualClock) drive() {
 		idle := time.Since(v.lastAct)
 		settled := v.active == 0 && idle >= quiet && len(v.waiters) >= v.actors
 		if len(v.waiters) > 0 && (settled || idle >= stall) {
-			if !settled && os.Getenv("STALLDBG") != "" {
-				fmt.Fprintf(os.Stderr, "stall: actors %d waiters %d active %d\n", v.actors, len(v.waiters), v.active)
-				buf := make([]byte, 1<<20)
-				n := runtime.Stack(buf, true)
-				os.WriteFile("/tmp/launch-stall.txt", buf[:n], 0o600)
-			}
 			next := v.waiters[0].at
 			for _, w := range v.waiters[1:] {
 				if w.at.Before(next) {
@@ -227,15 +219,6 @@ func (e *simEnv) Close() {
 	e.clock.Close()
 	e.srv.Close()
 	e.st.Close()
-}
-
-// spend is the ledger's total (compute, storage and bandwidth) so far.
-func (e *simEnv) spend() float64 {
-	t := 0.0
-	for _, le := range e.mkt.Ledger() {
-		t += le.Amount
-	}
-	return t
 }
 
 // simCandidates ranks the simulated market by vCPUs per $/hr with the

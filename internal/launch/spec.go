@@ -245,24 +245,28 @@ func ParseSession(s string) (Session, error) {
 // Onstart is the onstart script with the sessions appended: each session
 // runs detached under its name (tmux when present, otherwise nohup with a
 // log in /var/log/vastfleet-<name>.log), so that it outlives the onstart
-// shell.
+// shell. It is idempotent: a session line already in onstart is not added
+// again (the CLI may have folded the sessions in before Run does).
 func Onstart(onstart string, sessions []Session) string {
-	if len(sessions) == 0 {
-		return onstart
-	}
 	var b strings.Builder
-	if strings.TrimSpace(onstart) != "" {
-		b.WriteString(onstart)
-		if !strings.HasSuffix(onstart, "\n") {
+	b.WriteString(onstart)
+	for _, se := range sessions {
+		line := sessionLine(se)
+		if strings.Contains(onstart, line) {
+			continue
+		}
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 			b.WriteString("\n")
 		}
-	}
-	for _, se := range sessions {
-		q := shellQuote(se.Command)
-		fmt.Fprintf(&b, "if command -v tmux >/dev/null 2>&1; then tmux new-session -d -s %s %s; else nohup sh -c %s >/var/log/vastfleet-%s.log 2>&1 & fi\n",
-			se.Name, shellQuote("sh -c "+q), q, se.Name)
+		b.WriteString(line)
 	}
 	return b.String()
+}
+
+func sessionLine(se Session) string {
+	q := shellQuote(se.Command)
+	return fmt.Sprintf("if command -v tmux >/dev/null 2>&1; then tmux new-session -d -s %s %s; else nohup sh -c %s >/var/log/vastfleet-%s.log 2>&1 & fi\n",
+		se.Name, shellQuote("sh -c "+q), q, se.Name)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -124,6 +124,11 @@ type instance struct {
 	Destroyed   bool      `json:"destroyed"`
 	DestroyedAt time.Time `json:"destroyed_at"`
 	Events      []event   `json:"events"`
+	// The image pull: PullCost dollars of download spread evenly over
+	// [PullFrom, PullTo).
+	PullFrom time.Time `json:"pull_from"`
+	PullTo   time.Time `json:"pull_to"`
+	PullCost float64   `json:"pull_cost"`
 }
 
 // Market is one simulated marketplace. All methods are safe for concurrent
@@ -365,13 +370,35 @@ func (m *Market) bill(from, to time.Time) {
 		if s > 0 {
 			m.charge(in, "storage", from, to, s*h)
 		}
+		if amt := in.pulled(from, to); amt > 0 {
+			m.charge(in, "bandwidth", from, to, amt)
+		}
 	}
+}
+
+// pulled is the download charge for the part of the image pull that falls
+// in [from, to): the pull runs at a steady rate from PullFrom to PullTo.
+func (in *instance) pulled(from, to time.Time) float64 {
+	if in.Destroyed || in.PullCost <= 0 || !in.PullTo.After(in.PullFrom) {
+		return 0
+	}
+	a, b := from, to
+	if in.PullFrom.After(a) {
+		a = in.PullFrom
+	}
+	if in.PullTo.Before(b) {
+		b = in.PullTo
+	}
+	if !b.After(a) {
+		return 0
+	}
+	return in.PullCost * float64(b.Sub(a)) / float64(in.PullTo.Sub(in.PullFrom))
 }
 
 func (m *Market) charge(in *instance, kind string, from, to time.Time, amount float64) {
 	m.st.Balance -= amount
 	key := [2]int64{in.ID, kindCode(kind)}
-	if i, ok := m.lastLE[key]; ok && kind != "bandwidth" && m.st.Ledger[i].To.Equal(from) {
+	if i, ok := m.lastLE[key]; ok && m.st.Ledger[i].To.Equal(from) {
 		m.st.Ledger[i].To = to
 		m.st.Ledger[i].Amount += amount
 		return
@@ -494,25 +521,28 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, id, 0)) * float64(time.Second)))
 	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
-	boot := pull + 20 + 100*draw(m.st.Seed, drawSetup, id, 0)
+	setup := 20 + 100*draw(m.st.Seed, drawSetup, id, 0)
+	boot := pull + setup
 	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, id, 0) < f.SlowBoot {
 		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, id, 0)
 		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, id, 1))
 		if inst.Fault == "" {
 			inst.Fault = "slow"
 		}
+		pull = boot - setup // a slow host is slow to download
 	}
 	inst.ReadyAt = inst.LoadingAt.Add(time.Duration(boot * float64(time.Second)))
+	// The image pull is billed per byte as it arrives, so an instance
+	// destroyed while loading pays only for what it downloaded.
+	inst.PullFrom = inst.LoadingAt
+	inst.PullTo = inst.LoadingAt.Add(time.Duration(math.Max(pull, 1) * float64(time.Second)))
+	inst.PullCost = o.InetDownCost * gb
 	if inst.Fault == "stuck" {
 		inst.ReadyAt = time.Time{}
 	}
 	inst.log(now, "instance %d created on machine %d (offer %d)", id, o.MachineID, offerID)
 	m.st.Instances = append(m.st.Instances, inst)
 	m.st.Creates[offerID]++
-	// The image pull is billed as download bandwidth at boot.
-	if amt := o.InetDownCost * gb; amt > 0 {
-		m.charge(inst, "bandwidth", now, now, amt)
-	}
 	return inst, nil
 }
 
