@@ -27,6 +27,9 @@ type simServeOptions struct {
 	Faults string
 	State  string
 	APIKey string
+	// Knobs override single shares of the fault profile; <0 means unset.
+	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
+	AuthAs404                                                    bool
 }
 
 func newSimServeCmd(f *factory) *cobra.Command {
@@ -50,6 +53,14 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.StringVar(&opts.Faults, "faults", "realistic", "fault profile: none, realistic or harsh")
 	fl.StringVar(&opts.State, "state", "", "directory to keep the market's state in across restarts (default: memory only)")
 	fl.StringVar(&opts.APIKey, "api-key", simAPIKey, "the API key the simulator accepts")
+	fl.Float64Var(&opts.Stuck, "stuck", -1, "share of instances stuck in loading forever (overrides the profile)")
+	fl.Float64Var(&opts.BootFail, "boot-fail", -1, "share of instances that fail to boot")
+	fl.Float64Var(&opts.Offline, "offline", -1, "share of instances whose host goes offline")
+	fl.Float64Var(&opts.Slow, "slow", -1, "share of instances that boot 5-20x slower (past 10 minutes)")
+	fl.Float64Var(&opts.Rate429, "rate-429", -1, "share of requests answered 429")
+	fl.Float64Var(&opts.Rate5xx, "rate-5xx", -1, "share of requests answered 500/502")
+	fl.Float64Var(&opts.LostCreate, "lost-create", -1, "share of creates applied whose response is lost")
+	fl.BoolVar(&opts.AuthAs404, "auth-as-404", false, "answer a wrong key with 404 auth_error (as seen for revoked keys) instead of 401")
 	return cmd
 }
 
@@ -61,6 +72,25 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	if err != nil {
 		return usagef("--faults: %v", err)
 	}
+	for _, k := range []struct {
+		name string
+		v    float64
+		dst  *float64
+	}{
+		{"--stuck", opts.Stuck, &faults.StuckLoading}, {"--boot-fail", opts.BootFail, &faults.BootFail},
+		{"--offline", opts.Offline, &faults.HostOffline}, {"--slow", opts.Slow, &faults.SlowBoot},
+		{"--rate-429", opts.Rate429, &faults.Rate429}, {"--rate-5xx", opts.Rate5xx, &faults.Rate5xx},
+		{"--lost-create", opts.LostCreate, &faults.LostCreate},
+	} {
+		if k.v == -1 {
+			continue
+		}
+		if k.v < 0 || k.v > 1 {
+			return usagef("%s %v: a share is between 0 and 1", k.name, k.v)
+		}
+		*k.dst = k.v
+	}
+	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
 	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed}
 	var m *sim.Market
 	if opts.State != "" {
