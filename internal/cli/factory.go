@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"io"
 	"log/slog"
 	"net"
@@ -140,7 +141,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 
 // Clock is the time the marketplace lives in: the simulator's virtual clock
 // for --market sim, wall time otherwise.
-func (f *factory) Clock() interface{ Now() time.Time } {
+func (f *factory) Clock() clock.Clock {
 	switch {
 	case !f.frozenAt.IsZero():
 		return fixedClock(f.frozenAt)
@@ -149,7 +150,7 @@ func (f *factory) Clock() interface{ Now() time.Time } {
 	case f.simClock != nil:
 		return f.simClock
 	}
-	return wallClock{}
+	return clock.Wall{}
 }
 
 // simScale is how many market seconds pass per wall second.
@@ -162,10 +163,6 @@ func (f *factory) simScale() float64 {
 	}
 	return 1
 }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 func (f *factory) startSim() (string, error) {
 	dir, err := f.dataDir()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"strconv"
 	"strings"
 	"time"
@@ -44,15 +45,7 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 // sleep waits d of marketplace time: with the simulator, d divided by its
 // time scale in wall time.
 func (f *factory) sleep(ctx context.Context, d time.Duration) error {
-	d = time.Duration(float64(d) / f.simScale())
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, time.Duration(float64(d)/f.simScale()))
 }
 
 // refreshed returns the store after reconciling it with the marketplace.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"log/slog"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 
 // Clock is the one source of time; for the simulator the CLI passes the
 // simulator's clock so that costs match its ledger.
-type Clock interface{ Now() time.Time }
+type Clock = clock.Clock
 
 // Defaults used when a Manager field is zero.
 const (
@@ -81,14 +82,7 @@ func (m *Manager) sleep(ctx context.Context, d time.Duration) error {
 	if m.Sleep != nil {
 		return m.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // completeListing returns one complete listing, retrying transient failures

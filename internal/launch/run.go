@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"math"
 	"sort"
 	"strconv"
@@ -300,14 +301,7 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 	if r.m.Sleep != nil {
 		return r.m.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // loop is the one goroutine that drives the launch: one batched listing per

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"sync"
 	"time"
 )
@@ -8,9 +9,7 @@ import (
 // Clock is the simulator's only source of time. Lifecycle progress and
 // billing are computed lazily from it whenever state is observed, so the
 // simulator needs no background goroutines.
-type Clock interface {
-	Now() time.Time
-}
+type Clock = clock.Clock
 
 // ManualClock only moves when told to; tests use it.
 type ManualClock struct {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -58,14 +59,7 @@ func (h *Harness) wait(ctx context.Context) error {
 		h.Advance(h.Poll)
 		return ctx.Err()
 	}
-	t := time.NewTimer(h.Poll)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, h.Poll)
 }
 
 // until polls cond until it reports done, at most Timeout of (virtual)

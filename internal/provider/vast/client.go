@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -137,7 +138,7 @@ func New(opts Options) (*Client, error) {
 		c.maxBO = 20 * time.Second
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = clock.Sleep
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -170,20 +171,6 @@ func noAPIRedirects(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // retryPolicy says which failures of one call may be repeated.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"io"
 	"log/slog"
 	"net/http"
@@ -456,7 +457,7 @@ func TestNoRetryAfterCancel(t *testing.T) {
 		cancel()
 		answer(503, "text/plain", "busy")(w, r)
 	})
-	c.sleep = sleepCtx
+	c.sleep = clock.Sleep
 	_, err := c.CurrentUser(ctx)
 	if !errors.Is(err, context.Canceled) || len(s.requests()) != 1 {
 		t.Fatalf("err = %v after %d requests", err, len(s.requests()))
