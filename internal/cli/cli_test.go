@@ -226,6 +226,13 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 		t.Errorf("PNG plot missing or not a PNG (%v)", err)
 	}
+	// --score replaces the default --by vcpu without a conflict; the same
+	// expression ranks the same way.
+	byExpr := decode[[]map[string]float64](t, e.ok("market", "depth", "-n", "rentable=True", "--score", "cpu_cores_effective / dph_total", "--json").out)
+	byVCPU := decode[[]map[string]float64](t, e.ok("market", "depth", "-n", "rentable=True", "--json").out)
+	if diff := cmp.Diff(byVCPU, byExpr); diff != "" {
+		t.Errorf("--score 'cpu_cores_effective / dph_total' differs from --by vcpu (-by +score):\n%s", diff)
+	}
 	if r := e.fails("market", "depth", "--plot", "depth.gif"); r.code != 2 {
 		t.Errorf("--plot depth.gif: exit %d, want 2", r.code)
 	}

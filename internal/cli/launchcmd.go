@@ -227,18 +227,8 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory, args []strin
 	if o.query.Storage == 5 { // price the launch's own disk, not the search default
 		o.query.Storage = o.Disk
 	}
-	q, err := o.query.parse(f.io, args)
-	if err != nil {
-		return nil, err
-	}
-	s, err := o.rank.scorer()
-	if err != nil {
-		return nil, err
-	}
-	if s == nil {
-		s, _ = market.ScoreBy("vcpu")
-	}
-	return findOffers(ctx, f, q, o.query.SweepLimit, s)
+	ranked, _, err := rankedOffers(ctx, f, &o.query, &o.rank, args, o.query.SweepLimit)
+	return ranked, err
 }
 
 // waitForWindow polls the market until the top --count offers meet

@@ -57,15 +57,7 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string
 			return usagef("--top %d: every row must be a positive count", n)
 		}
 	}
-	q, err := opts.query.parse(f.io, args)
-	if err != nil {
-		return err
-	}
-	s, err := opts.rank.scorer()
-	if err != nil {
-		return err
-	}
-	ranked, err := findOffers(ctx, f, q, opts.query.SweepLimit, s)
+	ranked, s, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, opts.query.SweepLimit)
 	if err != nil {
 		return err
 	}

@@ -71,14 +71,21 @@ func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
 type rankFlags struct {
 	By    string
 	Score string
+	// byDefault applies when neither --by nor --score is given.
+	byDefault string
 }
 
 func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
-	cmd.Flags().StringVar(&r.By, "by", defaultBy, "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr) or dlperf (DLPerf per $/hr)")
+	r.byDefault = defaultBy
+	help := "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr) or dlperf (DLPerf per $/hr)"
+	if defaultBy != "" {
+		help += " (default " + defaultBy + ")"
+	}
+	cmd.Flags().StringVar(&r.By, "by", "", help)
 	cmd.Flags().StringVar(&r.Score, "score", "", "rank by your own expression over offer fields, e.g. 'cpu_cores_effective * reliability / dph_total'")
 }
 
-// scorer returns nil when neither flag asks for a ranking.
+// scorer returns nil when no ranking is asked for and there is no default.
 func (r *rankFlags) scorer() (market.Scorer, error) {
 	if r.Score != "" {
 		if r.By != "" {
@@ -90,14 +97,33 @@ func (r *rankFlags) scorer() (market.Scorer, error) {
 		}
 		return s, nil
 	}
-	if r.By == "" {
+	by := r.By
+	if by == "" {
+		by = r.byDefault
+	}
+	if by == "" {
 		return nil, nil
 	}
-	s, err := market.ScoreBy(r.By)
+	s, err := market.ScoreBy(by)
 	if err != nil {
 		return nil, usagef("--by: %v", err)
 	}
 	return s, nil
+}
+
+// rankedOffers parses the query flags, searches (sweeping past the
+// marketplace's cap when sweepLimit > 0) and ranks.
+func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string, sweepLimit int) ([]market.Ranked, market.Scorer, error) {
+	q, err := qf.parse(f.io, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := rf.scorer()
+	if err != nil {
+		return nil, nil, err
+	}
+	ranked, err := findOffers(ctx, f, q, sweepLimit, s)
+	return ranked, s, err
 }
 
 type searchOptions struct {
@@ -180,19 +206,11 @@ func rankOrKeep(offers []market.Offer, s market.Scorer) []market.Ranked {
 }
 
 func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []string) error {
-	q, err := opts.query.parse(f.io, args)
-	if err != nil {
-		return err
-	}
-	s, err := opts.rank.scorer()
-	if err != nil {
-		return err
-	}
 	sweep := 0
 	if opts.All {
 		sweep = opts.query.SweepLimit
 	}
-	ranked, err := findOffers(ctx, f, q, sweep, s)
+	ranked, _, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
 	if err != nil {
 		return err
 	}
