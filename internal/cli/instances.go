@@ -455,7 +455,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 }
 
 func newReconcileCmd(f *factory) *cobra.Command {
-	var destroyOrphans, asJSON bool
+	var destroyOrphans, destroyForeign, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Match the marketplace's instances to the store: adopt, mark gone, find orphans",
@@ -465,7 +465,7 @@ func newReconcileCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{DestroyOrphans: destroyOrphans})
+			rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{DestroyOrphans: destroyOrphans, DestroyForeign: destroyForeign})
 			if err != nil {
 				return err
 			}
@@ -476,7 +476,8 @@ func newReconcileCmd(f *factory) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&destroyOrphans, "destroy-orphans", false, "destroy instances labelled by vastfleet that this store does not want")
+	cmd.Flags().BoolVar(&destroyOrphans, "destroy-orphans", false, "destroy instances labelled by this data dir that it has no record of wanting")
+	cmd.Flags().BoolVar(&destroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

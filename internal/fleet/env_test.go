@@ -250,11 +250,21 @@ func (e *env) rentReq(i int) RentRequest {
 		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20, Runtype: "ssh"}}
 }
 
+// labelFor labels rentals of fleet as this env's store does.
+func (e *env) labelFor(fleet string) func(int64) string {
+	e.t.Helper()
+	id, err := e.st.ID(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return func(intent int64) string { return Label(id, fleet, intent) }
+}
+
 // ours lists the simulator's live instances that carry a vastfleet label.
 func (e *env) ours() []sim.InstanceState {
 	var out []sim.InstanceState
 	for _, s := range e.mkt.State() {
-		if _, _, ok := ParseLabel(s.Label); ok && !s.Destroyed {
+		if _, ok := ParseLabel(s.Label); ok && !s.Destroyed {
 			out = append(out, s)
 		}
 	}

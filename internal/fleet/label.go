@@ -28,33 +28,58 @@ func ValidateFleetName(name string) error {
 }
 
 // Label is the idempotency label of one rental: it names vastfleet, the
-// fleet and the intent row written before the create call, so that a lost
-// create response can be resolved by finding the label in a listing.
-// It panics on an invalid fleet name; callers validate names at the edge.
-func Label(fleet string, intentID int64) string {
+// store (data dir) that rented it, the fleet and the intent row written
+// before the create call, so that a lost create response can be resolved by
+// finding the label in a listing, and so that two data dirs renting on one
+// account never take each other's instances for orphans of their own.
+// It panics on an invalid fleet name or store id; callers validate names
+// at the edge and store ids come from store.ID.
+func Label(storeID, fleet string, intentID int64) string {
 	if err := ValidateFleetName(fleet); err != nil {
 		panic(err)
 	}
-	return labelPrefix + ":" + fleet + ":" + strconv.FormatInt(intentID, 10)
+	if !validStoreID(storeID) {
+		panic(fmt.Sprintf("fleet: store id %q is not 8 hex digits", storeID))
+	}
+	return labelPrefix + ":" + storeID + ":" + fleet + ":" + strconv.FormatInt(intentID, 10)
+}
+
+// LabelParts is what a vastfleet label says.
+type LabelParts struct {
+	Store  string
+	Fleet  string
+	Intent int64
 }
 
 // ParseLabel is the inverse of Label. ok is false for any label vastfleet
 // did not write (hand-made rentals, other tools).
-func ParseLabel(s string) (fleet string, intentID int64, ok bool) {
+func ParseLabel(s string) (LabelParts, bool) {
 	if len(s) > maxLabel {
-		return "", 0, false
+		return LabelParts{}, false
 	}
 	rest, found := strings.CutPrefix(s, labelPrefix+":")
 	if !found {
-		return "", 0, false
+		return LabelParts{}, false
 	}
-	fleet, idText, found := strings.Cut(rest, ":")
-	if !found || ValidateFleetName(fleet) != nil {
-		return "", 0, false
+	parts := strings.Split(rest, ":")
+	if len(parts) != 3 || !validStoreID(parts[0]) || ValidateFleetName(parts[1]) != nil {
+		return LabelParts{}, false
 	}
-	id, err := strconv.ParseInt(idText, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != idText {
-		return "", 0, false
+	id, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != parts[2] {
+		return LabelParts{}, false
 	}
-	return fleet, id, true
+	return LabelParts{Store: parts[0], Fleet: parts[1], Intent: id}, true
+}
+
+func validStoreID(s string) bool {
+	if len(s) != 8 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -5,28 +5,32 @@ import (
 	"testing"
 )
 
+const testStore = "0a1b2c3d"
+
 func TestLabelRoundTrip(t *testing.T) {
 	for _, c := range []struct {
 		fleet string
 		id    int64
 	}{{"a", 1}, {"train-7_b", 123456789}, {strings.Repeat("x", 64), 1<<62 + 5}} {
-		l := Label(c.fleet, c.id)
+		l := Label(testStore, c.fleet, c.id)
 		if len(l) > maxLabel {
 			t.Fatalf("label %q longer than %d", l, maxLabel)
 		}
-		f, id, ok := ParseLabel(l)
-		if !ok || f != c.fleet || id != c.id {
-			t.Errorf("ParseLabel(%q) = %q, %d, %v", l, f, id, ok)
+		p, ok := ParseLabel(l)
+		if !ok || p != (LabelParts{testStore, c.fleet, c.id}) {
+			t.Errorf("ParseLabel(%q) = %+v, %v", l, p, ok)
 		}
 	}
 }
 
 func TestParseLabelRejects(t *testing.T) {
-	for _, s := range []string{"", "vastfleet", "vastfleet:a", "vastfleet:a:", "vastfleet:a:0", "vastfleet:a:-1",
-		"vastfleet:a:01", "vastfleet:A:1", "vastfleet::1", "vastfleet:a:1:2", "other:a:1", "my job",
-		"vastfleet:" + strings.Repeat("x", 65) + ":1", "vastfleet:a:99999999999999999999"} {
-		if f, id, ok := ParseLabel(s); ok {
-			t.Errorf("ParseLabel(%q) = %q, %d, true; want not ours", s, f, id)
+	for _, s := range []string{"", "vastfleet", "vastfleet:a", "vastfleet:a:1", "vastfleet:0a1b2c3d:a:",
+		"vastfleet:0a1b2c3d:a:0", "vastfleet:0a1b2c3d:a:-1", "vastfleet:0a1b2c3d:a:01", "vastfleet:0a1b2c3d:A:1",
+		"vastfleet:0a1b2c3d::1", "vastfleet:0a1b2c3d:a:1:2", "vastfleet:0A1B2C3D:a:1", "vastfleet:0a1b2c:a:1",
+		"other:0a1b2c3d:a:1", "my job", "vastfleet:0a1b2c3d:" + strings.Repeat("x", 65) + ":1",
+		"vastfleet:0a1b2c3d:a:99999999999999999999"} {
+		if p, ok := ParseLabel(s); ok {
+			t.Errorf("ParseLabel(%q) = %+v, true; want not ours", s, p)
 		}
 	}
 }
@@ -45,13 +49,13 @@ func TestValidateFleetName(t *testing.T) {
 }
 
 func FuzzParseLabel(f *testing.F) {
-	f.Add("vastfleet:a:1")
-	f.Add("vastfleet:x-y:42")
-	f.Add("vastfleet::")
+	f.Add("vastfleet:0a1b2c3d:a:1")
+	f.Add("vastfleet:0a1b2c3d:x-y:42")
+	f.Add("vastfleet:::")
 	f.Fuzz(func(t *testing.T, s string) {
-		fl, id, ok := ParseLabel(s)
-		if ok && Label(fl, id) != s {
-			t.Fatalf("ParseLabel(%q) ok but Label gives %q", s, Label(fl, id))
+		p, ok := ParseLabel(s)
+		if ok && Label(p.Store, p.Fleet, p.Intent) != s {
+			t.Fatalf("ParseLabel(%q) ok but Label gives %q", s, Label(p.Store, p.Fleet, p.Intent))
 		}
 	})
 }

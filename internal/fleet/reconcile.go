@@ -14,9 +14,13 @@ import (
 
 // ReconcileOptions tunes Reconcile.
 type ReconcileOptions struct {
-	// DestroyOrphans destroys instances whose label names vastfleet but no
-	// intent of this store (another data dir's, or a lost database's).
+	// DestroyOrphans destroys instances whose label names this store but
+	// none of its intents, or an intent that already has its instance.
 	DestroyOrphans bool
+	// DestroyForeign also destroys instances labelled by another vastfleet
+	// store: another data dir on this account, or this machine's own before
+	// its database was lost. Off unless asked: they may be a colleague's.
+	DestroyForeign bool
 }
 
 // Change kinds a Reconcile reports.
@@ -42,6 +46,8 @@ type Change struct {
 type Orphan struct {
 	Instance provider.Instance
 	Reason   string
+	// Foreign: the label names another vastfleet store.
+	Foreign bool
 }
 
 // Report is what one Reconcile saw and did.
@@ -83,6 +89,10 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			}
 		}
 	}
+	storeID, err := m.S.ID(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
+	}
 	now := m.now()
 	rep.Listed = len(l.Instances)
 	listed := byID(l)
@@ -90,7 +100,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	rows := append([]provider.Instance(nil), l.Instances...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 	for _, row := range rows {
-		fleetName, intentID, ok := ParseLabel(row.LabelText())
+		label, ok := ParseLabel(row.LabelText())
 		known, kerr := m.S.Instance(ctx, row.ID)
 		switch {
 		case kerr == nil:
@@ -127,8 +137,13 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			rep.Unmanaged++
 			continue
 		}
+		if label.Store != storeID {
+			rep.Orphans = append(rep.Orphans, Orphan{Instance: row, Foreign: true,
+				Reason: fmt.Sprintf("labelled by another vastfleet data dir (store %s, fleet %s)", label.Store, label.Fleet)})
+			continue
+		}
 		intent, ierr := m.S.IntentByLabel(ctx, row.LabelText())
-		if ierr != nil || intent.ID != intentID || intent.Fleet != fleetName {
+		if ierr != nil || intent.ID != label.Intent || intent.Fleet != label.Fleet {
 			if ierr != nil && !errors.Is(ierr, store.ErrNotFound) {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, ierr))
 				continue
@@ -155,8 +170,11 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
 	}
 
-	if opts.DestroyOrphans {
+	if opts.DestroyOrphans || opts.DestroyForeign {
 		for _, o := range rep.Orphans {
+			if o.Foreign && !opts.DestroyForeign || !o.Foreign && !opts.DestroyOrphans {
+				continue
+			}
 			if err := m.P.DestroyInstance(ctx, o.Instance.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
 				rep.Errors = append(rep.Errors, fmt.Errorf("destroy orphan %d: %w", o.Instance.ID, err))
 				continue
@@ -256,7 +274,11 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "  %-16s instance %d: still listed, destroy sent again\n", "redestroy", id)
 	}
 	for _, o := range r.Orphans {
-		fmt.Fprintf(&b, "  %-16s instance %d (label %q): %s\n", "orphan", o.Instance.ID, o.Instance.LabelText(), o.Reason)
+		kind, hint := "orphan", "--destroy-orphans destroys it"
+		if o.Foreign {
+			kind, hint = "foreign", "--destroy-foreign destroys it, if no other data dir wants it"
+		}
+		fmt.Fprintf(&b, "  %-16s instance %d (label %q): %s; %s\n", kind, o.Instance.ID, o.Instance.LabelText(), o.Reason, hint)
 	}
 	for _, err := range r.Errors {
 		fmt.Fprintf(&b, "  %-16s %v\n", "error", err)

@@ -50,7 +50,7 @@ func TestReconcileIdempotent(t *testing.T) {
 	// A crash between create and record: intent written, instance created
 	// with its label, never recorded.
 	it, err := e.st.NewIntent(ctx, "f1", e.offers[5].ID, e.offers[5].MachineID, nil, e.clock.Now(),
-		func(id int64) string { return Label("f1", id) })
+		e.labelFor("f1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestReconcileIdempotent(t *testing.T) {
 	}
 	// A crash before the create: an intent whose label never appears.
 	if _, err := e.st.NewIntent(ctx, "f1", e.offers[6].ID, e.offers[6].MachineID, nil, e.clock.Now(),
-		func(id int64) string { return Label("f1", id) }); err != nil {
+		e.labelFor("f1")); err != nil {
 		t.Fatal(err)
 	}
 	// One of ours destroyed behind vastfleet's back, and an instance rented
@@ -196,7 +196,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 	recs := rentN(t, e, 2)
 	e.gate.set(func(g *gate) { g.hide = map[int64]bool{recs[0].ID: true} })
 	if _, err := e.st.NewIntent(ctx, "f1", e.offers[9].ID, 0, nil, e.clock.Now(),
-		func(id int64) string { return Label("f1", id) }); err != nil {
+		e.labelFor("f1")); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(DefaultGrace - time.Second)
@@ -235,31 +235,48 @@ func TestReconcileGracePeriod(t *testing.T) {
 	e.assertNoLeak(e.st)
 }
 
-// An instance labelled by vastfleet but unknown to this store is an orphan:
-// listed, destroyed only with DestroyOrphans.
+// An instance labelled by this store but unknown to it is an orphan: listed,
+// destroyed only with DestroyOrphans. One labelled by another data dir's
+// store is foreign: listed, destroyed only with DestroyForeign.
 func TestReconcileOrphans(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	created, err := e.client.CreateInstance(ctx, e.offers[0].ID, provider.CreateRequest{Image: "ubuntu", Disk: 20, Label: Label("other", 77)})
+	orphan, err := e.client.CreateInstance(ctx, e.offers[0].ID, provider.CreateRequest{Image: "ubuntu", Disk: 20, Label: e.labelFor("other")(77)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := e.client.CreateInstance(ctx, e.offers[1].ID, provider.CreateRequest{Image: "ubuntu", Disk: 20, Label: Label("ffffffff", "f1", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := e.m.Reconcile(ctx, ReconcileOptions{})
-	if err != nil || len(rep.Orphans) != 1 || rep.Orphans[0].Instance.ID != created.NewContract || len(rep.Changes) != 0 {
+	if err != nil || len(rep.Orphans) != 2 || len(rep.Changes) != 0 {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
-	if len(e.ours()) != 1 {
+	for _, o := range rep.Orphans {
+		if want := o.Instance.ID == foreign.NewContract; o.Foreign != want {
+			t.Errorf("orphan %d: Foreign = %v, want %v", o.Instance.ID, o.Foreign, want)
+		}
+	}
+	if len(e.ours()) != 2 {
 		t.Fatal("orphan destroyed without DestroyOrphans")
 	}
 	rep, err = e.m.Reconcile(ctx, ReconcileOptions{DestroyOrphans: true})
-	if err != nil || len(rep.Changes) != 1 || rep.Changes[0].Kind != ChangeDestroyed {
+	if err != nil || len(rep.Changes) != 1 || rep.Changes[0].Kind != ChangeDestroyed || rep.Changes[0].Instance != orphan.NewContract {
+		t.Fatalf("report %+v, %v", rep, err)
+	}
+	if ours := e.ours(); len(ours) != 1 || ours[0].ID != foreign.NewContract {
+		t.Fatalf("after DestroyOrphans: %v, want only the foreign instance left", ours)
+	}
+	rep, err = e.m.Reconcile(ctx, ReconcileOptions{DestroyForeign: true})
+	if err != nil || len(rep.Changes) != 1 || rep.Changes[0].Instance != foreign.NewContract {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
 	if len(e.ours()) != 0 {
-		t.Fatal("orphan still there")
+		t.Fatal("foreign instance still there")
 	}
-	rep, err = e.m.Reconcile(ctx, ReconcileOptions{DestroyOrphans: true})
+	rep, err = e.m.Reconcile(ctx, ReconcileOptions{DestroyOrphans: true, DestroyForeign: true})
 	if err != nil || len(rep.Changes) != 0 {
-		t.Fatalf("third reconcile: %+v, %v", rep, err)
+		t.Fatalf("last reconcile: %+v, %v", rep, err)
 	}
 }

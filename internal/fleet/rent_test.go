@@ -18,7 +18,7 @@ func TestRentWaitRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.ID == 0 || rec.IntentID == 0 || rec.Label != Label("f1", rec.IntentID) || rec.OfferID != e.offers[0].ID {
+	if rec.ID == 0 || rec.IntentID == 0 || rec.Label != e.labelFor("f1")(rec.IntentID) || rec.OfferID != e.offers[0].ID {
 		t.Fatalf("record %+v", rec)
 	}
 	it, err := e.st.Intent(ctx, rec.IntentID)

@@ -77,7 +77,7 @@ func checkNoLeaks(t *testing.T, mkt *sim.Market, st *store.Store) {
 	}
 	alive := map[int64]bool{}
 	for _, in := range mkt.State() {
-		if _, _, ok := fleet.ParseLabel(in.Label); !ok {
+		if _, ok := fleet.ParseLabel(in.Label); !ok {
 			continue
 		}
 		row, err := st.Instance(ctx, in.ID)

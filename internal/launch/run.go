@@ -76,6 +76,7 @@ func (n *node) rate() float64 {
 
 type runner struct {
 	m      *fleet.Manager
+	store  string // the store's id, as labels carry it
 	spec   Spec
 	cands  []market.Ranked
 	byOff  map[int64]market.Offer
@@ -385,11 +386,11 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 			}
 			continue
 		}
-		fl, intentID, ok := fleet.ParseLabel(row.LabelText())
-		if !ok || fl != r.spec.Fleet {
+		label, ok := fleet.ParseLabel(row.LabelText())
+		if !ok || label.Fleet != r.spec.Fleet || label.Store != r.storeID(ctx) {
 			continue
 		}
-		r.adopt(ctx, row, intentID, now)
+		r.adopt(ctx, row, label.Intent, now)
 	}
 	for id := range r.destroying {
 		if _, ok := listed[id]; !ok {
@@ -414,14 +415,26 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		}
 		n.seen = true
 		st := row.Status()
-		if st != n.state || row.SSHHost != n.sshHost || row.SSHPort != n.sshPort {
-			if err := r.m.S.UpdateSeen(ctx, n.id, st, row.SSHHost, row.SSHPort, now); err != nil {
+		host, port, _ := provider.SSHAddr(row)
+		if st != n.state || host != n.sshHost || port != n.sshPort {
+			if err := r.m.S.UpdateSeen(ctx, n.id, st, host, port, now); err != nil {
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
 			}
-			n.state, n.sshHost, n.sshPort = st, row.SSHHost, row.SSHPort
+			n.state, n.sshHost, n.sshPort = st, host, port
 		}
 	}
 	return redo
+}
+
+// storeID is the id of the store this launch records into; rentals
+// labelled with another store's id are never adopted.
+func (r *runner) storeID(ctx context.Context) string {
+	if r.store == "" {
+		if id, err := r.m.S.ID(ctx); err == nil {
+			r.store = id
+		}
+	}
+	return r.store
 }
 
 func (r *runner) grace() time.Duration {

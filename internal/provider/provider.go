@@ -54,7 +54,7 @@ type CreateRequest struct {
 	Onstart string            `json:"onstart,omitempty"`
 	// Runtype is "ssh" (proxy), "ssh_direc ssh_proxy" (direct), "args", ...
 	Runtype string `json:"runtype,omitempty"`
-	// Label names vastfleet, the fleet and the intent (see fleet.Label); the
+	// Label names vastfleet, the store, the fleet and the intent (see fleet.Label); the
 	// marketplace caps it at 256 characters.
 	Label string `json:"label"`
 	// Price is the bid in $/hour; nil rents on demand.

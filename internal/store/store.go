@@ -11,8 +11,10 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -275,4 +277,28 @@ func (s *Store) GetMeta(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("store: get meta %q: %w", key, err)
 	}
 	return v, nil
+}
+
+// idKey is the meta key of the store's identity.
+const idKey = "store_id"
+
+// ID is this store's identity: 8 hex digits drawn once, when first asked
+// for, and kept. Labels carry it so that two data dirs renting on one
+// account never take each other's instances for their own.
+func (s *Store) ID(ctx context.Context) (string, error) {
+	if id, err := s.GetMeta(ctx, idKey); err == nil {
+		return id, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return "", err
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("store: drawing an id: %w", err)
+	}
+	// INSERT OR IGNORE: when two handles race, the first id written wins
+	// and both read it back.
+	if _, err := s.db.ExecContext(ctx, "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", idKey, hex.EncodeToString(b[:])); err != nil {
+		return "", fmt.Errorf("store: set id: %w", err)
+	}
+	return s.GetMeta(ctx, idKey)
 }

@@ -603,3 +603,35 @@ func TestNoNetHTTP(t *testing.T) {
 		}
 	}
 }
+
+func TestIDIsDrawnOnceAndKept(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.ID(ctx)
+	if err != nil || len(id) != 8 {
+		t.Fatalf("ID() = %q, %v; want 8 hex digits", id, err)
+	}
+	again, _ := s.ID(ctx)
+	s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reopened, _ := s.ID(ctx)
+	if again != id || reopened != id {
+		t.Errorf("ID changed: %q, then %q, after reopening %q", id, again, reopened)
+	}
+	other, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if oid, _ := other.ID(ctx); oid == id {
+		t.Errorf("two stores drew the same id %q", id)
+	}
+}
