@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"errors"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -44,14 +45,7 @@ func killSpec() Spec {
 
 // scaledSleep sleeps d of sim time in d/killScale of wall time.
 func scaledSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(time.Duration(float64(d) / killScale))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, time.Duration(float64(d)/killScale))
 }
 
 func killManager(t testing.TB, url, dbPath string, clock *sim.ScaledClock) (*fleet.Manager, *store.Store) {

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -585,22 +584,6 @@ func TestConcurrentIntentWriters(t *testing.T) {
 	live, _ := s.LiveInstances(ctx)
 	if len(live) != writers*each {
 		t.Errorf("live = %d, want %d", len(live), writers*each)
-	}
-}
-
-func TestNoNetHTTP(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go not in PATH")
-	}
-	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep == "net/http" {
-			t.Fatal("package store imports net/http")
-		}
 	}
 }
 
