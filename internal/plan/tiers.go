@@ -22,7 +22,14 @@ type Tier struct {
 func Tiers(r Req) []Tier {
 	per := math.Ceil(r.PerGPUGB*10) / 10
 	n := max(r.NumGPUs, 1)
-	common := fmt.Sprintf("num_gpus>=%d reliability>0.95 inet_down>100 disk_space>=%g cuda_max_good>=%g", n, r.DiskGB, r.CUDA)
+	// A job that uses one card gains nothing from an 8-GPU box, whose
+	// dlperf would top the "fast" tier; jobs that spread over the GPUs (or
+	// shard a model) take any box with enough of them.
+	count := fmt.Sprintf("num_gpus=%d", n)
+	if r.Parallel || r.Sharded {
+		count = fmt.Sprintf("num_gpus>=%d", n)
+	}
+	common := fmt.Sprintf("%s reliability>0.95 inet_down>100 disk_space>=%g cuda_max_good>=%g", count, r.DiskGB, r.CUDA)
 	gpus := "1 GPU"
 	if n > 1 {
 		gpus = fmt.Sprintf("%d GPUs", n)

@@ -23,11 +23,11 @@ func TestTiers(t *testing.T) {
 		query map[string]string
 	}{
 		{"7B inference: budget and fast", Task{Model: "7b", Mode: "inference"}, []string{"budget", "fast"}, map[string]string{
-			"budget": "gpu_ram>=16.8 num_gpus>=1 reliability>0.95 inet_down>100 disk_space>=50 cuda_max_good>=12.1",
+			"budget": "gpu_ram>=16.8 num_gpus=1 reliability>0.95 inet_down>100 disk_space>=50 cuda_max_good>=12.1",
 		}},
 		{"13B inference adds high-VRAM", Task{Model: "13b", Mode: "inference"}, []string{"budget", "fast", "high-vram"}, map[string]string{
-			"budget":    "gpu_ram>=31.2 num_gpus>=1 reliability>0.95 inet_down>100 disk_space>=54 cuda_max_good>=12.1",
-			"high-vram": "gpu_ram>=48 num_gpus>=1 reliability>0.95 inet_down>100 disk_space>=54 cuda_max_good>=12.1",
+			"budget":    "gpu_ram>=31.2 num_gpus=1 reliability>0.95 inet_down>100 disk_space>=54 cuda_max_good>=12.1",
+			"high-vram": "gpu_ram>=48 num_gpus=1 reliability>0.95 inet_down>100 disk_space>=54 cuda_max_good>=12.1",
 		}},
 		{"70B inference: per-GPU share on 3 GPUs", Task{Model: "70b", Mode: "inference"}, []string{"budget", "fast", "high-vram"}, map[string]string{
 			"budget":    "gpu_ram>=56 num_gpus>=3 reliability>0.95 inet_down>100 disk_space>=168 cuda_max_good>=12.1",
