@@ -46,6 +46,20 @@ func TestRentLsDestroyAcrossCommands(t *testing.T) {
 		t.Errorf("ssh_url = %v", ls[0]["ssh_url"])
 	}
 
+	id := fmt.Sprint(int64(inst["id"].(float64)))
+	if url := strings.TrimSpace(e.ok("ssh-url", id).out); url != ls[0]["ssh_url"] {
+		t.Errorf("ssh-url %s = %q, ls says %v", id, url, ls[0]["ssh_url"])
+	}
+	if logs := e.ok("logs", id).out; !strings.Contains(logs, "created") {
+		t.Errorf("logs %s = %q, want the instance's log", id, logs)
+	}
+	if bal := decode[map[string]any](t, e.ok("balance", "--json").out); bal["balance"].(float64) >= 1000 {
+		t.Errorf("balance %v: the rental should have spent some of the $1000 credit", bal["balance"])
+	}
+	if r := e.fails("ssh-url", "999999"); !strings.Contains(r.err, "not found") {
+		t.Errorf("ssh-url of a missing instance: stderr %q", r.err)
+	}
+
 	// Renting the same offer again fails: it is taken, and nothing is recorded.
 	if r := e.fails("rent", offer); !strings.Contains(r.err, "no longer available") {
 		t.Errorf("second rent of offer %s: stderr %q, want 'no longer available'", offer, r.err)

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+func newBalanceCmd(f *factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "balance",
+		Short: "The account's credit balance",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.Provider(cmd.Context())
+			if err != nil {
+				return err
+			}
+			u, err := p.CurrentUser(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.io.Out, u)
+			}
+			fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, u.Username, u.Balance, u.Credit)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newLogsCmd(f *factory) *cobra.Command {
+	var tail int
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "An instance's container log, as the marketplace keeps it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			if tail < 0 {
+				return usagef("--tail %d: must be 0 (all) or more", tail)
+			}
+			p, err := f.Provider(cmd.Context())
+			if err != nil {
+				return err
+			}
+			op, ok := p.(provider.Operator)
+			if !ok {
+				return fmt.Errorf("this marketplace client cannot fetch logs")
+			}
+			text, err := op.InstanceLogs(cmd.Context(), ids[0], tail)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(f.io.Out, text)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&tail, "tail", 200, "last N lines (0: all)")
+	return cmd
+}
+
+func newSSHURLCmd(f *factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ssh-url ID",
+		Short: "An instance's ssh://root@HOST:PORT, derived as the vastai CLI does",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			p, err := f.Provider(cmd.Context())
+			if err != nil {
+				return err
+			}
+			inst, err := p.ShowInstance(cmd.Context(), ids[0])
+			if errors.Is(err, provider.ErrNotFound) {
+				return usagef("instance %d: not found on the marketplace (see `vastfleet ls`)", ids[0])
+			}
+			if err != nil {
+				return fmt.Errorf("instance %d: %w", ids[0], err)
+			}
+			url := provider.SSHURL(inst)
+			if url == "" {
+				return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", ids[0], inst.Status())
+			}
+			_, err = fmt.Fprintln(f.io.Out, url)
+			return err
+		},
+	}
+}
