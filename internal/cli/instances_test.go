@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -236,4 +238,34 @@ func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
 	}
 	l.Unlock()
 	e.ok("destroy", "--all", "--yes")
+}
+
+// A simulator served elsewhere (`vastfleet sim serve`) is reached with
+// --api-url; costs are then computed in that simulator's time.
+func TestRemoteSimulator(t *testing.T) {
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mkt.Handler())
+	defer srv.Close()
+	e := newEnv(t)
+	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
+	offer := decode[[]map[string]any](t, e.ok(remote("search", "gpu_name=RTX_3090", "-o", "+dph_total", "--limit", "1", "--json")...).out)[0]
+	id := fmt.Sprint(int64(offer["id"].(float64)))
+	e.ok(remote("rent", id, "--image", "ubuntu:22.04")...)
+	if n := len(mkt.Instances()); n != 1 {
+		t.Fatalf("the remote simulator holds %d instances, want 1", n)
+	}
+	e.ok(remote("destroy", "--all", "--yes")...)
+	cost := decode[map[string]any](t, e.ok(remote("cost", "--json")...).out)
+	ledger := 0.0
+	for _, le := range mkt.Ledger() {
+		if le.Kind != "bandwidth" {
+			ledger += le.Amount
+		}
+	}
+	if got := cost["total"].(float64); got < ledger-0.01 || got > ledger+0.01 {
+		t.Errorf("cost total $%.4f, simulator ledger (compute+storage) $%.4f: want agreement to the cent", got, ledger)
+	}
 }
