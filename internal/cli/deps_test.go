@@ -23,7 +23,7 @@ func TestDependencyDirection(t *testing.T) {
 		"sim":      {mod + "store", mod + "fleet", mod + "launch", mod + "cli", mod + "provider/vast", "database/sql"},
 		"store":    {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
 		"fleet":    {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
-		"launch":   {mod + "cli"},
+		"launch":   {mod + "cli", mod + "sim", mod + "provider/vast", "net/http/httptest"},
 	}
 	for pkg, forbidden := range never {
 		// Test-only dependencies (the simulator in fleet's tests) are fine:

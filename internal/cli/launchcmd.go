@@ -13,6 +13,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/launch/launchbench"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -432,7 +433,7 @@ func newHostsCmd(f *factory) *cobra.Command {
 
 func newBenchCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
-	var cfg launch.BenchConfig
+	var cfg launchbench.Config
 	var asJSON bool
 	bl := &cobra.Command{
 		Use:   "launch",
@@ -445,14 +446,14 @@ backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
 			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
 				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
 			}
-			rows, err := launch.Bench(cmd.Context(), cfg)
+			rows, err := launchbench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(f.io.Out, rows)
 			}
-			fmt.Fprint(f.io.Out, launch.BenchTable(rows))
+			fmt.Fprint(f.io.Out, launchbench.Table(rows))
 			return nil
 		},
 	}

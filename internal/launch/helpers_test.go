@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"strings"
 	"sync"
 	"testing"
@@ -13,9 +14,9 @@ import (
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-func newTestEnv(t *testing.T, seed int64, faults sim.Faults) *simEnv {
+func newTestEnv(t *testing.T, seed int64, faults sim.Faults) *launchsim.Env {
 	t.Helper()
-	e, err := newSimEnv(context.Background(), seed, 3000, faults, t.TempDir())
+	e, err := launchsim.New(context.Background(), seed, 3000, faults, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

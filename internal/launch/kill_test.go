@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -49,7 +50,7 @@ func scaledSleep(ctx context.Context, d time.Duration) error {
 }
 
 func killManager(t testing.TB, url, dbPath string, clock *sim.ScaledClock) (*fleet.Manager, *store.Store) {
-	client, err := vast.New(vast.Options{BaseURL: url, APIKey: simKey, Timeout: 10 * time.Second,
+	client, err := vast.New(vast.Options{BaseURL: url, APIKey: launchsim.APIKey, Timeout: 10 * time.Second,
 		Sleep: scaledSleep, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestKillChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(context.Background(), m, killSpec(), simCandidates(local, 10), nil)
+	_, err = Run(context.Background(), m, killSpec(), launchsim.Candidates(local, 10), nil)
 	t.Logf("child finished before the kill: %v", err)
 }
 
@@ -102,8 +103,8 @@ func TestKill9Resume(t *testing.T) {
 func killOnce(t *testing.T, killAfter time.Duration) {
 	wall := time.Now()
 	clock := sim.NewScaledClock(killSimStart, wall, killScale, time.Now)
-	faults := BenchFaults()
-	mkt, err := sim.New(sim.Config{Seed: killSeed, Offers: killOffers, Clock: clock, APIKey: simKey, Faults: faults, Balance: 1e6})
+	faults := launchsim.Faults()
+	mkt, err := sim.New(sim.Config{Seed: killSeed, Offers: killOffers, Clock: clock, APIKey: launchsim.APIKey, Faults: faults, Balance: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"errors"
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,7 @@ func TestParkAndRelease(t *testing.T) {
 	spec.Park = true
 	spec.Spare = -1 // exactly 20 rents: no fault needs a spare here
 	spec.Deadline = 20 * time.Minute
-	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,14 +33,14 @@ func TestParkAndRelease(t *testing.T) {
 		t.Errorf("ready %d, release waves %d, running again %d", rec.count(EvReady), rec.count(EvRelease), rec.count(EvRunning))
 	}
 	release := rec.find(EvRelease, "")
-	for _, st := range e.mkt.State() {
+	for _, st := range e.Mkt.State() {
 		if st.Status != provider.StateRunning {
 			t.Errorf("instance %d is %s", st.ID, st.Status)
 		}
 	}
 	// Each instance was stopped once: its ledger shows compute before and
 	// after a stop, and none of it ran between its stop and the release.
-	for _, le := range e.mkt.Ledger() {
+	for _, le := range e.Mkt.Ledger() {
 		if le.Kind == "compute" && le.From.Before(release.At) && le.To.After(release.At) {
 			t.Errorf("instance %d billed compute across the release wave: %v..%v", le.InstanceID, le.From, le.To)
 		}
@@ -47,7 +48,7 @@ func TestParkAndRelease(t *testing.T) {
 	if sum.VCPU <= 0 || sum.DPHTotal <= 0 || sum.GPUs < 20 {
 		t.Errorf("fleet totals missing: %+v", sum)
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestBackfillAfterBootFailure(t *testing.T) {
@@ -56,7 +57,7 @@ func TestBackfillAfterBootFailure(t *testing.T) {
 	spec := baseSpec("backfill", 20)
 	spec.Deadline = 40 * time.Minute
 	spec.BootTimeout = 8 * time.Minute
-	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +71,14 @@ func TestBackfillAfterBootFailure(t *testing.T) {
 		t.Error("want both an exited and a stuck-loading failure")
 	}
 	// Failed machines are remembered.
-	bad, err := e.st.BadHosts(context.Background(), e.clock.Now())
+	bad, err := e.St.BadHosts(context.Background(), e.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(bad) < sum.Failed {
 		t.Errorf("%d bad hosts for %d failures", len(bad), sum.Failed)
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestReleaseTimeoutReplaces(t *testing.T) {
@@ -88,7 +89,7 @@ func TestReleaseTimeoutReplaces(t *testing.T) {
 	spec.Park = true
 	spec.Deadline = 40 * time.Minute
 	spec.ReleaseTimeout = 2 * time.Minute
-	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,34 +101,34 @@ func TestReleaseTimeoutReplaces(t *testing.T) {
 		t.Errorf("summary %+v: want 10 ready with replacements", sum)
 	}
 	// The stalled instance was destroyed, not left scheduling.
-	for _, st := range e.mkt.State() {
+	for _, st := range e.Mkt.State() {
 		if st.ID == f.InstanceID && !st.Destroyed {
 			t.Errorf("instance %d stuck in scheduling was not destroyed", st.ID)
 		}
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestMaxDPHRefusedBeforeRenting(t *testing.T) {
 	e := newTestEnv(t, 4, sim.Faults{})
-	cands := simCandidates(e.mkt, 10)
+	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("capped", 50)
 	spec.MaxDPH = 0.5
-	_, err := Run(context.Background(), e.m, spec, cands, nil)
+	_, err := Run(context.Background(), e.M, spec, cands, nil)
 	if !errors.Is(err, ErrCaps) || !strings.Contains(err.Error(), "--max-dph $0.500") || !strings.Contains(err.Error(), "lower --count to") {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(e.mkt.CreatesPerOffer()); n != 0 {
+	if n := len(e.Mkt.CreatesPerOffer()); n != 0 {
 		t.Errorf("%d offers rented despite the refusal", n)
 	}
-	if _, err := e.st.GetFleet(context.Background(), "capped"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.St.GetFleet(context.Background(), "capped"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("fleet row written: %v", err)
 	}
 }
 
 func TestBudgetJustBelowRefused(t *testing.T) {
 	e := newTestEnv(t, 4, sim.Faults{})
-	cands := simCandidates(e.mkt, 10)
+	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("budget", 30)
 	spec.Deadline = 10 * time.Minute
 	plan, err := CheckCaps(spec, cands, nil)
@@ -135,11 +136,11 @@ func TestBudgetJustBelowRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.Budget = plan.Projected * 0.99
-	_, err = Run(context.Background(), e.m, spec, cands, nil)
+	_, err = Run(context.Background(), e.M, spec, cands, nil)
 	if !errors.Is(err, ErrCaps) || !strings.Contains(err.Error(), "--budget") || !strings.Contains(err.Error(), "raise --budget to at least") {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(e.mkt.CreatesPerOffer()); n != 0 {
+	if n := len(e.Mkt.CreatesPerOffer()); n != 0 {
 		t.Errorf("%d offers rented despite the refusal", n)
 	}
 }
@@ -149,7 +150,7 @@ func TestBudgetJustBelowRefused(t *testing.T) {
 // failed; this drives the runner's cap logic directly with such a state.
 func TestBudgetStopsAtCap(t *testing.T) {
 	e := newTestEnv(t, 5, sim.Faults{})
-	cands := simCandidates(e.mkt, 10)
+	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("budgetstop", 5)
 	spec.Deadline = time.Hour
 	spec = spec.WithDefaults()
@@ -159,12 +160,12 @@ func TestBudgetStopsAtCap(t *testing.T) {
 	}
 	spec.Budget = plan.Projected * 1.01
 	rec := &recorder{}
-	r := newRunner(e.m, spec, cands, rec.add, map[int64]bool{}, e.clock.Now())
+	r := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, e.Clock.Now())
 	// Half the hour gone, and failures have already spent 95% of the budget:
 	// a replacement for the whole fleet no longer fits.
-	e.clock.c.Advance(30 * time.Minute)
+	e.Clock.Advance(30 * time.Minute)
 	r.spent = spec.Budget * 0.95
-	got := r.pick(5, e.clock.Now())
+	got := r.pick(5, e.Clock.Now())
 	committed := r.spent
 	for _, c := range got {
 		committed += c.DPHTotal * 0.5
@@ -176,11 +177,11 @@ func TestBudgetStopsAtCap(t *testing.T) {
 		t.Fatalf("capHit %q", r.capHit)
 	}
 	// Spending the budget ends the launch: unready instances are dropped.
-	r2 := newRunner(e.m, spec, cands, rec.add, map[int64]bool{}, e.clock.Now())
+	r2 := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, e.Clock.Now())
 	r2.spent = spec.Budget
 	var drop []int64
 	r2.nodes[1] = &node{id: 1, phase: phBooting, seen: true}
-	r2.decide(context.Background(), e.clock.Now(), &drop)
+	r2.decide(context.Background(), e.Clock.Now(), &drop)
 	if !r2.finishing || len(drop) != 1 || !strings.Contains(r2.capHit, "reached") {
 		t.Fatalf("finishing %v, drop %v, capHit %q", r2.finishing, drop, r2.capHit)
 	}
@@ -192,14 +193,14 @@ func TestBudgetStopsAtCap(t *testing.T) {
 
 func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
 	e := newTestEnv(t, 6, sim.Faults{BootFail: 0.4})
-	cands := simCandidates(e.mkt, 10)
+	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("first", 15)
 	spec.Deadline = 30 * time.Minute
-	if _, err := Run(context.Background(), e.m, spec, cands, nil); err != nil {
+	if _, err := Run(context.Background(), e.M, spec, cands, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bad, err := e.st.BadHosts(ctx, e.clock.Now())
+	bad, err := e.St.BadHosts(ctx, e.Clock.Now())
 	if err != nil || len(bad) == 0 {
 		t.Fatalf("bad hosts %v, %v", bad, err)
 	}
@@ -210,10 +211,10 @@ func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
 	// The second launch gets the same ranking, bad machines first.
 	spec2 := baseSpec("second", 10)
 	spec2.Deadline = 30 * time.Minute
-	if _, err := Run(ctx, e.m, spec2, cands, nil); err != nil {
+	if _, err := Run(ctx, e.M, spec2, cands, nil); err != nil {
 		t.Fatal(err)
 	}
-	its, err := e.st.FleetIntents(ctx, "second")
+	its, err := e.St.FleetIntents(ctx, "second")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,22 +224,22 @@ func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
 		}
 	}
 	// Cleared hosts are usable again.
-	if err := e.st.ClearBadHosts(ctx); err != nil {
+	if err := e.St.ClearBadHosts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if bad, _ := e.st.BadHosts(ctx, e.clock.Now()); len(bad) != 0 {
+	if bad, _ := e.St.BadHosts(ctx, e.Clock.Now()); len(bad) != 0 {
 		t.Errorf("still %d bad hosts", len(bad))
 	}
 }
 
 func TestOneOfferPerMachine(t *testing.T) {
 	e := newTestEnv(t, 7, sim.Faults{})
-	cands := simCandidates(e.mkt, 10)
+	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("machines", 40)
-	if _, err := Run(context.Background(), e.m, spec, cands, nil); err != nil {
+	if _, err := Run(context.Background(), e.M, spec, cands, nil); err != nil {
 		t.Fatal(err)
 	}
-	its, _ := e.st.FleetIntents(context.Background(), "machines")
+	its, _ := e.St.FleetIntents(context.Background(), "machines")
 	seen := map[int64]bool{}
 	for _, it := range its {
 		if seen[it.MachineID] {
@@ -256,7 +257,7 @@ func TestResumeAfterInterrupt(t *testing.T) {
 	spec := baseSpec("resume", 40)
 	spec.Park = true
 	spec.Deadline = 20 * time.Minute
-	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
 		if ev.Event == EvRented && rented.Add(1) == 25 {
 			cancel()
 		}
@@ -264,19 +265,19 @@ func TestResumeAfterInterrupt(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("err = %v, want ErrInterrupted", err)
 	}
-	checkNoLeaks(t, e.mkt, e.st)
-	before := len(e.mkt.CreatesPerOffer())
-	sum, err := Resume(context.Background(), e.m, "resume", nil)
+	checkNoLeaks(t, e.Mkt, e.St)
+	before := len(e.Mkt.CreatesPerOffer())
+	sum, err := Resume(context.Background(), e.M, "resume", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum.Ready != 40 {
 		t.Errorf("ready %d of 40 after resume (%+v)", sum.Ready, sum)
 	}
-	if len(e.mkt.CreatesPerOffer()) <= before {
+	if len(e.Mkt.CreatesPerOffer()) <= before {
 		t.Error("resume rented nothing")
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestInterruptDestroyAll(t *testing.T) {
@@ -285,7 +286,7 @@ func TestInterruptDestroyAll(t *testing.T) {
 	defer cancel()
 	spec := baseSpec("abort", 10)
 	spec.OnInterrupt = InterruptDestroyAll
-	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
 		if ev.Event == EvRented {
 			cancel()
 		}
@@ -293,10 +294,10 @@ func TestInterruptDestroyAll(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(e.mkt.Instances()); n != 0 {
+	if n := len(e.Mkt.Instances()); n != 0 {
 		t.Errorf("%d instances left after destroy-all", n)
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestCleanupDestroysNotRunning(t *testing.T) {
@@ -306,7 +307,7 @@ func TestCleanupDestroysNotRunning(t *testing.T) {
 	spec := baseSpec("clean", 10)
 	spec.Park = true
 	var parked atomic.Int32
-	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
 		if ev.Event == EvParked && parked.Add(1) == 3 {
 			cancel()
 		}
@@ -314,29 +315,29 @@ func TestCleanupDestroysNotRunning(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("err = %v", err)
 	}
-	ids, err := Cleanup(context.Background(), e.m, "clean")
+	ids, err := Cleanup(context.Background(), e.M, "clean")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ids) == 0 {
 		t.Fatal("nothing destroyed")
 	}
-	for _, in := range e.mkt.Instances() {
+	for _, in := range e.Mkt.Instances() {
 		if in.Status() != provider.StateRunning {
 			t.Errorf("instance %d left %s", in.ID, in.Status())
 		}
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestRunRefusesExistingFleet(t *testing.T) {
 	e := newTestEnv(t, 11, sim.Faults{})
 	spec := baseSpec("twice", 2)
-	cands := simCandidates(e.mkt, 10)
-	if _, err := Run(context.Background(), e.m, spec, cands, nil); err != nil {
+	cands := launchsim.Candidates(e.Mkt, 10)
+	if _, err := Run(context.Background(), e.M, spec, cands, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), e.m, spec, cands, nil); !errors.Is(err, ErrFleetExists) || !strings.Contains(err.Error(), "--resume twice") {
+	if _, err := Run(context.Background(), e.M, spec, cands, nil); !errors.Is(err, ErrFleetExists) || !strings.Contains(err.Error(), "--resume twice") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -355,7 +356,7 @@ func TestQuorumReleasesEarly(t *testing.T) {
 	spec.Deadline = 4 * time.Hour // slow boots take up to about 2 hours here
 	spec.BootTimeout = 3 * time.Hour
 	spec.PollEvery = time.Minute
-	sum, err := Run(context.Background(), e.m, spec, simCandidates(e.mkt, 10), rec.add)
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,12 +384,12 @@ func TestQuorumReleasesEarly(t *testing.T) {
 		}
 		t.Errorf("ready %d of 15: %+v", sum.Ready, sum)
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestMaxDPHNeverExceeded(t *testing.T) {
 	e := newTestEnv(t, 13, sim.Faults{BootFail: 0.3, StuckLoading: 0.1})
-	cands := simCandidates(e.mkt, 10)
+	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("dphcap", 12)
 	spec.Park = true
 	spec.Deadline = 30 * time.Minute
@@ -398,12 +399,12 @@ func TestMaxDPHNeverExceeded(t *testing.T) {
 	}
 	spec.MaxDPH = plan.DPH * 1.05
 	worst := 0.0
-	sum, err := Run(context.Background(), e.m, spec, cands, func(ev Event) {
+	sum, err := Run(context.Background(), e.M, spec, cands, func(ev Event) {
 		if ev.Event != EvProgress {
 			return
 		}
 		live := 0.0
-		for _, in := range e.mkt.Instances() {
+		for _, in := range e.Mkt.Instances() {
 			live += in.DPHTotal
 		}
 		worst = max(worst, live)
@@ -420,7 +421,7 @@ func TestMaxDPHNeverExceeded(t *testing.T) {
 	if sum.Ready < spec.Count && !strings.Contains(sum.StoppedAtCap, "max-dph") {
 		t.Errorf("short of the count without saying why: %+v", sum)
 	}
-	checkNoLeaks(t, e.mkt, e.st)
+	checkNoLeaks(t, e.Mkt, e.St)
 }
 
 func TestAfterInterruptDestroyUnready(t *testing.T) {
@@ -430,7 +431,7 @@ func TestAfterInterruptDestroyUnready(t *testing.T) {
 	spec := baseSpec("ask", 10)
 	spec.Park = true
 	var parked atomic.Int32
-	_, err := Run(ctx, e.m, spec, simCandidates(e.mkt, 10), func(ev Event) {
+	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
 		if ev.Event == EvParked && parked.Add(1) == 2 {
 			cancel()
 		}
@@ -438,20 +439,20 @@ func TestAfterInterruptDestroyUnready(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("err = %v", err)
 	}
-	ids, err := AfterInterrupt(context.Background(), e.m, "ask", InterruptDestroyUnready)
+	ids, err := AfterInterrupt(context.Background(), e.M, "ask", InterruptDestroyUnready)
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("destroyed %v, err %v", ids, err)
 	}
-	for _, in := range e.mkt.Instances() {
+	for _, in := range e.Mkt.Instances() {
 		if st := in.Status(); st != provider.StateStopped && st != provider.StateRunning {
 			t.Errorf("unready instance %d (%s) kept", in.ID, st)
 		}
 	}
-	checkNoLeaks(t, e.mkt, e.st)
-	if _, err := AfterInterrupt(context.Background(), e.m, "ask", InterruptDestroyAll); err != nil {
+	checkNoLeaks(t, e.Mkt, e.St)
+	if _, err := AfterInterrupt(context.Background(), e.M, "ask", InterruptDestroyAll); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.mkt.Instances()); n != 0 {
+	if n := len(e.Mkt.Instances()); n != 0 {
 		t.Errorf("%d left after destroy-all", n)
 	}
 }

@@ -1,4 +1,7 @@
-package launch
+// Package launchbench compares launch strategies on one simulated market:
+// start all and wait, the manual park-and-release recipe, and vastfleet's
+// park + backfill + quorum. `vastfleet bench launch` prints its table.
+package launchbench
 
 import (
 	"context"
@@ -8,24 +11,18 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
-// Strategies the benchmark compares.
-const (
-	StrategyStartAllWait = "start-all-wait" // rent Count, wait for the deadline, destroy what is not running
-	StrategyManualPark   = "manual-park"    // rent Count, park each as it boots, release at the deadline
-	StrategyVastfleet    = "vastfleet"      // park + backfill (with hedged spares) + quorum release
-)
-
-// BenchConfig is one benchmark: the same market and failure profile for
+// Config is one benchmark: the same market and failure profile for
 // every strategy.
-type BenchConfig struct {
+type Config struct {
 	Seed     int64
 	Count    int
 	Deadline time.Duration
-	// Faults default to BenchFaults().
+	// Faults default to launchsim.Faults().
 	Faults *sim.Faults
 	// Offers is the market size (default 4000).
 	Offers int
@@ -33,21 +30,8 @@ type BenchConfig struct {
 	Dir string
 }
 
-// BenchFaults is the issue's failure profile on top of the realistic one:
-// 30% of hosts boot slower than 10 minutes, 10% never boot (half stuck
-// loading, half exiting), and offers are taken by others mid-launch.
-func BenchFaults() sim.Faults {
-	f, _ := sim.Profile("realistic")
-	f.SlowBoot = 0.30
-	f.StuckLoading = 0.05
-	f.BootFail = 0.05
-	f.CreateRace = 0.05
-	f.OfferChurnPerHour = 0.05
-	return f
-}
-
-// BenchRow is one strategy's result.
-type BenchRow struct {
+// Row is one strategy's result.
+type Row struct {
 	Strategy        string
 	Asked           int
 	ReadyAtDeadline int // running when the strategy's launch ended
@@ -66,10 +50,10 @@ type BenchRow struct {
 	Rented                             int
 }
 
-// Bench runs the three strategies on fresh copies of one simulated market
+// Run runs the three strategies on fresh copies of one simulated market
 // (same seed, same faults, same ranked candidates), each over the real
 // client and a loopback HTTP server with a virtual clock.
-func Bench(ctx context.Context, cfg BenchConfig) ([]BenchRow, error) {
+func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	if cfg.Count <= 0 {
 		cfg.Count = 300
 	}
@@ -79,7 +63,7 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchRow, error) {
 	if cfg.Offers <= 0 {
 		cfg.Offers = 4000
 	}
-	faults := BenchFaults()
+	faults := launchsim.Faults()
 	if cfg.Faults != nil {
 		faults = *cfg.Faults
 	}
@@ -92,8 +76,8 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchRow, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	var rows []BenchRow
-	for i, strat := range []string{StrategyStartAllWait, StrategyManualPark, StrategyVastfleet} {
+	var rows []Row
+	for i, strat := range []string{launch.StrategyStartAllWait, launch.StrategyManualPark, launch.StrategyVastfleet} {
 		sub := fmt.Sprintf("%s/%d", dir, i)
 		if err := os.MkdirAll(sub, 0o700); err != nil {
 			return nil, err
@@ -107,37 +91,21 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchRow, error) {
 	return rows, nil
 }
 
-// BenchSpec is the launch spec each strategy runs.
-func BenchSpec(strategy string, count int, deadline time.Duration) Spec {
-	s := Spec{Fleet: "bench", Count: count, Deadline: deadline,
-		Create: provider.CreateRequest{Image: "vastai/base:cuda-12", Disk: 10, Runtype: "ssh"}}
-	switch strategy {
-	case StrategyManualPark:
-		s.Park = true
-	case StrategyVastfleet:
-		s.Park, s.Backfill = true, true
-		// The CLI's advice for start-after-stop: stuck for more than a
-		// minute or so means the GPUs are gone.
-		s.ReleaseTimeout = 90 * time.Second
-	}
-	return s
-}
-
-func benchOne(ctx context.Context, cfg BenchConfig, faults sim.Faults, strat, dir string) (BenchRow, error) {
-	e, err := newSimEnv(ctx, cfg.Seed, cfg.Offers, faults, dir)
+func benchOne(ctx context.Context, cfg Config, faults sim.Faults, strat, dir string) (Row, error) {
+	e, err := launchsim.New(ctx, cfg.Seed, cfg.Offers, faults, dir)
 	if err != nil {
-		return BenchRow{}, err
+		return Row{}, err
 	}
 	defer e.Close()
-	spec := BenchSpec(strat, cfg.Count, cfg.Deadline)
-	start := e.clock.Now()
-	sum, err := Run(ctx, e.m, spec, simCandidates(e.mkt, spec.Create.Disk), nil)
+	spec := launch.BenchSpec(strat, cfg.Count, cfg.Deadline)
+	start := e.Clock.Now()
+	sum, err := launch.Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, spec.Create.Disk), nil)
 	if err != nil {
-		return BenchRow{}, err
+		return Row{}, err
 	}
-	row := BenchRow{Strategy: strat, Asked: cfg.Count, ReadyAtDeadline: sum.Ready, APICalls: e.calls.n.Load(),
+	row := Row{Strategy: strat, Asked: cfg.Count, ReadyAtDeadline: sum.Ready, APICalls: e.Calls(),
 		SimMinutes: sum.EndedAt.Sub(start).Minutes(), Rented: sum.Rented}
-	for _, le := range e.mkt.Ledger() {
+	for _, le := range e.Mkt.Ledger() {
 		amt := clip(le, sum.EndedAt)
 		switch le.Kind {
 		case "compute":
@@ -172,8 +140,8 @@ func clip(le sim.LedgerEntry, end time.Time) float64 {
 	return le.Amount * float64(end.Sub(le.From)) / float64(le.To.Sub(le.From))
 }
 
-// BenchTable renders rows as an aligned table.
-func BenchTable(rows []BenchRow) string {
+// Table renders rows as an aligned table.
+func Table(rows []Row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "strategy\tasked\tready\tshare ready\tboot-phase spend\tcompute\tstorage\timage pulls\ttotal\tAPI calls\tsim minutes\trented\t")

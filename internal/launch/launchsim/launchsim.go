@@ -1,4 +1,9 @@
-package launch
+// Package launchsim is a launch's test bench: the simulated marketplace on
+// a loopback HTTP server, reached by the real vast client, with a real
+// SQLite store and a virtual clock that jumps whenever every goroutine of
+// the launch sleeps. The launch tests and the strategy benchmark run on it;
+// the launch package itself never links the simulator.
+package launchsim
 
 import (
 	"bytes"
@@ -21,18 +26,18 @@ import (
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-// simStart is where every simulated launch's clock starts.
-var simStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+// Start is where every simulated launch's clock starts.
+var Start = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
-const simKey = "launch-sim-key-0123456789"
+const APIKey = "launch-sim-key-0123456789"
 
-// virtualClock is a manual clock driven by its sleepers, like a
+// VirtualClock is a manual clock driven by its sleepers, like a
 // discrete-event simulation: a sleeper waits until the clock reaches its
 // wake-up time, and whenever the program has been quiet for a moment (no
 // new sleeper, no clock move) the clock jumps to the earliest wake-up
 // time. So a rent stuck in a 30-second back-off does not stall the launch
 // loop's ticks, and nothing waits in real time for virtual minutes.
-type virtualClock struct {
+type VirtualClock struct {
 	c *sim.ManualClock
 
 	mu      sync.Mutex
@@ -57,33 +62,40 @@ const quiet = 200 * time.Microsecond
 // anyway: only a safety net against a goroutine it miscounts.
 const stall = 10 * time.Second
 
-func newVirtualClock(start time.Time) *virtualClock {
-	v := &virtualClock{c: sim.NewManualClock(start), lastAct: time.Now(), done: make(chan struct{})}
+// NewVirtualClock starts a virtual clock at start.
+func NewVirtualClock(start time.Time) *VirtualClock {
+	v := &VirtualClock{c: sim.NewManualClock(start), lastAct: time.Now(), done: make(chan struct{})}
 	go v.drive()
 	return v
 }
 
-func (v *virtualClock) Now() time.Time { return v.c.Now() }
+// Now is the virtual time.
+func (v *VirtualClock) Now() time.Time { return v.c.Now() }
+
+// Advance moves the clock forward by d at once (tests).
+func (v *VirtualClock) Advance(d time.Duration) { v.c.Advance(d) }
 
 // Busy counts the launch's goroutines: while fewer of them sleep than
 // exist, one is working and the clock stands still.
-func (v *virtualClock) Busy(d int) {
+func (v *VirtualClock) Busy(d int) {
 	v.mu.Lock()
 	v.actors += d
 	v.lastAct = time.Now()
 	v.mu.Unlock()
 }
 
-func (v *virtualClock) busy(d int) {
+func (v *VirtualClock) busy(d int) {
 	v.mu.Lock()
 	v.active += d
 	v.lastAct = time.Now()
 	v.mu.Unlock()
 }
 
-func (v *virtualClock) Close() { v.stopped.Do(func() { close(v.done) }) }
+// Close stops the clock's driver.
+func (v *VirtualClock) Close() { v.stopped.Do(func() { close(v.done) }) }
 
-func (v *virtualClock) Sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d of virtual time.
+func (v *VirtualClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil || d <= 0 {
 		return err
 	}
@@ -110,7 +122,7 @@ func (v *virtualClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (v *virtualClock) drive() {
+func (v *VirtualClock) drive() {
 	t := time.NewTicker(100 * time.Microsecond)
 	defer t.Stop()
 	for {
@@ -154,7 +166,7 @@ func (v *virtualClock) drive() {
 type counter struct {
 	next  http.RoundTripper
 	n     atomic.Int64
-	clock *virtualClock
+	clock *VirtualClock
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -175,31 +187,35 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// simEnv is a simulated marketplace on a loopback HTTP server, reached by
-// the real vast client, with a real SQLite store: what the benchmark and
-// the tests launch into.
-type simEnv struct {
-	clock *virtualClock
-	mkt   *sim.Market
+// Env is a simulated marketplace on a loopback HTTP server, reached by the
+// real vast client, with a real SQLite store: what the benchmark and the
+// tests launch into.
+type Env struct {
+	Clock *VirtualClock
+	Mkt   *sim.Market
+	St    *store.Store
+	M     *fleet.Manager
 	srv   *httptest.Server
 	calls *counter
-	st    *store.Store
-	m     *fleet.Manager
 }
 
-func newSimEnv(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string) (*simEnv, error) {
-	e := &simEnv{clock: newVirtualClock(simStart)}
-	mkt, err := sim.New(sim.Config{Seed: seed, Offers: offers, Clock: e.clock, APIKey: simKey, Faults: faults, Balance: 1e6})
+// Calls is how many HTTP requests reached the marketplace.
+func (e *Env) Calls() int64 { return e.calls.n.Load() }
+
+// New builds an Env with its store in dir.
+func New(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string) (*Env, error) {
+	e := &Env{Clock: NewVirtualClock(Start)}
+	mkt, err := sim.New(sim.Config{Seed: seed, Offers: offers, Clock: e.Clock, APIKey: APIKey, Faults: faults, Balance: 1e6})
 	if err != nil {
 		return nil, err
 	}
-	e.mkt = mkt
+	e.Mkt = mkt
 	e.srv = httptest.NewServer(mkt.Handler())
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	e.calls = &counter{next: tr, clock: e.clock}
-	client, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: simKey, Timeout: 30 * time.Second,
-		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.clock.Sleep, Now: e.clock.Now,
+	e.calls = &counter{next: tr, clock: e.Clock}
+	client, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: APIKey, Timeout: 30 * time.Second,
+		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.Clock.Sleep, Now: e.Clock.Now,
 		Rand: func() float64 { return 0.5 }})
 	if err != nil {
 		e.srv.Close()
@@ -210,21 +226,22 @@ func newSimEnv(ctx context.Context, seed int64, offers int, faults sim.Faults, d
 		e.srv.Close()
 		return nil, err
 	}
-	e.st = st
-	e.m = &fleet.Manager{P: client, S: st, Clock: e.clock, Sleep: e.clock.Sleep, PollEvery: 15 * time.Second}
+	e.St = st
+	e.M = &fleet.Manager{P: client, S: st, Clock: e.Clock, Sleep: e.Clock.Sleep, PollEvery: 15 * time.Second}
 	return e, nil
 }
 
-func (e *simEnv) Close() {
-	e.clock.Close()
+// Close stops the clock and the server and closes the store.
+func (e *Env) Close() {
+	e.Clock.Close()
 	e.srv.Close()
-	e.st.Close()
+	e.St.Close()
 }
 
-// simCandidates ranks the simulated market by vCPUs per $/hr with the
+// Candidates ranks the simulated market by vCPUs per $/hr with the
 // market-facts filter (rentable, inet both ways ≥ 200 Mb/s, more than 16
 // effective cores, not CN or HK, dph_total ≤ 5, disk for the image).
-func simCandidates(mkt *sim.Market, disk float64) []market.Ranked {
+func Candidates(mkt *sim.Market, disk float64) []market.Ranked {
 	var keep []market.Offer
 	for _, o := range mkt.Offers() {
 		c := strings.ToUpper(o.Country())
@@ -236,7 +253,20 @@ func simCandidates(mkt *sim.Market, disk float64) []market.Ranked {
 	}
 	s, err := market.ScoreBy("vcpu")
 	if err != nil {
-		panic(fmt.Sprintf("launch: %v", err))
+		panic(fmt.Sprintf("launchsim: %v", err))
 	}
 	return market.Rank(keep, s)
+}
+
+// Faults is the failure profile on top of the realistic one:
+// 30% of hosts boot slower than 10 minutes, 10% never boot (half stuck
+// loading, half exiting), and offers are taken by others mid-launch.
+func Faults() sim.Faults {
+	f, _ := sim.Profile("realistic")
+	f.SlowBoot = 0.30
+	f.StuckLoading = 0.05
+	f.BootFail = 0.05
+	f.CreateRace = 0.05
+	f.OfferChurnPerHour = 0.05
+	return f
 }
