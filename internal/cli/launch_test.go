@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -81,4 +83,35 @@ func TestLaunchRefusesCapsBeforeRenting(t *testing.T) {
 	if r := e.fails("launch", "--resume", "nosuchfleet"); r.code == 0 {
 		t.Errorf("resume of an unknown fleet succeeded")
 	}
+}
+
+func TestLaunchFromSavedRanking(t *testing.T) {
+	e := newEnv(t)
+	e.speed = "300"
+	saved := filepath.Join(e.home, "results.json")
+	e.ok("search", "--by", "vcpu", "--all", "--save", saved, "--json", "-n", launchQuery)
+	ranked := decode[[]map[string]any](t, e.ok("search", "--by", "vcpu", "--all", "--json", "-n", launchQuery).out)
+	r := e.ok("launch", "--from", saved, "--count", "3", "--deadline", "30m", "--fleet", "fromfile", "--json")
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if sum := decode[map[string]any](t, lines[len(lines)-1]); sum["ready"] != 3.0 {
+		t.Fatalf("summary %v, want 3 ready", sum)
+	}
+	// The instances come from the saved ranking: each offer is in it.
+	inRanking := map[float64]bool{}
+	for _, o := range ranked {
+		inRanking[o["id"].(float64)] = true
+	}
+	for _, in := range decode[[]map[string]any](t, e.ok("ls", "--fleet", "fromfile", "--json").out) {
+		if !inRanking[in["offer_id"].(float64)] {
+			t.Errorf("instance %v runs offer %v, which is not in the saved ranking", in["id"], in["offer_id"])
+		}
+	}
+	if r := e.fails("launch", "--from", filepath.Join(e.home, "missing.json"), "--count", "1"); r.code != 2 {
+		t.Errorf("--from a missing file: exit %d, want 2", r.code)
+	}
+	os.WriteFile(filepath.Join(e.home, "bad.json"), []byte(`{"not": "a list"}`), 0o644)
+	if r := e.fails("launch", "--from", filepath.Join(e.home, "bad.json"), "--count", "1"); !strings.Contains(r.err, "search --save") {
+		t.Errorf("--from a malformed file: stderr %q", r.err)
+	}
+	e.ok("destroy", "--all", "--yes")
 }
