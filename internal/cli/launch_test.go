@@ -91,7 +91,7 @@ func TestLaunchFromSavedRanking(t *testing.T) {
 	saved := filepath.Join(e.home, "results.json")
 	e.ok("search", "--by", "vcpu", "--all", "--save", saved, "--json", "-n", launchQuery)
 	ranked := decode[[]map[string]any](t, e.ok("search", "--by", "vcpu", "--all", "--json", "-n", launchQuery).out)
-	r := e.ok("launch", "--from", saved, "--count", "3", "--deadline", "30m", "--fleet", "fromfile", "--json")
+	r := e.ok("launch", "--from", saved, "--count", "3", "--deadline", "30m", "--fleet", "fromfile", "--image", "ubuntu:22.04", "--json")
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	if sum := decode[map[string]any](t, lines[len(lines)-1]); sum["ready"] != 3.0 {
 		t.Fatalf("summary %v, want 3 ready", sum)
