@@ -36,6 +36,7 @@ func newBalanceCmd(f *factory) *cobra.Command {
 
 func newLogsCmd(f *factory) *cobra.Command {
 	var tail int
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "An instance's container log, as the marketplace keeps it",
@@ -60,16 +61,21 @@ func newLogsCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(f.io.Out, map[string]any{"id": ids[0], "log": text})
+			}
 			_, err = fmt.Fprint(f.io.Out, text)
 			return err
 		},
 	}
 	cmd.Flags().IntVar(&tail, "tail", 200, "last N lines (0: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newSSHURLCmd(f *factory) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "ssh-url ID",
 		Short: "An instance's ssh://root@HOST:PORT, derived as the vastai CLI does",
 		Args:  cobra.ExactArgs(1),
@@ -89,12 +95,17 @@ func newSSHURLCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("instance %d: %w", ids[0], err)
 			}
-			url := provider.SSHURL(inst)
-			if url == "" {
+			host, port, ok := provider.SSHAddr(inst)
+			if !ok {
 				return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", ids[0], inst.Status())
 			}
-			_, err = fmt.Fprintln(f.io.Out, url)
+			if asJSON {
+				return writeJSON(f.io.Out, map[string]any{"id": ids[0], "ssh_url": provider.SSHURL(inst), "ssh_host": host, "ssh_port": port})
+			}
+			_, err = fmt.Fprintln(f.io.Out, provider.SSHURL(inst))
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
