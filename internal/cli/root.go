@@ -10,6 +10,8 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/launch"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -41,8 +43,8 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 	switch {
 	case errors.As(err, &ue):
 		return 2
-	case errors.Is(err, context.Canceled):
-		return 130
+	case errors.Is(err, context.Canceled), errors.Is(err, launch.ErrInterrupted):
+		return 130 // as a shell reports a command ended by Ctrl+C
 	default:
 		return 1
 	}
