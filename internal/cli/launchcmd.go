@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/launch/launchbench"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -408,6 +410,13 @@ func newHostsCmd(f *factory) *cobra.Command {
 				}
 				fmt.Fprintln(f.io.ErrOut, "cleared")
 				return nil
+			}
+			// Bad hosts expire in the marketplace's time: with the simulator,
+			// open it for its clock (if another process has it, wall time).
+			if f.opts.Market == "sim" {
+				if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
+					return err
+				}
 			}
 			hs, err := st.BadHosts(ctx, f.Clock().Now())
 			if err != nil {
