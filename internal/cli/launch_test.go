@@ -11,8 +11,8 @@ const launchQuery = "rentable=True inet_down>=200 cpu_cores_effective>16 geoloca
 
 func TestLaunchParksReleasesAndSummarises(t *testing.T) {
 	e := newEnv(t)
-	e.speed = "300" // 20 simulated minutes in 4 s of wall time
-	r := e.ok("launch", "--count", "6", "--deadline", "20m", "--park", "--fleet", "f1", "--json", "-n", launchQuery)
+	e.speed = "300" // a simulated minute in 0.2 s of wall time; the quorum ends it early
+	r := e.ok("launch", "--count", "6", "--deadline", "60m", "--park", "--fleet", "f1", "--json", "-n", launchQuery)
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	sum := decode[map[string]any](t, lines[len(lines)-1])
 	if sum["event"] != "summary" {
