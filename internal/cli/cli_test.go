@@ -24,7 +24,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{t: t, home: t.TempDir(), speed: "20000"}
+	return &env{t: t, home: t.TempDir(), speed: "3000"}
 }
 
 type result struct {
@@ -43,7 +43,8 @@ func (e *env) run(args ...string) result {
 		}
 		return ""
 	}}
-	// A fast clock keeps boots to milliseconds of wall time; no faults
+	// A fast clock keeps boots to a tenth of a second of wall time, with a
+	// 30-minute wait timeout still half a second away; no faults
 	// unless a test asks, so outcomes do not depend on the draw.
 	base := []string{"--sim-speed", e.speed, "--sim-faults", "none"}
 	code := Main(context.Background(), ios, append(base, args...))

@@ -243,7 +243,7 @@ func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
 // A simulator served elsewhere (`vastfleet sim serve`) is reached with
 // --api-url; costs are then computed in that simulator's time.
 func TestRemoteSimulator(t *testing.T) {
-	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 20000})
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000})
 	if err != nil {
 		t.Fatal(err)
 	}
