@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,6 +222,32 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 	}
 	if !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
 		t.Errorf("plot is not an SVG with a curve: %.200s", svg)
+	}
+	// Well-formed XML, or viewers refuse it; and it marks the table's rows.
+	// encoding/xml accepts a repeated attribute, which XML (and so every
+	// SVG viewer) refuses, so check for that by hand.
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("plot is not well-formed XML: %v", err)
+		}
+		if el, ok := tok.(xml.StartElement); ok {
+			seen := map[string]bool{}
+			for _, a := range el.Attr {
+				if seen[a.Name.Local] {
+					t.Fatalf("plot: <%s> repeats attribute %s", el.Name.Local, a.Name.Local)
+				}
+				seen[a.Name.Local] = true
+			}
+		}
+	}
+	for _, n := range []string{"top 10<", "top 100<", "top 300<"} {
+		if !bytes.Contains(svg, []byte(n)) {
+			t.Errorf("plot does not mark %q", strings.TrimSuffix(n, "<"))
+		}
 	}
 	png := filepath.Join(e.home, "depth.png")
 	e.ok("market", "depth", "-n", "rentable=True", "--plot", png)

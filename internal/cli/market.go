@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,8 +64,9 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string
 	}
 	rows := market.DepthTable(ranked, opts.Tops)
 	if opts.Plot != "" {
-		curve := market.DepthTable(ranked, curvePoints(len(ranked)))
-		if err := writePlot(opts.Plot, curve, s.Name()); err != nil {
+		// The plot is the table's curve: the top offers up to the largest row.
+		curve := market.DepthTable(ranked, curvePoints(min(len(ranked), slices.Max(opts.Tops)), opts.Tops))
+		if err := writePlot(opts.Plot, curve, opts.Tops, s.Name()); err != nil {
 			return err
 		}
 		fmt.Fprintf(f.io.ErrOut, "wrote %s\n", opts.Plot)
@@ -90,25 +92,32 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string
 	return nil
 }
 
-// curvePoints samples 1..n densely enough for a smooth plot.
-func curvePoints(n int) []int {
+// curvePoints samples 1..n densely enough for a smooth plot, with the
+// table's rows among them so the plot can mark them.
+func curvePoints(n int, tops []int) []int {
 	var pts []int
 	for i := 1; i <= n; i += max(1, n/200) {
 		pts = append(pts, i)
 	}
-	if n > 0 && pts[len(pts)-1] != n {
+	for _, t := range tops {
+		if t <= n {
+			pts = append(pts, t)
+		}
+	}
+	if n > 0 {
 		pts = append(pts, n)
 	}
-	return pts
+	slices.Sort(pts)
+	return slices.Compact(pts)
 }
 
-func writePlot(path string, curve []market.Depth, rankedBy string) error {
+func writePlot(path string, curve []market.Depth, marks []int, rankedBy string) error {
 	var data []byte
 	var err error
 	if strings.EqualFold(filepath.Ext(path), ".png") {
 		data, err = depthPNG(curve)
 	} else {
-		data = []byte(depthSVG(curve, rankedBy))
+		data = []byte(depthSVG(curve, marks, rankedBy))
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/png"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/market"
@@ -15,19 +16,18 @@ import (
 // The depth plot: cumulative $/hr on x, cumulative vCPU (solid) and RAM
 // (dashed, right axis) on y, one point per top-N prefix of the ranking.
 const (
-	plotW, plotH         = 800, 500
-	plotL, plotR         = 70, 70
-	plotTop, plotBottom  = 40, 60
-	plotInnerW           = plotW - plotL - plotR
-	plotInnerH           = plotH - plotTop - plotBottom
-	plotTicks            = 5
-	plotVCPUColor        = "#1f77b4"
-	plotRAMColor         = "#d62728"
-	plotGridColor        = "#dddddd"
-	plotAxisColor        = "#333333"
-	plotFont             = "font-family=\"sans-serif\" font-size=\"12\""
-	plotTitleFontSize    = 15
-	plotMarkerEveryLabel = 6
+	plotW, plotH        = 800, 500
+	plotL, plotR        = 70, 70
+	plotTop, plotBottom = 40, 60
+	plotInnerW          = plotW - plotL - plotR
+	plotInnerH          = plotH - plotTop - plotBottom
+	plotTicks           = 5
+	plotVCPUColor       = "#1f77b4"
+	plotRAMColor        = "#d62728"
+	plotGridColor       = "#dddddd"
+	plotAxisColor       = "#333333"
+	plotFont            = "font-family=\"sans-serif\""
+	plotTitleFontSize   = 15
 )
 
 type plotScale struct{ maxX, maxY, maxY2 float64 }
@@ -61,7 +61,8 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-func depthSVG(curve []market.Depth, rankedBy string) string {
+// depthSVG plots the curve and marks the points whose N is in marks.
+func depthSVG(curve []market.Depth, marks []int, rankedBy string) string {
 	s := newPlotScale(curve)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", plotW, plotH, plotW, plotH)
@@ -74,14 +75,14 @@ func depthSVG(curve []market.Depth, rankedBy string) string {
 		x, y := s.x(fx), s.y(fy)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x, plotTop, x, plotTop+plotInnerH, plotGridColor)
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", plotL, y, plotL+plotInnerW, y, plotGridColor)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" %s text-anchor="middle">%s</text>`+"\n", x, plotTop+plotInnerH+18, plotFont, trimFloat(fx))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" %s text-anchor="end" fill="%s">%s</text>`+"\n", plotL-6, y+4, plotFont, plotVCPUColor, trimFloat(fy))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" %s fill="%s">%s</text>`+"\n", plotL+plotInnerW+6, y+4, plotFont, plotRAMColor, trimFloat(fy2))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" %s font-size="12" text-anchor="middle">%s</text>`+"\n", x, plotTop+plotInnerH+18, plotFont, trimFloat(fx))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" %s font-size="12" text-anchor="end" fill="%s">%s</text>`+"\n", plotL-6, y+4, plotFont, plotVCPUColor, trimFloat(fy))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" %s font-size="12" fill="%s">%s</text>`+"\n", plotL+plotInnerW+6, y+4, plotFont, plotRAMColor, trimFloat(fy2))
 	}
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n", plotL, plotTop, plotInnerW, plotInnerH, plotAxisColor)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" %s text-anchor="middle">cumulative $/hr</text>`+"\n", plotL+plotInnerW/2, plotH-20, plotFont)
-	fmt.Fprintf(&b, `<text x="16" y="%d" %s fill="%s" transform="rotate(-90 16 %d)" text-anchor="middle">cumulative vCPU</text>`+"\n", plotTop+plotInnerH/2, plotFont, plotVCPUColor, plotTop+plotInnerH/2)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" %s fill="%s" transform="rotate(90 %d %d)" text-anchor="middle">cumulative RAM GB</text>`+"\n", plotW-14, plotTop+plotInnerH/2, plotFont, plotRAMColor, plotW-14, plotTop+plotInnerH/2)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" %s font-size="12" text-anchor="middle">cumulative $/hr</text>`+"\n", plotL+plotInnerW/2, plotH-20, plotFont)
+	fmt.Fprintf(&b, `<text x="16" y="%d" %s font-size="12" fill="%s" transform="rotate(-90 16 %d)" text-anchor="middle">cumulative vCPU</text>`+"\n", plotTop+plotInnerH/2, plotFont, plotVCPUColor, plotTop+plotInnerH/2)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" %s font-size="12" fill="%s" transform="rotate(90 %d %d)" text-anchor="middle">cumulative RAM GB</text>`+"\n", plotW-14, plotTop+plotInnerH/2, plotFont, plotRAMColor, plotW-14, plotTop+plotInnerH/2)
 	var vcpu, ram []string
 	for _, d := range curve {
 		vcpu = append(vcpu, fmt.Sprintf("%.1f,%.1f", s.x(d.DPH), s.y(d.VCPU)))
@@ -89,8 +90,8 @@ func depthSVG(curve []market.Depth, rankedBy string) string {
 	}
 	fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", plotVCPUColor, strings.Join(vcpu, " "))
 	fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" stroke-dasharray="6 4" points="%s"/>`+"\n", plotRAMColor, strings.Join(ram, " "))
-	for i, d := range curve {
-		if i%max(1, len(curve)/plotMarkerEveryLabel) != 0 && i != len(curve)-1 {
+	for _, d := range curve {
+		if !slices.Contains(marks, d.N) {
 			continue
 		}
 		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>top %d: %.0f vCPU, %.0f GB, $%.3f/hr</title></circle>`+"\n",
