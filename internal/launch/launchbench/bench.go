@@ -42,12 +42,16 @@ type Row struct {
 	// stragglers cleaned up after that bill storage only and are left out.
 	BootSpend float64
 	// Compute and Storage make up BootSpend. Bandwidth is the image pulls
-	// (the simulator bills a whole pull at create, so every rental pays
-	// it, replacements and hedged spares included); Total adds it.
+	// (billed per byte as they arrive, so every rental pays for what it
+	// downloaded, replacements and hedged spares included); Total adds it.
 	Compute, Storage, Bandwidth, Total float64
-	APICalls                           int64
-	SimMinutes                         float64 // marketplace time from the first call to the end
-	Rented                             int
+	// TotalPerReady is Total over the instances ready at the end: what one
+	// usable instance cost to get, the fair comparison between strategies
+	// that end with fleets of different sizes (0 when none is ready).
+	TotalPerReady float64
+	APICalls      int64
+	SimMinutes    float64 // marketplace time from the first call to the end
+	Rented        int
 }
 
 // Run runs the three strategies on fresh copies of one simulated market
@@ -118,6 +122,9 @@ func benchOne(ctx context.Context, cfg Config, faults sim.Faults, strat, dir str
 	}
 	row.BootSpend = row.Compute + row.Storage
 	row.Total = row.BootSpend + row.Bandwidth
+	if row.ReadyAtDeadline > 0 {
+		row.TotalPerReady = row.Total / float64(row.ReadyAtDeadline)
+	}
 	row.ShareReady = float64(row.ReadyAtDeadline) / float64(row.Asked)
 	return row, nil
 }
@@ -144,10 +151,10 @@ func clip(le sim.LedgerEntry, end time.Time) float64 {
 func Table(rows []Row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "strategy\tasked\tready\tshare ready\tboot-phase spend\tcompute\tstorage\timage pulls\ttotal\tAPI calls\tsim minutes\trented\t")
+	fmt.Fprintln(w, "strategy\tasked\tready\tshare ready\tboot-phase spend\tcompute\tstorage\timage pulls\ttotal\ttotal per ready\tAPI calls\tsim minutes\trented\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f%%\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t%d\t%.1f\t%d\t\n", r.Strategy, r.Asked, r.ReadyAtDeadline,
-			100*r.ShareReady, r.BootSpend, r.Compute, r.Storage, r.Bandwidth, r.Total, r.APICalls, r.SimMinutes, r.Rented)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f%%\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.4f\t%d\t%.1f\t%d\t\n", r.Strategy, r.Asked, r.ReadyAtDeadline,
+			100*r.ShareReady, r.BootSpend, r.Compute, r.Storage, r.Bandwidth, r.Total, r.TotalPerReady, r.APICalls, r.SimMinutes, r.Rented)
 	}
 	w.Flush()
 	return b.String()
