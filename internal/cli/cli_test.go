@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -265,4 +266,62 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 	if r := e.fails("market", "depth", "--plot", "depth.gif"); r.code != 2 {
 		t.Errorf("--plot depth.gif: exit %d, want 2", r.code)
 	}
+}
+
+// TestReadmeQuickStart runs the README's first quick-start command, so the
+// README stays true.
+func TestReadmeQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "go run ./cmd/vastfleet ") {
+			line = strings.TrimPrefix(l, "go run ./cmd/vastfleet ")
+			break
+		}
+	}
+	if line == "" {
+		t.Fatal("README has no `go run ./cmd/vastfleet` quick-start line")
+	}
+	args, err := shellWords(line)
+	if err != nil {
+		t.Fatalf("README quick start %q: %v", line, err)
+	}
+	out := newEnv(t).ok(args...).out
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "ID ") || !strings.HasPrefix(lines[len(lines)-1], "TOTAL") {
+		t.Errorf("README quick start printed no offer table:\n%s", out)
+	}
+}
+
+// shellWords splits a command line as a POSIX shell would for the simple
+// quoting the README uses: spaces, and single-quoted words.
+func shellWords(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case r == ' ' && !quoted:
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		return nil, fmt.Errorf("unbalanced quote")
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
 }
