@@ -157,6 +157,16 @@ func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
 	}
 }
 
+func TestSearchExplainShowsQueryAndFactors(t *testing.T) {
+	out := newEnv(t).ok("search", "--by", "vcpu", "--limit", "3", "gpu_name=RTX_3090", "--explain").out
+	if !strings.Contains(out, `query sent: {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
+		t.Errorf("--explain should print the query object sent:\n%s", out)
+	}
+	if !strings.Contains(out, "cpu_cores_effective=") || !strings.Contains(out, "dph_total=") {
+		t.Errorf("--explain should print each offer's score factors:\n%s", out)
+	}
+}
+
 func TestSearchSweepAllAndSave(t *testing.T) {
 	e := newEnv(t)
 	capped := decode[[]map[string]any](t, e.ok("search", "-n", "rentable=True", "--json").out)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -127,11 +128,12 @@ func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags
 }
 
 type searchOptions struct {
-	query queryFlags
-	rank  rankFlags
-	All   bool
-	JSON  bool
-	Save  string
+	query   queryFlags
+	rank    rankFlags
+	All     bool
+	Explain bool
+	JSON    bool
+	Save    string
 }
 
 func newSearchCmd(f *factory) *cobra.Command {
@@ -157,6 +159,7 @@ slices until every matching offer is collected.`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "collect every matching offer, beyond the marketplace's per-search cap")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the ranked offers as a JSON array")
 	cmd.Flags().StringVar(&opts.Save, "save", "", "also write the ranked offers as JSON to FILE (input for launch --from)")
+	cmd.Flags().BoolVar(&opts.Explain, "explain", false, "also print the query object sent and each offer's score factors")
 	return cmd
 }
 
@@ -210,7 +213,7 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []stri
 	if opts.All {
 		sweep = opts.query.SweepLimit
 	}
-	ranked, _, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
+	ranked, scorer, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
 	if err != nil {
 		return err
 	}
@@ -223,7 +226,41 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []stri
 	if opts.JSON {
 		return writeJSON(f.io.Out, ranked)
 	}
-	return printOffers(f.io.Out, ranked)
+	if err := printOffers(f.io.Out, ranked); err != nil {
+		return err
+	}
+	if opts.Explain {
+		return explainSearch(f, opts, args, scorer, ranked)
+	}
+	return nil
+}
+
+// explainSearch shows what was asked of the marketplace and why each offer
+// ranks where it does.
+func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scorer, ranked []market.Ranked) error {
+	q, err := opts.query.parse(&IOStreams{ErrOut: io.Discard}, args)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	w := f.io.Out
+	fmt.Fprintf(w, "\nquery sent: %s\n", body)
+	if s == nil {
+		fmt.Fprintln(w, "order: the marketplace's own (no --by or --score)")
+		return nil
+	}
+	fmt.Fprintf(w, "score: %s\n", s.Name())
+	for _, r := range ranked {
+		var parts []string
+		for _, fc := range market.Explain(s, &r.Offer) {
+			parts = append(parts, fmt.Sprintf("%s=%s", fc.Name, fmtScore(fc.Value)))
+		}
+		fmt.Fprintf(w, "%d  %s  %s\n", r.ID, fmtScore(r.Score), strings.Join(parts, " "))
+	}
+	return nil
 }
 
 func saveRanked(path string, ranked []market.Ranked) error {
