@@ -2,9 +2,11 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,22 @@ func checkNoLeaks(t *testing.T, mkt *sim.Market, st *store.Store) {
 		if !alive[in.ID] {
 			t.Errorf("store has instance %d live, the simulator does not", in.ID)
 		}
+	}
+}
+
+// interruptAfter runs spec and cancels it at the n-th event of kind, as a
+// Ctrl+C would; the launch must end interrupted.
+func interruptAfter(t *testing.T, e *launchsim.Env, spec Spec, kind string, n int32) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen atomic.Int32
+	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
+		if ev.Event == kind && seen.Add(1) == n {
+			cancel()
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,20 +250,10 @@ func TestOneOfferPerMachine(t *testing.T) {
 
 func TestResumeAfterInterrupt(t *testing.T) {
 	e := newTestEnv(t, 8, sim.Faults{BootFail: 0.1, CreateRace: 0.05, LostCreate: 0.05, Rate5xx: 0.02, Rate429: 0.02})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var rented atomic.Int32
 	spec := baseSpec("resume", 40)
 	spec.Park = true
 	spec.Deadline = 20 * time.Minute
-	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
-		if ev.Event == EvRented && rented.Add(1) == 25 {
-			cancel()
-		}
-	})
-	if !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("err = %v, want ErrInterrupted", err)
-	}
+	interruptAfter(t, e, spec, EvRented, 25)
 	checkNoLeaks(t, e.Mkt, e.St)
 	before := len(e.Mkt.CreatesPerOffer())
 	sum, err := Resume(context.Background(), e.M, "resume", nil)
@@ -282,18 +271,9 @@ func TestResumeAfterInterrupt(t *testing.T) {
 
 func TestInterruptDestroyAll(t *testing.T) {
 	e := newTestEnv(t, 9, sim.Faults{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	spec := baseSpec("abort", 10)
 	spec.OnInterrupt = InterruptDestroyAll
-	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
-		if ev.Event == EvRented {
-			cancel()
-		}
-	})
-	if !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("err = %v", err)
-	}
+	interruptAfter(t, e, spec, EvRented, 1)
 	if n := len(e.Mkt.Instances()); n != 0 {
 		t.Errorf("%d instances left after destroy-all", n)
 	}
@@ -302,19 +282,9 @@ func TestInterruptDestroyAll(t *testing.T) {
 
 func TestCleanupDestroysNotRunning(t *testing.T) {
 	e := newTestEnv(t, 10, sim.Faults{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	spec := baseSpec("clean", 10)
 	spec.Park = true
-	var parked atomic.Int32
-	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
-		if ev.Event == EvParked && parked.Add(1) == 3 {
-			cancel()
-		}
-	})
-	if !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("err = %v", err)
-	}
+	interruptAfter(t, e, spec, EvParked, 3)
 	ids, err := Cleanup(context.Background(), e.M, "clean")
 	if err != nil {
 		t.Fatal(err)
@@ -426,19 +396,9 @@ func TestMaxDPHNeverExceeded(t *testing.T) {
 
 func TestAfterInterruptDestroyUnready(t *testing.T) {
 	e := newTestEnv(t, 14, sim.Faults{SlowBoot: 0.5})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	spec := baseSpec("ask", 10)
 	spec.Park = true
-	var parked atomic.Int32
-	_, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), func(ev Event) {
-		if ev.Event == EvParked && parked.Add(1) == 2 {
-			cancel()
-		}
-	})
-	if !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("err = %v", err)
-	}
+	interruptAfter(t, e, spec, EvParked, 2)
 	ids, err := AfterInterrupt(context.Background(), e.M, "ask", InterruptDestroyUnready)
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("destroyed %v, err %v", ids, err)
