@@ -1,0 +1,471 @@
+// Package host is the machine behind a simulated vast.ai instance: a
+// directory that serves as the container's /root and /workspace, the
+// instance's onstart run with /bin/sh -c and vast's variables, an SSH server
+// (exec, shell, PTY, signals, SFTP) on a loopback port, and process groups
+// so that stop and destroy end everything the instance started.
+//
+// The package knows nothing of the market: the simulator tells it when an
+// instance boots, stops, goes dark or is destroyed, and which keys it
+// accepts. It never decides anything by itself, so the market stays
+// deterministic while real processes run.
+//
+// What is not a container: there is no filesystem or network namespace.
+// HOME and the working directory are the instance directory, but an
+// absolute path such as /root/x is the real /root/x; a program listening on
+// a port asked with -p must listen on $VAST_TCP_PORT_<p> (identity mapping,
+// as vast's identity ports), since every instance shares loopback.
+package host
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// Dark is how an instance's SSH port behaves while the instance does not
+// run: Refuse closes it (connection refused), Hang keeps it open without
+// ever answering (a host that went away behind a NAT).
+type Dark int
+
+const (
+	Refuse Dark = iota
+	Hang
+)
+
+// Spec is what a machine needs to boot. The simulator builds it from the
+// instance record on every boot.
+type Spec struct {
+	ID int64
+	// Env is the onstart's environment beyond the process basics (PATH,
+	// HOME): vast's variables and the user's --env values, as KEY=VALUE.
+	Env []string
+	// SessionEnv is what SSH sessions see: vast documents that custom
+	// --env values are not visible there.
+	SessionEnv []string
+	Onstart    string
+	// Keys are the authorized public keys (authorized_keys lines).
+	Keys []string
+	// Port is the SSH port to bind on 127.0.0.1 (0: any free one).
+	Port int
+	// Hang: accept TCP but never answer SSH (a handshake that hangs).
+	Hang bool
+	// DropAfter > 0 closes every SSH connection after it has carried
+	// that many bytes (a connection dropped mid-session).
+	DropAfter int64
+	// FailOnstart replaces the onstart with one that exits 1.
+	FailOnstart bool
+}
+
+// Manager holds the machines of one simulator, under one root directory.
+type Manager struct {
+	root    string
+	signer  gossh.Signer
+	log     *slog.Logger
+	mu      sync.Mutex
+	running map[int64]*machine
+	hung    map[int64]net.Listener // silent ports of machines gone dark
+}
+
+// New opens (creating) the root directory and the shared host key.
+func New(root string, log *slog.Logger) (*Manager, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
+	signer, err := hostKey(filepath.Join(root, "ssh_host_ed25519_key"))
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Manager{root: root, signer: signer, log: log, running: map[int64]*machine{}}, nil
+}
+
+// hostKey loads or creates the machines' SSH host key, so a restarted
+// simulator keeps its identity for clients that pinned it.
+func hostKey(path string) (gossh.Signer, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return gossh.ParsePrivateKey(b)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "vastfleet simulator host")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, err
+	}
+	return gossh.NewSignerFromKey(priv)
+}
+
+// Dir is the instance's directory: its /root and /workspace.
+func (m *Manager) Dir(id int64) string {
+	return filepath.Join(m.root, strconv.FormatInt(id, 10), "root")
+}
+
+// LogPath is the instance's container log: the onstart's and the SSH
+// sessions' stdout and stderr.
+func (m *Manager) LogPath(id int64) string {
+	return filepath.Join(m.root, strconv.FormatInt(id, 10), "container.log")
+}
+
+// ReservePort finds a free loopback port for an instance to use later.
+func ReservePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Boot starts the instance: its directory and vast's files, the SSH
+// listener, then the onstart. A machine already running is stopped first
+// (a reboot). It returns the SSH port actually bound, which differs from
+// spec.Port only when that port was taken meanwhile.
+func (m *Manager) Boot(spec Spec) (int, error) {
+	m.Stop(spec.ID, Refuse)
+	dir := m.Dir(spec.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
+	mc := &machine{id: spec.ID, mgr: m, dir: dir, logPath: m.LogPath(spec.ID), pgids: map[int]bool{}}
+	mc.setKeys(spec.Keys)
+	mc.env = append(baseEnv(dir), spec.Env...)
+	mc.sessionEnv = append(baseEnv(dir), spec.SessionEnv...)
+	mc.marker = fmt.Sprintf("VASTFLEET_SIM_MACHINE=%s/%d/%d", m.root, spec.ID, time.Now().UnixNano())
+	ln, err := listen(spec.Port)
+	if err != nil {
+		return 0, err
+	}
+	mc.ln = ln
+	if spec.Hang {
+		mc.hang = true // the listener stays open and nothing accepts
+	} else {
+		mc.serve(spec.DropAfter)
+	}
+	m.mu.Lock()
+	m.running[spec.ID] = mc
+	m.mu.Unlock()
+	if err := mc.writeFiles(spec); err != nil {
+		m.log.Warn("sim host: writing instance files", "id", spec.ID, "err", err)
+	}
+	mc.runOnstart(spec)
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func listen(port int) (net.Listener, error) {
+	if port > 0 {
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// baseEnv is what every process of an instance starts from.
+func baseEnv(dir string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=/bin/sh", "LANG=C.UTF-8"}
+}
+
+// SetKeys replaces the keys a running machine accepts (a key attached).
+func (m *Manager) SetKeys(id int64, keys []string) {
+	m.mu.Lock()
+	mc := m.running[id]
+	m.mu.Unlock()
+	if mc != nil {
+		mc.setKeys(keys)
+	}
+}
+
+// Port is the SSH port of a running machine, 0 when it does not run.
+func (m *Manager) Port(id int64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mc := m.running[id]; mc != nil {
+		return mc.ln.Addr().(*net.TCPAddr).Port
+	}
+	return 0
+}
+
+// Running lists the machines that run now.
+func (m *Manager) Running() []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]int64, 0, len(m.running))
+	for id := range m.running {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Stop kills the instance's processes and takes its SSH port down: closed
+// with Refuse, left open and silent with Hang until Destroy or the next
+// Boot. Its files stay.
+func (m *Manager) Stop(id int64, dark Dark) {
+	m.mu.Lock()
+	mc := m.running[id]
+	delete(m.running, id)
+	m.mu.Unlock()
+	if mc == nil {
+		return
+	}
+	mc.stop(dark)
+	if dark == Hang {
+		m.mu.Lock()
+		// Kept so that Boot or Destroy can close the silent listener.
+		m.dark(id, mc)
+		m.mu.Unlock()
+	}
+}
+
+// dark remembers a hung listener; m.mu is held.
+func (m *Manager) dark(id int64, mc *machine) {
+	if m.hung == nil {
+		m.hung = map[int64]net.Listener{}
+	}
+	if old := m.hung[id]; old != nil {
+		old.Close()
+	}
+	m.hung[id] = mc.ln
+}
+
+// Destroy kills everything and deletes the instance's directory and log.
+func (m *Manager) Destroy(id int64) error {
+	m.Stop(id, Refuse)
+	m.closeHung(id)
+	return os.RemoveAll(filepath.Join(m.root, strconv.FormatInt(id, 10)))
+}
+
+func (m *Manager) closeHung(id int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ln := m.hung[id]; ln != nil {
+		ln.Close()
+		delete(m.hung, id)
+	}
+}
+
+// Close stops every machine (their files stay, for a simulator that opens
+// the same root again).
+func (m *Manager) Close() error {
+	for _, id := range m.Running() {
+		m.Stop(id, Refuse)
+	}
+	m.mu.Lock()
+	ids := make([]int64, 0, len(m.hung))
+	for id := range m.hung {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		m.closeHung(id)
+	}
+	return nil
+}
+
+// machine is one running instance.
+type machine struct {
+	id         int64
+	mgr        *Manager
+	dir        string
+	logPath    string
+	env        []string
+	sessionEnv []string
+	marker     string // in every process's environment, to find escapees
+	ln         net.Listener
+	hang       bool
+	srv        interface{ Close() error }
+
+	mu      sync.Mutex
+	keys    []gossh.PublicKey
+	pgids   map[int]bool
+	stopped bool
+}
+
+func (mc *machine) setKeys(lines []string) {
+	var keys []gossh.PublicKey
+	for _, l := range lines {
+		k, _, _, _, err := gossh.ParseAuthorizedKey([]byte(l))
+		if err != nil {
+			mc.mgr.log.Warn("sim host: unparsable authorized key", "id", mc.id, "err", err)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	mc.mu.Lock()
+	mc.keys = keys
+	mc.mu.Unlock()
+}
+
+func (mc *machine) authorized(k gossh.PublicKey) bool {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	b := k.Marshal()
+	for _, have := range mc.keys {
+		if string(have.Marshal()) == string(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeFiles lays down what a vast container holds in /root.
+func (mc *machine) writeFiles(spec Spec) error {
+	var errs []error
+	write := func(name, body string, mode os.FileMode) {
+		errs = append(errs, os.WriteFile(filepath.Join(mc.dir, name), []byte(body), mode))
+	}
+	write("onstart.sh", spec.Onstart+"\n", 0o700)
+	env := map[string]string{}
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	write(".vast_containerlabel", env["VAST_CONTAINERLABEL"], 0o600)
+	write(".vast_api_key", env["CONTAINER_API_KEY"], 0o600)
+	if err := os.MkdirAll(filepath.Join(mc.dir, ".ssh"), 0o700); err == nil {
+		write(filepath.Join(".ssh", "authorized_keys"), strings.Join(spec.Keys, "\n")+"\n", 0o600)
+	}
+	return errors.Join(errs...)
+}
+
+// openLog opens the container log for appending; each process holds its
+// own descriptor, so an idle machine holds none.
+func (mc *machine) openLog() (*os.File, error) {
+	return os.OpenFile(mc.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+}
+
+// runOnstart runs the onstart in its own process group, its output going to
+// the container log. It does not wait: the market never waits on a process.
+func (mc *machine) runOnstart(spec Spec) {
+	script := spec.Onstart
+	if spec.FailOnstart {
+		script = "echo 'onstart: simulated failure (sim fault onstart-fail)' >&2; exit 1"
+	}
+	if strings.TrimSpace(script) == "" {
+		return
+	}
+	logf, err := mc.openLog()
+	if err != nil {
+		mc.mgr.log.Warn("sim host: container log", "id", mc.id, "err", err)
+		return
+	}
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Dir = mc.dir
+	cmd.Env = append(append([]string{}, mc.env...), mc.marker)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = mc.start(cmd)
+	if err != nil {
+		fmt.Fprintf(logf, "onstart: %v\n", err)
+	}
+	logf.Close() // the child holds its own copy
+	if err != nil {
+		return
+	}
+	go func() {
+		err := cmd.Wait()
+		mc.forget(cmd.Process.Pid)
+		if err != nil {
+			if f, ferr := mc.openLog(); ferr == nil {
+				fmt.Fprintf(f, "onstart: %v\n", err)
+				f.Close()
+			}
+		}
+	}()
+}
+
+// start starts cmd unless the machine has stopped, and remembers its
+// process group.
+func (mc *machine) start(cmd *exec.Cmd) error {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.stopped {
+		return errors.New("instance is not running")
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	mc.pgids[cmd.Process.Pid] = true
+	return nil
+}
+
+func (mc *machine) forget(pgid int) {
+	mc.mu.Lock()
+	delete(mc.pgids, pgid)
+	mc.mu.Unlock()
+}
+
+// stop ends the SSH server and every process the instance started.
+func (mc *machine) stop(dark Dark) {
+	mc.mu.Lock()
+	mc.stopped = true
+	pgids := make([]int, 0, len(mc.pgids))
+	for p := range mc.pgids {
+		pgids = append(pgids, p)
+	}
+	mc.mu.Unlock()
+	if !(mc.hang && dark == Hang) {
+		port := mc.ln.Addr().(*net.TCPAddr).Port
+		if mc.srv != nil {
+			mc.srv.Close() // and every connection
+		}
+		mc.ln.Close()
+		if dark == Hang {
+			// The same port, open and silent: connections complete and hang.
+			if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				mc.ln = ln
+			}
+		}
+	}
+	for _, p := range pgids {
+		syscall.Kill(-p, syscall.SIGKILL)
+	}
+	killMarked(mc.marker)
+}
+
+// killMarked kills any process left whose environment carries marker: a
+// child that left its process group (setsid, a daemon) is still the
+// instance's.
+func killMarked(marker string) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	needle := []byte(marker + "\x00")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(b), string(needle)) {
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}

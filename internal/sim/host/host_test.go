@@ -1,0 +1,174 @@
+package host
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// testKey is a fresh client key and its authorized_keys line.
+func testKey(t *testing.T) (gossh.Signer, string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := gossh.NewPublicKey(pub)
+	return s, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sp)))
+}
+
+func dial(port int, key gossh.Signer) (*gossh.Client, error) {
+	return gossh.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &gossh.ClientConfig{
+		User: "root", Auth: []gossh.AuthMethod{gossh.PublicKeys(key)},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second,
+	})
+}
+
+func run(t *testing.T, c *gossh.Client, cmd string) (string, error) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out bytes.Buffer
+	s.Stdout, s.Stderr = &out, &out
+	err = s.Run(cmd)
+	return out.String(), err
+}
+
+// waitFile waits (in real time: a real process is writing it) for path.
+func waitFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+	return ""
+}
+
+func TestBootSSHStopStart(t *testing.T) {
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	key, line := testKey(t)
+	other, _ := testKey(t)
+	spec := Spec{
+		ID:         4711,
+		Env:        []string{"CONTAINER_ID=4711", "VAST_CONTAINERLABEL=C.4711", "CONTAINER_API_KEY=k", "MYVAR=x"},
+		SessionEnv: []string{"CONTAINER_ID=4711", "VAST_CONTAINERLABEL=C.4711"},
+		Onstart:    `echo "boot $CONTAINER_ID $MYVAR"; if [ ! -f hasbooted ]; then touch hasbooted; echo first > boots; else echo again >> boots; fi`,
+		Keys:       []string{line},
+	}
+	port, err := m.Boot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := m.Dir(4711)
+	if got := waitFile(t, filepath.Join(dir, "boots")); got != "first\n" {
+		t.Fatalf("boots after first boot: %q", got)
+	}
+
+	c, err := dial(port, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, c, `echo $CONTAINER_ID; pwd; echo "[$MYVAR]"`)
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	if want := "4711\n" + dir + "\n[]\n"; out != want {
+		t.Fatalf("session output %q, want %q", out, want)
+	}
+	if _, err := run(t, c, "exit 7"); err == nil {
+		t.Fatal("exit 7 reported success")
+	} else if ee := (*gossh.ExitError)(nil); !errors.As(err, &ee) || ee.ExitStatus() != 7 {
+		t.Fatalf("exit 7: %v", err)
+	}
+
+	if _, err := dial(port, other); err == nil {
+		t.Fatal("a key that was never authorized got in")
+	}
+
+	// A long-running session process, then stop: the process and the port
+	// are gone, the files stay.
+	s, _ := c.NewSession()
+	if err := s.Start("echo $$ > sleeper.pid; exec sleep 300"); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "sleeper.pid"))))
+	m.Stop(4711, Refuse)
+	if err := waitGone(pid); err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("port still answers after stop")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hasbooted")); err != nil {
+		t.Fatal("files lost on stop:", err)
+	}
+
+	port2, err := m.Boot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port2 != port {
+		t.Logf("port moved from %d to %d", port, port2)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, "boots"))
+		if string(b) == "first\nagain\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("boots after restart: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(m.LogPath(4711))
+	if n := strings.Count(string(log), "boot 4711 x"); n != 2 {
+		t.Fatalf("container log has %d onstart lines, want 2:\n%s", n, log)
+	}
+	if err := m.Destroy(4711); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatal("directory left after destroy")
+	}
+}
+
+// waitGone waits until pid no longer exists (a killed child of this
+// process is reaped by its Wait goroutine).
+func waitGone(pid int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("process " + strconv.Itoa(pid) + " still alive after stop")
+}

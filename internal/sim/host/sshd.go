@@ -1,0 +1,202 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/creack/pty"
+	gliderssh "github.com/gliderlabs/ssh"
+	"github.com/pkg/sftp"
+)
+
+// Banner is what vast's SSH gateway says before authentication.
+const Banner = "Welcome to vast.ai. If authentication fails, try again after a few seconds, and double check your ssh key.\nHave fun!\n"
+
+// serve runs the instance's SSH server on its listener.
+func (mc *machine) serve(dropAfter int64) {
+	srv := &gliderssh.Server{
+		Handler:     mc.session,
+		HostSigners: []gliderssh.Signer{mc.mgr.signer},
+		Banner:      Banner,
+		PublicKeyHandler: func(_ gliderssh.Context, key gliderssh.PublicKey) bool {
+			return mc.authorized(key)
+		},
+		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": mc.sftp},
+	}
+	if dropAfter > 0 {
+		srv.ConnCallback = func(_ gliderssh.Context, c net.Conn) net.Conn {
+			return &dropConn{Conn: c, left: dropAfter}
+		}
+	}
+	mc.srv = srv
+	ln := mc.ln
+	go srv.Serve(ln)
+}
+
+// dropConn closes the connection once it has carried its byte allowance.
+type dropConn struct {
+	net.Conn
+	left int64
+}
+
+func (c *dropConn) count(n int) {
+	if atomic.AddInt64(&c.left, -int64(n)) <= 0 {
+		c.Conn.Close()
+	}
+}
+
+func (c *dropConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.count(n)
+	return n, err
+}
+
+func (c *dropConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.count(n)
+	return n, err
+}
+
+var signals = map[gliderssh.Signal]syscall.Signal{
+	gliderssh.SIGABRT: syscall.SIGABRT, gliderssh.SIGALRM: syscall.SIGALRM, gliderssh.SIGFPE: syscall.SIGFPE,
+	gliderssh.SIGHUP: syscall.SIGHUP, gliderssh.SIGILL: syscall.SIGILL, gliderssh.SIGINT: syscall.SIGINT,
+	gliderssh.SIGKILL: syscall.SIGKILL, gliderssh.SIGPIPE: syscall.SIGPIPE, gliderssh.SIGQUIT: syscall.SIGQUIT,
+	gliderssh.SIGSEGV: syscall.SIGSEGV, gliderssh.SIGTERM: syscall.SIGTERM, gliderssh.SIGUSR1: syscall.SIGUSR1,
+	gliderssh.SIGUSR2: syscall.SIGUSR2,
+}
+
+// session runs one exec or shell request as /bin/sh in the instance
+// directory, in a process group of its own, its output also appended to
+// the container log.
+func (mc *machine) session(s gliderssh.Session) {
+	var cmd *exec.Cmd
+	if raw := s.RawCommand(); raw != "" {
+		cmd = exec.Command("/bin/sh", "-c", raw)
+	} else {
+		cmd = exec.Command("/bin/sh", "-i")
+	}
+	cmd.Dir = mc.dir
+	cmd.Env = append(append(append([]string{}, mc.sessionEnv...), s.Environ()...), mc.marker)
+
+	logf, err := mc.openLog()
+	if err != nil {
+		fmt.Fprintf(s.Stderr(), "container log: %v\n", err)
+		s.Exit(255)
+		return
+	}
+	defer logf.Close()
+
+	ptyReq, winCh, isPty := s.Pty()
+	var ptmx *os.File
+	var stdin io.WriteCloser
+	if isPty {
+		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
+		p, tty, err := pty.Open()
+		if err != nil {
+			fmt.Fprintf(s.Stderr(), "pty: %v\n", err)
+			s.Exit(255)
+			return
+		}
+		defer p.Close()
+		pty.Setsize(p, &pty.Winsize{Rows: uint16(ptyReq.Window.Height), Cols: uint16(ptyReq.Window.Width)})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		ptmx = p
+		err = mc.start(cmd)
+		tty.Close()
+		if err != nil {
+			fmt.Fprintf(s.Stderr(), "%v\n", err)
+			s.Exit(255)
+			return
+		}
+		go func() {
+			for w := range winCh {
+				pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(w.Height), Cols: uint16(w.Width)})
+			}
+		}()
+		go io.Copy(ptmx, s)
+		go io.Copy(io.MultiWriter(s, logf), ptmx)
+	} else {
+		cmd.Stdout = io.MultiWriter(s, logf)
+		cmd.Stderr = io.MultiWriter(s.Stderr(), logf)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// A pipe we copy into ourselves: exec's own stdin copier would keep
+		// Wait blocked on a client that never closes its input.
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			s.Exit(255)
+			return
+		}
+		stdin = w
+		if err := mc.start(cmd); err != nil {
+			fmt.Fprintf(s.Stderr(), "%v\n", err)
+			s.Exit(255)
+			return
+		}
+		go func() {
+			io.Copy(stdin, s)
+			stdin.Close()
+		}()
+	}
+	pgid := cmd.Process.Pid
+	defer mc.forget(pgid)
+
+	sigs := make(chan gliderssh.Signal, 4)
+	s.Signals(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if n, ok := signals[sig]; ok {
+					syscall.Kill(-pgid, n)
+				}
+			case <-s.Context().Done():
+				// The client went away: hang up on the session, as sshd does.
+				syscall.Kill(-pgid, syscall.SIGHUP)
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	err = cmd.Wait()
+	s.Exit(exitCode(err))
+}
+
+// exitCode is the status an SSH client reports for a finished command.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 255
+}
+
+// sftp serves the SFTP subsystem, relative paths from the instance
+// directory.
+func (mc *machine) sftp(s gliderssh.Session) {
+	srv, err := sftp.NewServer(s, sftp.WithServerWorkingDirectory(mc.dir))
+	if err != nil {
+		fmt.Fprintf(s.Stderr(), "sftp: %v\n", err)
+		return
+	}
+	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
+		mc.mgr.log.Debug("sim host: sftp session", "id", mc.id, "err", err)
+	}
+	srv.Close()
+}
