@@ -44,6 +44,19 @@ type Faults struct {
 	// CreateRace is the share of offers taken by someone else between a
 	// search and the create in a given hour (create answers no_such_ask).
 	CreateRace float64
+
+	// Last-mile faults, each a share of instances. SSHLate refuses the
+	// instance's keys for 5–60 s after it turns running (vast's gateway:
+	// "try again after a few seconds"); SSHHang accepts TCP but never
+	// answers SSH; SSHDrop drops every connection after 8–72 KiB; and
+	// OnstartFail replaces the onstart with one that exits 1.
+	SSHLate     float64
+	SSHHang     float64
+	SSHDrop     float64
+	OnstartFail float64
+	// DarkHang is the share of hosts gone offline whose SSH port hangs
+	// instead of refusing.
+	DarkHang float64
 }
 
 // Profile returns a named fault profile: "none", "realistic" or "harsh".
@@ -62,12 +75,14 @@ func Profile(name string) (Faults, error) {
 			Rate429: 0.01, Rate5xx: 0.005, LostCreate: 0.002,
 			StuckLoading: 0.05, BootFail: 0.05, HostOffline: 0.02, SlowBoot: 0.20,
 			TakenWhileStopped: 0.01, OfferChurnPerHour: 0.05, CreateRace: 0.03,
+			SSHLate: 0.30, SSHHang: 0.01, SSHDrop: 0.01, DarkHang: 0.5,
 		}, nil
 	case "harsh":
 		return Faults{
 			Rate429: 0.08, Rate5xx: 0.04, LostCreate: 0.10,
 			StuckLoading: 0.10, BootFail: 0.10, HostOffline: 0.08, SlowBoot: 0.45,
 			TakenWhileStopped: 0.05, OfferChurnPerHour: 0.15, CreateRace: 0.10,
+			SSHLate: 0.6, SSHHang: 0.05, SSHDrop: 0.05, OnstartFail: 0.05, DarkHang: 0.5,
 		}, nil
 	}
 	return Faults{}, fmt.Errorf("sim: unknown fault profile %q (want none, realistic or harsh)", name)
@@ -108,4 +123,24 @@ const (
 	drawKey
 	drawLogToken
 	draw5xx
+	drawSSHLate
+	drawSSHHang
+	drawSSHDrop
+	drawOnstartFail
+	drawDarkHang
+	drawIDBase
 )
+
+// lastMile draws the instance's last-mile faults.
+func (m *Market) lastMile(in *instance) {
+	f, seed, id := m.cfg.Faults, m.st.Seed, in.ID
+	if draw(seed, drawSSHLate, id, 0) < f.SSHLate {
+		in.SSHLate = time.Duration((5 + 55*draw(seed, drawSSHLate, id, 1)) * float64(time.Second))
+	}
+	in.SSHHang = draw(seed, drawSSHHang, id, 0) < f.SSHHang
+	if draw(seed, drawSSHDrop, id, 0) < f.SSHDrop {
+		in.SSHDrop = int64(8<<10 + draw(seed, drawSSHDrop, id, 1)*(64<<10))
+	}
+	in.OnstartFail = draw(seed, drawOnstartFail, id, 0) < f.OnstartFail
+	in.DarkHang = draw(seed, drawDarkHang, id, 0) < f.DarkHang
+}

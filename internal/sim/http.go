@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,6 +60,14 @@ func (m *Market) Handler() http.Handler {
 	api("DELETE /api/v0/instances/{id}/{$}", m.hDestroy)
 	api("DELETE /api/v0/instances/{$}", m.hBulkDestroy)
 	api("PUT /api/v0/instances/request_logs/{id}/{$}", m.hRequestLogs)
+	api("PUT /api/v0/instances/command/{id}/{$}", m.hExecute)
+	api("POST /api/v0/ssh/{$}", m.hCreateKey)
+	api("GET /api/v0/ssh/{$}", m.hListKeys)
+	api("PUT /api/v0/ssh/{key}/{$}", m.hUpdateKey)
+	api("DELETE /api/v0/ssh/{key}/{$}", m.hDeleteKey)
+	api("POST /api/v0/instances/{id}/ssh/{$}", m.hAttachKey)
+	api("GET /api/v0/instances/{id}/ssh/{$}", m.hInstanceKeys)
+	api("DELETE /api/v0/instances/{id}/ssh/{key}/{$}", m.hDetachKey)
 	api("GET /api/v0/users/current", m.hUser)
 	open("GET /api/v0/gpu_names/unique/{$}", m.hGPUNames)
 
@@ -81,16 +91,14 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 			writeReply(w, badArgs("reading body: %v", err))
 			return
 		}
-		if authed && m.cfg.APIKey != "" && requestKey(r) != m.cfg.APIKey {
-			status := http.StatusUnauthorized
-			if m.cfg.Faults.AuthAs404 {
-				status = http.StatusNotFound
-			}
-			writeReply(w, jsonReply(status, map[string]any{"success": false, "error": "auth_error", "msg": "Invalid user key"}))
-			return
-		}
-
 		m.mu.Lock()
+		if authed {
+			if deny, ok := m.authorize(r, body); !ok {
+				m.mu.Unlock()
+				writeReply(w, deny)
+				return
+			}
+		}
 		now := m.cfg.Clock.Now()
 		m.advance(now)
 		var rep reply
@@ -100,6 +108,7 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 		}
 		if !injected {
 			rep = h(r, body, now)
+			m.syncHosts(now)
 		}
 		mutating := r.Method != http.MethodGet || injected
 		var saveErr error
@@ -127,6 +136,27 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 		}
 		writeReply(w, rep)
 	})
+}
+
+// authorize checks the request's key: the account key, or an instance's
+// own key (CONTAINER_API_KEY) within its scope. m.mu is held.
+func (m *Market) authorize(r *http.Request, body []byte) (reply, bool) {
+	key := requestKey(r)
+	if owner, ok := m.keyOwner[key]; ok && key != "" {
+		if instanceScope(r, owner) && (r.Method != http.MethodPut || stateOnly(body)) {
+			return reply{}, true
+		}
+		return jsonReply(http.StatusForbidden, map[string]any{"success": false, "error": "not_authorized",
+			"msg": fmt.Sprintf("This is instance %d's own key: it may only show, start, stop and destroy that instance.", owner)}), false
+	}
+	if m.cfg.APIKey != "" && key != m.cfg.APIKey {
+		status := http.StatusUnauthorized
+		if m.cfg.Faults.AuthAs404 {
+			status = http.StatusNotFound
+		}
+		return jsonReply(status, map[string]any{"success": false, "error": "auth_error", "msg": "Invalid user key"}), false
+	}
+	return reply{}, true
 }
 
 // injectFault draws this request's rate-limit or server fault. Lost
@@ -607,26 +637,50 @@ func (m *Market) hRequestLogs(r *http.Request, body []byte, now time.Time) reply
 		return errReply(noInstance(id))
 	}
 	var req struct {
-		Tail string `json:"tail"`
+		Tail       string `json:"tail"`
+		Filter     string `json:"filter"`
+		DaemonLogs string `json:"daemon_logs"`
 	}
 	_ = json.Unmarshal(body, &req)
 	var lines []string
-	for _, e := range in.Events {
-		lines = append(lines, e.At.UTC().Format(time.RFC3339)+" "+e.Msg)
+	if m.hosts != nil && req.DaemonLogs != "true" {
+		// The container log: what the onstart and the sessions printed.
+		b, err := os.ReadFile(m.hosts.LogPath(id))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return errReply(err)
+		}
+		if t := strings.TrimSuffix(string(b), "\n"); t != "" {
+			lines = strings.Split(t, "\n")
+		}
+		if req.Tail == "" {
+			req.Tail = "1000" // the CLI's documented default
+		}
+	} else {
+		for _, e := range in.Events {
+			lines = append(lines, e.At.UTC().Format(time.RFC3339)+" "+e.Msg)
+		}
+		if in.Status == "running" {
+			lines = append(lines, now.UTC().Format(time.RFC3339)+" running "+in.Image)
+		}
 	}
-	if in.Status == "running" {
-		lines = append(lines, now.UTC().Format(time.RFC3339)+" running "+in.Image)
+	if req.Filter != "" {
+		kept := lines[:0:0]
+		for _, l := range lines {
+			if strings.Contains(l, req.Filter) {
+				kept = append(kept, l)
+			}
+		}
+		lines = kept
 	}
 	if n, err := strconv.Atoi(req.Tail); err == nil && n >= 0 && n < len(lines) {
 		lines = lines[len(lines)-n:]
 	}
 	tok := fmt.Sprintf("%016x", splitmix(uint64(m.st.Seed)^uint64(m.st.Requests)<<20^uint64(id)))
-	m.st.Logs[tok] = strings.Join(lines, "\n") + "\n"
-	m.st.LogOrder = append(m.st.LogOrder, tok)
-	for len(m.st.LogOrder) > m.cfg.MaxLogs {
-		delete(m.st.Logs, m.st.LogOrder[0])
-		m.st.LogOrder = m.st.LogOrder[1:]
+	text := ""
+	if len(lines) > 0 {
+		text = strings.Join(lines, "\n") + "\n"
 	}
+	m.storeResult(tok, text)
 	return jsonReply(200, map[string]any{"success": true, "result_url": "http://" + r.Host + "/sim/logs/" + tok})
 }
 
@@ -695,5 +749,6 @@ func (m *Market) hAdvance(r *http.Request, _ []byte, now time.Time) reply {
 	mc.Advance(d)
 	t := mc.Now()
 	m.advance(t)
+	m.syncHosts(t)
 	return jsonReply(200, map[string]any{"now": t})
 }

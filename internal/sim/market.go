@@ -22,15 +22,19 @@ package sim
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/sim/host"
 )
 
 // Defaults and assumptions of the simulator.
@@ -72,6 +76,13 @@ type Config struct {
 	MaxLogs int
 	// ImageSizes maps an image name (exact, or without its tag) to GB.
 	ImageSizes map[string]float64
+	// HostDir, when set, puts a machine behind every instance (package
+	// host): a directory under HostDir, onstart run on every boot, SSH on
+	// loopback. Empty: instances are rows only, and nothing answers on
+	// their (still loopback) addresses.
+	HostDir string
+	// Log receives the simulator's own warnings; nil discards them.
+	Log *slog.Logger
 }
 
 // LedgerEntry is one charge. Adjacent charges of one kind for one instance
@@ -129,6 +140,26 @@ type instance struct {
 	PullFrom time.Time `json:"pull_from"`
 	PullTo   time.Time `json:"pull_to"`
 	PullCost float64   `json:"pull_cost"`
+
+	// Keys are the SSH keys the instance accepts: the account's when it
+	// was created, and those attached since.
+	Keys []sshKey `json:"keys,omitempty"`
+	// Loopback ports: the proxy route (ssh_port), the direct route
+	// (ports["22/tcp"]) for direct runtypes, and each -p port.
+	SSHPort    int            `json:"ssh_port,omitempty"`
+	DirectPort int            `json:"direct_port,omitempty"`
+	TCPPorts   map[string]int `json:"tcp_ports,omitempty"`
+	RunningAt  time.Time      `json:"running_at"`
+	// Last-mile faults, drawn at create: keys refused for SSHLate after
+	// running, handshakes that hang, connections dropped after SSHDrop
+	// bytes, an onstart that fails, and a dark port that hangs rather than
+	// refuses while offline.
+	SSHLate     time.Duration `json:"ssh_late,omitempty"`
+	SSHHang     bool          `json:"ssh_hang,omitempty"`
+	SSHDrop     int64         `json:"ssh_drop,omitempty"`
+	OnstartFail bool          `json:"onstart_fail,omitempty"`
+	DarkHang    bool          `json:"dark_hang,omitempty"`
+	HostGone    bool          `json:"host_gone,omitempty"` // its directory was removed
 }
 
 // Market is one simulated marketplace. All methods are safe for concurrent
@@ -143,6 +174,13 @@ type Market struct {
 
 	dir  string
 	lock *os.File
+
+	log      *slog.Logger
+	hosts    *host.Manager
+	booted   map[int64]int64 // running machines → the instance's Starts at boot
+	keysOpen map[int64]bool  // running machines that accept their keys
+	apiURL   string          // where the market is served, for VAST_URL
+	keyOwner map[string]int64
 }
 
 // state is everything a Market persists; offers are regenerated from Seed.
@@ -161,6 +199,8 @@ type state struct {
 	Logs      map[string]string `json:"logs"`
 	LogOrder  []string          `json:"log_order"`
 	Creates   map[int64]int     `json:"creates_per_offer"`
+	SSHKeys   []sshKey          `json:"ssh_keys,omitempty"`
+	NextKeyID int64             `json:"next_key_id,omitempty"`
 }
 
 // New builds an in-memory market.
@@ -185,7 +225,17 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 		cfg.MaxLogs = 256
 	}
 	now := cfg.Clock.Now()
-	m := &Market{cfg: cfg}
+	m := &Market{cfg: cfg, log: cfg.Log, booted: map[int64]int64{}, keysOpen: map[int64]bool{}}
+	if m.log == nil {
+		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.HostDir != "" {
+		h, err := host.New(cfg.HostDir, m.log)
+		if err != nil {
+			return nil, fmt.Errorf("sim: instance hosts: %w", err)
+		}
+		m.hosts = h
+	}
 	m.st = &state{
 		Version: 1, Seed: cfg.Seed, Offers: cfg.Offers, SimTime: now, Balance: cfg.Balance,
 		NextID: 1000 + int64(draw(cfg.Seed, drawKey, 0, 0)*9000), BilledTo: now,
@@ -201,6 +251,11 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 		m.st = saved
 	}
 	m.loadOffers()
+	for _, in := range m.st.Instances {
+		if !in.Destroyed && in.SSHPort == 0 { // saved before instances had ports
+			m.assignPorts(in)
+		}
+	}
 	return m, nil
 }
 
@@ -213,6 +268,10 @@ func (m *Market) loadOffers() {
 	m.lastLE = map[[2]int64]int{}
 	for i, e := range m.st.Ledger {
 		m.lastLE[[2]int64{e.InstanceID, kindCode(e.Kind)}] = i
+	}
+	m.keyOwner = map[string]int64{}
+	for _, in := range m.st.Instances {
+		m.keyOwner[in.APIKey] = in.ID
 	}
 }
 
@@ -289,6 +348,7 @@ func (in *instance) step(t time.Time) {
 			return
 		}
 		in.Status = "running"
+		in.RunningAt = t
 		in.StatusMsg = "success, running " + in.Image + "/ssh"
 		in.log(t, "container started")
 	case "running":
@@ -540,8 +600,14 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	if inst.Fault == "stuck" {
 		inst.ReadyAt = time.Time{}
 	}
+	m.lastMile(inst)
+	for _, k := range m.st.SSHKeys {
+		inst.Keys = append(inst.Keys, k)
+	}
+	m.assignPorts(inst)
 	inst.log(now, "instance %d created on machine %d (offer %d)", id, o.MachineID, offerID)
 	m.st.Instances = append(m.st.Instances, inst)
+	m.keyOwner[inst.APIKey] = id
 	m.st.Creates[offerID]++
 	return inst, nil
 }
@@ -645,7 +711,7 @@ func (m *Market) row(in *instance, now time.Time) provider.Instance {
 		ID: in.ID, MachineID: o.MachineID, HostID: o.HostID, BundleID: o.BundleID,
 		IntendedStatus: in.Intended, StatusMsg: in.StatusMsg, Label: in.Label,
 		ImageUUID: in.Image, ImageRuntype: in.Runtype, Onstart: in.Onstart, ExtraEnv: [][]string{},
-		SSHHost: fmt.Sprintf("ssh%d.vast.ai", 1+in.ID%9), SSHPort: 10000 + int(in.ID%50000),
+		SSHHost: loopbackIP, SSHPort: in.SSHPort, PublicIPAddr: loopbackIP,
 		StartDate: float64(in.CreatedAt.Unix()), EndDate: float64(in.CreatedAt.Unix()) + o.Duration,
 		NumGPUs: o.NumGPUs, GPUName: o.GPUName, GPURAM: o.GPURAM, GPUTotalRAM: o.GPUTotalRAM,
 		CPUCores: o.CPUCores, CPUCoresEffective: o.CPUCoresEffective, CPURAM: o.CPURAM,
@@ -678,11 +744,19 @@ func (m *Market) row(in *instance, now time.Time) provider.Instance {
 	if in.Status == "running" {
 		r.GPUUtil = 0
 		r.UptimeMins = math.Floor(now.Sub(in.CreatedAt).Minutes())
-		if strings.Contains(in.Runtype, "direc") {
-			r.PublicIPAddr = o.PublicIPAddr
-			r.Ports = map[string][]provider.PortBinding{
-				"22/tcp": {{HostIP: "0.0.0.0", HostPort: fmt.Sprint(40000 + in.ID%20000)}},
-			}
+		// HostIp is loopback, not vast's 0.0.0.0: no simulated address
+		// leads anywhere but this machine.
+		bind := func(p int) []provider.PortBinding {
+			return []provider.PortBinding{{HostIP: loopbackIP, HostPort: strconv.Itoa(p)}}
+		}
+		if in.DirectPort > 0 || len(in.TCPPorts) > 0 {
+			r.Ports = map[string][]provider.PortBinding{}
+		}
+		if in.DirectPort > 0 {
+			r.Ports["22/tcp"] = bind(in.DirectPort)
+		}
+		for k, p := range in.TCPPorts {
+			r.Ports[k] = bind(p)
 		}
 	}
 	return r

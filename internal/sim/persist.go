@@ -156,6 +156,13 @@ func writeFileAtomic(path string, b []byte) error {
 func (m *Market) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.hosts != nil {
+		// The machines stop with the simulator; their files stay, and a
+		// reopened market boots its running instances again (a restart:
+		// onstart runs again).
+		m.hosts.Close()
+		clear(m.booted)
+	}
 	if m.lock == nil {
 		return nil
 	}

@@ -20,7 +20,13 @@ func (m *Market) Serve(ctx context.Context, addr string) error {
 
 // ServeListener is Serve on an existing listener (e.g. 127.0.0.1:0).
 func (m *Market) ServeListener(ctx context.Context, ln net.Listener) error {
+	m.mu.Lock()
+	m.apiURL = "http://" + ln.Addr().String()
+	m.mu.Unlock()
 	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hctx, stopHosts := context.WithCancel(ctx)
+	defer stopHosts()
+	go m.runHostSync(hctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

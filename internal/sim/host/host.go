@@ -60,8 +60,9 @@ type Spec struct {
 	Onstart    string
 	// Keys are the authorized public keys (authorized_keys lines).
 	Keys []string
-	// Port is the SSH port to bind on 127.0.0.1 (0: any free one).
-	Port int
+	// Ports are the SSH ports to bind on 127.0.0.1 (0: any free one):
+	// the proxy route, and the direct one when the instance has it.
+	Ports []int
 	// Hang: accept TCP but never answer SSH (a handshake that hangs).
 	Hang bool
 	// DropAfter > 0 closes every SSH connection after it has carried
@@ -78,7 +79,7 @@ type Manager struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	running map[int64]*machine
-	hung    map[int64]net.Listener // silent ports of machines gone dark
+	hung    map[int64][]net.Listener // silent ports of machines gone dark
 }
 
 // New opens (creating) the root directory and the shared host key.
@@ -138,25 +139,36 @@ func ReservePort() (int, error) {
 }
 
 // Boot starts the instance: its directory and vast's files, the SSH
-// listener, then the onstart. A machine already running is stopped first
-// (a reboot). It returns the SSH port actually bound, which differs from
-// spec.Port only when that port was taken meanwhile.
-func (m *Manager) Boot(spec Spec) (int, error) {
+// listeners, then the onstart. A machine already running is stopped first
+// (a reboot). It returns the SSH ports actually bound, which differ from
+// spec.Ports only where a port was taken meanwhile.
+func (m *Manager) Boot(spec Spec) ([]int, error) {
 	m.Stop(spec.ID, Refuse)
 	dir := m.Dir(spec.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return 0, err
+		return nil, err
 	}
 	mc := &machine{id: spec.ID, mgr: m, dir: dir, logPath: m.LogPath(spec.ID), pgids: map[int]bool{}}
 	mc.setKeys(spec.Keys)
 	mc.env = append(baseEnv(dir), spec.Env...)
 	mc.sessionEnv = append(baseEnv(dir), spec.SessionEnv...)
 	mc.marker = fmt.Sprintf("VASTFLEET_SIM_MACHINE=%s/%d/%d", m.root, spec.ID, time.Now().UnixNano())
-	ln, err := listen(spec.Port)
-	if err != nil {
-		return 0, err
+	m.closeHung(spec.ID)
+	if len(spec.Ports) == 0 {
+		spec.Ports = []int{0}
 	}
-	mc.ln = ln
+	var bound []int
+	for _, p := range spec.Ports {
+		ln, err := listen(p)
+		if err != nil {
+			for _, l := range mc.lns {
+				l.Close()
+			}
+			return nil, err
+		}
+		mc.lns = append(mc.lns, ln)
+		bound = append(bound, ln.Addr().(*net.TCPAddr).Port)
+	}
 	if spec.Hang {
 		mc.hang = true // the listener stays open and nothing accepts
 	} else {
@@ -169,7 +181,7 @@ func (m *Manager) Boot(spec Spec) (int, error) {
 		m.log.Warn("sim host: writing instance files", "id", spec.ID, "err", err)
 	}
 	mc.runOnstart(spec)
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return bound, nil
 }
 
 func listen(port int) (net.Listener, error) {
@@ -187,7 +199,9 @@ func baseEnv(dir string) []string {
 	if path == "" {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
-	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=/bin/sh", "LANG=C.UTF-8"}
+	// TMUX_TMPDIR: each instance has its own tmux server, as each
+	// container would.
+	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=/bin/sh", "LANG=C.UTF-8", "TMUX_TMPDIR=" + dir}
 }
 
 // SetKeys replaces the keys a running machine accepts (a key attached).
@@ -198,16 +212,6 @@ func (m *Manager) SetKeys(id int64, keys []string) {
 	if mc != nil {
 		mc.setKeys(keys)
 	}
-}
-
-// Port is the SSH port of a running machine, 0 when it does not run.
-func (m *Manager) Port(id int64) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if mc := m.running[id]; mc != nil {
-		return mc.ln.Addr().(*net.TCPAddr).Port
-	}
-	return 0
 }
 
 // Running lists the machines that run now.
@@ -241,15 +245,15 @@ func (m *Manager) Stop(id int64, dark Dark) {
 	}
 }
 
-// dark remembers a hung listener; m.mu is held.
+// dark remembers hung listeners; m.mu is held.
 func (m *Manager) dark(id int64, mc *machine) {
 	if m.hung == nil {
-		m.hung = map[int64]net.Listener{}
+		m.hung = map[int64][]net.Listener{}
 	}
-	if old := m.hung[id]; old != nil {
+	for _, old := range m.hung[id] {
 		old.Close()
 	}
-	m.hung[id] = mc.ln
+	m.hung[id] = mc.lns
 }
 
 // Destroy kills everything and deletes the instance's directory and log.
@@ -262,10 +266,10 @@ func (m *Manager) Destroy(id int64) error {
 func (m *Manager) closeHung(id int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ln := m.hung[id]; ln != nil {
+	for _, ln := range m.hung[id] {
 		ln.Close()
-		delete(m.hung, id)
 	}
+	delete(m.hung, id)
 }
 
 // Close stops every machine (their files stay, for a simulator that opens
@@ -295,7 +299,7 @@ type machine struct {
 	env        []string
 	sessionEnv []string
 	marker     string // in every process's environment, to find escapees
-	ln         net.Listener
+	lns        []net.Listener
 	hang       bool
 	srv        interface{ Close() error }
 
@@ -430,15 +434,17 @@ func (mc *machine) stop(dark Dark) {
 	}
 	mc.mu.Unlock()
 	if !(mc.hang && dark == Hang) {
-		port := mc.ln.Addr().(*net.TCPAddr).Port
 		if mc.srv != nil {
 			mc.srv.Close() // and every connection
 		}
-		mc.ln.Close()
-		if dark == Hang {
-			// The same port, open and silent: connections complete and hang.
-			if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-				mc.ln = ln
+		for i, ln := range mc.lns {
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			if dark == Hang {
+				// The same port, open and silent: connections complete and hang.
+				if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+					mc.lns[i] = l
+				}
 			}
 		}
 	}

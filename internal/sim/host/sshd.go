@@ -35,8 +35,9 @@ func (mc *machine) serve(dropAfter int64) {
 		}
 	}
 	mc.srv = srv
-	ln := mc.ln
-	go srv.Serve(ln)
+	for _, ln := range mc.lns {
+		go srv.Serve(ln)
+	}
 }
 
 // dropConn closes the connection once it has carried its byte allowance.
