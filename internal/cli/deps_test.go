@@ -21,6 +21,9 @@ func TestDependencyDirection(t *testing.T) {
 		"plan":     {"net/http", "database/sql", mod + "provider", mod + "sim", mod + "store", mod + "cli"},
 		"provider": {mod + "sim", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "database/sql"},
 		"sim":      {mod + "store", mod + "fleet", mod + "launch", mod + "cli", mod + "provider/vast", "database/sql"},
+		// The machine behind a simulated instance knows nothing of the
+		// market, the marketplace contract or the store.
+		"sim/host": {mod + "provider", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "net/http", "database/sql"},
 		"store":    {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
 		"fleet":    {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
 		"launch":   {mod + "cli", mod + "sim", mod + "provider/vast", "net/http/httptest"},

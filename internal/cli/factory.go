@@ -44,6 +44,12 @@ type factory struct {
 
 	provider provider.Provider
 	simMkt   *sim.Market
+	// simHosts puts a machine (directory, onstart, SSH on loopback) behind
+	// every running instance of the in-process simulator. Commands that
+	// reach into instances set it before Provider; others leave the
+	// machines off, so that a quick `ls` does not boot a fleet (each
+	// in-process run is a reboot: onstart runs again).
+	simHosts bool
 	simClock *remoteSimClock
 	// frozenAt is set when another process holds the data dir: views show
 	// the store as of this time.
@@ -173,9 +179,13 @@ func (f *factory) startSim() (string, error) {
 	if err != nil {
 		return "", usagef("--sim-faults: %v", err)
 	}
-	m, err := sim.Open(filepath.Join(dir, "sim"), sim.Config{
-		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed,
-	})
+	cfg := sim.Config{
+		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,
+	}
+	if f.simHosts {
+		cfg.HostDir = filepath.Join(dir, "sim", "hosts")
+	}
+	m, err := sim.Open(filepath.Join(dir, "sim"), cfg)
 	if err != nil {
 		return "", err
 	}

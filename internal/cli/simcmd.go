@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -29,7 +30,10 @@ type simServeOptions struct {
 	APIKey string
 	// Knobs override single shares of the fault profile; <0 means unset.
 	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
+	SSHLate, SSHHang, SSHDrop, OnstartFail                       float64
 	AuthAs404                                                    bool
+	// NoHosts serves rows only: no machine behind the instances.
+	NoHosts bool
 }
 
 func newSimServeCmd(f *factory) *cobra.Command {
@@ -61,6 +65,11 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.Rate5xx, "rate-5xx", -1, "share of requests answered 500/502")
 	fl.Float64Var(&opts.LostCreate, "lost-create", -1, "share of creates applied whose response is lost")
 	fl.BoolVar(&opts.AuthAs404, "auth-as-404", false, "answer a wrong key with 404 auth_error (as seen for revoked keys) instead of 401")
+	fl.Float64Var(&opts.SSHLate, "ssh-late", -1, "share of instances that refuse their SSH keys for 5-60 s after running")
+	fl.Float64Var(&opts.SSHHang, "ssh-hang", -1, "share of instances whose SSH handshake hangs")
+	fl.Float64Var(&opts.SSHDrop, "ssh-drop", -1, "share of instances whose SSH connections drop mid-session")
+	fl.Float64Var(&opts.OnstartFail, "onstart-fail", -1, "share of instances whose onstart exits 1")
+	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
 	return cmd
 }
 
@@ -81,6 +90,8 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		{"--offline", opts.Offline, &faults.HostOffline}, {"--slow", opts.Slow, &faults.SlowBoot},
 		{"--rate-429", opts.Rate429, &faults.Rate429}, {"--rate-5xx", opts.Rate5xx, &faults.Rate5xx},
 		{"--lost-create", opts.LostCreate, &faults.LostCreate},
+		{"--ssh-late", opts.SSHLate, &faults.SSHLate}, {"--ssh-hang", opts.SSHHang, &faults.SSHHang},
+		{"--ssh-drop", opts.SSHDrop, &faults.SSHDrop}, {"--onstart-fail", opts.OnstartFail, &faults.OnstartFail},
 	} {
 		if k.v == -1 {
 			continue
@@ -91,7 +102,21 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		*k.dst = k.v
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
-	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed}
+	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log}
+	if !opts.NoHosts {
+		// Instance directories live with the state, or for a memory-only
+		// market in a directory removed on exit.
+		if opts.State != "" {
+			cfg.HostDir = filepath.Join(opts.State, "hosts")
+		} else {
+			tmp, err := os.MkdirTemp("", "vastfleet-sim-hosts-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			cfg.HostDir = tmp
+		}
+	}
 	var m *sim.Market
 	if opts.State != "" {
 		m, err = sim.Open(opts.State, cfg)
@@ -108,6 +133,9 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	}
 	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %gx time, API key %q)\n",
 		ln.Addr(), opts.Seed, opts.Faults, opts.Speed, opts.APIKey)
+	if cfg.HostDir != "" {
+		fmt.Fprintf(f.io.ErrOut, "instances run in %s and answer SSH on 127.0.0.1\n", cfg.HostDir)
+	}
 	if err := m.ServeListener(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -92,6 +92,9 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 			return
 		}
 		m.mu.Lock()
+		if m.apiURL == "" && loopback(r.Host) {
+			m.apiURL = "http://" + r.Host // served by someone else's listener (httptest)
+		}
 		if authed {
 			if deny, ok := m.authorize(r, body); !ok {
 				m.mu.Unlock()

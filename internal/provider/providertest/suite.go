@@ -6,9 +6,14 @@ package providertest
 
 import (
 	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"golang.org/x/crypto/ssh"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -36,6 +41,10 @@ type Harness struct {
 	// MaxPrice skips offers dearer than this $/h (0: no limit); live runs
 	// set it so a mistake cannot rent something expensive.
 	MaxPrice float64
+	// Keys, when set, is the implementation's provider.KeyManager; the
+	// suite registers a throwaway key, attaches another to its instance
+	// and removes both.
+	Keys provider.KeyManager
 }
 
 func (h *Harness) defaults() {
@@ -197,6 +206,38 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		t.Fatalf("no offer at or under $%.3f/h", h.MaxPrice)
 	}
 
+	var accountKey provider.SSHKey
+	if h.Keys != nil {
+		t.Run("RegisterSSHKey", func(t *testing.T) {
+			line := newPublicKey(t)
+			k, err := h.Keys.RegisterSSHKey(ctx, line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			accountKey = k
+			t.Cleanup(func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if err := h.Keys.DeleteSSHKey(cctx, k.ID); err != nil {
+					t.Errorf("removing the suite's account key %d: %v", k.ID, err)
+				}
+			})
+			if k.ID == 0 || !sameKey(k.PublicKey, line) {
+				t.Fatalf("registered key %+v for %q", k, line)
+			}
+			keys, err := h.Keys.ListSSHKeys(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(keys, func(x provider.SSHKey) bool { return x.ID == k.ID && sameKey(x.PublicKey, line) }) {
+				t.Fatalf("key %d not in the account's list %+v", k.ID, keys)
+			}
+			if _, err := h.Keys.RegisterSSHKey(ctx, "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn==\n-----END OPENSSH PRIVATE KEY-----"); err == nil {
+				t.Fatal("a private key was registered")
+			}
+		})
+	}
+
 	label := fmt.Sprintf("vastfleet-conformance-%08x", rand.Uint32())
 	var id int64
 	destroyed := false
@@ -285,6 +326,46 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 	}
 
+	if h.Keys != nil {
+		t.Run("InstanceSSHKeys", func(t *testing.T) {
+			h.until(ctx, t, "running", status(provider.StateRunning))
+			keys, err := h.Keys.InstanceSSHKeys(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if accountKey.ID != 0 && !slices.ContainsFunc(keys, func(x provider.SSHKey) bool { return sameKey(x.PublicKey, accountKey.PublicKey) }) {
+				// Vast's docs disagree on whether account keys reach new
+				// instances; attaching is the documented remedy.
+				t.Logf("account key not on the new instance; attaching it")
+				if err := h.Keys.AttachSSHKey(ctx, id, accountKey.PublicKey); err != nil {
+					t.Fatal(err)
+				}
+			}
+			extra := newPublicKey(t)
+			if err := h.Keys.AttachSSHKey(ctx, id, extra); err != nil {
+				t.Fatal(err)
+			}
+			keys, err = h.Keys.InstanceSSHKeys(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(keys, func(x provider.SSHKey) bool { return sameKey(x.PublicKey, extra) })
+			if i < 0 {
+				t.Fatalf("attached key not listed on instance %d: %+v", id, keys)
+			}
+			if err := h.Keys.DetachSSHKey(ctx, id, keys[i].ID); err != nil {
+				t.Fatal(err)
+			}
+			keys, err = h.Keys.InstanceSSHKeys(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(keys, func(x provider.SSHKey) bool { return sameKey(x.PublicKey, extra) }) {
+				t.Fatalf("detached key still on instance %d", id)
+			}
+		})
+	}
+
 	t.Run("StopStart", func(t *testing.T) {
 		h.until(ctx, t, "running", status(provider.StateRunning))
 		if err := p.StopInstance(ctx, id); err != nil {
@@ -313,4 +394,25 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Fatalf("show after destroy: %v, want ErrNotFound", err)
 		}
 	})
+}
+
+// newPublicKey is a fresh ed25519 public key as an authorized_keys line.
+func newPublicKey(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) + " vastfleet-conformance"
+}
+
+// sameKey compares two authorized_keys lines by type and key, ignoring
+// the comment a marketplace may drop.
+func sameKey(a, b string) bool {
+	fa, fb := strings.Fields(a), strings.Fields(b)
+	return len(fa) >= 2 && len(fb) >= 2 && fa[0] == fb[0] && fa[1] == fb[1]
 }

@@ -36,6 +36,7 @@ func TestLiveConformance(t *testing.T) {
 		}
 		return providertest.Harness{
 			Provider: c,
+			Keys:     c,
 			Poll:     10 * time.Second,
 			Timeout:  15 * time.Minute,
 			Image:    "ubuntu:22.04",

@@ -79,9 +79,10 @@ func (e *simEnv) client(t *testing.T, key string) *Client {
 }
 
 func TestConformanceAgainstSimulator(t *testing.T) {
-	e := newSimEnv(t, sim.Config{Seed: 7}, nil)
+	e := newSimEnv(t, sim.Config{Seed: 7, HostDir: t.TempDir()}, nil)
+	t.Cleanup(func() { e.m.Close() })
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
-		return providertest.Harness{Provider: e.c, Advance: e.clock.Advance}
+		return providertest.Harness{Provider: e.c, Keys: e.c, Advance: e.clock.Advance}
 	})
 }
 
