@@ -1,6 +1,9 @@
 package sim
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"time"
 )
@@ -133,7 +136,7 @@ const (
 
 // lastMile draws the instance's last-mile faults.
 func (m *Market) lastMile(in *instance) {
-	f, seed, id := m.cfg.Faults, m.st.Seed, in.ID
+	f, seed, id := m.cfg.Faults, m.st.Seed, in.Seq
 	if draw(seed, drawSSHLate, id, 0) < f.SSHLate {
 		in.SSHLate = time.Duration((5 + 55*draw(seed, drawSSHLate, id, 1)) * float64(time.Second))
 	}
@@ -143,4 +146,20 @@ func (m *Market) lastMile(in *instance) {
 	}
 	in.OnstartFail = draw(seed, drawOnstartFail, id, 0) < f.OnstartFail
 	in.DarkHang = draw(seed, drawDarkHang, id, 0) < f.DarkHang
+}
+
+// randomIDBase offsets a new market's instance ids; it decides nothing
+// about the market's behaviour, so it need not come from the seed.
+func randomIDBase() int64 {
+	var b [8]byte
+	crand.Read(b[:])
+	return 1_000_000 + int64(binary.BigEndian.Uint64(b[:])%29_000_000)
+}
+
+// instanceKey is a new CONTAINER_API_KEY: random, since anyone who could
+// compute it could act as the instance.
+func instanceKey() string {
+	var b [32]byte
+	crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
-	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // reply is what a handler decided; the wrapper saves state before writing
@@ -424,7 +423,7 @@ func (m *Market) hList(r *http.Request, _ []byte, now time.Time) reply {
 			}
 		}
 	}
-	var rows []provider.Instance
+	var rows []instanceJSON
 	for _, in := range m.st.Instances {
 		if in.Destroyed {
 			continue
@@ -450,7 +449,7 @@ func (m *Market) hList(r *http.Request, _ []byte, now time.Time) reply {
 		next = encodeToken(page[len(page)-1].ID)
 	}
 	if page == nil {
-		page = []provider.Instance{}
+		page = []instanceJSON{}
 	}
 	return jsonReply(200, map[string]any{
 		"success": true, "instances_found": len(page), "total_instances": total,
@@ -471,7 +470,7 @@ func decodeToken(tok string) (int64, bool) {
 	return id, err == nil
 }
 
-func matchAll(row *provider.Instance, filters []listFilter) bool {
+func matchAll(row *instanceJSON, filters []listFilter) bool {
 	for _, f := range filters {
 		var have any
 		switch f.field {

@@ -21,6 +21,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -83,6 +84,8 @@ type Config struct {
 	HostDir string
 	// Log receives the simulator's own warnings; nil discards them.
 	Log *slog.Logger
+	// IDBase fixes the offset of instance ids; 0 draws one at random.
+	IDBase int64
 }
 
 // LedgerEntry is one charge. Adjacent charges of one kind for one instance
@@ -104,7 +107,10 @@ type event struct {
 
 // instance is the simulator's record of a rental, destroyed ones included.
 type instance struct {
-	ID      int64             `json:"id"`
+	ID int64 `json:"id"`
+	// Seq keys the instance's random draws: the market's own sequence,
+	// the same for the same seed, while ID adds the market's IDBase.
+	Seq     int64             `json:"seq,omitempty"`
 	OfferID int64             `json:"offer_id"`
 	Label   *string           `json:"label"`
 	Image   string            `json:"image"`
@@ -185,13 +191,17 @@ type Market struct {
 
 // state is everything a Market persists; offers are regenerated from Seed.
 type state struct {
-	Version   int               `json:"version"`
-	Seed      int64             `json:"seed"`
-	Offers    int               `json:"offers"`
-	SimTime   time.Time         `json:"sim_time"`
-	WallTime  time.Time         `json:"wall_time"`
-	Balance   float64           `json:"balance"`
-	NextID    int64             `json:"next_id"`
+	Version  int       `json:"version"`
+	Seed     int64     `json:"seed"`
+	Offers   int       `json:"offers"`
+	SimTime  time.Time `json:"sim_time"`
+	WallTime time.Time `json:"wall_time"`
+	Balance  float64   `json:"balance"`
+	NextID   int64     `json:"next_id"` // the next Seq
+	// IDBase is added to every instance's Seq to give its id: drawn once
+	// per market and saved with it, so that two markets (two data dirs,
+	// two test runs) never hand out the same ids.
+	IDBase    int64             `json:"id_base,omitempty"`
 	BilledTo  time.Time         `json:"billed_to"`
 	Requests  int64             `json:"requests"`
 	Instances []*instance       `json:"instances"`
@@ -239,7 +249,10 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 	m.st = &state{
 		Version: 1, Seed: cfg.Seed, Offers: cfg.Offers, SimTime: now, Balance: cfg.Balance,
 		NextID: 1000 + int64(draw(cfg.Seed, drawKey, 0, 0)*9000), BilledTo: now,
-		Logs: map[string]string{}, Creates: map[int64]int{},
+		Logs: map[string]string{}, Creates: map[int64]int{}, IDBase: cfg.IDBase,
+	}
+	if m.st.IDBase == 0 {
+		m.st.IDBase = randomIDBase()
 	}
 	if saved != nil {
 		if saved.Logs == nil {
@@ -252,6 +265,9 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 	}
 	m.loadOffers()
 	for _, in := range m.st.Instances {
+		if in.Seq == 0 { // saved before ids had a base
+			in.Seq = in.ID
+		}
 		if !in.Destroyed && in.SSHPort == 0 { // saved before instances had ports
 			m.assignPorts(in)
 		}
@@ -406,7 +422,7 @@ func (m *Market) advance(now time.Time) {
 				in.step(e)
 				if in.Status == "running" && in.Fault == "offline" && !in.OfflineSet {
 					in.OfflineSet = true
-					in.OfflineAt = e.Add(10*time.Minute + time.Duration(draw(m.st.Seed, drawOfflineAfter, in.ID, in.Starts)*float64(5*time.Hour)))
+					in.OfflineAt = e.Add(10*time.Minute + time.Duration(draw(m.st.Seed, drawOfflineAfter, in.Seq, in.Starts)*float64(5*time.Hour)))
 				}
 			}
 		}
@@ -560,32 +576,33 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	if m.st.Balance < compute+storage {
 		return nil, &apiError{400, "insufficient_credit", "Your account balance is too low to rent this instance: add credit first."}
 	}
-	id := m.st.NextID
-	m.st.NextID += 1 + int64(draw(m.st.Seed, drawKey, id, 1)*3)
+	seq := m.st.NextID
+	m.st.NextID += 1 + int64(draw(m.st.Seed, drawKey, seq, 1)*3)
+	id := seq + m.st.IDBase
 	gb := m.imageGB(in.Image)
 	inst := &instance{
-		ID: id, OfferID: offerID, Label: in.Label, Image: in.Image, Runtype: in.Runtype, Onstart: in.Onstart,
+		ID: id, Seq: seq, OfferID: offerID, Label: in.Label, Image: in.Image, Runtype: in.Runtype, Onstart: in.Onstart,
 		Env: in.Env, Disk: in.Disk, Bid: in.Price != nil, ImageGB: gb, ComputeRate: compute, StorageRate: storage,
-		APIKey:    fmt.Sprintf("%016x%016x", splitmix(uint64(id)^uint64(m.st.Seed)), splitmix(uint64(id)+7)),
+		APIKey:    instanceKey(),
 		CreatedAt: now, Intended: "running", StatusMsg: "Creating instance",
 	}
 	f := m.cfg.Faults
-	u := draw(m.st.Seed, drawFault, id, 0)
+	u := draw(m.st.Seed, drawFault, seq, 0)
 	switch {
 	case u < f.StuckLoading:
 		inst.Fault = "stuck"
 	case u < f.StuckLoading+f.BootFail:
 		inst.Fault = "bootfail"
-	case draw(m.st.Seed, drawOffline, id, 0) < f.HostOffline:
+	case draw(m.st.Seed, drawOffline, seq, 0) < f.HostOffline:
 		inst.Fault = "offline"
 	}
-	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, id, 0)) * float64(time.Second)))
+	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, seq, 0)) * float64(time.Second)))
 	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
-	setup := 20 + 100*draw(m.st.Seed, drawSetup, id, 0)
+	setup := 20 + 100*draw(m.st.Seed, drawSetup, seq, 0)
 	boot := pull + setup
-	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, id, 0) < f.SlowBoot {
-		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, id, 0)
-		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, id, 1))
+	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, seq, 0) < f.SlowBoot {
+		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, seq, 0)
+		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, seq, 1))
 		if inst.Fault == "" {
 			inst.Fault = "slow"
 		}
@@ -659,7 +676,7 @@ func (m *Market) start(in *instance, now time.Time) error {
 		mins := now.Sub(in.StoppedAt).Minutes()
 		pTaken := 1 - math.Pow(1-m.cfg.Faults.TakenWhileStopped, mins)
 		_, held := m.holders()[in.OfferID]
-		if held || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.ID, in.Starts) < pTaken {
+		if held || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.Seq, in.Starts) < pTaken {
 			// Someone else has the GPU: vast waits for it, possibly forever.
 			in.Scheduling = true
 			in.StatusMsg = "Scheduling: waiting for the GPU on this machine; another renter holds it"
@@ -669,7 +686,7 @@ func (m *Market) start(in *instance, now time.Time) error {
 	}
 	in.Status = "loading"
 	in.StatusMsg = "Starting container"
-	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.ID, in.Starts)) * float64(time.Second)))
+	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.Seq, in.Starts)) * float64(time.Second)))
 	if in.Fault == "stuck" {
 		in.ReadyAt = time.Time{}
 	}
@@ -688,7 +705,7 @@ func (m *Market) reboot(id int64, now time.Time) error {
 	in.Starts++
 	in.Status = "rebooting"
 	in.StatusMsg = "Rebooting"
-	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.ID, in.Starts)) * float64(time.Second)))
+	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.Seq, in.Starts)) * float64(time.Second)))
 	in.log(now, "reboot requested")
 	return nil
 }
@@ -705,21 +722,24 @@ func (m *Market) destroy(id int64, now time.Time) error {
 }
 
 // row renders an instance the way the v1 listing and show instance do.
-func (m *Market) row(in *instance, now time.Time) provider.Instance {
+func (m *Market) row(in *instance, now time.Time) instanceJSON {
 	o := m.offers[m.byID[in.OfferID]]
-	r := provider.Instance{
+	r := instanceJSON{
 		ID: in.ID, MachineID: o.MachineID, HostID: o.HostID, BundleID: o.BundleID,
 		IntendedStatus: in.Intended, StatusMsg: in.StatusMsg, Label: in.Label,
-		ImageUUID: in.Image, ImageRuntype: in.Runtype, Onstart: in.Onstart, ExtraEnv: [][]string{},
-		SSHHost: loopbackIP, SSHPort: in.SSHPort, PublicIPAddr: loopbackIP,
+		ImageUUID: in.Image, ImageArgs: []string{}, ImageRuntype: in.Runtype, Onstart: in.Onstart, ExtraEnv: [][]string{},
+		SSHHost: loopbackIP, SSHPort: in.SSHPort, SSHIdx: "0", PublicIPAddr: loopbackIP, LocalIPAddrs: loopbackIP,
 		StartDate: float64(in.CreatedAt.Unix()), EndDate: float64(in.CreatedAt.Unix()) + o.Duration,
 		NumGPUs: o.NumGPUs, GPUName: o.GPUName, GPURAM: o.GPURAM, GPUTotalRAM: o.GPUTotalRAM,
 		CPUCores: o.CPUCores, CPUCoresEffective: o.CPUCoresEffective, CPURAM: o.CPURAM,
-		DiskSpace: in.Disk, InetUp: o.InetUp, InetDown: o.InetDown,
+		DiskSpace: in.Disk, DiskUtil: -1, InetUp: o.InetUp, InetDown: o.InetDown,
 		DPHBase: in.ComputeRate, DPHTotal: in.ComputeRate + in.StorageRate,
 		StorageCost: o.StorageCost, StorageTotalCost: in.StorageRate,
 		IsBid: in.Bid, MinBid: o.MinBid, Reliability2: o.Reliability2, Verification: o.Verification,
 		Geolocation: o.Geolocation, CUDAMaxGood: o.CUDAMaxGood,
+	}
+	if in.DirectPort > 0 {
+		r.DirectPortStart, r.DirectPortEnd, r.DirectPortCount = in.DirectPort, in.DirectPort, 1+len(in.TCPPorts)
 	}
 	if in.Status != "" {
 		s := in.Status
@@ -742,15 +762,14 @@ func (m *Market) row(in *instance, now time.Time) provider.Instance {
 		r.ExtraEnv = append(r.ExtraEnv, []string{k, in.Env[k]})
 	}
 	if in.Status == "running" {
-		r.GPUUtil = 0
 		r.UptimeMins = math.Floor(now.Sub(in.CreatedAt).Minutes())
 		// HostIp is loopback, not vast's 0.0.0.0: no simulated address
 		// leads anywhere but this machine.
-		bind := func(p int) []provider.PortBinding {
-			return []provider.PortBinding{{HostIP: loopbackIP, HostPort: strconv.Itoa(p)}}
+		bind := func(p int) []portEntry {
+			return []portEntry{{HostIP: loopbackIP, HostPort: strconv.Itoa(p)}}
 		}
 		if in.DirectPort > 0 || len(in.TCPPorts) > 0 {
-			r.Ports = map[string][]provider.PortBinding{}
+			r.Ports = map[string][]portEntry{}
 		}
 		if in.DirectPort > 0 {
 			r.Ports["22/tcp"] = bind(in.DirectPort)
@@ -805,7 +824,7 @@ func (m *Market) stateLocked() []InstanceState {
 }
 
 // Instances returns every live instance as the API would show it,
-// regardless of key.
+// regardless of key, read back through the client's model.
 func (m *Market) Instances() []provider.Instance {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -813,9 +832,15 @@ func (m *Market) Instances() []provider.Instance {
 	m.advance(now)
 	var out []provider.Instance
 	for _, in := range m.st.Instances {
-		if !in.Destroyed {
-			out = append(out, m.row(in, now))
+		if in.Destroyed {
+			continue
 		}
+		var p provider.Instance
+		b, _ := json.Marshal(m.row(in, now))
+		if err := json.Unmarshal(b, &p); err != nil {
+			panic(fmt.Sprintf("sim: instance row does not read back: %v", err))
+		}
+		out = append(out, p)
 	}
 	return out
 }
