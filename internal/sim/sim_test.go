@@ -29,6 +29,7 @@ type harness struct {
 	clock *ManualClock
 	srv   *httptest.Server
 	key   string
+	base  string // the server's URL when it is not srv
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -66,7 +67,11 @@ func (h *harness) do(method, path string, body any, out any) (int, http.Header, 
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, h.srv.URL+path, rd)
+	base, client := h.base, http.DefaultClient
+	if h.srv != nil {
+		base, client = h.srv.URL, h.srv.Client()
+	}
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -74,7 +79,7 @@ func (h *harness) do(method, path string, body any, out any) (int, http.Header, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := h.srv.Client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		h.t.Fatalf("%s %s: %v", method, path, err)
 	}
