@@ -73,11 +73,20 @@ func newLogsCmd(f *factory) *cobra.Command {
 	return cmd
 }
 
-func newSSHURLCmd(f *factory) *cobra.Command {
+func newSSHURLCmd(f *factory) *cobra.Command { return newRouteURLCmd(f, "ssh") }
+
+// newSCPURLCmd is `scp-url ID`: the same route as ssh-url, as scp://.
+func newSCPURLCmd(f *factory) *cobra.Command { return newRouteURLCmd(f, "scp") }
+
+func newRouteURLCmd(f *factory, scheme string) *cobra.Command {
+	urlOf := provider.SSHURL
+	if scheme == "scp" {
+		urlOf = provider.SCPURL
+	}
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "ssh-url ID",
-		Short: "An instance's ssh://root@HOST:PORT, derived as the vastai CLI does",
+		Use:   scheme + "-url ID",
+		Short: "An instance's " + scheme + "://root@HOST:PORT, derived as the vastai CLI does",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseIDs(args)
@@ -100,9 +109,9 @@ func newSSHURLCmd(f *factory) *cobra.Command {
 				return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", ids[0], inst.Status())
 			}
 			if asJSON {
-				return writeJSON(f.io.Out, map[string]any{"id": ids[0], "ssh_url": provider.SSHURL(inst), "ssh_host": host, "ssh_port": port})
+				return writeJSON(f.io.Out, map[string]any{"id": ids[0], scheme + "_url": urlOf(inst), "ssh_host": host, "ssh_port": port})
 			}
-			_, err = fmt.Fprintln(f.io.Out, provider.SSHURL(inst))
+			_, err = fmt.Fprintln(f.io.Out, urlOf(inst))
 			return err
 		},
 	}

@@ -24,7 +24,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newStateCmd(f, "stop", "Stop instances (storage keeps billing; only destroy ends all charges)"),
 		newStateCmd(f, "start", "Start stopped instances again"),
 		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
-		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f), newLogsCmd(f), newSSHURLCmd(f), newBalanceCmd(f),
+		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f), newLogsCmd(f), newSSHURLCmd(f), newSCPURLCmd(f), newBalanceCmd(f),
 	}
 }
 

@@ -53,6 +53,9 @@ func TestRentLsDestroyAcrossCommands(t *testing.T) {
 	if url := strings.TrimSpace(e.ok("ssh-url", id).out); url != ls[0]["ssh_url"] {
 		t.Errorf("ssh-url %s = %q, ls says %v", id, url, ls[0]["ssh_url"])
 	}
+	if url := strings.TrimSpace(e.ok("scp-url", id).out); url != strings.Replace(ls[0]["ssh_url"].(string), "ssh://", "scp://", 1) {
+		t.Errorf("scp-url %s = %q, ls says %v", id, url, ls[0]["ssh_url"])
+	}
 	if logs := e.ok("logs", id).out; !strings.Contains(logs, "created") {
 		t.Errorf("logs %s = %q, want the instance's log", id, logs)
 	}

@@ -34,7 +34,13 @@ func SSHAddr(inst Instance) (host string, port int, ok bool) {
 }
 
 // SSHURL is "ssh://root@HOST:PORT", or "" when SSHAddr finds no route.
-func SSHURL(inst Instance) string {
+func SSHURL(inst Instance) string { return routeURL("ssh", inst) }
+
+// SCPURL is what `vastai scp-url` prints: the same route as SSHURL, as
+// "scp://root@HOST:PORT".
+func SCPURL(inst Instance) string { return routeURL("scp", inst) }
+
+func routeURL(scheme string, inst Instance) string {
 	host, port, ok := SSHAddr(inst)
 	if !ok {
 		return ""
@@ -42,5 +48,5 @@ func SSHURL(inst Instance) string {
 	if strings.Contains(host, ":") { // IPv6 literal
 		host = "[" + host + "]"
 	}
-	return fmt.Sprintf("ssh://root@%s:%d", host, port)
+	return fmt.Sprintf("%s://root@%s:%d", scheme, host, port)
 }

@@ -1,6 +1,9 @@
 package provider
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestSSHAddr(t *testing.T) {
 	ports := func(hp string) map[string][]PortBinding {
@@ -27,6 +30,9 @@ func TestSSHAddr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := SSHURL(tt.in); got != tt.want {
 				t.Errorf("SSHURL = %q, want %q", got, tt.want)
+			}
+			if got, want := SCPURL(tt.in), strings.Replace(tt.want, "ssh://", "scp://", 1); got != want {
+				t.Errorf("SCPURL = %q, want %q", got, want)
 			}
 			_, _, ok := SSHAddr(tt.in)
 			if ok != (tt.want != "") {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -296,4 +297,66 @@ func TestLastMileFaults(t *testing.T) {
 	} else if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Logf("after destroy: %v", err)
 	}
+}
+
+// TestHostsAcrossRestartAndUnobserved: a served market boots an instance
+// that turns running while nobody asks (its ticker observes the clock); a
+// market reopened from its state boots its running instances again, and
+// their onstart runs again, as after a host reboot.
+func TestHostsAcrossRestartAndUnobserved(t *testing.T) {
+	dir := t.TempDir()
+	wall0 := time.Now()
+	cfg := Config{Seed: 2, Offers: 300, APIKey: testKey, HostDir: filepath.Join(dir, "hosts"),
+		Clock: NewScaledClock(t0, wall0, 3000, time.Now)}
+	m, err := Open(filepath.Join(dir, "state"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- m.ServeListener(ctx, ln) }()
+	h := &harness{t: t, m: m, key: testKey, base: "http://" + ln.Addr().String()}
+	offers := h.search(`{"limit": 1, "rentable": {"eq": true}}`)
+	var out struct {
+		NewContract int64 `json:"new_contract"`
+	}
+	h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", offers[0].ID), map[string]any{"image": "alpine:3", "disk": 8,
+		"onstart": "echo boot >> boots"}, &out)
+	id := out.NewContract
+	boots := filepath.Join(m.HostDir(id), "boots")
+	// No request from here on: only the served market's own ticker can
+	// notice the boot (at 3000x, under a second of wall time).
+	wait := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, _ := os.ReadFile(boots)
+			if string(b) == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("boots %q, want %q", b, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait("boot\n")
+	cancel()
+	<-served
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.Clock = NewScaledClock(t0, wall0, 3000, time.Now)
+	m, err = Open(filepath.Join(dir, "state"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.Sync()
+	wait("boot\nboot\n")
 }

@@ -206,7 +206,11 @@ echo "$VAST_TCP_PORT_8080" > port8080`
 		b, _ := os.ReadFile(filepath.Join(dir, "boots"))
 		return string(b) == "first\n"
 	})
-	port8080, _ := os.ReadFile(filepath.Join(dir, "port8080"))
+	var port8080 []byte
+	eventually(t, "onstart wrote $VAST_TCP_PORT_8080", func() bool {
+		port8080, _ = os.ReadFile(filepath.Join(dir, "port8080"))
+		return strings.HasSuffix(string(port8080), "\n")
+	})
 	if strings.TrimSpace(string(port8080)) != in.Ports["8080/tcp"][0].HostPort {
 		t.Errorf("VAST_TCP_PORT_8080 = %q, listing says %s", port8080, in.Ports["8080/tcp"][0].HostPort)
 	}

@@ -356,6 +356,18 @@ func (mc *machine) writeFiles(spec Spec) error {
 	return errors.Join(errs...)
 }
 
+// markBooted leaves /root/hasbooted once the first boot's onstart is
+// done, as vast's containers show it: a guard `[ -f hasbooted ]` in the
+// onstart then tells a restart from the first boot.
+func (mc *machine) markBooted() {
+	p := filepath.Join(mc.dir, "hasbooted")
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+		}
+	}
+}
+
 // openLog opens the container log for appending; each process holds its
 // own descriptor, so an idle machine holds none.
 func (mc *machine) openLog() (*os.File, error) {
@@ -370,6 +382,7 @@ func (mc *machine) runOnstart(spec Spec) {
 		script = "echo 'onstart: simulated failure (sim fault onstart-fail)' >&2; exit 1"
 	}
 	if strings.TrimSpace(script) == "" {
+		mc.markBooted()
 		return
 	}
 	logf, err := mc.openLog()
@@ -394,6 +407,7 @@ func (mc *machine) runOnstart(spec Spec) {
 	go func() {
 		err := cmd.Wait()
 		mc.forget(cmd.Process.Pid)
+		mc.markBooted()
 		if err != nil {
 			if f, ferr := mc.openLog(); ferr == nil {
 				fmt.Fprintf(f, "onstart: %v\n", err)

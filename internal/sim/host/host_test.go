@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 )
 
@@ -175,4 +176,127 @@ func waitGone(pid int) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return errors.New("process " + strconv.Itoa(pid) + " still alive after stop")
+}
+
+// TestSessions: stdin, a PTY, signals and SFTP, as an SSH client uses them;
+// and the hasbooted marker a vast container shows after its first boot.
+func TestSessions(t *testing.T) {
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	key, line := testKey(t)
+	ports, err := m.Boot(Spec{ID: 7, Keys: []string{line}, Onstart: "echo booting"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := m.Dir(7)
+	waitFileExists(t, filepath.Join(dir, "hasbooted")) // left once the onstart is done
+	c, err := dial(ports[0], key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// stdin reaches the command; its end ends the command.
+	s, _ := c.NewSession()
+	s.Stdin = strings.NewReader("one\ntwo\n")
+	out, err := s.Output("wc -l")
+	if err != nil || strings.TrimSpace(string(out)) != "2" {
+		t.Fatalf("wc -l of two lines: %q, %v", out, err)
+	}
+	s.Close()
+
+	// A PTY: the command sees a terminal of the asked size.
+	s, _ = c.NewSession()
+	if err := s.RequestPty("xterm", 40, 100, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = s.Output("test -t 1 && echo tty; stty size; echo $TERM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.ReplaceAll(string(out), "\r", ""); got != "tty\n40 100\nxterm\n" {
+		t.Errorf("pty session printed %q", got)
+	}
+	s.Close()
+
+	// A signal reaches the process group; the exit status says so.
+	s, _ = c.NewSession()
+	if err := s.Start("echo $$ > sig.pid; sleep 300"); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "sig.pid"))
+	if err := s.Signal(gossh.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var ee *gossh.ExitError
+	if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 128+int(syscall.SIGTERM) {
+		t.Errorf("after SIGTERM: %v, want exit %d", err, 128+int(syscall.SIGTERM))
+	}
+
+	// SFTP: relative paths are the instance directory.
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	f, err := sc.Create("up.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("via sftp"))
+	f.Close()
+	if b, err := os.ReadFile(filepath.Join(dir, "up.txt")); err != nil || string(b) != "via sftp" {
+		t.Errorf("sftp upload: %q, %v", b, err)
+	}
+	if wd, err := sc.Getwd(); err != nil || wd != dir {
+		t.Errorf("sftp working directory %q, %v; want %s", wd, err, dir)
+	}
+}
+
+// TestHangAndDrop: a handshake that hangs, and a connection dropped once
+// it has carried its allowance.
+func TestHangAndDrop(t *testing.T) {
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	key, line := testKey(t)
+	ports, _ := m.Boot(Spec{ID: 1, Keys: []string{line}, Hang: true})
+	conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(ports[0]), time.Second)
+	if err != nil {
+		t.Fatalf("a hanging host refused TCP: %v", err)
+	}
+	conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var b [32]byte
+	if n, err := conn.Read(b[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a hanging host said %q (%v)", b[:n], err)
+	}
+	conn.Close()
+
+	ports, _ = m.Boot(Spec{ID: 2, Keys: []string{line}, DropAfter: 16 << 10})
+	c, err := dial(ports[0], key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, err := run(t, c, "head -c 1000000 /dev/zero")
+	if err == nil || len(out) >= 1000000 {
+		t.Fatalf("a dropping host carried %d bytes without error", len(out))
+	}
+}
+
+func waitFileExists(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
 }
