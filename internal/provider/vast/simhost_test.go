@@ -329,6 +329,20 @@ echo "$VAST_TCP_PORT_8080" > port8080`
 	}
 	assertLoopback(t, in)
 
+	// From inside the instance, with nothing but its environment, its own
+	// key is refused on another instance (this test binary, run in an SSH
+	// session as a dead-man switch would run there).
+	host, port, _ := provider.SSHAddr(in)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := sshRun(t, net.JoinHostPort(host, strconv.Itoa(port)), a,
+		fmt.Sprintf("VASTFLEET_INSIDE_OTHER=%d %s -test.run='^TestInsideInstance$' -test.v 2>&1 || true", other, self))
+	if !strings.Contains(inside, fmt.Sprintf("destroy %d: refused", other)) {
+		t.Errorf("inside the instance:\n%s", inside)
+	}
+
 	// The instance's own key: read and destroy itself, nothing else.
 	apiKey := readEnv(t, e, in, a, "CONTAINER_API_KEY")
 	own := e.client(t, apiKey)
@@ -347,8 +361,12 @@ echo "$VAST_TCP_PORT_8080" > port8080`
 			t.Errorf("instance key, %s: %v; want ErrAuth", name, err)
 		}
 	}
-	if err := own.DestroyInstance(ctx, id); err != nil {
-		t.Fatalf("instance key destroying its own instance: %v", err)
+	// The dead-man switch's move: from inside, its own key destroys its
+	// own instance (the session dies with it, so its answer is not read).
+	if c, err := sshDial(net.JoinHostPort(host, strconv.Itoa(port)), a); err == nil {
+		s, _ := c.NewSession()
+		s.Run(fmt.Sprintf("VASTFLEET_INSIDE_SELF=1 %s -test.run='^TestInsideInstance$' -test.v", self))
+		c.Close()
 	}
 	if _, err := e.c.ShowInstance(ctx, id); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("after self-destroy: %v", err)
@@ -419,4 +437,32 @@ func execute(t *testing.T, e *simEnv, id int64, command string) string {
 	}
 	t.Fatalf("execute %q: no result", command)
 	return ""
+}
+
+// TestInsideInstance runs inside a simulated instance (started there by
+// TestSimulatedInstanceRunsOnLoopback): with only the instance's
+// environment it destroys its own instance, or tries to destroy another,
+// which must be refused.
+func TestInsideInstance(t *testing.T) {
+	other := os.Getenv("VASTFLEET_INSIDE_OTHER")
+	if os.Getenv("CONTAINER_API_KEY") == "" {
+		t.Skip("runs inside a simulated instance")
+	}
+	c, err := New(Options{BaseURL: os.Getenv("VAST_URL"), APIKey: os.Getenv("CONTAINER_API_KEY")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("VASTFLEET_INSIDE_SELF") != "" {
+		self, _ := strconv.ParseInt(os.Getenv("CONTAINER_ID"), 10, 64)
+		if err := c.DestroyInstance(context.Background(), self); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	id, _ := strconv.ParseInt(other, 10, 64)
+	err = c.DestroyInstance(context.Background(), id)
+	if !errors.Is(err, provider.ErrAuth) {
+		t.Fatalf("destroy %d with instance %s's key: %v", id, os.Getenv("CONTAINER_ID"), err)
+	}
+	fmt.Printf("destroy %d: refused (%v)\n", id, err)
 }
