@@ -30,7 +30,7 @@ type simServeOptions struct {
 	APIKey string
 	// Knobs override single shares of the fault profile; <0 means unset.
 	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
-	SSHLate, SSHHang, SSHDrop, OnstartFail                       float64
+	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang             float64
 	AuthAs404                                                    bool
 	// NoHosts serves rows only: no machine behind the instances.
 	NoHosts bool
@@ -69,6 +69,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.SSHHang, "ssh-hang", -1, "share of instances whose SSH handshake hangs")
 	fl.Float64Var(&opts.SSHDrop, "ssh-drop", -1, "share of instances whose SSH connections drop mid-session")
 	fl.Float64Var(&opts.OnstartFail, "onstart-fail", -1, "share of instances whose onstart exits 1")
+	fl.Float64Var(&opts.DarkHang, "dark-hang", -1, "share of hosts gone offline whose SSH port hangs rather than refuses")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
 	return cmd
 }
@@ -92,6 +93,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		{"--lost-create", opts.LostCreate, &faults.LostCreate},
 		{"--ssh-late", opts.SSHLate, &faults.SSHLate}, {"--ssh-hang", opts.SSHHang, &faults.SSHHang},
 		{"--ssh-drop", opts.SSHDrop, &faults.SSHDrop}, {"--onstart-fail", opts.OnstartFail, &faults.OnstartFail},
+		{"--dark-hang", opts.DarkHang, &faults.DarkHang},
 	} {
 		if k.v == -1 {
 			continue

@@ -40,7 +40,9 @@ func (m *Market) assignPorts(in *instance) {
 		}
 		return 20000 + int((in.ID*7+int64(k)))%40000
 	}
-	in.SSHPort = next(0)
+	// vast's proxy serves Jupyter on ssh_port and SSH on ssh_port+1 for
+	// jupyter runtypes, and clients add the one (vast-api.md §8).
+	in.SSHPort = next(0) - proxyShift(in.Runtype)
 	if directRuntype(in.Runtype) {
 		in.DirectPort = next(1)
 	}
@@ -53,6 +55,14 @@ func (m *Market) assignPorts(in *instance) {
 }
 
 func directRuntype(rt string) bool { return strings.Contains(rt, "direc") }
+
+// proxyShift is where SSH sits on the proxy route past ssh_port.
+func proxyShift(rt string) int {
+	if strings.Contains(rt, "jupyter") {
+		return 1
+	}
+	return 0
+}
 
 // requestedPorts are the ports asked with -p in env keys ("-p 8080:8080",
 // "-p 9000:9000/udp"), as "8080/tcp", sorted.
@@ -188,7 +198,7 @@ func (m *Market) boot(in *instance, open bool) {
 	if !open {
 		keys = nil
 	}
-	ports := []int{in.SSHPort}
+	ports := []int{in.SSHPort + proxyShift(in.Runtype)}
 	if in.DirectPort > 0 {
 		ports = append(ports, in.DirectPort)
 	}
@@ -202,7 +212,7 @@ func (m *Market) boot(in *instance, open bool) {
 		return
 	}
 	// A reserved port taken meanwhile moved; the listing shows where.
-	in.SSHPort = bound[0]
+	in.SSHPort = bound[0] - proxyShift(in.Runtype)
 	if in.DirectPort > 0 {
 		in.DirectPort = bound[1]
 	}

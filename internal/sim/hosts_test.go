@@ -18,6 +18,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // fds counts this process's open file descriptors.
@@ -359,4 +361,27 @@ func TestHostsAcrossRestartAndUnobserved(t *testing.T) {
 	defer m.Close()
 	m.Sync()
 	wait("boot\nboot\n")
+}
+
+// TestJupyterProxyRoute: for jupyter runtypes clients add one to ssh_port
+// (vast-api.md §8), and SSH answers there.
+func TestJupyterProxyRoute(t *testing.T) {
+	h := newHarness(t, Config{Seed: 4, HostDir: t.TempDir()})
+	defer h.m.Close()
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := gossh.NewSignerFromKey(priv)
+	sp, _ := gossh.NewPublicKey(pub)
+	h.do("POST", "/api/v0/ssh/", map[string]string{"ssh_key": string(gossh.MarshalAuthorizedKey(sp))}, nil)
+	ids := fleetOf(h, 1, "jupyter_proxy ssh_proxy")
+	in := h.show(ids[0])
+	host, port, ok := provider.SSHAddr(*in)
+	if !ok || port != in.SSHPort+1 {
+		t.Fatalf("route %s:%d (ok %v), ssh_port %d", host, port, ok, in.SSHPort)
+	}
+	c, err := gossh.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)), &gossh.ClientConfig{User: "root",
+		Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)}, HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("ssh at the jupyter route: %v", err)
+	}
+	c.Close()
 }

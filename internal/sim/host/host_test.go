@@ -300,3 +300,33 @@ func waitFileExists(t *testing.T, path string) {
 	}
 	t.Fatalf("%s never appeared", path)
 }
+
+// TestStopKillsEscapees: a process that left the instance's process group
+// (setsid, as daemons and tmux do) still dies with a stop.
+func TestStopKillsEscapees(t *testing.T) {
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Boot(Spec{ID: 3, Onstart: `setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' < /dev/null > /dev/null 2>&1 &`}); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(m.Dir(3), "daemon.pid"))))
+	if pid == 0 {
+		t.Fatal("no daemon pid")
+	}
+	m.Stop(3, Refuse)
+	// Not our child, so nothing reaps it: a zombie counts as gone.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %d outlived the stop: %s", pid, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

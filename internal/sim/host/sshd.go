@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	gliderssh "github.com/gliderlabs/ssh"
@@ -95,6 +96,7 @@ func (mc *machine) session(s gliderssh.Session) {
 
 	ptyReq, winCh, isPty := s.Pty()
 	var ptmx *os.File
+	drained := make(chan struct{}) // the terminal's output is all sent
 	var stdin io.WriteCloser
 	if isPty {
 		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
@@ -122,7 +124,11 @@ func (mc *machine) session(s gliderssh.Session) {
 			}
 		}()
 		go io.Copy(ptmx, s)
-		go io.Copy(io.MultiWriter(s, logf), ptmx)
+		go func() {
+			// Ends with EIO once every holder of the terminal is gone.
+			io.Copy(io.MultiWriter(s, logf), ptmx)
+			close(drained)
+		}()
 	} else {
 		cmd.Stdout = io.MultiWriter(s, logf)
 		cmd.Stderr = io.MultiWriter(s.Stderr(), logf)
@@ -170,6 +176,15 @@ func (mc *machine) session(s gliderssh.Session) {
 	}()
 
 	err = cmd.Wait()
+	if isPty {
+		// What the command wrote last may still sit in the terminal; a
+		// background process that keeps the terminal open is not waited
+		// for long.
+		select {
+		case <-drained:
+		case <-time.After(2 * time.Second):
+		}
+	}
 	s.Exit(exitCode(err))
 }
 
