@@ -183,7 +183,7 @@ func (f *factory) startSim() (string, error) {
 		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,
 	}
 	if f.simHosts {
-		cfg.HostDir = filepath.Join(dir, "sim", "hosts")
+		cfg.HostDir = sim.HostsDir(filepath.Join(dir, "sim"))
 	}
 	m, err := sim.Open(filepath.Join(dir, "sim"), cfg)
 	if err != nil {

@@ -109,7 +109,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		// Instance directories live with the state, or for a memory-only
 		// market in a directory removed on exit.
 		if opts.State != "" {
-			cfg.HostDir = filepath.Join(opts.State, "hosts")
+			cfg.HostDir = sim.HostsDir(opts.State)
 		} else {
 			tmp, err := os.MkdirTemp("", "vastfleet-sim-hosts-")
 			if err != nil {

@@ -193,5 +193,10 @@ func Reset(dir string) error {
 	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return nil
+	// The instance machines kept beside the state (HostsDir) go with it.
+	return os.RemoveAll(HostsDir(dir))
 }
+
+// HostsDir is where a market persisted in dir keeps its instances'
+// machines (Config.HostDir), so that a reset removes them too.
+func HostsDir(dir string) string { return filepath.Join(dir, "hosts") }
