@@ -80,6 +80,8 @@ type Manager struct {
 	mu      sync.Mutex
 	running map[int64]*machine
 	hung    map[int64][]net.Listener // silent ports of machines gone dark
+	// removing counts destroyed directories still being deleted.
+	removing sync.WaitGroup
 }
 
 // New opens (creating) the root directory and the shared host key.
@@ -257,10 +259,33 @@ func (m *Manager) dark(id int64, mc *machine) {
 }
 
 // Destroy kills everything and deletes the instance's directory and log.
+// The directory is gone at once (renamed away); its removal finishes in
+// the background, since a process that was just killed may still complete
+// a write into it. Close waits for it.
 func (m *Manager) Destroy(id int64) error {
 	m.Stop(id, Refuse)
 	m.closeHung(id)
-	return os.RemoveAll(filepath.Join(m.root, strconv.FormatInt(id, 10)))
+	dir := filepath.Join(m.root, strconv.FormatInt(id, 10))
+	trash := filepath.Join(m.root, fmt.Sprintf(".destroyed-%d-%d", id, time.Now().UnixNano()))
+	if err := os.Rename(dir, trash); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	m.removing.Add(1)
+	go func() {
+		defer m.removing.Done()
+		var err error
+		for range 100 {
+			if err = os.RemoveAll(trash); err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		m.log.Warn("sim host: removing a destroyed instance's directory", "dir", trash, "err", err)
+	}()
+	return nil
 }
 
 func (m *Manager) closeHung(id int64) {
@@ -287,6 +312,7 @@ func (m *Manager) Close() error {
 	for _, id := range ids {
 		m.closeHung(id)
 	}
+	m.removing.Wait()
 	return nil
 }
 
@@ -307,6 +333,9 @@ type machine struct {
 	keys    []gossh.PublicKey
 	pgids   map[int]bool
 	stopped bool
+	// procs counts the goroutines that wait for the instance's processes;
+	// stop waits for them, so nothing writes into the directory after it.
+	procs sync.WaitGroup
 }
 
 func (mc *machine) setKeys(lines []string) {
@@ -360,6 +389,12 @@ func (mc *machine) writeFiles(spec Spec) error {
 // done, as vast's containers show it: a guard `[ -f hasbooted ]` in the
 // onstart then tells a restart from the first boot.
 func (mc *machine) markBooted() {
+	mc.mu.Lock()
+	stopped := mc.stopped
+	mc.mu.Unlock()
+	if stopped {
+		return
+	}
 	p := filepath.Join(mc.dir, "hasbooted")
 	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
@@ -405,8 +440,8 @@ func (mc *machine) runOnstart(spec Spec) {
 		return
 	}
 	go func() {
+		defer mc.forget(cmd.Process.Pid)
 		err := cmd.Wait()
-		mc.forget(cmd.Process.Pid)
 		mc.markBooted()
 		if err != nil {
 			if f, ferr := mc.openLog(); ferr == nil {
@@ -429,13 +464,16 @@ func (mc *machine) start(cmd *exec.Cmd) error {
 		return err
 	}
 	mc.pgids[cmd.Process.Pid] = true
+	mc.procs.Add(1)
 	return nil
 }
 
+// forget is called once a started process has been waited for.
 func (mc *machine) forget(pgid int) {
 	mc.mu.Lock()
 	delete(mc.pgids, pgid)
 	mc.mu.Unlock()
+	mc.procs.Done()
 }
 
 // stop ends the SSH server and every process the instance started.
@@ -466,6 +504,15 @@ func (mc *machine) stop(dark Dark) {
 		syscall.Kill(-p, syscall.SIGKILL)
 	}
 	killMarked(mc.marker)
+	// Killed processes are reaped within moments; a bound keeps a stuck
+	// wait (a session still sending) from holding the caller.
+	done := make(chan struct{})
+	go func() { mc.procs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		mc.mgr.log.Warn("sim host: processes not reaped after kill", "id", mc.id)
+	}
 }
 
 // killMarked kills any process left whose environment carries marker: a
