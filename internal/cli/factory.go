@@ -45,10 +45,10 @@ type factory struct {
 	provider provider.Provider
 	simMkt   *sim.Market
 	// simHosts puts a machine (directory, onstart, SSH on loopback) behind
-	// every running instance of the in-process simulator. Commands that
-	// reach into instances set it before Provider; others leave the
-	// machines off, so that a quick `ls` does not boot a fleet (each
-	// in-process run is a reboot: onstart runs again).
+	// every running instance of the in-process simulator (--sim-hosts).
+	// Commands that reach into instances may set it before Provider;
+	// otherwise the machines stay off, so that a quick `ls` does not boot a
+	// fleet (each in-process run is a reboot: onstart runs again).
 	simHosts bool
 	simClock *remoteSimClock
 	// frozenAt is set when another process holds the data dir: views show

@@ -273,3 +273,24 @@ func TestRemoteSimulator(t *testing.T) {
 		t.Errorf("cost total $%.4f, simulator ledger (compute+storage) $%.4f: want agreement to the cent", got, ledger)
 	}
 }
+
+// TestSimHostsFlag: with --sim-hosts the in-process simulator puts a
+// machine behind a running instance (its onstart.sh is written at boot);
+// without it the instance is a row only.
+func TestSimHostsFlag(t *testing.T) {
+	e := newEnv(t)
+	offer := e.cheapestOffer("gpu_name=RTX_3090")
+	inst := decode[map[string]any](t, e.ok("--sim-hosts", "rent", offer, "--image", "ubuntu:22.04", "--onstart", "echo hi", "--json").out)
+	id := fmt.Sprint(int64(inst["id"].(float64)))
+	hosts := sim.HostsDir(filepath.Join(e.home, "sim"))
+	b, err := os.ReadFile(filepath.Join(hosts, id, "root", "onstart.sh"))
+	if err != nil || strings.TrimSpace(string(b)) != "echo hi" {
+		t.Fatalf("onstart.sh of instance %s: %q, %v", id, b, err)
+	}
+	offer2 := e.cheapestOffer("gpu_name=RTX_3090")
+	inst2 := decode[map[string]any](t, e.ok("rent", offer2, "--image", "ubuntu:22.04", "--json").out)
+	id2 := fmt.Sprint(int64(inst2["id"].(float64)))
+	if _, err := os.Stat(filepath.Join(hosts, id2)); !os.IsNotExist(err) {
+		t.Errorf("instance %s got a machine without --sim-hosts (%v)", id2, err)
+	}
+}

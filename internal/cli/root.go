@@ -79,6 +79,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second")
 	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
+	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator while the command runs")
 	pf.BoolVarP(&f.opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
