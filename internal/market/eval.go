@@ -437,9 +437,6 @@ func Select(offers []Offer, q Query, maxResults int) ([]Offer, error) {
 			idx = append(idx, int32(i))
 		}
 	}
-	if keys := compileOrder(q.Order); len(keys) > 0 {
-		slices.SortStableFunc(idx, func(a, b int32) int { return compareBy(keys, &offers[a], &offers[b]) })
-	}
 	n := len(idx)
 	if maxResults > 0 {
 		n = min(n, maxResults)
@@ -447,9 +444,26 @@ func Select(offers []Offer, q Query, maxResults int) ([]Offer, error) {
 	if q.Limit > 0 {
 		n = min(n, q.Limit)
 	}
+	if keys := compileOrder(q.Order); len(keys) > 0 {
+		best := bestK(len(idx), n, func(a, b int32) int { return compareBy(keys, &offers[idx[a]], &offers[idx[b]]) })
+		for i, j := range best[:n] {
+			best[i] = idx[j]
+		}
+		idx = best
+	}
 	out := make([]Offer, n)
 	for i := range out {
 		out[i] = offers[idx[i]]
 	}
 	return out, nil
+}
+
+// OrderFunc compares two offers by a query's order keys (nil when the order
+// names no known field); ties compare equal.
+func OrderFunc(order [][2]string) func(a, b *Offer) int {
+	keys := compileOrder(order)
+	if len(keys) == 0 {
+		return nil
+	}
+	return func(a, b *Offer) int { return compareBy(keys, a, b) }
 }

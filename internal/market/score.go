@@ -220,9 +220,12 @@ type Ranked struct {
 // Rank scores offers and sorts them best first: score descending, then
 // dph_total and id ascending. An offer with no positive price, or whose score
 // is not a finite number, scores 0 and ranks after all others.
-func Rank(offers []Offer, s Scorer) []Ranked {
+func Rank(offers []Offer, s Scorer) []Ranked { return RankTop(offers, s, 0) }
+
+// RankTop is Rank(offers, s)[:k] without sorting the rest: a bounded heap
+// keeps the best k (k <= 0 ranks everything).
+func RankTop(offers []Offer, s Scorer, k int) []Ranked {
 	type key struct {
-		i     int32
 		bad   bool
 		score float64
 	}
@@ -234,27 +237,28 @@ func Rank(offers []Offer, s Scorer) []Ranked {
 		if bad {
 			sc = 0
 		}
-		keys[i] = key{int32(i), bad, sc}
+		keys[i] = key{bad, sc}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if a.bad != b.bad {
-			if a.bad {
+	idx := bestK(len(offers), k, func(a, b int32) int {
+		ka, kb := &keys[a], &keys[b]
+		if ka.bad != kb.bad {
+			if ka.bad {
 				return 1
 			}
 			return -1
 		}
-		if c := cmp.Compare(b.score, a.score); c != 0 {
+		if c := cmp.Compare(kb.score, ka.score); c != 0 {
 			return c
 		}
-		oa, ob := &offers[a.i], &offers[b.i]
+		oa, ob := &offers[a], &offers[b]
 		if c := cmp.Compare(oa.DPHTotal, ob.DPHTotal); c != 0 {
 			return c
 		}
 		return cmp.Compare(oa.ID, ob.ID)
 	})
-	out := make([]Ranked, len(keys))
-	for i, k := range keys {
-		out[i] = Ranked{Offer: offers[k.i], Score: k.score}
+	out := make([]Ranked, len(idx))
+	for i, j := range idx {
+		out[i] = Ranked{Offer: offers[j], Score: keys[j].score}
 	}
 	return out
 }

@@ -78,6 +78,8 @@ func (m *Market) Handler() http.Handler {
 	return mux
 }
 
+func searchPath(p string) bool { return p == "/api/v0/bundles/" || p == "/api/v0/search/asks/" }
+
 func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sim := strings.HasPrefix(r.URL.Path, "/sim/")
@@ -112,7 +114,8 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 			rep = h(r, body, now)
 			m.syncHosts(now)
 		}
-		mutating := r.Method != http.MethodGet || injected
+		// A search is a POST or PUT but changes nothing worth a save.
+		mutating := (r.Method != http.MethodGet && !searchPath(r.URL.Path)) || injected
 		var saveErr error
 		if mutating && m.dir != "" {
 			saveErr = m.saveLocked()
@@ -244,35 +247,13 @@ func (m *Market) hSearch(wrapped bool) apiHandler {
 		if err := json.Unmarshal(raw, &q); err != nil {
 			return badArgs("invalid query: %v", err)
 		}
-		bid := q.Type == "bid" || q.Type == "interruptible"
-		storage := q.AllocatedStorage
-		if storage <= 0 {
-			storage = 5
-		}
-		held := m.holders()
-		view := make([]market.Offer, 0, len(m.offers))
-		for _, o := range m.offers {
-			// The server turns allocated_storage into disk_space >= it.
-			if o.DiskSpace < storage {
-				continue
-			}
-			if _, taken := held[o.ID]; taken || m.churned(o.ID, now) {
-				o.Rentable = false
-				o.Rented = taken
-			}
-			PriceOffer(&o, storage, bid)
-			view = append(view, o)
-		}
 		limit := m.cfg.ResultCap
 		if q.Limit > 0 {
 			limit = min(q.Limit, MaxResultCap)
 		}
-		out, err := market.Select(view, q, limit)
+		out, err := m.searchOffers(q, now, limit)
 		if err != nil {
 			return badArgs("%v", err)
-		}
-		if out == nil {
-			out = []market.Offer{}
 		}
 		return jsonReply(200, map[string]any{"offers": out})
 	}

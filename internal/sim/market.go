@@ -174,6 +174,7 @@ type Market struct {
 	mu     sync.Mutex
 	cfg    Config
 	offers []market.Offer
+	index  searchIndex // offer searches, see index.go
 	byID   map[int64]int
 	st     *state
 	lastLE map[[2]int64]int // (instance, kind) → index of its latest ledger entry

@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+)
+
+// searchIndex serves offer searches without copying or re-sorting the
+// market per request: for each pricing a search can ask for (allocated
+// storage, on-demand or bid) it keeps the offers priced once, and for each
+// order it has been asked it keeps their permutation. A search then walks
+// that permutation and stops as soon as it holds as many matches as it
+// returns, so asking for the top 100 of 100,000 touches a few hundred.
+type searchIndex struct {
+	base  *market.Offer // m.offers' backing array the views were built from
+	n     int
+	views map[viewKey]*pricedView
+}
+
+type viewKey struct {
+	storage float64
+	bid     bool
+}
+
+// maxViews bounds the index's memory: each view is a priced copy of the
+// market (about 70 MB at 100,000 offers).
+const maxViews = 4
+
+type pricedView struct {
+	offers []market.Offer // disk_space >= the allocated storage, priced
+	orders map[string][]int32
+}
+
+func (ix *searchIndex) view(all []market.Offer, storage float64, bid bool) *pricedView {
+	var base *market.Offer
+	if len(all) > 0 {
+		base = &all[0]
+	}
+	if ix.views == nil || ix.base != base || ix.n != len(all) {
+		ix.base, ix.n, ix.views = base, len(all), map[viewKey]*pricedView{}
+	}
+	k := viewKey{storage, bid}
+	if v, ok := ix.views[k]; ok {
+		return v
+	}
+	if len(ix.views) >= maxViews {
+		clear(ix.views)
+	}
+	v := &pricedView{orders: map[string][]int32{}}
+	for _, o := range all {
+		// The server turns allocated_storage into disk_space >= it.
+		if o.DiskSpace < storage {
+			continue
+		}
+		PriceOffer(&o, storage, bid)
+		v.offers = append(v.offers, o)
+	}
+	ix.views[k] = v
+	return v
+}
+
+// order is the view's offers sorted (stably) by the query's order keys.
+func (v *pricedView) order(order [][2]string, cmp func(a, b *market.Offer) int) []int32 {
+	var key strings.Builder
+	for _, k := range order {
+		key.WriteString(k[0] + " " + k[1] + ",")
+	}
+	if p, ok := v.orders[key.String()]; ok {
+		return p
+	}
+	p := make([]int32, len(v.offers))
+	for i := range p {
+		p[i] = int32(i)
+	}
+	slices.SortStableFunc(p, func(a, b int32) int { return cmp(&v.offers[a], &v.offers[b]) })
+	v.orders[key.String()] = p
+	return p
+}
+
+// searchOffers is the server's search: filter, order, cap. Offers held by
+// an instance or taken by another renter show as not rentable.
+func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]market.Offer, error) {
+	f, err := market.Compile(q)
+	if err != nil {
+		return nil, err
+	}
+	storage := q.AllocatedStorage
+	if storage <= 0 {
+		storage = 5
+	}
+	v := m.index.view(m.offers, storage, q.Type == "bid" || q.Type == "interruptible")
+	held := m.holders()
+	var scratch market.Offer
+	shown := func(i int32) *market.Offer {
+		o := &v.offers[i]
+		if _, taken := held[o.ID]; taken || m.churned(o.ID, now) {
+			scratch = *o
+			scratch.Rentable, scratch.Rented = false, taken
+			return &scratch
+		}
+		return o
+	}
+	cmp := market.OrderFunc(q.Order)
+	availabilitySorted := false
+	for _, k := range q.Order {
+		availabilitySorted = availabilitySorted || k[0] == "rentable" || k[0] == "rented"
+	}
+	if availabilitySorted {
+		// The order reads what holders change per request: no permutation
+		// can be kept, so sort this request's matches.
+		var matched []market.Offer
+		for i := range v.offers {
+			if o := shown(int32(i)); f.Match(o) {
+				matched = append(matched, *o)
+			}
+		}
+		return market.Select(matched, market.Query{Order: q.Order}, limit)
+	}
+	var perm []int32
+	if cmp != nil {
+		perm = v.order(q.Order, cmp)
+	}
+	out := []market.Offer{}
+	for j := range v.offers {
+		i := int32(j)
+		if perm != nil {
+			i = perm[j]
+		}
+		if o := shown(i); f.Match(o) {
+			out = append(out, *o)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
