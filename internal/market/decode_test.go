@@ -1,0 +1,154 @@
+package market
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// stdDecode is the reference: encoding/json into the same type.
+func stdDecode(t *testing.T, data []byte) []Offer {
+	t.Helper()
+	var out []Offer
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// filledOffers sets every field of Offer to a distinct random value, so a
+// field the scanner forgets shows as a difference.
+func filledOffers(n int) []Offer {
+	r := rand.New(rand.NewPCG(3, 4))
+	out := make([]Offer, n)
+	for i := range out {
+		v := reflect.ValueOf(&out[i]).Elem()
+		for f := range v.NumField() {
+			fv := v.Field(f)
+			switch fv.Kind() {
+			case reflect.Int, reflect.Int64:
+				fv.SetInt(r.Int64N(1 << 40))
+			case reflect.Float64:
+				// Every shape the API sends: integers, short decimals, long
+				// fractions, tiny and huge exponents.
+				x := []float64{float64(r.IntN(5000)), float64(r.IntN(1e6)) / 1e4, r.Float64() * 1e3, r.Float64() * 1e-9, r.Float64() * 1e300, -r.Float64()}[r.IntN(6)]
+				fv.SetFloat(x)
+			case reflect.String:
+				fv.SetString([]string{"RTX 4090", "Texas, US", `quote " and \ back`, "ünï", ""}[r.IntN(5)])
+			case reflect.Bool:
+				fv.SetBool(r.IntN(2) == 1)
+			}
+		}
+	}
+	return out
+}
+
+func TestDecodeOffersAgreesWithEncodingJSON(t *testing.T) {
+	offers := filledOffers(300)
+	arr, err := json.Marshal(offers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeOffers(arr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(stdDecode(t, arr), got); d != "" {
+		t.Fatalf("array: scanner differs from encoding/json (-std +scanner):\n%s", d)
+	}
+
+	// The search answer, with keys the scanner must skip around it and
+	// unknown fields of every JSON type inside offers.
+	var rows []string
+	for _, o := range offers[:20] {
+		b, _ := json.Marshal(o)
+		rows = append(rows, `{"unknown_obj":{"a":[1,{"b":"}"}]},"unknown_null":null,"unknown_arr":[[],{}],`+string(b[1:]))
+	}
+	wrapped := `{"timing": 1.5, "offers": [` + strings.Join(rows, ",") + `], "next": null}`
+	got, err = DecodeOffers([]byte(wrapped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(offers[:20], got); d != "" {
+		t.Fatalf("wrapped: (-want +got):\n%s", d)
+	}
+
+	// JSON lines.
+	got, err = DecodeOffers([]byte(strings.Join(rows, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(offers[:20], got); d != "" {
+		t.Fatalf("json lines: (-want +got):\n%s", d)
+	}
+
+	// A saved ranking: Ranked rows, whose "score" is vastfleet's.
+	ranked := RankTop(offers[:50], mustScorer(t, "vcpu"), 0)
+	saved, _ := json.Marshal(ranked)
+	got, err = DecodeOffers(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 50 || got[0].ID != ranked[0].ID || got[49].ID != ranked[49].ID {
+		t.Fatalf("saved ranking: got %d offers", len(got))
+	}
+}
+
+func TestDecodeOffersNamesTheLineOfAnError(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"[\n{\"id\": 1},\n{\"id\": x}\n]", "line 3"},
+		{"[{\"id\": 1}", "line 1"},
+		{"{\"id\": 1}\n{\"gpu_name\": \"unterminated}\n", "unterminated string"},
+		{"42", "want an offer object"},
+		{"[{\"id\": 1} {\"id\": 2}]", "want , or ]"},
+	} {
+		_, err := DecodeOffers([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("DecodeOffers(%q) = %v, want an error with %q", tc.in, err, tc.want)
+		}
+	}
+	if got, err := DecodeOffers([]byte(" [] \n")); err != nil || len(got) != 0 {
+		t.Errorf("empty array: %v %v", got, err)
+	}
+}
+
+func FuzzDecodeOffers(f *testing.F) {
+	f.Add([]byte(`[{"id":1,"dph_total":0.5,"gpu_name":"RTX 4090"}]`))
+	f.Add([]byte(`{"offers":[{"id":2,"rentable":true}]}`))
+	f.Add([]byte("{\"id\":3}\n{\"id\":4.5e3}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := DecodeOffers(data)
+		if err != nil {
+			return
+		}
+		// Whatever the scanner accepts as an array, encoding/json reads
+		// the same way, except where encoding/json is lenient beyond the
+		// API: keys matched case-insensitively or through escapes, and
+		// invalid UTF-8 replaced.
+		if !bytes.Equal(bytes.ToLower(data), data) || bytes.IndexByte(data, '\\') >= 0 || !utf8.Valid(data) {
+			return
+		}
+		var std []Offer
+		if json.Unmarshal(data, &std) == nil && len(std) > 0 {
+			if d := cmp.Diff(std, got); d != "" {
+				t.Fatalf("%s: (-std +scanner):\n%s", fmt.Sprintf("%.200q", data), d)
+			}
+		}
+	})
+}
+
+func mustScorer(t *testing.T, by string) Scorer {
+	t.Helper()
+	s, err := ScoreBy(by)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
