@@ -39,8 +39,14 @@ type result struct {
 // factory, its own in-process simulator opened from the data dir.
 func (e *env) run(args ...string) result {
 	e.t.Helper()
+	return e.runIn("", args...)
+}
+
+// runIn is run with stdin.
+func (e *env) runIn(stdin string, args ...string) result {
+	e.t.Helper()
 	var out, errb bytes.Buffer
-	ios := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb, Getenv: func(k string) string {
+	ios := &IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errb, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}

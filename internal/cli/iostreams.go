@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,6 +40,31 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeJSONArray writes rows as writeJSON would write the slice, one row at
+// a time, so a 100,000-offer answer never sits in memory twice.
+func writeJSONArray[T any](w io.Writer, rows []T) error {
+	if len(rows) == 0 {
+		_, err := io.WriteString(w, "[]\n")
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString("[\n")
+	for i := range rows {
+		b, err := json.MarshalIndent(&rows[i], "  ", "  ")
+		if err != nil {
+			return err
+		}
+		bw.WriteString("  ")
+		bw.Write(b)
+		if i < len(rows)-1 {
+			bw.WriteString(",\n")
+		} else {
+			bw.WriteString("\n]\n")
+		}
+	}
+	return bw.Flush()
 }
 
 // table writes aligned columns; the first row is the header.

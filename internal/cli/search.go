@@ -134,6 +134,7 @@ type searchOptions struct {
 	Explain bool
 	JSON    bool
 	Save    string
+	From    string
 }
 
 func newSearchCmd(f *factory) *cobra.Command {
@@ -159,6 +160,7 @@ slices until every matching offer is collected.`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "collect every matching offer, beyond the marketplace's per-search cap")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the ranked offers as a JSON array")
 	cmd.Flags().StringVar(&opts.Save, "save", "", "also write the ranked offers as JSON to FILE (input for launch --from)")
+	cmd.Flags().StringVar(&opts.From, "from", "", "rank offers from FILE (- for stdin) instead of the marketplace: a search answer, a `vastai search offers --raw` array, a --save'd ranking, or JSON lines")
 	cmd.Flags().BoolVar(&opts.Explain, "explain", false, "also print the query object sent and each offer's score factors")
 	return cmd
 }
@@ -213,7 +215,17 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []stri
 	if opts.All {
 		sweep = opts.query.SweepLimit
 	}
-	ranked, scorer, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
+	var ranked []market.Ranked
+	var scorer market.Scorer
+	var err error
+	if opts.From != "" {
+		if opts.All {
+			return usagef("--from and --all: a file holds every offer it has; drop --all")
+		}
+		ranked, scorer, err = rankFile(f, opts, args)
+	} else {
+		ranked, scorer, err = rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
+	}
 	if err != nil {
 		return err
 	}
@@ -224,7 +236,7 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []stri
 		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, ranked)
+		return writeJSONArray(f.io.Out, ranked)
 	}
 	if err := printOffers(f.io.Out, ranked); err != nil {
 		return err
@@ -269,7 +281,7 @@ func saveRanked(path string, ranked []market.Ranked) error {
 		return fmt.Errorf("--save: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := writeJSON(tmp, ranked); err != nil {
+	if err := writeJSONArray(tmp, ranked); err != nil {
 		tmp.Close()
 		return fmt.Errorf("--save: %w", err)
 	}
@@ -330,3 +342,48 @@ func fmtNum(v float64) string {
 
 // fmtGB shows a marketplace MB figure in GB, as the vastai CLI does (÷1000).
 func fmtGB(mb float64) string { return fmt.Sprintf("%.0f GB", mb/1000) }
+
+// rankFile applies the query, the score, the order and the limit to offers
+// kept in a file, exactly as the marketplace and a live search would.
+func rankFile(f *factory, opts *searchOptions, args []string) ([]market.Ranked, market.Scorer, error) {
+	q, err := opts.query.parse(f.io, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := opts.rank.scorer()
+	if err != nil {
+		return nil, nil, err
+	}
+	data, release, err := readOffersFile(f.io.In, opts.From)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--from: %w", err)
+	}
+	defer release()
+	filter, err := market.Compile(q)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	if s != nil {
+		ranked, err := market.RankScan(data, filter.Match, s, q.Limit)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
+		}
+		return ranked, s, nil
+	}
+	// Only the offers the query keeps are copied out of the scanner.
+	var kept []market.Offer
+	err = market.ScanOffers(data, func(o *market.Offer) error {
+		if filter.Match(o) {
+			kept = append(kept, *o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
+	}
+	market.SortOffers(kept, q.Order)
+	if q.Limit > 0 && len(kept) > q.Limit {
+		kept = kept[:q.Limit]
+	}
+	return rankOrKeep(kept, nil), nil, nil
+}

@@ -3,6 +3,7 @@ package market
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -67,5 +68,42 @@ func TestSyntheticMarketShape(t *testing.T) {
 	// Enough survive to make the benchmark's rank and sort do real work.
 	if len(got) < 500 || len(got) > 5000 {
 		t.Errorf("%d of 10000 match the must-show query", len(got))
+	}
+}
+
+// BenchmarkDecodeOffersFile decodes an offers dump named by
+// VASTFLEET_OFFERS_FILE (make one with the Python recipe's --gen).
+func BenchmarkDecodeOffersFile(b *testing.B) {
+	path := os.Getenv("VASTFLEET_OFFERS_FILE")
+	if path == "" {
+		b.Skip("set VASTFLEET_OFFERS_FILE to an offers JSON file")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := DecodeOffers(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScanOffersFile is the scanner alone over VASTFLEET_OFFERS_FILE.
+func BenchmarkScanOffersFile(b *testing.B) {
+	path := os.Getenv("VASTFLEET_OFFERS_FILE")
+	if path == "" {
+		b.Skip("set VASTFLEET_OFFERS_FILE to an offers JSON file")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if err := ScanOffers(data, func(*Offer) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

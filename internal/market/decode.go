@@ -17,29 +17,56 @@ import (
 // offer dump is over 100 MB of JSON). Unknown fields are skipped; repeated
 // strings (GPU and CPU names, places) are shared.
 func DecodeOffers(data []byte) ([]Offer, error) {
-	d := &offerDecoder{b: data, intern: map[string]string{}}
-	var out []Offer
+	// Offers are ~700-byte structs: grow in chunks and copy once, rather
+	// than let append move the whole slice again and again.
+	var chunks [][]Offer
+	cur := make([]Offer, 0, 1024)
+	n := 0
+	err := ScanOffers(data, func(o *Offer) error {
+		if len(cur) == cap(cur) {
+			chunks = append(chunks, cur)
+			cur = make([]Offer, 0, 2*cap(cur))
+		}
+		cur = append(cur, *o)
+		n++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Offer, 0, n)
+	for _, c := range append(chunks, cur) {
+		out = append(out, c...)
+	}
+	return out, nil
+}
+
+// ScanOffers is DecodeOffers one offer at a time: fn sees each offer in
+// turn, in a buffer it must copy from to keep (so a caller that keeps only
+// the offers a query matches never holds the others).
+func ScanOffers(data []byte, fn func(o *Offer) error) error {
+	return scanOffers(data, func(o *Offer, _ []byte) error { return fn(o) })
+}
+
+// scanOffers also gives fn each offer's own JSON text.
+func scanOffers(data []byte, fn func(o *Offer, raw []byte) error) error {
+	d := &offerDecoder{b: data, intern: map[string]string{}, fn: fn}
 	for {
 		d.ws()
 		if d.i >= len(d.b) {
-			return out, nil
+			return nil
 		}
 		switch d.b[d.i] {
 		case '[':
-			if err := d.array(&out); err != nil {
-				return nil, err
+			if err := d.array(); err != nil {
+				return err
 			}
 		case '{':
-			var o Offer
-			wrapped, err := d.object(&o, &out)
-			if err != nil {
-				return nil, err
-			}
-			if !wrapped {
-				out = append(out, o)
+			if err := d.top(); err != nil {
+				return err
 			}
 		default:
-			return nil, d.errorf("want an offer object or an array of offers")
+			return d.errorf("want an offer object or an array of offers")
 		}
 	}
 }
@@ -48,6 +75,8 @@ type offerDecoder struct {
 	b      []byte
 	i      int
 	intern map[string]string
+	fn     func(o *Offer, raw []byte) error
+	o      Offer // the offer being decoded
 }
 
 func (d *offerDecoder) errorf(format string, args ...any) error {
@@ -76,8 +105,8 @@ func (d *offerDecoder) expect(c byte) error {
 	return nil
 }
 
-// array decodes [offer, offer, ...] onto out.
-func (d *offerDecoder) array(out *[]Offer) error {
+// array decodes [offer, offer, ...], handing each to fn.
+func (d *offerDecoder) array() error {
 	if err := d.expect('['); err != nil {
 		return err
 	}
@@ -88,8 +117,12 @@ func (d *offerDecoder) array(out *[]Offer) error {
 	}
 	for {
 		d.ws()
-		*out = append(*out, Offer{})
-		if _, err := d.object(&(*out)[len(*out)-1], nil); err != nil {
+		d.o = Offer{}
+		start := d.i
+		if _, err := d.object(false); err != nil {
+			return err
+		}
+		if err := d.fn(&d.o, d.b[start:d.i]); err != nil {
 			return err
 		}
 		d.ws()
@@ -108,9 +141,22 @@ func (d *offerDecoder) array(out *[]Offer) error {
 	}
 }
 
-// object decodes one offer. When wrap is non-nil, an "offers" array inside
-// is the search answer's list: it goes onto *wrap and wrapped is true.
-func (d *offerDecoder) object(o *Offer, wrap *[]Offer) (wrapped bool, err error) {
+// top decodes a top-level object: the search answer, whose "offers" array
+// is the list, or one offer of a JSON-lines file.
+func (d *offerDecoder) top() error {
+	d.o = Offer{}
+	start := d.i
+	wrapped, err := d.object(true)
+	if err != nil || wrapped {
+		return err
+	}
+	return d.fn(&d.o, d.b[start:d.i])
+}
+
+// object decodes one offer into d.o. At the top level, an "offers" array
+// inside is the search answer's list: its offers go to fn and wrapped is
+// true.
+func (d *offerDecoder) object(topLevel bool) (wrapped bool, err error) {
 	if err := d.expect('{'); err != nil {
 		return false, err
 	}
@@ -129,12 +175,12 @@ func (d *offerDecoder) object(o *Offer, wrap *[]Offer) (wrapped bool, err error)
 			return false, err
 		}
 		d.ws()
-		if wrap != nil && string(key) == "offers" && d.i < len(d.b) && d.b[d.i] == '[' {
-			if err := d.array(wrap); err != nil {
+		if topLevel && string(key) == "offers" && d.i < len(d.b) && d.b[d.i] == '[' {
+			if err := d.array(); err != nil {
 				return false, err
 			}
 			wrapped = true
-		} else if err := d.field(o, key); err != nil {
+		} else if err := d.field(&d.o, key); err != nil {
 			return false, err
 		}
 		d.ws()

@@ -152,3 +152,43 @@ func mustScorer(t *testing.T, by string) Scorer {
 	}
 	return s
 }
+
+func TestRankScanEqualsRankTop(t *testing.T) {
+	offers := syntheticOffers(5000)
+	data, err := json.Marshal(offers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := DecodeOffers(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(o *Offer) bool { return o.Rentable && o.CPUCoresEffective > 16 }
+	var kept []Offer
+	for _, o := range decoded {
+		if keep(&o) {
+			kept = append(kept, o)
+		}
+	}
+	for _, by := range []string{"vcpu", "gpu", "dlperf"} {
+		s := mustScorer(t, by)
+		for _, k := range []int{0, 1, 20, 100, len(kept), len(kept) + 5} {
+			got, err := RankScan(data, keep, s, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := RankTop(kept, s, k)
+			if k == 0 && len(want) != len(kept) {
+				t.Fatalf("RankTop(k=0) returned %d of %d", len(want), len(kept))
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("by %s k=%d: (-RankTop +RankScan):\n%s", by, k, d)
+			}
+		}
+	}
+	// And RankTop's prefix is Rank's.
+	s := mustScorer(t, "vcpu")
+	if d := cmp.Diff(Rank(kept, s)[:50], RankTop(kept, s, 50)); d != "" {
+		t.Fatalf("RankTop(50) is not Rank's first 50:\n%s", d)
+	}
+}

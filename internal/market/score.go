@@ -225,42 +225,84 @@ func Rank(offers []Offer, s Scorer) []Ranked { return RankTop(offers, s, 0) }
 // RankTop is Rank(offers, s)[:k] without sorting the rest: a bounded heap
 // keeps the best k (k <= 0 ranks everything).
 func RankTop(offers []Offer, s Scorer, k int) []Ranked {
-	type key struct {
-		bad   bool
-		score float64
-	}
-	keys := make([]key, len(offers))
+	keys := make([]rankKey, len(offers))
 	for i := range offers {
-		o := &offers[i]
-		sc := s.Score(o)
-		bad := o.DPHTotal <= 0 || !finite(sc)
-		if bad {
-			sc = 0
-		}
-		keys[i] = key{bad, sc}
+		keys[i] = newRankKey(&offers[i], s)
 	}
-	idx := bestK(len(offers), k, func(a, b int32) int {
-		ka, kb := &keys[a], &keys[b]
-		if ka.bad != kb.bad {
-			if ka.bad {
-				return 1
-			}
-			return -1
-		}
-		if c := cmp.Compare(kb.score, ka.score); c != 0 {
-			return c
-		}
-		oa, ob := &offers[a], &offers[b]
-		if c := cmp.Compare(oa.DPHTotal, ob.DPHTotal); c != 0 {
-			return c
-		}
-		return cmp.Compare(oa.ID, ob.ID)
-	})
+	idx := bestK(len(offers), k, func(a, b int32) int { return keys[a].compare(&keys[b]) })
 	out := make([]Ranked, len(idx))
 	for i, j := range idx {
 		out[i] = Ranked{Offer: offers[j], Score: keys[j].score}
 	}
 	return out
+}
+
+// RankScan is RankTop over the offers in an offers file (see ScanOffers)
+// that keep accepts. It holds a few numbers per offer kept, never the
+// offers themselves, and decodes again only the k it returns.
+func RankScan(data []byte, keep func(*Offer) bool, s Scorer, k int) ([]Ranked, error) {
+	type kept struct {
+		rankKey
+		raw []byte
+	}
+	var rows []kept
+	err := scanOffers(data, func(o *Offer, raw []byte) error {
+		if keep(o) {
+			rows = append(rows, kept{newRankKey(o, s), raw})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	idx := bestK(len(rows), k, func(a, b int32) int { return rows[a].compare(&rows[b].rankKey) })
+	out := make([]Ranked, len(idx))
+	for i, j := range idx {
+		n := 0
+		err := ScanOffers(rows[j].raw, func(o *Offer) error {
+			out[i] = Ranked{Offer: *o, Score: rows[j].score}
+			n++
+			return nil
+		})
+		if err != nil || n != 1 {
+			return nil, fmt.Errorf("re-reading offer %d: %v", rows[j].id, err)
+		}
+	}
+	return out, nil
+}
+
+// rankKey is what ranking compares: score descending (offers with no
+// positive price or no finite score last), then dph_total and id ascending.
+type rankKey struct {
+	bad   bool
+	score float64
+	dph   float64
+	id    int64
+}
+
+func newRankKey(o *Offer, s Scorer) rankKey {
+	sc := s.Score(o)
+	bad := o.DPHTotal <= 0 || !finite(sc)
+	if bad {
+		sc = 0
+	}
+	return rankKey{bad, sc, o.DPHTotal, o.ID}
+}
+
+func (a *rankKey) compare(b *rankKey) int {
+	if a.bad != b.bad {
+		if a.bad {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.dph, b.dph); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
 }
 
 // Depth is the capacity of the top N ranked offers, summed.
