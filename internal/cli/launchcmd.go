@@ -470,6 +470,6 @@ backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
 	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
 	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(bl)
+	cmd.AddCommand(bl, newBenchRankCmd(f))
 	return cmd
 }

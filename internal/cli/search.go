@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -211,6 +212,12 @@ func rankOrKeep(offers []market.Offer, s market.Scorer) []market.Ranked {
 }
 
 func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []string) error {
+	if opts.All || opts.From != "" {
+		// A whole market passes through here, short-lived: collect garbage
+		// less often, but never let the heap pass a bound a laptop keeps.
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(searchMemoryLimit))
+	}
 	sweep := 0
 	if opts.All {
 		sweep = opts.query.SweepLimit
@@ -342,6 +349,9 @@ func fmtNum(v float64) string {
 
 // fmtGB shows a marketplace MB figure in GB, as the vastai CLI does (÷1000).
 func fmtGB(mb float64) string { return fmt.Sprintf("%.0f GB", mb/1000) }
+
+// searchMemoryLimit is the soft heap bound of a search over a whole market.
+const searchMemoryLimit = 160 << 20
 
 // rankFile applies the query, the score, the order and the limit to offers
 // kept in a file, exactly as the marketplace and a live search would.

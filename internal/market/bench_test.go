@@ -107,3 +107,24 @@ func BenchmarkScanOffersFile(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRankIndices100k is the filter-score-sort core over 100,000
+// offers with the recipe's filter, nothing copied (what `bench rank`
+// measures in-process against the recipe's rank()).
+func BenchmarkRankIndices100k(b *testing.B) {
+	offers := syntheticOffers(100_000)
+	q, _, err := Parse("cpu_cores_effective>8 inet_up>=100 inet_down>=100 geolocation notin [CN,VN] dph_total<=1.5", ParseOptions{NoDefault: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := Compile(q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := ScoreBy("vcpu")
+	var n int
+	for b.Loop() {
+		n = len(RankIndices(offers, f.Match, s, 0))
+	}
+	b.ReportMetric(float64(n), "matched")
+}

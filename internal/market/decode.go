@@ -17,28 +17,59 @@ import (
 // offer dump is over 100 MB of JSON). Unknown fields are skipped; repeated
 // strings (GPU and CPU names, places) are shared.
 func DecodeOffers(data []byte) ([]Offer, error) {
-	// Offers are ~700-byte structs: grow in chunks and copy once, rather
-	// than let append move the whole slice again and again.
-	var chunks [][]Offer
-	cur := make([]Offer, 0, 1024)
-	n := 0
-	err := ScanOffers(data, func(o *Offer) error {
-		if len(cur) == cap(cur) {
-			chunks = append(chunks, cur)
-			cur = make([]Offer, 0, 2*cap(cur))
-		}
-		cur = append(cur, *o)
-		n++
-		return nil
-	})
-	if err != nil {
+	var c collector
+	if err := ScanOffers(data, c.add); err != nil {
 		return nil, err
 	}
-	out := make([]Offer, 0, n)
-	for _, c := range append(chunks, cur) {
-		out = append(out, c...)
+	return c.offers(), nil
+}
+
+// DecodeSearchAnswer reads the search answer, {"offers": [...], ...}; ok
+// is false when the answer is an object without an offers list (an error
+// answer, say).
+func DecodeSearchAnswer(data []byte) (offers []Offer, ok bool, err error) {
+	var c collector
+	d := &offerDecoder{b: data, intern: map[string]string{}, fn: func(o *Offer, _ []byte) error { return c.add(o) }}
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		return nil, false, d.errorf("want the search answer, an object")
 	}
-	return out, nil
+	if ok, err = d.object(true); err != nil {
+		return nil, false, err
+	}
+	if d.ws(); d.i != len(d.b) {
+		return nil, false, d.errorf("unexpected data after the answer")
+	}
+	return c.offers(), ok, nil
+}
+
+// collector keeps decoded offers. Offers are ~700-byte structs: it grows in
+// chunks and copies once, rather than let append move the whole slice
+// again and again.
+type collector struct {
+	chunks [][]Offer
+	cur    []Offer
+	n      int
+}
+
+func (c *collector) add(o *Offer) error {
+	if len(c.cur) == cap(c.cur) {
+		if c.cur != nil {
+			c.chunks = append(c.chunks, c.cur)
+		}
+		c.cur = make([]Offer, 0, max(1024, 2*cap(c.cur)))
+	}
+	c.cur = append(c.cur, *o)
+	c.n++
+	return nil
+}
+
+func (c *collector) offers() []Offer {
+	out := make([]Offer, 0, c.n)
+	for _, ch := range c.chunks {
+		out = append(out, ch...)
+	}
+	return append(out, c.cur...)
 }
 
 // ScanOffers is DecodeOffers one offer at a time: fn sees each offer in

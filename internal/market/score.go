@@ -225,16 +225,56 @@ func Rank(offers []Offer, s Scorer) []Ranked { return RankTop(offers, s, 0) }
 // RankTop is Rank(offers, s)[:k] without sorting the rest: a bounded heap
 // keeps the best k (k <= 0 ranks everything).
 func RankTop(offers []Offer, s Scorer, k int) []Ranked {
-	keys := make([]rankKey, len(offers))
-	for i := range offers {
-		keys[i] = newRankKey(&offers[i], s)
-	}
-	idx := bestK(len(offers), k, func(a, b int32) int { return keys[a].compare(&keys[b]) })
+	idx, scores := rankIndices(offers, nil, s, k)
 	out := make([]Ranked, len(idx))
 	for i, j := range idx {
-		out[i] = Ranked{Offer: offers[j], Score: keys[j].score}
+		out[i] = Ranked{Offer: offers[j], Score: scores[i]}
 	}
 	return out
+}
+
+// RankIndices ranks the offers keep accepts (nil: all) by s, as Rank
+// does, and returns their indices, best first (only the best k when k >
+// 0). No offer is copied: it is the filter-score-sort core of a ranking.
+func RankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) []int32 {
+	idx, _ := rankIndices(offers, keep, s, k)
+	return idx
+}
+
+func rankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx []int32, scores []float64) {
+	type row struct {
+		rankKey
+		i int32
+	}
+	rows := make([]row, 0, len(offers))
+	for i := range offers {
+		o := &offers[i]
+		if keep == nil || keep(o) {
+			rows = append(rows, row{newRankKey(o, s), int32(i)})
+		}
+	}
+	if k <= 0 || k >= len(rows) {
+		// Everything is ranked: sort the rows themselves, which keeps the
+		// comparisons on contiguous memory.
+		slices.SortFunc(rows, func(a, b row) int {
+			if c := a.compare(&b.rankKey); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+		idx, scores = make([]int32, len(rows)), make([]float64, len(rows))
+		for n := range rows {
+			idx[n], scores[n] = rows[n].i, rows[n].score
+		}
+		return idx, scores
+	}
+	best := bestK(len(rows), k, func(a, b int32) int { return rows[a].compare(&rows[b].rankKey) })
+	scores = make([]float64, len(best))
+	for n, j := range best {
+		best[n] = rows[j].i
+		scores[n] = rows[j].score
+	}
+	return best, scores
 }
 
 // RankScan is RankTop over the offers in an offers file (see ScanOffers)

@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
+)
+
+// benchRankQuery is the recipe's filter (--min-cpu 8 --min-inet 100
+// --exclude-geo CN,VN --max-dph 1.5) in the query language.
+const benchRankQuery = "cpu_cores_effective>8 inet_up>=100 inet_down>=100 geolocation notin [CN,VN] dph_total<=1.5"
+
+var benchRecipeArgs = []string{"--min-cpu", "8", "--min-inet", "100", "--exclude-geo", "CN,VN", "--max-dph", "1.5", "--top", "20"}
+
+type benchRankOptions struct {
+	Offers  int
+	Pairs   int
+	Recipe  string
+	File    string
+	Seconds float64
+	JSON    bool
+}
+
+// benchRankRow is one measure, vastfleet beside the recipe.
+type benchRankRow struct {
+	Measure   string  `json:"measure"`
+	Vastfleet float64 `json:"vastfleet"`
+	Recipe    float64 `json:"recipe,omitempty"`
+	Unit      string  `json:"unit"`
+	Ratio     float64 `json:"ratio,omitempty"` // how many times better vastfleet is
+}
+
+func newBenchRankCmd(f *factory) *cobra.Command {
+	opts := &benchRankOptions{}
+	cmd := &cobra.Command{
+		Use:   "rank",
+		Short: "Ranking speed against the plain Python recipe, side by side",
+		Long: `Rank the same offers dump with vastfleet and with the Python recipe
+(shared/bench/py_rank_baseline.py), alternating the two, and print medians:
+
+  in-process   filter + score + sort of every offer (the recipe's rank())
+  process      load + rank + print, as a user runs each
+  simulator    searches/s for --limit 100 on a simulated market of the same size,
+               and search --all (every matching offer, as JSON) against the recipe's
+               whole process, with vastfleet's peak memory
+
+The dump is generated with the recipe's --gen unless --file names one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return benchRankRun(cmd.Context(), f, opts) },
+	}
+	cmd.Flags().IntVar(&opts.Offers, "offers", 100_000, "offers in the generated dump and the simulated market")
+	cmd.Flags().IntVar(&opts.Pairs, "pairs", 5, "alternating runs of each side; medians are printed")
+	cmd.Flags().StringVar(&opts.Recipe, "recipe", "", "the Python recipe (default: "+recipeFile+" here or in a parent directory)")
+	cmd.Flags().StringVar(&opts.File, "file", "", "rank this offers JSON array instead of a generated one")
+	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 3, "how long to measure the simulator's search rate")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the rows as JSON")
+	return cmd
+}
+
+func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error {
+	if opts.Offers < 1 || opts.Pairs < 1 || opts.Seconds <= 0 {
+		return usagef("--offers, --pairs and --seconds must be positive")
+	}
+	recipe := opts.Recipe
+	if recipe == "" {
+		wd, _ := os.Getwd()
+		r, err := findRecipe(wd)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		recipe = r
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		return fmt.Errorf("bench rank needs python3 for the recipe: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "vastfleet-bench-rank-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	dump := opts.File
+	if dump == "" {
+		dump = filepath.Join(dir, "offers.json")
+		fmt.Fprintf(f.io.ErrOut, "generating %d offers with the recipe's --gen...\n", opts.Offers)
+		out, err := exec.CommandContext(ctx, python, recipe, "--gen", strconv.Itoa(opts.Offers), "--seed", "1").Output()
+		if err != nil {
+			return fmt.Errorf("recipe --gen: %w", err)
+		}
+		if err := os.WriteFile(dump, out, 0o600); err != nil {
+			return err
+		}
+	}
+	// Child processes are measured first, while this process is small:
+	// a child's peak memory as the kernel reports it includes the
+	// parent's at the moment it was started.
+	var rows []benchRankRow
+	// Whole process: load + rank + print, as each is run by a user.
+	var goProc, pyProc []float64
+	var goRSS, pyRSS []float64
+	for range opts.Pairs {
+		pt, prss, err := timeProcess(ctx, python, append([]string{recipe, dump}, benchRecipeArgs...)...)
+		if err != nil {
+			return fmt.Errorf("recipe: %w", err)
+		}
+		gt, grss, err := timeProcess(ctx, self, "search", "--from", dump, "-n", "--by", "vcpu", "--limit", "20", benchRankQuery)
+		if err != nil {
+			return fmt.Errorf("vastfleet search --from: %w", err)
+		}
+		pyProc, goProc = append(pyProc, pt), append(goProc, gt)
+		pyRSS, goRSS = append(pyRSS, prss), append(goRSS, grss)
+	}
+	rows = append(rows, pairRow("process: load + rank + print top 20", goProc, pyProc, "s"))
+	rows = append(rows, pairRow("process: peak memory", goRSS, pyRSS, "MiB"))
+
+	// The simulator at the same size.
+	simRows, err := benchRankSim(ctx, f, opts, self, median(pyProc))
+	if err != nil {
+		return err
+	}
+	rows = append(rows, simRows...)
+
+	data, err := os.ReadFile(dump)
+	if err != nil {
+		return err
+	}
+	offers, err := market.DecodeOffers(data)
+	if err != nil {
+		return err
+	}
+	q, _, err := market.Parse(benchRankQuery, market.ParseOptions{NoDefault: true})
+	if err != nil {
+		return err
+	}
+	filter, err := market.Compile(q)
+	if err != nil {
+		return err
+	}
+	scorer, _ := market.ScoreBy("vcpu")
+
+	// In-process: the recipe's --repeat mean against the same work here.
+	const repeat = 10
+	meanRe := regexp.MustCompile(`mean ([0-9.]+) s/run`)
+	var goRank, pyRank []float64
+	for range opts.Pairs {
+		cmd := exec.CommandContext(ctx, python, append([]string{recipe, dump, "--repeat", strconv.Itoa(repeat)}, benchRecipeArgs...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("recipe: %w: %s", err, stderr.String())
+		}
+		m := meanRe.FindStringSubmatch(stderr.String())
+		if m == nil {
+			return fmt.Errorf("recipe printed no mean: %s", stderr.String())
+		}
+		py, _ := strconv.ParseFloat(m[1], 64)
+		pyRank = append(pyRank, py)
+		start := time.Now()
+		for range repeat {
+			market.RankIndices(offers, filter.Match, scorer, 0)
+		}
+		goRank = append(goRank, time.Since(start).Seconds()/repeat)
+	}
+	rows = slices.Insert(rows, 0, pairRow("in-process filter+score+sort (every match)", goRank, pyRank, "s"))
+
+	if opts.JSON {
+		return writeJSON(f.io.Out, rows)
+	}
+	fmt.Fprintf(f.io.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", len(offers), opts.Pairs)
+	t := newTable(f.io.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
+	for _, r := range rows {
+		rec, ratio := "", ""
+		if r.Recipe > 0 {
+			rec = strconv.FormatFloat(r.Recipe, 'g', 4, 64)
+			ratio = fmt.Sprintf("%.1fx", r.Ratio)
+		}
+		t.row(r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio)
+	}
+	return t.flush()
+}
+
+// pairRow holds medians; ratio is recipe / vastfleet (lower is better).
+func pairRow(name string, vf, rec []float64, unit string) benchRankRow {
+	r := benchRankRow{Measure: name, Vastfleet: median(vf), Recipe: median(rec), Unit: unit}
+	if r.Vastfleet > 0 {
+		r.Ratio = r.Recipe / r.Vastfleet
+	}
+	return r
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// timeProcess runs a command with its output discarded and returns its wall
+// seconds and peak resident memory (MiB).
+func timeProcess(ctx context.Context, name string, args ...string) (float64, float64, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	wall := time.Since(start).Seconds()
+	var rss float64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = float64(ru.Maxrss) / 1024 // kB on Linux
+	}
+	return wall, rss, nil
+}
+
+// benchRankSim serves a simulated market of the same size on loopback and
+// measures its search rate and a full `search --all --json` against it.
+func benchRankSim(ctx context.Context, f *factory, opts *benchRankOptions, self string, recipeProc float64) ([]benchRankRow, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	simDir, err := os.MkdirTemp("", "vastfleet-bench-sim-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(simDir)
+	srv := exec.CommandContext(ctx, self, "--data-dir", simDir, "sim", "serve", "--addr", addr, "--offers", strconv.Itoa(opts.Offers), "--faults", "none", "--no-hosts")
+	if err := srv.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	url := "http://" + addr
+	client, err := vast.New(vast.Options{BaseURL: url, APIKey: simAPIKey})
+	if err != nil {
+		return nil, err
+	}
+	q, _, err := market.Parse("", market.ParseOptions{Limit: 100})
+	if err != nil {
+		return nil, err
+	}
+	// The first search waits for the server to listen and builds its index.
+	for tries := 0; ; tries++ {
+		_, err := client.SearchOffers(ctx, q)
+		if err == nil {
+			break
+		}
+		if tries > 100 {
+			return nil, fmt.Errorf("the simulator never answered: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var n int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Duration(opts.Seconds * float64(time.Second)))
+	start := time.Now()
+	var firstErr error
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				_, err := client.SearchOffers(ctx, q)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				n++
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	fmt.Fprintf(f.io.ErrOut, "simulator: %d searches in %.1fs\n", n, time.Since(start).Seconds())
+
+	all, rss, err := timeProcess(ctx, self, "--market", "sim", "--api-url", url, "--data-dir", filepath.Join(simDir, "client"),
+		"search", "--all", "--json", "-n", "--by", "vcpu", benchRankQuery)
+	if err != nil {
+		return nil, fmt.Errorf("search --all: %w", err)
+	}
+	rows := []benchRankRow{
+		{Measure: "simulator: searches/s, --limit 100", Vastfleet: rate, Unit: "1/s"},
+		{Measure: "search --all --json on the simulator vs the recipe on the dump", Vastfleet: all, Recipe: recipeProc, Unit: "s", Ratio: recipeProc / all},
+		{Measure: "search --all --json: peak memory", Vastfleet: rss, Unit: "MiB"},
+	}
+	return rows, nil
+}
