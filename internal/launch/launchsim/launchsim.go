@@ -211,30 +211,50 @@ func New(ctx context.Context, seed int64, offers int, faults sim.Faults, dir str
 	}
 	e.Mkt = mkt
 	e.srv = httptest.NewServer(mkt.Handler())
+	if err := e.connect(ctx, e.srv.URL, filepath.Join(dir, store.FileName)); err != nil {
+		e.srv.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Attach builds an Env on a marketplace served elsewhere at url, whose
+// clock is (or from now on reads) clk: the real client, a store at dbPath
+// and a manager, all waiting in clk's virtual time. Close leaves the
+// server alone.
+func Attach(ctx context.Context, url string, clk *VirtualClock, dbPath string) (*Env, error) {
+	e := &Env{Clock: clk}
+	if err := e.connect(ctx, url, dbPath); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) connect(ctx context.Context, url, dbPath string) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	e.calls = &counter{next: tr, clock: e.Clock}
-	client, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: APIKey, Timeout: 30 * time.Second,
+	client, err := vast.New(vast.Options{BaseURL: url, APIKey: APIKey, Timeout: 30 * time.Second,
 		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.Clock.Sleep, Now: e.Clock.Now,
 		Rand: func() float64 { return 0.5 }})
 	if err != nil {
-		e.srv.Close()
-		return nil, err
+		return err
 	}
-	st, err := store.Open(ctx, filepath.Join(dir, store.FileName))
+	st, err := store.Open(ctx, dbPath)
 	if err != nil {
-		e.srv.Close()
-		return nil, err
+		return err
 	}
 	e.St = st
 	e.M = &fleet.Manager{P: client, S: st, Clock: e.Clock, Sleep: e.Clock.Sleep, PollEvery: 15 * time.Second}
-	return e, nil
+	return nil
 }
 
 // Close stops the clock and the server and closes the store.
 func (e *Env) Close() {
 	e.Clock.Close()
-	e.srv.Close()
+	if e.srv != nil {
+		e.srv.Close()
+	}
 	e.St.Close()
 }
 
