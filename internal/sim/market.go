@@ -2,8 +2,11 @@
 // the endpoints vastfleet's real client uses (vast-api.md §2, §5–§7, §10,
 // §15, §17), with a seeded offer population, a virtual clock, per-second
 // billing and injectable faults. Everything is computed lazily from the
-// clock whenever state is observed, so it runs no goroutines and a manual
-// clock makes every timeline exact.
+// clock whenever state is observed, so a manual clock makes every timeline
+// exact. With Config.HostDir a machine (package host) runs behind every
+// running instance; the machines follow the market's state, and a served
+// market watches its clock in one goroutine so that they boot even when no
+// request looks.
 //
 // Choices where the real marketplace is unknown or was simplified:
 //   - A search without a limit returns DefaultResultCap offers (hard cap

@@ -280,17 +280,44 @@ echo "$VAST_TCP_PORT_8080" > port8080`
 	if err := s.Start("echo $$ > sleeper.pid; exec sleep 600"); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
+	var pid, opid int
 	eventually(t, "session started", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "sleeper.pid"))
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid > 0
 	})
+	// The same through OpenSSH: its remote process dies too, and the
+	// client sees its connection end.
+	ossh := openSSH(a, directAddr, "echo $$ > ossh.pid; exec sleep 600")
+	osshDone := make(chan error, 1)
+	if ossh != nil {
+		if err := ossh.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { osshDone <- ossh.Wait() }()
+		eventually(t, "OpenSSH session started", func() bool {
+			b, _ := os.ReadFile(filepath.Join(dir, "ossh.pid"))
+			opid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			return opid > 0
+		})
+	}
 	if err := e.c.StopInstance(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	e.runUntil(t, id, provider.StateStopped)
 	eventually(t, "session process killed by stop", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	if ossh != nil {
+		eventually(t, "OpenSSH session's process killed by stop", func() bool { return errors.Is(syscall.Kill(opid, 0), syscall.ESRCH) })
+		select {
+		case err := <-osshDone:
+			if err == nil {
+				t.Error("OpenSSH reported success for a session killed by stop")
+			}
+		case <-time.After(30 * time.Second):
+			ossh.Process.Kill()
+			t.Error("OpenSSH client still connected 30 s after stop")
+		}
+	}
 	for _, addr := range []string{directAddr, proxyAddr} {
 		if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
 			c.Close()
@@ -319,6 +346,11 @@ echo "$VAST_TCP_PORT_8080" > port8080`
 		b, _ := os.ReadFile(filepath.Join(dir, "boots"))
 		return string(b) == "first\nagain\n"
 	})
+	if c := openSSH(a, net.JoinHostPort(in.PublicIPAddr, in.Ports["22/tcp"][0].HostPort), "cat boots; ls hasbooted"); c != nil {
+		if out, err := c.Output(); err != nil || string(out) != "first\nagain\nhasbooted\n" {
+			t.Errorf("OpenSSH after restart: %q, %v", out, err)
+		}
+	}
 	logs, err := e.c.InstanceLogs(ctx, id, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -377,6 +409,18 @@ echo "$VAST_TCP_PORT_8080" > port8080`
 	if _, err := e.c.ShowInstance(ctx, other); err != nil {
 		t.Errorf("the other instance suffered: %v", err)
 	}
+}
+
+// openSSH is OpenSSH's client as a user runs it, or nil when the machine
+// has none.
+func openSSH(k sshKeyPair, addr, command string) *exec.Cmd {
+	bin, err := exec.LookPath("ssh")
+	if err != nil {
+		return nil
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	return exec.Command(bin, "-p", port, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=error", "-i", k.file, "root@"+host, command)
 }
 
 // keyOn reports whether an instance accepts a key line.
@@ -445,8 +489,8 @@ func execute(t *testing.T, e *simEnv, id int64, command string) string {
 // which must be refused.
 func TestInsideInstance(t *testing.T) {
 	other := os.Getenv("VASTFLEET_INSIDE_OTHER")
-	if os.Getenv("CONTAINER_API_KEY") == "" {
-		t.Skip("runs inside a simulated instance")
+	if os.Getenv("CONTAINER_API_KEY") == "" || other == "" && os.Getenv("VASTFLEET_INSIDE_SELF") == "" {
+		t.Skip("runs inside a simulated instance, started there by TestSimulatedInstanceRunsOnLoopback")
 	}
 	c, err := New(Options{BaseURL: os.Getenv("VAST_URL"), APIKey: os.Getenv("CONTAINER_API_KEY")})
 	if err != nil {

@@ -106,7 +106,6 @@ func (mc *machine) session(s gliderssh.Session) {
 			s.Exit(255)
 			return
 		}
-		defer p.Close()
 		pty.Setsize(p, &pty.Winsize{Rows: uint16(ptyReq.Window.Height), Cols: uint16(ptyReq.Window.Width)})
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
@@ -114,14 +113,32 @@ func (mc *machine) session(s gliderssh.Session) {
 		err = mc.start(cmd)
 		tty.Close()
 		if err != nil {
+			p.Close()
 			fmt.Fprintf(s.Stderr(), "%v\n", err)
 			s.Exit(255)
 			return
 		}
+		// Window changes until the session ends; the terminal closes only
+		// after this goroutine is done with it.
+		stopWin, winDone := make(chan struct{}), make(chan struct{})
 		go func() {
-			for w := range winCh {
-				pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(w.Height), Cols: uint16(w.Width)})
+			defer close(winDone)
+			for {
+				select {
+				case w, ok := <-winCh:
+					if !ok {
+						return
+					}
+					pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(w.Height), Cols: uint16(w.Width)})
+				case <-stopWin:
+					return
+				}
 			}
+		}()
+		defer func() {
+			close(stopWin)
+			<-winDone
+			ptmx.Close()
 		}()
 		go io.Copy(ptmx, s)
 		go func() {
