@@ -128,3 +128,34 @@ func BenchmarkRankIndices100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "matched")
 }
+
+// BenchmarkRankIndicesFile is BenchmarkRankIndices100k over the offers in
+// VASTFLEET_OFFERS_FILE (the recipe's own --gen output, say).
+func BenchmarkRankIndicesFile(b *testing.B) {
+	path := os.Getenv("VASTFLEET_OFFERS_FILE")
+	if path == "" {
+		b.Skip("set VASTFLEET_OFFERS_FILE to an offers JSON file")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	offers, err := DecodeOffers(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, _, err := Parse("cpu_cores_effective>8 inet_up>=100 inet_down>=100 geolocation notin [CN,VN] dph_total<=1.5", ParseOptions{NoDefault: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := Compile(q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := ScoreBy("vcpu")
+	var n int
+	for b.Loop() {
+		n = len(RankIndices(offers, f.Match, s, 0))
+	}
+	b.ReportMetric(float64(n), "matched")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -190,5 +191,40 @@ func TestRankScanEqualsRankTop(t *testing.T) {
 	s := mustScorer(t, "vcpu")
 	if d := cmp.Diff(Rank(kept, s)[:50], RankTop(kept, s, 50)); d != "" {
 		t.Fatalf("RankTop(50) is not Rank's first 50:\n%s", d)
+	}
+}
+
+// The parallel ranking (large markets) orders exactly as one plain stable
+// sort of every offer does.
+func TestParallelRankingEqualsAPlainSort(t *testing.T) {
+	offers := syntheticOffers(3 * parallelRankMin)
+	for i := range offers {
+		if i%7 == 0 {
+			offers[i].DPHTotal = 0 // unpriced offers rank last
+		}
+		if i%11 == 0 {
+			offers[i] = offers[i/2] // ties on every key but position
+		}
+	}
+	keep := func(o *Offer) bool { return o.InetDown > 50 }
+	s := mustScorer(t, "vcpu")
+	var want []int32
+	keys := map[int32]rankKey{}
+	for i := range offers {
+		if keep(&offers[i]) {
+			want = append(want, int32(i))
+			keys[int32(i)] = newRankKey(&offers[i], s)
+		}
+	}
+	slices.SortStableFunc(want, func(a, b int32) int { ka, kb := keys[a], keys[b]; return ka.compare(&kb) })
+	for _, k := range []int{0, 10, 1000} {
+		got := RankIndices(offers, keep, s, k)
+		w := want
+		if k > 0 {
+			w = want[:k]
+		}
+		if !slices.Equal(got, w) {
+			t.Fatalf("k=%d: parallel ranking differs from a plain sort (first: got %v want %v)", k, got[:5], w[:5])
+		}
 	}
 }

@@ -3,6 +3,7 @@ package market
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -241,40 +242,95 @@ func RankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) []int3
 	return idx
 }
 
+// rankRow is one offer's place in a ranking.
+type rankRow struct {
+	rankKey
+	i int32
+}
+
+func compareRows(a, b rankRow) int {
+	if c := a.compare(&b.rankKey); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.i, b.i)
+}
+
+// parallelRankMin is the market size from which filtering, scoring and
+// sorting are split across the processors.
+const parallelRankMin = 1 << 14
+
 func rankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx []int32, scores []float64) {
-	type row struct {
-		rankKey
-		i int32
+	full := k <= 0 || k >= len(offers)
+	parts := runtime.GOMAXPROCS(0)
+	if len(offers) < parallelRankMin {
+		parts = 1
 	}
-	rows := make([]row, 0, len(offers))
-	for i := range offers {
-		o := &offers[i]
-		if keep == nil || keep(o) {
-			rows = append(rows, row{newRankKey(o, s), int32(i)})
-		}
-	}
-	if k <= 0 || k >= len(rows) {
-		// Everything is ranked: sort the rows themselves, which keeps the
-		// comparisons on contiguous memory.
-		slices.SortFunc(rows, func(a, b row) int {
-			if c := a.compare(&b.rankKey); c != 0 {
-				return c
+	// Each part filters, scores and (for a full ranking) sorts its share
+	// of the market; the sorted parts are then merged.
+	sorted := make([][]rankRow, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*len(offers)/parts, (p+1)*len(offers)/parts
+		wg.Go(func() {
+			rows := make([]rankRow, 0, (hi-lo)/2)
+			for i := lo; i < hi; i++ {
+				o := &offers[i]
+				if keep == nil || keep(o) {
+					rows = append(rows, rankRow{newRankKey(o, s), int32(i)})
+				}
 			}
-			return cmp.Compare(a.i, b.i)
+			if full {
+				slices.SortFunc(rows, compareRows)
+			}
+			sorted[p] = rows
 		})
-		idx, scores = make([]int32, len(rows)), make([]float64, len(rows))
-		for n := range rows {
-			idx[n], scores[n] = rows[n].i, rows[n].score
+	}
+	wg.Wait()
+	var rows []rankRow
+	if full {
+		rows = mergeRows(sorted)
+	} else {
+		rows = slices.Concat(sorted...)
+		best := bestK(len(rows), k, func(a, b int32) int { return compareRows(rows[a], rows[b]) })
+		picked := make([]rankRow, len(best))
+		for n, j := range best {
+			picked[n] = rows[j]
 		}
-		return idx, scores
+		rows = picked
 	}
-	best := bestK(len(rows), k, func(a, b int32) int { return rows[a].compare(&rows[b].rankKey) })
-	scores = make([]float64, len(best))
-	for n, j := range best {
-		best[n] = rows[j].i
-		scores[n] = rows[j].score
+	idx, scores = make([]int32, len(rows)), make([]float64, len(rows))
+	for n := range rows {
+		idx[n], scores[n] = rows[n].i, rows[n].score
 	}
-	return best, scores
+	return idx, scores
+}
+
+// mergeRows merges sorted runs into one sorted run.
+func mergeRows(runs [][]rankRow) []rankRow {
+	for len(runs) > 1 {
+		var next [][]rankRow
+		for i := 0; i < len(runs); i += 2 {
+			if i+1 == len(runs) {
+				next = append(next, runs[i])
+				continue
+			}
+			a, b := runs[i], runs[i+1]
+			m := make([]rankRow, 0, len(a)+len(b))
+			for len(a) > 0 && len(b) > 0 {
+				if compareRows(b[0], a[0]) < 0 {
+					m, b = append(m, b[0]), b[1:]
+				} else {
+					m, a = append(m, a[0]), a[1:]
+				}
+			}
+			next = append(next, append(append(m, a...), b...))
+		}
+		runs = next
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	return runs[0]
 }
 
 // RankScan is RankTop over the offers in an offers file (see ScanOffers)
