@@ -8,6 +8,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 )
@@ -38,7 +41,7 @@ func SweepOffers(ctx context.Context, p Provider, q market.Query, cap int) (offe
 	if cap <= 0 {
 		return nil, 0, fmt.Errorf("sweep: cap must be positive, got %d", cap)
 	}
-	s := &sweeper{p: p, base: q, cap: cap, seen: map[int64]market.Offer{}}
+	s := &sweeper{p: p, base: q, cap: cap, seen: map[int64]market.Offer{}, inflight: make(chan struct{}, sweepParallel)}
 	err = s.run(ctx)
 	offers = make([]market.Offer, 0, len(s.seen))
 	for _, o := range s.seen {
@@ -53,10 +56,19 @@ func SweepOffers(ctx context.Context, p Provider, q market.Query, cap int) (offe
 	return offers, s.requests, err
 }
 
+// sweepParallel is how many slice searches a sweep keeps in flight: the
+// halves of a split are independent, and a sweep of a whole market is
+// otherwise a hundred round trips end to end. The client's own rate limit
+// still paces them.
+const sweepParallel = 4
+
 type sweeper struct {
-	p          Provider
-	base       market.Query
-	cap        int
+	p        Provider
+	base     market.Query
+	cap      int
+	inflight chan struct{}
+
+	mu         sync.Mutex
 	seen       map[int64]market.Offer
 	requests   int
 	incomplete []string
@@ -99,8 +111,7 @@ func (s *sweeper) run(ctx context.Context) error {
 		top := s.base
 		top.Order = [][2]string{{"dph_total", "desc"}}
 		top.Limit = 1
-		s.requests++
-		res, err := s.p.SearchOffers(ctx, top)
+		res, err := s.do(ctx, top)
 		if err != nil {
 			return err
 		}
@@ -137,10 +148,10 @@ func (s *sweeper) split(ctx context.Context, lo, hi float64, incl bool) error {
 	if hi-lo < MinPriceSlice || mid <= lo || mid >= hi {
 		return s.idSweep(ctx, b)
 	}
-	if err := s.split(ctx, lo, mid, false); err != nil {
-		return err
-	}
-	return s.split(ctx, mid, hi, incl)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.split(gctx, lo, mid, false) })
+	g.Go(func() error { return s.split(gctx, mid, hi, incl) })
+	return g.Wait()
 }
 
 // idSweep splits a full price slice by offer id, between the smallest and
@@ -152,8 +163,7 @@ func (s *sweeper) idSweep(ctx context.Context, b bounds) error {
 		q := s.slice(b)
 		q.Order = [][2]string{{"id", dir}}
 		q.Limit = 1
-		s.requests++
-		res, err := s.p.SearchOffers(ctx, q)
+		res, err := s.do(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -181,25 +191,30 @@ func (s *sweeper) byID(ctx context.Context, b bounds, idLo, idHi int64) error {
 		return err
 	}
 	if idHi-idLo <= 1 {
+		s.mu.Lock()
 		s.incomplete = append(s.incomplete, fmt.Sprintf("id %d", idLo))
+		s.mu.Unlock()
 		return nil
 	}
 	mid := idLo + (idHi-idLo)/2
-	if err := s.byID(ctx, b, idLo, mid); err != nil {
-		return err
-	}
-	return s.byID(ctx, b, mid, idHi)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.byID(gctx, b, idLo, mid) })
+	g.Go(func() error { return s.byID(gctx, b, mid, idHi) })
+	return g.Wait()
 }
 
 // search runs one slice and reports whether the answer was full.
 func (s *sweeper) search(ctx context.Context, b bounds) (full bool, err error) {
-	if s.requests >= maxSweepRequests {
+	s.mu.Lock()
+	spent := s.requests >= maxSweepRequests
+	if spent {
 		s.incomplete = append(s.incomplete, "request budget spent")
+	}
+	s.mu.Unlock()
+	if spent {
 		return false, nil
 	}
-	q := s.slice(b)
-	s.requests++
-	res, err := s.p.SearchOffers(ctx, q)
+	res, err := s.do(ctx, s.slice(b))
 	if err != nil {
 		return false, err
 	}
@@ -207,7 +222,23 @@ func (s *sweeper) search(ctx context.Context, b bounds) (full bool, err error) {
 	return len(res) >= s.cap, nil
 }
 
+// do runs one search, counted, with at most sweepParallel in flight.
+func (s *sweeper) do(ctx context.Context, q market.Query) ([]market.Offer, error) {
+	select {
+	case s.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.inflight }()
+	s.mu.Lock()
+	s.requests++
+	s.mu.Unlock()
+	return s.p.SearchOffers(ctx, q)
+}
+
 func (s *sweeper) add(res []market.Offer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, o := range res {
 		s.seen[o.ID] = o
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/market"
@@ -18,11 +19,11 @@ type capped struct {
 	Provider
 	offers []market.Offer
 	max    int
-	calls  int
+	calls  atomic.Int64 // a Provider is used concurrently
 }
 
 func (c *capped) SearchOffers(_ context.Context, q market.Query) ([]market.Offer, error) {
-	c.calls++
+	c.calls.Add(1)
 	var out []market.Offer
 	for _, o := range c.offers {
 		if match(q, "dph_total", o.DPHTotal) && match(q, "id", float64(o.ID)) && match(q, "num_gpus", float64(o.NumGPUs)) {
@@ -133,8 +134,8 @@ func TestSweepOffers(t *testing.T) {
 			if !slices.Equal(ids, want) {
 				t.Fatalf("got %d offers, want %d", len(ids), len(want))
 			}
-			if reqs != p.calls {
-				t.Errorf("requests = %d, provider saw %d", reqs, p.calls)
+			if int64(reqs) != p.calls.Load() {
+				t.Errorf("requests = %d, provider saw %d", reqs, p.calls.Load())
 			}
 			if !slices.IsSortedFunc(got, func(a, b market.Offer) int {
 				if a.DPHTotal != b.DPHTotal {
