@@ -24,9 +24,12 @@ func TestDependencyDirection(t *testing.T) {
 		// The machine behind a simulated instance knows nothing of the
 		// market, the marketplace contract or the store.
 		"sim/host": {mod + "provider", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "net/http", "database/sql"},
-		"store":    {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
-		"fleet":    {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
-		"launch":   {mod + "cli", mod + "sim", mod + "provider/vast", "net/http/httptest"},
+		// The SSH layer takes targets and gives sessions; it knows nothing of
+		// the store or the marketplace.
+		"remote": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", "net/http", "database/sql"},
+		"store":  {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
+		"fleet":  {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
+		"launch": {mod + "cli", mod + "sim", mod + "provider/vast", "net/http/httptest"},
 	}
 	for pkg, forbidden := range never {
 		// Test-only dependencies (the simulator in fleet's tests) are fine:

@@ -1,0 +1,113 @@
+package remote
+
+import (
+	"context"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Result is one node's outcome of a fan-out.
+type Result struct {
+	Target   Target
+	Exit     int // -1 when the command never reported a status
+	Err      error
+	Duration time.Duration
+}
+
+// OK reports whether the node ran the command and it exited 0.
+func (r Result) OK() bool { return r.Err == nil && r.Exit == 0 }
+
+// Job is what one node runs and where its output goes.
+type Job struct {
+	Target Target
+	Cmd    string
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// RunAll runs every job with at most parallel nodes in flight (capped by
+// the file-descriptor budget) and returns results in job order.
+func (p *Pool) RunAll(ctx context.Context, jobs []Job, parallel int) []Result {
+	if budget := FDBudget(); parallel <= 0 || parallel > budget {
+		parallel = budget
+	}
+	results := make([]Result, len(jobs))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i] = Result{Target: j.Target, Exit: -1, Err: ctx.Err()}
+				return
+			}
+			defer func() { <-sem }()
+			start := time.Now()
+			r := Result{Target: j.Target, Exit: -1}
+			c, err := p.Connect(ctx, j.Target)
+			if err == nil {
+				r.Exit, r.Err = c.Run(ctx, j.Cmd, nil, j.Stdout, j.Stderr)
+			} else {
+				r.Err = err
+			}
+			r.Duration = time.Since(start)
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// WithEnv prefixes cmd with exports of env, sorted by name. Servers refuse
+// SSH "env" requests they were not told to accept (OpenSSH's AcceptEnv),
+// so variables travel inside the command.
+func WithEnv(env map[string]string, cmd string) string {
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		b.WriteString("export " + k + "=" + Quote(env[k]) + "; ")
+	}
+	return b.String() + cmd
+}
+
+// Quote is s as one POSIX shell word.
+func Quote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var fdOnce sync.Once
+var fdBudget = 1024
+
+// FDBudget raises the soft open-file limit to the hard limit (once) and
+// returns how many connections may be open at once, leaving room for the
+// process's other files. Each node needs one socket.
+func FDBudget() int {
+	fdOnce.Do(func() {
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			return
+		}
+		if lim.Cur < lim.Max {
+			lim.Cur = lim.Max
+			if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+				syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+			}
+		}
+		fdBudget = max(int(min(lim.Cur, 1<<20))-128, 16)
+	})
+	return fdBudget
+}

@@ -1,0 +1,392 @@
+// Package remote is vastfleet's SSH layer: it takes targets (address, user,
+// key, known host key) and runs commands on them over one reused connection
+// per node. It knows nothing of the store or the marketplace; callers map
+// instances to targets and keep the host keys it learns.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
+)
+
+// Target is one node to reach.
+type Target struct {
+	Name   string // how output and errors name the node
+	Host   string
+	Port   int
+	User   string
+	Signer ssh.Signer
+	// HostKey is the key this node presented before; nil accepts the first
+	// key it shows (accept-new) and reports it through Options.OnNewHostKey.
+	HostKey ssh.PublicKey
+}
+
+func (t Target) addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// Options tune a Pool; zero values take the defaults in brackets.
+type Options struct {
+	HandshakeTimeout  time.Duration // whole dial+handshake [20s]
+	KeepaliveInterval time.Duration // [30s]
+	KeepaliveMisses   int           // unanswered keepalives before the connection is dropped [3]
+	MaxHandshakes     int           // handshakes in flight across the pool [32]
+	MaxSessions       int           // sessions at once on one connection [8]
+	Jitter            time.Duration // each first connect waits a random part of this [0]
+	RefusedRetries    int           // retries of a refused port (a node still booting) [5]
+	RetryBackoff      time.Duration // first retry wait, doubling [1s]
+	// OnNewHostKey is called with the key a node without a known key
+	// presented; an error refuses the connection.
+	OnNewHostKey func(t Target, key ssh.PublicKey) error
+}
+
+func (o Options) withDefaults() Options {
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 20 * time.Second
+	}
+	if o.KeepaliveInterval <= 0 {
+		o.KeepaliveInterval = 30 * time.Second
+	}
+	if o.KeepaliveMisses <= 0 {
+		o.KeepaliveMisses = 3
+	}
+	if o.MaxHandshakes <= 0 {
+		o.MaxHandshakes = 32
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 8
+	}
+	if o.RefusedRetries < 0 {
+		o.RefusedRetries = 0
+	} else if o.RefusedRetries == 0 {
+		o.RefusedRetries = 5
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = time.Second
+	}
+	return o
+}
+
+// Pool holds one connection per node, reused by every command.
+type Pool struct {
+	opts       Options
+	handshakes chan struct{}
+
+	mu    sync.Mutex
+	conns map[string]*Conn
+}
+
+// NewPool returns an empty pool.
+func NewPool(opts Options) *Pool {
+	opts = opts.withDefaults()
+	return &Pool{opts: opts, handshakes: make(chan struct{}, opts.MaxHandshakes), conns: map[string]*Conn{}}
+}
+
+// Conn is one node's connection.
+type Conn struct {
+	target   Target
+	ready    chan struct{}
+	err      error
+	client   *ssh.Client
+	sessions chan struct{}
+}
+
+// Errors a caller can tell apart.
+var (
+	ErrHostKeyChanged = errors.New("host key changed")
+	ErrAuth           = errors.New("permission denied (publickey)")
+	ErrRefused        = errors.New("connection refused")
+	ErrHandshakeHang  = errors.New("handshake did not finish")
+)
+
+// Error is a failure to reach one node, with what to do about it.
+type Error struct {
+	Target Target
+	Kind   error // one of the Err values above, or nil
+	Detail string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("ssh %s@%s (%s): ", e.Target.User, e.Target.addr(), e.Target.Name)
+	if e.Kind != nil {
+		s += e.Kind.Error() + ": "
+	}
+	if e.Detail != "" {
+		return s + e.Detail
+	}
+	return s + e.Err.Error()
+}
+
+func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// Fingerprint is a key's SHA256 fingerprint as OpenSSH prints it.
+func Fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
+
+// Connect returns the node's connection, opening it once; concurrent
+// callers share one handshake.
+func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
+	key := t.User + "@" + t.addr()
+	p.mu.Lock()
+	c, ok := p.conns[key]
+	if !ok {
+		c = &Conn{target: t, ready: make(chan struct{}), sessions: make(chan struct{}, p.opts.MaxSessions)}
+		p.conns[key] = c
+		p.mu.Unlock()
+		c.client, c.err = p.dial(ctx, t)
+		if c.err != nil {
+			// A failed connect is not cached: the next command tries again.
+			p.mu.Lock()
+			delete(p.conns, key)
+			p.mu.Unlock()
+		} else {
+			go p.keepalive(c)
+		}
+		close(c.ready)
+	} else {
+		p.mu.Unlock()
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c, nil
+}
+
+func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, error) {
+	if p.opts.Jitter > 0 {
+		if err := clock.Sleep(ctx, rand.N(p.opts.Jitter)); err != nil {
+			return nil, err
+		}
+	}
+	backoff := p.opts.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		cl, err := p.handshake(ctx, t)
+		if err == nil || !errors.Is(err, ErrRefused) || attempt >= p.opts.RefusedRetries {
+			return cl, err
+		}
+		if err := clock.Sleep(ctx, backoff); err != nil {
+			return nil, err
+		}
+		backoff *= 2
+	}
+}
+
+// handshake dials and completes the SSH handshake under one deadline: a
+// host that accepts TCP and then says nothing is cut, not waited on forever.
+func (p *Pool) handshake(ctx context.Context, t Target) (*ssh.Client, error) {
+	select {
+	case p.handshakes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.handshakes }()
+	fail := func(kind error, detail string, err error) error {
+		return &Error{Target: t, Kind: kind, Detail: detail, Err: err}
+	}
+	deadline := time.Now().Add(p.opts.HandshakeTimeout)
+	hctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(hctx, "tcp", t.addr())
+	if err != nil {
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return nil, fail(ErrRefused, "the port refused; the instance may still be starting (retried with backoff)", err)
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case hctx.Err() != nil:
+			return nil, fail(ErrHandshakeHang, fmt.Sprintf("no TCP connection within %s", p.opts.HandshakeTimeout), err)
+		}
+		return nil, fail(nil, "", err)
+	}
+	nc.SetDeadline(deadline)
+	stop := context.AfterFunc(hctx, func() { nc.SetDeadline(time.Now()) })
+	var learned ssh.PublicKey
+	cfg := &ssh.ClientConfig{
+		User: t.User,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(t.Signer)},
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if t.HostKey == nil {
+				learned = key
+				return nil
+			}
+			if string(key.Marshal()) != string(t.HostKey.Marshal()) {
+				return fmt.Errorf("%w: it presented %s, but %s was recorded for it; refusing (a rebuilt instance must be forgotten first)",
+					ErrHostKeyChanged, Fingerprint(key), Fingerprint(t.HostKey))
+			}
+			return nil
+		},
+		Timeout: p.opts.HandshakeTimeout,
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, t.addr(), cfg)
+	stop()
+	if err != nil {
+		nc.Close()
+		var ne net.Error
+		switch {
+		case errors.Is(err, ErrHostKeyChanged):
+			return nil, fail(ErrHostKeyChanged, err.Error(), err)
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case hctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()):
+			return nil, fail(ErrHandshakeHang, fmt.Sprintf("the host accepted the connection but the SSH handshake did not finish within %s", p.opts.HandshakeTimeout), err)
+		case isAuthFailure(err):
+			return nil, fail(ErrAuth, fmt.Sprintf("the key offered (%s) is not on the instance; attach it to the instance, or recreate the instance", Fingerprint(t.Signer.PublicKey())), err)
+		case errors.Is(err, io.EOF):
+			// Closed during the handshake: vast's proxy and booting sshd both do this.
+			return nil, fail(ErrRefused, "the host closed the connection during the handshake; the instance may still be starting", err)
+		}
+		return nil, fail(nil, "", err)
+	}
+	nc.SetDeadline(time.Time{})
+	if learned != nil && p.opts.OnNewHostKey != nil {
+		if err := p.opts.OnNewHostKey(t, learned); err != nil {
+			sc.Close()
+			return nil, fail(nil, "", err)
+		}
+	}
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+func isAuthFailure(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "unable to authenticate") || strings.Contains(s, "no supported methods remain")
+}
+
+// keepalive drops a connection whose peer stopped answering, so that the
+// next command reconnects instead of hanging on a dead TCP stream.
+func (p *Pool) keepalive(c *Conn) {
+	misses := 0
+	t := time.NewTicker(p.opts.KeepaliveInterval)
+	defer t.Stop()
+	for range t.C {
+		answered := make(chan error, 1)
+		go func() {
+			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			if err != nil {
+				p.drop(c)
+				return
+			}
+			misses = 0
+		case <-time.After(p.opts.KeepaliveInterval):
+			if misses++; misses >= p.opts.KeepaliveMisses {
+				p.drop(c)
+				return
+			}
+		}
+	}
+}
+
+func (p *Pool) drop(c *Conn) {
+	p.mu.Lock()
+	key := c.target.User + "@" + c.target.addr()
+	if p.conns[key] == c {
+		delete(p.conns, key)
+	}
+	p.mu.Unlock()
+	c.client.Close()
+}
+
+// Close closes every connection.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = map[string]*Conn{}
+	p.mu.Unlock()
+	for _, c := range conns {
+		<-c.ready
+		if c.client != nil {
+			c.client.Close()
+		}
+	}
+	return nil
+}
+
+// Client is the underlying SSH client (for SFTP and port forwards).
+func (c *Conn) Client() *ssh.Client { return c.client }
+
+// Run runs cmd through the remote shell and returns its exit status. A
+// command killed by a signal reports 128+signal as a shell would; ctx
+// cancelled sends SIGTERM and closes the session.
+func (c *Conn) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	select {
+	case c.sessions <- struct{}{}:
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	defer func() { <-c.sessions }()
+	s, err := c.client.NewSession()
+	if err != nil {
+		return -1, fmt.Errorf("ssh %s: new session: %w", c.target.Name, err)
+	}
+	defer s.Close()
+	s.Stdin, s.Stdout, s.Stderr = stdin, stdout, stderr
+	if err := s.Start(cmd); err != nil {
+		return -1, fmt.Errorf("ssh %s: start: %w", c.target.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.Signal(ssh.SIGTERM)
+		s.Close()
+		<-done
+		return -1, ctx.Err()
+	}
+	return ExitStatus(err)
+}
+
+// ExitStatus turns a session's Wait error into an exit code; err is
+// non-nil only when no status came back (the connection broke).
+func ExitStatus(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		if ee.Signal() != "" && ee.ExitStatus() == 0 {
+			return 128 + signalNumber(ee.Signal()), nil
+		}
+		return ee.ExitStatus(), nil
+	}
+	var missing *ssh.ExitMissingError
+	if errors.As(err, &missing) {
+		return -1, fmt.Errorf("the connection closed before the command reported an exit status: %w", err)
+	}
+	return -1, err
+}
+
+func signalNumber(sig string) int {
+	switch ssh.Signal(sig) {
+	case ssh.SIGHUP:
+		return 1
+	case ssh.SIGINT:
+		return 2
+	case ssh.SIGKILL:
+		return 9
+	case ssh.SIGTERM:
+		return 15
+	}
+	return 0
+}
