@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
 // env is one user's machine: a data dir shared by every command run in it,
@@ -340,4 +342,23 @@ func shellWords(s string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
+}
+
+// Every command on the real API goes through one paced client.
+func TestRealAPIIsPaced(t *testing.T) {
+	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(string) string { return "" }})
+	f.opts = globalOptions{Market: "vast", APIKey: "k", APIURL: "http://127.0.0.1:1", APIRate: 3, SimSpeed: 60}
+	p, err := f.Provider(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := p.(*vast.Client)
+	if !ok || c.Rate() != 3 {
+		t.Fatalf("provider %T paced at %v, want the vast client at --api-rate 3", p, c.Rate())
+	}
+	e := newEnv(t)
+	r := e.fails("--api-rate", "NaN", "balance")
+	if !strings.Contains(r.err, "--api-rate") {
+		t.Fatalf("want --api-rate NaN refused by name, got %s", r.err)
+	}
 }

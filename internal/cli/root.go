@@ -76,6 +76,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.StringVar(&f.opts.APIKey, "api-key", "", "vast.ai API key (default: $VAST_API_KEY, then the vastai CLI's key file)")
 	pf.StringVar(&f.opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, the URL of a running 'vastfleet sim serve'")
 	pf.StringVar(&f.opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
+	pf.Float64Var(&f.opts.APIRate, "api-rate", defaultAPIRate, "--market vast: requests per second to the API, shared by all of one command's calls (a 429 halves it for a while)")
 	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second")
 	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
