@@ -362,3 +362,15 @@ func TestRealAPIIsPaced(t *testing.T) {
 		t.Fatalf("want --api-rate NaN refused by name, got %s", r.err)
 	}
 }
+
+func TestVersionComesFromBuildInfo(t *testing.T) {
+	e := newEnv(t)
+	b := decode[map[string]any](t, e.ok("version", "--json").out)
+	if b["version"] == "" || b["version"] == "dev" || b["go_version"] == "" {
+		t.Fatalf("version --json = %v, want the module version and Go version from the build info", b)
+	}
+	text := e.ok("version").out
+	if flag := e.ok("--version").out; flag != text || !strings.HasPrefix(text, "vastfleet ") {
+		t.Fatalf("version prints %q, --version prints %q", text, flag)
+	}
+}

@@ -63,11 +63,12 @@ By default every command runs against the built-in simulated marketplace
 an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real one.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       readBuildInfo().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			return f.init(cmd)
 		},
 	}
+	root.SetVersionTemplate("vastfleet {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
 	})
@@ -89,7 +90,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f)} {
+	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}
