@@ -178,22 +178,6 @@ func (m *Manager) InstanceCost(ctx context.Context, id int64) (InstanceCost, err
 	return InstanceCostOf(in, evs, m.now()), nil
 }
 
-// InstanceCostSoFar is a quick figure for listings that have no events at
-// hand: storage for the whole life plus compute for the current running
-// stretch. It undercounts earlier running stretches of a stopped and
-// restarted instance; Cost is exact.
-func InstanceCostSoFar(in store.Instance, now time.Time) float64 {
-	end := now
-	if !in.GoneAt.IsZero() {
-		end = in.GoneAt
-	}
-	total := end.Sub(in.CreatedAt).Hours() * in.StorageDPH
-	if !in.RunningSince.IsZero() && in.GoneAt.IsZero() {
-		total += now.Sub(in.RunningSince).Hours() * (in.DPHTotal - in.StorageDPH)
-	}
-	return max(total, 0)
-}
-
 // MarshalJSON writes the durations as seconds.
 func (c InstanceCost) MarshalJSON() ([]byte, error) {
 	type plain InstanceCost
