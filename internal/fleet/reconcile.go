@@ -102,6 +102,10 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	for _, row := range rows {
 		label, ok := ParseLabel(row.LabelText())
 		known, kerr := m.S.Instance(ctx, row.ID)
+		if kerr == nil && !sameInstance(known, row) {
+			// Our id, someone else's instance: never touched as ours.
+			kerr = store.ErrNotFound
+		}
 		switch {
 		case kerr == nil:
 			switch {
