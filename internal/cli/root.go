@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,11 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	if errors.Is(err, syscall.EPIPE) && !errors.Is(err, context.Canceled) {
+		// The reader went away (`vastfleet search | head`): nothing to
+		// say, and the status a pipeline expects of a closed pipe.
+		return 141
 	}
 	fmt.Fprintf(ios.ErrOut, "error: %v\n", err)
 	var ue usageError
