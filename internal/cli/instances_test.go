@@ -309,7 +309,7 @@ func TestLsCostIsCostsFigure(t *testing.T) {
 	ls := decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out)
 	cost := decode[struct {
 		Instances []struct {
-			InstanceID int64   `json:"instance_id"`
+			InstanceID int64   `json:"id"`
 			Compute    float64 `json:"compute"`
 			Total      float64 `json:"total"`
 		} `json:"instances"`

@@ -16,7 +16,7 @@ import (
 // (dph_total − storage) for every second it was running, storage for every
 // second it existed and was not offline, from creation until gone (or now).
 type InstanceCost struct {
-	InstanceID int64         `json:"instance_id"`
+	InstanceID int64         `json:"id"`
 	Fleet      string        `json:"fleet"`
 	Experiment string        `json:"experiment"`
 	State      string        `json:"state"`
