@@ -374,3 +374,18 @@ func TestVersionComesFromBuildInfo(t *testing.T) {
 		t.Fatalf("version prints %q, --version prints %q", text, flag)
 	}
 }
+
+// Documented exit codes: 2 usage, 3 partial, 4 auth.
+func TestExitCodes(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("rent"); r.code != 2 {
+		t.Errorf("rent without an offer: exit %d, want 2 (usage)", r.code)
+	}
+	if r := e.run("--api-key", "not-the-key", "balance"); r.code != 4 {
+		t.Errorf("a refused key: exit %d, want 4 (auth)\n%s", r.code, r.err)
+	}
+	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1")
+	if r.code != 3 || !strings.Contains(r.err, "below the 2 required") {
+		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
+	}
+}

@@ -13,10 +13,34 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
 var Version = "dev"
+
+// usageOnBadArgs makes a wrong number of arguments a usage error (exit
+// 2), as a bad flag is, in every command of the tree.
+func usageOnBadArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{fmt.Errorf("%w (usage: %s)", err, cmd.UseLine())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageOnBadArgs(sub)
+	}
+}
+
+// partialError marks a command that did part of what was asked (a launch
+// short of its quorum): exit code 3.
+type partialError struct{ err error }
+
+func (e partialError) Error() string { return e.err.Error() }
+func (e partialError) Unwrap() error { return e.err }
 
 // usageError marks errors that are the user's input: exit code 2.
 type usageError struct{ err error }
@@ -49,6 +73,10 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 	switch {
 	case errors.As(err, &ue):
 		return 2
+	case errors.Is(err, provider.ErrAuth):
+		return 4
+	case errors.As(err, new(partialError)):
+		return 3
 	case errors.Is(err, context.Canceled), errors.Is(err, launch.ErrInterrupted):
 		return 130 // as a shell reports a command ended by Ctrl+C
 	default:
@@ -74,6 +102,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 			return f.init(cmd)
 		},
 	}
+	defer usageOnBadArgs(root)
 	root.SetVersionTemplate("vastfleet {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
