@@ -1,5 +1,5 @@
-// Command vastfleet turns GPU marketplaces such as vast.ai into cheap, safe
-// clusters. See README.md.
+// Command vastfleet turns GPU marketplaces such as vast.ai into cheap,
+// safe clusters. See README.md.
 package main
 
 import (
@@ -12,16 +12,30 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first Ctrl+C cancels ctx: commands stop cleanly and may ask what
-	// to do next. After it, signals get their default action again, so a
-	// second Ctrl+C ends the process at once (the store stays consistent:
-	// every write is a transaction, and intents precede rentals).
+	// Ctrl+C, kill (SIGTERM), a closed terminal (SIGHUP) and a closed
+	// output pipe (`vastfleet launch ... | head`) all get the same clean
+	// stop: ctx is cancelled, commands stop, a launch decides what to keep,
+	// and the state stays consistent.
+	ctx, cancel := context.WithCancel(context.Background())
+	stops := make(chan os.Signal, 1)
+	signal.Notify(stops, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// SIGPIPE stays caught for the whole run: with it caught, a write to
+	// the closed pipe fails with EPIPE instead of killing the process
+	// half-way through its cleanup.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
 	go func() {
-		<-ctx.Done()
-		stop()
+		select {
+		case <-stops:
+		case <-pipe:
+		}
+		cancel()
+		// After the first stop signal, the next one has its default
+		// action again: a second Ctrl+C ends the process at once (every
+		// store write is a transaction, and intents precede rentals).
+		signal.Reset(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	}()
 	code := cli.Main(ctx, cli.System(), os.Args[1:])
-	stop()
+	cancel()
 	os.Exit(code)
 }

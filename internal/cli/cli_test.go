@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
 // env is one user's machine: a data dir shared by every command run in it,
@@ -340,4 +342,50 @@ func shellWords(s string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
+}
+
+// Every command on the real API goes through one paced client.
+func TestRealAPIIsPaced(t *testing.T) {
+	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(string) string { return "" }})
+	f.opts = globalOptions{Market: "vast", APIKey: "k", APIURL: "http://127.0.0.1:1", APIRate: 3, SimSpeed: 60}
+	p, err := f.Provider(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := p.(*vast.Client)
+	if !ok || c.Rate() != 3 {
+		t.Fatalf("provider %T paced at %v, want the vast client at --api-rate 3", p, c.Rate())
+	}
+	e := newEnv(t)
+	r := e.fails("--api-rate", "NaN", "balance")
+	if !strings.Contains(r.err, "--api-rate") {
+		t.Fatalf("want --api-rate NaN refused by name, got %s", r.err)
+	}
+}
+
+func TestVersionComesFromBuildInfo(t *testing.T) {
+	e := newEnv(t)
+	b := decode[map[string]any](t, e.ok("version", "--json").out)
+	if b["version"] == "" || b["version"] == "dev" || b["go_version"] == "" {
+		t.Fatalf("version --json = %v, want the module version and Go version from the build info", b)
+	}
+	text := e.ok("version").out
+	if flag := e.ok("--version").out; flag != text || !strings.HasPrefix(text, "vastfleet ") {
+		t.Fatalf("version prints %q, --version prints %q", text, flag)
+	}
+}
+
+// Documented exit codes: 2 usage, 3 partial, 4 auth.
+func TestExitCodes(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("rent"); r.code != 2 {
+		t.Errorf("rent without an offer: exit %d, want 2 (usage)", r.code)
+	}
+	if r := e.run("--api-key", "not-the-key", "balance"); r.code != 4 {
+		t.Errorf("a refused key: exit %d, want 4 (auth)\n%s", r.code, r.err)
+	}
+	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1")
+	if r.code != 3 || !strings.Contains(r.err, "below the 2 required") {
+		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
+	}
 }

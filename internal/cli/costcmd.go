@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
 	"os"
 	"strconv"
@@ -81,19 +82,9 @@ func newExportCmd(f *factory) *cobra.Command {
 			if out == "" || out == "-" {
 				return st.ExportVastInstances(ctx, f.io.Out, includeGone)
 			}
-			tmp, err := os.CreateTemp(dirOf(out), ".vast-instances-*.json")
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			if err := st.ExportVastInstances(ctx, tmp, includeGone); err != nil {
-				tmp.Close()
-				return err
-			}
-			if err := tmp.Close(); err != nil {
-				return err
-			}
-			return os.Rename(tmp.Name(), out)
+			return atomicfile.Write(out, 0o600, func(w io.Writer) error {
+				return st.ExportVastInstances(ctx, w, includeGone)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "vast-instances", "output format")

@@ -7,12 +7,14 @@ import (
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/time/rate"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
@@ -24,12 +26,22 @@ import (
 // the simulator only listens on loopback.
 const simAPIKey = "vastfleet-sim-key"
 
+// defaultAPIRate paces every call a command makes to vast.ai. Its limits
+// are per endpoint and per key, stated as thresholds with no unit
+// (vast-api.md §10): a few calls a second, in bursts of a few, stays under
+// them, and 429s slow the client further.
+const (
+	defaultAPIRate  = 4
+	defaultAPIBurst = 8
+)
+
 type globalOptions struct {
 	Market    string
 	APIKey    string
 	APIURL    string
 	DataDir   string
 	SimSpeed  float64
+	APIRate   float64
 	SimFaults string
 	SimSeed   int64
 	Verbose   bool
@@ -73,6 +85,9 @@ func (f *factory) init(cmd *cobra.Command) error {
 	case "sim", "vast":
 	default:
 		return usagef("--market %q: use sim (the built-in simulator) or vast (real vast.ai)", f.opts.Market)
+	}
+	if f.opts.APIRate <= 0 || math.IsNaN(f.opts.APIRate) || math.IsInf(f.opts.APIRate, 0) {
+		return usagef("--api-rate %v: must be a positive number of requests per second", f.opts.APIRate)
 	}
 	if f.opts.SimSpeed <= 0 {
 		return usagef("--sim-speed %v: must be positive (60 = one simulated minute per second)", f.opts.SimSpeed)
@@ -137,7 +152,12 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 		}
 		key = k
 	}
-	c, err := vast.New(vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version})
+	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version}
+	if f.opts.Market == "vast" {
+		// The simulator draws its own 429s; the real API gets paced.
+		opts.RateLimit, opts.Burst = rate.Limit(f.opts.APIRate), defaultAPIBurst
+	}
+	c, err := vast.New(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -186,10 +186,14 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) 
 			return err
 		}
 	}
-	if opts.JSON {
-		return writeJSON(f.io.Out, instanceView(rec, f.Clock().Now()))
+	views, err := instanceViews(ctx, m, []store.Instance{rec}, f.Clock().Now())
+	if err != nil {
+		return err
 	}
-	return printInstances(f, []store.Instance{rec})
+	if opts.JSON {
+		return writeJSON(f.io.Out, views[0])
+	}
+	return printInstances(f, views)
 }
 
 func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, timeout time.Duration) (store.Instance, error) {
@@ -227,15 +231,14 @@ func newLsCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			views, err := instanceViews(ctx, m, recs, f.Clock().Now())
+			if err != nil {
+				return err
+			}
 			if opts.JSON {
-				now := f.Clock().Now()
-				views := make([]instanceJSON, 0, len(recs))
-				for _, r := range recs {
-					views = append(views, instanceView(r, now))
-				}
 				return writeJSON(f.io.Out, views)
 			}
-			return printInstances(f, recs)
+			return printInstances(f, views)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
@@ -270,7 +273,21 @@ type instanceJSON struct {
 	DestroyWait bool     `json:"destroy_requested"`
 }
 
-func instanceView(r store.Instance, now time.Time) instanceJSON {
+// instanceViews prices each instance from its whole recorded timeline, the
+// one cost rule `cost` uses too.
+func instanceViews(ctx context.Context, m *fleet.Manager, recs []store.Instance, now time.Time) ([]instanceJSON, error) {
+	views := make([]instanceJSON, 0, len(recs))
+	for _, r := range recs {
+		evs, err := m.S.Events(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, instanceView(r, fleet.InstanceCostOf(r, evs, now).Total, now))
+	}
+	return views, nil
+}
+
+func instanceView(r store.Instance, cost float64, now time.Time) instanceJSON {
 	end := now
 	if !r.Live() {
 		end = r.GoneAt
@@ -279,20 +296,18 @@ func instanceView(r store.Instance, now time.Time) instanceJSON {
 		ID: r.ID, OfferID: r.OfferID, MachineID: r.MachineID, GPUName: r.GPUName, NumGPUs: r.NumGPUs,
 		CPUCores: r.CPUCores, RAMMB: r.RAMMB, DPHTotal: r.DPHTotal, State: r.State, Wanted: r.Wanted,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UptimeSec: end.Sub(r.CreatedAt).Seconds(),
-		CostSoFar: fleet.InstanceCostSoFar(r, now), SSHURL: r.SSHURL, Fleet: r.Fleet, Experiment: r.Experiment,
+		CostSoFar: cost, SSHURL: r.SSHURL, Fleet: r.Fleet, Experiment: r.Experiment,
 		Label: r.Label, EstHours: r.EstHours, EstCost: r.EstCost, Gone: !r.Live(), DestroyWait: !r.DestroyRequestedAt.IsZero(),
 	}
 }
 
-func printInstances(f *factory, recs []store.Instance) error {
-	now := f.Clock().Now()
-	if len(recs) == 0 {
+func printInstances(f *factory, views []instanceJSON) error {
+	if len(views) == 0 {
 		fmt.Fprintln(f.io.ErrOut, "no instances (rent one with `vastfleet rent OFFER_ID` or `vastfleet launch`)")
 		return nil
 	}
 	t := newTable(f.io.Out, "ID", "OFFER", "GPU", "vCPU", "$/hr", "STATE", "UPTIME", "COST", "SSH", "FLEET")
-	for _, r := range recs {
-		v := instanceView(r, now)
+	for _, v := range views {
 		state := v.State
 		if state == "" {
 			state = "provisioning"

@@ -294,3 +294,33 @@ func TestSimHostsFlag(t *testing.T) {
 		t.Errorf("instance %s got a machine without --sim-hosts (%v)", id2, err)
 	}
 }
+
+// ls prices an instance with the same rule as cost, earlier running
+// stretches included: a stopped, restarted and destroyed instance shows one
+// figure in both.
+func TestLsCostIsCostsFigure(t *testing.T) {
+	e := newEnv(t)
+	offer := e.cheapestOffer("gpu_name=RTX_3090")
+	inst := decode[map[string]any](t, e.ok("rent", offer, "--image", "ubuntu:22.04", "--json").out)
+	id := fmt.Sprint(int64(inst["id"].(float64)))
+	e.ok("stop", id)
+	e.ok("start", id)
+	e.ok("destroy", id, "--yes")
+	ls := decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out)
+	cost := decode[struct {
+		Instances []struct {
+			InstanceID int64   `json:"id"`
+			Compute    float64 `json:"compute"`
+			Total      float64 `json:"total"`
+		} `json:"instances"`
+	}](t, e.ok("cost", "--json").out)
+	if len(ls) != 1 || len(cost.Instances) != 1 {
+		t.Fatalf("ls %v, cost %+v: want one instance each", ls, cost)
+	}
+	if cost.Instances[0].Compute <= 0 {
+		t.Fatalf("the instance ran but cost shows no compute: %+v", cost.Instances[0])
+	}
+	if got, want := ls[0]["cost_so_far"].(float64), cost.Instances[0].Total; got != want {
+		t.Fatalf("ls says $%v, cost says $%v for the same destroyed instance", got, want)
+	}
+}

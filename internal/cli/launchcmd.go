@@ -132,7 +132,7 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		}
 		view := newLaunchView(f, opts.JSON)
 		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
-		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
+		return view.finish(ctx, f, m, opts.Resume, sum, err, ask, opts.MinReady)
 	}
 
 	spec, err := opts.spec(onInterrupt)
@@ -157,7 +157,7 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 	}
 	view := newLaunchView(f, opts.JSON)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
-	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
+	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask, spec.MinReady)
 }
 
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
@@ -306,7 +306,16 @@ func (v *launchView) event(e launch.Event) {
 
 // finish prints the summary, and after an interrupt asks what to do with the
 // instances (on a terminal, when --on-interrupt was not given).
-func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool) error {
+// A launch that ends with fewer ready than --min-ready (default: every
+// instance asked) exits 3, "partial", whatever the rest of the summary.
+func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool, minReady int) error {
+	if minReady <= 0 {
+		minReady = sum.Asked
+	}
+	if err == nil && !sum.Interrupted && sum.Ready < minReady {
+		err = partialError{fmt.Errorf("fleet %s: %d ready of %d asked, below the %d required (see `vastfleet ls --fleet %s`; `vastfleet cleanup %s` destroys what is not running)",
+			fleetName, sum.Ready, sum.Asked, minReady, fleetName, fleetName)}
+	}
 	if v.live {
 		fmt.Fprint(f.io.ErrOut, "\r\033[K")
 	}

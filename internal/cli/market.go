@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -122,5 +122,5 @@ func writePlot(path string, curve []market.Depth, marks []int, rankedBy string) 
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, 0o644)
+	return atomicfile.WriteFile(path, data, 0o644)
 }

@@ -8,14 +8,39 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
 var Version = "dev"
+
+// usageOnBadArgs makes a wrong number of arguments a usage error (exit
+// 2), as a bad flag is, in every command of the tree.
+func usageOnBadArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{fmt.Errorf("%w (usage: %s)", err, cmd.UseLine())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageOnBadArgs(sub)
+	}
+}
+
+// partialError marks a command that did part of what was asked (a launch
+// short of its quorum): exit code 3.
+type partialError struct{ err error }
+
+func (e partialError) Error() string { return e.err.Error() }
+func (e partialError) Unwrap() error { return e.err }
 
 // usageError marks errors that are the user's input: exit code 2.
 type usageError struct{ err error }
@@ -38,11 +63,20 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 	if err == nil {
 		return 0
 	}
+	if errors.Is(err, syscall.EPIPE) && !errors.Is(err, context.Canceled) {
+		// The reader went away (`vastfleet search | head`): nothing to
+		// say, and the status a pipeline expects of a closed pipe.
+		return 141
+	}
 	fmt.Fprintf(ios.ErrOut, "error: %v\n", err)
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
 		return 2
+	case errors.Is(err, provider.ErrAuth):
+		return 4
+	case errors.As(err, new(partialError)):
+		return 3
 	case errors.Is(err, context.Canceled), errors.Is(err, launch.ErrInterrupted):
 		return 130 // as a shell reports a command ended by Ctrl+C
 	default:
@@ -63,11 +97,13 @@ By default every command runs against the built-in simulated marketplace
 an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real one.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       readBuildInfo().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			return f.init(cmd)
 		},
 	}
+	defer usageOnBadArgs(root)
+	root.SetVersionTemplate("vastfleet {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
 	})
@@ -76,6 +112,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.StringVar(&f.opts.APIKey, "api-key", "", "vast.ai API key (default: $VAST_API_KEY, then the vastai CLI's key file)")
 	pf.StringVar(&f.opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, the URL of a running 'vastfleet sim serve'")
 	pf.StringVar(&f.opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
+	pf.Float64Var(&f.opts.APIRate, "api-rate", defaultAPIRate, "--market vast: requests per second to the API, shared by all of one command's calls (a 429 halves it for a while)")
 	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second")
 	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
@@ -88,7 +125,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f)} {
+	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -283,30 +283,11 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 }
 
 func saveRanked(path string, ranked []market.Ranked) error {
-	tmp, err := os.CreateTemp(dirOf(path), ".vastfleet-*.json")
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return writeJSONArray(w, ranked) })
 	if err != nil {
 		return fmt.Errorf("--save: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := writeJSONArray(tmp, ranked); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--save: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--save: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--save: %w", err)
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-func dirOf(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[:i+1]
-	}
-	return "."
+	return nil
 }
 
 // printOffers writes the offer table a person reads at a glance; data lines

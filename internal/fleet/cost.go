@@ -16,7 +16,7 @@ import (
 // (dph_total − storage) for every second it was running, storage for every
 // second it existed and was not offline, from creation until gone (or now).
 type InstanceCost struct {
-	InstanceID int64         `json:"instance_id"`
+	InstanceID int64         `json:"id"`
 	Fleet      string        `json:"fleet"`
 	Experiment string        `json:"experiment"`
 	State      string        `json:"state"`
@@ -176,22 +176,6 @@ func (m *Manager) InstanceCost(ctx context.Context, id int64) (InstanceCost, err
 		return InstanceCost{}, err
 	}
 	return InstanceCostOf(in, evs, m.now()), nil
-}
-
-// InstanceCostSoFar is a quick figure for listings that have no events at
-// hand: storage for the whole life plus compute for the current running
-// stretch. It undercounts earlier running stretches of a stopped and
-// restarted instance; Cost is exact.
-func InstanceCostSoFar(in store.Instance, now time.Time) float64 {
-	end := now
-	if !in.GoneAt.IsZero() {
-		end = in.GoneAt
-	}
-	total := end.Sub(in.CreatedAt).Hours() * in.StorageDPH
-	if !in.RunningSince.IsZero() && in.GoneAt.IsZero() {
-		total += now.Sub(in.RunningSince).Hours() * (in.DPHTotal - in.StorageDPH)
-	}
-	return max(total, 0)
 }
 
 // MarshalJSON writes the durations as seconds.

@@ -35,26 +35,10 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 		}
 		pending = append(pending, id)
 	}
-	// The destroy calls outlive a cancelled command (Ctrl+C): a destroy
-	// recorded as requested but never sent would leave it to reconcile.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	acked := map[int64]bool{}
-	for _, id := range pending {
-		// ErrNotFound is fine: the listing below decides.
-		err := m.P.DestroyInstance(dctx, id)
-		acked[id] = err == nil
-		if err != nil && !errors.Is(err, provider.ErrNotFound) {
-			if errors.Is(err, provider.ErrAuth) {
-				return errors.Join(append(errs, fmt.Errorf("destroy %d: %w (the instance may still bill)", id, err))...)
-			}
-			m.log().Warn("destroy call failed; confirming by listing", "instance", id, "err", err)
-		}
-	}
 	if len(pending) == 0 {
 		return errors.Join(errs...)
 	}
-	if err := m.confirmGone(ctx, pending, acked); err != nil {
+	if err := m.confirmGone(ctx, pending, map[int64]bool{}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -68,8 +52,10 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]bool) error {
 	deadline := m.now().Add(DestroyTimeout)
 	var lastErr error
-	for first := true; ; first = false {
-		if !first {
+	// The first listing finds our rows to destroy; the second, right after,
+	// usually proves them gone; later ones are paced.
+	for round := 0; ; round++ {
+		if round > 1 {
 			if m.now().After(deadline) {
 				break
 			}
@@ -84,6 +70,10 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			if errors.Is(err, provider.ErrAuth) {
 				break
 			}
+			// No listing to check labels against: each instance not yet
+			// sent a destroy is checked on its own, so it does not keep
+			// billing while listings fail.
+			m.destroyShown(ctx, ids, acked)
 			continue
 		}
 		if l.Total != len(l.Instances) {
@@ -94,15 +84,17 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 		now := m.now()
 		var still []int64
 		for _, id := range ids {
-			if _, ok := listed[id]; ok {
+			known, kerr := m.S.Instance(ctx, id)
+			if row, ok := listed[id]; ok && (kerr != nil || sameInstance(known, row)) {
 				still = append(still, id)
 				continue
 			}
-			if !acked[id] {
-				if in, err := m.S.Instance(ctx, id); err != nil || now.Sub(in.CreatedAt) < m.grace() {
-					still = append(still, id)
-					continue
-				}
+			// Not listed, or listed under another label: that id is some
+			// other instance now (another data dir's on a shared
+			// marketplace), and ours is not among the rows.
+			if _, foreign := listed[id]; !foreign && !acked[id] && (kerr != nil || now.Sub(known.CreatedAt) < m.grace()) {
+				still = append(still, id)
+				continue
 			}
 			if err := m.S.MarkGone(ctx, id, now); err != nil {
 				return fmt.Errorf("instance %d is gone but the store could not record it: %w", id, err)
@@ -113,11 +105,25 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			return nil
 		}
 		lastErr = fmt.Errorf("still listed")
+		// Destroy is sent only to rows the listing shows with our label.
+		// The calls outlive a cancelled command (Ctrl+C): a destroy
+		// recorded as requested but never sent would leave it to reconcile.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		for _, id := range ids {
-			if err := m.P.DestroyInstance(ctx, id); err != nil && !errors.Is(err, provider.ErrNotFound) {
-				m.log().Warn("re-sent destroy failed", "instance", id, "err", err)
+			if _, ok := listed[id]; !ok {
+				continue
+			}
+			err := m.P.DestroyInstance(dctx, id)
+			acked[id] = acked[id] || err == nil
+			if err != nil && !errors.Is(err, provider.ErrNotFound) {
+				if errors.Is(err, provider.ErrAuth) {
+					cancel()
+					return fmt.Errorf("destroy %d: %w (the instance may still bill)", id, err)
+				}
+				m.log().Warn("destroy call failed; confirming by listing", "instance", id, "err", err)
 			}
 		}
+		cancel()
 	}
 	return fmt.Errorf("%w for instances %v: they stay \"destroy requested\" (run reconcile to confirm): %w", ErrNotConfirmed, ids, lastErr)
 }
@@ -148,6 +154,13 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 		if run {
 			wanted, call, verb = store.WantRunning, m.P.StartInstance, "start"
 		}
+		if row, err := m.P.ShowInstance(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("%s %d: checking it is ours first: %w", verb, id, err))
+			continue
+		} else if !sameInstance(in, row) {
+			errs = append(errs, fmt.Errorf("%s %d: the marketplace's instance %d carries label %q, not this store's %q: not touching it", verb, id, id, row.LabelText(), in.Label))
+			continue
+		}
 		if err := call(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("%s %d: %w", verb, id, err))
 			continue
@@ -165,4 +178,35 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// destroyShown sends destroy to each of ids not yet acknowledged whose
+// own row (show instance) carries our label.
+func (m *Manager) destroyShown(ctx context.Context, ids []int64, acked map[int64]bool) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		if acked[id] {
+			continue
+		}
+		known, err := m.S.Instance(ctx, id)
+		if err != nil {
+			continue
+		}
+		row, err := m.P.ShowInstance(dctx, id)
+		if err != nil || !sameInstance(known, row) {
+			continue
+		}
+		acked[id] = m.P.DestroyInstance(dctx, id) == nil
+	}
+}
+
+// sameInstance reports whether the marketplace's row is the instance the
+// store knows by that id. Ids are the marketplace's, not ours: another data
+// dir on a shared marketplace, or a simulator reset, can hand the same id
+// to someone else's instance, and only the label (store id, fleet, intent)
+// tells them apart. An instance the store holds without a label (adopted
+// by hand) is taken at its id.
+func sameInstance(known store.Instance, row provider.Instance) bool {
+	return known.Label == "" || row.LabelText() == known.Label
 }

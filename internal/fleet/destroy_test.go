@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -104,5 +105,45 @@ func TestReconcileRedestroys(t *testing.T) {
 	rep, err = e.m.Reconcile(ctx, ReconcileOptions{})
 	if err != nil || len(rep.Changes) != 1 || rep.Changes[0].Kind != ChangeGone {
 		t.Fatalf("reconcile: %+v %v", rep, err)
+	}
+}
+
+// An id the store knows may name someone else's instance on the
+// marketplace (another data dir on a shared marketplace, a reset
+// simulator): without our label on the row, it is never stopped, started
+// or destroyed, by destroy, stop or reconcile.
+func TestNeverTouchesAnInstanceWithoutOurLabel(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	rec := rentN(t, e, 1)[0]
+	// The marketplace's instance under this id is now another data dir's.
+	theirs := "vastfleet:0000000000000000:their-fleet:1"
+	if err := e.client.SetLabel(ctx, rec.ID, theirs); err != nil {
+		t.Fatal(err)
+	}
+	alive := func() bool {
+		for _, s := range e.mkt.State() {
+			if s.ID == rec.ID {
+				return !s.Destroyed && s.Status != "stopped"
+			}
+		}
+		return false
+	}
+	if err := e.m.Stop(ctx, []int64{rec.ID}); err == nil || !strings.Contains(err.Error(), "not touching it") {
+		t.Fatalf("stop of an instance with another label = %v, want a refusal", err)
+	}
+	e.clock.Advance(DefaultGrace)
+	if err := e.m.Destroy(ctx, []int64{rec.ID}); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if _, err := e.m.Reconcile(ctx, ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !alive() {
+		t.Fatal("the listed instance, which carries another label, was stopped or destroyed")
+	}
+	got, _ := e.st.Instance(ctx, rec.ID)
+	if got.GoneAt.IsZero() {
+		t.Fatalf("the store's own instance (label %q) is in no listing, yet not marked gone: %+v", rec.Label, got)
 	}
 }

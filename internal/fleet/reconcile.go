@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -35,32 +36,45 @@ const (
 
 // Change is one thing Reconcile changed in the store or the marketplace.
 type Change struct {
-	Kind     string
-	Instance int64 // 0 for an abandoned intent
-	Intent   int64
-	Detail   string
+	Kind     string `json:"kind"`
+	Instance int64  `json:"id"` // 0 for an abandoned intent
+	Intent   int64  `json:"intent_id"`
+	Detail   string `json:"detail"`
 }
 
 // Orphan is a listed instance whose label names vastfleet but no intent
 // this store knows.
 type Orphan struct {
-	Instance provider.Instance
-	Reason   string
+	Instance provider.Instance `json:"instance"`
+	Reason   string            `json:"reason"`
 	// Foreign: the label names another vastfleet store.
-	Foreign bool
+	Foreign bool `json:"foreign"`
 }
 
 // Report is what one Reconcile saw and did.
 type Report struct {
-	Listed    int // rows in the complete listing
-	Unmanaged int // rows without a vastfleet label (rented by hand)
-	Changes   []Change
-	Orphans   []Orphan
+	Listed    int      `json:"listed"`    // rows in the complete listing
+	Unmanaged int      `json:"unmanaged"` // rows without a vastfleet label (rented by hand)
+	Changes   []Change `json:"changes"`
+	Orphans   []Orphan `json:"orphans"`
 	// Redestroyed are instances the store wants destroyed that were still
 	// listed: their destroy was sent again (idempotent, not a store change).
-	Redestroyed []int64
+	Redestroyed []int64 `json:"redestroyed"`
 	// Errors are per-instance failures that did not stop the reconcile.
-	Errors []error
+	Errors []error `json:"-"`
+}
+
+// MarshalJSON writes the errors as their messages.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	msgs := make([]string, len(r.Errors))
+	for i, e := range r.Errors {
+		msgs[i] = e.Error()
+	}
+	return json.Marshal(struct {
+		plain
+		Errors []string `json:"errors"`
+	}{plain(r), msgs})
 }
 
 // Reconcile makes the store agree with one complete listing of the account.
@@ -102,6 +116,10 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	for _, row := range rows {
 		label, ok := ParseLabel(row.LabelText())
 		known, kerr := m.S.Instance(ctx, row.ID)
+		if kerr == nil && !sameInstance(known, row) {
+			// Our id, someone else's instance: never touched as ours.
+			kerr = store.ErrNotFound
+		}
 		switch {
 		case kerr == nil:
 			switch {

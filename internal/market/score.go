@@ -403,11 +403,11 @@ func (a *rankKey) compare(b *rankKey) int {
 
 // Depth is the capacity of the top N ranked offers, summed.
 type Depth struct {
-	N     int
-	VCPU  float64
-	RAMGB float64
-	DPH   float64
-	GPUs  int
+	N     int     `json:"n"`
+	VCPU  float64 `json:"vcpu"`
+	RAMGB float64 `json:"ram_gb"`
+	DPH   float64 `json:"dph_total"`
+	GPUs  int     `json:"gpus"`
 }
 
 // DepthTable sums the top N offers for each N in ns (ascending or not). N is

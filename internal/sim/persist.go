@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,36 +121,7 @@ func (m *Market) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(m.dir, stateFile), b)
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".sim-state-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteFile(filepath.Join(m.dir, stateFile), b, 0o600)
 }
 
 // Close saves the state and releases the directory lock.

@@ -9,10 +9,10 @@ import (
 
 // BadHost is a machine to avoid until Until, after a launch on it failed.
 type BadHost struct {
-	MachineID int64
-	Reason    string
-	FailedAt  time.Time
-	Until     time.Time
+	MachineID int64     `json:"machine_id"`
+	Reason    string    `json:"reason"`
+	FailedAt  time.Time `json:"failed_at"`
+	Until     time.Time `json:"until"`
 }
 
 // MarkBadHost records (or replaces) a machine to avoid.

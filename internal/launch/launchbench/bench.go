@@ -32,26 +32,29 @@ type Config struct {
 
 // Row is one strategy's result.
 type Row struct {
-	Strategy        string
-	Asked           int
-	ReadyAtDeadline int // running when the strategy's launch ended
-	ShareReady      float64
+	Strategy        string  `json:"strategy"`
+	Asked           int     `json:"asked"`
+	ReadyAtDeadline int     `json:"ready_at_deadline"` // running when the strategy's launch ended
+	ShareReady      float64 `json:"share_ready"`
 	// BootSpend is what waiting for the fleet cost: the simulator ledger's
 	// time-billed charges (compute + storage) from the first rent to the
 	// end of the launch (the fleet complete, or the strategy giving up);
 	// stragglers cleaned up after that bill storage only and are left out.
-	BootSpend float64
+	BootSpend float64 `json:"boot_spend"`
 	// Compute and Storage make up BootSpend. Bandwidth is the image pulls
 	// (billed per byte as they arrive, so every rental pays for what it
 	// downloaded, replacements and hedged spares included); Total adds it.
-	Compute, Storage, Bandwidth, Total float64
+	Compute   float64 `json:"compute"`
+	Storage   float64 `json:"storage"`
+	Bandwidth float64 `json:"bandwidth"`
+	Total     float64 `json:"total"`
 	// TotalPerReady is Total over the instances ready at the end: what one
 	// usable instance cost to get, the fair comparison between strategies
 	// that end with fleets of different sizes (0 when none is ready).
-	TotalPerReady float64
-	APICalls      int64
-	SimMinutes    float64 // marketplace time from the first call to the end
-	Rented        int
+	TotalPerReady float64 `json:"total_per_ready"`
+	APICalls      int64   `json:"api_calls"`
+	SimMinutes    float64 `json:"sim_minutes"` // marketplace time from the first call to the end
+	Rented        int     `json:"rented"`
 }
 
 // Run runs the three strategies on fresh copies of one simulated market

@@ -74,6 +74,7 @@ type Client struct {
 	now     func() time.Time
 	log     *slog.Logger
 	limiter *rate.Limiter
+	rate    rate.Limit // the configured rate; 429s lower the limiter's below it
 	rnd     func() float64
 }
 
@@ -155,6 +156,7 @@ func New(opts Options) (*Client, error) {
 			b = 1
 		}
 		c.limiter = rate.NewLimiter(opts.RateLimit, b)
+		c.rate = opts.RateLimit
 	}
 	return c, nil
 }
@@ -245,6 +247,9 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			}
 		}
 		resp, err := c.once(ctx, cl, payload, attempt)
+		if err == nil {
+			c.adapt(resp.status)
+		}
 		last := attempt >= c.max
 		if err != nil {
 			if ctx.Err() != nil {
@@ -266,6 +271,34 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			return nil, err
 		}
 	}
+}
+
+// Rate is the request rate the client allows itself now (0: unlimited).
+func (c *Client) Rate() rate.Limit {
+	if c.limiter == nil {
+		return 0
+	}
+	return c.limiter.Limit()
+}
+
+// minRateShare is the floor a run of 429s can push the rate down to.
+const minRateShare = 1.0 / 16
+
+// adapt slows the whole client down when the marketplace says it is asking
+// too often, halving its rate on every 429 (vast.ai sends no Retry-After),
+// and wins the configured rate back a little with every answer that is
+// not a 429.
+func (c *Client) adapt(status int) {
+	if c.limiter == nil {
+		return
+	}
+	l := c.limiter.Limit()
+	if status == 429 {
+		l = max(l/2, c.rate*minRateShare)
+	} else {
+		l = min(l*1.05, c.rate)
+	}
+	c.limiter.SetLimit(l)
 }
 
 func retryable(p retryPolicy, status int) bool {

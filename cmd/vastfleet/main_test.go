@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary builds this command once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vastfleet")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A reader that stops early (`vastfleet search ... | head`) ends the
+// command quietly with a pipeline's status for a closed pipe, not a crash.
+func TestClosedPipeEndsQuietly(t *testing.T) {
+	bin := binary(t)
+	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-faults", "none", "search", "-n", "--all", "--json", "rentable=True")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(stdout, make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 141 {
+		t.Fatalf("after the reader closed the pipe: %v (stderr %q), want exit status 141", err, stderr.String())
+	}
+	if s := stderr.String(); strings.Contains(s, "error") || strings.Contains(s, "panic") {
+		t.Fatalf("stderr after a closed pipe: %q", s)
+	}
+}
+
+// Closing the terminal (SIGHUP) stops a launch as Ctrl+C does: exit 130,
+// and every instance it rented is known to the store, none left unready.
+func TestHangupStopsALaunchCleanly(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--data-dir", dir, "--sim-faults", "none", "--sim-speed", "30",
+		"launch", "--count", "5", "--deadline", "30m", "--park", "--fleet", "hup", "--image", "ubuntu:22.04",
+		"-n", "rentable=True num_gpus=1 dph_total<1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("launch after SIGHUP: %v, want exit 130\n%s", err, out.String())
+	}
+	rec, err := exec.Command(bin, "--data-dir", dir, "--sim-faults", "none", "reconcile", "--json").Output()
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	var rep struct {
+		Orphans []json.RawMessage `json:"orphans"`
+	}
+	if err := json.Unmarshal(rec, &rep); err != nil {
+		t.Fatalf("reconcile --json: %v\n%s", err, rec)
+	}
+	if len(rep.Orphans) != 0 {
+		t.Fatalf("instances the store does not know after SIGHUP: %s", rec)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// dataMaps hold data, not field names: their keys are whatever the
+// marketplace or the user put there.
+var dataMaps = map[string]bool{"ports": true, "env": true}
+
+// snakeKeys reports every object key under v that is not snake_case.
+func snakeKeys(v any, path string, bad map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			if !snakeCase.MatchString(k) {
+				bad[path+"."+k] = true
+			}
+			if !dataMaps[k] {
+				snakeKeys(val, path+"."+k, bad)
+			}
+		}
+	case []any:
+		for _, val := range x {
+			snakeKeys(val, path+"[]", bad)
+		}
+	}
+}
+
+// Every command that takes --json prints snake_case keys. The test walks
+// the whole command tree, so a new --json command must be added here.
+func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
+	e := newEnv(t)
+	offer := e.cheapestOffer("gpu_name=RTX_3090")
+	inst := decode[map[string]any](t, e.ok("rent", offer, "--image", "ubuntu:22.04", "--json").out)
+	id := fmt.Sprint(int64(inst["id"].(float64)))
+	runs := [][]string{
+		{"rent", e.cheapestOffer("gpu_name=RTX_4090"), "--image", "ubuntu:22.04", "--json"},
+		{"ssh-url", id, "--json"},
+		{"scp-url", id, "--json"},
+		{"logs", id, "--json"},
+		{"stop", id, "--json"},
+		{"start", id, "--json"},
+		{"ls", "--json"},
+		{"cost", "--json"},
+		{"reconcile", "--json"},
+		{"hosts", "--json"},
+		{"balance", "--json"},
+		{"search", "--limit", "3", "--json"},
+		{"market", "depth", "--json"},
+		{"plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "1", "--json"},
+		{"launch", "--count", "2", "--deadline", "30m", "--fleet", "j", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1"},
+		{"bench", "launch", "--count", "3", "--json"},
+		{"version", "--json"},
+		{"destroy", id, "--yes", "--json"},
+	}
+	// bench rank runs the vastfleet binary and the Python recipe as child
+	// processes, which a test binary cannot stand in for; its rows are
+	// benchRankRow, checked by the same rule below.
+	notRun := map[string]bool{"bench rank": true}
+	covered := map[string]bool{}
+	for _, args := range runs {
+		r := e.ok(args...)
+		covered[commandPath(args)] = true
+		bad := map[string]bool{}
+		for _, line := range jsonValues(t, r.out) {
+			snakeKeys(line, "", bad)
+		}
+		if len(bad) > 0 {
+			keys := make([]string, 0, len(bad))
+			for k := range bad {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			t.Errorf("vastfleet %s --json: keys not snake_case: %v", strings.Join(args, " "), keys)
+		}
+	}
+	b, _ := json.Marshal(benchRankRow{})
+	var row map[string]any
+	json.Unmarshal(b, &row)
+	bad := map[string]bool{}
+	snakeKeys(row, "bench rank", bad)
+	if len(bad) > 0 {
+		t.Errorf("bench rank rows: keys not snake_case: %v", bad)
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Flags().Lookup("json") != nil {
+			path := strings.TrimPrefix(c.CommandPath(), "vastfleet ")
+			if !covered[path] && !notRun[path] {
+				t.Errorf("%q takes --json but this test never runs it: add it", path)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd(newFactory(&IOStreams{})))
+}
+
+// commandPath is the command part of args ("market depth" of
+// ["market", "depth", "--json"]).
+func commandPath(args []string) string {
+	path := args[0]
+	if (args[0] == "market" || args[0] == "bench") && len(args) > 1 {
+		path += " " + args[1]
+	}
+	return path
+}
+
+// jsonValues decodes one JSON value, or JSON lines.
+func jsonValues(t *testing.T, out string) []any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	var vals []any
+	for dec.More() {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		vals = append(vals, v)
+	}
+	return vals
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// buildInfo is what this binary was built from: the module version (set
+// with -ldflags "-X .../cli.Version=..." for releases, else the module's
+// own) and the VCS commit Go stamped into it.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	Modified  bool   `json:"modified,omitempty"` // built from a tree with uncommitted changes
+	GoVersion string `json:"go_version"`
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: Version}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.GoVersion = bi.GoVersion
+	if b.Version == "dev" && bi.Main.Version != "" {
+		b.Version = bi.Main.Version // "(devel)" for a build from a checkout
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+func (b buildInfo) String() string {
+	s := b.Version
+	if b.Commit != "" {
+		c := b.Commit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		s += " (commit " + c
+		if b.Modified {
+			s += ", modified"
+		}
+		s += ")"
+	}
+	if b.GoVersion != "" {
+		s += " " + b.GoVersion
+	}
+	return s
+}
+
+func newVersionCmd(f *factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit this binary was built from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b := readBuildInfo()
+			if asJSON {
+				return writeJSON(f.io.Out, b)
+			}
+			_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
