@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
@@ -65,16 +66,23 @@ func optMoney(v *float64) string {
 }
 
 func newExportCmd(f *factory) *cobra.Command {
-	var format, out string
-	var includeGone bool
+	var format, out, fleetName, script string
+	var includeGone, mpich bool
 	cmd := &cobra.Command{
-		Use:   "export --format vast-instances [--out FILE]",
-		Short: "Write the tracked instances as vast-instances.json for other tooling",
+		Use:   "export --format vast-instances|ssh-config|hostfile|env|torchrun [--fleet F | ID...] [--mpich] [--out FILE]",
+		Short: "Write the tracked instances as vast-instances.json, or a fleet as ssh config, MPI hostfile, rank env or torchrun lines",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "vast-instances" {
-				return usagef("--format %q: the supported format is vast-instances", format)
-			}
 			ctx := cmd.Context()
+			if format != "vast-instances" {
+				if out == "" || out == "-" {
+					return exportNodes(ctx, f, f.io.Out, format, fleetName, args, mpich, script)
+				}
+				var b bytes.Buffer
+				if err := exportNodes(ctx, f, &b, format, fleetName, args, mpich, script); err != nil {
+					return err
+				}
+				return os.WriteFile(out, b.Bytes(), 0o644)
+			}
 			st, err := f.Store(ctx, false, "")
 			if err != nil {
 				return err
@@ -90,6 +98,9 @@ func newExportCmd(f *factory) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "vast-instances", "output format")
 	cmd.Flags().StringVar(&out, "out", "", "write to FILE instead of stdout")
 	cmd.Flags().BoolVar(&includeGone, "all", false, "include destroyed instances")
+	cmd.Flags().StringVar(&fleetName, "fleet", "", "the fleet to export (formats other than vast-instances)")
+	cmd.Flags().BoolVar(&mpich, "mpich", false, "hostfile in MPICH's host:N form instead of Open MPI's host slots=N")
+	cmd.Flags().StringVar(&script, "script", "train.py", "the training script torchrun lines run")
 	return cmd
 }
 

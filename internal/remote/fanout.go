@@ -27,6 +27,8 @@ type Job struct {
 	Cmd    string
 	Stdout io.Writer
 	Stderr io.Writer
+	// Timeout bounds the node's connect and command; 0 means none.
+	Timeout time.Duration
 }
 
 // RunAll runs every job with at most parallel nodes in flight (capped by
@@ -51,9 +53,15 @@ func (p *Pool) RunAll(ctx context.Context, jobs []Job, parallel int) []Result {
 			defer func() { <-sem }()
 			start := time.Now()
 			r := Result{Target: j.Target, Exit: -1}
-			c, err := p.Connect(ctx, j.Target)
+			nctx := ctx
+			if j.Timeout > 0 {
+				var cancel context.CancelFunc
+				nctx, cancel = context.WithTimeout(ctx, j.Timeout)
+				defer cancel()
+			}
+			c, err := p.Connect(nctx, j.Target)
 			if err == nil {
-				r.Exit, r.Err = c.Run(ctx, j.Cmd, nil, j.Stdout, j.Stderr)
+				r.Exit, r.Err = c.Run(nctx, j.Cmd, nil, j.Stdout, j.Stderr)
 			} else {
 				r.Err = err
 			}

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// launchFleet rents n running instances as fleet name on the simulator.
+func (e *env) launchFleet(name string, n int) {
+	e.t.Helper()
+	// Fifty rents take wall time; a slower clock keeps boots inside the deadline.
+	speed := e.speed
+	e.speed = "300"
+	defer func() { e.speed = speed }()
+	e.ok("launch", "--count", fmt.Sprint(n), "--deadline", "3h", "--fleet", name, "--image", "ubuntu:22.04",
+		"-n", "rentable=True num_gpus=1 dph_total<1")
+}
+
+func TestExecOnFiftySimulatedNodesOneFails(t *testing.T) {
+	e := newEnv(t)
+	e.launchFleet("f", 50)
+	// Rank 17 fails; every node prints its rank variables.
+	r := e.run("exec", "--fleet", "f", "--parallel", "16", "--json", "--",
+		`echo "$VASTFLEET_NODE_RANK/$VASTFLEET_NUM_NODES $VASTFLEET_MASTER_ADDR $VASTFLEET_GPUS_PER_NODE"; [ "$VASTFLEET_NODE_RANK" != 17 ] || exit 7`)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3 (partial)\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	}
+	rows := decode[[]execRow](t, r.out)
+	if len(rows) != 50 {
+		t.Fatalf("%d rows, want 50", len(rows))
+	}
+	for i, row := range rows {
+		want := 0
+		if i == 17 {
+			want = 7
+		}
+		if row.Rank != i || row.ExitCode != want || row.Error != "" || row.Node != fmt.Sprintf("f-node-%d", i) {
+			t.Errorf("row %d: %+v, want exit %d", i, row, want)
+		}
+	}
+	if !strings.Contains(r.err, "failed on 1 of 50 nodes") {
+		t.Errorf("stderr %q", r.err)
+	}
+
+	// Live output is prefixed per node; the table names the failure.
+	r = e.run("exec", "--fleet", "f", "--", `echo "rank $VASTFLEET_NODE_RANK"; [ "$VASTFLEET_NODE_RANK" != 3 ] || exit 5`)
+	if r.code != 3 || !strings.Contains(r.out, "[f-node-3] rank 3\n") || !strings.Contains(r.out, "[f-node-49] rank 49\n") {
+		t.Fatalf("exit %d, output:\n%s\n%s", r.code, r.out, r.err)
+	}
+	if !regexpLine(r.out, `f-node-3\s+\d+\s+5\s+`) {
+		t.Errorf("table lacks node 3's exit 5:\n%s", r.out)
+	}
+
+	// --out writes one file per node.
+	dir := t.TempDir()
+	e.ok("exec", "--fleet", "f", "--out", dir, "--", "echo $VASTFLEET_NODE_NAME")
+	if b, err := os.ReadFile(filepath.Join(dir, "f-node-42.log")); err != nil || string(b) != "f-node-42\n" {
+		t.Errorf("f-node-42.log = %q, %v", b, err)
+	}
+}
+
+func regexpLine(s, pattern string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if ok, _ := regexpMatch(pattern, l); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func TestExportedSSHConfigWorksWithOpenSSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client not installed")
+	}
+	e := newEnv(t)
+	e.launchFleet("f", 4)
+	// exec learns host keys and attaches the fleet key.
+	e.ok("exec", "--fleet", "f", "--", "true")
+	cfg := filepath.Join(t.TempDir(), "config")
+	e.ok("export", "--fleet", "f", "--format", "ssh-config", "--out", cfg)
+	out, err := exec.Command("ssh", "-G", "-F", cfg, "f-node-3").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh -G: %v\n%s", err, out)
+	}
+	g := string(out)
+	if !strings.Contains(g, "\nhostname 127.0.0.1\n") || !regexpLine(g, `^port \d+$`) || strings.Contains(g, "\nport 22\n") {
+		t.Fatalf("ssh -G did not resolve the node:\n%s", g)
+	}
+	host := decode[[]map[string]any](t, e.ok("ls", "--fleet", "f", "--json").out)
+	_ = host
+
+	hf := e.ok("export", "--fleet", "f", "--format", "hostfile").out
+	var hosts []string
+	for _, l := range strings.Split(hf, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		// Open MPI hostfile syntax: NAME slots=N
+		f := strings.Fields(l)
+		if len(f) != 2 || !strings.HasPrefix(f[1], "slots=") {
+			t.Errorf("hostfile line %q", l)
+		}
+		hosts = append(hosts, f[0])
+	}
+	if strings.Join(hosts, ",") != "f-node-0,f-node-1,f-node-2,f-node-3" {
+		t.Errorf("hostfile hosts %v", hosts)
+	}
+	if m := e.ok("export", "--fleet", "f", "--format", "hostfile", "--mpich").out; !strings.Contains(m, "\nf-node-2:1\n") {
+		t.Errorf("mpich hostfile:\n%s", m)
+	}
+	if tr := e.ok("export", "--fleet", "f", "--format", "torchrun").out; !strings.Contains(tr, "f-node-1: torchrun --nnodes=4 --node_rank=1 --nproc_per_node=1 --master_addr=127.0.0.1") || !strings.Contains(tr, "NAT") {
+		t.Errorf("torchrun:\n%s", tr)
+	}
+	if env := e.ok("export", "--fleet", "f", "--format", "env").out; !strings.Contains(env, "# f-node-2") || !strings.Contains(env, "export VASTFLEET_NODE_RANK=2\n") {
+		t.Errorf("env:\n%s", env)
+	}
+	p := strings.TrimSpace(e.ok("ssh", "--print", idOf(t, e, "f", 3)).out)
+	if !strings.HasPrefix(p, "ssh -i ") || !strings.Contains(p, "HostKeyAlias=vastfleet-") {
+		t.Errorf("ssh --print: %q", p)
+	}
+}
+
+func idOf(t *testing.T, e *env, fleet string, rank int) string {
+	t.Helper()
+	rows := decode[[]map[string]any](t, e.ok("ls", "--fleet", fleet, "--json").out)
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, int64(r["id"].(float64)))
+	}
+	sortInts(ids)
+	return fmt.Sprint(ids[rank])
+}
+
+func regexpMatch(pattern, s string) (bool, error) { return regexp.MatchString(pattern, s) }
+
+func sortInts(a []int64) { slices.Sort(a) }
