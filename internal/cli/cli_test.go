@@ -389,3 +389,25 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
 	}
 }
+
+// Search mistakes are caught before anything is sent, with the fix.
+func TestSearchInputHelp(t *testing.T) {
+	e := newEnv(t)
+	if r := e.fails("search", "gpu_nam=RTX_4090"); r.code != 2 || !strings.Contains(r.err, "did you mean gpu_name") || strings.Contains(r.err, "HTTP") {
+		t.Errorf("unknown field: exit %d %q, want a usage error naming gpu_name, before any request", r.code, r.err)
+	}
+	if r := e.fails("search", "gpu_name=RTX 4090"); !strings.Contains(r.err, "gpu_name=RTX_4090") {
+		t.Errorf("a value with a space: %q, want the RTX_4090 spelling suggested", r.err)
+	}
+	a := e.ok("search", "offers", "gpu_ram>=24", "-o", "+dph_total", "--limit", "3", "--json").out
+	b := e.ok("search", "gpu_ram>=24", "-o", "+dph_total", "--limit", "3", "--json").out
+	if a != b {
+		t.Errorf("`search offers QUERY` differs from `search QUERY`")
+	}
+	if r := e.ok("search", "--limit", "2"); !strings.Contains(r.err, "--all") {
+		t.Errorf("a one-page search does not say how to rank every offer: %q", r.err)
+	}
+	if r := e.ok("query", "parse", "foo=1"); !strings.Contains(r.out, `"foo"`) {
+		t.Errorf("query parse must still show what the vastai CLI sends for an unknown field: %q", r.out)
+	}
+}
