@@ -7,10 +7,15 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -387,5 +392,61 @@ func TestExitCodes(t *testing.T) {
 	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1")
 	if r.code != 3 || !strings.Contains(r.err, "below the 2 required") {
 		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
+	}
+}
+
+// Search mistakes are caught before anything is sent, with the fix.
+func TestSearchInputHelp(t *testing.T) {
+	e := newEnv(t)
+	if r := e.fails("search", "gpu_nam=RTX_4090"); r.code != 2 || !strings.Contains(r.err, "did you mean gpu_name") || strings.Contains(r.err, "HTTP") {
+		t.Errorf("unknown field: exit %d %q, want a usage error naming gpu_name, before any request", r.code, r.err)
+	}
+	if r := e.fails("search", "gpu_name=RTX 4090"); !strings.Contains(r.err, "gpu_name=RTX_4090") {
+		t.Errorf("a value with a space: %q, want the RTX_4090 spelling suggested", r.err)
+	}
+	a := e.ok("search", "offers", "gpu_ram>=24", "-o", "+dph_total", "--limit", "3", "--json").out
+	b := e.ok("search", "gpu_ram>=24", "-o", "+dph_total", "--limit", "3", "--json").out
+	if a != b {
+		t.Errorf("`search offers QUERY` differs from `search QUERY`")
+	}
+	if r := e.ok("search", "--limit", "2"); !strings.Contains(r.err, "--all") {
+		t.Errorf("a one-page search does not say how to rank every offer: %q", r.err)
+	}
+	if r := e.ok("query", "parse", "foo=1"); !strings.Contains(r.out, `"foo"`) {
+		t.Errorf("query parse must still show what the vastai CLI sends for an unknown field: %q", r.out)
+	}
+}
+
+// The remote simulator's clock is read from many goroutines at once (run
+// with -race), never goes backwards, and does not cost a request a call.
+func TestRemoteSimClockConcurrent(t *testing.T) {
+	var hits atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		json.NewEncoder(w).Encode(simClockReply{Now: start.Add(time.Duration(hits.Load()) * time.Minute), Scale: 60})
+	}))
+	defer srv.Close()
+	c, err := newRemoteSimClock(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			prev := time.Time{}
+			for range 2000 {
+				now := c.Now()
+				if now.Before(prev) {
+					t.Errorf("clock went backwards: %v after %v", now, prev)
+					return
+				}
+				prev = now
+			}
+		})
+	}
+	wg.Wait()
+	if n := hits.Load(); n > 200 {
+		t.Errorf("16000 readings cost %d requests", n)
 	}
 }

@@ -9,7 +9,9 @@ import (
 
 func newQueryCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "query", Short: "Work with the vastai query language"}
-	var q queryFlags
+	// query parse shows what the vastai CLI would send, unknown fields
+	// included (with a warning); search refuses them before sending.
+	q := queryFlags{sendUnknown: true}
 	parse := &cobra.Command{
 		Use:   "parse [-n] [--type T] [-o ORDER] [--limit N] QUERY...",
 		Short: "Print the JSON query object the vastai CLI would send for QUERY",

@@ -26,9 +26,12 @@ type queryFlags struct {
 	Storage   float64
 	// SweepLimit is the result size a sweep asks for per slice.
 	SweepLimit int
-	bid        bool
-	reserved   bool
-	onDemand   bool
+	// sendUnknown sends a field the marketplace has no column for, with a
+	// warning, as the vastai CLI does, rather than refusing it.
+	sendUnknown bool
+	bid         bool
+	reserved    bool
+	onDemand    bool
 }
 
 func (q *queryFlags) register(cmd *cobra.Command) {
@@ -57,8 +60,11 @@ func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
 	if q.Limit < 0 {
 		return market.Query{}, usagef("--limit %d: must be 0 (no limit) or more", q.Limit)
 	}
+	if len(args) > 0 && args[0] == "offers" {
+		args = args[1:] // `vastfleet search offers ...`, as with the vastai CLI
+	}
 	query, warnings, err := market.Parse(strings.Join(args, " "), market.ParseOptions{
-		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage,
+		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage, StrictFields: !q.sendUnknown,
 	})
 	for _, w := range warnings {
 		fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
@@ -195,6 +201,9 @@ func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int,
 	offers, err = p.SearchOffers(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	if len(offers) > 0 && (q.Limit == 0 || len(offers) >= q.Limit) {
+		fmt.Fprintf(f.io.ErrOut, "ranked the %d offers of one search (the marketplace caps each answer); --all ranks every matching offer\n", len(offers))
 	}
 	return rankOrKeep(offers, s), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -15,7 +16,11 @@ type remoteSimClock struct {
 	url    string
 	client *http.Client
 	scale  float64
-	last   time.Time
+
+	mu        sync.Mutex
+	last      time.Time // the simulator's last answer
+	fetchedAt time.Time // wall time of that answer
+	shown     time.Time // the latest time Now returned
 }
 
 type simClockReply struct {
@@ -30,7 +35,10 @@ func newRemoteSimClock(ctx context.Context, baseURL string) (*remoteSimClock, er
 	if err != nil {
 		return nil, fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)", baseURL, err)
 	}
-	c.scale, c.last = r.Scale, r.Now
+	c.scale, c.last, c.fetchedAt, c.shown = r.Scale, r.Now, time.Now(), r.Now
+	if r.Manual {
+		c.scale = 0 // a manual clock moves only when told: read it every time
+	}
 	return c, nil
 }
 
@@ -51,12 +59,30 @@ func (c *remoteSimClock) fetch(ctx context.Context) (simClockReply, error) {
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
-// Now asks the simulator; if it cannot be reached, the last answer is the
-// best estimate (time never goes backwards).
+// Now is the simulator's time. Rent goroutines call it concurrently and
+// often, so one answer serves for refreshEvery of wall time, advanced at
+// the simulator's scale in between; if the simulator cannot be reached,
+// the last estimate stands (time never goes backwards).
 func (c *remoteSimClock) Now() time.Time {
-	r, err := c.fetch(context.Background())
-	if err == nil && r.Now.After(c.last) {
-		c.last = r.Now
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wall := time.Now()
+	if !c.fetchedAt.IsZero() && wall.Sub(c.fetchedAt) < refreshEvery && c.scale > 0 {
+		est := c.last.Add(time.Duration(float64(wall.Sub(c.fetchedAt)) * c.scale))
+		if est.After(c.shown) {
+			c.shown = est
+		}
+		return c.shown
 	}
-	return c.last
+	if r, err := c.fetch(context.Background()); err == nil {
+		c.last, c.fetchedAt = r.Now, wall
+		if r.Now.After(c.shown) {
+			c.shown = r.Now
+		}
+	}
+	return c.shown
 }
+
+// refreshEvery is how long one reading of a remote simulator's clock is
+// extrapolated before it is read again.
+const refreshEvery = 250 * time.Millisecond

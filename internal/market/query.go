@@ -31,6 +31,9 @@ type ParseOptions struct {
 	Order     string  // -o, "" means "score-"
 	Limit     int     // --limit, 0 means not sent
 	Storage   float64 // --storage GiB, 0 means the CLI default 5.0
+	// StrictFields fails on a field the marketplace has no column for,
+	// which it would refuse anyway, instead of sending it with a warning.
+	StrictFields bool
 }
 
 // Warning is a non-fatal remark the CLI would print on stderr
@@ -253,6 +256,13 @@ func Parse(text string, opts ParseOptions) (Query, []Warning, error) {
 		op, ok := opNames[c.op]
 		if !ok {
 			if c.op == "" {
+				if n > 0 {
+					// `gpu_name=RTX 4090`: a value with a space in it.
+					if prev := clauses[n-1]; (prev.op == "=" || prev.op == "!=") && prev.value != "" {
+						return Query{}, nil, perr("missing operator after %q; if it belongs to the value before it, write %s%s%s_%s (the query language spells spaces in values as _)",
+							c.field, prev.field, prev.op, prev.value, c.field)
+					}
+				}
 				return Query{}, nil, perr("missing operator after %q; %s", c.field, validOps)
 			}
 			return Query{}, nil, perr("unknown operator %q; %s", c.op, validOps)
@@ -269,6 +279,12 @@ func Parse(text string, opts ParseOptions) (Query, []Warning, error) {
 			stored, converted = v, true
 		}
 		// 4. Unknown fields are sent unchanged, with a warning.
+		if opts.StrictFields && !knownFields[fieldName] && noColumn(fieldName) {
+			if s := suggestField(fieldName); s != "" {
+				return Query{}, nil, perr("unknown field %q: did you mean %s?", fieldName, s)
+			}
+			return Query{}, nil, perr("unknown field %q: the marketplace has no such column (see `vastfleet query parse --help`)", fieldName)
+		}
 		if !knownFields[fieldName] && !warned[fieldName] {
 			warned[fieldName] = true // once per field, not once per clause
 			warns = append(warns, unknownFieldWarning(fieldName))
@@ -554,14 +570,19 @@ func listString(l any) string {
 	return string(b)
 }
 
+// noColumn reports whether the marketplace has no column by that name.
+func noColumn(f string) bool {
+	_, known := lookupField(f)
+	_, gb := serverGB[f]
+	return !known && !gb
+}
+
 // unknownFieldWarning says a field is sent unchanged and, for a likely typo
 // (one not naming a real server column), which known field was meant.
 func unknownFieldWarning(f string) Warning {
-	if _, ok := lookupField(f); !ok {
-		if _, gb := serverGB[f]; !gb {
-			if s := suggestField(f); s != "" {
-				return Warning(fmt.Sprintf("unknown field %q — did you mean %s? (sent unchanged)", f, s))
-			}
+	if noColumn(f) {
+		if s := suggestField(f); s != "" {
+			return Warning(fmt.Sprintf("unknown field %q — did you mean %s? (sent unchanged)", f, s))
 		}
 	}
 	return Warning(fmt.Sprintf("unknown field %q: not in the CLI's recognised set, sent unchanged", f))

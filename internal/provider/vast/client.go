@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -215,9 +216,16 @@ const maxBody = 64 << 20
 type transportError struct {
 	method, path string
 	err          error
+	host         string
 }
 
 func (e *transportError) Error() string {
+	var dns *net.DNSError
+	var op *net.OpError
+	if errors.As(e.err, &dns) || errors.As(e.err, &op) && op.Op == "dial" {
+		// No answer at all: the fix is on the user's side of the wire.
+		return fmt.Sprintf("cannot reach %s (check the network or --api-url): %s %s: %v", e.host, e.method, e.path, e.err)
+	}
 	return fmt.Sprintf("%s %s: %v", e.method, e.path, e.err)
 }
 func (e *transportError) Unwrap() error { return e.err }
@@ -254,10 +262,10 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				// Cancellation is the caller's decision, never retried.
-				return nil, &transportError{cl.method, cl.path, err}
+				return nil, &transportError{cl.method, cl.path, err, c.base.Host}
 			}
 			if last || cl.policy == retryCreate || cl.policy == retryNone {
-				return nil, &transportError{cl.method, cl.path, err}
+				return nil, &transportError{cl.method, cl.path, err, c.base.Host}
 			}
 			if err := c.sleep(ctx, c.backoff(attempt, 0)); err != nil {
 				return nil, err

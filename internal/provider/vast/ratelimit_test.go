@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,5 +47,17 @@ func TestRateLimitSlowsDownOn429AndRecovers(t *testing.T) {
 	}
 	if got := c.Rate(); got != 100 {
 		t.Fatalf("after 100 answers the rate is %v, want the configured 100 again", got)
+	}
+}
+
+// No answer at all says where the fix is.
+func TestUnreachableSaysSo(t *testing.T) {
+	c, err := New(Options{BaseURL: "http://127.0.0.1:1", APIKey: testKey, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CurrentUser(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot reach 127.0.0.1:1 (check the network or --api-url)") {
+		t.Fatalf("err = %v", err)
 	}
 }
