@@ -289,17 +289,15 @@ type prefixWriter struct {
 }
 
 func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.buf.Write(b)
 	for {
 		i := bytes.IndexByte(w.buf.Bytes(), '\n')
 		if i < 0 {
 			return len(b), nil
 		}
-		line := w.buf.Next(i + 1)
-		w.mu.Lock()
-		_, err := fmt.Fprintf(w.out, "%s%s", w.prefix, line)
-		w.mu.Unlock()
-		if err != nil {
+		if _, err := fmt.Fprintf(w.out, "%s%s", w.prefix, w.buf.Next(i+1)); err != nil {
 			return len(b), err
 		}
 	}

@@ -340,7 +340,16 @@ func (c *Conn) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, std
 		return -1, fmt.Errorf("ssh %s: new session: %w", c.target.Name, err)
 	}
 	defer s.Close()
-	s.Stdin, s.Stdout, s.Stderr = stdin, stdout, stderr
+	// Output is copied by two goroutines; callers often pass one writer
+	// for both, so writes are serialized.
+	var mu sync.Mutex
+	s.Stdin = stdin
+	if stdout != nil {
+		s.Stdout = &lockedWriter{mu: &mu, w: stdout}
+	}
+	if stderr != nil {
+		s.Stderr = &lockedWriter{mu: &mu, w: stderr}
+	}
 	if err := s.Start(cmd); err != nil {
 		return -1, fmt.Errorf("ssh %s: start: %w", c.target.Name, err)
 	}
@@ -389,4 +398,15 @@ func signalNumber(sig string) int {
 		return 15
 	}
 	return 0
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

@@ -55,8 +55,11 @@ func startServer(t *testing.T, ln net.Listener, allowed ssh.PublicKey) *testServ
 			}
 			defer ts.inFlight.Add(-1)
 			cmd := exec.Command("/bin/sh", "-c", s.RawCommand())
-			cmd.Stdout, cmd.Stderr = s, s.Stderr()
+			// Output is written before the exit status, in order.
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
 			err := cmd.Run()
+			s.Write(out.Bytes())
 			code := 0
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
