@@ -130,16 +130,14 @@ func InstanceCostOf(in store.Instance, evs []store.Event, now time.Time) Instanc
 			return
 		}
 		d := until.Sub(at)
-		switch state {
-		case store.StateGone:
-			return
-		case provider.StateOffline:
-		case provider.StateRunning, provider.StateRebooting, provider.StateFrozen:
-			// The GPU stays held, and billed, through a reboot or a freeze.
-			c.Running += d
-			c.Existed += d
-		default:
-			c.Existed += d
+		if state != store.StateGone {
+			compute, storage := provider.Bills(state)
+			if compute {
+				c.Running += d
+			}
+			if storage {
+				c.Existed += d
+			}
 		}
 		at = until
 	}

@@ -164,7 +164,7 @@ func recordFromOffer(req RentRequest, intent store.Intent, id int64, now time.Ti
 	// Reconcile later take the marketplace's own figures.
 	storage := o.StorageTotalCost
 	if req.Create.Disk > 0 && o.StorageCost > 0 {
-		storage = o.StorageCost * req.Create.Disk / 730
+		storage = provider.StorageRate(o.StorageCost, req.Create.Disk)
 	}
 	compute := o.DPHBase
 	if req.Create.Price != nil {

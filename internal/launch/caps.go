@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // ErrCaps: the caps cannot fit the asked count; nothing was rented.
@@ -118,9 +119,6 @@ func horizonName(s Spec) string {
 	return "boot + release timeouts"
 }
 
-// hoursPerMonth converts storage_cost ($/GB/month) to $/hr, as vast does.
-const hoursPerMonth = 730
-
 // priceAt reprices candidates for the disk the launch allocates: a search's
 // dph_total includes storage for the search's allocated_storage, and a
 // different --disk changes what the rental bills (storage_cost is $/GB per
@@ -132,7 +130,7 @@ func priceAt(cands []market.Ranked, disk float64) []market.Ranked {
 	out := make([]market.Ranked, len(cands))
 	for i, c := range cands {
 		if c.StorageCost > 0 && !c.IsBid {
-			st := c.StorageCost * disk / hoursPerMonth
+			st := provider.StorageRate(c.StorageCost, disk)
 			c.DPHTotal = c.DPHBase + st
 			c.StorageTotalCost = st
 		}

@@ -383,15 +383,16 @@ func (in *instance) rates() (compute, storage float64) {
 	if in.Destroyed {
 		return 0, 0
 	}
-	switch in.Status {
-	case "offline":
-		return 0, 0
-	case "running", "rebooting":
-		return in.ComputeRate, in.StorageRate
-	}
 	// Loading does not bill compute: one vast page says so, and billing
 	// it would only make leaks look worse than the docs promise.
-	return 0, in.StorageRate
+	c, s := provider.Bills(in.Status)
+	if c {
+		compute = in.ComputeRate
+	}
+	if s {
+		storage = in.StorageRate
+	}
+	return compute, storage
 }
 
 // advance brings every instance and the ledger up to now.
@@ -576,7 +577,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	if in.Price != nil {
 		compute = *in.Price
 	}
-	storage := storageRate(o.StorageCost, in.Disk)
+	storage := provider.StorageRate(o.StorageCost, in.Disk)
 	if m.st.Balance < compute+storage {
 		return nil, &apiError{400, "insufficient_credit", "Your account balance is too low to rent this instance: add credit first."}
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // DefaultOffers is the size of the default offer population.
@@ -282,7 +283,7 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 // PriceOffer recomputes the offer's price columns for allocated GiB of disk:
 // dph_total = compute (dph_base, or min_bid for bid searches) + storage.
 func PriceOffer(o *market.Offer, allocated float64, bid bool) {
-	o.StorageTotalCost = storageRate(o.StorageCost, allocated)
+	o.StorageTotalCost = provider.StorageRate(o.StorageCost, allocated)
 	compute := o.DPHBase
 	if bid {
 		compute = o.MinBid
@@ -295,8 +296,5 @@ func PriceOffer(o *market.Offer, allocated float64, bid bool) {
 		o.VastScore = o.DLPerf / o.DPHTotal * o.Reliability
 	}
 }
-
-// storageRate is $/hour for gb GiB at cost $/GB/month (730 h a month).
-func storageRate(costPerGBMonth, gb float64) float64 { return costPerGBMonth * gb / 730 }
 
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
