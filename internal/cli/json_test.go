@@ -61,6 +61,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"launch", "--count", "2", "--deadline", "30m", "--fleet", "j", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1"},
 		{"bench", "launch", "--count", "3", "--json"},
 		{"version", "--json"},
+		{"exec", id, "--json", "--", "true"},
 		{"destroy", id, "--yes", "--json"},
 	}
 	// bench rank runs the vastfleet binary and the Python recipe as child
