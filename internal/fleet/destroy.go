@@ -172,7 +172,7 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 		// Record the transition as of the call, so the cost timeline has it
 		// at the time it happened rather than at the next poll.
 		if row, err := m.P.ShowInstance(ctx, id); err == nil {
-			if err := m.S.UpdateSeen(ctx, id, row.Status(), sshHost(row), sshPort(row), m.now()); err != nil {
+			if err := m.S.UpdateSeen(ctx, id, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), m.now()); err != nil {
 				errs = append(errs, fmt.Errorf("instance %d: %w", id, err))
 			}
 		}

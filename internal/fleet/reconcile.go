@@ -137,7 +137,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 					rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 				}
 			}
-			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), now); err != nil {
+			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now); err != nil {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 			}
 			if known.Wanted == store.WantDestroy {

@@ -259,7 +259,7 @@ func (m *Manager) fillFromShow(ctx context.Context, id int64) {
 // seen records a listing row's state and ssh address (best effort: the
 // next reconcile records it again).
 func (m *Manager) seen(ctx context.Context, row provider.Instance) {
-	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), m.now()); err != nil {
+	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), m.now()); err != nil {
 		m.log().Warn("could not record instance state", "instance", row.ID, "err", err)
 	}
 }

@@ -53,7 +53,7 @@ func (m *Manager) observe(ctx context.Context, row provider.Instance, now time.T
 	if err := m.refreshRates(ctx, row); err != nil {
 		return err
 	}
-	return m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), now)
+	return m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now)
 }
 
 // waitState follows one instance towards running.

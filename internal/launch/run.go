@@ -417,7 +417,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		st := row.Status()
 		host, port, _ := provider.SSHAddr(row)
 		if st != n.state || host != n.sshHost || port != n.sshPort {
-			if err := r.m.S.UpdateSeen(ctx, n.id, st, host, port, now); err != nil {
+			if err := r.m.S.UpdateSeen(ctx, n.id, st, host, port, provider.SSHURL(row), now); err != nil {
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
 			}
 			n.state, n.sshHost, n.sshPort = st, host, port
@@ -476,7 +476,8 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, intentID int6
 		return
 	}
 	if !in.GoneAt.IsZero() {
-		_ = r.m.S.UpdateSeen(ctx, row.ID, row.Status(), row.SSHHost, row.SSHPort, now)
+		host, port, _ := provider.SSHAddr(row)
+		_ = r.m.S.UpdateSeen(ctx, row.ID, row.Status(), host, port, provider.SSHURL(row), now)
 	}
 	if in.Wanted == store.WantDestroy {
 		r.destroying[row.ID] = time.Time{}

@@ -41,3 +41,12 @@ func TestSSHAddr(t *testing.T) {
 		})
 	}
 }
+
+// The address a listing gives reaches the store as SSHURL derived it:
+// an IPv6 host keeps its brackets.
+func TestSSHURLBracketsIPv6(t *testing.T) {
+	inst := Instance{PublicIPAddr: "2001:db8::7", Ports: map[string][]PortBinding{"22/tcp": {{HostIP: "0.0.0.0", HostPort: "40022"}}}}
+	if got, want := SSHURL(inst), "ssh://root@[2001:db8::7]:40022"; got != want {
+		t.Fatalf("SSHURL = %q, want %q", got, want)
+	}
+}

@@ -270,7 +270,7 @@ func (s *Store) RecordCreated(ctx context.Context, intentID int64, i Instance, n
 // RunningSince, leaving it clears it. An instance marked gone that shows up
 // again is live again (a listing beats our belief), with an event from
 // "gone".
-func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string, sshPort int, now time.Time) error {
+func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string, sshPort int, sshURL string, now time.Time) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		old, err := getInstance(ctx, tx, id)
 		if err != nil {
@@ -286,9 +286,11 @@ func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string,
 		} else if old.State != "running" || old.RunningSince.IsZero() || !old.GoneAt.IsZero() {
 			running = fmtTime(now)
 		}
+		// The address is derived by the caller (provider.SSHURL, its one
+		// home); a row seen without one keeps the last known.
 		url := old.SSHURL
-		if sshHost != "" && sshPort > 0 {
-			url = fmt.Sprintf("ssh://root@%s:%d", sshHost, sshPort)
+		if sshURL != "" {
+			url = sshURL
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE instances SET state = ?, ssh_host = ?, ssh_port = ?, ssh_url = ?,
 			last_seen_at = ?, running_since = ?, gone_at = NULL WHERE id = ?`,

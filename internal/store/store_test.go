@@ -371,12 +371,12 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		at    time.Duration
 	}{{"loading", time.Minute}, {"loading", 2 * time.Minute}, {"running", 5 * time.Minute}, {"running", 6 * time.Minute}, {"stopped", 60 * time.Minute}}
 	for _, st := range steps {
-		if err := s.UpdateSeen(ctx, 7, st.state, "ssh5.vast.ai", 20007, t0.Add(st.at)); err != nil {
+		if err := s.UpdateSeen(ctx, 7, st.state, "127.0.0.1", 20007, "ssh://root@127.0.0.1:20007", t0.Add(st.at)); err != nil {
 			t.Fatal(err)
 		}
 		if st.at == 6*time.Minute {
 			i, _ := s.Instance(ctx, 7)
-			if !i.RunningSince.Equal(t0.Add(5*time.Minute)) || i.SSHURL != "ssh://root@ssh5.vast.ai:20007" {
+			if !i.RunningSince.Equal(t0.Add(5*time.Minute)) || i.SSHURL != "ssh://root@127.0.0.1:20007" {
 				t.Errorf("while running: %+v", i)
 			}
 		}
@@ -434,14 +434,14 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// A listing that shows it again wins: live again.
-	if err := s.UpdateSeen(ctx, 7, "running", "", 0, t0.Add(70*time.Minute)); err != nil {
+	if err := s.UpdateSeen(ctx, 7, "running", "", 0, "", t0.Add(70*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if i, _ := s.Instance(ctx, 7); !i.Live() || !i.RunningSince.Equal(t0.Add(70*time.Minute)) {
 		t.Errorf("resurrected: %+v", i)
 	}
 	for name, err := range map[string]error{
-		"UpdateSeen":     s.UpdateSeen(ctx, 99, "running", "", 0, t0),
+		"UpdateSeen":     s.UpdateSeen(ctx, 99, "running", "", 0, "", t0),
 		"RequestDestroy": s.RequestDestroy(ctx, 99, t0),
 		"MarkGone":       s.MarkGone(ctx, 99, t0),
 		"SetEstimate":    s.SetEstimate(ctx, 99, 1, 1),
