@@ -94,7 +94,7 @@ func quoteAll(args []string) []string {
 
 // exportNodes writes a fleet in a format other engines read.
 func exportNodes(ctx context.Context, f *factory, w io.Writer, format, fleetName string, ids []string, mpich bool, script string) error {
-	nodes, _, err := f.selectNodes(ctx, fleetName, false, ids, false)
+	nodes, _, err := f.selectNodes(ctx, fleetName, fleetName == "" && len(ids) == 0, ids, false)
 	if err != nil {
 		return err
 	}

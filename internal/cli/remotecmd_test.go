@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 // launchFleet rents n running instances as fleet name on the simulator.
@@ -140,3 +143,40 @@ func idOf(t *testing.T, e *env, fleet string, rank int) string {
 func regexpMatch(pattern, s string) (bool, error) { return regexp.MatchString(pattern, s) }
 
 func sortInts(a []int64) { slices.Sort(a) }
+
+// OpenSSH runs a command on a simulated node through the exported config
+// (instances rented without --fleet are fleet "default"),
+// with the host key vastfleet recorded (StrictHostKeyChecking=yes).
+func TestOpenSSHThroughExportedConfig(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client not installed")
+	}
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000, HostDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mkt.Close()
+	srv := httptest.NewServer(mkt.Handler())
+	defer srv.Close()
+	e := newEnv(t)
+	at := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
+	offers := decode[[]map[string]any](t, e.ok(at("search", "num_gpus=1", "-o", "+dph_total", "--limit", "2", "--json")...).out)
+	var ids []string
+	for _, o := range offers {
+		inst := decode[map[string]any](t, e.ok(at("rent", fmt.Sprint(int64(o["id"].(float64))), "--image", "ubuntu:22.04", "--json")...).out)
+		ids = append(ids, fmt.Sprint(int64(inst["id"].(float64))))
+	}
+	slices.Sort(ids)
+	// The first exec attaches the fleet key (the instances were created
+	// without it) and records each host key.
+	e.ok(at("exec", "--all", "--", "true")...)
+	cfg := filepath.Join(t.TempDir(), "config")
+	e.ok(at("export", "--format", "ssh-config", "--out", cfg)...)
+	out, err := exec.Command("ssh", "-F", cfg, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "default-node-1", "echo $CONTAINER_ID").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh vf-node-1 default-node-1 through the exported config: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), ids[1]) {
+		t.Errorf("default-node-1 answered %q, want instance %s", out, ids[1])
+	}
+}
