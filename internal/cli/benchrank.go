@@ -103,12 +103,20 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 	if dump == "" {
 		dump = filepath.Join(dir, "offers.json")
 		fmt.Fprintf(f.io.ErrOut, "generating %d offers with the recipe's --gen...\n", opts.Offers)
-		out, err := exec.CommandContext(ctx, python, recipe, "--gen", strconv.Itoa(opts.Offers), "--seed", "1").Output()
+		// Straight to the file: this process stays small, since a child's
+		// peak memory as the kernel reports it counts the parent's.
+		fh, err := os.Create(dump)
+		if err != nil {
+			return err
+		}
+		gen := exec.CommandContext(ctx, python, recipe, "--gen", strconv.Itoa(opts.Offers), "--seed", "1")
+		gen.Stdout = fh
+		err = gen.Run()
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return fmt.Errorf("recipe --gen: %w", err)
-		}
-		if err := os.WriteFile(dump, out, 0o600); err != nil {
-			return err
 		}
 	}
 	// Child processes are measured first, while this process is small:
