@@ -63,6 +63,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"version", "--json"},
 		{"exec", id, "--json", "--", "true"},
 		{"sync", t.TempDir(), "--id", id, "--dest", "project", "--json"},
+		{"collect", "--id", id, "--to", t.TempDir(), "--json"},
 		{"destroy", id, "--yes", "--json"},
 	}
 	// bench rank runs the vastfleet binary and the Python recipe as child

@@ -221,3 +221,37 @@ func TestSyncSendsOnlyChangedFiles(t *testing.T) {
 		t.Errorf("nodes hold:\n%s", out)
 	}
 }
+
+func TestCollectOnlyChangedThenDestroy(t *testing.T) {
+	e := newEnv(t)
+	e.launchFleet("c", 2)
+	e.ok("exec", "--fleet", "c", "--", `d=project/results; mkdir -p $d/logs && echo "loss $VASTFLEET_NODE_RANK" > $d/metrics.txt && echo run > $d/logs/run.log`)
+	to := t.TempDir()
+	collect := func() []collectRow {
+		t.Helper()
+		return decode[[]collectRow](t, e.ok("collect", "--fleet", "c", "--to", to, "--json").out)
+	}
+	for _, r := range collect() {
+		if r.Files != 2 || r.Fetched != 2 || r.Error != "" {
+			t.Errorf("first collect %+v, want 2 files fetched", r)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(to, "c", "c-node-1", "metrics.txt")); err != nil || string(b) != "loss 1\n" {
+		t.Errorf("collected metrics.txt = %q, %v", b, err)
+	}
+	for _, r := range collect() {
+		if r.Fetched != 0 {
+			t.Errorf("unchanged re-collect %+v, want nothing fetched", r)
+		}
+	}
+	e.ok("exec", "--fleet", "c", "--", "echo more >> project/results/logs/run.log")
+	for _, r := range collect() {
+		if r.Fetched != 1 || r.FileBytes != int64(len("run\nmore\n")) {
+			t.Errorf("re-collect after one change %+v, want 1 file", r)
+		}
+	}
+	e.ok("destroy", "--all", "--fleet", "c", "--yes")
+	if b, err := os.ReadFile(filepath.Join(to, "c", "c-node-0", "logs", "run.log")); err != nil || string(b) != "run\nmore\n" {
+		t.Errorf("after destroy the collected log is %q, %v", b, err)
+	}
+}

@@ -159,14 +159,7 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 				return err
 			}
 			if f.opts.Market == "sim" {
-				// A simulated instance's /root and /workspace are its directory,
-				// the sessions' working directory; absolute paths there would
-				// be this machine's own.
-				for _, root := range []string{"/workspace", "/root"} {
-					if dest == root || strings.HasPrefix(dest, root+"/") {
-						dest = "." + strings.TrimPrefix(dest, root)
-					}
-				}
+				dest = simRelative(dest)
 			}
 			qdest := remote.Quote(dest)
 			manifests := make([]bytes.Buffer, len(nodes))

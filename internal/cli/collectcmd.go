@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/remote"
+)
+
+type collectRow struct {
+	Node      string `json:"node"`
+	ID        int64  `json:"id"`
+	Files     int    `json:"files"`
+	Fetched   int    `json:"fetched"`
+	FileBytes int64  `json:"file_bytes"`
+	Dir       string `json:"dir"`
+	Error     string `json:"error,omitempty"`
+}
+
+// localHash is a file's sha256, "" when it is absent.
+func localHash(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// untarInto unpacks a gzip'd tar under dir, refusing names that leave it.
+func untarInto(dir string, r io.Reader) (int, int64, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return 0, 0, err
+	}
+	tr := tar.NewReader(zr)
+	n, size := 0, int64(0)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return n, size, nil
+		}
+		if err != nil {
+			return n, size, err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		rel := filepath.Clean(filepath.FromSlash(h.Name))
+		if filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return n, size, fmt.Errorf("refusing %q: it leaves the results directory", h.Name)
+		}
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return n, size, err
+		}
+		tmp := p + ".vastfleet-tmp"
+		fh, err := os.Create(tmp)
+		if err != nil {
+			return n, size, err
+		}
+		w, err := io.Copy(fh, tr)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, p)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return n, size, err
+		}
+		n++
+		size += w
+	}
+}
+
+func newCollectCmd(f *factory) *cobra.Command {
+	var fleetName, remoteDir, to string
+	var all, asJSON bool
+	var parallel int
+	cmd := &cobra.Command{
+		Use:   "collect (--fleet F | --all | --id ID...) [--remote /workspace/project/results] [--to ./results]",
+		Short: "Pull results from nodes into TO/<fleet>/<node>/, only files that changed since the last collect",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			ids, _ := cmd.Flags().GetStringSlice("id")
+			nodes, p, err := f.selectNodes(ctx, fleetName, all, ids, true)
+			if err != nil {
+				return err
+			}
+			if f.opts.Market == "sim" {
+				remoteDir = simRelative(remoteDir)
+			}
+			s, err := f.sshSession(ctx, p, parallel)
+			if err != nil {
+				return err
+			}
+			known, err := s.key.hostKeys()
+			if err != nil {
+				return err
+			}
+			q := remote.Quote(remoteDir)
+			// First the remote hashes, then a tar of what differs locally.
+			lists := make([]bytes.Buffer, len(nodes))
+			jobs := make([]remote.Job, len(nodes))
+			for i, n := range nodes {
+				jobs[i] = remote.Job{Target: s.target(n, known), Stdout: &lists[i], Stderr: io.Discard,
+					Cmd: "cd " + q + " 2>/dev/null || exit 0; find . -type f -exec sha256sum {} +"}
+			}
+			first := s.run(ctx, nodes, jobs, parallel)
+			rows := make([]collectRow, len(nodes))
+			archives := make([]bytes.Buffer, len(nodes))
+			for i, n := range nodes {
+				dir := filepath.Join(to, n.Name[:strings.LastIndex(n.Name, "-node-")], n.Name)
+				rows[i] = collectRow{Node: n.Name, ID: n.ID, Dir: dir}
+				jobs[i].Cmd, jobs[i].Stdout = "true", io.Discard
+				if !first[i].OK() {
+					rows[i].Error = fmt.Sprintf("the node did not answer (%v); a stopped instance's files can still be copied with vast's copy", first[i].Err)
+					continue
+				}
+				var want []string
+				for _, line := range strings.Split(lists[i].String(), "\n") {
+					h, rel, ok := strings.Cut(line, "  ")
+					if !ok {
+						continue
+					}
+					rows[i].Files++
+					if localHash(filepath.Join(dir, filepath.FromSlash(rel))) != h {
+						want = append(want, remote.Quote(rel))
+					}
+				}
+				if len(want) > 0 {
+					jobs[i].Cmd = "cd " + q + " && tar czf - " + strings.Join(want, " ")
+					jobs[i].Stdout = &archives[i]
+				}
+			}
+			for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
+				if rows[i].Error != "" {
+					continue
+				}
+				if !r.OK() {
+					rows[i].Error = fmt.Sprintf("packing results: exit %d %v", r.Exit, r.Err)
+					continue
+				}
+				if archives[i].Len() == 0 {
+					continue
+				}
+				if err := os.MkdirAll(rows[i].Dir, 0o755); err != nil {
+					return err
+				}
+				n, size, err := untarInto(rows[i].Dir, &archives[i])
+				rows[i].Fetched, rows[i].FileBytes = n, size
+				if err != nil {
+					rows[i].Error = err.Error()
+				}
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failed := 0
+			for _, r := range rows {
+				if r.Error != "" {
+					failed++
+				}
+			}
+			if asJSON {
+				if err := writeJSON(f.io.Out, rows); err != nil {
+					return err
+				}
+			} else {
+				tw := newTable(f.io.Out, "NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "ERROR")
+				for _, r := range rows {
+					tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(r.Error))
+				}
+				if err := tw.flush(); err != nil {
+					return err
+				}
+			}
+			switch {
+			case failed == 0:
+				return nil
+			case failed == len(rows):
+				return fmt.Errorf("collect failed on all %d nodes", failed)
+			}
+			return partialError{fmt.Errorf("collect failed on %d of %d nodes", failed, len(rows))}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&fleetName, "fleet", "", "collect from this fleet's live instances")
+	fl.BoolVar(&all, "all", false, "collect from every live instance")
+	fl.StringSlice("id", nil, "collect from these instance IDs")
+	fl.StringVar(&remoteDir, "remote", "/workspace/project/results", "results directory on the nodes")
+	fl.StringVar(&to, "to", "results", "local directory; files land in TO/<fleet>/<node>/")
+	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
+	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
+	return cmd
+}
+
+// simRelative maps /workspace and /root to a simulated instance's own
+// directory (the sessions' working directory); absolute paths there would
+// be this machine's.
+func simRelative(p string) string {
+	for _, root := range []string{"/workspace", "/root"} {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			return "." + strings.TrimPrefix(p, root)
+		}
+	}
+	return p
+}
