@@ -62,6 +62,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"bench", "launch", "--count", "3", "--json"},
 		{"version", "--json"},
 		{"exec", id, "--json", "--", "true"},
+		{"sync", t.TempDir(), "--id", id, "--dest", "project", "--json"},
 		{"destroy", id, "--yes", "--json"},
 	}
 	// bench rank runs the vastfleet binary and the Python recipe as child

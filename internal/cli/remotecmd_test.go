@@ -180,3 +180,44 @@ func TestOpenSSHThroughExportedConfig(t *testing.T) {
 		t.Errorf("default-node-1 answered %q, want instance %s", out, ids[1])
 	}
 }
+
+func TestSyncSendsOnlyChangedFiles(t *testing.T) {
+	e := newEnv(t)
+	e.launchFleet("s", 3)
+	src := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(src, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("train.py", "print('v1')\n")
+	write("pkg/util.py", "X = 1\n")
+	write("model.pt", "weights")
+	write("__pycache__/x.pyc", "cache")
+	sync := func() []syncRow {
+		t.Helper()
+		return decode[[]syncRow](t, e.ok("sync", src, "--fleet", "s", "--json").out)
+	}
+	for _, r := range sync() {
+		if r.FilesSent != 2 || r.Error != "" {
+			t.Errorf("first sync %+v, want 2 files (weights and caches left out)", r)
+		}
+	}
+	for _, r := range sync() {
+		if r.FilesSent != 0 || r.FileBytes != 0 {
+			t.Errorf("unchanged re-sync %+v, want nothing sent", r)
+		}
+	}
+	write("train.py", "print('v2')\n")
+	for _, r := range sync() {
+		if r.FilesSent != 1 || r.FileBytes != int64(len("print('v2')\n")) {
+			t.Errorf("re-sync after one change %+v, want 1 file", r)
+		}
+	}
+	out := e.ok("exec", "--fleet", "s", "--", "cat project/train.py project/pkg/util.py; ls project").out
+	if strings.Count(out, "print('v2')") != 3 || strings.Count(out, "X = 1") != 3 || strings.Contains(out, "model.pt") {
+		t.Errorf("nodes hold:\n%s", out)
+	}
+}

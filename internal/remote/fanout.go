@@ -25,6 +25,7 @@ func (r Result) OK() bool { return r.Err == nil && r.Exit == 0 }
 type Job struct {
 	Target Target
 	Cmd    string
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 	// Timeout bounds the node's connect and command; 0 means none.
@@ -61,7 +62,7 @@ func (p *Pool) RunAll(ctx context.Context, jobs []Job, parallel int) []Result {
 			}
 			c, err := p.Connect(nctx, j.Target)
 			if err == nil {
-				r.Exit, r.Err = c.Run(nctx, j.Cmd, nil, j.Stdout, j.Stderr)
+				r.Exit, r.Err = c.Run(nctx, j.Cmd, j.Stdin, j.Stdout, j.Stderr)
 			} else {
 				r.Err = err
 			}
