@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 type collectRow struct {
@@ -118,7 +120,7 @@ func newCollectCmd(f *factory) *cobra.Command {
 			jobs := make([]remote.Job, len(nodes))
 			for i, n := range nodes {
 				jobs[i] = remote.Job{Target: s.target(n, known), Stdout: &lists[i], Stderr: io.Discard,
-					Cmd: "cd " + q + " 2>/dev/null || exit 0; find . -type f -exec sha256sum {} +"}
+					Cmd: "cd " + q + " 2>/dev/null || exit 0; touch " + collectStarted + "; find . -type f ! -name " + collectStarted + " ! -name " + collectedMark + " -exec sha256sum {} +"}
 			}
 			first := s.run(ctx, nodes, jobs, parallel)
 			rows := make([]collectRow, len(nodes))
@@ -147,6 +149,7 @@ func newCollectCmd(f *factory) *cobra.Command {
 					jobs[i].Stdout = &archives[i]
 				}
 			}
+			var done []int
 			for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
 				if rows[i].Error != "" {
 					continue
@@ -155,16 +158,29 @@ func newCollectCmd(f *factory) *cobra.Command {
 					rows[i].Error = fmt.Sprintf("packing results: exit %d %v", r.Exit, r.Err)
 					continue
 				}
-				if archives[i].Len() == 0 {
-					continue
+				if archives[i].Len() > 0 {
+					if err := os.MkdirAll(rows[i].Dir, 0o755); err != nil {
+						return err
+					}
+					n, size, err := untarInto(rows[i].Dir, &archives[i])
+					rows[i].Fetched, rows[i].FileBytes = n, size
+					if err != nil {
+						rows[i].Error = err.Error()
+						continue
+					}
 				}
-				if err := os.MkdirAll(rows[i].Dir, 0o755); err != nil {
-					return err
-				}
-				n, size, err := untarInto(rows[i].Dir, &archives[i])
-				rows[i].Fetched, rows[i].FileBytes = n, size
-				if err != nil {
-					rows[i].Error = err.Error()
+				done = append(done, i)
+			}
+			// What was listed is now here: the start of this collect becomes
+			// the node's mark that destroy compares results against.
+			mark := make([]remote.Job, 0, len(done))
+			for _, i := range done {
+				mark = append(mark, remote.Job{Target: jobs[i].Target, Stdout: io.Discard, Stderr: io.Discard,
+					Cmd: "cd " + q + " 2>/dev/null || exit 0; mv -f " + collectStarted + " " + collectedMark})
+			}
+			for k, r := range s.pool.RunAll(ctx, mark, parallel) {
+				if !r.OK() {
+					rows[done[k]].Error = fmt.Sprintf("recording the collect on the node: exit %d %v", r.Exit, r.Err)
 				}
 			}
 			if ctx.Err() != nil {
@@ -219,4 +235,62 @@ func simRelative(p string) string {
 		}
 	}
 	return p
+}
+
+// Marks kept in a node's results directory: the last collect's start, and
+// the start of one in progress.
+const (
+	collectedMark  = ".vastfleet-collected"
+	collectStarted = ".vastfleet-collecting"
+)
+
+// uncollected returns the running instances among ids whose results
+// directory holds a file newer than their last collect (or any file, never
+// collected), and the ones that could not be checked.
+func (f *factory) uncollected(ctx context.Context, st *store.Store, ids []int64, resultsDir string) (map[int64]string, error) {
+	var running []string
+	for _, id := range ids {
+		r, err := st.Instance(ctx, id)
+		if err == nil && r.State == "running" && r.GoneAt.IsZero() {
+			running = append(running, strconv.FormatInt(id, 10))
+		}
+	}
+	out := map[int64]string{}
+	if len(running) == 0 {
+		return out, nil
+	}
+	nodes, p, err := f.selectNodes(ctx, "", false, running, true)
+	if err != nil {
+		return nil, err
+	}
+	if f.opts.Market == "sim" {
+		resultsDir = simRelative(resultsDir)
+	}
+	s, err := f.sshSession(ctx, p, 64)
+	if err != nil {
+		return nil, err
+	}
+	known, err := s.key.hostKeys()
+	if err != nil {
+		return nil, err
+	}
+	q := remote.Quote(resultsDir)
+	found := make([]bytes.Buffer, len(nodes))
+	jobs := make([]remote.Job, len(nodes))
+	for i, n := range nodes {
+		jobs[i] = remote.Job{Target: s.target(n, known), Stdout: &found[i], Stderr: io.Discard,
+			Cmd: "cd " + q + " 2>/dev/null || exit 0; if [ -e " + collectedMark + " ]; then find . -type f -newer " + collectedMark +
+				" ! -name " + collectedMark + " ! -name " + collectStarted + "; else find . -type f ! -name " + collectStarted + "; fi | head -1"}
+	}
+	for i, r := range s.run(ctx, nodes, jobs, 64) {
+		switch {
+		case !r.OK():
+			// A node that does not answer cannot be collected from either:
+			// say so, but do not hold a destroy (and its bill) hostage.
+			fmt.Fprintf(f.io.ErrOut, "warning: instance %d: results not checked, the node did not answer (%v); vast's copy works on stopped instances\n", nodes[i].ID, r.Err)
+		case strings.TrimSpace(found[i].String()) != "":
+			out[nodes[i].ID] = fmt.Sprintf("%s holds results newer than the last collect (e.g. %s)", resultsDir, strings.TrimSpace(found[i].String()))
+		}
+	}
+	return out, nil
 }

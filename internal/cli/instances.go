@@ -409,6 +409,9 @@ type destroyOptions struct {
 	All   bool
 	Yes   bool
 	Fleet string
+	// Force destroys even when results on a node were never collected.
+	Force   bool
+	Results string
 }
 
 func newDestroyCmd(f *factory) *cobra.Command {
@@ -427,6 +430,10 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 			ids, err := parseIDs(args)
 			if err != nil {
 				return err
+			}
+			if !opts.Force {
+				// Checking results reaches into the instances.
+				f.simHosts = true
 			}
 			m, err := f.manager(ctx, holderName(append([]string{"destroy"}, args...)...))
 			if err != nil {
@@ -453,6 +460,21 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 			} else if err := knownIDs(ctx, m.S, ids); err != nil {
 				return err
 			}
+			if !opts.Force {
+				left, err := f.uncollected(ctx, m.S, ids, opts.Results)
+				if err != nil {
+					return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
+				}
+				if len(left) > 0 {
+					var lines []string
+					for _, id := range ids {
+						if why, ok := left[id]; ok {
+							lines = append(lines, fmt.Sprintf("instance %d: %s", id, why))
+						}
+					}
+					return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
+				}
+			}
 			if err := m.Destroy(ctx, ids); err != nil {
 				return err
 			}
@@ -467,6 +489,8 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the destroyed ids as JSON")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
+	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
 	return cmd
 }
 

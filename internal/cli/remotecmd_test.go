@@ -250,8 +250,26 @@ func TestCollectOnlyChangedThenDestroy(t *testing.T) {
 			t.Errorf("re-collect after one change %+v, want 1 file", r)
 		}
 	}
+	// New results since the last collect: destroy refuses, naming them.
+	e.ok("exec", "--fleet", "c", "--", "echo late > project/results/late.txt")
+	r := e.fails("destroy", "--all", "--fleet", "c", "--yes")
+	if !strings.Contains(r.err, "late.txt") || !strings.Contains(r.err, "nothing destroyed") {
+		t.Fatalf("destroy with uncollected results: %s", r.err)
+	}
+	if n := len(decode[[]map[string]any](t, e.ok("ls", "--fleet", "c", "--json").out)); n != 2 {
+		t.Fatalf("%d instances left after a refused destroy, want 2", n)
+	}
+	collect()
 	e.ok("destroy", "--all", "--fleet", "c", "--yes")
 	if b, err := os.ReadFile(filepath.Join(to, "c", "c-node-0", "logs", "run.log")); err != nil || string(b) != "run\nmore\n" {
 		t.Errorf("after destroy the collected log is %q, %v", b, err)
 	}
+}
+
+func TestDestroyForceSkipsTheResultsCheck(t *testing.T) {
+	e := newEnv(t)
+	e.launchFleet("d", 1)
+	e.ok("exec", "--fleet", "d", "--", "mkdir -p project/results && echo x > project/results/x")
+	e.fails("destroy", "--all", "--fleet", "d", "--yes")
+	e.ok("destroy", "--all", "--fleet", "d", "--yes", "--force")
 }
