@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -103,88 +104,9 @@ func newCollectCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f.opts.Market == "sim" {
-				remoteDir = simRelative(remoteDir)
-			}
-			s, err := f.sshSession(ctx, p, parallel)
+			rows, err := collectNodes(ctx, f, p, nodes, remoteDir, to, parallel)
 			if err != nil {
 				return err
-			}
-			known, err := s.key.hostKeys()
-			if err != nil {
-				return err
-			}
-			q := remote.Quote(remoteDir)
-			// First the remote hashes, then a tar of what differs locally.
-			lists := make([]bytes.Buffer, len(nodes))
-			jobs := make([]remote.Job, len(nodes))
-			for i, n := range nodes {
-				jobs[i] = remote.Job{Target: s.target(n, known), Stdout: &lists[i], Stderr: io.Discard,
-					Cmd: "cd " + q + " 2>/dev/null || exit 0; touch " + collectStarted + "; find . -type f ! -name " + collectStarted + " ! -name " + collectedMark + " -exec sha256sum {} +"}
-			}
-			first := s.run(ctx, nodes, jobs, parallel)
-			rows := make([]collectRow, len(nodes))
-			archives := make([]bytes.Buffer, len(nodes))
-			for i, n := range nodes {
-				dir := filepath.Join(to, n.Name[:strings.LastIndex(n.Name, "-node-")], n.Name)
-				rows[i] = collectRow{Node: n.Name, ID: n.ID, Dir: dir}
-				jobs[i].Cmd, jobs[i].Stdout = "true", io.Discard
-				if !first[i].OK() {
-					rows[i].Error = fmt.Sprintf("the node did not answer (%v); a stopped instance's files can still be copied with vast's copy", first[i].Err)
-					continue
-				}
-				var want []string
-				for _, line := range strings.Split(lists[i].String(), "\n") {
-					h, rel, ok := strings.Cut(line, "  ")
-					if !ok {
-						continue
-					}
-					rows[i].Files++
-					if localHash(filepath.Join(dir, filepath.FromSlash(rel))) != h {
-						want = append(want, remote.Quote(rel))
-					}
-				}
-				if len(want) > 0 {
-					jobs[i].Cmd = "cd " + q + " && tar czf - " + strings.Join(want, " ")
-					jobs[i].Stdout = &archives[i]
-				}
-			}
-			var done []int
-			for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
-				if rows[i].Error != "" {
-					continue
-				}
-				if !r.OK() {
-					rows[i].Error = fmt.Sprintf("packing results: exit %d %v", r.Exit, r.Err)
-					continue
-				}
-				if archives[i].Len() > 0 {
-					if err := os.MkdirAll(rows[i].Dir, 0o755); err != nil {
-						return err
-					}
-					n, size, err := untarInto(rows[i].Dir, &archives[i])
-					rows[i].Fetched, rows[i].FileBytes = n, size
-					if err != nil {
-						rows[i].Error = err.Error()
-						continue
-					}
-				}
-				done = append(done, i)
-			}
-			// What was listed is now here: the start of this collect becomes
-			// the node's mark that destroy compares results against.
-			mark := make([]remote.Job, 0, len(done))
-			for _, i := range done {
-				mark = append(mark, remote.Job{Target: jobs[i].Target, Stdout: io.Discard, Stderr: io.Discard,
-					Cmd: "cd " + q + " 2>/dev/null || exit 0; mv -f " + collectStarted + " " + collectedMark})
-			}
-			for k, r := range s.pool.RunAll(ctx, mark, parallel) {
-				if !r.OK() {
-					rows[done[k]].Error = fmt.Sprintf("recording the collect on the node: exit %d %v", r.Exit, r.Err)
-				}
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
 			}
 			failed := 0
 			for _, r := range rows {
@@ -293,4 +215,123 @@ func (f *factory) uncollected(ctx context.Context, st *store.Store, ids []int64,
 		}
 	}
 	return out, nil
+}
+
+// collectNodes pulls each node's changed results into to/<fleet>/<node>/
+// and marks the collect on the node.
+func collectNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, remoteDir, to string, parallel int) ([]collectRow, error) {
+	if f.opts.Market == "sim" {
+		remoteDir = simRelative(remoteDir)
+	}
+	s, err := f.sshSession(ctx, p, parallel)
+	if err != nil {
+		return nil, err
+	}
+	known, err := s.key.hostKeys()
+	if err != nil {
+		return nil, err
+	}
+	q := remote.Quote(remoteDir)
+	// First the remote hashes, then a tar of what differs locally.
+	lists := make([]bytes.Buffer, len(nodes))
+	jobs := make([]remote.Job, len(nodes))
+	for i, n := range nodes {
+		jobs[i] = remote.Job{Target: s.target(n, known), Stdout: &lists[i], Stderr: io.Discard,
+			Cmd: "cd " + q + " 2>/dev/null || exit 0; touch " + collectStarted + "; find . -type f ! -name " + collectStarted + " ! -name " + collectedMark + " -exec sha256sum {} +"}
+	}
+	first := s.run(ctx, nodes, jobs, parallel)
+	rows := make([]collectRow, len(nodes))
+	archives := make([]bytes.Buffer, len(nodes))
+	for i, n := range nodes {
+		dir := filepath.Join(to, n.Name[:strings.LastIndex(n.Name, "-node-")], n.Name)
+		rows[i] = collectRow{Node: n.Name, ID: n.ID, Dir: dir}
+		jobs[i].Cmd, jobs[i].Stdout = "true", io.Discard
+		if !first[i].OK() {
+			rows[i].Error = fmt.Sprintf("the node did not answer (%v); a stopped instance's files can still be copied with vast's copy", first[i].Err)
+			continue
+		}
+		var want []string
+		for _, line := range strings.Split(lists[i].String(), "\n") {
+			h, rel, ok := strings.Cut(line, "  ")
+			if !ok {
+				continue
+			}
+			rows[i].Files++
+			if localHash(filepath.Join(dir, filepath.FromSlash(rel))) != h {
+				want = append(want, remote.Quote(rel))
+			}
+		}
+		if len(want) > 0 {
+			jobs[i].Cmd = "cd " + q + " && tar czf - " + strings.Join(want, " ")
+			jobs[i].Stdout = &archives[i]
+		}
+	}
+	var done []int
+	for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
+		if rows[i].Error != "" {
+			continue
+		}
+		if !r.OK() {
+			rows[i].Error = fmt.Sprintf("packing results: exit %d %v", r.Exit, r.Err)
+			continue
+		}
+		if archives[i].Len() > 0 {
+			if err := os.MkdirAll(rows[i].Dir, 0o755); err != nil {
+				return nil, err
+			}
+			n, size, err := untarInto(rows[i].Dir, &archives[i])
+			rows[i].Fetched, rows[i].FileBytes = n, size
+			if err != nil {
+				rows[i].Error = err.Error()
+				continue
+			}
+		}
+		done = append(done, i)
+	}
+	// What was listed is now here: the start of this collect becomes
+	// the node's mark that destroy compares results against.
+	mark := make([]remote.Job, 0, len(done))
+	for _, i := range done {
+		mark = append(mark, remote.Job{Target: jobs[i].Target, Stdout: io.Discard, Stderr: io.Discard,
+			Cmd: "cd " + q + " 2>/dev/null || exit 0; mv -f " + collectStarted + " " + collectedMark})
+	}
+	for k, r := range s.pool.RunAll(ctx, mark, parallel) {
+		if !r.OK() {
+			rows[done[k]].Error = fmt.Sprintf("recording the collect on the node: exit %d %v", r.Exit, r.Err)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return rows, nil
+}
+
+// collectBeforeDestroy is destroy --collect: every running node's results
+// into ./results, refusing the destroy when a node could not be collected.
+func (f *factory) collectBeforeDestroy(ctx context.Context, st *store.Store, ids []int64, resultsDir string) error {
+	var running []string
+	for _, id := range ids {
+		r, err := st.Instance(ctx, id)
+		if err == nil && r.State == "running" && r.GoneAt.IsZero() {
+			running = append(running, strconv.FormatInt(id, 10))
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	nodes, p, err := f.selectNodes(ctx, "", false, running, true)
+	if err != nil {
+		return err
+	}
+	rows, err := collectNodes(ctx, f, p, nodes, resultsDir, "results", 64)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			return fmt.Errorf("nothing destroyed: collecting from instance %d failed: %s", r.ID, r.Error)
+		}
+		fmt.Fprintf(f.io.ErrOut, "collected %d file(s) from instance %d into %s\n", r.Fetched, r.ID, r.Dir)
+	}
+	return nil
 }

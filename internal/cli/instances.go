@@ -411,6 +411,7 @@ type destroyOptions struct {
 	Fleet string
 	// Force destroys even when results on a node were never collected.
 	Force   bool
+	Collect bool // collect results into ./results first
 	Results string
 }
 
@@ -460,6 +461,11 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 			} else if err := knownIDs(ctx, m.S, ids); err != nil {
 				return err
 			}
+			if opts.Collect && !opts.Force {
+				if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
+					return err
+				}
+			}
 			if !opts.Force {
 				left, err := f.uncollected(ctx, m.S, ids, opts.Results)
 				if err != nil {
@@ -490,6 +496,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the destroyed ids as JSON")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
+	cmd.Flags().BoolVar(&opts.Collect, "collect", false, "collect each running node's results into ./results/<fleet>/<node>/ first")
 	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
 	return cmd
 }

@@ -273,3 +273,15 @@ func TestDestroyForceSkipsTheResultsCheck(t *testing.T) {
 	e.fails("destroy", "--all", "--fleet", "d", "--yes")
 	e.ok("destroy", "--all", "--fleet", "d", "--yes", "--force")
 }
+
+func TestDestroyCollectFirst(t *testing.T) {
+	e := newEnv(t)
+	e.launchFleet("k", 1)
+	e.ok("exec", "--fleet", "k", "--", "mkdir -p project/results && echo final > project/results/final.txt")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	e.ok("destroy", "--all", "--fleet", "k", "--yes", "--collect")
+	if b, err := os.ReadFile(filepath.Join(dir, "results", "k", "k-node-0", "final.txt")); err != nil || string(b) != "final\n" {
+		t.Errorf("destroy --collect left %q, %v", b, err)
+	}
+}
