@@ -127,13 +127,7 @@ func newCollectCmd(f *factory) *cobra.Command {
 					return err
 				}
 			}
-			switch {
-			case failed == 0:
-				return nil
-			case failed == len(rows):
-				return fmt.Errorf("collect failed on all %d nodes", failed)
-			}
-			return partialError{fmt.Errorf("collect failed on %d of %d nodes", failed, len(rows))}
+			return fanOutError("collect", failed, len(rows))
 		},
 	}
 	fl := cmd.Flags()

@@ -445,11 +445,17 @@ func reportExec(f *factory, rows []execRow, asJSON bool) error {
 			return err
 		}
 	}
+	return fanOutError("the command", failed, len(rows))
+}
+
+// fanOutError is the outcome of one operation on many nodes: nil when every
+// node succeeded, partial (exit 3) when some failed, an error when all did.
+func fanOutError(what string, failed, total int) error {
 	switch {
 	case failed == 0:
 		return nil
-	case failed == len(rows):
-		return fmt.Errorf("the command failed on all %d nodes", failed)
+	case failed == total:
+		return fmt.Errorf("%s failed on all %d nodes", what, failed)
 	}
-	return partialError{fmt.Errorf("the command failed on %d of %d nodes", failed, len(rows))}
+	return partialError{fmt.Errorf("%s failed on %d of %d nodes", what, failed, total)}
 }

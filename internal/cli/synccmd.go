@@ -218,13 +218,7 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 					return err
 				}
 			}
-			switch {
-			case failed == 0:
-				return nil
-			case failed == len(rows):
-				return fmt.Errorf("sync failed on all %d nodes", failed)
-			}
-			return partialError{fmt.Errorf("sync failed on %d of %d nodes", failed, len(rows))}
+			return fanOutError("sync", failed, len(rows))
 		},
 	}
 	fl := cmd.Flags()
