@@ -296,7 +296,7 @@ func instanceView(r store.Instance, cost float64, now time.Time) instanceJSON {
 	return instanceJSON{
 		ID: r.ID, OfferID: r.OfferID, MachineID: r.MachineID, GPUName: r.GPUName, NumGPUs: r.NumGPUs,
 		CPUCores: r.CPUCores, RAMMB: r.RAMMB, DPHTotal: r.DPHTotal, State: r.State, Wanted: r.Wanted,
-		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UptimeSec: end.Sub(r.CreatedAt).Seconds(),
+		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UptimeSec: max(0, end.Sub(r.CreatedAt).Seconds()),
 		CostSoFar: cost, SSHURL: r.SSHURL, Fleet: r.Fleet, Experiment: r.Experiment,
 		Label: r.Label, EstHours: r.EstHours, EstCost: r.EstCost, Gone: !r.Live(), DestroyWait: !r.DestroyRequestedAt.IsZero(),
 	}

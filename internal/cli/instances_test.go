@@ -324,3 +324,18 @@ func TestLsCostIsCostsFigure(t *testing.T) {
 		t.Fatalf("ls says $%v, cost says $%v for the same destroyed instance", got, want)
 	}
 }
+
+// After the simulated market is reset, the instances the store remembers
+// are gone, not ghosts running with a negative uptime.
+func TestNoGhostsAfterSimReset(t *testing.T) {
+	e := newEnv(t)
+	e.ok("rent", e.cheapestOffer("gpu_name=RTX_3090"), "--image", "ubuntu:22.04")
+	e.ok("sim", "reset")
+	if ls := decode[[]map[string]any](t, e.ok("ls", "--json").out); len(ls) != 0 {
+		t.Fatalf("after sim reset, ls shows %v", ls)
+	}
+	all := decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out)
+	if len(all) != 1 || all[0]["gone"] != true || all[0]["uptime_seconds"].(float64) < 0 {
+		t.Fatalf("after sim reset, ls --all shows %v, want the instance gone with no negative uptime", all)
+	}
+}

@@ -92,7 +92,7 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			// Not listed, or listed under another label: that id is some
 			// other instance now (another data dir's on a shared
 			// marketplace), and ours is not among the rows.
-			if _, foreign := listed[id]; !foreign && !acked[id] && (kerr != nil || now.Sub(known.CreatedAt) < m.grace()) {
+			if _, foreign := listed[id]; !foreign && !acked[id] && (kerr != nil || m.young(known.CreatedAt, now)) {
 				still = append(still, id)
 				continue
 			}

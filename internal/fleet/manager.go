@@ -48,6 +48,16 @@ type Manager struct {
 	ListTries int
 }
 
+// young reports whether a record made at created may simply not be listed
+// yet. One made "after" the marketplace's now is not young: the
+// marketplace's clock is behind the record (a reset simulator, an imported
+// file), and a complete listing without it is proof that it is gone, not
+// a ghost to keep showing as running.
+func (m *Manager) young(created, now time.Time) bool {
+	age := now.Sub(created)
+	return age >= 0 && age < m.grace()
+}
+
 func (m *Manager) grace() time.Duration {
 	if m.Grace > 0 {
 		return m.Grace

@@ -210,7 +210,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		if _, ok := listed[in.ID]; ok {
 			continue
 		}
-		if now.Sub(in.CreatedAt) < m.grace() {
+		if m.young(in.CreatedAt, now) {
 			continue // too young: its absence means nothing yet
 		}
 		if err := m.S.MarkGone(ctx, in.ID, now); err != nil {
@@ -227,7 +227,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	}
 	labels := byLabel(l)
 	for _, it := range pending {
-		if _, ok := labels[it.Label]; ok || now.Sub(it.CreatedAt) < m.grace() {
+		if _, ok := labels[it.Label]; ok || m.young(it.CreatedAt, now) {
 			continue
 		}
 		if err := m.S.AbandonIntent(ctx, it.ID, "label absent from a complete listing after the grace period", now); err != nil {

@@ -115,7 +115,7 @@ func (m *Manager) waitRunning(ctx context.Context, id int64, opts WaitOptions) (
 			// Young instances may not be shown yet; older ones are for a
 			// listing (reconcile) to judge, not for us to forget.
 			lastErr = err
-			if in, serr := m.S.Instance(ctx, id); serr == nil && now.Sub(in.CreatedAt) >= m.grace() {
+			if in, serr := m.S.Instance(ctx, id); serr == nil && !m.young(in.CreatedAt, now) {
 				return last, fmt.Errorf("wait for instance %d: %w: the marketplace does not show it (run reconcile)", id, err)
 			}
 			continue
@@ -187,7 +187,7 @@ func (m *Manager) WaitAllRunning(ctx context.Context, ids []int64, opts WaitOpti
 		for id, ws := range states {
 			row, ok := rows[id]
 			if !ok {
-				if in, err := m.S.Instance(ctx, id); err == nil && now.Sub(in.CreatedAt) >= m.grace() {
+				if in, err := m.S.Instance(ctx, id); err == nil && !m.young(in.CreatedAt, now) {
 					out[id] = fmt.Errorf("instance %d is not listed (run reconcile)", id)
 					delete(states, id)
 				}
