@@ -64,7 +64,7 @@ func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
 		args = args[1:] // `vastfleet search offers ...`, as with the vastai CLI
 	}
 	query, warnings, err := market.Parse(strings.Join(args, " "), market.ParseOptions{
-		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage, StrictFields: !q.sendUnknown,
+		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
 	for _, w := range warnings {
 		fmt.Fprintf(io.ErrOut, "warning: %s\n", w)

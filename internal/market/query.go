@@ -31,9 +31,10 @@ type ParseOptions struct {
 	Order     string  // -o, "" means "score-"
 	Limit     int     // --limit, 0 means not sent
 	Storage   float64 // --storage GiB, 0 means the CLI default 5.0
-	// StrictFields fails on a field the marketplace has no column for,
-	// which it would refuse anyway, instead of sending it with a warning.
-	StrictFields bool
+	// Strict refuses, instead of sending as the vastai CLI does: a field
+	// the marketplace has no column for (it would refuse it anyway), and a
+	// list left open (`geolocation in [US,`, which the CLI reads as [US]).
+	Strict bool
 }
 
 // Warning is a non-fatal remark the CLI would print on stderr
@@ -268,6 +269,9 @@ func Parse(text string, opts ParseOptions) (Query, []Warning, error) {
 			return Query{}, nil, perr("unknown operator %q; %s", c.op, validOps)
 		}
 		isList := op == "in" || op == "notin"
+		if opts.Strict && isList && strings.HasPrefix(c.value, "[") && !strings.HasSuffix(c.value, "]") {
+			return Query{}, nil, perr("the list %s is not closed: write %s]", c.value, strings.TrimRight(c.value, ","))
+		}
 		// 3. driver_version A.B.C → integer (scalars; lists below, per item).
 		var stored any
 		converted := false
@@ -279,7 +283,7 @@ func Parse(text string, opts ParseOptions) (Query, []Warning, error) {
 			stored, converted = v, true
 		}
 		// 4. Unknown fields are sent unchanged, with a warning.
-		if opts.StrictFields && !knownFields[fieldName] && noColumn(fieldName) {
+		if opts.Strict && !knownFields[fieldName] && noColumn(fieldName) {
 			if s := suggestField(fieldName); s != "" {
 				return Query{}, nil, perr("unknown field %q: did you mean %s?", fieldName, s)
 			}

@@ -222,6 +222,23 @@ func TestParseWarnings(t *testing.T) {
 	}
 }
 
+// In strict mode (search), a list left open is an error; the vastai CLI,
+// and query parse, read it as if closed.
+func TestStrictRefusesOpenLists(t *testing.T) {
+	for _, q := range []string{"geolocation in [US,", "num_gpus in [1,2 gpu_ram>=24"} {
+		if _, _, err := Parse(q, ParseOptions{NoDefault: true, Strict: true}); err == nil || !strings.Contains(err.Error(), "is not closed") {
+			t.Errorf("strict Parse(%q) = %v, want an open-list error", q, err)
+		}
+		if _, _, err := Parse(q, ParseOptions{NoDefault: true}); err != nil {
+			t.Errorf("Parse(%q) as the CLI does = %v, want it accepted", q, err)
+		}
+	}
+	_, _, err := Parse("geolocation in [US,", ParseOptions{Strict: true})
+	if err == nil || !strings.Contains(err.Error(), "write [US]") {
+		t.Errorf("the error should show the closed list: %v", err)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		query, want string
