@@ -32,10 +32,33 @@ type sshKey struct {
 // ports are free ones the machine will bind; without, they are derived
 // from the id and nothing answers on them.
 func (m *Market) assignPorts(in *instance) {
+	// The kernel may hand a port it just freed to the next reservation:
+	// never give one port to two instances, or one's SSH address would
+	// reach the other's machine.
+	var taken map[int]bool
+	if m.hosts != nil {
+		taken = map[int]bool{}
+		for _, o := range m.st.Instances {
+			if o.Destroyed || o == in {
+				continue
+			}
+			taken[o.SSHPort+proxyShift(o.Runtype)], taken[o.DirectPort] = true, true
+			for _, p := range o.TCPPorts {
+				taken[p] = true
+			}
+		}
+	}
 	next := func(k int) int {
 		if m.hosts != nil {
-			if p, err := host.ReservePort(); err == nil {
-				return p
+			for range 50 {
+				p, err := host.ReservePort()
+				if err != nil {
+					break
+				}
+				if !taken[p] {
+					taken[p] = true
+					return p
+				}
 			}
 		}
 		return 20000 + int((in.ID*7+int64(k)))%40000
