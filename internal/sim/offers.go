@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 
@@ -220,7 +219,10 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		o.InetUpCost = math.Round(logUniform(r, 0.001, 0.02)*1e4) / 1e4
 		o.InetDownCost = math.Round(logUniform(r, 0.001, 0.02)*1e4) / 1e4
 		o.DirectPortCount = []int{0, 20, 100, 500, 1000}[r.IntN(5)]
-		o.PublicIPAddr = fmt.Sprintf("%d.%d.%d.%d", 20+r.IntN(200), r.IntN(256), r.IntN(256), 1+r.IntN(254))
+		// Every simulated host is this machine. The four draws that once
+		// made up a public address stay, so a seed gives the same market.
+		_, _, _, _ = r.IntN(200), r.IntN(256), r.IntN(256), r.IntN(254)
+		o.PublicIPAddr = "127.0.0.1"
 		o.StaticIP = r.Float64() < 0.6
 		o.OSVersion = []string{"20.04", "22.04", "22.04", "24.04"}[r.IntN(4)]
 		drv := []struct {
