@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -395,4 +396,60 @@ func TestJupyterProxyRoute(t *testing.T) {
 		t.Fatalf("ssh at the jupyter route: %v", err)
 	}
 	c.Close()
+}
+
+// TestFirstListingShowsTheBoundPort: an instance rented by a market
+// without hosts has a port derived from its id; when a market with hosts
+// opens the same state and that port is taken on this machine, the very
+// first listing already shows the port its machine really answers on.
+func TestFirstListingShowsTheBoundPort(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Seed: 3, Offers: 300, APIKey: testKey, Clock: NewManualClock(t0)}
+	m, err := Open(filepath.Join(dir, "state"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, m: m, clock: cfg.Clock.(*ManualClock), key: testKey}
+	srv := httptest.NewServer(m.Handler())
+	h.srv = srv
+	id := h.create(h.cheapOffer().ID, "")
+	h.clock.Advance(2 * time.Hour)
+	derived := h.show(id).SSHPort
+	srv.Close()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Something else on this machine holds the derived port now.
+	squatter, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", derived))
+	if err != nil {
+		t.Skipf("port %d already in use here: %v", derived, err)
+	}
+	defer squatter.Close()
+
+	cfg.HostDir = filepath.Join(dir, "hosts")
+	m, err = Open(filepath.Join(dir, "state"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h = newServed(t, m, cfg.Clock.(*ManualClock))
+	in := h.show(id)
+	if in.SSHPort == derived {
+		t.Fatalf("first listing shows port %d, which another process holds", derived)
+	}
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", in.SSHPort), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the listed port %d does not answer: %v", in.SSHPort, err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
+		t.Fatalf("the listed port %d answers %q, %v; want an SSH server", in.SSHPort, line, err)
+	}
+}
+
+func newServed(t *testing.T, m *Market, clock *ManualClock) *harness {
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(srv.Close)
+	return &harness{t: t, m: m, clock: clock, srv: srv, key: testKey}
 }

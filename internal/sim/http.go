@@ -105,6 +105,10 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 		}
 		now := m.cfg.Clock.Now()
 		m.advance(now)
+		// Machines first, so that the answer shows the ports they really
+		// bound (a port taken meanwhile moves at boot); again after, for
+		// what the request itself changed.
+		m.syncHosts(now)
 		var rep reply
 		injected := false
 		if authed {
