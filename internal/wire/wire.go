@@ -1,0 +1,200 @@
+// Package wire is what an agent on an instance and the coordinator say to
+// each other over HTTP: the messages, the paths, the session-output line
+// format, and the agent's environment. It links the standard library only,
+// so that the agent binary stays small.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Paths on the coordinator. Agents authenticate with their fleet's agent
+// token (write-only), viewers with the viewer token (read-only), both as
+// "Authorization: Bearer TOKEN".
+const (
+	PathHeartbeat = "/api/v1/heartbeat" // POST Heartbeat → HeartbeatReply
+	PathFindings  = "/api/v1/findings"  // POST Findings → FindingsAck
+	PathState     = "/api/v1/state"     // GET (viewer) → Snapshot
+	PathEvents    = "/api/v1/events"    // GET (viewer) → text/event-stream of Snapshot
+	PathAgentBin  = "/agent/bin"        // GET (agent token) → the agent binary
+	PathAgentSum  = "/agent/sha256"     // GET (agent token) → hex sha256 of it
+	PathMetrics   = "/metrics"          // GET (viewer) → Prometheus text format
+)
+
+// MaxBody is the largest request body the coordinator reads.
+const MaxBody = 1 << 20
+
+// The agent's environment, set by the onstart that installs it.
+const (
+	EnvCoordURL      = "VASTFLEET_COORD_URL"     // http(s)://host:port, reachable from the instance
+	EnvFleet         = "VASTFLEET_FLEET"         // fleet name
+	EnvNode          = "VASTFLEET_NODE"          // node name; defaults to C.$CONTAINER_ID
+	EnvToken         = "VASTFLEET_AGENT_TOKEN"   // the fleet's agent token
+	EnvFingerprint   = "VASTFLEET_COORD_SHA256"  // optional: pinned sha256 of the coordinator's TLS certificate (hex)
+	EnvSessions      = "VASTFLEET_SESSIONS"      // JSON array of Session
+	EnvOrphanAfter   = "VASTFLEET_ORPHAN_AFTER"  // Go duration: coordinator silence before the dead-man switch acts
+	EnvOrphanPolicy  = "VASTFLEET_ORPHAN_POLICY" // "stop" or "destroy"
+	EnvTimeScale     = "VASTFLEET_TIME_SCALE"    // simulator only: market seconds per wall second
+	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
+	EnvContainerID   = "CONTAINER_ID"            // set by vast
+	EnvContainerKey  = "CONTAINER_API_KEY"       // set by vast: this instance's own key
+	EnvVastURL       = "VAST_URL"                // marketplace API; https://console.vast.ai when unset
+	DefaultVastURL   = "https://console.vast.ai"
+	PolicyStop       = "stop"
+	PolicyDestroy    = "destroy"
+	DefaultOrphanAft = 30 * time.Minute
+)
+
+// Session is one named, supervised command on a node.
+type Session struct {
+	Name    string `json:"name"`
+	Command string `json:"command"` // run with /bin/sh -c
+	// Restart is "on-failure" (default), "always" or "never".
+	Restart string `json:"restart,omitempty"`
+}
+
+// SessionState is a session as the agent sees it.
+type SessionState struct {
+	Name     string `json:"name"`
+	State    string `json:"state"` // starting, running, exited, failed, backoff
+	PID      int    `json:"pid,omitempty"`
+	Restarts int    `json:"restarts"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+}
+
+// GPU is one device's use, from nvidia-smi.
+type GPU struct {
+	Index       int     `json:"index"`
+	UtilPercent float64 `json:"util_percent"`
+	MemUsedMB   float64 `json:"mem_used_mb"`
+	MemTotalMB  float64 `json:"mem_total_mb"`
+}
+
+// Heartbeat is a node's periodic report. CPUPercent is summed over cores:
+// a 128-core node at full load reports 12,800.
+type Heartbeat struct {
+	Fleet          string             `json:"fleet"`
+	Node           string             `json:"node"`
+	InstanceID     int64              `json:"instance_id,omitempty"`
+	Seq            int64              `json:"seq"`
+	SentAt         time.Time          `json:"sent_at"`
+	CPUPercent     float64            `json:"cpu_percent"`
+	CPUCores       float64            `json:"cpu_cores"`
+	RAMUsedBytes   int64              `json:"ram_used_bytes"`
+	RAMTotalBytes  int64              `json:"ram_total_bytes"`
+	DiskUsedBytes  int64              `json:"disk_used_bytes"`
+	DiskTotalBytes int64              `json:"disk_total_bytes"`
+	UptimeS        float64            `json:"uptime_s"`
+	GPUs           []GPU              `json:"gpus,omitempty"`
+	Sessions       []SessionState     `json:"sessions,omitempty"`
+	Metrics        map[string]float64 `json:"metrics,omitempty"` // latest value of each custom metric
+}
+
+// HeartbeatReply tells the agent when to report next and how its
+// dead-man switch is set.
+type HeartbeatReply struct {
+	IntervalS    float64 `json:"interval_s"`
+	OrphanAfterS float64 `json:"orphan_after_s,omitempty"`
+	OrphanPolicy string  `json:"orphan_policy,omitempty"`
+}
+
+// Finding is one result a session reported. Key makes it idempotent: the
+// coordinator stores a key once, however often it is sent.
+type Finding struct {
+	Key     string          `json:"key"`
+	Node    string          `json:"node,omitempty"` // filled by the coordinator
+	Session string          `json:"session,omitempty"`
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Findings is a batch from one node.
+type Findings struct {
+	Fleet      string    `json:"fleet"`
+	Node       string    `json:"node"`
+	InstanceID int64     `json:"instance_id,omitempty"`
+	Items      []Finding `json:"items"`
+}
+
+// FindingsAck names what is committed; the agent drops exactly those
+// keys from its spool.
+type FindingsAck struct {
+	Acked      []string `json:"acked"`
+	Stored     int      `json:"stored"`
+	Duplicates int      `json:"duplicates"`
+}
+
+// Error is every non-2xx answer's body.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Line is one structured line on a session's stdout: either a custom
+// metric ({"metric":"keys_per_s","value":1.2e6}) or a finding
+// ({"found":{...}}). Other lines are plain log output.
+type Line struct {
+	Metric string          `json:"metric,omitempty"`
+	Value  *float64        `json:"value,omitempty"`
+	Found  json.RawMessage `json:"found,omitempty"`
+}
+
+// ParseLine reads a session's stdout line; ok is false for plain output.
+func ParseLine(b []byte) (Line, bool) {
+	if len(b) < 2 || b[0] != '{' {
+		return Line{}, false
+	}
+	var l Line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return Line{}, false
+	}
+	switch {
+	case l.Metric != "" && l.Value != nil:
+		return l, true
+	case len(l.Found) > 0 && string(l.Found) != "null":
+		return l, true
+	}
+	return Line{}, false
+}
+
+// Node is one node in a Snapshot.
+type Node struct {
+	Fleet         string             `json:"fleet"`
+	Node          string             `json:"node"`
+	InstanceID    int64              `json:"instance_id,omitempty"`
+	State         string             `json:"state"` // alive, stale, dead
+	LastSeen      time.Time          `json:"last_seen"`
+	CPUPercent    float64            `json:"cpu_percent"`
+	CPUCores      float64            `json:"cpu_cores"`
+	RAMUsedBytes  int64              `json:"ram_used_bytes"`
+	RAMTotalBytes int64              `json:"ram_total_bytes"`
+	GPUs          []GPU              `json:"gpus,omitempty"`
+	Sessions      []SessionState     `json:"sessions,omitempty"`
+	Metrics       map[string]float64 `json:"metrics,omitempty"`
+	DPH           float64            `json:"dph"`
+}
+
+// Totals are the fleet's live sums.
+type Totals struct {
+	NodesAlive    int                `json:"nodes_alive"`
+	NodesStale    int                `json:"nodes_stale"`
+	NodesDead     int                `json:"nodes_dead"`
+	CPUCores      float64            `json:"cpu_cores"`
+	CPUPercent    float64            `json:"cpu_percent"`
+	RAMUsedBytes  int64              `json:"ram_used_bytes"`
+	RAMTotalBytes int64              `json:"ram_total_bytes"`
+	GPUs          int                `json:"gpus"`
+	GPUUtilAvg    float64            `json:"gpu_util_avg"`
+	Metrics       map[string]float64 `json:"metrics"`
+	Findings      int64              `json:"findings"`
+	DPH           float64            `json:"dph"`
+	Spent         float64            `json:"spent"`
+}
+
+// Snapshot is the dashboard's whole view at one moment.
+type Snapshot struct {
+	At       time.Time `json:"at"`
+	Totals   Totals    `json:"totals"`
+	Nodes    []Node    `json:"nodes"`
+	Findings []Finding `json:"findings"` // the most recent, newest first
+}
