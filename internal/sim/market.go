@@ -133,11 +133,11 @@ type instance struct {
 	ID int64 `json:"id"`
 	// Seq keys the instance's random draws: the market's own sequence,
 	// the same for the same seed, while ID adds the market's IDBase.
-	Seq     int64             `json:"seq,omitempty"`
+	Seq int64 `json:"seq,omitempty"`
 	// Fate keys what happens to the instance (faults, boot time): the
 	// offer and how many rentals of it came before, so that the same
 	// spec meets the same fates whatever order concurrent rents land in.
-	Fate int64 `json:"fate,omitempty"`
+	Fate    int64             `json:"fate,omitempty"`
 	OfferID int64             `json:"offer_id"`
 	Label   *string           `json:"label"`
 	Image   string            `json:"image"`
