@@ -33,6 +33,7 @@ type launchOptions struct {
 	MaxDPH   float64
 	Budget   float64
 	Image    string
+	ImageGB  float64
 	Disk     float64
 	Env      string
 	Onstart  string
@@ -89,6 +90,7 @@ what is not running.`,
 	fl.Float64Var(&opts.MaxDPH, "max-dph", 0, "hard cap on the fleet's $/hr (0: none)")
 	fl.Float64Var(&opts.Budget, "budget", 0, "hard cap on what the launch spends, $ (0: none)")
 	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
+	fl.Float64Var(&opts.ImageGB, "image-gb", 0, "the image's size in GB, for the boot-time estimate that ranks slow-pulling offers last (default: guessed from the name)")
 	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB per instance")
 	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when each instance starts")
@@ -195,7 +197,7 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 		Fleet: name, Count: o.Count, MinReady: o.MinReady, Deadline: o.Deadline,
 		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout,
 		Park: o.Park, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget,
-		Create:   createFor(o.Image, o.Disk),
+		Create: createFor(o.Image, o.Disk), ImageGB: o.ImageGB,
 		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,
 		Workers: o.Workers, RentRate: o.Rate, OnInterrupt: onInterrupt,
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -131,7 +132,8 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	candidates = priceAt(candidates, spec.Create.Disk)
-	plan, err := CheckCaps(spec, candidates, bad)
+	candidates, slow := bootableFirst(candidates, spec.ImageGB, spec.BootTimeout/2)
+	caps, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -140,15 +142,35 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	if err := m.S.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
-		EstDPH: plan.DPH, EstHours: plan.Horizon.Hours(), EstCost: plan.Projected}); err != nil {
+		EstDPH: caps.DPH, EstHours: caps.Horizon.Hours(), EstCost: caps.Projected}); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return Summary{}, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
 		}
 		return Summary{}, err
 	}
 	r := newRunner(m, spec, candidates, events, bad, now)
-	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr", spec.Count, spec.Fleet, len(plan.Picked), plan.DPH)})
+	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr", spec.Count, spec.Fleet, len(caps.Picked), caps.DPH)
+	if slow > 0 {
+		msg += fmt.Sprintf("; %d offers that cannot pull a %.1f GB image within half the %s boot timeout ranked last", slow, spec.ImageGB, spec.BootTimeout)
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
+}
+
+// bootableFirst moves the offers whose estimated boot (pull at their
+// download speed, then setup) exceeds budget behind the others, keeping
+// the ranking within each group: renting them mostly buys a boot timeout.
+func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration) ([]market.Ranked, int) {
+	fast := make([]market.Ranked, 0, len(cands))
+	var slow []market.Ranked
+	for _, c := range cands {
+		if plan.BootTime(imageGB, c.Offer.InetDown) > budget {
+			slow = append(slow, c)
+		} else {
+			fast = append(fast, c)
+		}
+	}
+	return append(fast, slow...), len(slow)
 }
 
 // Resume continues a launch from its fleet row: it reconciles the store

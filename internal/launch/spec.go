@@ -16,13 +16,16 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // Defaults for zero Spec fields.
 const (
 	DefaultBootTimeout    = 10 * time.Minute
-	DefaultReleaseTimeout = 5 * time.Minute
+	// A start after a stop that has not run within a minute or so has
+	// lost its GPUs (vast-api.md): waiting longer only delays the spare.
+	DefaultReleaseTimeout = 90 * time.Second
 	DefaultBadHostTTL     = 24 * time.Hour
 	DefaultWorkers        = 16
 	DefaultRentRate       = 4.0
@@ -90,6 +93,9 @@ type Spec struct {
 	MaxDPH float64 `json:"max_dph"`
 	// Budget caps what the launch spends ($); 0 = none. See CheckCaps.
 	Budget float64 `json:"budget"`
+	// ImageGB is the image's size for the boot-time estimate that puts
+	// offers able to pull it in time first; 0 = guessed from its name.
+	ImageGB float64 `json:"image_gb,omitempty"`
 	// Create is the create body; Sessions are folded into its onstart.
 	Create           provider.CreateRequest `json:"create"`
 	Sessions         []Session              `json:"sessions,omitempty"`
@@ -117,6 +123,9 @@ func (s Spec) WithDefaults() Spec {
 	}
 	if s.ReleaseTimeout <= 0 {
 		s.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if s.ImageGB <= 0 {
+		s.ImageGB = plan.ImageGB(s.Create.Image)
 	}
 	if s.HedgeAfter == 0 && s.Deadline > 0 {
 		s.HedgeAfter = s.Deadline * 3 / 10

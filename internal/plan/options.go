@@ -121,7 +121,7 @@ func estimate(t Task, r Req, o market.Offer) (Estimate, []string) {
 		eff = MultiGPUEff
 	}
 	e := Estimate{GPUsUsed: n, Speed: speed, DPH: o.DPHTotal}
-	e.BootHours = (r.ImageGB*8000/math.Max(o.InetDown, MinInetDownMbps))/3600 + SetupHours
+	e.BootHours = BootHours(r.ImageGB, o.InetDown)
 	e.RunHours = r.Hours / (speed * float64(n) * eff)
 	e.Hours = e.BootHours + e.RunHours
 	e.TransferCost = (r.ImageGB + t.DatasetGB) * o.InetDownCost
