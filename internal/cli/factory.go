@@ -69,6 +69,7 @@ type factory struct {
 	st       *store.Store
 	lock     *store.Lock
 	closers  []func() error
+	warned   map[string]bool
 }
 
 func newFactory(ios *IOStreams) *factory {
@@ -138,21 +139,29 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 		}
 		if key == "" {
 			key = simAPIKey
+		} else if key != simAPIKey {
+			f.warnOnce(vast.FlagKeyWarning)
 		}
 	} else {
 		if baseURL == "" {
 			baseURL = f.io.Getenv("VAST_URL")
 		}
-		k, _, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
+		rk, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
 		if err != nil {
 			return nil, err
 		}
-		if k == "" {
-			return nil, usagef("no vast.ai API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key KEY`")
+		if rk.Key == "" {
+			return nil, usagef("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
 		}
-		key = k
+		for _, w := range rk.Warnings {
+			f.warnOnce(w)
+		}
+		key = rk.Key
 	}
-	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version}
+	// The real marketplace is reached over TLS only; the simulator, on
+	// loopback or a trusted network, may be plain http.
+	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version,
+		RequireTLS: f.opts.Market == "vast"}
 	if f.opts.Market == "vast" {
 		// The simulator draws its own 429s; the real API gets paced.
 		opts.RateLimit, opts.Burst = rate.Limit(f.opts.APIRate), defaultAPIBurst
@@ -163,6 +172,17 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	}
 	f.provider = c
 	return c, nil
+}
+
+// warnOnce prints a warning to stderr the first time it is given.
+func (f *factory) warnOnce(msg string) {
+	if f.warned == nil {
+		f.warned = map[string]bool{}
+	}
+	if !f.warned[msg] {
+		f.warned[msg] = true
+		fmt.Fprintf(f.io.ErrOut, "warning: %s\n", msg)
+	}
 }
 
 // Clock is the time the marketplace lives in: the simulator's virtual clock
