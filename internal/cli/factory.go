@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -70,6 +71,13 @@ type factory struct {
 	lock     *store.Lock
 	closers  []func() error
 	warned   map[string]bool
+	// formerStores are the store ids this data dir has had (orphans.go);
+	// lostStore is set when the store file was missing or empty although
+	// the data dir had one; orphans are what the last refresh found.
+	formerStores []string
+	storeID      string
+	lostStore    bool
+	orphans      []fleet.Orphan
 }
 
 func newFactory(ios *IOStreams) *factory {
@@ -270,12 +278,17 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 	if f.st != nil {
 		return f.st, nil
 	}
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
+	path := filepath.Join(dir, "state.db")
+	f.checkStoreFile(dir, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	f.st = st
 	f.closers = append(f.closers, st.Close)
+	if write {
+		f.noteStore(ctx, dir, st)
+	}
 	return st, nil
 }
 
