@@ -32,10 +32,17 @@ recorded when it was planned or launched.`,
 			if err != nil {
 				return err
 			}
+			orphans := f.orphanViews(f.orphans)
 			if asJSON {
-				return writeJSON(f.io.Out, rep)
+				return writeJSON(f.io.Out, struct {
+					fleet.CostReport
+					Orphans []orphanJSON `json:"orphans"`
+				}{rep, orphans})
 			}
-			return printCost(f.io.Out, rep)
+			if err := printCost(f.io.Out, rep); err != nil {
+				return err
+			}
+			return printOrphans(f.io.Out, orphans)
 		},
 	}
 	cmd.Flags().StringVar(&fleetName, "fleet", "", "only this fleet")

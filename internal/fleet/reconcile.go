@@ -22,6 +22,11 @@ type ReconcileOptions struct {
 	// store: another data dir on this account, or this machine's own before
 	// its database was lost. Off unless asked: they may be a colleague's.
 	DestroyForeign bool
+	// Adopt, when set, picks orphans to track from now on (see adopt): the
+	// instances of a store that was lost, whose labels name this data
+	// dir's former store or no intent this store remembers. Adopted
+	// orphans are neither reported as orphans nor destroyed.
+	Adopt func(Orphan) bool
 }
 
 // Change kinds a Reconcile reports.
@@ -186,6 +191,24 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		m.seen(ctx, row)
 		rep.Changes = append(rep.Changes, Change{Kind: ChangeAdopted, Instance: row.ID, Intent: intent.ID,
 			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
+	}
+
+	if opts.Adopt != nil {
+		kept := rep.Orphans[:0]
+		for _, o := range rep.Orphans {
+			if !opts.Adopt(o) {
+				kept = append(kept, o)
+				continue
+			}
+			c, err := m.adopt(ctx, o)
+			if err != nil {
+				rep.Errors = append(rep.Errors, err)
+				kept = append(kept, o)
+				continue
+			}
+			rep.Changes = append(rep.Changes, c)
+		}
+		rep.Orphans = kept
 	}
 
 	if opts.DestroyOrphans || opts.DestroyForeign {
