@@ -22,7 +22,7 @@ import (
 
 // Defaults for zero Spec fields.
 const (
-	DefaultBootTimeout    = 10 * time.Minute
+	DefaultBootTimeout = 10 * time.Minute
 	// A start after a stop that has not run within a minute or so has
 	// lost its GPUs (vast-api.md): waiting longer only delays the spare.
 	DefaultReleaseTimeout = 90 * time.Second
