@@ -361,7 +361,8 @@ func (a *agent) deadman(ctx context.Context) bool {
 		silent := time.Since(lastAck).Round(time.Millisecond)
 		a.log.Error("dead-man switch: the coordinator has acknowledged no heartbeat for longer than the orphan-after time; "+
 			"acting so that this instance stops billing",
-			"silent_for", silent, "orphan_after_wall", after, "time_scale", a.cfg.TimeScale,
+			"silent_for", silent, "orphan_after_wall", after,
+			"silent_for_market", time.Duration(float64(silent)*a.cfg.TimeScale).Round(time.Second), "time_scale", a.cfg.TimeScale,
 			"policy", policy, "instance", a.cfg.InstanceID, "never_acknowledged", lastAck.Equal(armed))
 		if err := selfAct(ctx, a.cfg, policy, a.log); err != nil {
 			return false // ctx ended while retrying

@@ -36,6 +36,7 @@ type fakeCoord struct {
 	stored     map[string]wire.Finding
 	received   map[string]int // how often each key arrived
 	badAuth    int
+	refused    int // requests answered 503 while down
 }
 
 func newFakeCoord(t *testing.T, tls bool) *fakeCoord {
@@ -57,6 +58,7 @@ func (c *fakeCoord) authed(w http.ResponseWriter, r *http.Request) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down {
+		c.refused++
 		http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
 		return false
 	}
