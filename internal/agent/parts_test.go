@@ -229,7 +229,6 @@ func TestSamplerReadsProc(t *testing.T) {
 	}
 }
 
-
 func TestParseNvidiaSMI(t *testing.T) {
 	got := parseNvidiaSMI([]byte("0, 97, 70123, 81559\n1, [N/A], 0, 81559\ngarbage\n"))
 	if len(got) != 2 || got[0] != (wire.GPU{Index: 0, UtilPercent: 97, MemUsedMB: 70123, MemTotalMB: 81559}) ||
