@@ -264,6 +264,11 @@ func (a *agent) heartbeats(ctx context.Context) {
 			}
 		}
 		wait = time.Duration(a.interval.Load())
+		// However slow a cadence the coordinator asks for, an armed switch
+		// hears from it several times before it would act.
+		if orphan := time.Duration(a.orphanAfter.Load()); orphan > 0 {
+			wait = min(wait, orphan/4)
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ const testToken = "agent-token"
 // de-duplicates findings by key, as the real one does. Its failure modes
 // are switched by the test.
 type fakeCoord struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httptest.Server
 	reply wire.HeartbeatReply
 
@@ -39,7 +39,7 @@ type fakeCoord struct {
 	refused    int // requests answered 503 while down
 }
 
-func newFakeCoord(t *testing.T, tls bool) *fakeCoord {
+func newFakeCoord(t testing.TB, tls bool) *fakeCoord {
 	c := &fakeCoord{t: t, stored: map[string]wire.Finding{}, received: map[string]int{},
 		reply: wire.HeartbeatReply{IntervalS: 0.02}}
 	mux := http.NewServeMux()
