@@ -229,6 +229,25 @@ func TestSamplerReadsProc(t *testing.T) {
 	}
 }
 
+// TestGPUsFromNvidiaSMI runs a stand-in nvidia-smi that answers only the
+// exact query the agent is meant to make.
+func TestGPUsFromNvidiaSMI(t *testing.T) {
+	smi := filepath.Join(t.TempDir(), "nvidia-smi")
+	script := `#!/bin/sh
+[ "$*" = "--query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits" ] || { echo "unexpected: $*" >&2; exit 2; }
+echo "0, 55, 1000, 143771"
+`
+	if err := os.WriteFile(smi, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := &sampler{proc: t.TempDir(), diskPath: t.TempDir(), nvidiaSMI: smi}
+	var hb wire.Heartbeat
+	s.fill(context.Background(), &hb, time.Now())
+	if len(hb.GPUs) != 1 || hb.GPUs[0] != (wire.GPU{Index: 0, UtilPercent: 55, MemUsedMB: 1000, MemTotalMB: 143771}) {
+		t.Errorf("GPUs %+v", hb.GPUs)
+	}
+}
+
 func TestParseNvidiaSMI(t *testing.T) {
 	got := parseNvidiaSMI([]byte("0, 97, 70123, 81559\n1, [N/A], 0, 81559\ngarbage\n"))
 	if len(got) != 2 || got[0] != (wire.GPU{Index: 0, UtilPercent: 97, MemUsedMB: 70123, MemTotalMB: 81559}) ||
