@@ -26,17 +26,8 @@ var idleWindow = flag.Duration("agent.idle", 20*time.Second, "how long Benchmark
 //
 // Targets (issue 13): rss_MB < 15, cpu_%_core < 0.5, binary_MB < 10.
 func BenchmarkAgentIdle(b *testing.B) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		b.Skip("go not on PATH")
-	}
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "vastfleet-agent")
-	build := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildAgent(b, dir)
 	st, err := os.Stat(bin)
 	if err != nil {
 		b.Fatal(err)
@@ -81,6 +72,22 @@ func BenchmarkAgentIdle(b *testing.B) {
 	b.ReportMetric((cpu1-cpu0)/100/t1.Sub(t0).Seconds()*100, "cpu_%_core")
 	b.ReportMetric(float64(st.Size())/(1<<20), "binary_MB")
 	b.ReportMetric(float64(beats), "heartbeats")
+}
+
+// buildAgent builds cmd/vastfleet-agent as it ships into dir.
+func buildAgent(tb testing.TB, dir string) string {
+	tb.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Skip("go not on PATH")
+	}
+	bin := filepath.Join(dir, "vastfleet-agent")
+	build := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // cpuTicks is a process's user+system time in clock ticks (100/s).

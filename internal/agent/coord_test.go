@@ -36,7 +36,8 @@ type fakeCoord struct {
 	stored     map[string]wire.Finding
 	received   map[string]int // how often each key arrived
 	badAuth    int
-	refused    int // requests answered 503 while down
+	refused    int    // requests answered 503 while down
+	binary     []byte // served at wire.PathAgentBin
 }
 
 func newFakeCoord(t testing.TB, tls bool) *fakeCoord {
@@ -45,6 +46,16 @@ func newFakeCoord(t testing.TB, tls bool) *fakeCoord {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+wire.PathHeartbeat, c.heartbeat)
 	mux.HandleFunc("POST "+wire.PathFindings, c.findings)
+	mux.HandleFunc("GET "+wire.PathAgentBin, func(w http.ResponseWriter, r *http.Request) {
+		if !c.authed(w, r) {
+			return
+		}
+		c.mu.Lock()
+		bin := c.binary
+		c.mu.Unlock()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(bin)
+	})
 	if tls {
 		c.srv = httptest.NewTLSServer(mux)
 	} else {

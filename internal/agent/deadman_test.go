@@ -2,6 +2,8 @@ package agent
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +12,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -28,6 +32,7 @@ type simInstance struct {
 	clock *sim.ManualClock
 	srv   *httptest.Server
 	id    int64
+	key   string            // its CONTAINER_API_KEY, from the create answer
 	env   map[string]string // the onstart's environment, as the instance saw it
 }
 
@@ -36,6 +41,29 @@ type simInstance struct {
 // environment its onstart saw: CONTAINER_ID, CONTAINER_API_KEY and VAST_URL
 // come from the simulator, the rest from the rental.
 func rentOne(t *testing.T, agentEnv map[string]string) *simInstance {
+	t.Helper()
+	s := rentWith(t, agentEnv, `env > "$HOME/instance.env"`)
+	envFile := filepath.Join(s.m.HostDir(s.id), "instance.env")
+	eventually(t, "the onstart ran", func() bool {
+		b, err := os.ReadFile(envFile)
+		return err == nil && bytes.Contains(b, []byte("CONTAINER_API_KEY="))
+	})
+	b, _ := os.ReadFile(envFile)
+	s.env = map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			s.env[k] = v
+		}
+	}
+	if s.env[wire.EnvContainerKey] != s.key || s.env[wire.EnvVastURL] != s.srv.URL {
+		t.Fatalf("instance environment: key %q url %q", s.env[wire.EnvContainerKey], s.env[wire.EnvVastURL])
+	}
+	return s
+}
+
+// rentWith rents the cheapest offer with this env and onstart and brings
+// it to running (its machine boots and runs the onstart).
+func rentWith(t *testing.T, agentEnv map[string]string, onstart string) *simInstance {
 	t.Helper()
 	clock := sim.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	m, err := sim.New(sim.Config{Seed: 21, Offers: 200, Clock: clock, APIKey: accountKey, HostDir: t.TempDir(), IDBase: 5000})
@@ -62,32 +90,26 @@ func rentOne(t *testing.T, agentEnv map[string]string) *simInstance {
 		Key         string `json:"instance_api_key"`
 	}
 	s.call(t, "PUT", fmt.Sprintf("/api/v0/asks/%d/", offers.Offers[0].ID),
-		fmt.Sprintf(`{"image":"alpine:3","disk":8,"runtype":"ssh_direc ssh_proxy","env":%s,"onstart":"env > \"$HOME/instance.env\""}`, env), &created)
+		mustJSON(t, map[string]any{"image": "alpine:3", "disk": 8, "runtype": "ssh_direc ssh_proxy", "env": json.RawMessage(env), "onstart": onstart}), &created)
 	if !created.Success || created.NewContract == 0 || created.Key == "" {
 		t.Fatalf("create: %+v", created)
 	}
-	s.id = created.NewContract
+	s.id, s.key = created.NewContract, created.Key
 	clock.Advance(2 * time.Hour)
 	m.Sync()
 	if st := s.state(t); st.Status != "running" {
 		t.Fatalf("instance %d is %q after two hours", s.id, st.Status)
 	}
-	envFile := filepath.Join(m.HostDir(s.id), "instance.env")
-	eventually(t, "the onstart ran", func() bool {
-		b, err := os.ReadFile(envFile)
-		return err == nil && bytes.Contains(b, []byte("CONTAINER_API_KEY="))
-	})
-	b, _ := os.ReadFile(envFile)
-	s.env = map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			s.env[k] = v
-		}
-	}
-	if s.env[wire.EnvContainerKey] != created.Key || s.env[wire.EnvVastURL] != srv.URL {
-		t.Fatalf("instance environment: key %q url %q", s.env[wire.EnvContainerKey], s.env[wire.EnvVastURL])
-	}
 	return s
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func (s *simInstance) call(t *testing.T, method, path, body string, out any) {
@@ -239,5 +261,71 @@ func TestShortCutChangesNothing(t *testing.T) {
 	}
 	if st := s.state(t); st.Status != "running" || st.Intended != "running" {
 		t.Errorf("after a %s cut the instance is %+v", cut, st)
+	}
+}
+
+// TestInstalledAgentInASimulatedInstance is the whole path: the onstart
+// that launch writes (package bootstrap) downloads the built agent from
+// the coordinator with its digest checked and starts it inside the
+// simulated instance, with the environment the simulator gives every
+// container. Its session's finding and metric arrive; then the
+// coordinator goes away, the agent stops its own instance, the simulator
+// stops the machine (the agent with it) and bills no more compute.
+func TestInstalledAgentInASimulatedInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the agent binary")
+	}
+	for _, tool := range []string{"curl", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the onstart needs %s", tool)
+		}
+	}
+	bin, err := os.ReadFile(buildAgent(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	c := newFakeCoord(t, false)
+	c.binary = bin
+	c.reply = wire.HeartbeatReply{IntervalS: 60} // 20 ms at 3000x
+	onstart, err := bootstrap.AgentOnstart("", bootstrap.Agent{
+		CoordURL: c.srv.URL, Fleet: "f1", Token: testToken, BinarySHA256: hex.EncodeToString(sum[:]),
+		Sessions: []wire.Session{{Name: "work",
+			Command: `echo '{"metric":"keys_per_s","value":7}'; echo '{"found":{"key":"k1"}}'; exec sleep 1000`}},
+		OrphanAfter: 30 * time.Minute, OrphanPolicy: wire.PolicyStop, TimeScale: 3000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rentWith(t, nil, onstart)
+	node := fmt.Sprintf("C.%d", s.id)
+	eventually(t, "the installed agent's finding stored", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, f := range c.stored {
+			if f.Node == node && string(f.Data) == `{"key":"k1"}` {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, "its heartbeat with the metric", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Node == node && hb.InstanceID == s.id && hb.Metrics["keys_per_s"] == 7
+	})
+
+	c.srv.Close()
+	eventually(t, "the instance stopped by its own agent", func() bool { return s.state(t).Intended == "stopped" })
+	s.m.Sync() // the machine stops: the agent and its session end with it
+	stopped := s.compute()
+	s.clock.Advance(5 * time.Hour)
+	if after := s.compute(); math.Abs(after-stopped) > 1e-9 {
+		t.Errorf("compute billing went on after the dead-man switch: $%.4f → $%.4f", stopped, after)
+	}
+	log, _ := os.ReadFile(filepath.Join(s.m.HostDir(s.id), ".vastfleet", "agent.log"))
+	// The stop ends the machine, the agent with it, possibly before the
+	// answer reaches it: the reason is written before the call.
+	if !strings.Contains(string(log), "dead-man switch: the coordinator has acknowledged no heartbeat") {
+		t.Errorf("agent.log:\n%s", log)
 	}
 }
