@@ -113,6 +113,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 
 	rows := append([]provider.Instance(nil), l.Instances...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	var seenRows []provider.Instance // known rows whose state was recorded
 	for _, row := range rows {
 		label, ok := ParseLabel(row.LabelText())
 		known, kerr := m.S.Instance(ctx, row.ID)
@@ -139,6 +140,8 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			}
 			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now); err != nil {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
+			} else {
+				seenRows = append(seenRows, row)
 			}
 			if known.Wanted == store.WantDestroy {
 				if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
@@ -186,6 +189,10 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		m.seen(ctx, row)
 		rep.Changes = append(rep.Changes, Change{Kind: ChangeAdopted, Instance: row.ID, Intent: intent.ID,
 			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
+	}
+	// One transaction for every row's bandwidth figures.
+	if err := m.recordBandwidth(ctx, now, seenRows...); err != nil {
+		rep.Errors = append(rep.Errors, err)
 	}
 
 	if opts.DestroyOrphans || opts.DestroyForeign {

@@ -27,6 +27,9 @@ type RentRequest struct {
 	// EstHours and EstCost are the plan's estimate, kept for `cost`.
 	EstHours *float64
 	EstCost  *float64
+	// ImageGB is the image's estimated size: what the pull is expected to
+	// download, billed at the offer's inet_down_cost. 0: unknown.
+	ImageGB float64
 }
 
 // ErrRentFailed wraps a create the marketplace refused: nothing was rented.
@@ -188,6 +191,8 @@ func recordFromOffer(req RentRequest, intent store.Intent, id int64, now time.Ti
 		Experiment: req.Experiment,
 		EstHours:   req.EstHours,
 		EstCost:    req.EstCost,
+		Bandwidth: store.Bandwidth{DownCost: o.InetDownCost, UpCost: o.InetUpCost, DownMbps: o.InetDown,
+			PullGB: max(req.ImageGB, 0)},
 	}
 }
 
@@ -215,6 +220,7 @@ func recordFromRow(row provider.Instance, intent store.Intent, fleet string, now
 		CreatedAt:  created,
 		SSHHost:    sshHost(row),
 		SSHPort:    sshPort(row),
+		Bandwidth:  store.Bandwidth{DownCost: row.InetDownCost, UpCost: row.InetUpCost, DownMbps: row.InetDown},
 	}
 }
 
@@ -261,5 +267,7 @@ func (m *Manager) fillFromShow(ctx context.Context, id int64) {
 func (m *Manager) seen(ctx context.Context, row provider.Instance) {
 	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), m.now()); err != nil {
 		m.log().Warn("could not record instance state", "instance", row.ID, "err", err)
+	} else if err := m.recordBandwidth(ctx, m.now(), row); err != nil {
+		m.log().Warn("could not record instance bandwidth", "instance", row.ID, "err", err)
 	}
 }
