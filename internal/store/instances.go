@@ -401,6 +401,28 @@ type BandwidthReport struct {
 	Billed   float64 // $ charged so far
 }
 
+// Reported is b after a listing reported r while the instance was in
+// state. The charge only rises (the marketplace's counters are
+// cumulative). A loading instance whose counter stood still since the last
+// report has finished its pull: PullGB becomes what it really pulled, so
+// that nothing more is expected of it.
+func (b Bandwidth) Reported(r BandwidthReport, state string, at time.Time) Bandwidth {
+	nb := b
+	billed := r.Billed
+	if b.Billed != nil && *b.Billed > billed {
+		billed = *b.Billed
+	}
+	if state == "loading" && b.Billed != nil && billed == *b.Billed && billed > 0 && r.DownCost > 0 {
+		nb.PullGB = billed / r.DownCost
+	}
+	nb.Billed, nb.BilledAt = &billed, at
+	nb.DownCost, nb.UpCost = r.DownCost, r.UpCost
+	if r.DownMbps > 0 {
+		nb.DownMbps = r.DownMbps
+	}
+	return nb
+}
+
 // RecordBandwidth stores what listing rows reported about bandwidth, in
 // one transaction (a launch reports hundreds per poll). Rows for unknown
 // instances are skipped; a report only raises the charge (the marketplace's
@@ -419,20 +441,14 @@ func (s *Store) RecordBandwidth(ctx context.Context, reports []BandwidthReport, 
 				return err
 			}
 			ob := old.Bandwidth
-			billed := r.Billed
-			if ob.Billed != nil && *ob.Billed > billed {
-				billed = *ob.Billed
-			}
-			if ob.Billed != nil && *ob.Billed == billed && ob.DownCost == r.DownCost && ob.UpCost == r.UpCost &&
-				(r.DownMbps == 0 || ob.DownMbps == r.DownMbps) && old.State != "loading" {
+			nb := ob.Reported(r, old.State, now)
+			if ob.Billed != nil && *ob.Billed == *nb.Billed && ob.DownCost == nb.DownCost && ob.UpCost == nb.UpCost &&
+				ob.DownMbps == nb.DownMbps && ob.PullGB == nb.PullGB && old.State != "loading" {
 				continue // nothing new; while loading the report time itself matters
 			}
-			if r.DownMbps == 0 {
-				r.DownMbps = ob.DownMbps
-			}
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET inet_down_cost = ?, inet_up_cost = ?, inet_down_mbps = ?,
-				bandwidth_billed = ?, bandwidth_billed_at = ? WHERE id = ?`,
-				r.DownCost, r.UpCost, r.DownMbps, billed, fmtTime(now), r.ID); err != nil {
+				pull_gb = ?, bandwidth_billed = ?, bandwidth_billed_at = ? WHERE id = ?`,
+				nb.DownCost, nb.UpCost, nb.DownMbps, nb.PullGB, *nb.Billed, fmtTime(nb.BilledAt), r.ID); err != nil {
 				return err
 			}
 		}
