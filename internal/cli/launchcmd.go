@@ -39,12 +39,12 @@ type launchOptions struct {
 	MaxRentals int
 	ImageGB    float64
 	Image      string
-	Disk     float64
-	Env      string
-	Onstart  string
-	Sessions []string
-	Fleet    string
-	Direct   bool
+	Disk       float64
+	Env        string
+	Onstart    string
+	Sessions   []string
+	Fleet      string
+	Direct     bool
 
 	Spare            float64
 	BootTimeout      time.Duration
