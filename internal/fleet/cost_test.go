@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -197,6 +198,26 @@ func TestBandwidthOf(t *testing.T) {
 		got, est := BandwidthOf(c.in, c.now)
 		if math.Abs(got-c.want) > 1e-9 || est != c.estimated {
 			t.Errorf("%s: $%.6f estimated=%v, want $%.6f estimated=%v", c.name, got, est, c.want, c.estimated)
+		}
+	}
+}
+
+// A listing's start_date from the future or from 1970 is clamped to now.
+func TestStartTimeClamped(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		start   float64
+		want    time.Time
+		clamped bool
+	}{
+		{float64(now.Add(-time.Hour).Unix()), now.Add(-time.Hour), false},
+		{float64(now.Add(24 * time.Hour).Unix()), now, true},
+		{1, now, true},
+		{0, now, false},
+	} {
+		got, err := startTime(provider.Instance{StartDate: tc.start}, now)
+		if !got.Equal(tc.want) || (err != nil) != tc.clamped {
+			t.Errorf("start_date %v: %s, %v; want %s clamped=%v", tc.start, got, err, tc.want, tc.clamped)
 		}
 	}
 }

@@ -181,6 +181,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		}
 		// Created under our intent, never recorded (crash, lost response, or
 		// an intent given up on while the instance was still on its way).
+		m.warnClamped(row, now)
 		rec := recordFromRow(row, intent, intent.Fleet, now)
 		if err := m.S.RecordCreated(ctx, intent.ID, rec, now); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("adopt instance %d: %w", row.ID, err))

@@ -125,6 +125,7 @@ func (m *Manager) resolveLost(ctx context.Context, req RentRequest, intent store
 			return store.Instance{}, m.unresolved(req, intent, createErr, err)
 		}
 		if row, ok := byLabel(l)[intent.Label]; ok {
+			m.warnClamped(row, m.now())
 			rec := recordFromRow(row, intent, req.Fleet, m.now())
 			rec.Experiment, rec.EstHours, rec.EstCost = req.Experiment, req.EstHours, req.EstCost
 			if err := m.S.RecordCreated(ctx, intent.ID, rec, m.now()); err != nil {
@@ -198,10 +199,7 @@ func recordFromOffer(req RentRequest, intent store.Intent, id int64, now time.Ti
 
 // recordFromRow builds a store record from a listing row (adoption).
 func recordFromRow(row provider.Instance, intent store.Intent, fleet string, now time.Time) store.Instance {
-	created := now
-	if row.StartDate > 0 {
-		created = time.Unix(0, int64(row.StartDate*1e9)).UTC()
-	}
+	created, _ := startTime(row, now)
 	return store.Instance{
 		ID:         row.ID,
 		IntentID:   intent.ID,
@@ -221,6 +219,27 @@ func recordFromRow(row provider.Instance, intent store.Intent, fleet string, now
 		SSHHost:    sshHost(row),
 		SSHPort:    sshPort(row),
 		Bandwidth:  store.Bandwidth{DownCost: row.InetDownCost, UpCost: row.InetUpCost, DownMbps: row.InetDown},
+	}
+}
+
+// startTime is a listing row's creation time. A marketplace clock far off
+// (or a bogus start_date) must not give negative uptime or a cost from
+// year 1: such a time is clamped to now, and clamped says so.
+func startTime(row provider.Instance, now time.Time) (created time.Time, clamped error) {
+	if row.StartDate <= 0 {
+		return now, nil
+	}
+	created = time.Unix(0, int64(row.StartDate*1e9)).UTC()
+	if err := store.CheckCreatedAt(created, now); err != nil {
+		return now, err
+	}
+	return created, nil
+}
+
+// warnClamped logs a listing row whose start_date was clamped.
+func (m *Manager) warnClamped(row provider.Instance, now time.Time) {
+	if _, err := startTime(row, now); err != nil {
+		m.log().Warn("the marketplace's start_date cannot be right; using now", "instance", row.ID, "start_date", err)
 	}
 }
 
