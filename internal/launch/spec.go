@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -91,10 +92,19 @@ type Spec struct {
 	// MaxDPH caps the fleet's $/hr (dph_total summed over live
 	// instances); 0 = none.
 	MaxDPH float64 `json:"max_dph"`
-	// Budget caps what the launch spends ($); 0 = none. See CheckCaps.
+	// Budget caps what the launch spends ($), bandwidth included; 0 =
+	// none, unless BudgetAuto. See CheckCaps.
 	Budget float64 `json:"budget"`
-	// ImageGB is the image's size for the boot-time estimate that puts
-	// offers able to pull it in time first; 0 = guessed from its name.
+	// BudgetAuto asks for DefaultBudget when Budget is 0 (the CLI sets it
+	// unless --budget is given; --budget 0 turns the cap off).
+	BudgetAuto bool `json:"budget_auto,omitempty"`
+	// MaxRentals bounds the rentals the launch makes, replacements
+	// included; 0 = DefaultMaxRentals(Count).
+	MaxRentals int `json:"max_rentals,omitempty"`
+	// ImageGB is the image's size, for the bandwidth estimate (each
+	// rental pulls it at its offer's inet_down_cost) and the boot-time
+	// estimate that ranks offers unable to pull it in time last; 0 =
+	// guessed from the image's name.
 	ImageGB float64 `json:"image_gb,omitempty"`
 	// Create is the create body; Sessions are folded into its onstart.
 	Create           provider.CreateRequest `json:"create"`
@@ -148,8 +158,15 @@ func (s Spec) WithDefaults() Spec {
 	if s.OnInterrupt == "" {
 		s.OnInterrupt = InterruptKeep
 	}
+	if s.MaxRentals == 0 {
+		s.MaxRentals = DefaultMaxRentals(s.Count)
+	}
 	return s
 }
+
+// DefaultMaxRentals bounds a launch of count: every slot may be rented
+// twice, and a small fleet gets 10 replacements.
+func DefaultMaxRentals(count int) int { return max(2*count, count+10) }
 
 // Validate checks a spec (after WithDefaults).
 func (s Spec) Validate() error {
@@ -164,6 +181,12 @@ func (s Spec) Validate() error {
 	}
 	if s.MaxDPH < 0 || s.Budget < 0 {
 		return errors.New("--max-dph and --budget must not be negative")
+	}
+	if s.MaxRentals < s.Count {
+		return fmt.Errorf("--max-rentals %d: must be at least --count %d", s.MaxRentals, s.Count)
+	}
+	if s.ImageGB < 0 || math.IsNaN(s.ImageGB) || math.IsInf(s.ImageGB, 0) {
+		return fmt.Errorf("--image-size %g: must be a size in GB, 0 or more", s.ImageGB)
 	}
 	if s.Deadline < 0 {
 		return errors.New("--deadline must not be negative")

@@ -1,15 +1,16 @@
 package plan
 
 import (
-	"math"
 	"strings"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // BootHours is the one estimate of how long an offer takes to boot an
 // image: the pull over the host's download speed, then setup.
 func BootHours(imageGB, inetDownMbps float64) float64 {
-	return (imageGB*8000/math.Max(inetDownMbps, MinInetDownMbps))/3600 + SetupHours
+	return market.PullSeconds(imageGB, inetDownMbps)/3600 + SetupHours
 }
 
 // BootTime is BootHours as a duration.
@@ -18,7 +19,7 @@ func BootTime(imageGB, inetDownMbps float64) time.Duration {
 }
 
 // ImageGB guesses an image's extracted size from its name, for when the
-// user does not say (--image-gb): registries are not asked, so common
+// user does not say (--image-size): registries are not asked, so common
 // families get typical sizes and anything else DefaultImageGB.
 func ImageGB(image string) float64 {
 	l := strings.ToLower(image)
