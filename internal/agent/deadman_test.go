@@ -171,7 +171,7 @@ func (s *simInstance) agentConfig(t *testing.T) Config {
 }
 
 // TestDeadmanStopsItsInstance: the coordinator acknowledges a few
-// heartbeats and goes away; 30 market minutes later (0.6 s of the agent's
+// heartbeats and goes away; 4 market hours later (4.8 s of the agent's
 // clock at 3000x) the agent stops its own instance with its own key, says
 // why in agent.log, and the simulator bills no more compute for it. With
 // the destroy policy the instance is destroyed.
@@ -184,13 +184,15 @@ func TestDeadmanStopsItsInstance(t *testing.T) {
 				wire.EnvCoordURL:     c.srv.URL,
 				wire.EnvFleet:        "f1",
 				wire.EnvToken:        testToken,
-				wire.EnvOrphanAfter:  "30m",
+				// 4.8 s of wall time: long enough that a busy machine's
+				// slow heartbeats never trip it before the cut.
+				wire.EnvOrphanAfter:  "4h",
 				wire.EnvOrphanPolicy: policy,
 				wire.EnvTimeScale:    "3000",
 				wire.EnvSessions:     `[{"name":"work","command":"exec sleep 1000"}]`,
 			})
 			cfg := s.agentConfig(t)
-			if cfg.Node != fmt.Sprintf("C.%d", s.id) || cfg.InstanceID != s.id || cfg.wall(cfg.OrphanAfter) != 600*time.Millisecond {
+			if cfg.Node != fmt.Sprintf("C.%d", s.id) || cfg.InstanceID != s.id || cfg.wall(cfg.OrphanAfter) != 4800*time.Millisecond {
 				t.Fatalf("config from the instance: %+v", cfg)
 			}
 			s.clock.Advance(time.Hour)
@@ -292,7 +294,8 @@ func TestInstalledAgentInASimulatedInstance(t *testing.T) {
 		CoordURL: c.srv.URL, Fleet: "f1", Token: testToken, BinarySHA256: hex.EncodeToString(sum[:]),
 		Sessions: []wire.Session{{Name: "work",
 			Command: `echo '{"metric":"keys_per_s","value":7}'; echo '{"found":{"key":"k1"}}'; exec sleep 1000`}},
-		OrphanAfter: 30 * time.Minute, OrphanPolicy: wire.PolicyStop, TimeScale: 3000,
+		// 4.8 s of wall time, so a busy machine's slow start never trips it.
+		OrphanAfter: 4 * time.Hour, OrphanPolicy: wire.PolicyStop, TimeScale: 3000,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
@@ -146,6 +148,16 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	if f.opts.Market == "sim" {
 		if baseURL == "" {
 			u, err := f.startSim()
+			if errors.Is(err, sim.ErrInUse) {
+				// Another vastfleet has the market open (a coordinator, a
+				// launch): talk to it where it serves the market.
+				if served, ok := f.servedSim(); ok {
+					c, cerr := newRemoteSimClock(ctx, served)
+					if cerr == nil {
+						f.simClock, u, err = c, served, nil
+					}
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -271,6 +283,13 @@ func (f *factory) startSim() (string, error) {
 		m.Close()
 		return "", err
 	}
+	// Other commands meanwhile reach the market here (see servedSim).
+	servedFile := filepath.Join(dir, "sim", servedSimFile)
+	if err := atomicfile.WriteFile(servedFile, []byte("http://"+ln.Addr().String()+"\n"), 0o600); err != nil {
+		ln.Close()
+		m.Close()
+		return "", err
+	}
 	// The server outlives the command's context: cleanup after Ctrl+C still
 	// talks to it. Close stops it, then saves and unlocks the market.
 	ctx, stop := context.WithCancel(context.Background())
@@ -279,6 +298,7 @@ func (f *factory) startSim() (string, error) {
 	f.simMkt = m
 	f.virtual = virtual
 	f.closers = append(f.closers, func() error {
+		os.Remove(servedFile)
 		stop()
 		<-served
 		err := m.Close()
@@ -295,6 +315,24 @@ func (f *factory) startSim() (string, error) {
 			f.opts.SimSeed, f.opts.SimFaults, f.opts.SimSpeed, 60/f.opts.SimSpeed)
 	}
 	return "http://" + ln.Addr().String(), nil
+}
+
+// servedSimFile, in the simulator's directory, holds the URL where the
+// process that has the market open serves it.
+const servedSimFile = "served-url"
+
+// servedSim is where another process serves this data dir's market.
+func (f *factory) servedSim() (string, bool) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sim", servedSimFile))
+	u := strings.TrimSpace(string(b))
+	if err != nil || !strings.HasPrefix(u, "http://127.0.0.1:") {
+		return "", false
+	}
+	return u, true
 }
 
 // Store opens the state store; writers also take the data dir's lock so

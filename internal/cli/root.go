@@ -125,7 +125,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f)} {
+	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f), newAgentCmd(f)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}
