@@ -181,9 +181,9 @@ func TestDeadmanStopsItsInstance(t *testing.T) {
 			c := newFakeCoord(t, false)
 			c.reply = wire.HeartbeatReply{IntervalS: 60} // market seconds: 20 ms at 3000x
 			s := rentOne(t, map[string]string{
-				wire.EnvCoordURL:     c.srv.URL,
-				wire.EnvFleet:        "f1",
-				wire.EnvToken:        testToken,
+				wire.EnvCoordURL: c.srv.URL,
+				wire.EnvFleet:    "f1",
+				wire.EnvToken:    testToken,
 				// 4.8 s of wall time: long enough that a busy machine's
 				// slow heartbeats never trip it before the cut.
 				wire.EnvOrphanAfter:  "4h",
