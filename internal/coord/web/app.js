@@ -1,5 +1,5 @@
 // The vastfleet dashboard: one EventSource, every string from agents set
-// with textContent (never innerHTML), charts drawn by hand on canvas.
+// with textContent, never parsed as markup; charts drawn by hand on canvas.
 "use strict";
 
 const WINDOW_MS = 10 * 60 * 1000; // charts show the last ten minutes
