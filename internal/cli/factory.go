@@ -63,6 +63,15 @@ type factory struct {
 	// fleet (each in-process run is a reboot: onstart runs again).
 	simHosts bool
 	simClock *remoteSimClock
+	// waitsOnMarket marks a command whose outcome depends on how long it
+	// waits (launch): the in-process simulator then runs on a virtual
+	// clock that moves only while the command waits, so its results do
+	// not depend on how busy this machine is.
+	waitsOnMarket bool
+	virtual       *clock.Virtual
+	// simSpeedSet: --sim-speed was given; on the virtual clock it is a
+	// cap on speed, so a person can watch.
+	simSpeedSet bool
 	// frozenAt is set when another process holds the data dir: views show
 	// the store as of this time.
 	frozenAt time.Time
@@ -76,6 +85,9 @@ func newFactory(ios *IOStreams) *factory {
 }
 
 func (f *factory) init(cmd *cobra.Command) error {
+	if fl := cmd.Flags().Lookup("sim-speed"); fl != nil {
+		f.simSpeedSet = fl.Changed
+	}
 	level := slog.LevelWarn
 	if f.opts.Verbose {
 		level = slog.LevelDebug
@@ -153,6 +165,11 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 		key = k
 	}
 	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version}
+	if f.virtual != nil {
+		// Requests take no market time, and the client's own back-offs
+		// wait on the market's clock.
+		opts.Sleep, opts.Now, opts.InFlight = f.virtual.Sleep, f.virtual.Now, f.virtual.InFlight
+	}
 	if f.opts.Market == "vast" {
 		// The simulator draws its own 429s; the real API gets paced.
 		opts.RateLimit, opts.Burst = rate.Limit(f.opts.APIRate), defaultAPIBurst
@@ -205,8 +222,20 @@ func (f *factory) startSim() (string, error) {
 	if f.simHosts {
 		cfg.HostDir = sim.HostsDir(filepath.Join(dir, "sim"))
 	}
+	var virtual *clock.Virtual
+	if f.waitsOnMarket {
+		// A new market starts now; a saved one resumes where it was.
+		virtual = clock.NewVirtual(time.Now().UTC().Truncate(time.Second))
+		if f.simSpeedSet {
+			virtual.SetPace(f.opts.SimSpeed)
+		}
+		cfg.Clock = virtual
+	}
 	m, err := sim.Open(filepath.Join(dir, "sim"), cfg)
 	if err != nil {
+		if virtual != nil {
+			virtual.Close()
+		}
 		return "", err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -220,12 +249,20 @@ func (f *factory) startSim() (string, error) {
 	served := make(chan error, 1)
 	go func() { served <- m.ServeListener(ctx, ln) }()
 	f.simMkt = m
+	f.virtual = virtual
 	f.closers = append(f.closers, func() error {
 		stop()
 		<-served
-		return m.Close()
+		err := m.Close()
+		if virtual != nil {
+			virtual.Close()
+		}
+		return err
 	})
-	if f.opts.SimSpeed != 1 {
+	if virtual != nil {
+		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, virtual time: the market moves only while vastfleet waits)\n",
+			f.opts.SimSeed, f.opts.SimFaults)
+	} else if f.opts.SimSpeed != 1 {
 		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, %gx time: one simulated minute per %.3g s)\n",
 			f.opts.SimSeed, f.opts.SimFaults, f.opts.SimSpeed, 60/f.opts.SimSpeed)
 	}

@@ -43,9 +43,12 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}, nil
 }
 
-// sleep waits d of marketplace time: with the simulator, d divided by its
-// time scale in wall time.
+// sleep waits d of marketplace time: on the virtual clock, or with the
+// simulator's scaled clock, d divided by its time scale in wall time.
 func (f *factory) sleep(ctx context.Context, d time.Duration) error {
+	if f.virtual != nil {
+		return f.virtual.Sleep(ctx, d)
+	}
 	return clock.Sleep(ctx, time.Duration(float64(d)/f.simScale()))
 }
 

@@ -109,6 +109,7 @@ what is not running.`,
 }
 
 func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launchOptions, args []string) error {
+	f.waitsOnMarket = true
 	onInterrupt := opts.OnInterrupt
 	switch onInterrupt {
 	case "", launch.InterruptKeep, launch.InterruptDestroyUnready, launch.InterruptDestroyAll:

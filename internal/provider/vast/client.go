@@ -59,6 +59,9 @@ type Options struct {
 	Burst     int // default 1 when RateLimit is set
 	// Rand returns a number in [0,1) for backoff jitter; default math/rand.
 	Rand func() float64
+	// InFlight, when set, is told +1 when a request starts and -1 when its
+	// answer has been read: a virtual clock stands still meanwhile.
+	InFlight func(delta int)
 }
 
 // Client is the vast.ai API client. It is safe for concurrent use.
@@ -73,6 +76,7 @@ type Client struct {
 	maxBO   time.Duration
 	sleep   func(context.Context, time.Duration) error
 	now     func() time.Time
+	flight  func(int)
 	log     *slog.Logger
 	limiter *rate.Limiter
 	rate    rate.Limit // the configured rate; 429s lower the limiter's below it
@@ -115,6 +119,7 @@ func New(opts Options) (*Client, error) {
 		maxBO:   opts.MaxBackoff,
 		sleep:   opts.Sleep,
 		now:     opts.Now,
+		flight:  opts.InFlight,
 		log:     opts.Logger,
 		rnd:     opts.Rand,
 	}
@@ -384,6 +389,10 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 	}
 	if c.key != "" && !cl.noAuth {
 		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	if c.flight != nil {
+		c.flight(1)
+		defer c.flight(-1)
 	}
 	start := time.Now()
 	res, err := c.hc.Do(req)
