@@ -63,6 +63,9 @@ func (s *Server) pusher() {
 			s.dropAll()
 			return
 		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s.sampleHistory(ctx)
+			cancel()
 			s.pushAll()
 		}
 	}

@@ -33,6 +33,7 @@ type fleetLive struct {
 	heartbeats int64
 	recent     []wire.Finding // newest first, at most recentFindings
 	subs       map[*subscriber]struct{}
+	history    []HistoryPoint // oldest first, at most historyPoints
 
 	costsAt            time.Time
 	dph, spent         float64
@@ -224,4 +225,59 @@ func (s *Server) refreshCosts(ctx context.Context, fleet string) {
 		return
 	}
 	f.dph, f.spent, f.perNode = dph, spent, maps.Clone(perNode)
+}
+
+// PathHistory answers GET (viewer) with the fleet's recent totals, oldest
+// first, so a dashboard opened late draws its charts at once. It lives
+// here, not in package wire, as only the dashboard reads it.
+const PathHistory = "/api/v1/history"
+
+// HistoryPoint is one sample of a fleet's totals.
+type HistoryPoint struct {
+	At         time.Time          `json:"at"`
+	NodesAlive int                `json:"nodes_alive"`
+	CPUPercent float64            `json:"cpu_percent"`
+	Metrics    map[string]float64 `json:"metrics"`
+}
+
+// History keeps ten minutes of samples, one per historyEvery.
+const (
+	historyEvery  = 5 * time.Second
+	historyPoints = 120
+)
+
+// sampleHistory records every fleet's totals when historyEvery has passed
+// on the coordinator's clock since the last sample.
+func (s *Server) sampleHistory(ctx context.Context) {
+	now := s.now()
+	s.mu.Lock()
+	var due []string
+	for name, f := range s.fleets {
+		if n := len(f.history); n == 0 || now.Sub(f.history[n-1].At) >= historyEvery {
+			due = append(due, name)
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range due {
+		snap := s.Snapshot(ctx, name)
+		p := HistoryPoint{At: snap.At, NodesAlive: snap.Totals.NodesAlive, CPUPercent: snap.Totals.CPUPercent, Metrics: snap.Totals.Metrics}
+		s.mu.Lock()
+		f := s.fleets[name]
+		f.history = append(f.history, p)
+		if len(f.history) > historyPoints {
+			f.history = slices.Delete(f.history, 0, len(f.history)-historyPoints)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// History is the fleet's recent totals, oldest first.
+func (s *Server) History(fleet string) []HistoryPoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []HistoryPoint{}
+	if f := s.fleets[fleet]; f != nil {
+		out = append(out, f.history...)
+	}
+	return out
 }

@@ -298,3 +298,30 @@ func TestAgentBinaryIsServedToAgents(t *testing.T) {
 		}
 	}
 }
+
+func TestHistoryKeepsTenMinutesOfTotals(t *testing.T) {
+	clk := newFakeClock()
+	r := newRig(t, func(c *Config) { c.Now = clk.Now; c.PushEvery = time.Hour })
+	ctx := context.Background()
+	for i := range historyPoints + 10 {
+		hb := heartbeat("alpha", "n1")
+		hb.Metrics = map[string]float64{"keys_per_s": float64(i)}
+		r.do("POST", wire.PathHeartbeat, r.agent, hb, nil)
+		r.srv.sampleHistory(ctx)
+		r.srv.sampleHistory(ctx) // no time passed: no second sample
+		clk.Advance(historyEvery)
+	}
+	var h []HistoryPoint
+	if code, _ := r.do("GET", PathHistory, r.viewer, nil, &h); code != 200 {
+		t.Fatal(code)
+	}
+	if len(h) != historyPoints {
+		t.Fatalf("%d points, want %d", len(h), historyPoints)
+	}
+	if h[0].Metrics["keys_per_s"] != 10 || h[len(h)-1].Metrics["keys_per_s"] != historyPoints+9 || h[0].NodesAlive != 1 || h[0].CPUPercent != 400 {
+		t.Fatalf("first %+v last %+v", h[0], h[len(h)-1])
+	}
+	if code, _ := r.do("GET", PathHistory, r.agent, nil, nil); code != 403 {
+		t.Errorf("agent reads history: %d", code)
+	}
+}

@@ -178,6 +178,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+wire.PathFindings, s.withAuth(roleAgent, s.handleFindings))
 	m.HandleFunc("GET "+wire.PathState, s.withAuth(roleViewer, s.handleState))
 	m.HandleFunc("GET "+wire.PathEvents, s.withAuth(roleViewer, s.handleEvents))
+	m.HandleFunc("GET "+PathHistory, s.withAuth(roleViewer, func(w http.ResponseWriter, r *http.Request, c caller) {
+		writeJSON(w, s.History(c.fleet))
+	}))
 	m.HandleFunc("GET "+wire.PathMetrics, s.withAuth(roleViewer, s.handleMetrics))
 	m.HandleFunc("GET "+wire.PathAgentBin, s.withAuth(roleAgent, s.handleAgentBin))
 	m.HandleFunc("GET "+wire.PathAgentSum, s.withAuth(roleAgent, s.handleAgentSum))

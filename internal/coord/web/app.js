@@ -114,6 +114,9 @@ function draw(name, now) {
   ctx.beginPath();
   pts.forEach((p, i) => (i ? ctx.lineTo(x(p.t), y(p.v)) : ctx.moveTo(x(p.t), y(p.v))));
   ctx.stroke();
+  const last = pts[pts.length - 1];
+  ctx.fillStyle = "#58a6ff";
+  ctx.beginPath(); ctx.arc(x(last.t), y(last.v), 2.5, 0, 2 * Math.PI); ctx.fill();
 }
 
 function renderNodes(nodes, now) {
@@ -209,4 +212,17 @@ function connect() {
   });
 }
 
-connect();
+// Seed the charts with the coordinator's last ten minutes, then go live.
+fetch("/api/v1/history", { credentials: "same-origin" })
+  .then((r) => (r.ok ? r.json() : []))
+  .then((points) => {
+    for (const p of points) {
+      const t = Date.parse(p.at);
+      if (!isFinite(t)) continue;
+      record("CPU % (total)", t, p.cpu_percent || 0);
+      record("nodes alive", t, p.nodes_alive || 0);
+      for (const [name, v] of Object.entries(p.metrics || {})) record(name, t, v);
+    }
+  })
+  .catch(() => {})
+  .finally(connect);
