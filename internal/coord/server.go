@@ -63,6 +63,8 @@ type Server struct {
 	now        func() time.Time
 	flushEvery time.Duration
 	mux        *http.ServeMux
+	// heartbeatReply is the encoded wire.HeartbeatReply.
+	heartbeatReply []byte
 
 	auth      authTable
 	limitMu   sync.Mutex
@@ -140,6 +142,11 @@ func New(cfg Config) (*Server, error) {
 		stop:       make(chan struct{}),
 	}
 	s.auth.db = cfg.DB
+	s.heartbeatReply, _ = json.Marshal(wire.HeartbeatReply{
+		IntervalS:    cfg.HeartbeatInterval.Seconds(),
+		OrphanAfterS: cfg.OrphanAfter.Seconds(),
+		OrphanPolicy: cfg.OrphanPolicy,
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.auth.reload(ctx); err != nil {
@@ -340,11 +347,12 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 		writeError(w, http.StatusTooManyRequests, err.Error())
 		return
 	}
-	writeJSON(w, wire.HeartbeatReply{
-		IntervalS:    s.cfg.HeartbeatInterval.Seconds(),
-		OrphanAfterS: s.cfg.OrphanAfter.Seconds(),
-		OrphanPolicy: s.cfg.OrphanPolicy,
-	})
+	// The reply is the same for every heartbeat: encoded once, sent with
+	// a length rather than chunked.
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(s.heartbeatReply)))
+	_, _ = w.Write(s.heartbeatReply)
 }
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
