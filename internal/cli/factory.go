@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -78,6 +79,14 @@ type factory struct {
 	st       *store.Store
 	lock     *store.Lock
 	closers  []func() error
+	warned   map[string]bool
+	// formerStores are the store ids this data dir has had (orphans.go);
+	// lostStore is set when the store file was missing or empty although
+	// the data dir had one; orphans are what the last refresh found.
+	formerStores []string
+	storeID      string
+	lostStore    bool
+	orphans      []fleet.Orphan
 }
 
 func newFactory(ios *IOStreams) *factory {
@@ -150,21 +159,29 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 		}
 		if key == "" {
 			key = simAPIKey
+		} else if key != simAPIKey {
+			f.warnOnce(vast.FlagKeyWarning)
 		}
 	} else {
 		if baseURL == "" {
 			baseURL = f.io.Getenv("VAST_URL")
 		}
-		k, _, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
+		rk, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
 		if err != nil {
 			return nil, err
 		}
-		if k == "" {
-			return nil, usagef("no vast.ai API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key KEY`")
+		if rk.Key == "" {
+			return nil, usagef("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
 		}
-		key = k
+		for _, w := range rk.Warnings {
+			f.warnOnce(w)
+		}
+		key = rk.Key
 	}
-	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version}
+	// The real marketplace is reached over TLS only; the simulator, on
+	// loopback or a trusted network, may be plain http.
+	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version,
+		RequireTLS: f.opts.Market == "vast"}
 	if f.virtual != nil {
 		// Requests take no market time, and the client's own back-offs
 		// wait on the market's clock.
@@ -180,6 +197,17 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	}
 	f.provider = c
 	return c, nil
+}
+
+// warnOnce prints a warning to stderr the first time it is given.
+func (f *factory) warnOnce(msg string) {
+	if f.warned == nil {
+		f.warned = map[string]bool{}
+	}
+	if !f.warned[msg] {
+		f.warned[msg] = true
+		fmt.Fprintf(f.io.ErrOut, "warning: %s\n", msg)
+	}
 }
 
 // Clock is the time the marketplace lives in: the simulator's virtual clock
@@ -287,12 +315,17 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 	if f.st != nil {
 		return f.st, nil
 	}
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
+	path := filepath.Join(dir, "state.db")
+	f.checkStoreFile(dir, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	f.st = st
 	f.closers = append(f.closers, st.Close)
+	if write {
+		f.noteStore(ctx, dir, st)
+	}
 	return st, nil
 }
 

@@ -488,9 +488,18 @@ func (m *Market) bill(from, to time.Time) {
 }
 
 // pulled is the download charge for the part of the image pull that falls
-// in [from, to): the pull runs at a steady rate from PullFrom to PullTo.
+// in [from, to).
 func (in *instance) pulled(from, to time.Time) float64 {
-	if in.Destroyed || in.PullCost <= 0 || !in.PullTo.After(in.PullFrom) {
+	if in.Destroyed || in.PullCost <= 0 {
+		return 0
+	}
+	return in.PullCost * in.pullShare(from, to)
+}
+
+// pullShare is the share of the image that arrives in [from, to): the
+// pull runs at a steady rate from PullFrom to PullTo.
+func (in *instance) pullShare(from, to time.Time) float64 {
+	if !in.PullTo.After(in.PullFrom) {
 		return 0
 	}
 	a, b := from, to
@@ -503,7 +512,19 @@ func (in *instance) pulled(from, to time.Time) float64 {
 	if !b.After(a) {
 		return 0
 	}
-	return in.PullCost * float64(b.Sub(a)) / float64(in.PullTo.Sub(in.PullFrom))
+	return float64(b.Sub(a)) / float64(in.PullTo.Sub(in.PullFrom))
+}
+
+// kbPerGB is the unit of the inet_*_billed counters vast reports (KB).
+const kbPerGB = 1e6
+
+// downloadedKB is the inet_down_billed counter at now: the image bytes
+// that arrived so far (and were billed, as the ledger bills them).
+func (in *instance) downloadedKB(now time.Time) float64 {
+	if in.PullCost <= 0 {
+		return 0
+	}
+	return in.ImageGB * in.pullShare(in.PullFrom, now) * kbPerGB
 }
 
 func (m *Market) charge(in *instance, kind string, from, to time.Time, amount float64) {
@@ -769,6 +790,7 @@ func (m *Market) row(in *instance, now time.Time) instanceJSON {
 		NumGPUs: o.NumGPUs, GPUName: o.GPUName, GPURAM: o.GPURAM, GPUTotalRAM: o.GPUTotalRAM,
 		CPUCores: o.CPUCores, CPUCoresEffective: o.CPUCoresEffective, CPURAM: o.CPURAM,
 		DiskSpace: in.Disk, DiskUtil: -1, InetUp: o.InetUp, InetDown: o.InetDown,
+		InetUpCost: o.InetUpCost, InetDownCost: o.InetDownCost, InetDownBilled: in.downloadedKB(now),
 		DPHBase: in.ComputeRate, DPHTotal: in.ComputeRate + in.StorageRate,
 		StorageCost: o.StorageCost, StorageTotalCost: in.StorageRate,
 		IsBid: in.Bid, MinBid: o.MinBid, Reliability2: o.Reliability2, Verification: o.Verification,

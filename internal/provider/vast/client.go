@@ -62,6 +62,19 @@ type Options struct {
 	// InFlight, when set, is told +1 when a request starts and -1 when its
 	// answer has been read: a virtual clock stands still meanwhile.
 	InFlight func(delta int)
+	// RequireTLS refuses a plain http:// BaseURL unless its host is this
+	// machine (loopback): the real marketplace's key must not cross a
+	// network in clear text.
+	RequireTLS bool
+}
+
+// loopbackHost reports whether host is "localhost" or a loopback IP.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Client is the vast.ai API client. It is safe for concurrent use.
@@ -94,16 +107,24 @@ func New(opts Options) (*Client, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
+	// Errors show the URL only through RedactURL: it may carry a key.
 	base, err := url.Parse(strings.TrimRight(raw, "/"))
 	if err != nil {
-		return nil, fmt.Errorf("vast: base URL: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text quotes the whole URL
+		}
+		return nil, fmt.Errorf("vast: base URL %s: %w", RedactURL(raw), err)
 	}
 	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" {
-		return nil, fmt.Errorf("vast: base URL %q: want http(s)://host", raw)
+		return nil, fmt.Errorf("vast: base URL %s: want http(s)://host", RedactURL(raw))
 	}
 	if base.User != nil || base.RawQuery != "" {
 		// Anything secret in the URL would end up in *url.Error texts.
-		return nil, fmt.Errorf("vast: base URL must not carry credentials or a query")
+		return nil, fmt.Errorf("vast: base URL %s must not carry credentials or a query", RedactURL(raw))
+	}
+	if opts.RequireTLS && base.Scheme == "http" && !loopbackHost(base.Hostname()) {
+		return nil, fmt.Errorf("vast: base URL %s: plain http:// would send the API key unencrypted; use https:// (http is only for a server on this machine)", RedactURL(raw))
 	}
 	if strings.ContainsAny(opts.APIKey, "\r\n") {
 		return nil, errors.New("vast: API key contains a line break")
