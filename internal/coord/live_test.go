@@ -229,7 +229,11 @@ func TestDashboardSwapsTheLinkTokenForACookie(t *testing.T) {
 	if resp := get("/?token="+r.agent, nil); resp.StatusCode != 401 {
 		t.Errorf("agent token as a viewer: %d", resp.StatusCode)
 	}
-	resp := get("/?token="+r.viewer, nil)
+	link := DashboardURL(r.http.URL+"/", r.viewer)
+	if link != r.http.URL+"/?token="+r.viewer {
+		t.Fatalf("DashboardURL = %q", link)
+	}
+	resp := get(strings.TrimPrefix(link, r.http.URL), nil)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
 		t.Fatalf("link: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}

@@ -131,6 +131,8 @@ func TestRequestsAreRefusedWithClearErrors(t *testing.T) {
 		{"no findings", "POST", wire.PathFindings, r.agent, `{"fleet":"alpha","node":"n1","items":[]}`, 400},
 		{"wrong content type", "POST", wire.PathHeartbeat, r.agent, "text", 415},
 		{"unknown path", "GET", "/api/v1/nothing", r.viewer, nil, 404},
+		{"wrong method", "GET", wire.PathHeartbeat, r.agent, nil, 405},
+		{"post to the dashboard", "POST", "/", r.viewer, `{}`, 405},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

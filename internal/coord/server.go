@@ -11,6 +11,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,10 +195,26 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /static/", s.handleStatic)
 	m.HandleFunc("GET /{$}", s.handleDashboard)
 	// Everything else: a JSON 404/405 rather than the mux's plain text.
+	allowed := map[string]string{
+		wire.PathHeartbeat: "POST", wire.PathFindings: "POST", wire.PathState: "GET", wire.PathEvents: "GET",
+		wire.PathMetrics: "GET", wire.PathAgentBin: "GET", wire.PathAgentSum: "GET", PathHistory: "GET", "/": "GET",
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if method, ok := allowed[r.URL.Path]; ok {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, r.URL.Path+" answers "+method+" only")
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	s.mux = m
+}
+
+// DashboardURL is the link that opens a fleet's dashboard: baseURL is the
+// coordinator as the user's browser reaches it, viewer the fleet's viewer
+// token (swapped for a cookie on first use).
+func DashboardURL(baseURL, viewer string) string {
+	return strings.TrimRight(baseURL, "/") + "/?token=" + url.QueryEscape(viewer)
 }
 
 // writeError is every non-2xx answer: a wire.Error with a safe message.
