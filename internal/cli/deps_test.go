@@ -30,6 +30,11 @@ func TestDependencyDirection(t *testing.T) {
 		"store":  {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
 		"fleet":  {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
 		"launch": {mod + "cli", mod + "sim", mod + "provider/vast", "net/http/httptest"},
+		// What agents and the coordinator say to each other: stdlib only,
+		// so the agent binary stays small.
+		"wire": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", mod + "market", "database/sql", "net/http"},
+		// Onstart scripts are text; writing them needs no network.
+		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}
 	for pkg, forbidden := range never {
 		// Test-only dependencies (the simulator in fleet's tests) are fine:

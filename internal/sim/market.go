@@ -306,10 +306,7 @@ func kindCode(k string) int64 {
 }
 
 func defaultClock(cfg Config) Clock {
-	wallNow := cfg.WallNow
-	if wallNow == nil {
-		wallNow = time.Now // the one place wall time enters the simulator
-	}
+	wallNow := cfg.wallNow()
 	scale := cfg.TimeScale
 	if scale <= 0 {
 		scale = 1
@@ -317,6 +314,15 @@ func defaultClock(cfg Config) Clock {
 	w := wallNow()
 	return NewScaledClock(w, w, scale, wallNow)
 }
+
+func (cfg Config) wallNow() func() time.Time {
+	if cfg.WallNow == nil {
+		return time.Now // the one place wall time enters the simulator
+	}
+	return cfg.WallNow
+}
+
+func (m *Market) wallNow() time.Time { return m.cfg.wallNow()() }
 
 // Clock is the market's clock.
 func (m *Market) Clock() Clock { return m.cfg.Clock }

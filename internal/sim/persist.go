@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,7 +24,7 @@ var ErrInUse = errors.New("sim: market in use")
 // Open opens the market persisted in dir (creating it when absent), holding
 // an exclusive lock on dir/sim.lock until Close so that two processes never
 // write one market. A saved market keeps its seed and offer count; its clock
-// continues from the saved sim time: a ManualClock is set to it, a
+// continues from the saved sim time: a manual or virtual clock is set to it, a
 // ScaledClock runs on from it as if the market had been running meanwhile.
 func Open(dir string, cfg Config) (*Market, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -56,12 +57,16 @@ func Open(dir string, cfg Config) (*Market, error) {
 		}
 		cfg.Seed, cfg.Offers = saved.Seed, saved.Offers
 		switch c := cfg.Clock.(type) {
+		case *ScaledClock:
+			c.Rebase(saved.SimTime, saved.WallTime)
 		case *ManualClock:
 			if c.Now().Before(saved.SimTime) {
 				c.Set(saved.SimTime)
 			}
-		case *ScaledClock:
-			c.Rebase(saved.SimTime, saved.WallTime)
+		case *clock.Virtual:
+			// A command that waits on the market resumes it where it was:
+			// only its own waits move it on.
+			c.Set(saved.SimTime)
 		}
 	}
 	m, err := newMarket(cfg, saved)
@@ -112,7 +117,8 @@ func (m *Market) saveLocked() error {
 	if sc, ok := m.cfg.Clock.(*ScaledClock); ok {
 		m.st.WallTime, m.st.SimTime = sc.Wall()
 	} else {
-		m.st.SimTime = m.cfg.Clock.Now()
+		// A scaled clock that opens this state later runs on from here.
+		m.st.WallTime, m.st.SimTime = m.wallNow(), m.cfg.Clock.Now()
 	}
 	if m.st.SimTime.Before(m.st.BilledTo) {
 		m.st.SimTime = m.st.BilledTo

@@ -1,0 +1,191 @@
+package clock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Virtual is a clock driven by its sleepers, like a discrete-event
+// simulation: a sleeper waits until the clock reaches its wake-up time,
+// and whenever the program has been quiet for a moment (every counted
+// goroutine asleep, no request in flight) the clock jumps to the earliest
+// wake-up time. Time passes only while the program waits, never because
+// its own work was slow, so a simulated market gives the same answer on a
+// busy machine as on an idle one.
+type Virtual struct {
+	mu      sync.Mutex
+	now     time.Time
+	active  int // requests in flight (see Transport)
+	actors  int // goroutines that count (see Busy)
+	waiters []*waiter
+	lastAct time.Time // real time of the last sleeper or clock move
+	done    chan struct{}
+	stopped sync.Once
+}
+
+type waiter struct {
+	at time.Time
+	ch chan struct{}
+}
+
+// quiet is how long every counted goroutine must have slept, with no
+// request in flight, before the clock jumps.
+const quiet = 200 * time.Microsecond
+
+// stall is how long the clock waits for busy goroutines before it moves
+// anyway: only a safety net against a goroutine it miscounts.
+const stall = 10 * time.Second
+
+// NewVirtual starts a virtual clock at start; Close stops its driver.
+func NewVirtual(start time.Time) *Virtual {
+	v := &Virtual{now: start, lastAct: time.Now(), done: make(chan struct{})}
+	go v.drive()
+	return v
+}
+
+// Now is the virtual time.
+func (v *Virtual) Now() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.now
+}
+
+// Advance moves the clock forward by d at once.
+func (v *Virtual) Advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	v.mu.Lock()
+	v.now = v.now.Add(d)
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+}
+
+// Set moves the clock to t (a saved market resumes where it was).
+func (v *Virtual) Set(t time.Time) {
+	v.mu.Lock()
+	v.now = t
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+}
+
+// Busy counts the goroutines that work between sleeps: while fewer of
+// them sleep than exist, one is working and the clock stands still.
+func (v *Virtual) Busy(d int) {
+	v.mu.Lock()
+	v.actors += d
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+}
+
+func (v *Virtual) inFlight(d int) {
+	v.mu.Lock()
+	v.active += d
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+}
+
+// Close stops the clock's driver; sleepers get an error.
+func (v *Virtual) Close() { v.stopped.Do(func() { close(v.done) }) }
+
+// ErrClosed is what a sleeper on a closed virtual clock gets.
+var ErrClosed = errors.New("virtual clock closed")
+
+// Sleep waits d of virtual time or until ctx ends.
+func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil || d <= 0 {
+		return err
+	}
+	v.mu.Lock()
+	w := &waiter{at: v.now.Add(d), ch: make(chan struct{})}
+	v.waiters = append(v.waiters, w)
+	v.lastAct = time.Now()
+	v.mu.Unlock()
+	select {
+	case <-w.ch:
+		return ctx.Err()
+	case <-ctx.Done():
+		v.mu.Lock()
+		for i, x := range v.waiters {
+			if x == w {
+				v.waiters = append(v.waiters[:i], v.waiters[i+1:]...)
+				break
+			}
+		}
+		v.mu.Unlock()
+		return ctx.Err()
+	case <-v.done:
+		return ErrClosed
+	}
+}
+
+func (v *Virtual) drive() {
+	t := time.NewTicker(100 * time.Microsecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-v.done:
+			return
+		case <-t.C:
+		}
+		v.mu.Lock()
+		idle := time.Since(v.lastAct)
+		settled := v.active == 0 && idle >= quiet && len(v.waiters) >= v.actors
+		if len(v.waiters) > 0 && (settled || idle >= stall) {
+			next := v.waiters[0].at
+			for _, w := range v.waiters[1:] {
+				if w.at.Before(next) {
+					next = w.at
+				}
+			}
+			if v.now.Before(next) {
+				v.now = next
+			}
+			kept := v.waiters[:0]
+			for _, w := range v.waiters {
+				if w.at.After(v.now) {
+					kept = append(kept, w)
+				} else {
+					close(w.ch)
+				}
+			}
+			v.waiters = kept
+			v.lastAct = time.Now()
+		}
+		v.mu.Unlock()
+	}
+}
+
+// Transport wraps next so that the clock stands still while a request is
+// in flight: a request to the marketplace takes none of its time, however
+// slow this machine is to send or answer it.
+func (v *Virtual) Transport(next http.RoundTripper) http.RoundTripper {
+	return &busyTransport{next: next, v: v}
+}
+
+type busyTransport struct {
+	next http.RoundTripper
+	v    *Virtual
+}
+
+func (t *busyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.v.inFlight(1)
+	defer t.v.inFlight(-1)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil {
+		// The body is read after RoundTrip returns; read it here so the
+		// whole exchange counts as in flight.
+		b, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		if rerr != nil {
+			return nil, rerr
+		}
+	}
+	return resp, err
+}
