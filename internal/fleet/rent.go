@@ -62,8 +62,9 @@ func (m *Manager) Rent(ctx context.Context, req RentRequest) (store.Instance, er
 	if err != nil {
 		return store.Instance{}, fmt.Errorf("rent offer %d: %w", req.Offer.ID, err)
 	}
+	nonce := m.nonce()
 	intent, err := m.S.NewIntent(ctx, req.Fleet, req.Offer.ID, req.Offer.MachineID, body, m.now(),
-		func(id int64) string { return Label(storeID, req.Fleet, id) })
+		func(id int64) string { return Label(storeID, req.Fleet, id, nonce) })
 	if err != nil {
 		return store.Instance{}, fmt.Errorf("rent offer %d: write intent: %w", req.Offer.ID, err)
 	}
