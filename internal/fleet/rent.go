@@ -145,8 +145,8 @@ func (m *Manager) unresolved(req RentRequest, intent store.Intent, createErr, lo
 		req.Offer.ID, provider.ErrMaybeCreated, createErr, intent.Label, lookErr, intent.ID)
 }
 
-// redacted drops env values from the request kept in the store: they may
-// hold tokens.
+// redacted drops env values and the onstart script from the request kept
+// in the store: they may hold tokens. Env keys stay, to show what was set.
 func redacted(c provider.CreateRequest) provider.CreateRequest {
 	if len(c.Env) > 0 {
 		env := make(map[string]string, len(c.Env))
@@ -154,6 +154,9 @@ func redacted(c provider.CreateRequest) provider.CreateRequest {
 			env[k] = "<redacted>"
 		}
 		c.Env = env
+	}
+	if c.Onstart != "" {
+		c.Onstart = "<redacted>"
 	}
 	return c
 }

@@ -94,13 +94,17 @@ func AcquireLock(dir, holder string) (*Lock, error) {
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err == nil {
+		err = f.Chmod(0o600) // a file left by an older vastfleet may be 0644
+	}
+	if err == nil {
 		host, _ := os.Hostname()
 		b, _ := json.Marshal(LockHolder{PID: os.Getpid(), Hostname: host, Command: holder})
-		if err = writeHolder(f, append(b, '\n')); err != nil {
-			f.Close()
-		}
+		err = writeHolder(f, append(b, '\n'))
 	}
 	if err != nil {
+		if f != nil {
+			f.Close()
+		}
 		unflock(d)
 		d.Close()
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
