@@ -26,7 +26,7 @@ func newBalanceCmd(f *factory) *cobra.Command {
 			if asJSON {
 				return writeJSON(f.io.Out, u)
 			}
-			fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, u.Username, u.Balance, u.Credit)
+			fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
 			return nil
 		},
 	}

@@ -96,7 +96,7 @@ func newExportCmd(f *factory) *cobra.Command {
 				if err := exportNodes(ctx, f, &b, format, fleetName, args, mpich, script); err != nil {
 					return err
 				}
-				return os.WriteFile(out, b.Bytes(), 0o644)
+				return atomicfile.WriteFile(out, b.Bytes(), 0o600)
 			}
 			st, err := f.Store(ctx, false, "")
 			if err != nil {

@@ -81,7 +81,10 @@ type factory struct {
 	st       *store.Store
 	lock     *store.Lock
 	closers  []func() error
-	warned   map[string]bool
+	// dataDirChecked is the data dir already made private, so the check
+	// and its warning happen once per command.
+	dataDirChecked string
+	warned         map[string]bool
 	// formerStores are the store ids this data dir has had (orphans.go);
 	// lostStore is set when the store file was missing or empty although
 	// the data dir had one; orphans are what the last refresh found.
@@ -134,7 +137,31 @@ func (f *factory) dataDir() (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("data dir: %w", err)
 	}
+	if f.dataDirChecked != dir {
+		if err := f.tightenDataDir(dir); err != nil {
+			return "", err
+		}
+		f.dataDirChecked = dir
+	}
 	return dir, nil
+}
+
+// tightenDataDir makes an existing data dir private (0700): it holds the
+// state store, the fleet's SSH key and launch secrets, and a directory
+// others may enter exposes every file in it that was created before the
+// files themselves were made 0600. It says so once, as a warning.
+func (f *factory) tightenDataDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("data dir %s is accessible to other users (mode %#o) and could not be made private: %w", dir, perm, err)
+		}
+		fmt.Fprintf(f.io.ErrOut, "warning: data dir %s was accessible to other users (mode %#o); it is now 0700\n", dir, perm)
+	}
+	return nil
 }
 
 // Provider returns the marketplace client: the real vast.ai client, pointed

@@ -78,7 +78,15 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+// row writes one row; every cell goes through termSafe, as cells carry
+// marketplace and imported strings (labels, GPU names, reasons).
+func (t *table) row(cells ...string) {
+	safe := make([]string, len(cells))
+	for i, c := range cells {
+		safe[i] = termSafe(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(safe, "\t"))
+}
 
 func (t *table) flush() error { return t.tw.Flush() }
 

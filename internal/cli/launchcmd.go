@@ -323,7 +323,7 @@ func (v *launchView) event(e launch.Event) {
 	if e.InstanceID != 0 {
 		msg = fmt.Sprintf("instance %d %s", e.InstanceID, msg)
 	}
-	fmt.Fprintf(w, "%s %-11s %s\n", e.At.UTC().Format("15:04:05"), e.Event, strings.TrimSpace(msg))
+	fmt.Fprintf(w, "%s %-11s %s\n", e.At.UTC().Format("15:04:05"), e.Event, termSafe(strings.TrimSpace(msg)))
 }
 
 // finish prints the summary, and after an interrupt asks what to do with the

@@ -75,13 +75,15 @@ func (f *factory) fleetKey() (*fleetKey, error) {
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("fleet key: %w", err)
+	} else if err := os.Chmod(path, 0o600); err != nil { // one written by hand or an older vastfleet
+		return nil, fmt.Errorf("fleet key: %w", err)
 	}
 	signer, err := ssh.ParsePrivateKey(pemBytes)
 	if err != nil {
 		return nil, fmt.Errorf("fleet key %s: %w (move it away and a new one is generated)", path, err)
 	}
 	pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " vastfleet"
-	if err := os.WriteFile(path+".pub", []byte(pub+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(path+".pub", []byte(pub+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	return &fleetKey{signer: signer, path: path, authorized: pub, knownHosts: filepath.Join(sshDir, "known_hosts")}, nil

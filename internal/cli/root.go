@@ -68,7 +68,7 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 		// say, and the status a pipeline expects of a closed pipe.
 		return 141
 	}
-	fmt.Fprintf(ios.ErrOut, "error: %v\n", err)
+	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):

@@ -67,7 +67,7 @@ func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
 		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
 	for _, w := range warnings {
-		fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
+		fmt.Fprintf(io.ErrOut, "warning: %s\n", termSafe(string(w)))
 	}
 	if err != nil {
 		return market.Query{}, usageError{err}

@@ -259,7 +259,7 @@ func (e *env) labelFor(fleet string) func(int64) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return func(intent int64) string { return Label(id, fleet, intent) }
+	return func(intent int64) string { return Label(id, fleet, intent, NewNonce()) }
 }
 
 // ours lists the simulator's live instances that carry a vastfleet label.

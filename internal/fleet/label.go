@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,20 +30,40 @@ func ValidateFleetName(name string) error {
 }
 
 // Label is the idempotency label of one rental: it names vastfleet, the
-// store (data dir) that rented it, the fleet and the intent row written
-// before the create call, so that a lost create response can be resolved by
-// finding the label in a listing, and so that two data dirs renting on one
-// account never take each other's instances for orphans of their own.
-// It panics on an invalid fleet name or store id; callers validate names
-// at the edge and store ids come from store.ID.
-func Label(storeID, fleet string, intentID int64) string {
+// store (data dir) that rented it, the fleet, the intent row written before
+// the create call and a random nonce, so that a lost create response can be
+// resolved by finding the label in a listing, and so that two data dirs
+// renting on one account never take each other's instances for orphans of
+// their own. The nonce keeps labels unique across a store rollback (a lost
+// WAL, a restored backup): intent ids then start again from an old value,
+// and without it a resume would create labels that running instances
+// already carry. An empty nonce gives the older three-part label, which
+// ParseLabel still reads.
+// It panics on an invalid fleet name, store id or nonce; callers validate
+// names at the edge, store ids come from store.ID and nonces from NewNonce.
+func Label(storeID, fleet string, intentID int64, nonce string) string {
 	if err := ValidateFleetName(fleet); err != nil {
 		panic(err)
 	}
 	if !validStoreID(storeID) {
 		panic(fmt.Sprintf("fleet: store id %q is not 8 hex digits", storeID))
 	}
-	return labelPrefix + ":" + storeID + ":" + fleet + ":" + strconv.FormatInt(intentID, 10)
+	l := labelPrefix + ":" + storeID + ":" + fleet + ":" + strconv.FormatInt(intentID, 10)
+	if nonce == "" {
+		return l
+	}
+	if !validNonce(nonce) {
+		panic(fmt.Sprintf("fleet: label nonce %q is not 8 hex digits", nonce))
+	}
+	return l + ":" + nonce
+}
+
+// NewNonce draws a label nonce: 32 random bits, so two labels of one store,
+// fleet and intent id collide once in about 4 billion rollbacks.
+func NewNonce() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // LabelParts is what a vastfleet label says.
@@ -49,6 +71,7 @@ type LabelParts struct {
 	Store  string
 	Fleet  string
 	Intent int64
+	Nonce  string // "" in labels written before nonces
 }
 
 // ParseLabel is the inverse of Label. ok is false for any label vastfleet
@@ -62,6 +85,10 @@ func ParseLabel(s string) (LabelParts, bool) {
 		return LabelParts{}, false
 	}
 	parts := strings.Split(rest, ":")
+	var nonce string
+	if len(parts) == 4 && validNonce(parts[3]) {
+		nonce, parts = parts[3], parts[:3]
+	}
 	if len(parts) != 3 || !validStoreID(parts[0]) || ValidateFleetName(parts[1]) != nil {
 		return LabelParts{}, false
 	}
@@ -69,10 +96,14 @@ func ParseLabel(s string) (LabelParts, bool) {
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != parts[2] {
 		return LabelParts{}, false
 	}
-	return LabelParts{Store: parts[0], Fleet: parts[1], Intent: id}, true
+	return LabelParts{Store: parts[0], Fleet: parts[1], Intent: id, Nonce: nonce}, true
 }
 
-func validStoreID(s string) bool {
+func validStoreID(s string) bool { return isLowerHex8(s) }
+
+func validNonce(s string) bool { return isLowerHex8(s) }
+
+func isLowerHex8(s string) bool {
 	if len(s) != 8 {
 		return false
 	}

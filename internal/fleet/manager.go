@@ -46,6 +46,16 @@ type Manager struct {
 	// ListTries bounds how many listings one lookup or confirmation makes
 	// (default 5).
 	ListTries int
+	// Nonce draws the random part of each rental's label (default
+	// NewNonce); tests may pass a fixed sequence.
+	Nonce func() string
+}
+
+func (m *Manager) nonce() string {
+	if m.Nonce != nil {
+		return m.Nonce()
+	}
+	return NewNonce()
 }
 
 // young reports whether a record made at created may simply not be listed

@@ -245,7 +245,7 @@ func TestReconcileOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := e.client.CreateInstance(ctx, e.offers[1].ID, provider.CreateRequest{Image: "ubuntu", Disk: 20, Label: Label("ffffffff", "f1", 1)})
+	foreign, err := e.client.CreateInstance(ctx, e.offers[1].ID, provider.CreateRequest{Image: "ubuntu", Disk: 20, Label: Label("ffffffff", "f1", 1, "")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,8 +65,9 @@ func (m *Manager) Rent(ctx context.Context, req RentRequest) (store.Instance, er
 	if err != nil {
 		return store.Instance{}, fmt.Errorf("rent offer %d: %w", req.Offer.ID, err)
 	}
+	nonce := m.nonce()
 	intent, err := m.S.NewIntent(ctx, req.Fleet, req.Offer.ID, req.Offer.MachineID, body, m.now(),
-		func(id int64) string { return Label(storeID, req.Fleet, id) })
+		func(id int64) string { return Label(storeID, req.Fleet, id, nonce) })
 	if err != nil {
 		return store.Instance{}, fmt.Errorf("rent offer %d: write intent: %w", req.Offer.ID, err)
 	}
@@ -148,8 +149,8 @@ func (m *Manager) unresolved(req RentRequest, intent store.Intent, createErr, lo
 		req.Offer.ID, provider.ErrMaybeCreated, createErr, intent.Label, lookErr, intent.ID)
 }
 
-// redacted drops env values from the request kept in the store: they may
-// hold tokens.
+// redacted drops env values and the onstart script from the request kept
+// in the store: they may hold tokens. Env keys stay, to show what was set.
 func redacted(c provider.CreateRequest) provider.CreateRequest {
 	if len(c.Env) > 0 {
 		env := make(map[string]string, len(c.Env))
@@ -157,6 +158,9 @@ func redacted(c provider.CreateRequest) provider.CreateRequest {
 			env[k] = "<redacted>"
 		}
 		c.Env = env
+	}
+	if c.Onstart != "" {
+		c.Onstart = "<redacted>"
 	}
 	return c
 }

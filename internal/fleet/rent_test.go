@@ -18,7 +18,9 @@ func TestRentWaitRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.ID == 0 || rec.IntentID == 0 || rec.Label != e.labelFor("f1")(rec.IntentID) || rec.OfferID != e.offers[0].ID {
+	storeID, _ := e.st.ID(ctx)
+	lp, _ := ParseLabel(rec.Label)
+	if rec.ID == 0 || rec.IntentID == 0 || lp.Store != storeID || lp.Fleet != "f1" || lp.Intent != rec.IntentID || lp.Nonce == "" || rec.OfferID != e.offers[0].ID {
 		t.Fatalf("record %+v", rec)
 	}
 	it, err := e.st.Intent(ctx, rec.IntentID)

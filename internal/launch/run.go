@@ -145,9 +145,17 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
-	raw, err := encodeStored(spec, candidates)
+	raw, secret, err := encodeStored(spec, candidates)
 	if err != nil {
 		return Summary{}, err
+	}
+	// The secrets go first: a fleet row whose secrets are missing cannot
+	// be resumed. The data dir's lock and the check above keep another
+	// launch of this name from racing the write.
+	if secret != nil {
+		if err := m.S.SaveSecret(ctx, secretName(spec.Fleet), secret); err != nil {
+			return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
+		}
 	}
 	if err := m.S.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
 		EstDPH: caps.DPH, EstHours: caps.Horizon.Hours(), EstCost: caps.Projected}); err != nil {
@@ -191,7 +199,9 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	if err != nil {
 		return Summary{}, err
 	}
-	spec, cands, err := decodeStored(f.Spec)
+	spec, cands, err := decodeStored(f.Spec, func() ([]byte, error) {
+		return m.S.LoadSecret(ctx, secretName(fleetName))
+	})
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}

@@ -229,19 +229,96 @@ type stored struct {
 	Version    int             `json:"version"`
 	Spec       Spec            `json:"spec"`
 	Candidates []market.Ranked `json:"candidates"`
+	// Secrets says that Spec's env values, onstart and session commands
+	// are redacted and kept in the store's secret file for the fleet.
+	Secrets bool `json:"secrets,omitempty"`
 }
 
-func encodeStored(spec Spec, cands []market.Ranked) (json.RawMessage, error) {
-	return json.Marshal(stored{Version: 1, Spec: spec, Candidates: cands})
+// Redacted stands in for a secret in what is stored or shown.
+const Redacted = "<redacted>"
+
+// secrets is what a launch needs to resume but keeps out of the database:
+// env values and scripts carry tokens.
+type secrets struct {
+	Env      map[string]string `json:"env,omitempty"`
+	Onstart  string            `json:"onstart,omitempty"`
+	Sessions []Session         `json:"sessions,omitempty"`
 }
 
-func decodeStored(raw json.RawMessage) (Spec, []market.Ranked, error) {
+// splitSecrets returns spec with its env values, onstart and session
+// commands redacted, and what was taken out; ok is false when there was
+// nothing to take.
+func splitSecrets(spec Spec) (public Spec, sec secrets, ok bool) {
+	public = spec
+	if len(spec.Create.Env) > 0 {
+		public.Create.Env = make(map[string]string, len(spec.Create.Env))
+		for k := range spec.Create.Env {
+			public.Create.Env[k] = Redacted
+		}
+		sec.Env, ok = spec.Create.Env, true
+	}
+	if spec.Create.Onstart != "" {
+		public.Create.Onstart = Redacted
+		sec.Onstart, ok = spec.Create.Onstart, true
+	}
+	if len(spec.Sessions) > 0 {
+		public.Sessions = make([]Session, len(spec.Sessions))
+		for i, ss := range spec.Sessions {
+			public.Sessions[i] = Session{Name: ss.Name, Command: Redacted}
+		}
+		sec.Sessions, ok = spec.Sessions, true
+	}
+	return public, sec, ok
+}
+
+// joinSecrets puts what splitSecrets took back into spec.
+func joinSecrets(spec Spec, sec secrets) Spec {
+	if sec.Env != nil {
+		spec.Create.Env = sec.Env
+	}
+	spec.Create.Onstart = sec.Onstart
+	if sec.Sessions != nil {
+		spec.Sessions = sec.Sessions
+	}
+	return spec
+}
+
+// secretName is the store secret that holds a fleet's launch secrets.
+func secretName(fleetName string) string { return "launch-" + fleetName }
+
+// encodeStored returns the fleet row's spec JSON with secrets redacted, and
+// the secrets to keep apart (nil when there are none).
+func encodeStored(spec Spec, cands []market.Ranked) (raw json.RawMessage, secret []byte, err error) {
+	public, sec, ok := splitSecrets(spec)
+	if ok {
+		if secret, err = json.Marshal(sec); err != nil {
+			return nil, nil, err
+		}
+	}
+	raw, err = json.Marshal(stored{Version: 1, Spec: public, Candidates: cands, Secrets: ok})
+	return raw, secret, err
+}
+
+// decodeStored reads a fleet row's spec JSON; loadSecret is called when the
+// spec's secrets were kept apart.
+func decodeStored(raw json.RawMessage, loadSecret func() ([]byte, error)) (Spec, []market.Ranked, error) {
 	var st stored
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return Spec{}, nil, fmt.Errorf("fleet spec: %w", err)
 	}
 	if st.Version != 1 || st.Spec.Count == 0 {
 		return Spec{}, nil, errors.New("fleet spec: not a launch spec (was the fleet made by `launch`?)")
+	}
+	if st.Secrets {
+		b, err := loadSecret()
+		if err != nil {
+			return Spec{}, nil, fmt.Errorf("fleet spec: its env and onstart were kept apart and cannot be read: %w", err)
+		}
+		var sec secrets
+		if err := json.Unmarshal(b, &sec); err != nil {
+			return Spec{}, nil, fmt.Errorf("fleet spec: its env and onstart file: %w", err)
+		}
+		st.Spec = joinSecrets(st.Spec, sec)
 	}
 	return st.Spec, st.Candidates, nil
 }

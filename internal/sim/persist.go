@@ -27,7 +27,7 @@ var ErrInUse = errors.New("sim: market in use")
 // continues from the saved sim time: a manual or virtual clock is set to it, a
 // ScaledClock runs on from it as if the market had been running meanwhile.
 func Open(dir string, cfg Config) (*Market, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	lock, err := acquire(dir)
@@ -85,7 +85,7 @@ func Open(dir string, cfg Config) (*Market, error) {
 
 func acquire(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -55,45 +55,61 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // Lock is a held writer lock; Unlock releases it.
 type Lock struct {
-	f    *os.File
+	dir  *os.File // the data directory, flock'd: the lock itself
+	f    *os.File // the holder file: only names the holder
 	path string
 }
 
-// AcquireLock takes the exclusive writer lock dir/vastfleet.lock for the
-// whole process's work, without waiting. holder is the command line to show
-// to whoever is refused. The lock is an flock, so it is released by the OS
-// when its process dies: a stale file from a killed process is free. A
-// second AcquireLock in the same process is refused too.
+// AcquireLock takes the exclusive writer lock on the data directory dir for
+// the whole process's work, without waiting. holder is the command line to
+// show to whoever is refused. The lock is an flock held by the kernel, so it
+// is released when its process dies: a stale holder file from a killed
+// process means nothing.
 //
-// The file is never deleted (deleting a flock'd file lets two processes each
-// lock a different inode). The holder's start time is the file's mtime,
-// written when the lock was taken, so the store reads no clock.
+// The flock is on the directory itself (opened read-only), not on
+// dir/vastfleet.lock: a file can be deleted while locked, and the next
+// process would then create and lock a new inode under the same name and
+// drive the same fleet. The directory cannot be deleted while it holds the
+// store. The file only names the holder (pid, host, command; its mtime is
+// the start time) for the error message, so the store reads no clock. A
+// second AcquireLock in the same process is refused too (each open has its
+// own file description).
 func AcquireLock(dir, holder string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: lock: %w", err)
 	}
 	path := filepath.Join(dir, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: lock: %w", err)
 	}
-	busy, err := tryFlock(f)
+	busy, err := tryFlock(d)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+		d.Close()
+		return nil, fmt.Errorf("store: lock %s: %w", dir, err)
 	}
 	if busy {
-		f.Close()
+		d.Close()
 		return nil, readHolder(path)
 	}
-	host, _ := os.Hostname()
-	b, _ := json.Marshal(LockHolder{PID: os.Getpid(), Hostname: host, Command: holder})
-	if err := writeHolder(f, append(b, '\n')); err != nil {
-		unflock(f)
-		f.Close()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = f.Chmod(0o600) // a file left by an older vastfleet may be 0644
+	}
+	if err == nil {
+		host, _ := os.Hostname()
+		b, _ := json.Marshal(LockHolder{PID: os.Getpid(), Hostname: host, Command: holder})
+		err = writeHolder(f, append(b, '\n'))
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		unflock(d)
+		d.Close()
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}
-	return &Lock{f: f, path: path}, nil
+	return &Lock{dir: d, f: f, path: path}, nil
 }
 
 func writeHolder(f *os.File, b []byte) error {
@@ -119,19 +135,20 @@ func readHolder(path string) error {
 	return e
 }
 
-// Path is the lock file's path.
+// Path is the holder file's path.
 func (l *Lock) Path() string { return l.path }
 
 // Unlock releases the lock. It is safe to call more than once.
 func (l *Lock) Unlock() error {
-	if l == nil || l.f == nil {
+	if l == nil || l.dir == nil {
 		return nil
 	}
 	_ = l.f.Truncate(0) // no stale holder name for the next reader
-	err := unflock(l.f)
-	if cerr := l.f.Close(); err == nil {
+	_ = l.f.Close()
+	err := unflock(l.dir)
+	if cerr := l.dir.Close(); err == nil {
 		err = cerr
 	}
-	l.f = nil
+	l.dir, l.f = nil, nil
 	return err
 }

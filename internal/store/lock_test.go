@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -117,5 +118,71 @@ func TestLockOtherProcessThenStale(t *testing.T) {
 	b, _ := os.ReadFile(l.Path())
 	if !strings.Contains(string(b), `"command":"vastfleet status"`) || !strings.Contains(string(b), fmt.Sprintf(`"pid":%d`, os.Getpid())) {
 		t.Errorf("lock file content %q does not name us", b)
+	}
+}
+
+// TestLockSurvivesDeletedFile is issue 9's case: with the holder file
+// deleted while a process holds the lock, a second process must still be
+// refused, or both drive one fleet and destroy each other's instances.
+func TestLockSurvivesDeletedFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "locked" {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	path := filepath.Join(dir, LockFileName)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	// Round 0 finds no file; round 1 finds a new, unlocked inode at the
+	// path, as a lock on the file (not the directory) would have left.
+	for round := 0; round < 2; round++ {
+		if round == 1 {
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := AcquireLock(dir, "vastfleet launch --resume f")
+		if !errors.Is(err, ErrLocked) {
+			l.Unlock()
+			t.Fatalf("round %d: AcquireLock after the lock file was deleted = %v, want ErrLocked", round, err)
+		}
+		if !strings.HasPrefix(err.Error(), "another vastfleet holds ") {
+			t.Errorf("round %d: error %q; with the file gone the holder is unknown", round, err)
+		}
+	}
+}
+
+func TestLockFileModeIsPrivate(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	dir := t.TempDir()
+	l, err := AcquireLock(dir, "vastfleet up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	fi, err := os.Stat(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("lock file mode %v, want 0600", perm)
 	}
 }
