@@ -18,6 +18,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 type launchOptions struct {
@@ -44,6 +45,12 @@ type launchOptions struct {
 	Sessions   []string
 	Fleet      string
 	Direct     bool
+	// Coord: the coordinator agents report to ("auto": the one running
+	// for this data dir); empty runs sessions without an agent.
+	Coord        string
+	CoordSHA256  string
+	OrphanAfter  time.Duration
+	OrphanPolicy string
 
 	Spare            float64
 	BootTimeout      time.Duration
@@ -109,6 +116,10 @@ what is not running.`,
 	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB per instance")
 	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when each instance starts")
+	fl.StringVar(&opts.Coord, "coord", "", "run the agent on every instance, reporting to this coordinator: auto (the `vastfleet coord` running for this data dir) or its https://HOST:PORT")
+	fl.StringVar(&opts.CoordSHA256, "coord-sha256", "", "with --coord https://…: the coordinator certificate's sha256 that agents pin (printed by `vastfleet coord --tls`)")
+	fl.DurationVar(&opts.OrphanAfter, "orphan-after", wire.DefaultOrphanAft, "with --coord: an agent stops its instance after this long without the coordinator (the dead-man switch)")
+	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "with --coord: what the dead-man switch does, stop or destroy")
 	fl.StringArrayVar(&opts.Sessions, "session", nil, "name:command, a long-running named session per node (repeatable)")
 	fl.StringVar(&opts.Fleet, "fleet", "", "fleet name (default: fleet-<time>)")
 	fl.BoolVar(&opts.Direct, "direct", false, "direct SSH ports instead of the marketplace's proxy")
@@ -156,6 +167,11 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
+	}
+	if opts.Coord != "" {
+		if err := f.withAgent(ctx, &spec, opts); err != nil {
+			return err
+		}
 	}
 	cands, err := opts.candidates(ctx, f, args)
 	if err != nil {

@@ -129,7 +129,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}
-	for _, c := range instanceCommands(f) {
+	for _, c := range append(instanceCommands(f), newCoordCmd(f)) {
 		c.GroupID = "instances"
 		root.AddCommand(c)
 	}

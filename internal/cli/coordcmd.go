@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// coordFile, in the data dir, says where the running coordinator listens,
+// for `launch --coord auto`.
+const coordFile = "coord.json"
+
+// coordInfo is coordFile's content.
+type coordInfo struct {
+	URL         string `json:"url"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	PID         int    `json:"pid"`
+}
+
+type coordOptions struct {
+	Addr         string
+	TLS          bool
+	AgentBin     string
+	OrphanAfter  time.Duration
+	OrphanPolicy string
+	Interval     time.Duration
+	Fleets       []string
+}
+
+func newCoordCmd(f *factory) *cobra.Command {
+	opts := &coordOptions{}
+	cmd := &cobra.Command{
+		Use:   "coord [--addr 127.0.0.1:8470] [--tls] [--fleet F...]",
+		Short: "Run the coordinator: agents report to it, the dashboard shows the fleet live",
+		Long: `Run the coordinator until Ctrl+C. Every agent (started on each instance by
+launch --coord) sends it heartbeats, custom metrics and findings; findings are
+committed to DATA_DIR/coord.db before they are acknowledged, so none is lost
+or stored twice. It serves a live dashboard per fleet (the link with the
+fleet's viewer token is printed) and Prometheus /metrics.
+
+Where to run it:
+  - On this machine (the default, 127.0.0.1): right for the simulated
+    marketplace, whose instances run here. Instances on vast.ai cannot reach
+    a laptop behind NAT.
+  - On a machine with a public address (a small VPS): --addr 0.0.0.0:8470
+    --tls, and launch with --coord https://HOST:8470. Agents pin the
+    certificate's fingerprint.
+
+With the simulated marketplace the coordinator also keeps the simulated
+instances' machines running (their agents and sessions) while it runs, and
+other vastfleet commands reach the market through it.
+
+While it runs, agents whose coordinator falls silent for --orphan-after stop
+(or destroy) their own instance: the dead-man switch.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return coordRun(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8470", "address to listen on")
+	fl.BoolVar(&opts.TLS, "tls", false, "serve HTTPS with a self-signed certificate kept in the data dir (agents pin its fingerprint)")
+	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else this binary)")
+	fl.DurationVar(&opts.OrphanAfter, "orphan-after", wire.DefaultOrphanAft, "agents stop their instance after this long without the coordinator")
+	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "what the dead-man switch does: stop or destroy")
+	fl.DurationVar(&opts.Interval, "heartbeat", 10*time.Second, "heartbeat interval told to agents (marketplace time)")
+	fl.StringArrayVar(&opts.Fleets, "fleet", nil, "print the dashboard link of this fleet (repeatable; default: every fleet in the store)")
+	return cmd
+}
+
+func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
+	if opts.OrphanPolicy != wire.PolicyStop && opts.OrphanPolicy != wire.PolicyDestroy {
+		return usagef("--orphan-policy %q: use stop or destroy", opts.OrphanPolicy)
+	}
+	host, _, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
+		return usagef("--addr %q: want HOST:PORT (%v)", opts.Addr, err)
+	}
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
+		return usagef("--addr %s is reachable from other machines: add --tls, so that tokens and findings are encrypted", opts.Addr)
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	agentBin, err := agentBinary(opts.AgentBin)
+	if err != nil {
+		return err
+	}
+	// The simulated instances run while the coordinator runs.
+	f.simHosts = true
+	if _, err := f.Provider(ctx); err != nil {
+		return err
+	}
+	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	clk := f.Clock()
+	srv, err := coord.New(coord.Config{
+		DB: db, Log: f.log, Now: clk.Now, HeartbeatInterval: opts.Interval,
+		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
+		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w (another coordinator on this port? pick one with --addr)", err)
+	}
+	scheme, fingerprint := "http", ""
+	if opts.TLS {
+		cert, fp, err := coord.SelfSigned(filepath.Join(dir, "coord-tls"))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme, fingerprint = "https", fp
+	}
+	url := scheme + "://" + ln.Addr().String()
+	info, _ := json.Marshal(coordInfo{URL: url, Fingerprint: fingerprint, PID: os.Getpid()})
+	infoPath := filepath.Join(dir, coordFile)
+	if err := atomicfile.WriteFile(infoPath, info, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	defer os.Remove(infoPath)
+
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	fmt.Fprintf(f.io.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", url, opts.OrphanPolicy, opts.OrphanAfter)
+	if err := f.printDashboards(ctx, db, url, opts.Fleets); err != nil {
+		hs.Close()
+		return err
+	}
+	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	return nil
+}
+
+// printDashboards prints each fleet's dashboard link.
+func (f *factory) printDashboards(ctx context.Context, db *coord.DB, url string, fleets []string) error {
+	if len(fleets) == 0 {
+		st, err := f.Store(ctx, false, "")
+		if err != nil {
+			return err
+		}
+		all, err := st.ListFleets(ctx)
+		if err != nil {
+			return err
+		}
+		for _, fl := range all {
+			fleets = append(fleets, fl.Name)
+		}
+	}
+	if len(fleets) == 0 {
+		fmt.Fprintln(f.io.ErrOut, "no fleets yet: `vastfleet launch --coord auto ...` starts one that reports here; `vastfleet coord --fleet NAME` prints its link")
+	}
+	for _, name := range fleets {
+		_, viewer, err := db.FleetTokens(ctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(f.io.Out, "%s\t%s\n", name, coord.DashboardURL(url, viewer))
+	}
+	return nil
+}
+
+// fleetCosts gives the coordinator a fleet's $/hr and spend from the
+// store, read only: the coordinator never holds the data dir's lock.
+func (f *factory) fleetCosts(ctx context.Context, fleetName string) (float64, float64, map[int64]float64, error) {
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	m := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}
+	rep, err := m.Cost(ctx, fleetName)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	live, err := st.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	per := map[int64]float64{}
+	for _, in := range live {
+		if in.State == provider.StateRunning {
+			per[in.ID] = in.DPHTotal
+		}
+	}
+	var dph float64
+	for _, fc := range rep.Fleets {
+		dph += fc.DPH
+	}
+	return dph, rep.Total, per, nil
+}
+
+// agentBinary finds the agent to serve: the flag, vastfleet-agent beside
+// this executable, or this executable itself (it runs `vastfleet agent`).
+func agentBinary(flag string) (func() (io.ReadCloser, string, error), error) {
+	path := flag
+	if path == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		path = self
+		if small := filepath.Join(filepath.Dir(self), "vastfleet-agent"); fileExists(small) {
+			path = small
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--agent-bin: %w", err)
+	}
+	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
+		return nil, usagef("--agent-bin %s is not a Linux executable (build one with GOOS=linux go build ./cmd/vastfleet-agent)", path)
+	}
+	s := sha256.Sum256(b)
+	sum := hex.EncodeToString(s[:])
+	return func() (io.ReadCloser, string, error) {
+		return io.NopCloser(strings.NewReader(string(b))), sum, nil
+	}, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// readCoordInfo is the running coordinator, for --coord auto.
+func readCoordInfo(dir string) (coordInfo, error) {
+	var ci coordInfo
+	b, err := os.ReadFile(filepath.Join(dir, coordFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return ci, usagef("--coord auto: no coordinator is running for this data dir; start one with `vastfleet coord` in another terminal")
+	}
+	if err != nil {
+		return ci, err
+	}
+	if err := json.Unmarshal(b, &ci); err != nil {
+		return ci, fmt.Errorf("%s: %w", coordFile, err)
+	}
+	return ci, nil
+}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// startCmd runs a long-lived command (a coordinator) in this process
+// until the test ends.
+func (e *env) startCmd(args ...string) (out, errOut *syncBuffer) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: func(k string) string {
+		if k == "VASTFLEET_HOME" {
+			return e.home
+		}
+		return ""
+	}}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, ios, append([]string{"--sim-speed", e.speed, "--sim-faults", "none"}, args...))
+	}()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			e.t.Errorf("vastfleet %s did not stop after its context ended", strings.Join(args, " "))
+		}
+	})
+	return out, errOut
+}
+
+// buildAgent builds the small agent binary the coordinator serves.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vastfleet-agent")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build vastfleet-agent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium on PATH (.ci/run installs Debian's chromium)")
+	return ""
+}
+
+// TestDashboardShowsTheLiveFleet is the run phase end to end in a real
+// browser: a coordinator, a launch whose every instance installs the agent
+// from it, sessions that print a metric and a finding, and the dashboard in
+// headless Chromium showing both nodes, the metric's total and the finding.
+func TestDashboardShowsTheLiveFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the agent and drives Chromium")
+	}
+	browser := chromium(t)
+	for _, tool := range []string{"curl", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120" // heartbeats every 10 market seconds: 83 ms
+	out, errOut := e.startCmd("coord", "--addr", "127.0.0.1:0", "--agent-bin", agentBin, "--fleet", "web")
+	waitFor(t, "the coordinator", 30*time.Second, func() bool { return strings.Contains(out.String(), "web\t") })
+	link := strings.TrimSpace(strings.SplitN(strings.SplitN(out.String(), "web\t", 2)[1], "\n", 2)[0])
+
+	e.ok("launch", "--coord", "auto", "--count", "2", "--fleet", "web", "--image", "ubuntu:22.04", "--deadline", "30m",
+		"--session", `work:echo '{"metric":"keys_per_s","value":1500}'; echo '{"found":{"key":"0xC0FFEE"}}'; while sleep 1; do echo '{"metric":"keys_per_s","value":1500}'; done`,
+		"-n", "rentable=True num_gpus=1 dph_total<1")
+
+	ctx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 1000))...)
+	defer cancel()
+	ctx, cancel = chromedp.NewContext(ctx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	poll := func(js string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(60*time.Second))
+	}
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(link),
+		poll(`(document.querySelector("#nodes-alive")||{}).textContent === "2"`),
+		poll(`["3000", "3,000", "3.00k", "3k", "3.0k"].includes((document.querySelector("#metric-keys_per_s")||{}).textContent)`),
+		poll(`(document.querySelector("#findings-list")||{textContent:""}).textContent.includes("0xC0FFEE")`),
+	)
+	if err != nil {
+		t.Fatalf("dashboard: %v\ncoordinator stderr:\n%s", err, errOut.String())
+	}
+	text := func(sel string) string {
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("reading %s: %v", sel, err)
+		}
+		return strings.TrimSpace(v)
+	}
+	nodes, findings, metric := text("#nodes-alive"), text("#findings-count"), text("#metric-keys_per_s")
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(findings)); n < 2 {
+		t.Errorf("findings count %q, want 2 (one per node)", findings)
+	}
+	path := filepath.Join(os.TempDir(), "vastfleet-dashboard.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dashboard screenshot: %s (nodes alive %s, keys_per_s %s, findings %s)", path, nodes, metric, findings)
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/bootstrap"
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// withAgent makes every instance of the launch run the agent: the onstart
+// installs it from the coordinator, and the sessions run under it instead
+// of tmux, reporting to the coordinator.
+func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOptions) error {
+	if o.OrphanPolicy != wire.PolicyStop && o.OrphanPolicy != wire.PolicyDestroy {
+		return usagef("--orphan-policy %q: use stop or destroy", o.OrphanPolicy)
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	target, fingerprint := o.Coord, o.CoordSHA256
+	if target == "auto" {
+		ci, err := readCoordInfo(dir)
+		if err != nil {
+			return err
+		}
+		target, fingerprint = ci.URL, ci.Fingerprint
+	}
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--coord %q: want auto or the coordinator's http(s)://HOST:PORT", o.Coord)
+	}
+	if f.opts.Market == "vast" {
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsPrivate())) {
+			return usagef("--coord %s: instances on vast.ai cannot reach this address; run `vastfleet coord --addr 0.0.0.0:8470 --tls` on a machine with a public address and pass --coord https://HOST:8470", target)
+		}
+		if u.Scheme != "https" {
+			return usagef("--coord %s: agents send tokens and findings over the internet; use the coordinator's https:// address (vastfleet coord --tls)", target)
+		}
+	}
+	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	if err != nil {
+		return err
+	}
+	token, _, err := db.FleetTokens(ctx, spec.Fleet)
+	db.Close()
+	if err != nil {
+		return err
+	}
+	sum, err := agentDigest(ctx, target, token, fingerprint)
+	if err != nil {
+		return err
+	}
+	var sessions []wire.Session
+	for _, s := range spec.Sessions {
+		sessions = append(sessions, wire.Session{Name: s.Name, Command: s.Command})
+	}
+	scale := 0.0
+	if f.opts.Market == "sim" {
+		// The agents' timers run in the market's time: ask the market
+		// (usually the one the coordinator holds) for its scale.
+		if _, err := f.Provider(ctx); err != nil {
+			return err
+		}
+		scale = f.simScale()
+	}
+	onstart, err := bootstrap.AgentOnstart(o.Onstart, bootstrap.Agent{
+		CoordURL: target, Fleet: spec.Fleet, Token: token, BinarySHA256: sum, Fingerprint: fingerprint,
+		Sessions: sessions, OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, TimeScale: scale,
+	})
+	if err != nil {
+		return usageError{err}
+	}
+	spec.Create.Onstart = onstart
+	spec.Sessions = nil // the agent runs them
+	return nil
+}
+
+// agentDigest asks the coordinator for the sha256 of the agent it serves;
+// it also proves the coordinator answers and knows the fleet's token.
+func agentDigest(ctx context.Context, base, token, fingerprint string) (string, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	if fingerprint != "" {
+		client.Transport = &http.Transport{TLSClientConfig: pinnedTLS(fingerprint)}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathAgentSum, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("--coord %s: the coordinator does not answer (%w); is `vastfleet coord` running?", base, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("--coord %s: asking for the agent's digest: HTTP %d %s", base, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// pinnedTLS accepts exactly the certificate whose sha256 is fingerprint.
+func pinnedTLS(fingerprint string) *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || coord.Fingerprint(cs.PeerCertificates[0].Raw) != fingerprint {
+				return x509.UnknownAuthorityError{}
+			}
+			return nil
+		},
+	}
+}
