@@ -20,8 +20,12 @@ func newCostCmd(f *factory) *cobra.Command {
 		Use:   "cost",
 		Short: "What instances cost: per instance and per fleet, actual against estimate",
 		Long: `Cost per instance and per fleet: running time × compute $/hr plus storage for
-every second the instance existed (stopped included), against the estimate
-recorded when it was planned or launched.`,
+every second the instance existed (stopped included) plus bandwidth, against
+the estimate recorded when it was planned or launched.
+
+Bandwidth is what the marketplace reports it billed (inet_down_billed and
+inet_up_billed at the host's prices) as of the last listing; an instance it
+never reported for is priced at its estimated image pull, marked with "~".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			m, err := f.refreshed(ctx, holderName("cost"))
@@ -32,10 +36,17 @@ recorded when it was planned or launched.`,
 			if err != nil {
 				return err
 			}
+			orphans := f.orphanViews(f.orphans)
 			if asJSON {
-				return writeJSON(f.io.Out, rep)
+				return writeJSON(f.io.Out, struct {
+					fleet.CostReport
+					Orphans []orphanJSON `json:"orphans"`
+				}{rep, orphans})
 			}
-			return printCost(f.io.Out, rep)
+			if err := printCost(f.io.Out, rep); err != nil {
+				return err
+			}
+			return printOrphans(f.io.Out, orphans)
 		},
 	}
 	cmd.Flags().StringVar(&fleetName, "fleet", "", "only this fleet")
@@ -44,15 +55,19 @@ recorded when it was planned or launched.`,
 }
 
 func printCost(w io.Writer, rep fleet.CostReport) error {
-	t := newTable(w, "INSTANCE", "FLEET", "RUNNING", "EXISTED", "COMPUTE", "STORAGE", "TOTAL", "ESTIMATE")
+	t := newTable(w, "INSTANCE", "FLEET", "RUNNING", "EXISTED", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL", "ESTIMATE")
 	for _, c := range rep.Instances {
+		bw := money(c.Bandwidth)
+		if c.BandwidthEstimated {
+			bw = "~" + bw
+		}
 		t.row(strconv.FormatInt(c.InstanceID, 10), c.Fleet, c.Running.Round(1e9).String(), c.Existed.Round(1e9).String(),
-			money(c.Compute), money(c.Storage), money(c.Total), optMoney(c.Estimated))
+			money(c.Compute), money(c.Storage), bw, money(c.Total), optMoney(c.Estimated))
 	}
 	for _, fl := range rep.Fleets {
-		t.row("FLEET", fl.Fleet, "", "", money(fl.Compute), money(fl.Storage), money(fl.Total), optMoney(fl.Estimated))
+		t.row("FLEET", fl.Fleet, "", "", money(fl.Compute), money(fl.Storage), money(fl.Bandwidth), money(fl.Total), optMoney(fl.Estimated))
 	}
-	t.row("TOTAL", "", "", "", money(rep.Compute), money(rep.Storage), money(rep.Total), optMoney(rep.Estimated))
+	t.row("TOTAL", "", "", "", money(rep.Compute), money(rep.Storage), money(rep.Bandwidth), money(rep.Total), optMoney(rep.Estimated))
 	return t.flush()
 }
 

@@ -30,6 +30,9 @@ func TestDependencyDirection(t *testing.T) {
 		"store":  {"net/http", mod + "provider", mod + "sim", mod + "fleet", mod + "cli"},
 		"fleet":  {mod + "sim", mod + "launch", mod + "cli", mod + "provider/vast"},
 		"launch": {mod + "cli", mod + "sim", mod + "provider/vast", "net/http/httptest"},
+		// The coordinator gets costs from the CLI as a function and keeps
+		// its own database, so it never holds the store's lock.
+		"coord": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli"},
 		// What agents and the coordinator say to each other: stdlib only,
 		// so the agent binary stays small.
 		"wire": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", mod + "market", "database/sql", "net/http"},

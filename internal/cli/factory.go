@@ -10,11 +10,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -62,15 +65,32 @@ type factory struct {
 	// fleet (each in-process run is a reboot: onstart runs again).
 	simHosts bool
 	simClock *remoteSimClock
+	// waitsOnMarket marks a command whose outcome depends on how long it
+	// waits (launch): the in-process simulator then runs on a virtual
+	// clock that moves only while the command waits, so its results do
+	// not depend on how busy this machine is.
+	waitsOnMarket bool
+	virtual       *clock.Virtual
+	// simSpeedSet: --sim-speed was given; on the virtual clock it is a
+	// cap on speed, so a person can watch.
+	simSpeedSet bool
 	// frozenAt is set when another process holds the data dir: views show
 	// the store as of this time.
 	frozenAt time.Time
 	st       *store.Store
 	lock     *store.Lock
+	closers  []func() error
 	// dataDirChecked is the data dir already made private, so the check
 	// and its warning happen once per command.
 	dataDirChecked string
-	closers        []func() error
+	warned         map[string]bool
+	// formerStores are the store ids this data dir has had (orphans.go);
+	// lostStore is set when the store file was missing or empty although
+	// the data dir had one; orphans are what the last refresh found.
+	formerStores []string
+	storeID      string
+	lostStore    bool
+	orphans      []fleet.Orphan
 }
 
 func newFactory(ios *IOStreams) *factory {
@@ -78,6 +98,9 @@ func newFactory(ios *IOStreams) *factory {
 }
 
 func (f *factory) init(cmd *cobra.Command) error {
+	if fl := cmd.Flags().Lookup("sim-speed"); fl != nil {
+		f.simSpeedSet = fl.Changed
+	}
 	level := slog.LevelWarn
 	if f.opts.Verbose {
 		level = slog.LevelDebug
@@ -145,6 +168,16 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	if f.opts.Market == "sim" {
 		if baseURL == "" {
 			u, err := f.startSim()
+			if errors.Is(err, sim.ErrInUse) {
+				// Another vastfleet has the market open (a coordinator, a
+				// launch): talk to it where it serves the market.
+				if served, ok := f.servedSim(); ok {
+					c, cerr := newRemoteSimClock(ctx, served)
+					if cerr == nil {
+						f.simClock, u, err = c, served, nil
+					}
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -158,21 +191,34 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 		}
 		if key == "" {
 			key = simAPIKey
+		} else if key != simAPIKey {
+			f.warnOnce(vast.FlagKeyWarning)
 		}
 	} else {
 		if baseURL == "" {
 			baseURL = f.io.Getenv("VAST_URL")
 		}
-		k, _, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
+		rk, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
 		if err != nil {
 			return nil, err
 		}
-		if k == "" {
-			return nil, usagef("no vast.ai API key: pass --api-key, set VAST_API_KEY, or run `vastai set api-key KEY`")
+		if rk.Key == "" {
+			return nil, usagef("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
 		}
-		key = k
+		for _, w := range rk.Warnings {
+			f.warnOnce(w)
+		}
+		key = rk.Key
 	}
-	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version}
+	// The real marketplace is reached over TLS only; the simulator, on
+	// loopback or a trusted network, may be plain http.
+	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version,
+		RequireTLS: f.opts.Market == "vast"}
+	if f.virtual != nil {
+		// Requests take no market time, and the client's own back-offs
+		// wait on the market's clock.
+		opts.Sleep, opts.Now, opts.InFlight = f.virtual.Sleep, f.virtual.Now, f.virtual.InFlight
+	}
 	if f.opts.Market == "vast" {
 		// The simulator draws its own 429s; the real API gets paced.
 		opts.RateLimit, opts.Burst = rate.Limit(f.opts.APIRate), defaultAPIBurst
@@ -183,6 +229,17 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	}
 	f.provider = c
 	return c, nil
+}
+
+// warnOnce prints a warning to stderr the first time it is given.
+func (f *factory) warnOnce(msg string) {
+	if f.warned == nil {
+		f.warned = map[string]bool{}
+	}
+	if !f.warned[msg] {
+		f.warned[msg] = true
+		fmt.Fprintf(f.io.ErrOut, "warning: %s\n", msg)
+	}
 }
 
 // Clock is the time the marketplace lives in: the simulator's virtual clock
@@ -225,12 +282,31 @@ func (f *factory) startSim() (string, error) {
 	if f.simHosts {
 		cfg.HostDir = sim.HostsDir(filepath.Join(dir, "sim"))
 	}
+	var virtual *clock.Virtual
+	if f.waitsOnMarket {
+		// A new market starts now; a saved one resumes where it was.
+		virtual = clock.NewVirtual(time.Now().UTC().Truncate(time.Second))
+		if f.simSpeedSet {
+			virtual.SetPace(f.opts.SimSpeed)
+		}
+		cfg.Clock = virtual
+	}
 	m, err := sim.Open(filepath.Join(dir, "sim"), cfg)
 	if err != nil {
+		if virtual != nil {
+			virtual.Close()
+		}
 		return "", err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		m.Close()
+		return "", err
+	}
+	// Other commands meanwhile reach the market here (see servedSim).
+	servedFile := filepath.Join(dir, "sim", servedSimFile)
+	if err := atomicfile.WriteFile(servedFile, []byte("http://"+ln.Addr().String()+"\n"), 0o600); err != nil {
+		ln.Close()
 		m.Close()
 		return "", err
 	}
@@ -240,16 +316,43 @@ func (f *factory) startSim() (string, error) {
 	served := make(chan error, 1)
 	go func() { served <- m.ServeListener(ctx, ln) }()
 	f.simMkt = m
+	f.virtual = virtual
 	f.closers = append(f.closers, func() error {
+		os.Remove(servedFile)
 		stop()
 		<-served
-		return m.Close()
+		err := m.Close()
+		if virtual != nil {
+			virtual.Close()
+		}
+		return err
 	})
-	if f.opts.SimSpeed != 1 {
+	if virtual != nil {
+		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, virtual time: the market moves only while vastfleet waits)\n",
+			f.opts.SimSeed, f.opts.SimFaults)
+	} else if f.opts.SimSpeed != 1 {
 		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, %gx time: one simulated minute per %.3g s)\n",
 			f.opts.SimSeed, f.opts.SimFaults, f.opts.SimSpeed, 60/f.opts.SimSpeed)
 	}
 	return "http://" + ln.Addr().String(), nil
+}
+
+// servedSimFile, in the simulator's directory, holds the URL where the
+// process that has the market open serves it.
+const servedSimFile = "served-url"
+
+// servedSim is where another process serves this data dir's market.
+func (f *factory) servedSim() (string, bool) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sim", servedSimFile))
+	u := strings.TrimSpace(string(b))
+	if err != nil || !strings.HasPrefix(u, "http://127.0.0.1:") {
+		return "", false
+	}
+	return u, true
 }
 
 // Store opens the state store; writers also take the data dir's lock so
@@ -270,12 +373,17 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 	if f.st != nil {
 		return f.st, nil
 	}
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
+	path := filepath.Join(dir, "state.db")
+	f.checkStoreFile(dir, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	f.st = st
 	f.closers = append(f.closers, st.Close)
+	if write {
+		f.noteStore(ctx, dir, st)
+	}
 	return st, nil
 }
 

@@ -43,9 +43,12 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}, nil
 }
 
-// sleep waits d of marketplace time: with the simulator, d divided by its
-// time scale in wall time.
+// sleep waits d of marketplace time: on the virtual clock, or with the
+// simulator's scaled clock, d divided by its time scale in wall time.
 func (f *factory) sleep(ctx context.Context, d time.Duration) error {
+	if f.virtual != nil {
+		return f.virtual.Sleep(ctx, d)
+	}
 	return clock.Sleep(ctx, time.Duration(float64(d)/f.simScale()))
 }
 
@@ -79,9 +82,14 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{})
+	if err != nil {
 		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
+		return m, nil
 	}
+	// Orphans are shown, never dropped: each one bills.
+	f.orphans = rep.Orphans
+	f.warnOrphans(rep.Orphans)
 	return m, nil
 }
 
@@ -237,10 +245,23 @@ func newLsCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			orphans := f.orphanViews(f.orphans)
 			if opts.JSON {
-				return writeJSON(f.io.Out, views)
+				rows := make([]any, 0, len(views)+len(orphans))
+				for _, v := range views {
+					rows = append(rows, v)
+				}
+				for _, o := range orphans {
+					rows = append(rows, o)
+				}
+				return writeJSON(f.io.Out, rows)
 			}
-			return printInstances(f, views)
+			if len(views) > 0 || len(orphans) == 0 {
+				if err := printInstances(f, views); err != nil {
+					return err
+				}
+			}
+			return printOrphans(f.io.Out, orphans)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
@@ -503,7 +524,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 }
 
 func newReconcileCmd(f *factory) *cobra.Command {
-	var destroyOrphans, destroyForeign, asJSON bool
+	var destroyOrphans, destroyForeign, adopt, adoptForeign, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Match the marketplace's instances to the store: adopt, mark gone, find orphans",
@@ -513,10 +534,21 @@ func newReconcileCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{DestroyOrphans: destroyOrphans, DestroyForeign: destroyForeign})
+			if (adopt || adoptForeign) && (destroyOrphans || destroyForeign) {
+				return usagef("--adopt and --destroy-*: pick one")
+			}
+			ropts := fleet.ReconcileOptions{DestroyOrphans: destroyOrphans, DestroyForeign: destroyForeign}
+			switch {
+			case adoptForeign:
+				ropts.Adopt = func(fleet.Orphan) bool { return true }
+			case adopt:
+				ropts.Adopt = f.ownOrphan
+			}
+			rep, err := m.Reconcile(ctx, ropts)
 			if err != nil {
 				return err
 			}
+			f.warnOrphans(rep.Orphans)
 			if asJSON {
 				return writeJSON(f.io.Out, rep)
 			}
@@ -526,6 +558,8 @@ func newReconcileCmd(f *factory) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&destroyOrphans, "destroy-orphans", false, "destroy instances labelled by this data dir that it has no record of wanting")
 	cmd.Flags().BoolVar(&destroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
+	cmd.Flags().BoolVar(&adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
+	cmd.Flags().BoolVar(&adoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

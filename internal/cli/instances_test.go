@@ -265,12 +265,10 @@ func TestRemoteSimulator(t *testing.T) {
 	cost := decode[map[string]any](t, e.ok(remote("cost", "--json")...).out)
 	ledger := 0.0
 	for _, le := range mkt.Ledger() {
-		if le.Kind != "bandwidth" {
-			ledger += le.Amount
-		}
+		ledger += le.Amount
 	}
 	if got := cost["total"].(float64); got < ledger-0.01 || got > ledger+0.01 {
-		t.Errorf("cost total $%.4f, simulator ledger (compute+storage) $%.4f: want agreement to the cent", got, ledger)
+		t.Errorf("cost total $%.4f, simulator ledger (compute+storage+bandwidth) $%.4f: want agreement to the cent", got, ledger)
 	}
 }
 

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 const launchQuery = "rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5"
@@ -114,4 +118,49 @@ func TestLaunchFromSavedRanking(t *testing.T) {
 		t.Errorf("--from a malformed file: stderr %q", r.err)
 	}
 	e.ok("destroy", "--all", "--yes")
+}
+
+// TestLaunchOutcomeDoesNotDependOnLoad runs one launch spec twice on the
+// realistic market, the second time with every core saturated: the market
+// moves only while the launch waits, so the ready count is the same
+// within 2% (goroutine order may still differ by an instance).
+func TestLaunchOutcomeDoesNotDependOnLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two 40-instance launches")
+	}
+	ready := func(load bool) float64 {
+		e := newEnv(t)
+		if load {
+			// Other processes take every core, as on a shared machine.
+			var spinners []*exec.Cmd
+			for range runtime.NumCPU() {
+				c := exec.Command("/bin/sh", "-c", "while :; do :; done")
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				spinners = append(spinners, c)
+			}
+			defer func() {
+				for _, c := range spinners {
+					c.Process.Kill()
+					c.Wait()
+				}
+			}()
+		}
+		start := time.Now()
+		defer func() { t.Logf("load=%v launch took %v", load, time.Since(start)) }()
+		r := e.run("--sim-faults", "realistic", "launch", "--by", "vcpu", "--count", "40", "--deadline", "10m",
+			"--park", "--fleet", "load", "--json")
+		lines := strings.Split(strings.TrimSpace(r.out), "\n")
+		sum := decode[map[string]any](t, lines[len(lines)-1])
+		if sum["event"] != "summary" {
+			t.Fatalf("no summary (exit %d): %s\n%s", r.code, r.out, r.err)
+		}
+		return sum["ready"].(float64)
+	}
+	idle, loaded := ready(false), ready(true)
+	t.Logf("ready of 40: %v idle, %v with every core busy", idle, loaded)
+	if math.Abs(idle-loaded) > math.Max(1, 0.02*40) {
+		t.Errorf("ready %v on an idle machine, %v on a loaded one: the outcome depends on load", idle, loaded)
+	}
 }

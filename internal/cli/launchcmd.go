@@ -32,13 +32,18 @@ type launchOptions struct {
 	Backfill bool
 	MaxDPH   float64
 	Budget   float64
-	Image    string
-	Disk     float64
-	Env      string
-	Onstart  string
-	Sessions []string
-	Fleet    string
-	Direct   bool
+	// BudgetSet: --budget was given (0 then turns the cap off); without
+	// it the launch derives a default budget.
+	BudgetSet  bool
+	MaxRentals int
+	ImageGB    float64
+	Image      string
+	Disk       float64
+	Env        string
+	Onstart    string
+	Sessions   []string
+	Fleet      string
+	Direct     bool
 
 	Spare            float64
 	BootTimeout      time.Duration
@@ -65,6 +70,15 @@ together when --min-ready are parked or the deadline hits. Offers that are
 gone, hosts that never boot or stall, and restarts whose GPUs were taken are
 destroyed and replaced from the next offers, within --max-dph and --budget.
 
+Every launch is bounded: at most --max-rentals rentals (default
+max(2 × --count, --count + 10)), and a budget that counts compute, storage
+and bandwidth (each rental pulls --image-size GB at its host's
+inet_down_cost). Without --budget the launch derives one, --count × the
+median $/hr of the first offers × the deadline (or the boot and release
+timeouts) plus the pulls, ×1.5, and prints it before the first rent;
+--budget 0 turns the cap off. Renting stops, and unready instances are
+destroyed, before the projected spend crosses the budget.
+
 Every rental is recorded before it is made: after a crash, 'launch --resume
 FLEET' continues without renting anything twice; 'cleanup FLEET' destroys
 what is not running.`,
@@ -72,6 +86,7 @@ what is not running.`,
   vastfleet search --by vcpu --all --save results.json 'cpu_cores_effective>16' && vastfleet launch --from results.json --count 50 --park
   vastfleet launch --resume myfleet`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.BudgetSet = cmd.Flags().Changed("budget")
 			return launchRun(cmd.Context(), f, cmd, opts, args)
 		},
 	}
@@ -87,8 +102,10 @@ what is not running.`,
 	fl.BoolVar(&opts.Backfill, "backfill", true, "replace failed instances from the next offers")
 	fl.Float64Var(&opts.Spare, "spare", 0, "with --park: share of --count rented on top as parked spares, for GPUs taken before the release (default 0.15; negative for none)")
 	fl.Float64Var(&opts.MaxDPH, "max-dph", 0, "hard cap on the fleet's $/hr (0: none)")
-	fl.Float64Var(&opts.Budget, "budget", 0, "hard cap on what the launch spends, $ (0: none)")
+	fl.Float64Var(&opts.Budget, "budget", 0, "hard cap on what the launch spends, $, bandwidth included (default: derived from --count and the offers; 0: none)")
+	fl.IntVar(&opts.MaxRentals, "max-rentals", 0, "most rentals the launch makes, replacements included (default max(2×count, count+10))")
 	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
+	fl.Float64Var(&opts.ImageGB, "image-size", 0, "the image's size in GB, for the bandwidth estimate and the boot-time estimate that ranks slow-pulling offers last (default: guessed from the name)")
 	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB per instance")
 	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when each instance starts")
@@ -115,6 +132,7 @@ what is not running.`,
 }
 
 func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launchOptions, args []string) error {
+	f.waitsOnMarket = true
 	onInterrupt := opts.OnInterrupt
 	switch onInterrupt {
 	case "", launch.InterruptKeep, launch.InterruptDestroyUnready, launch.InterruptDestroyAll:
@@ -176,6 +194,9 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 	if o.MaxDPH < 0 || o.Budget < 0 {
 		return launch.Spec{}, usagef("--max-dph and --budget must be positive (0 means no cap)")
 	}
+	if o.MaxRentals != 0 && o.MaxRentals < o.Count {
+		return launch.Spec{}, usagef("--max-rentals %d: must be at least --count %d", o.MaxRentals, o.Count)
+	}
 	env, err := launch.ParseEnv(o.Env)
 	if err != nil {
 		return launch.Spec{}, usagef("--env: %v", err)
@@ -199,7 +220,8 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 	spec := launch.Spec{
 		Fleet: name, Count: o.Count, MinReady: o.MinReady, Deadline: o.Deadline,
 		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout,
-		Park: o.Park, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget,
+		Park: o.Park, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget, BudgetAuto: !o.BudgetSet,
+		MaxRentals: o.MaxRentals, ImageGB: o.ImageGB,
 		Create:   createFor(o.Image, o.Disk),
 		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,
 		Workers: o.Workers, RentRate: o.Rate, OnInterrupt: onInterrupt,
@@ -319,8 +341,12 @@ func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, f
 		minReady = sum.Asked
 	}
 	if err == nil && !sum.Interrupted && sum.Ready < minReady {
-		err = partialError{fmt.Errorf("fleet %s: %d ready of %d asked, below the %d required (see `vastfleet ls --fleet %s`; `vastfleet cleanup %s` destroys what is not running)",
-			fleetName, sum.Ready, sum.Asked, minReady, fleetName, fleetName)}
+		stopped := ""
+		if sum.StoppedAtCap != "" {
+			stopped = "; stopped at " + sum.StoppedAtCap
+		}
+		err = partialError{fmt.Errorf("fleet %s: %d ready of %d asked, below the %d required%s (see `vastfleet ls --fleet %s`; `vastfleet cleanup %s` destroys what is not running)",
+			fleetName, sum.Ready, sum.Asked, minReady, stopped, fleetName, fleetName)}
 	}
 	if v.live {
 		fmt.Fprint(f.io.ErrOut, "\r\033[K")

@@ -274,6 +274,7 @@ func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req
 		Fleet: opts.Fleet, Offer: o.Offer, OfferID: o.OfferID,
 		Create:   createFor(image, req.DiskGB),
 		EstHours: &hours, EstCost: &total, Experiment: opts.Task.Model,
+		ImageGB: req.ImageGB, // the size the plan's transfer cost was estimated at
 	})
 	if err != nil {
 		return err

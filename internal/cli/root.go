@@ -116,7 +116,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.StringVar(&f.opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, the URL of a running 'vastfleet sim serve'")
 	pf.StringVar(&f.opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
 	pf.Float64Var(&f.opts.APIRate, "api-rate", defaultAPIRate, "--market vast: requests per second to the API, shared by all of one command's calls (a 429 halves it for a while)")
-	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second")
+	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second (for launch, whose market time moves only while it waits: the most it runs per wall second)")
 	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
 	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator while the command runs")
@@ -129,7 +129,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f)} {
+	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f), newAgentCmd(f)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

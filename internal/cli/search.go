@@ -193,7 +193,10 @@ func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int,
 		}
 		fmt.Fprintf(f.io.ErrOut, "swept %d offers in %d requests\n", len(offers), requests)
 		market.SortOffers(offers, q.Order)
-		ranked := rankOrKeep(offers, s)
+		ranked, err := rankOrKeep(ctx, offers, s)
+		if err != nil {
+			return nil, err
+		}
 		if limit > 0 && len(ranked) > limit {
 			ranked = ranked[:limit]
 		}
@@ -206,19 +209,20 @@ func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int,
 	if len(offers) > 0 && (q.Limit == 0 || len(offers) >= q.Limit) {
 		fmt.Fprintf(f.io.ErrOut, "ranked the %d offers of one search (the marketplace caps each answer); --all ranks every matching offer\n", len(offers))
 	}
-	return rankOrKeep(offers, s), nil
+	return rankOrKeep(ctx, offers, s)
 }
 
-// rankOrKeep ranks by s, or keeps the marketplace's order with its own score.
-func rankOrKeep(offers []market.Offer, s market.Scorer) []market.Ranked {
+// rankOrKeep ranks by s, or keeps the marketplace's order with its own
+// score. A ranking stops at the first Ctrl+C.
+func rankOrKeep(ctx context.Context, offers []market.Offer, s market.Scorer) ([]market.Ranked, error) {
 	if s != nil {
-		return market.Rank(offers, s)
+		return market.RankContext(ctx, offers, s)
 	}
 	out := make([]market.Ranked, len(offers))
 	for i, o := range offers {
 		out[i] = market.Ranked{Offer: o, Score: o.VastScore}
 	}
-	return out
+	return out, nil
 }
 
 func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []string) error {
@@ -239,7 +243,7 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []stri
 		if opts.All {
 			return usagef("--from and --all: a file holds every offer it has; drop --all")
 		}
-		ranked, scorer, err = rankFile(f, opts, args)
+		ranked, scorer, err = rankFile(ctx, f, opts, args)
 	} else {
 		ranked, scorer, err = rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
 	}
@@ -346,7 +350,7 @@ const searchMemoryLimit = 160 << 20
 
 // rankFile applies the query, the score, the order and the limit to offers
 // kept in a file, exactly as the marketplace and a live search would.
-func rankFile(f *factory, opts *searchOptions, args []string) ([]market.Ranked, market.Scorer, error) {
+func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []string) ([]market.Ranked, market.Scorer, error) {
 	q, err := opts.query.parse(f.io, args)
 	if err != nil {
 		return nil, nil, err
@@ -365,7 +369,7 @@ func rankFile(f *factory, opts *searchOptions, args []string) ([]market.Ranked, 
 		return nil, nil, usageError{err}
 	}
 	if s != nil {
-		ranked, err := market.RankScan(data, filter.Match, s, q.Limit)
+		ranked, err := market.RankScan(ctx, data, filter.Match, s, q.Limit)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
 		}
@@ -386,5 +390,6 @@ func rankFile(f *factory, opts *searchOptions, args []string) ([]market.Ranked, 
 	if q.Limit > 0 && len(kept) > q.Limit {
 		kept = kept[:q.Limit]
 	}
-	return rankOrKeep(kept, nil), nil, nil
+	ranked, err := rankOrKeep(ctx, kept, nil)
+	return ranked, nil, err
 }

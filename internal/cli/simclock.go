@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
 // remoteSimClock reads the time of a simulator served elsewhere (`vastfleet
@@ -33,7 +35,8 @@ func newRemoteSimClock(ctx context.Context, baseURL string) (*remoteSimClock, er
 	c := &remoteSimClock{url: strings.TrimSuffix(baseURL, "/") + "/sim/clock", client: &http.Client{Timeout: 5 * time.Second}}
 	r, err := c.fetch(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)", baseURL, err)
+		return nil, fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)",
+			vast.RedactURL(baseURL), vast.RedactError(err))
 	}
 	c.scale, c.last, c.fetchedAt, c.shown = r.Scale, r.Now, time.Now(), r.Now
 	if r.Manual {

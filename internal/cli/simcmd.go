@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,8 @@ type simServeOptions struct {
 	Faults string
 	State  string
 	APIKey string
+	// Public allows a non-loopback --addr (with a non-default key).
+	Public bool
 	// Knobs override single shares of the fault profile; <0 means unset.
 	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
 	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang             float64
@@ -50,13 +53,14 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8765", "listen address (loopback)")
+	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8765", "listen address (loopback unless --public)")
+	fl.BoolVar(&opts.Public, "public", false, "allow a non-loopback --addr (other machines can reach it); needs a non-default --api-key")
 	fl.Int64Var(&opts.Seed, "seed", 1, "market seed: the same seed gives the same offers")
 	fl.IntVar(&opts.Offers, "offers", 0, "number of offers (0: the default population)")
 	fl.Float64Var(&opts.Speed, "time-scale", 60, "simulated seconds per wall second")
 	fl.StringVar(&opts.Faults, "faults", "realistic", "fault profile: none, realistic or harsh")
 	fl.StringVar(&opts.State, "state", "", "directory to keep the market's state in across restarts (default: memory only)")
-	fl.StringVar(&opts.APIKey, "api-key", simAPIKey, "the API key the simulator accepts")
+	fl.StringVar(&opts.APIKey, "api-key", simAPIKey, "the API key the simulator accepts (cannot be empty: auth is always on)")
 	fl.Float64Var(&opts.Stuck, "stuck", -1, "share of instances stuck in loading forever (overrides the profile)")
 	fl.Float64Var(&opts.BootFail, "boot-fail", -1, "share of instances that fail to boot")
 	fl.Float64Var(&opts.Offline, "offline", -1, "share of instances whose host goes offline")
@@ -80,7 +84,52 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	return cmd
 }
 
+// checkServeExposure refuses what would open the simulator to strangers:
+// no key (auth cannot be turned off), or an address other machines reach
+// without --public and a key of the user's own (the default is published).
+func checkServeExposure(opts *simServeOptions) error {
+	if strings.TrimSpace(opts.APIKey) == "" {
+		return usagef("--api-key '': the simulator always checks a key; give one, or leave the flag out for the default")
+	}
+	host, _, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
+		return usagef("--addr %q: want HOST:PORT (%v)", opts.Addr, err)
+	}
+	if loopbackHost(host) {
+		return nil
+	}
+	if !opts.Public {
+		return usagef("--addr %s listens beyond this machine: pass --public if other machines should reach it (and a key of your own with --api-key)", opts.Addr)
+	}
+	if opts.APIKey == simAPIKey {
+		return usagef("--public with the default API key: the default is published; choose your own with --api-key")
+	}
+	return nil
+}
+
+// loopbackHost reports whether host names this machine only: "localhost"
+// or a loopback IP. An empty host (":8765") is every interface.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// keyNote says which key the simulator accepts without printing it: a
+// banner lands in terminals, logs and screen shares.
+func keyNote(key string) string {
+	if key == simAPIKey {
+		return "the built-in default key"
+	}
+	return fmt.Sprintf("the key given with --api-key (%d characters)", len(key))
+}
+
 func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
+	if err := checkServeExposure(opts); err != nil {
+		return err
+	}
 	if opts.Speed <= 0 {
 		return usagef("--time-scale %v: must be positive", opts.Speed)
 	}
@@ -139,8 +188,8 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", opts.Addr, err)
 	}
-	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %gx time, API key %q)\n",
-		ln.Addr(), opts.Seed, opts.Faults, opts.Speed, opts.APIKey)
+	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %gx time; it accepts %s)\n",
+		ln.Addr(), opts.Seed, opts.Faults, opts.Speed, keyNote(opts.APIKey))
 	if cfg.HostDir != "" {
 		fmt.Fprintf(f.io.ErrOut, "instances run in %s and answer SSH on 127.0.0.1\n", cfg.HostDir)
 	}

@@ -1,11 +1,8 @@
 package clock
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -24,8 +21,13 @@ type Virtual struct {
 	actors  int // goroutines that count (see Busy)
 	waiters []*waiter
 	lastAct time.Time // real time of the last sleeper or clock move
-	done    chan struct{}
-	stopped sync.Once
+	// pace, when positive, caps the clock at pace × wall time between
+	// jumps, so that a person can watch; it only adds waiting, so the
+	// outcome stays the same.
+	pace     float64
+	lastMove time.Time
+	done     chan struct{}
+	stopped  sync.Once
 }
 
 type waiter struct {
@@ -74,6 +76,14 @@ func (v *Virtual) Set(t time.Time) {
 	v.mu.Unlock()
 }
 
+// SetPace caps the clock at scale market seconds per wall second (0:
+// no cap).
+func (v *Virtual) SetPace(scale float64) {
+	v.mu.Lock()
+	v.pace = scale
+	v.mu.Unlock()
+}
+
 // Busy counts the goroutines that work between sleeps: while fewer of
 // them sleep than exist, one is working and the clock stands still.
 func (v *Virtual) Busy(d int) {
@@ -83,7 +93,10 @@ func (v *Virtual) Busy(d int) {
 	v.mu.Unlock()
 }
 
-func (v *Virtual) inFlight(d int) {
+// InFlight counts requests to the market: the clock stands still while
+// one is in flight, so a request takes none of the market's time however
+// slow this machine is to send or answer it.
+func (v *Virtual) InFlight(d int) {
 	v.mu.Lock()
 	v.active += d
 	v.lastAct = time.Now()
@@ -143,9 +156,14 @@ func (v *Virtual) drive() {
 					next = w.at
 				}
 			}
+			if v.pace > 0 && time.Since(v.lastMove) < time.Duration(float64(next.Sub(v.now))/v.pace) {
+				v.mu.Unlock()
+				continue
+			}
 			if v.now.Before(next) {
 				v.now = next
 			}
+			v.lastMove = time.Now()
 			kept := v.waiters[:0]
 			for _, w := range v.waiters {
 				if w.at.After(v.now) {
@@ -159,33 +177,4 @@ func (v *Virtual) drive() {
 		}
 		v.mu.Unlock()
 	}
-}
-
-// Transport wraps next so that the clock stands still while a request is
-// in flight: a request to the marketplace takes none of its time, however
-// slow this machine is to send or answer it.
-func (v *Virtual) Transport(next http.RoundTripper) http.RoundTripper {
-	return &busyTransport{next: next, v: v}
-}
-
-type busyTransport struct {
-	next http.RoundTripper
-	v    *Virtual
-}
-
-func (t *busyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.v.inFlight(1)
-	defer t.v.inFlight(-1)
-	resp, err := t.next.RoundTrip(r)
-	if err == nil {
-		// The body is read after RoundTrip returns; read it here so the
-		// whole exchange counts as in flight.
-		b, rerr := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(b))
-		if rerr != nil {
-			return nil, rerr
-		}
-	}
-	return resp, err
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -14,7 +15,8 @@ import (
 // InstanceCost is what one instance has cost so far, from its recorded
 // state timeline and the marketplace's billing rules: compute
 // (dph_total − storage) for every second it was running, storage for every
-// second it existed and was not offline, from creation until gone (or now).
+// second it existed and was not offline, from creation until gone (or now),
+// and bandwidth (see BandwidthOf).
 type InstanceCost struct {
 	InstanceID int64         `json:"id"`
 	Fleet      string        `json:"fleet"`
@@ -25,19 +27,23 @@ type InstanceCost struct {
 	Existed    time.Duration `json:"existed_seconds"` // billed storage time (offline excluded)
 	Compute    float64       `json:"compute"`         // $
 	Storage    float64       `json:"storage"`         // $
-	// Total is Compute + Storage. Bandwidth (the image pull, billed per GB)
-	// is not known to vastfleet and is not included.
+	Bandwidth  float64       `json:"bandwidth"`       // $
+	// BandwidthEstimated: the marketplace never reported this instance's
+	// bandwidth charge, so Bandwidth is the estimated image pull.
+	BandwidthEstimated bool `json:"bandwidth_estimated"`
+	// Total is Compute + Storage + Bandwidth.
 	Total     float64  `json:"total"`
 	Estimated *float64 `json:"estimated"` // the plan's estimate, when one exists
 }
 
 // FleetCost sums a fleet's instances.
 type FleetCost struct {
-	Fleet   string  `json:"fleet"`
-	N       int     `json:"instances"`
-	Compute float64 `json:"compute"`
-	Storage float64 `json:"storage"`
-	Total   float64 `json:"total"`
+	Fleet     string  `json:"fleet"`
+	N         int     `json:"instances"`
+	Compute   float64 `json:"compute"`
+	Storage   float64 `json:"storage"`
+	Bandwidth float64 `json:"bandwidth"`
+	Total     float64 `json:"total"`
 	// Estimated sums the estimates of the instances that have one; EstOf
 	// is those instances' actual total, the figure to compare it with.
 	Estimated *float64 `json:"estimated"`
@@ -52,6 +58,7 @@ type CostReport struct {
 	Fleets    []FleetCost    `json:"fleets"`
 	Compute   float64        `json:"compute"`
 	Storage   float64        `json:"storage"`
+	Bandwidth float64        `json:"bandwidth"`
 	Total     float64        `json:"total"`
 	Estimated *float64       `json:"estimated"`    // sum of the estimates that exist
 	EstOf     float64        `json:"estimated_of"` // actual total of the instances that have an estimate
@@ -82,6 +89,7 @@ func (m *Manager) Cost(ctx context.Context, fleet string) (CostReport, error) {
 		f.N++
 		f.Compute += c.Compute
 		f.Storage += c.Storage
+		f.Bandwidth += c.Bandwidth
 		f.Total += c.Total
 		if c.Estimated != nil {
 			f.Estimated = addPtr(f.Estimated, *c.Estimated)
@@ -98,6 +106,7 @@ func (m *Manager) Cost(ctx context.Context, fleet string) (CostReport, error) {
 		}
 		rep.Compute += c.Compute
 		rep.Storage += c.Storage
+		rep.Bandwidth += c.Bandwidth
 		rep.Total += c.Total
 	}
 	for _, f := range byFleet {
@@ -152,8 +161,43 @@ func InstanceCostOf(in store.Instance, evs []store.Event, now time.Time) Instanc
 	compute := in.DPHTotal - in.StorageDPH
 	c.Compute = c.Running.Hours() * compute
 	c.Storage = c.Existed.Hours() * in.StorageDPH
-	c.Total = c.Compute + c.Storage
+	c.Bandwidth, c.BandwidthEstimated = BandwidthOf(in, now)
+	c.Total = c.Compute + c.Storage + c.Bandwidth
 	return c
+}
+
+// BandwidthOf is an instance's bandwidth charge up to now (or its end):
+// the marketplace's own figure where a listing reported one, else the
+// estimate, the whole image pull at the host's inet_down_cost
+// (estimated = true).
+//
+// A report is as old as the last listing; an instance still loading then
+// kept pulling until it was destroyed (or until now), at the host's
+// inet_down, up to the estimated image size: that part is added, so that an
+// instance destroyed mid-pull is not undercounted.
+func BandwidthOf(in store.Instance, now time.Time) (amount float64, estimated bool) {
+	bw := in.Bandwidth
+	est := market.TransferCost(bw.PullGB, 0, bw.DownCost, bw.UpCost)
+	if bw.Billed == nil {
+		return est, true
+	}
+	amount = *bw.Billed
+	if in.State != provider.StateLoading || bw.DownMbps <= 0 || bw.PullGB <= 0 || amount >= est {
+		return amount, false
+	}
+	end := now
+	if !in.GoneAt.IsZero() && in.GoneAt.Before(end) {
+		end = in.GoneAt
+	}
+	if !in.DestroyRequestedAt.IsZero() && in.DestroyRequestedAt.Before(end) {
+		end = in.DestroyRequestedAt
+	}
+	if !end.After(bw.BilledAt) {
+		return amount, false
+	}
+	gbPerSecond := 1 / market.PullSeconds(1, bw.DownMbps)
+	more := market.TransferCost(end.Sub(bw.BilledAt).Seconds()*gbPerSecond, 0, bw.DownCost, 0)
+	return min(est, amount+more), false
 }
 
 func addPtr(p *float64, v float64) *float64 {

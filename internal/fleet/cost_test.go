@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // The simulator's ledger and Cost agree to the cent for a scripted
-// timeline: boot, run 1 h, stop 2 h, start, run 30 min, destroy.
-// Bandwidth (the image pull) is billed by the marketplace but unknown to
-// vastfleet; compute and storage are compared.
+// timeline: boot, run 1 h, stop 2 h, start, run 30 min, destroy; compute,
+// storage and bandwidth (the image pull, as the listing reports it) each.
 func TestCostMatchesLedger(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
@@ -73,11 +73,13 @@ func TestCostMatchesLedger(t *testing.T) {
 	cents := func(v float64) int64 { return int64(math.Round(v * 100)) }
 	for _, c := range rep.Instances {
 		l := ledger[c.InstanceID]
-		t.Logf("instance %d: compute %.4f (ledger %.4f), storage %.4f (ledger %.4f), bandwidth %.4f (ledger only), running %s",
-			c.InstanceID, c.Compute, l["compute"], c.Storage, l["storage"], l["bandwidth"], c.Running)
+		t.Logf("instance %d: compute %.4f (ledger %.4f), storage %.4f (ledger %.4f), bandwidth %.4f (ledger %.4f), running %s",
+			c.InstanceID, c.Compute, l["compute"], c.Storage, l["storage"], c.Bandwidth, l["bandwidth"], c.Running)
 		if cents(c.Compute) != cents(l["compute"]) || cents(c.Storage) != cents(l["storage"]) ||
-			math.Abs(c.Total-(l["compute"]+l["storage"])) > 1e-6 {
-			t.Errorf("instance %d: cost %.6f+%.6f, ledger %.6f+%.6f", c.InstanceID, c.Compute, c.Storage, l["compute"], l["storage"])
+			math.Abs(c.Bandwidth-l["bandwidth"]) > 1e-9 || c.BandwidthEstimated ||
+			math.Abs(c.Total-(l["compute"]+l["storage"]+l["bandwidth"])) > 1e-6 {
+			t.Errorf("instance %d: cost %.6f+%.6f+%.6f, ledger %.6f+%.6f+%.6f", c.InstanceID, c.Compute, c.Storage, c.Bandwidth,
+				l["compute"], l["storage"], l["bandwidth"])
 		}
 	}
 	var first InstanceCost
@@ -122,9 +124,7 @@ func TestCostFleetWaitAll(t *testing.T) {
 	}
 	ledger := map[int64]float64{}
 	for _, le := range e.mkt.Ledger() {
-		if le.Kind != "bandwidth" {
-			ledger[le.InstanceID] += le.Amount
-		}
+		ledger[le.InstanceID] += le.Amount
 	}
 	rep, err := e.m.Cost(ctx, "f1")
 	if err != nil {
@@ -164,5 +164,60 @@ func TestInstanceCostOfTimeline(t *testing.T) {
 	}
 	if got := InstanceCostOf(store.Instance{CreatedAt: t0, DPHTotal: 1, StorageDPH: 0.5, State: "stopped"}, nil, at(2)); got.Total != 1 {
 		t.Fatalf("no events: %+v", got)
+	}
+}
+
+// BandwidthOf: the estimate until the marketplace reports, then its figure,
+// carried on at the host's speed while the last report saw the pull going.
+func TestBandwidthOf(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	billed := func(v float64) *float64 { return &v }
+	// 8 GB at $0.01/GB over a 800 Mb/s host: an 80 s pull, $0.001 a second.
+	host := store.Bandwidth{DownCost: 0.01, UpCost: 0.02, DownMbps: 800, PullGB: 8}
+	withReport := func(b store.Bandwidth, v float64, at time.Time) store.Bandwidth {
+		b.Billed, b.BilledAt = billed(v), at
+		return b
+	}
+	cases := []struct {
+		name      string
+		in        store.Instance
+		now       time.Time
+		want      float64
+		estimated bool
+	}{
+		{"never reported: the whole pull", store.Instance{State: "", Bandwidth: host}, t0, 0.08, true},
+		{"unknown prices and size: nothing", store.Instance{}, t0, 0, true},
+		{"reported, pull done", store.Instance{State: "running", Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.03, false},
+		{"loading, live: carried on to now", store.Instance{State: "loading", Bandwidth: withReport(host, 0.03, t0)}, t0.Add(10 * time.Second), 0.04, false},
+		{"loading, carried on no further than the estimate", store.Instance{State: "loading", Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.08, false},
+		{"loading, destroyed: carried on to the destroy", store.Instance{State: "loading", DestroyRequestedAt: t0.Add(20 * time.Second),
+			GoneAt: t0.Add(40 * time.Second), Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.05, false},
+		{"reported above the estimate (a bigger image): as reported", store.Instance{State: "loading", Bandwidth: withReport(host, 0.2, t0)}, t0.Add(time.Hour), 0.2, false},
+	}
+	for _, c := range cases {
+		got, est := BandwidthOf(c.in, c.now)
+		if math.Abs(got-c.want) > 1e-9 || est != c.estimated {
+			t.Errorf("%s: $%.6f estimated=%v, want $%.6f estimated=%v", c.name, got, est, c.want, c.estimated)
+		}
+	}
+}
+
+// A listing's start_date from the future or from 1970 is clamped to now.
+func TestStartTimeClamped(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		start   float64
+		want    time.Time
+		clamped bool
+	}{
+		{float64(now.Add(-time.Hour).Unix()), now.Add(-time.Hour), false},
+		{float64(now.Add(24 * time.Hour).Unix()), now, true},
+		{1, now, true},
+		{0, now, false},
+	} {
+		got, err := startTime(provider.Instance{StartDate: tc.start}, now)
+		if !got.Equal(tc.want) || (err != nil) != tc.clamped {
+			t.Errorf("start_date %v: %s, %v; want %s clamped=%v", tc.start, got, err, tc.want, tc.clamped)
+		}
 	}
 }

@@ -174,6 +174,8 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 		if row, err := m.P.ShowInstance(ctx, id); err == nil {
 			if err := m.S.UpdateSeen(ctx, id, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), m.now()); err != nil {
 				errs = append(errs, fmt.Errorf("instance %d: %w", id, err))
+			} else if err := m.recordBandwidth(ctx, m.now(), row); err != nil {
+				errs = append(errs, fmt.Errorf("instance %d: %w", id, err))
 			}
 		}
 	}

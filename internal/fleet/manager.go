@@ -205,3 +205,24 @@ func sshPort(row provider.Instance) int {
 	}
 	return p
 }
+
+// BandwidthReports are the bandwidth figures of the listing rows that
+// carry them (a marketplace that does not report bandwidth gives none, and
+// cost keeps the estimate).
+func BandwidthReports(rows ...provider.Instance) []store.BandwidthReport {
+	var out []store.BandwidthReport
+	for _, row := range rows {
+		if !provider.BandwidthReported(row) {
+			continue
+		}
+		out = append(out, store.BandwidthReport{ID: row.ID, DownCost: row.InetDownCost, UpCost: row.InetUpCost,
+			DownMbps: row.InetDown, Billed: provider.BandwidthCharged(row)})
+	}
+	return out
+}
+
+// recordBandwidth stores the rows' bandwidth figures; call it after the
+// rows' states are recorded (a loading instance's report time matters).
+func (m *Manager) recordBandwidth(ctx context.Context, now time.Time, rows ...provider.Instance) error {
+	return m.S.RecordBandwidth(ctx, BandwidthReports(rows...), now)
+}

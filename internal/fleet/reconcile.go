@@ -22,6 +22,11 @@ type ReconcileOptions struct {
 	// store: another data dir on this account, or this machine's own before
 	// its database was lost. Off unless asked: they may be a colleague's.
 	DestroyForeign bool
+	// Adopt, when set, picks orphans to track from now on (see adopt): the
+	// instances of a store that was lost, whose labels name this data
+	// dir's former store or no intent this store remembers. Adopted
+	// orphans are neither reported as orphans nor destroyed.
+	Adopt func(Orphan) bool
 }
 
 // Change kinds a Reconcile reports.
@@ -113,6 +118,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 
 	rows := append([]provider.Instance(nil), l.Instances...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	var seenRows []provider.Instance // known rows whose state was recorded
 	for _, row := range rows {
 		label, ok := ParseLabel(row.LabelText())
 		known, kerr := m.S.Instance(ctx, row.ID)
@@ -139,6 +145,8 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			}
 			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now); err != nil {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
+			} else {
+				seenRows = append(seenRows, row)
 			}
 			if known.Wanted == store.WantDestroy {
 				if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
@@ -178,6 +186,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		}
 		// Created under our intent, never recorded (crash, lost response, or
 		// an intent given up on while the instance was still on its way).
+		m.warnClamped(row, now)
 		rec := recordFromRow(row, intent, intent.Fleet, now)
 		if err := m.S.RecordCreated(ctx, intent.ID, rec, now); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("adopt instance %d: %w", row.ID, err))
@@ -186,6 +195,28 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		m.seen(ctx, row)
 		rep.Changes = append(rep.Changes, Change{Kind: ChangeAdopted, Instance: row.ID, Intent: intent.ID,
 			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
+	}
+	// One transaction for every row's bandwidth figures.
+	if err := m.recordBandwidth(ctx, now, seenRows...); err != nil {
+		rep.Errors = append(rep.Errors, err)
+	}
+
+	if opts.Adopt != nil {
+		kept := rep.Orphans[:0]
+		for _, o := range rep.Orphans {
+			if !opts.Adopt(o) {
+				kept = append(kept, o)
+				continue
+			}
+			c, err := m.adopt(ctx, o)
+			if err != nil {
+				rep.Errors = append(rep.Errors, err)
+				kept = append(kept, o)
+				continue
+			}
+			rep.Changes = append(rep.Changes, c)
+		}
+		rep.Orphans = kept
 	}
 
 	if opts.DestroyOrphans || opts.DestroyForeign {

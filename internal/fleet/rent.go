@@ -27,6 +27,9 @@ type RentRequest struct {
 	// EstHours and EstCost are the plan's estimate, kept for `cost`.
 	EstHours *float64
 	EstCost  *float64
+	// ImageGB is the image's estimated size: what the pull is expected to
+	// download, billed at the offer's inet_down_cost. 0: unknown.
+	ImageGB float64
 }
 
 // ErrRentFailed wraps a create the marketplace refused: nothing was rented.
@@ -123,6 +126,7 @@ func (m *Manager) resolveLost(ctx context.Context, req RentRequest, intent store
 			return store.Instance{}, m.unresolved(req, intent, createErr, err)
 		}
 		if row, ok := byLabel(l)[intent.Label]; ok {
+			m.warnClamped(row, m.now())
 			rec := recordFromRow(row, intent, req.Fleet, m.now())
 			rec.Experiment, rec.EstHours, rec.EstCost = req.Experiment, req.EstHours, req.EstCost
 			if err := m.S.RecordCreated(ctx, intent.ID, rec, m.now()); err != nil {
@@ -192,15 +196,14 @@ func recordFromOffer(req RentRequest, intent store.Intent, id int64, now time.Ti
 		Experiment: req.Experiment,
 		EstHours:   req.EstHours,
 		EstCost:    req.EstCost,
+		Bandwidth: store.Bandwidth{DownCost: o.InetDownCost, UpCost: o.InetUpCost, DownMbps: o.InetDown,
+			PullGB: max(req.ImageGB, 0)},
 	}
 }
 
 // recordFromRow builds a store record from a listing row (adoption).
 func recordFromRow(row provider.Instance, intent store.Intent, fleet string, now time.Time) store.Instance {
-	created := now
-	if row.StartDate > 0 {
-		created = time.Unix(0, int64(row.StartDate*1e9)).UTC()
-	}
+	created, _ := startTime(row, now)
 	return store.Instance{
 		ID:         row.ID,
 		IntentID:   intent.ID,
@@ -219,6 +222,28 @@ func recordFromRow(row provider.Instance, intent store.Intent, fleet string, now
 		CreatedAt:  created,
 		SSHHost:    sshHost(row),
 		SSHPort:    sshPort(row),
+		Bandwidth:  store.Bandwidth{DownCost: row.InetDownCost, UpCost: row.InetUpCost, DownMbps: row.InetDown},
+	}
+}
+
+// startTime is a listing row's creation time. A marketplace clock far off
+// (or a bogus start_date) must not give negative uptime or a cost from
+// year 1: such a time is clamped to now, and clamped says so.
+func startTime(row provider.Instance, now time.Time) (created time.Time, clamped error) {
+	if row.StartDate <= 0 {
+		return now, nil
+	}
+	created = time.Unix(0, int64(row.StartDate*1e9)).UTC()
+	if err := store.CheckCreatedAt(created, now); err != nil {
+		return now, err
+	}
+	return created, nil
+}
+
+// warnClamped logs a listing row whose start_date was clamped.
+func (m *Manager) warnClamped(row provider.Instance, now time.Time) {
+	if _, err := startTime(row, now); err != nil {
+		m.log().Warn("the marketplace's start_date cannot be right; using now", "instance", row.ID, "start_date", err)
 	}
 }
 
@@ -265,5 +290,7 @@ func (m *Manager) fillFromShow(ctx context.Context, id int64) {
 func (m *Manager) seen(ctx context.Context, row provider.Instance) {
 	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), m.now()); err != nil {
 		m.log().Warn("could not record instance state", "instance", row.ID, "err", err)
+	} else if err := m.recordBandwidth(ctx, m.now(), row); err != nil {
+		m.log().Warn("could not record instance bandwidth", "instance", row.ID, "err", err)
 	}
 }

@@ -53,7 +53,10 @@ func (m *Manager) observe(ctx context.Context, row provider.Instance, now time.T
 	if err := m.refreshRates(ctx, row); err != nil {
 		return err
 	}
-	return m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now)
+	if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now); err != nil {
+		return err
+	}
+	return m.recordBandwidth(ctx, now, row)
 }
 
 // waitState follows one instance towards running.

@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -22,11 +23,38 @@ type Plan struct {
 	// Horizon is the time the budget projection covers: the deadline, or
 	// boot timeout + release timeout without one.
 	Horizon time.Duration
-	// Projected is DPH × Horizon: what the launch costs at most if every
-	// instance billed its full dph_total for the whole horizon (parking and
-	// slow boots make the real figure lower; replacements can add to it,
-	// and are only made while spent + committed stays under the budget).
+	// Bandwidth is the picked offers' image pulls (Spec.ImageGB at each
+	// offer's inet_down_cost).
+	Bandwidth float64
+	// Projected is DPH × Horizon + Bandwidth: what the launch costs at most
+	// if every instance billed its full dph_total for the whole horizon
+	// (parking and slow boots make the real figure lower; replacements can
+	// add to it, and are only made while spent + committed stays under the
+	// budget).
 	Projected float64
+	// Budget is the budget the launch runs under: Spec.Budget, or the
+	// default (DefaultBudget) when Spec.BudgetAuto asks for it.
+	Budget float64
+}
+
+// BudgetHeadroom multiplies the default budget's base (see DefaultBudget).
+const BudgetHeadroom = 1.5
+
+// DefaultBudget is the budget of a launch given none: Count × the median
+// $/hr of the picked offers × the horizon, plus their image pulls, with
+// BudgetHeadroom for replacements; never below the projection itself.
+func DefaultBudget(s Spec, p Plan) float64 {
+	prices := make([]float64, len(p.Picked))
+	for i, c := range p.Picked {
+		prices[i] = c.DPHTotal
+	}
+	sort.Float64s(prices)
+	median := 0.0
+	if n := len(prices); n > 0 {
+		median = (prices[(n-1)/2] + prices[n/2]) / 2
+	}
+	base := float64(s.Count)*median*p.Horizon.Hours() + p.Bandwidth
+	return math.Ceil(max(BudgetHeadroom*base, 1.25*p.Projected)*100) / 100
 }
 
 func horizon(s Spec) time.Duration {
@@ -99,15 +127,20 @@ func CheckCaps(s Spec, cands []market.Ranked, bad map[int64]bool) (Plan, error) 
 		}
 		p.Picked = append(p.Picked, c)
 		p.DPH += c.DPHTotal
+		p.Bandwidth += c.PullCost(s.ImageGB)
 	}
 	if len(p.Picked) < s.Count {
 		return p, fmt.Errorf("%w: in rank order only %d offers fit under --max-dph $%.3f/hr; raise --max-dph or rank by price (--by)",
 			ErrCaps, len(p.Picked), s.MaxDPH)
 	}
-	p.Projected = p.DPH * p.Horizon.Hours()
-	if s.Budget > 0 && s.Budget < p.Projected {
-		return p, fmt.Errorf("%w: --budget $%.2f is below the $%.2f the launch may spend (%d offers at $%.3f/hr for the %s %s); raise --budget to at least %.2f, lower --count, or shorten --deadline",
-			ErrCaps, s.Budget, p.Projected, s.Count, p.DPH, p.Horizon, horizonName(s), p.Projected)
+	p.Projected = p.DPH*p.Horizon.Hours() + p.Bandwidth
+	p.Budget = s.Budget
+	if s.BudgetAuto && p.Budget == 0 {
+		p.Budget = DefaultBudget(s, p)
+	}
+	if p.Budget > 0 && p.Budget < p.Projected {
+		return p, fmt.Errorf("%w: --budget $%.2f is below the $%.2f the launch may spend (%d offers at $%.3f/hr for the %s %s, plus $%.2f of image pulls); raise --budget to at least %.2f, lower --count, or shorten --deadline",
+			ErrCaps, p.Budget, p.Projected, s.Count, p.DPH, p.Horizon, horizonName(s), p.Bandwidth, p.Projected)
 	}
 	return p, nil
 }

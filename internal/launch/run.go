@@ -16,6 +16,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -97,14 +98,21 @@ type runner struct {
 	released        bool
 	finishing       bool
 	lim             *rate.Limiter
-	spent           float64
-	lastTick        time.Time
-	rentsOK         int // instances rented into this fleet, ever
-	failed          int
-	destroyed       int
-	capHit          string // a cap that stopped renting for good
-	dphCapped       string // set once --max-dph held a rent back
-	bootDur         []time.Duration
+	spent           float64 // compute and storage, from observed states
+	// pulls is the bandwidth record of every instance this run rented or
+	// tracked, destroyed ones included: what they pulled (as listings
+	// report it) or are expected to pull (the estimate).
+	pulls map[int64]*store.Instance
+	// bwBefore is the bandwidth of this fleet's instances that were gone
+	// before a resume.
+	bwBefore  float64
+	lastTick  time.Time
+	rentsOK   int // instances rented into this fleet, ever
+	failed    int
+	destroyed int
+	capHit    string // a cap that stopped renting for good
+	dphCapped string // set once --max-dph held a rent back
+	bootDur   []time.Duration
 
 	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
 	wg       sync.WaitGroup
@@ -131,10 +139,12 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	candidates = priceAt(candidates, spec.Create.Disk)
-	plan, err := CheckCaps(spec, candidates, bad)
+	candidates, slow := bootableFirst(candidates, spec.ImageGB, spec.BootTimeout/2)
+	caps, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
 		return Summary{}, err
 	}
+	spec.Budget = caps.Budget // a default budget is kept for --resume
 	raw, secret, err := encodeStored(spec, candidates)
 	if err != nil {
 		return Summary{}, err
@@ -148,15 +158,36 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		}
 	}
 	if err := m.S.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
-		EstDPH: plan.DPH, EstHours: plan.Horizon.Hours(), EstCost: plan.Projected}); err != nil {
+		EstDPH: caps.DPH, EstHours: caps.Horizon.Hours(), EstCost: caps.Projected}); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return Summary{}, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
 		}
 		return Summary{}, err
 	}
 	r := newRunner(m, spec, candidates, events, bad, now)
-	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr", spec.Count, spec.Fleet, len(plan.Picked), plan.DPH)})
+	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
+		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
+	if slow > 0 {
+		msg += fmt.Sprintf("; %d offers that cannot pull a %.1f GB image within half the %s boot timeout ranked last", slow, spec.ImageGB, spec.BootTimeout)
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
+}
+
+// bootableFirst moves the offers whose estimated boot (pull at their
+// download speed, then setup) exceeds budget behind the others, keeping
+// the ranking within each group: renting them mostly buys a boot timeout.
+func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration) ([]market.Ranked, int) {
+	fast := make([]market.Ranked, 0, len(cands))
+	var slow []market.Ranked
+	for _, c := range cands {
+		if plan.BootTime(imageGB, c.Offer.InetDown) > budget {
+			slow = append(slow, c)
+		} else {
+			fast = append(fast, c)
+		}
+	}
+	return append(fast, slow...), len(slow)
 }
 
 // Resume continues a launch from its fleet row: it reconciles the store
@@ -209,13 +240,30 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		r.track(in)
 	}
 	if c, err := m.Cost(ctx, fleetName); err == nil {
-		r.spent = c.Total
+		r.spent = c.Compute + c.Storage
+		for _, ic := range c.Instances {
+			if _, tracked := r.pulls[ic.InstanceID]; !tracked {
+				r.bwBefore += ic.Bandwidth
+			}
+		}
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)})
 	return r.loop(ctx)
 }
 
 func releasedKey(fleetName string) string { return "launch.released." + fleetName }
+
+// budgetNote says what budget the launch runs under and where it came from.
+func budgetNote(s Spec, p Plan) string {
+	switch {
+	case p.Budget == 0:
+		return "no budget cap"
+	case s.BudgetAuto:
+		return fmt.Sprintf("budget $%.2f (default: %d × median $/hr × %s + pulls, ×%.1f; set --budget, or --budget 0 for none)",
+			p.Budget, s.Count, p.Horizon, BudgetHeadroom)
+	}
+	return fmt.Sprintf("budget $%.2f", p.Budget)
+}
 
 func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]bool, error) {
 	hs, err := m.S.BadHosts(ctx, now)
@@ -250,6 +298,7 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 	r := &runner{
 		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
 		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
+		pulls:    map[int64]*store.Instance{},
 		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
 		inflight: map[int64]market.Ranked{},
 		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
@@ -289,7 +338,45 @@ func (r *runner) track(in store.Instance) *node {
 	r.nodes[n.id] = n
 	r.machines[n.machineID]++
 	r.usedOffers[n.offerID] = true
+	if _, ok := r.pulls[in.ID]; !ok {
+		p := store.Instance{ID: in.ID, State: in.State, Bandwidth: in.Bandwidth}
+		if p.Bandwidth.PullGB == 0 {
+			p.Bandwidth.PullGB = r.spec.ImageGB
+		}
+		if p.Bandwidth.DownCost == 0 && p.Bandwidth.UpCost == 0 {
+			p.Bandwidth.DownCost, p.Bandwidth.UpCost, p.Bandwidth.DownMbps = o.InetDownCost, o.InetUpCost, o.InetDown
+		}
+		r.pulls[in.ID] = &p
+	}
 	return n
+}
+
+// bandwidth is what this run's rentals have cost in bandwidth so far
+// (reported, or estimated until a listing reports it), and what the
+// booting ones are still expected to pull.
+func (r *runner) bandwidth(now time.Time) (spent, pending float64) {
+	spent = r.bwBefore
+	for id, p := range r.pulls {
+		got, _ := fleet.BandwidthOf(*p, now)
+		spent += got
+		if n, live := r.nodes[id]; live && n.phase == phBooting && !n.dropping {
+			est := market.TransferCost(p.Bandwidth.PullGB, 0, p.Bandwidth.DownCost, p.Bandwidth.UpCost)
+			pending += max(est-got, 0)
+		}
+	}
+	return spent, pending
+}
+
+// projected is what the launch will have spent once what it runs now is
+// stopped: spent so far, the pulls still under way, and the live rate
+// for the two polls it takes to see and destroy.
+func (r *runner) projected(now time.Time) (total, bandwidth float64) {
+	bw, pending := r.bandwidth(now)
+	rate := 0.0
+	for _, n := range r.nodes {
+		rate += n.rate()
+	}
+	return r.spent + bw + pending + rate*(2*r.spec.PollEvery).Hours(), bw + pending
 }
 
 func (r *runner) now() time.Time { return r.m.Clock.Now() }
@@ -407,9 +494,13 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 			if err := r.m.S.MarkGone(ctx, id, now); err == nil || errors.Is(err, store.ErrNotFound) {
 				delete(r.destroying, id)
 				delete(r.goingDPH, id)
+				if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
+					p.GoneAt = now
+				}
 			}
 		}
 	}
+	var seenRows []provider.Instance
 	for _, n := range r.sorted() {
 		row, ok := listed[n.id]
 		if !ok {
@@ -418,6 +509,9 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 			}
 			// A complete listing without it, past the grace period: gone.
 			_ = r.m.S.MarkGone(ctx, n.id, now)
+			if p := r.pulls[n.id]; p != nil {
+				p.GoneAt = now
+			}
 			r.forget(n)
 			r.failed++
 			r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "vanished from the listing"})
@@ -432,6 +526,17 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 			}
 			n.state, n.sshHost, n.sshPort = st, host, port
 		}
+		seenRows = append(seenRows, row)
+		if p := r.pulls[n.id]; p != nil {
+			if rep := fleet.BandwidthReports(row); len(rep) == 1 {
+				p.Bandwidth = p.Bandwidth.Reported(rep[0], st, now)
+			}
+			p.State = st
+		}
+	}
+	// One transaction for the whole listing's bandwidth figures.
+	if err := r.m.S.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
 	return redo
 }
@@ -699,9 +804,11 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 	c := r.counts()
 	booted := c.parking + c.parked + c.releasing + c.ready
 	pastDeadline := !r.deadline.IsZero() && !now.Before(r.deadline)
-	if r.spec.Budget > 0 && r.spent >= r.spec.Budget && !r.finishing {
-		r.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f spent)", r.spec.Budget, r.spent))
-		r.finishing = true
+	if r.spec.Budget > 0 && !r.finishing {
+		if total, bw := r.projected(now); total >= r.spec.Budget {
+			r.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f projected once what runs is stopped, $%.2f of it bandwidth)", r.spec.Budget, total, bw))
+			r.finishing = true
+		}
 	}
 	if pastDeadline && !r.finishing {
 		r.finishing = true
@@ -863,6 +970,9 @@ func (r *runner) destroy(ctx context.Context, ids []int64) {
 	}
 	now := r.now()
 	for _, id := range uniq {
+		if p := r.pulls[id]; p != nil && p.DestroyRequestedAt.IsZero() {
+			p.DestroyRequestedAt = now
+		}
 		if n, ok := r.nodes[id]; ok {
 			r.forget(n)
 			r.destroyed++
@@ -902,6 +1012,10 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		if r.need(now) <= 0 {
 			return 0
 		}
+		if r.rentsOK+len(r.inflight) >= r.spec.MaxRentals {
+			r.capStop(now, fmt.Sprintf("rental bound: %d rentals made (--max-rentals %d)", r.rentsOK+len(r.inflight), r.spec.MaxRentals))
+			return 0
+		}
 		if len(r.inflight) >= r.spec.Workers {
 			return time.Duration(float64(time.Second) / r.spec.RentRate)
 		}
@@ -921,7 +1035,7 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 			defer r.wg.Done()
 			defer r.busy(-1)
 			out := rentResult{c: c}
-			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create})
+			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create, ImageGB: r.spec.ImageGB})
 			r.resMu.Lock()
 			r.results = append(r.results, out)
 			r.resMu.Unlock()
@@ -1056,7 +1170,11 @@ func (r *runner) remaining(now time.Time) time.Duration {
 func (r *runner) pick(k int, now time.Time) []market.Ranked {
 	dph := r.liveDPH()
 	rem := r.remaining(now).Hours()
-	committed := r.spent + dph*rem
+	bw, pending := r.bandwidth(now)
+	committed := r.spent + bw + pending + dph*rem
+	for _, c := range r.inflight {
+		committed += c.PullCost(r.spec.ImageGB) // not tracked until they land
+	}
 	var out []market.Ranked
 	blockedDPH, blockedBudget := false, false
 	for _, c := range r.cands {
@@ -1070,7 +1188,7 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 			blockedDPH = true
 			continue
 		}
-		if r.spec.Budget > 0 && committed+c.DPHTotal*rem > r.spec.Budget+1e-9 {
+		if r.spec.Budget > 0 && committed+c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) > r.spec.Budget+1e-9 {
 			blockedBudget = true
 			continue
 		}
@@ -1078,7 +1196,7 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 		r.usedOffers[c.ID] = true
 		r.machines[c.MachineID]++
 		dph += c.DPHTotal
-		committed += c.DPHTotal * rem
+		committed += c.DPHTotal*rem + c.PullCost(r.spec.ImageGB)
 	}
 	if len(out) < k {
 		switch {
@@ -1102,8 +1220,9 @@ func (r *runner) unreserve(c market.Ranked) {
 
 func (r *runner) progress() *Progress {
 	c := r.counts()
+	bw, _ := r.bandwidth(r.now())
 	p := &Progress{Asked: r.spec.Count, Booting: c.booting, Parked: c.parking + c.parked, Releasing: c.releasing,
-		Ready: c.ready, Failed: r.failed, Rented: r.rentsOK, Spent: r.spent}
+		Ready: c.ready, Failed: r.failed, Rented: r.rentsOK, Spent: r.spent + bw}
 	for _, n := range r.nodes {
 		p.DPH += n.rate()
 	}
@@ -1171,7 +1290,8 @@ func (r *runner) summary(ctx context.Context) Summary {
 		s.RAMGB += n.offer.CPURAM / 1000
 		s.GPUs += n.offer.NumGPUs
 	}
-	s.BootSpend = r.spent
+	bw, _ := r.bandwidth(r.now())
+	s.BootSpend = r.spent + bw
 	if c, err := r.m.Cost(context.WithoutCancel(ctx), r.spec.Fleet); err == nil && len(c.Fleets) == 1 {
 		s.BootSpend = c.Fleets[0].Total
 	}

@@ -56,6 +56,7 @@ func TestBackfillAfterBootFailure(t *testing.T) {
 	spec := baseSpec("backfill", 20)
 	spec.Deadline = 40 * time.Minute
 	spec.BootTimeout = 8 * time.Minute
+	spec.MaxRentals = 80 // 40% of boots fail here: more than the default bound of 40
 	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
 	if err != nil {
 		t.Fatal(err)

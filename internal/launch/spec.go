@@ -11,18 +11,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // Defaults for zero Spec fields.
 const (
-	DefaultBootTimeout    = 10 * time.Minute
-	DefaultReleaseTimeout = 5 * time.Minute
+	DefaultBootTimeout = 10 * time.Minute
+	// A start after a stop that has not run within a minute or so has
+	// lost its GPUs (vast-api.md): waiting longer only delays the spare.
+	DefaultReleaseTimeout = 90 * time.Second
 	DefaultBadHostTTL     = 24 * time.Hour
 	DefaultWorkers        = 16
 	DefaultRentRate       = 4.0
@@ -88,8 +92,20 @@ type Spec struct {
 	// MaxDPH caps the fleet's $/hr (dph_total summed over live
 	// instances); 0 = none.
 	MaxDPH float64 `json:"max_dph"`
-	// Budget caps what the launch spends ($); 0 = none. See CheckCaps.
+	// Budget caps what the launch spends ($), bandwidth included; 0 =
+	// none, unless BudgetAuto. See CheckCaps.
 	Budget float64 `json:"budget"`
+	// BudgetAuto asks for DefaultBudget when Budget is 0 (the CLI sets it
+	// unless --budget is given; --budget 0 turns the cap off).
+	BudgetAuto bool `json:"budget_auto,omitempty"`
+	// MaxRentals bounds the rentals the launch makes, replacements
+	// included; 0 = DefaultMaxRentals(Count).
+	MaxRentals int `json:"max_rentals,omitempty"`
+	// ImageGB is the image's size, for the bandwidth estimate (each
+	// rental pulls it at its offer's inet_down_cost) and the boot-time
+	// estimate that ranks offers unable to pull it in time last; 0 =
+	// guessed from the image's name.
+	ImageGB float64 `json:"image_gb,omitempty"`
 	// Create is the create body; Sessions are folded into its onstart.
 	Create           provider.CreateRequest `json:"create"`
 	Sessions         []Session              `json:"sessions,omitempty"`
@@ -118,6 +134,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.ReleaseTimeout <= 0 {
 		s.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	if s.ImageGB <= 0 {
+		s.ImageGB = plan.ImageGB(s.Create.Image)
+	}
 	if s.HedgeAfter == 0 && s.Deadline > 0 {
 		s.HedgeAfter = s.Deadline * 3 / 10
 	}
@@ -139,8 +158,15 @@ func (s Spec) WithDefaults() Spec {
 	if s.OnInterrupt == "" {
 		s.OnInterrupt = InterruptKeep
 	}
+	if s.MaxRentals == 0 {
+		s.MaxRentals = DefaultMaxRentals(s.Count)
+	}
 	return s
 }
+
+// DefaultMaxRentals bounds a launch of count: every slot may be rented
+// twice, and a small fleet gets 10 replacements.
+func DefaultMaxRentals(count int) int { return max(2*count, count+10) }
 
 // Validate checks a spec (after WithDefaults).
 func (s Spec) Validate() error {
@@ -155,6 +181,12 @@ func (s Spec) Validate() error {
 	}
 	if s.MaxDPH < 0 || s.Budget < 0 {
 		return errors.New("--max-dph and --budget must not be negative")
+	}
+	if s.MaxRentals < s.Count {
+		return fmt.Errorf("--max-rentals %d: must be at least --count %d", s.MaxRentals, s.Count)
+	}
+	if s.ImageGB < 0 || math.IsNaN(s.ImageGB) || math.IsInf(s.ImageGB, 0) {
+		return fmt.Errorf("--image-size %g: must be a size in GB, 0 or more", s.ImageGB)
 	}
 	if s.Deadline < 0 {
 		return errors.New("--deadline must not be negative")

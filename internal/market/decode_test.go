@@ -2,6 +2,7 @@ package market
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -174,7 +175,7 @@ func TestRankScanEqualsRankTop(t *testing.T) {
 	for _, by := range []string{"vcpu", "gpu", "dlperf"} {
 		s := mustScorer(t, by)
 		for _, k := range []int{0, 1, 20, 100, len(kept), len(kept) + 5} {
-			got, err := RankScan(data, keep, s, k)
+			got, err := RankScan(context.Background(), data, keep, s, k)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,8 @@ package market
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -81,12 +83,37 @@ type exprScorer struct {
 	pool sync.Pool // *vm.VM
 }
 
+// Bounds on a score expression's cost. A score runs once per offer, on
+// markets of a million offers, so one expression must stay a few thousand
+// steps at most: these refuse the big ones when they are compiled and stop
+// the rest at run time.
+const (
+	// MaxScoreExprLen is the longest expression accepted, in bytes.
+	MaxScoreExprLen = 1000
+	// maxScoreNodes caps the expression's syntax tree.
+	maxScoreNodes = 200
+	// maxScoreRange is the largest constant range (a..b) a loop may walk.
+	maxScoreRange = 1000
+	// scoreMemoryBudget bounds what one evaluation may allocate, in expr's
+	// units (one per range or array element): it stops loops whose bounds
+	// come from offer fields, which no compile-time check can size.
+	scoreMemoryBudget = 10_000
+)
+
+// scoreBuiltinsOff are expr builtins a score has no use for and that cost
+// without bound (repeat builds strings of any length) or read the wall
+// clock, which would make a ranking differ from run to run.
+var scoreBuiltinsOff = []string{"repeat", "now", "date", "duration", "timezone"}
+
 // ScoreExpr compiles an expression over offer fields by json name (e.g.
-// "cpu_cores_effective / dph_total * reliability") once; names, syntax and
-// the result type are checked here, not per offer.
+// "cpu_cores_effective / dph_total * reliability") once; names, syntax,
+// cost and the result type are checked here, not per offer.
 func ScoreExpr(src string) (Scorer, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, fmt.Errorf("score expression is empty")
+	}
+	if len(src) > MaxScoreExprLen {
+		return nil, fmt.Errorf("score expression is %d bytes; at most %d are accepted", len(src), MaxScoreExprLen)
 	}
 	env := make(map[string]any, len(offerFields))
 	for n, f := range offerFields {
@@ -99,12 +126,19 @@ func ScoreExpr(src string) (Scorer, error) {
 			env[n] = 0.0
 		}
 	}
-	prog, err := expr.Compile(src, expr.Env(env))
+	opts := []expr.Option{expr.Env(env), expr.MaxNodes(maxScoreNodes)}
+	for _, b := range scoreBuiltinsOff {
+		opts = append(opts, expr.DisableBuiltin(b))
+	}
+	prog, err := expr.Compile(src, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("score expression: %w", err)
 	}
 	tree, err := parser.Parse(src)
 	if err != nil {
+		return nil, fmt.Errorf("score expression: %w", err)
+	}
+	if err := checkScoreCost(tree.Node); err != nil {
 		return nil, fmt.Errorf("score expression: %w", err)
 	}
 	c := &identCollector{seen: map[string]bool{}}
@@ -116,9 +150,11 @@ func ScoreExpr(src string) (Scorer, error) {
 			s.get = append(s.get, f)
 		}
 	}
-	s.pool.New = func() any { return &vm.VM{} }
-	// Run once on an empty offer so a non-numeric result is a compile error.
-	out, err := expr.Run(prog, s.env(&Offer{}))
+	s.pool.New = func() any { return &vm.VM{MemoryBudget: scoreMemoryBudget} }
+	// Run once on an empty offer so a non-numeric result, or one over the
+	// run-time budget, is a compile error.
+	trial := vm.VM{MemoryBudget: scoreMemoryBudget}
+	out, err := trial.Run(prog, s.env(&Offer{}))
 	if err != nil {
 		return nil, fmt.Errorf("score expression: %w", err)
 	}
@@ -127,6 +163,42 @@ func ScoreExpr(src string) (Scorer, error) {
 	}
 	return s, nil
 }
+
+// checkScoreCost refuses loops whose cost multiplies: a loop inside a
+// loop's body (the nested loop that took 14.6 s for 64 offers), and ranges
+// with constant bounds longer than maxScoreRange. Ranges bounded by offer
+// fields are left to the run-time memory budget.
+func checkScoreCost(root ast.Node) error {
+	var err error
+	ast.Walk(&root, visitFunc(func(n ast.Node) {
+		if err != nil {
+			return
+		}
+		switch n := n.(type) {
+		case *ast.PredicateNode:
+			inner := n.Node
+			ast.Walk(&inner, visitFunc(func(m ast.Node) {
+				if _, ok := m.(*ast.PredicateNode); ok && err == nil {
+					err = errors.New("a loop inside a loop's body is not allowed (its cost grows with the product of the ranges)")
+				}
+			}))
+		case *ast.BinaryNode:
+			if n.Operator != ".." {
+				return
+			}
+			lo, lok := n.Left.(*ast.IntegerNode)
+			hi, hok := n.Right.(*ast.IntegerNode)
+			if lok && hok && hi.Value-lo.Value+1 > maxScoreRange {
+				err = fmt.Errorf("range %d..%d has %d elements; at most %d are allowed", lo.Value, hi.Value, hi.Value-lo.Value+1, maxScoreRange)
+			}
+		}
+	}))
+	return err
+}
+
+type visitFunc func(ast.Node)
+
+func (f visitFunc) Visit(n *ast.Node) { f(*n) }
 
 // Factors lists the numeric fields the expression reads, with their values.
 func (s *exprScorer) Factors(o *Offer) []Factor {
@@ -223,10 +295,24 @@ type Ranked struct {
 // is not a finite number, scores 0 and ranks after all others.
 func Rank(offers []Offer, s Scorer) []Ranked { return RankTop(offers, s, 0) }
 
+// RankContext is Rank that stops when ctx ends (a user's Ctrl+C while a
+// costly --score runs over a whole market), returning ctx's error.
+func RankContext(ctx context.Context, offers []Offer, s Scorer) ([]Ranked, error) {
+	idx, scores, err := rankIndices(ctx, offers, nil, s, 0)
+	if err != nil {
+		return nil, err
+	}
+	return rankedAt(offers, idx, scores), nil
+}
+
 // RankTop is Rank(offers, s)[:k] without sorting the rest: a bounded heap
 // keeps the best k (k <= 0 ranks everything).
 func RankTop(offers []Offer, s Scorer, k int) []Ranked {
-	idx, scores := rankIndices(offers, nil, s, k)
+	idx, scores, _ := rankIndices(context.Background(), offers, nil, s, k)
+	return rankedAt(offers, idx, scores)
+}
+
+func rankedAt(offers []Offer, idx []int32, scores []float64) []Ranked {
 	out := make([]Ranked, len(idx))
 	for i, j := range idx {
 		out[i] = Ranked{Offer: offers[j], Score: scores[i]}
@@ -238,7 +324,7 @@ func RankTop(offers []Offer, s Scorer, k int) []Ranked {
 // does, and returns their indices, best first (only the best k when k >
 // 0). No offer is copied: it is the filter-score-sort core of a ranking.
 func RankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) []int32 {
-	idx, _ := rankIndices(offers, keep, s, k)
+	idx, _, _ := rankIndices(context.Background(), offers, keep, s, k)
 	return idx
 }
 
@@ -259,7 +345,12 @@ func compareRows(a, b rankRow) int {
 // sorting are split across the processors.
 const parallelRankMin = 1 << 14
 
-func rankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx []int32, scores []float64) {
+// rankCheckEvery is how many offers are scored between two looks at ctx:
+// often enough that a costly expression stops within moments, rarely
+// enough to cost nothing measurable.
+const rankCheckEvery = 2048
+
+func rankIndices(ctx context.Context, offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx []int32, scores []float64, err error) {
 	full := k <= 0 || k >= len(offers)
 	parts := runtime.GOMAXPROCS(0)
 	if len(offers) < parallelRankMin {
@@ -274,6 +365,9 @@ func rankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx [
 		wg.Go(func() {
 			rows := make([]rankRow, 0, (hi-lo)/2)
 			for i := lo; i < hi; i++ {
+				if (i-lo)%rankCheckEvery == 0 && ctx.Err() != nil {
+					return
+				}
 				o := &offers[i]
 				if keep == nil || keep(o) {
 					rows = append(rows, rankRow{newRankKey(o, s), int32(i)})
@@ -286,6 +380,9 @@ func rankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx [
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	var rows []rankRow
 	if full {
 		rows = mergeRows(sorted)
@@ -302,7 +399,7 @@ func rankIndices(offers []Offer, keep func(*Offer) bool, s Scorer, k int) (idx [
 	for n := range rows {
 		idx[n], scores[n] = rows[n].i, rows[n].score
 	}
-	return idx, scores
+	return idx, scores, nil
 }
 
 // mergeRows merges sorted runs into one sorted run.
@@ -335,14 +432,19 @@ func mergeRows(runs [][]rankRow) []rankRow {
 
 // RankScan is RankTop over the offers in an offers file (see ScanOffers)
 // that keep accepts. It holds a few numbers per offer kept, never the
-// offers themselves, and decodes again only the k it returns.
-func RankScan(data []byte, keep func(*Offer) bool, s Scorer, k int) ([]Ranked, error) {
+// offers themselves, and decodes again only the k it returns. It stops
+// with ctx's error when ctx ends.
+func RankScan(ctx context.Context, data []byte, keep func(*Offer) bool, s Scorer, k int) ([]Ranked, error) {
 	type kept struct {
 		rankKey
 		raw []byte
 	}
 	var rows []kept
+	n := 0
 	err := scanOffers(data, func(o *Offer, raw []byte) error {
+		if n++; n%rankCheckEvery == 1 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if keep(o) {
 			rows = append(rows, kept{newRankKey(o, s), raw})
 		}

@@ -1,9 +1,12 @@
 package market
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,5 +138,92 @@ func TestExplain(t *testing.T) {
 	e, _ := ScoreExpr("cpu_cores_effective / dph_total * reliability")
 	if d := cmp.Diff([]Factor{{"cpu_cores_effective", 32}, {"dph_total", 0.8}, {"reliability", 0.98}}, Explain(e, &o)); d != "" {
 		t.Errorf("expr factors: %s", d)
+	}
+}
+
+func TestScoreExprCostIsBounded(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		// The issue's nested loop: 14.6 s for 64 offers before.
+		{"nested loop", "sum(1..1000, sum(1..1000, # * cpu_cores_effective)) / dph_total", "loop inside a loop"},
+		{"nested predicate in map", "len(filter(map(1..10, #), any(1..10, # > 3)))", "loop inside a loop"},
+		{"huge range", "sum(1..100000000, #) * reliability", "at most 1000"},
+		{"unbounded string", `len(repeat("x", 1000000000))`, "repeat"},
+		{"wall clock", "now().Unix() + dph_total", "now"},
+		{"too long", strings.Repeat("dph_total + ", 90) + "1", "at most 1000"},
+		{"too many nodes", strings.Repeat("1+", 300) + "1", "exceeds maximum allowed nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ScoreExpr(tc.src)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ScoreExpr(%.60q) err = %v, want a refusal mentioning %q", tc.src, err, tc.want)
+			}
+		})
+	}
+	// A loop over a range the offer sizes passes the compile checks; the
+	// run-time budget stops it on an offer that makes it huge, scoring 0.
+	s, err := ScoreExpr("sum(1..int(cpu_ram), 1) / dph_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := Offer{CPURAM: 100, DPHTotal: 1}
+	if got := s.Score(&small); got != 100 {
+		t.Errorf("small range scored %v, want 100", got)
+	}
+	huge := Offer{CPURAM: 1e12, DPHTotal: 1}
+	if got := s.Score(&huge); got != 0 {
+		t.Errorf("range of 1e12 elements scored %v, want 0 (stopped by the memory budget)", got)
+	}
+	// Loops a score may reasonably use still work.
+	if _, err := ScoreExpr("sum(1..10, # * cpu_cores_effective) / dph_total"); err != nil {
+		t.Errorf("a small loop was refused: %v", err)
+	}
+}
+
+// countingScorer cancels ctx at its first score and counts the rest.
+type countingScorer struct {
+	cancel context.CancelFunc
+	calls  atomic.Int64
+}
+
+func (c *countingScorer) Name() string { return "counting" }
+func (c *countingScorer) Score(o *Offer) float64 {
+	c.calls.Add(1)
+	c.cancel()
+	return o.CPUCoresEffective
+}
+
+func TestRankStopsWhenCancelled(t *testing.T) {
+	offers := make([]Offer, 3*rankCheckEvery)
+	for i := range offers {
+		offers[i] = Offer{ID: int64(i + 1), CPUCoresEffective: float64(i), DPHTotal: 1}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &countingScorer{cancel: cancel}
+	ranked, err := RankContext(ctx, offers, s)
+	if !errors.Is(err, context.Canceled) || ranked != nil {
+		t.Fatalf("RankContext after cancel = %d offers, %v; want context.Canceled", len(ranked), err)
+	}
+	if n := s.calls.Load(); n > rankCheckEvery {
+		t.Errorf("scored %d offers after the cancel; want at most %d", n, rankCheckEvery)
+	}
+
+	data, err := json.Marshal(map[string]any{"offers": offers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	s = &countingScorer{cancel: cancel}
+	_, err = RankScan(ctx, data, func(*Offer) bool { return true }, s, 10)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("RankScan after cancel: %v, want context.Canceled", err)
+	}
+	if n := s.calls.Load(); n > rankCheckEvery {
+		t.Errorf("RankScan scored %d offers after the cancel; want at most %d", n, rankCheckEvery)
+	}
+	// Not cancelled: the same as Rank.
+	vcpu, _ := ScoreBy("vcpu")
+	got, err := RankContext(context.Background(), offers[:5], vcpu)
+	if err != nil || len(got) != 5 || got[0].ID != 5 {
+		t.Fatalf("RankContext = %v, %v; want 5 offers, id 5 first", got, err)
 	}
 }

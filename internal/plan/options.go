@@ -12,7 +12,6 @@ import (
 // Cost-model constants.
 const (
 	SetupHours       = 3.0 / 60 // container start, pip installs, data staging
-	MinInetDownMbps  = 10       // floor so a bogus 0 Mb/s does not divide by zero
 	UnknownGPUSpeed  = 0.5      // assumed for GPUs missing from market.GPUModels
 	ReliableEnough   = 0.97     // below this an option is flagged as a budget option
 	ShortRunHours    = 1.0
@@ -121,10 +120,10 @@ func estimate(t Task, r Req, o market.Offer) (Estimate, []string) {
 		eff = MultiGPUEff
 	}
 	e := Estimate{GPUsUsed: n, Speed: speed, DPH: o.DPHTotal}
-	e.BootHours = (r.ImageGB*8000/math.Max(o.InetDown, MinInetDownMbps))/3600 + SetupHours
+	e.BootHours = BootHours(r.ImageGB, o.InetDown)
 	e.RunHours = r.Hours / (speed * float64(n) * eff)
 	e.Hours = e.BootHours + e.RunHours
-	e.TransferCost = (r.ImageGB + t.DatasetGB) * o.InetDownCost
+	e.TransferCost = market.TransferCost(r.ImageGB+t.DatasetGB, 0, o.InetDownCost, o.InetUpCost)
 	storagePH := o.StorageTotalCost
 	if storagePH == 0 && o.DPHBase > 0 && o.DPHTotal > o.DPHBase {
 		storagePH = o.DPHTotal - o.DPHBase

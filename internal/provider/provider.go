@@ -130,6 +130,13 @@ type Instance struct {
 	DiskSpace         float64 `json:"disk_space"`
 	InetUp            float64 `json:"inet_up"`
 	InetDown          float64 `json:"inet_down"`
+	// Bandwidth prices ($/GB) and what the marketplace has billed so far
+	// (cumulative counters, in KB: see BilledKBPerGB). Zero when a
+	// marketplace does not report them.
+	InetUpCost     float64 `json:"inet_up_cost,omitempty"`
+	InetDownCost   float64 `json:"inet_down_cost,omitempty"`
+	InetUpBilled   float64 `json:"inet_up_billed,omitempty"`
+	InetDownBilled float64 `json:"inet_down_billed,omitempty"`
 
 	DPHBase          float64 `json:"dph_base"`
 	DPHTotal         float64 `json:"dph_total"`

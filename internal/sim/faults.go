@@ -136,7 +136,7 @@ const (
 
 // lastMile draws the instance's last-mile faults.
 func (m *Market) lastMile(in *instance) {
-	f, seed, id := m.cfg.Faults, m.st.Seed, in.Seq
+	f, seed, id := m.cfg.Faults, m.st.Seed, in.fate()
 	if draw(seed, drawSSHLate, id, 0) < f.SSHLate {
 		in.SSHLate = time.Duration((5 + 55*draw(seed, drawSSHLate, id, 1)) * float64(time.Second))
 	}

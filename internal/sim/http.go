@@ -87,7 +87,20 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 			http.Error(w, "sim admin is loopback-only", http.StatusForbidden)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		limit := int64(maxBody)
+		if authed {
+			// The key first: a stranger's upload is never read, so it cannot
+			// cost the server memory (20 parallel 4 MiB bodies did).
+			m.mu.Lock()
+			deny, n, ok := m.bodyAllowance(r)
+			m.mu.Unlock()
+			if !ok {
+				writeReply(w, deny)
+				return
+			}
+			limit = n
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, limit))
 		if err != nil {
 			writeReply(w, badArgs("reading body: %v", err))
 			return
@@ -145,6 +158,32 @@ func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 		}
 		writeReply(w, rep)
 	})
+}
+
+// Body limits: an API call's whole body (an onstart script fits), and a
+// call made with an instance's own key, which only ever sets a state.
+const (
+	maxBody         = 4 << 20
+	maxInstanceBody = 64 << 10
+)
+
+// bodyAllowance is the check made before any of the body is read: it
+// refuses an unknown key, and tells how much body a known one may send.
+// authorize still checks the request in full once the body is in. m.mu is
+// held.
+func (m *Market) bodyAllowance(r *http.Request) (reply, int64, bool) {
+	key := requestKey(r)
+	if owner, ok := m.keyOwner[key]; ok && key != "" {
+		if instanceScope(r, owner) {
+			return reply{}, maxInstanceBody, true
+		}
+		deny, _ := m.authorize(r, nil)
+		return deny, 0, false
+	}
+	if deny, ok := m.authorize(r, nil); !ok {
+		return deny, 0, false
+	}
+	return reply{}, maxBody, true
 }
 
 // authorize checks the request's key: the account key, or an instance's

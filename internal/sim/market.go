@@ -102,6 +102,26 @@ type LedgerEntry struct {
 	Amount     float64   `json:"amount"`
 }
 
+// fate is the key of the instance's draws (Seq for states saved before
+// fates were keyed by offer).
+func (in *instance) fate() int64 {
+	if in.Fate != 0 {
+		return in.Fate
+	}
+	return in.Seq
+}
+
+// rentals counts the instances ever created on an offer.
+func (m *Market) rentals(offerID int64) int {
+	n := 0
+	for _, in := range m.st.Instances {
+		if in.OfferID == offerID {
+			n++
+		}
+	}
+	return n
+}
+
 // event is one line of an instance's log.
 type event struct {
 	At  time.Time `json:"at"`
@@ -113,7 +133,11 @@ type instance struct {
 	ID int64 `json:"id"`
 	// Seq keys the instance's random draws: the market's own sequence,
 	// the same for the same seed, while ID adds the market's IDBase.
-	Seq     int64             `json:"seq,omitempty"`
+	Seq int64 `json:"seq,omitempty"`
+	// Fate keys what happens to the instance (faults, boot time): the
+	// offer and how many rentals of it came before, so that the same
+	// spec meets the same fates whatever order concurrent rents land in.
+	Fate    int64             `json:"fate,omitempty"`
 	OfferID int64             `json:"offer_id"`
 	Label   *string           `json:"label"`
 	Image   string            `json:"image"`
@@ -433,7 +457,7 @@ func (m *Market) advance(now time.Time) {
 				in.step(e)
 				if in.Status == "running" && in.Fault == "offline" && !in.OfflineSet {
 					in.OfflineSet = true
-					in.OfflineAt = e.Add(10*time.Minute + time.Duration(draw(m.st.Seed, drawOfflineAfter, in.Seq, in.Starts)*float64(5*time.Hour)))
+					in.OfflineAt = e.Add(10*time.Minute + time.Duration(draw(m.st.Seed, drawOfflineAfter, in.fate(), in.Starts)*float64(5*time.Hour)))
 				}
 			}
 		}
@@ -464,9 +488,18 @@ func (m *Market) bill(from, to time.Time) {
 }
 
 // pulled is the download charge for the part of the image pull that falls
-// in [from, to): the pull runs at a steady rate from PullFrom to PullTo.
+// in [from, to).
 func (in *instance) pulled(from, to time.Time) float64 {
-	if in.Destroyed || in.PullCost <= 0 || !in.PullTo.After(in.PullFrom) {
+	if in.Destroyed || in.PullCost <= 0 {
+		return 0
+	}
+	return in.PullCost * in.pullShare(from, to)
+}
+
+// pullShare is the share of the image that arrives in [from, to): the
+// pull runs at a steady rate from PullFrom to PullTo.
+func (in *instance) pullShare(from, to time.Time) float64 {
+	if !in.PullTo.After(in.PullFrom) {
 		return 0
 	}
 	a, b := from, to
@@ -479,7 +512,19 @@ func (in *instance) pulled(from, to time.Time) float64 {
 	if !b.After(a) {
 		return 0
 	}
-	return in.PullCost * float64(b.Sub(a)) / float64(in.PullTo.Sub(in.PullFrom))
+	return float64(b.Sub(a)) / float64(in.PullTo.Sub(in.PullFrom))
+}
+
+// kbPerGB is the unit of the inet_*_billed counters vast reports (KB).
+const kbPerGB = 1e6
+
+// downloadedKB is the inet_down_billed counter at now: the image bytes
+// that arrived so far (and were billed, as the ledger bills them).
+func (in *instance) downloadedKB(now time.Time) float64 {
+	if in.PullCost <= 0 {
+		return 0
+	}
+	return in.ImageGB * in.pullShare(in.PullFrom, now) * kbPerGB
 }
 
 func (m *Market) charge(in *instance, kind string, from, to time.Time, amount float64) {
@@ -590,30 +635,31 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	seq := m.st.NextID
 	m.st.NextID += 1 + int64(draw(m.st.Seed, drawKey, seq, 1)*3)
 	id := seq + m.st.IDBase
+	fate := offerID<<10 | int64(m.rentals(offerID)&1023)
 	gb := m.imageGB(in.Image)
 	inst := &instance{
-		ID: id, Seq: seq, OfferID: offerID, Label: in.Label, Image: in.Image, Runtype: in.Runtype, Onstart: in.Onstart,
+		ID: id, Seq: seq, Fate: fate, OfferID: offerID, Label: in.Label, Image: in.Image, Runtype: in.Runtype, Onstart: in.Onstart,
 		Env: in.Env, Disk: in.Disk, Bid: in.Price != nil, ImageGB: gb, ComputeRate: compute, StorageRate: storage,
 		APIKey:    instanceKey(),
 		CreatedAt: now, Intended: "running", StatusMsg: "Creating instance",
 	}
 	f := m.cfg.Faults
-	u := draw(m.st.Seed, drawFault, seq, 0)
+	u := draw(m.st.Seed, drawFault, fate, 0)
 	switch {
 	case u < f.StuckLoading:
 		inst.Fault = "stuck"
 	case u < f.StuckLoading+f.BootFail:
 		inst.Fault = "bootfail"
-	case draw(m.st.Seed, drawOffline, seq, 0) < f.HostOffline:
+	case draw(m.st.Seed, drawOffline, fate, 0) < f.HostOffline:
 		inst.Fault = "offline"
 	}
-	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, seq, 0)) * float64(time.Second)))
+	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, fate, 0)) * float64(time.Second)))
 	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
-	setup := 20 + 100*draw(m.st.Seed, drawSetup, seq, 0)
+	setup := 20 + 100*draw(m.st.Seed, drawSetup, fate, 0)
 	boot := pull + setup
-	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, seq, 0) < f.SlowBoot {
-		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, seq, 0)
-		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, seq, 1))
+	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, fate, 0) < f.SlowBoot {
+		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, fate, 0)
+		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, fate, 1))
 		if inst.Fault == "" {
 			inst.Fault = "slow"
 		}
@@ -687,7 +733,7 @@ func (m *Market) start(in *instance, now time.Time) error {
 		mins := now.Sub(in.StoppedAt).Minutes()
 		pTaken := 1 - math.Pow(1-m.cfg.Faults.TakenWhileStopped, mins)
 		_, held := m.holders()[in.OfferID]
-		if held || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.Seq, in.Starts) < pTaken {
+		if held || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.fate(), in.Starts) < pTaken {
 			// Someone else has the GPU: vast waits for it, possibly forever.
 			in.Scheduling = true
 			in.StatusMsg = "Scheduling: waiting for the GPU on this machine; another renter holds it"
@@ -697,7 +743,7 @@ func (m *Market) start(in *instance, now time.Time) error {
 	}
 	in.Status = "loading"
 	in.StatusMsg = "Starting container"
-	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.Seq, in.Starts)) * float64(time.Second)))
+	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
 	if in.Fault == "stuck" {
 		in.ReadyAt = time.Time{}
 	}
@@ -716,7 +762,7 @@ func (m *Market) reboot(id int64, now time.Time) error {
 	in.Starts++
 	in.Status = "rebooting"
 	in.StatusMsg = "Rebooting"
-	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.Seq, in.Starts)) * float64(time.Second)))
+	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
 	in.log(now, "reboot requested")
 	return nil
 }
@@ -744,6 +790,7 @@ func (m *Market) row(in *instance, now time.Time) instanceJSON {
 		NumGPUs: o.NumGPUs, GPUName: o.GPUName, GPURAM: o.GPURAM, GPUTotalRAM: o.GPUTotalRAM,
 		CPUCores: o.CPUCores, CPUCoresEffective: o.CPUCoresEffective, CPURAM: o.CPURAM,
 		DiskSpace: in.Disk, DiskUtil: -1, InetUp: o.InetUp, InetDown: o.InetDown,
+		InetUpCost: o.InetUpCost, InetDownCost: o.InetDownCost, InetDownBilled: in.downloadedKB(now),
 		DPHBase: in.ComputeRate, DPHTotal: in.ComputeRate + in.StorageRate,
 		StorageCost: o.StorageCost, StorageTotalCost: in.StorageRate,
 		IsBid: in.Bid, MinBid: o.MinBid, Reliability2: o.Reliability2, Verification: o.Verification,

@@ -23,7 +23,7 @@ func (m *Market) ServeListener(ctx context.Context, ln net.Listener) error {
 	m.mu.Lock()
 	m.apiURL = "http://" + ln.Addr().String()
 	m.mu.Unlock()
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := m.server()
 	hctx, stopHosts := context.WithCancel(ctx)
 	defer stopHosts()
 	go m.runHostSync(hctx)
@@ -41,4 +41,17 @@ func (m *Market) ServeListener(ctx context.Context, ln net.Listener) error {
 		err = serr
 	}
 	return err
+}
+
+// server bounds every phase of a connection, so slow or idle clients (or
+// many) cannot hold sockets and goroutines open for long. No call takes
+// near a minute: handlers answer from memory.
+func (m *Market) server() *http.Server {
+	return &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
 }

@@ -51,6 +51,13 @@ type instanceJSON struct {
 	DiskUtil          float64 `json:"disk_util"`
 	InetUp            float64 `json:"inet_up"`
 	InetDown          float64 `json:"inet_down"`
+	// Bandwidth: prices ($/GB) and cumulative billed counters (KB), as
+	// vast reports them; only the image pull is billed here, so nothing
+	// goes up.
+	InetUpCost     float64 `json:"inet_up_cost"`
+	InetDownCost   float64 `json:"inet_down_cost"`
+	InetUpBilled   float64 `json:"inet_up_billed"`
+	InetDownBilled float64 `json:"inet_down_billed"`
 
 	DPHBase          float64 `json:"dph_base"`
 	DPHTotal         float64 `json:"dph_total"`

@@ -50,6 +50,22 @@ type Instance struct {
 	Experiment string
 	EstHours   *float64
 	EstCost    *float64
+
+	Bandwidth Bandwidth
+}
+
+// Bandwidth is what vastfleet knows about an instance's bandwidth bill:
+// the host's prices and speed and the image size (for the estimate), and
+// the marketplace's own charge as last reported.
+type Bandwidth struct {
+	DownCost float64 // $/GB in (inet_down_cost)
+	UpCost   float64 // $/GB out (inet_up_cost)
+	DownMbps float64 // the host's inet_down
+	PullGB   float64 // the image size the pull was estimated at; 0: unknown
+	// Billed is the marketplace's bandwidth charge so far ($) as of
+	// BilledAt; nil when it never reported one.
+	Billed   *float64
+	BilledAt time.Time
 }
 
 // Live reports whether the instance may still exist (and bill).
@@ -70,22 +86,30 @@ type InstanceFilter struct {
 
 const instanceCols = `id, intent_id, fleet, offer_id, machine_id, gpu_name, num_gpus, cpu_cores, ram_mb, dph_total,
 	storage_dph, label, state, wanted, created_at, last_seen_at, running_since, destroy_requested_at, gone_at,
-	ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost`
+	ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost,
+	inet_down_cost, inet_up_cost, inet_down_mbps, pull_gb, bandwidth_billed, bandwidth_billed_at`
 
 func scanInstance(sc interface{ Scan(...any) error }) (Instance, error) {
 	var i Instance
 	var intent sql.NullInt64
 	var created, seen string
 	var running, destroyReq, gone sql.NullString
-	var estH, estC sql.NullFloat64
+	var estH, estC, billed sql.NullFloat64
+	var billedAt sql.NullString
+	bw := &i.Bandwidth
 	err := sc.Scan(&i.ID, &intent, &i.Fleet, &i.OfferID, &i.MachineID, &i.GPUName, &i.NumGPUs, &i.CPUCores, &i.RAMMB,
 		&i.DPHTotal, &i.StorageDPH, &i.Label, &i.State, &i.Wanted, &created, &seen, &running, &destroyReq, &gone,
-		&i.SSHHost, &i.SSHPort, &i.SSHURL, &i.Experiment, &estH, &estC)
+		&i.SSHHost, &i.SSHPort, &i.SSHURL, &i.Experiment, &estH, &estC,
+		&bw.DownCost, &bw.UpCost, &bw.DownMbps, &bw.PullGB, &billed, &billedAt)
 	if err != nil {
 		return Instance{}, err
 	}
 	i.IntentID = intent.Int64
 	i.EstHours, i.EstCost = floatPtr(estH), floatPtr(estC)
+	bw.Billed = floatPtr(billed)
+	if bw.BilledAt, err = parseNullTime(billedAt); err != nil {
+		return Instance{}, err
+	}
 	if i.CreatedAt, err = parseTime(created); err != nil {
 		return Instance{}, err
 	}
@@ -156,14 +180,17 @@ func upsertInstance(ctx context.Context, tx *sql.Tx, i Instance, now time.Time) 
 			running = fmtTime(now)
 		}
 	}
+	bw := &i.Bandwidth
 	if !exists {
 		_, err = tx.ExecContext(ctx, `INSERT INTO instances(id, intent_id, fleet, offer_id, machine_id, gpu_name, num_gpus,
 			cpu_cores, ram_mb, dph_total, storage_dph, label, state, wanted, created_at, last_seen_at, running_since,
-			ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost,
+			inet_down_cost, inet_up_cost, inet_down_mbps, pull_gb, bandwidth_billed, bandwidth_billed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			i.ID, intent, i.Fleet, i.OfferID, i.MachineID, i.GPUName, i.NumGPUs, i.CPUCores, i.RAMMB, i.DPHTotal,
 			i.StorageDPH, i.Label, i.State, i.Wanted, fmtTime(i.CreatedAt), fmtTime(now), running,
-			i.SSHHost, i.SSHPort, i.SSHURL, i.Experiment, nullFloat(i.EstHours), nullFloat(i.EstCost))
+			i.SSHHost, i.SSHPort, i.SSHURL, i.Experiment, nullFloat(i.EstHours), nullFloat(i.EstCost),
+			bw.DownCost, bw.UpCost, bw.DownMbps, bw.PullGB, nullFloat(bw.Billed), fmtNullTime(bw.BilledAt))
 		if err != nil {
 			return fmt.Errorf("instance %d: %w", i.ID, err)
 		}
@@ -210,13 +237,22 @@ func upsertInstance(ctx context.Context, tx *sql.Tx, i Instance, now time.Time) 
 	if i.EstCost == nil {
 		i.EstCost = old.EstCost
 	}
+	keepNum(&bw.DownCost, old.Bandwidth.DownCost)
+	keepNum(&bw.UpCost, old.Bandwidth.UpCost)
+	keepNum(&bw.DownMbps, old.Bandwidth.DownMbps)
+	keepNum(&bw.PullGB, old.Bandwidth.PullGB)
+	if bw.Billed == nil {
+		bw.Billed, bw.BilledAt = old.Bandwidth.Billed, old.Bandwidth.BilledAt
+	}
 	_, err = tx.ExecContext(ctx, `UPDATE instances SET intent_id = ?, fleet = ?, offer_id = ?, machine_id = ?, gpu_name = ?,
 		num_gpus = ?, cpu_cores = ?, ram_mb = ?, dph_total = ?, storage_dph = ?, label = ?, state = ?, last_seen_at = ?,
-		running_since = ?, ssh_host = ?, ssh_port = ?, ssh_url = ?, experiment = ?, est_hours = ?, est_cost = ?
+		running_since = ?, ssh_host = ?, ssh_port = ?, ssh_url = ?, experiment = ?, est_hours = ?, est_cost = ?,
+		inet_down_cost = ?, inet_up_cost = ?, inet_down_mbps = ?, pull_gb = ?, bandwidth_billed = ?, bandwidth_billed_at = ?
 		WHERE id = ?`,
 		intent, i.Fleet, i.OfferID, i.MachineID, i.GPUName, i.NumGPUs, i.CPUCores, i.RAMMB, i.DPHTotal, i.StorageDPH,
 		i.Label, i.State, fmtTime(now), running, i.SSHHost, i.SSHPort, i.SSHURL, i.Experiment,
-		nullFloat(i.EstHours), nullFloat(i.EstCost), i.ID)
+		nullFloat(i.EstHours), nullFloat(i.EstCost),
+		bw.DownCost, bw.UpCost, bw.DownMbps, bw.PullGB, nullFloat(bw.Billed), fmtNullTime(bw.BilledAt), i.ID)
 	if err != nil {
 		return fmt.Errorf("instance %d: %w", i.ID, err)
 	}
@@ -352,6 +388,74 @@ func (s *Store) MarkGone(ctx context.Context, id int64, now time.Time) error {
 	})
 	if err != nil {
 		return fmt.Errorf("store: mark gone: %w", err)
+	}
+	return nil
+}
+
+// BandwidthReport is one instance's bandwidth figures from a listing row.
+type BandwidthReport struct {
+	ID       int64
+	DownCost float64 // $/GB
+	UpCost   float64 // $/GB
+	DownMbps float64
+	Billed   float64 // $ charged so far
+}
+
+// Reported is b after a listing reported r while the instance was in
+// state. The charge only rises (the marketplace's counters are
+// cumulative). A loading instance whose counter stood still since the last
+// report has finished its pull: PullGB becomes what it really pulled, so
+// that nothing more is expected of it.
+func (b Bandwidth) Reported(r BandwidthReport, state string, at time.Time) Bandwidth {
+	nb := b
+	billed := r.Billed
+	if b.Billed != nil && *b.Billed > billed {
+		billed = *b.Billed
+	}
+	if state == "loading" && b.Billed != nil && billed == *b.Billed && billed > 0 && r.DownCost > 0 {
+		nb.PullGB = billed / r.DownCost
+	}
+	nb.Billed, nb.BilledAt = &billed, at
+	nb.DownCost, nb.UpCost = r.DownCost, r.UpCost
+	if r.DownMbps > 0 {
+		nb.DownMbps = r.DownMbps
+	}
+	return nb
+}
+
+// RecordBandwidth stores what listing rows reported about bandwidth, in
+// one transaction (a launch reports hundreds per poll). Rows for unknown
+// instances are skipped; a report only raises the charge (the marketplace's
+// counters are cumulative), and an unchanged one writes nothing.
+func (s *Store) RecordBandwidth(ctx context.Context, reports []BandwidthReport, now time.Time) error {
+	if len(reports) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for _, r := range reports {
+			old, err := getInstance(ctx, tx, r.ID)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			ob := old.Bandwidth
+			nb := ob.Reported(r, old.State, now)
+			if ob.Billed != nil && *ob.Billed == *nb.Billed && ob.DownCost == nb.DownCost && ob.UpCost == nb.UpCost &&
+				ob.DownMbps == nb.DownMbps && ob.PullGB == nb.PullGB && old.State != "loading" {
+				continue // nothing new; while loading the report time itself matters
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET inet_down_cost = ?, inet_up_cost = ?, inet_down_mbps = ?,
+				pull_gb = ?, bandwidth_billed = ?, bandwidth_billed_at = ? WHERE id = ?`,
+				nb.DownCost, nb.UpCost, nb.DownMbps, nb.PullGB, *nb.Billed, fmtTime(nb.BilledAt), r.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: record bandwidth: %w", err)
 	}
 	return nil
 }

@@ -115,6 +115,12 @@ func (s *Store) ImportVastInstances(ctx context.Context, r io.Reader, now time.T
 	if err != nil {
 		return 0, err
 	}
+	for idx, rec := range recs {
+		created, _ := time.Parse(time.RFC3339, rec.CreatedAt)
+		if err := CheckCreatedAt(created, now); err != nil {
+			return 0, &ImportError{Index: idx, Field: "created_at", Err: err}
+		}
+	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		for idx, rec := range recs {
 			created, _ := time.Parse(time.RFC3339, rec.CreatedAt) // checked while decoding
@@ -237,6 +243,29 @@ func decodeVastRecord(entry json.RawMessage) (VastInstanceRecord, *ImportError) 
 			Err: fmt.Errorf("parsing time %q: want RFC 3339 like 2026-12-02T14:00:00Z", rec.CreatedAt)}
 	}
 	return rec, nil
+}
+
+// MaxClockSkew is how far in the future a creation time may lie (clocks
+// differ a little between machines); EarliestCreated is before any
+// marketplace rental this tool can have made.
+const MaxClockSkew = 5 * time.Minute
+
+// EarliestCreated is the earliest creation time taken as real.
+var EarliestCreated = time.Date(2015, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// CheckCreatedAt refuses a creation time that cannot be right: later than
+// now (beyond MaxClockSkew) or before EarliestCreated. Accepting one would
+// give negative uptime, a cost that grows wrongly, and a destroy that
+// waits forever on a listing it misreads.
+func CheckCreatedAt(created, now time.Time) error {
+	switch {
+	case created.Before(EarliestCreated):
+		return fmt.Errorf("%s is before %d: not a real creation time", created.UTC().Format(time.RFC3339), EarliestCreated.Year())
+	case created.After(now.Add(MaxClockSkew)):
+		return fmt.Errorf("%s is in the future (now %s, allowed skew %s)", created.UTC().Format(time.RFC3339),
+			now.UTC().Format(time.RFC3339), MaxClockSkew)
+	}
+	return nil
 }
 
 func jsonKind(p any) string {

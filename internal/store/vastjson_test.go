@@ -182,6 +182,12 @@ func TestImportMalformedWritesNothing(t *testing.T) {
 		{"duplicate id", arr(good(11), good(12), good(11)), `vast-instances.json: entry 2: "instance_id": instance 11 is already listed at entry 0`},
 		{"negative cost", arr(entryWith(11, func(m map[string]any) { m["estimated_cost"] = -1 })), `vast-instances.json: entry 0: "estimated_cost": want >= 0 or null`},
 		{"date only", arr(entryWith(11, func(m map[string]any) { m["created_at"] = "2026-12-01" })), `vast-instances.json: entry 0: "created_at": parsing time "2026-12-01": want RFC 3339`},
+		// Imported at t0 + 1 h: a creation time a day later would give
+		// negative uptime, one from 1970 decades of cost.
+		{"future created_at", arr(good(11), entryWith(12, func(m map[string]any) { m["created_at"] = t0.Add(25 * time.Hour).Format(time.RFC3339) })),
+			`vast-instances.json: entry 1: "created_at": ` + t0.Add(25*time.Hour).Format(time.RFC3339) + ` is in the future`},
+		{"year 1970", arr(entryWith(11, func(m map[string]any) { m["created_at"] = "1970-01-01T00:00:00Z" })),
+			`vast-instances.json: entry 0: "created_at": 1970-01-01T00:00:00Z is before 2015`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,4 +268,18 @@ func FuzzDecodeVastInstances(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCheckCreatedAt(t *testing.T) {
+	for _, tc := range []struct {
+		created time.Time
+		ok      bool
+	}{
+		{t0, true}, {t0.Add(-48 * time.Hour), true}, {t0.Add(2 * time.Minute), true}, // within the skew
+		{t0.Add(MaxClockSkew + time.Second), false}, {time.Date(2014, 12, 31, 0, 0, 0, 0, time.UTC), false}, {time.Time{}, false},
+	} {
+		if err := CheckCreatedAt(tc.created, t0); (err == nil) != tc.ok {
+			t.Errorf("CheckCreatedAt(%s): %v, want ok=%v", tc.created, err, tc.ok)
+		}
+	}
 }

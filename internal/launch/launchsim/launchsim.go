@@ -91,9 +91,9 @@ func Attach(ctx context.Context, url string, clk *VirtualClock, dbPath string) (
 func (e *Env) connect(ctx context.Context, url, dbPath string) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	e.calls = &counter{next: e.Clock.Transport(tr)}
+	e.calls = &counter{next: tr}
 	client, err := vast.New(vast.Options{BaseURL: url, APIKey: APIKey, Timeout: 30 * time.Second,
-		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.Clock.Sleep, Now: e.Clock.Now,
+		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.Clock.Sleep, Now: e.Clock.Now, InFlight: e.Clock.InFlight,
 		Rand: func() float64 { return 0.5 }})
 	if err != nil {
 		return err

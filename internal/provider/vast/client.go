@@ -59,6 +59,22 @@ type Options struct {
 	Burst     int // default 1 when RateLimit is set
 	// Rand returns a number in [0,1) for backoff jitter; default math/rand.
 	Rand func() float64
+	// InFlight, when set, is told +1 when a request starts and -1 when its
+	// answer has been read: a virtual clock stands still meanwhile.
+	InFlight func(delta int)
+	// RequireTLS refuses a plain http:// BaseURL unless its host is this
+	// machine (loopback): the real marketplace's key must not cross a
+	// network in clear text.
+	RequireTLS bool
+}
+
+// loopbackHost reports whether host is "localhost" or a loopback IP.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Client is the vast.ai API client. It is safe for concurrent use.
@@ -73,6 +89,7 @@ type Client struct {
 	maxBO   time.Duration
 	sleep   func(context.Context, time.Duration) error
 	now     func() time.Time
+	flight  func(int)
 	log     *slog.Logger
 	limiter *rate.Limiter
 	rate    rate.Limit // the configured rate; 429s lower the limiter's below it
@@ -90,16 +107,24 @@ func New(opts Options) (*Client, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
+	// Errors show the URL only through RedactURL: it may carry a key.
 	base, err := url.Parse(strings.TrimRight(raw, "/"))
 	if err != nil {
-		return nil, fmt.Errorf("vast: base URL: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text quotes the whole URL
+		}
+		return nil, fmt.Errorf("vast: base URL %s: %w", RedactURL(raw), err)
 	}
 	if base.Scheme != "http" && base.Scheme != "https" || base.Host == "" {
-		return nil, fmt.Errorf("vast: base URL %q: want http(s)://host", raw)
+		return nil, fmt.Errorf("vast: base URL %s: want http(s)://host", RedactURL(raw))
 	}
 	if base.User != nil || base.RawQuery != "" {
 		// Anything secret in the URL would end up in *url.Error texts.
-		return nil, fmt.Errorf("vast: base URL must not carry credentials or a query")
+		return nil, fmt.Errorf("vast: base URL %s must not carry credentials or a query", RedactURL(raw))
+	}
+	if opts.RequireTLS && base.Scheme == "http" && !loopbackHost(base.Hostname()) {
+		return nil, fmt.Errorf("vast: base URL %s: plain http:// would send the API key unencrypted; use https:// (http is only for a server on this machine)", RedactURL(raw))
 	}
 	if strings.ContainsAny(opts.APIKey, "\r\n") {
 		return nil, errors.New("vast: API key contains a line break")
@@ -115,6 +140,7 @@ func New(opts Options) (*Client, error) {
 		maxBO:   opts.MaxBackoff,
 		sleep:   opts.Sleep,
 		now:     opts.Now,
+		flight:  opts.InFlight,
 		log:     opts.Logger,
 		rnd:     opts.Rand,
 	}
@@ -384,6 +410,10 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 	}
 	if c.key != "" && !cl.noAuth {
 		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	if c.flight != nil {
+		c.flight(1)
+		defer c.flight(-1)
 	}
 	start := time.Now()
 	res, err := c.hc.Do(req)

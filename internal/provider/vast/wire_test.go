@@ -613,9 +613,9 @@ func TestResolveAPIKey(t *testing.T) {
 	}
 	check := func(flag, wantKey, wantSrc string) {
 		t.Helper()
-		k, src, err := ResolveAPIKey(flag, getenv, "")
-		if err != nil || k != wantKey || !strings.Contains(src, wantSrc) {
-			t.Fatalf("got %q from %q (%v), want %q from %q", k, src, err, wantKey, wantSrc)
+		rk, err := ResolveAPIKey(flag, getenv, "")
+		if err != nil || rk.Key != wantKey || !strings.Contains(rk.Source, wantSrc) {
+			t.Fatalf("got %q from %q (%v), want %q from %q", rk.Key, rk.Source, err, wantKey, wantSrc)
 		}
 	}
 	check("", "", "")
@@ -631,8 +631,8 @@ func TestResolveAPIKey(t *testing.T) {
 	env["VAST_API_KEY"] = " envkey "
 	check("", "envkey", "VAST_API_KEY")
 	check(" flagkey", "flagkey", "flag")
-	if k, _, _ := ResolveAPIKey("", func(string) string { return "" }, filepath.Join(xdg, "vastai")); k != "tfa" {
-		t.Fatalf("explicit config dir: %q", k)
+	if rk, _ := ResolveAPIKey("", func(string) string { return "" }, filepath.Join(xdg, "vastai")); rk.Key != "tfa" {
+		t.Fatalf("explicit config dir: %q", rk.Key)
 	}
 }
 

@@ -1,0 +1,400 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// ErrOrphaned is what Run returns after the dead-man switch has stopped
+// or destroyed the instance.
+var ErrOrphaned = errors.New("the coordinator was silent too long: this instance stopped or destroyed itself")
+
+// Finding batches: at most this many, and about this much JSON, a request,
+// well inside wire.MaxBody.
+const (
+	findingsPerBatch  = 500
+	findingsBatchSize = 512 << 10
+	maxSendBackoff    = 30 * time.Second
+)
+
+type agent struct {
+	cfg    Config
+	log    *slog.Logger
+	client *coordClient
+	spool  *spool
+	stats  *sampler
+	boot   string // this run's random id: part of every finding key
+	seq    atomic.Int64
+
+	sessions []*session
+
+	mu      sync.Mutex
+	metrics map[string]float64
+
+	wakeSender chan struct{} // a finding is waiting
+	acked      chan struct{} // a heartbeat was acknowledged
+
+	// What the coordinator last said (or the config): read by the
+	// heartbeat and dead-man loops.
+	interval     atomic.Int64 // wall ns
+	orphanAfter  atomic.Int64 // wall ns; 0: disarmed
+	orphanPolicy atomic.Value // string
+}
+
+// Run runs the agent until ctx ends or the dead-man switch has acted
+// (then it returns ErrOrphaned). On return every session has been
+// stopped: SIGINT to its process group, SIGKILL after cfg.StopGrace.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	cfg, err := cfg.check()
+	if err != nil {
+		return err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o700); err != nil {
+		return fmt.Errorf("agent state directory: %w", err)
+	}
+	unlock, err := lockDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	agentLog, err := openLog(filepath.Join(cfg.StateDir, "agent.log"), maxLogBytes)
+	if err != nil {
+		return fmt.Errorf("agent log: %w", err)
+	}
+	defer agentLog.Close()
+	// Everything the agent says goes to agent.log too: after a dead-man
+	// stop, that file is where the reason survives.
+	log = slog.New(slog.NewMultiHandler(log.Handler(), slog.NewTextHandler(agentLog, nil))).
+		With("fleet", cfg.Fleet, "node", cfg.Node)
+
+	sp, err := openSpool(filepath.Join(cfg.StateDir, "spool.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer sp.close()
+
+	a := &agent{
+		cfg:        cfg,
+		log:        log,
+		client:     newCoordClient(cfg),
+		spool:      sp,
+		stats:      newSampler("/sys/fs/cgroup", "/proc", cfg.StateDir),
+		boot:       randomID(),
+		metrics:    map[string]float64{},
+		wakeSender: make(chan struct{}, 1),
+		acked:      make(chan struct{}, 1),
+	}
+	defer a.client.close()
+	a.interval.Store(int64(a.scaledInterval(cfg.FirstInterval)))
+	a.orphanAfter.Store(int64(cfg.wall(cfg.OrphanAfter)))
+	a.orphanPolicy.Store(cfg.OrphanPolicy)
+	log.Info("agent starting", "coordinator", cfg.CoordURL, "sessions", len(cfg.Sessions),
+		"unsent_findings", sp.len(), "orphan_after", cfg.OrphanAfter, "orphan_policy", cfg.OrphanPolicy, "time_scale", cfg.TimeScale)
+
+	// Sessions live until Run returns, whatever ends it, and then get
+	// their grace: their context is not the caller's.
+	sessCtx, stopSessions := context.WithCancel(context.WithoutCancel(ctx))
+	var sessWG sync.WaitGroup
+	env := sessionEnv(os.Environ())
+	for _, spec := range cfg.Sessions {
+		out, err := openLog(filepath.Join(cfg.StateDir, "logs", spec.Name+".log"), maxLogBytes)
+		if err != nil {
+			stopSessions()
+			sessWG.Wait()
+			return fmt.Errorf("session %s log: %w", spec.Name, err)
+		}
+		s := &session{spec: spec, out: out, onLine: a.onLine, env: env,
+			grace: cfg.StopGrace, base: cfg.restartBase, log: log}
+		s.state = wire.SessionState{Name: spec.Name, State: stateStarting}
+		a.sessions = append(a.sessions, s)
+		sessWG.Add(1)
+		go func() {
+			defer sessWG.Done()
+			defer out.Close()
+			s.run(sessCtx)
+		}()
+	}
+	defer func() {
+		stopSessions()
+		sessWG.Wait()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.heartbeats(ctx) }()
+	go func() { defer wg.Done(); a.sendFindings(ctx) }()
+	orphaned := a.deadman(ctx)
+	cancel()
+	wg.Wait()
+	if orphaned {
+		return ErrOrphaned
+	}
+	log.Info("agent stopping", "unsent_findings", sp.len())
+	return nil
+}
+
+// lockDir keeps a second agent off the same state directory: two would
+// run every session twice.
+func lockDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "agent.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another agent runs with state directory %s", dir)
+	}
+	return func() { f.Close() }, nil
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// scaledInterval is a heartbeat interval in market time as wall time,
+// floored so that a fast simulator cannot spin the agent.
+func (a *agent) scaledInterval(d time.Duration) time.Duration {
+	return max(a.cfg.wall(d), minHeartbeatInterval)
+}
+
+// onLine takes a structured line from a session's stdout.
+func (a *agent) onLine(sess string, l wire.Line) {
+	if l.Metric != "" {
+		a.mu.Lock()
+		a.metrics[l.Metric] = *l.Value
+		a.mu.Unlock()
+		return
+	}
+	f := wire.Finding{
+		Key:     fmt.Sprintf("%s/%s/%s-%d", a.cfg.Node, sess, a.boot, a.seq.Add(1)),
+		Session: sess,
+		At:      time.Now().UTC(),
+		Data:    append([]byte(nil), l.Found...),
+	}
+	// On disk before anything else: from here on it survives a crash.
+	if err := a.spool.add(f); err != nil {
+		a.log.Error("finding kept in memory only", "key", f.Key, "err", err)
+	}
+	select {
+	case a.wakeSender <- struct{}{}:
+	default:
+	}
+}
+
+func (a *agent) heartbeat(now time.Time) wire.Heartbeat {
+	hb := wire.Heartbeat{
+		Fleet:      a.cfg.Fleet,
+		Node:       a.cfg.Node,
+		InstanceID: a.cfg.InstanceID,
+		SentAt:     now.UTC(),
+	}
+	a.mu.Lock()
+	if len(a.metrics) > 0 {
+		hb.Metrics = make(map[string]float64, len(a.metrics))
+		for k, v := range a.metrics {
+			hb.Metrics[k] = v
+		}
+	}
+	a.mu.Unlock()
+	for _, s := range a.sessions {
+		hb.Sessions = append(hb.Sessions, s.snapshot())
+	}
+	return hb
+}
+
+// heartbeats reports at the interval the coordinator asks for; the first
+// one is jittered so that a fleet that boots together spreads out.
+func (a *agent) heartbeats(ctx context.Context) {
+	wait := time.Duration(0)
+	if a.cfg.FirstJitter > 0 {
+		wait = time.Duration(mrand.Int64N(int64(a.cfg.FirstJitter) + 1))
+	}
+	var seq int64
+	failures := 0
+	for {
+		if !sleep(ctx, wait) {
+			return
+		}
+		seq++
+		now := time.Now()
+		hb := a.heartbeat(now)
+		hb.Seq = seq
+		a.stats.fill(ctx, &hb, now)
+		var reply wire.HeartbeatReply
+		err := a.client.post(ctx, wire.PathHeartbeat, hb, &reply)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			// The first failure and then every tenth: a long outage should
+			// not fill the log.
+			if failures == 1 || failures%10 == 0 {
+				a.log.Warn("heartbeat not acknowledged", "failures", failures, "err", err)
+			}
+		} else {
+			if failures > 0 {
+				a.log.Info("coordinator reachable again", "after_failures", failures)
+			}
+			failures = 0
+			a.apply(reply)
+			select {
+			case a.acked <- struct{}{}:
+			default:
+			}
+		}
+		wait = time.Duration(a.interval.Load())
+		// However slow a cadence the coordinator asks for, an armed switch
+		// hears from it several times before it would act.
+		if orphan := time.Duration(a.orphanAfter.Load()); orphan > 0 {
+			wait = min(wait, orphan/4)
+		}
+	}
+}
+
+// apply takes what the coordinator said about cadence and the switch.
+func (a *agent) apply(r wire.HeartbeatReply) {
+	if r.IntervalS > 0 {
+		a.interval.Store(int64(a.scaledInterval(time.Duration(r.IntervalS * float64(time.Second)))))
+	}
+	if r.OrphanAfterS > 0 && a.cfg.InstanceID != 0 && a.cfg.ContainerKey != "" {
+		a.orphanAfter.Store(int64(a.cfg.wall(time.Duration(r.OrphanAfterS * float64(time.Second)))))
+	}
+	if r.OrphanPolicy == wire.PolicyStop || r.OrphanPolicy == wire.PolicyDestroy {
+		a.orphanPolicy.Store(r.OrphanPolicy)
+	}
+}
+
+// sendFindings drains the spool to the coordinator: in batches, retried
+// with capped backoff, each acknowledged key dropped from the spool.
+func (a *agent) sendFindings(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		if backoff == 0 && a.spool.len() == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.wakeSender:
+			}
+		} else if !sleep(ctx, jitter(backoff)) {
+			return
+		}
+		batch := a.spool.batch(findingsPerBatch, findingsBatchSize)
+		if len(batch) == 0 {
+			backoff = 0
+			continue
+		}
+		var ack wire.FindingsAck
+		err := a.client.post(ctx, wire.PathFindings, wire.Findings{
+			Fleet: a.cfg.Fleet, Node: a.cfg.Node, InstanceID: a.cfg.InstanceID, Items: batch,
+		}, &ack)
+		if ctx.Err() != nil {
+			return
+		}
+		dropped := 0
+		if err == nil {
+			dropped, err = a.spool.ack(ack.Acked)
+			if err == nil && dropped == 0 {
+				err = errors.New("coordinator acknowledged none of the batch")
+			}
+		}
+		if err != nil {
+			backoff = min(max(2*backoff, a.cfg.retryBase), maxSendBackoff)
+			a.log.Warn("findings not acknowledged", "pending", a.spool.len(), "retry_in", backoff, "err", err)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// deadman waits for heartbeats to be acknowledged; when none has been for
+// the orphan-after time, it stops or destroys this instance and reports
+// true. It reports false when ctx ends first.
+func (a *agent) deadman(ctx context.Context) bool {
+	armed := time.Now()
+	lastAck := armed
+	for {
+		after := time.Duration(a.orphanAfter.Load())
+		var fire <-chan time.Time
+		var t *time.Timer
+		if after > 0 {
+			t = time.NewTimer(time.Until(lastAck.Add(after)))
+			fire = t.C
+		}
+		fired := false
+		select {
+		case <-ctx.Done():
+		case <-a.acked:
+			lastAck = time.Now()
+		case <-fire:
+			fired = true
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if !fired {
+			continue
+		}
+		// A reply may have changed the setting while the timer ran.
+		if after2 := time.Duration(a.orphanAfter.Load()); after2 != after {
+			continue
+		}
+		policy := a.orphanPolicy.Load().(string)
+		silent := time.Since(lastAck).Round(time.Millisecond)
+		a.log.Error("dead-man switch: the coordinator has acknowledged no heartbeat for longer than the orphan-after time; "+
+			"acting so that this instance stops billing",
+			"silent_for", silent, "orphan_after_wall", after,
+			"silent_for_market", time.Duration(float64(silent)*a.cfg.TimeScale).Round(time.Second), "time_scale", a.cfg.TimeScale,
+			"policy", policy, "instance", a.cfg.InstanceID, "never_acknowledged", lastAck.Equal(armed))
+		if err := selfAct(ctx, a.cfg, policy, a.log); err != nil {
+			return false // ctx ended while retrying
+		}
+		return true
+	}
+}
+
+// sleep waits d or until ctx ends, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jitter spreads d by ±20% so that a fleet retrying together spreads out.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + time.Duration((mrand.Float64()-0.5)*0.4*float64(d))
+}

@@ -1,0 +1,169 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// BenchmarkHeartbeats runs N simulated agents, each a node of one fleet
+// sending heartbeats back to back over loopback HTTP (keep-alive, as the
+// agent does) to a coordinator on a real SQLite file; every 20th request
+// of an agent is instead a batch of 5 findings. b.N is the number of
+// heartbeats. It reports heartbeats/s and the p50 and p99 latency of a
+// heartbeat, and fails unless the findings counted back from SQLite
+// equal those sent.
+//
+//	go test -run '^$' -bench BenchmarkHeartbeats -benchtime 20000x ./internal/coord
+func BenchmarkHeartbeats(b *testing.B) {
+	for _, agents := range []int{64, 256} {
+		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchHeartbeats(b, agents) })
+	}
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchHeartbeats(b *testing.B, agents int) {
+	ctx := context.Background()
+	db := openTestDB(b, filepath.Join(b.TempDir(), "coord.db"))
+	defer db.Close()
+	token, _, err := db.FleetTokens(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The per-token limit is a guard against a leaked token; here every
+	// agent shares one token and the coordinator's capacity is measured.
+	srv, err := New(Config{DB: db, TokenRate: 1e9})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: agents, MaxIdleConnsPerHost: agents}}
+
+	post := func(path string, body []byte) error {
+		req, _ := http.NewRequest("POST", hs.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: status %d", path, resp.StatusCode)
+		}
+		return nil
+	}
+
+	var (
+		next       atomic.Int64 // heartbeats handed out
+		sent       atomic.Int64 // findings acked
+		mu         sync.Mutex
+		latencies  = make([]time.Duration, 0, b.N)
+		wg         sync.WaitGroup
+		firstError atomic.Value
+	)
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	start := time.Now()
+	for a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hb := wire.Heartbeat{
+				Fleet: "bench", Node: fmt.Sprintf("node-%04d", a), InstanceID: int64(1000 + a),
+				CPUPercent: 3150, CPUCores: 32, RAMUsedBytes: 20 << 30, RAMTotalBytes: 64 << 30,
+				DiskUsedBytes: 10 << 30, DiskTotalBytes: 100 << 30, UptimeS: 3600,
+				GPUs:     []wire.GPU{{Index: 0, UtilPercent: 97, MemUsedMB: 20000, MemTotalMB: 24576}},
+				Sessions: []wire.SessionState{{Name: "search", State: "running", PID: 42}},
+				Metrics:  map[string]float64{"keys_per_s": 4.1e8, "batches": 12},
+			}
+			mine := make([]time.Duration, 0, b.N/agents+1)
+			defer func() {
+				mu.Lock()
+				latencies = append(latencies, mine...)
+				mu.Unlock()
+			}()
+			for i := 0; ; i++ {
+				if i%20 == 19 {
+					fs := wire.Findings{Fleet: "bench", Node: hb.Node}
+					for j := range 5 {
+						fs.Items = append(fs.Items, wire.Finding{Key: fmt.Sprintf("%s-%d-%d", hb.Node, i, j),
+							Session: "search", At: time.Now(), Data: json.RawMessage(`{"privkey":"5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dZ1jvhTVqvbTLvyTJ"}`)})
+					}
+					body, _ := json.Marshal(fs)
+					if err := post(wire.PathFindings, body); err != nil {
+						firstError.CompareAndSwap(nil, err)
+						return
+					}
+					sent.Add(5)
+					continue
+				}
+				if next.Add(1) > int64(b.N) {
+					return
+				}
+				hb.Seq++
+				hb.SentAt = time.Now()
+				body, _ := json.Marshal(hb)
+				t0 := time.Now()
+				if err := post(wire.PathHeartbeat, body); err != nil {
+					firstError.CompareAndSwap(nil, err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpuUsed := cpuTime() - cpu0
+	if err, _ := firstError.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	srv.Close()
+	stored, err := db.CountFindings(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if stored != sent.Load() {
+		b.Fatalf("findings stored %d, sent and acked %d", stored, sent.Load())
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
+		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "heartbeats/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(stored), "findings-stored")
+	// CPU time of the whole process (coordinator and simulated agents)
+	// per heartbeat: on a shared, busy machine it says more about
+	// capacity than the wall-clock rate does.
+	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(len(latencies)), "cpu-µs/heartbeat")
+}

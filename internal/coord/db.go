@@ -1,0 +1,434 @@
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/wire"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+// DB is the coordinator's own SQLite file (coord.db in the data
+// directory). It is separate from the store's state.db so that a
+// long-running coordinator never holds the data directory's single-writer
+// lock: ls, cost, exec and destroy keep working beside it.
+//
+// Plain tokens live in a 0600 JSON file beside it (TokensPath); the
+// database keeps only their sha256, so a copy of coord.db handed to
+// someone for its findings does not hand over the fleet.
+type DB struct {
+	db   *sql.DB
+	path string
+	// tokensMu serialises FleetTokens inside this process; across
+	// processes the write transaction does.
+	tokensMu sync.Mutex
+}
+
+// schema is applied in order; PRAGMA user_version counts what is done.
+var schema = []string{
+	`CREATE TABLE fleets (
+		name              TEXT PRIMARY KEY,
+		agent_token_hash  BLOB NOT NULL,
+		viewer_token_hash BLOB NOT NULL,
+		created           TEXT NOT NULL
+	);
+	CREATE TABLE findings (
+		id          INTEGER PRIMARY KEY,
+		fleet       TEXT NOT NULL,
+		key         TEXT NOT NULL,
+		node        TEXT NOT NULL,
+		session     TEXT NOT NULL DEFAULT '',
+		at          TEXT NOT NULL,
+		data        TEXT NOT NULL,
+		received_at TEXT NOT NULL,
+		UNIQUE (fleet, key)
+	);
+	CREATE TABLE nodes (
+		fleet     TEXT NOT NULL,
+		node      TEXT NOT NULL,
+		last_seen TEXT NOT NULL,
+		heartbeat TEXT NOT NULL,
+		PRIMARY KEY (fleet, node)
+	);`,
+}
+
+// synchronous=FULL because a finding is acknowledged only after its
+// commit, and the agent then forgets it: in WAL mode NORMAL could lose the
+// last commits on power loss. Group commit (see writer.go) keeps the fsync
+// count low. _txlock=immediate: every transaction takes the write lock at
+// BEGIN so busy_timeout applies rather than a failed upgrade.
+func dsn(path string) string {
+	return path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)&_txlock=immediate"
+}
+
+// OpenDB opens (creating if needed) the coordinator database at path.
+func OpenDB(ctx context.Context, path string) (*DB, error) {
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("coord: database path %q must not contain '?'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("coord: %w", err)
+	}
+	// The findings are the user's results and the file names the fleets:
+	// create it private before SQLite does with the umask's mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("coord: open %s: %w", path, err)
+	}
+	f.Close()
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("coord: open %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(4)
+	d := &DB{db: db, path: path}
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coord: open %s: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		db.Close()
+		return nil, fmt.Errorf("coord: open %s: journal_mode is %q, want wal (is the file on a network filesystem?)", path, mode)
+	}
+	if err := d.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coord: open %s: %w", path, err)
+	}
+	return d, nil
+}
+
+func (d *DB) migrate(ctx context.Context) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > len(schema) {
+		return fmt.Errorf("schema version %d is newer than this vastfleet knows (%d)", v, len(schema))
+	}
+	for i := v; i < len(schema); i++ {
+		if _, err := tx.ExecContext(ctx, schema[i]); err != nil {
+			return fmt.Errorf("schema step %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(schema))); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Path is the database file's path.
+func (d *DB) Path() string { return d.path }
+
+// TokensPath is the 0600 file beside the database that keeps the fleets'
+// plain tokens, for the CLI to write onstarts and print dashboard URLs.
+func (d *DB) TokensPath() string { return d.path + "-tokens.json" }
+
+type tokenPair struct {
+	Agent  string `json:"agent"`
+	Viewer string `json:"viewer"`
+}
+
+func hashToken(tok string) []byte {
+	h := sha256.Sum256([]byte(tok))
+	return h[:]
+}
+
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	// Hex: safe unquoted in the onstart's shell and in a URL.
+	return hex.EncodeToString(b), nil
+}
+
+// FleetTokens returns the fleet's agent (write-only) and viewer
+// (read-only) tokens, creating them the first time a fleet is named. If
+// the tokens file was lost the plain tokens cannot be recovered, so new
+// ones are made; agents holding the old agent token are then refused.
+func (d *DB) FleetTokens(ctx context.Context, fleet string) (agent, viewer string, err error) {
+	if err := validName("fleet", fleet); err != nil {
+		return "", "", err
+	}
+	d.tokensMu.Lock()
+	defer d.tokensMu.Unlock()
+	// The write transaction is the lock between processes (a coordinator
+	// and a launch both naming a fleet): the file is rewritten inside it.
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
+	}
+	defer tx.Rollback()
+	var agentHash, viewerHash []byte
+	err = tx.QueryRowContext(ctx, `SELECT agent_token_hash, viewer_token_hash FROM fleets WHERE name = ?`, fleet).
+		Scan(&agentHash, &viewerHash)
+	known := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
+	}
+	file, err := d.readTokens()
+	if err != nil {
+		return "", "", err
+	}
+	pair, inFile := file[fleet]
+	if known && inFile &&
+		subtle.ConstantTimeCompare(hashToken(pair.Agent), agentHash) == 1 &&
+		subtle.ConstantTimeCompare(hashToken(pair.Viewer), viewerHash) == 1 {
+		return pair.Agent, pair.Viewer, nil
+	}
+	// A file entry without a row is a crash between the file write and
+	// the commit below: keep those tokens, an onstart may already use them.
+	if known || !inFile || pair.Agent == "" || pair.Viewer == "" {
+		if pair.Agent, err = newToken(); err != nil {
+			return "", "", err
+		}
+		if pair.Viewer, err = newToken(); err != nil {
+			return "", "", err
+		}
+		file[fleet] = pair
+		if err := d.writeTokens(file); err != nil {
+			return "", "", err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO fleets (name, agent_token_hash, viewer_token_hash, created)
+		VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET agent_token_hash = excluded.agent_token_hash,
+			viewer_token_hash = excluded.viewer_token_hash`,
+		fleet, hashToken(pair.Agent), hashToken(pair.Viewer), time.Now().UTC().Format(time.RFC3339Nano))
+	if err != nil {
+		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
+	}
+	return pair.Agent, pair.Viewer, nil
+}
+
+func (d *DB) readTokens() (map[string]tokenPair, error) {
+	m := map[string]tokenPair{}
+	b, err := os.ReadFile(d.TokensPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("coord: tokens: %w", err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("coord: tokens file %s: %w", d.TokensPath(), err)
+	}
+	return m, nil
+}
+
+func (d *DB) writeTokens(m map[string]tokenPair) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(d.TokensPath(), append(b, '\n'), 0o600)
+}
+
+// Token roles.
+const (
+	roleAgent  = "agent"
+	roleViewer = "viewer"
+)
+
+type tokenEntry struct {
+	hash  []byte
+	fleet string
+	role  string
+}
+
+// tokenHashes lists every fleet's token hashes, for the server's
+// authentication table.
+func (d *DB) tokenHashes(ctx context.Context) ([]tokenEntry, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT name, agent_token_hash, viewer_token_hash FROM fleets`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []tokenEntry
+	for rows.Next() {
+		var name string
+		var a, v []byte
+		if err := rows.Scan(&name, &a, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, tokenEntry{a, name, roleAgent}, tokenEntry{v, name, roleViewer})
+	}
+	return out, rows.Err()
+}
+
+// insertFindings stores one batch per element of batches in a single
+// transaction (one fsync for all) and reports, per batch, how many keys
+// were new. A key already stored is left as it was.
+func (d *DB) insertFindings(ctx context.Context, batches []*findingsReq) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO findings (fleet, key, node, session, at, data, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, b := range batches {
+		b.stored = 0
+		recv := b.receivedAt.UTC().Format(time.RFC3339Nano)
+		for i := range b.items {
+			it := &b.items[i]
+			res, err := st.ExecContext(ctx, b.fleet, it.Key, b.node, it.Session,
+				it.At.UTC().Format(time.RFC3339Nano), string(it.Data), recv)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				b.stored++
+				b.new = append(b.new, i)
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+// CountFindings is how many distinct findings the fleet has stored.
+func (d *DB) CountFindings(ctx context.Context, fleet string) (int64, error) {
+	var n int64
+	err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM findings WHERE fleet = ?`, fleet).Scan(&n)
+	return n, err
+}
+
+// Findings lists the fleet's findings, oldest first; limit ≤ 0 means all.
+func (d *DB) Findings(ctx context.Context, fleet string, limit int) ([]wire.Finding, error) {
+	q := `SELECT key, node, session, at, data FROM findings WHERE fleet = ? ORDER BY id`
+	args := []any{fleet}
+	if limit > 0 {
+		// The newest limit rows, still returned oldest first.
+		q = `SELECT key, node, session, at, data FROM
+			(SELECT id, key, node, session, at, data FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?)
+			ORDER BY id`
+		args = append(args, limit)
+	}
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []wire.Finding
+	for rows.Next() {
+		var f wire.Finding
+		var at, data string
+		if err := rows.Scan(&f.Key, &f.Node, &f.Session, &at, &data); err != nil {
+			return nil, err
+		}
+		f.At, _ = time.Parse(time.RFC3339Nano, at)
+		f.Data = json.RawMessage(data)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+type savedNode struct {
+	fleet    string
+	lastSeen time.Time
+	hb       wire.Heartbeat
+}
+
+// saveNodes upserts the latest heartbeat of each node in one transaction.
+func (d *DB) saveNodes(ctx context.Context, nodes []savedNode) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO nodes (fleet, node, last_seen, heartbeat) VALUES (?, ?, ?, ?)
+		ON CONFLICT (fleet, node) DO UPDATE SET last_seen = excluded.last_seen, heartbeat = excluded.heartbeat`)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, n := range nodes {
+		b, err := json.Marshal(n.hb)
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(ctx, n.fleet, n.hb.Node, n.lastSeen.UTC().Format(time.RFC3339Nano), string(b)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// loadNodes reads every node's last known heartbeat.
+func (d *DB) loadNodes(ctx context.Context) ([]savedNode, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT fleet, last_seen, heartbeat FROM nodes`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []savedNode
+	for rows.Next() {
+		var n savedNode
+		var seen, hb string
+		if err := rows.Scan(&n.fleet, &seen, &hb); err != nil {
+			return nil, err
+		}
+		n.lastSeen, _ = time.Parse(time.RFC3339Nano, seen)
+		if err := json.Unmarshal([]byte(hb), &n.hb); err != nil {
+			continue // a row this version cannot read is only lost history
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// fleetsWithFindings counts findings per fleet, for the live counters at
+// start.
+func (d *DB) findingCounts(ctx context.Context) (map[string]int64, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT fleet, count(*) FROM findings GROUP BY fleet`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var f string
+		var n int64
+		if err := rows.Scan(&f, &n); err != nil {
+			return nil, err
+		}
+		out[f] = n
+	}
+	return out, rows.Err()
+}

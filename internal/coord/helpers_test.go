@@ -1,0 +1,159 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// fakeClock is the injected clock of the tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// rig is a coordinator on a real SQLite file behind a real loopback server.
+type rig struct {
+	t      *testing.T
+	dbPath string
+	db     *DB
+	srv    *Server
+	http   *httptest.Server
+	agent  string // fleet "alpha"
+	viewer string
+}
+
+func openTestDB(t testing.TB, path string) *DB {
+	t.Helper()
+	db, err := OpenDB(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// newRig starts a coordinator; edit adjusts its Config.
+func newRig(t *testing.T, edit func(*Config)) *rig {
+	t.Helper()
+	r := &rig{t: t, dbPath: filepath.Join(t.TempDir(), "coord.db")}
+	r.db = openTestDB(t, r.dbPath)
+	t.Cleanup(func() { r.db.Close() })
+	var err error
+	r.agent, r.viewer, err = r.db.FleetTokens(context.Background(), "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(edit)
+	return r
+}
+
+func (r *rig) start(edit func(*Config)) {
+	cfg := Config{DB: r.db}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.srv = srv
+	r.http = httptest.NewServer(srv.Handler())
+	r.t.Cleanup(func() {
+		r.http.CloseClientConnections()
+		r.http.Close()
+		srv.Close()
+	})
+}
+
+// do sends a request and decodes a JSON answer into out when given.
+func (r *rig) do(method, path, token string, body any, out any) (int, http.Header) {
+	r.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, r.http.URL+path, rd)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.http.Client().Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			r.t.Fatalf("%s %s: decoding %q: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+func heartbeat(fleet, node string) wire.Heartbeat {
+	return wire.Heartbeat{
+		Fleet: fleet, Node: node, Seq: 1, SentAt: time.Now(),
+		CPUPercent: 400, CPUCores: 8, RAMUsedBytes: 1 << 30, RAMTotalBytes: 16 << 30,
+		Metrics: map[string]float64{"keys_per_s": 1000},
+	}
+}
+
+func findings(fleet, node string, keys ...string) wire.Findings {
+	fs := wire.Findings{Fleet: fleet, Node: node}
+	for _, k := range keys {
+		fs.Items = append(fs.Items, wire.Finding{Key: k, Session: "search", At: time.Now(),
+			Data: json.RawMessage(fmt.Sprintf(`{"key":%q}`, k))})
+	}
+	return fs
+}
+
+func countRows(t testing.TB, db *DB, fleet string) (rows, distinct int64) {
+	t.Helper()
+	err := db.db.QueryRow(`SELECT count(*), count(DISTINCT key) FROM findings WHERE fleet = ?`, fleet).Scan(&rows, &distinct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, distinct
+}

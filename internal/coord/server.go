@@ -1,0 +1,519 @@
+package coord
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// Config is what New needs. Only DB is required.
+type Config struct {
+	DB  *DB
+	Log *slog.Logger
+	// Now is the one clock: heartbeat ages, received times, cost cache.
+	Now func() time.Time
+	// HeartbeatInterval is told to agents (default 10 s). A node is stale
+	// after StaleAfter without a heartbeat (default 3 intervals) and dead
+	// after DeadAfter (default 10 intervals).
+	HeartbeatInterval time.Duration
+	StaleAfter        time.Duration
+	DeadAfter         time.Duration
+	// OrphanAfter and OrphanPolicy are told to agents for their dead-man
+	// switch; zero and "" leave the agent's own settings.
+	OrphanAfter  time.Duration
+	OrphanPolicy string
+	// AgentBinary, when set, serves the agent binary to onstarts.
+	AgentBinary func() (io.ReadCloser, string, error)
+	// Costs, when set, gives a fleet's $/hr, spend so far and $/hr per
+	// instance id. It is called at most once per CostsEvery per fleet.
+	Costs      func(ctx context.Context, fleet string) (dph, spent float64, perNode map[int64]float64, err error)
+	CostsEvery time.Duration // default 5 s
+	// TokenRate and TokenBurst limit requests per token (default 1000/s,
+	// burst 2000: a 5,000-node fleet at the default interval with room
+	// for findings). Measured on the wall clock, as it protects the CPU.
+	TokenRate  float64
+	TokenBurst int
+	// PushEvery is how often SSE subscribers get a snapshot (default 1 s).
+	PushEvery time.Duration
+	// Secure marks the viewer cookie Secure (set it when serving TLS).
+	Secure bool
+}
+
+// Server is the coordinator: the HTTP API of package wire, the live
+// totals, the dashboard and /metrics, for any number of fleets.
+type Server struct {
+	cfg        Config
+	db         *DB
+	log        *slog.Logger
+	now        func() time.Time
+	flushEvery time.Duration
+	mux        *http.ServeMux
+	// heartbeatReply is the encoded wire.HeartbeatReply.
+	heartbeatReply []byte
+
+	auth      authTable
+	limitMu   sync.Mutex
+	limiters  map[string]*rate.Limiter // by token hash
+	findingsQ chan *findingsReq
+
+	mu     sync.Mutex
+	fleets map[string]*fleetLive
+	dirty  map[nodeKey]struct{}
+
+	metricsMu sync.Mutex
+	metrics   map[string]http.Handler // per fleet
+
+	// queueMu orders enqueues before Close: a batch queued while not
+	// closed is one the writer still drains.
+	queueMu   sync.RWMutex
+	closed    bool
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// New loads the fleets, the last known nodes and the findings counts from
+// the database and starts the writer and the SSE pusher. Close stops them.
+func New(cfg Config) (*Server, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("coord: Config.DB is required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 3 * cfg.HeartbeatInterval
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = 10 * cfg.HeartbeatInterval
+	}
+	if cfg.DeadAfter < cfg.StaleAfter {
+		return nil, fmt.Errorf("coord: DeadAfter %v is shorter than StaleAfter %v", cfg.DeadAfter, cfg.StaleAfter)
+	}
+	switch cfg.OrphanPolicy {
+	case "", wire.PolicyStop, wire.PolicyDestroy:
+	default:
+		return nil, fmt.Errorf("coord: orphan policy %q: want %q or %q", cfg.OrphanPolicy, wire.PolicyStop, wire.PolicyDestroy)
+	}
+	if cfg.CostsEvery <= 0 {
+		cfg.CostsEvery = 5 * time.Second
+	}
+	if cfg.TokenRate <= 0 {
+		cfg.TokenRate = 1000
+	}
+	if cfg.TokenBurst <= 0 {
+		cfg.TokenBurst = 2 * int(math.Ceil(cfg.TokenRate))
+	}
+	if cfg.PushEvery <= 0 {
+		cfg.PushEvery = time.Second
+	}
+	s := &Server{
+		cfg:        cfg,
+		db:         cfg.DB,
+		log:        cfg.Log,
+		now:        cfg.Now,
+		flushEvery: time.Second,
+		limiters:   map[string]*rate.Limiter{},
+		findingsQ:  make(chan *findingsReq, maxGroup),
+		fleets:     map[string]*fleetLive{},
+		dirty:      map[nodeKey]struct{}{},
+		metrics:    map[string]http.Handler{},
+		stop:       make(chan struct{}),
+	}
+	s.auth.db = cfg.DB
+	s.heartbeatReply, _ = json.Marshal(wire.HeartbeatReply{
+		IntervalS:    cfg.HeartbeatInterval.Seconds(),
+		OrphanAfterS: cfg.OrphanAfter.Seconds(),
+		OrphanPolicy: cfg.OrphanPolicy,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.auth.reload(ctx); err != nil {
+		return nil, fmt.Errorf("coord: loading fleets: %w", err)
+	}
+	if err := s.loadLive(ctx); err != nil {
+		return nil, fmt.Errorf("coord: loading last known state: %w", err)
+	}
+	s.routes()
+	s.wg.Add(2)
+	go s.writer()
+	go s.pusher()
+	return s, nil
+}
+
+// Close stops the pusher (ending every event stream), commits the findings
+// already queued and saves the nodes' last heartbeats. It does not close
+// the DB, which belongs to the caller.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.queueMu.Lock()
+		s.closed = true
+		s.queueMu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+	})
+	return nil
+}
+
+// Handler is the whole HTTP surface.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("POST "+wire.PathHeartbeat, s.withAuth(roleAgent, s.handleHeartbeat))
+	m.HandleFunc("POST "+wire.PathFindings, s.withAuth(roleAgent, s.handleFindings))
+	m.HandleFunc("GET "+wire.PathState, s.withAuth(roleViewer, s.handleState))
+	m.HandleFunc("GET "+wire.PathEvents, s.withAuth(roleViewer, s.handleEvents))
+	m.HandleFunc("GET "+PathHistory, s.withAuth(roleViewer, func(w http.ResponseWriter, r *http.Request, c caller) {
+		writeJSON(w, s.History(c.fleet))
+	}))
+	m.HandleFunc("GET "+wire.PathMetrics, s.withAuth(roleViewer, s.handleMetrics))
+	m.HandleFunc("GET "+wire.PathAgentBin, s.withAuth(roleAgent, s.handleAgentBin))
+	m.HandleFunc("GET "+wire.PathAgentSum, s.withAuth(roleAgent, s.handleAgentSum))
+	m.HandleFunc("GET /static/", s.handleStatic)
+	m.HandleFunc("GET /{$}", s.handleDashboard)
+	// Everything else: a JSON 404/405 rather than the mux's plain text.
+	allowed := map[string]string{
+		wire.PathHeartbeat: "POST", wire.PathFindings: "POST", wire.PathState: "GET", wire.PathEvents: "GET",
+		wire.PathMetrics: "GET", wire.PathAgentBin: "GET", wire.PathAgentSum: "GET", PathHistory: "GET", "/": "GET",
+	}
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if method, ok := allowed[r.URL.Path]; ok {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, r.URL.Path+" answers "+method+" only")
+			return
+		}
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	s.mux = m
+}
+
+// DashboardURL is the link that opens a fleet's dashboard: baseURL is the
+// coordinator as the user's browser reaches it, viewer the fleet's viewer
+// token (swapped for a cookie on first use).
+func DashboardURL(baseURL, viewer string) string {
+	return strings.TrimRight(baseURL, "/") + "/?token=" + url.QueryEscape(viewer)
+}
+
+// writeError is every non-2xx answer: a wire.Error with a safe message.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(wire.Error{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// caller is who a request authenticated as.
+type caller struct {
+	fleet string
+	role  string
+	hash  string
+}
+
+const viewerCookie = "vastfleet_viewer"
+
+// bearer is the token of a request: the Authorization header, or for a
+// viewer's GET the dashboard cookie.
+func bearer(r *http.Request, role string) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok)
+		}
+		return ""
+	}
+	if role == roleViewer {
+		if c, err := r.Cookie(viewerCookie); err == nil {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// withAuth checks the token and its role and the token's rate before the
+// handler reads any of the body.
+func (s *Server) withAuth(role string, h func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r, role)
+		if tok == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vastfleet"`)
+			writeError(w, http.StatusUnauthorized, "missing token: send Authorization: Bearer TOKEN")
+			return
+		}
+		e, ok := s.auth.lookup(r.Context(), tok)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vastfleet", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "unknown token")
+			return
+		}
+		if e.role != role {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("a %s token cannot %s %s", e.role, r.Method, r.URL.Path))
+			return
+		}
+		c := caller{fleet: e.fleet, role: e.role, hash: string(e.hash)}
+		if wait, ok := s.allow(c.hash); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeError(w, http.StatusTooManyRequests, "rate limit exceeded for this token")
+			return
+		}
+		if r.Method == http.MethodPost {
+			if ct := r.Header.Get("Content-Type"); ct != "" {
+				if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+					writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+					return
+				}
+			}
+			if r.ContentLength > wire.MaxBody {
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", wire.MaxBody))
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, wire.MaxBody)
+		}
+		h(w, r, c)
+	}
+}
+
+// allow takes one token from the caller's bucket; when empty it says how
+// long until one is free.
+func (s *Server) allow(hash string) (time.Duration, bool) {
+	s.limitMu.Lock()
+	l := s.limiters[hash]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(s.cfg.TokenRate), s.cfg.TokenBurst)
+		s.limiters[hash] = l
+	}
+	s.limitMu.Unlock()
+	now := time.Now()
+	res := l.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return max(d, time.Second), false
+	}
+	return 0, true
+}
+
+// decode reads one JSON value of the body, mapping each failure to its
+// status: 413 over the limit, 400 for anything not a single valid value.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON value")
+	}
+	if err == nil {
+		// Read to EOF so a body over the limit is seen even when a valid
+		// value came first.
+		_, err = io.Copy(io.Discard, r.Body)
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", wire.MaxBody))
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "empty body: want a JSON object")
+	default:
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+	}
+	return false
+}
+
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
+	var hb wire.Heartbeat
+	if !decode(w, r, &hb) {
+		return
+	}
+	if hb.Fleet != c.fleet {
+		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(hb.Fleet))
+		return
+	}
+	if err := validateHeartbeat(&hb); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid heartbeat: "+err.Error())
+		return
+	}
+	if err := s.recordHeartbeat(&hb); err != nil {
+		writeError(w, http.StatusTooManyRequests, err.Error())
+		return
+	}
+	// The reply is the same for every heartbeat: encoded once, sent with
+	// a length rather than chunked.
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(s.heartbeatReply)))
+	_, _ = w.Write(s.heartbeatReply)
+}
+
+func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
+	var fs wire.Findings
+	if !decode(w, r, &fs) {
+		return
+	}
+	if fs.Fleet != c.fleet {
+		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(fs.Fleet))
+		return
+	}
+	if err := validateFindings(&fs); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid findings: "+err.Error())
+		return
+	}
+	now := s.now()
+	for i := range fs.Items {
+		fs.Items[i].Node = fs.Node // the batch's node, whatever an item claims
+		if fs.Items[i].At.IsZero() {
+			fs.Items[i].At = now
+		}
+	}
+	req := &findingsReq{fleet: c.fleet, node: fs.Node, items: fs.Items, receivedAt: now, done: make(chan error, 1)}
+	if !s.enqueue(r.Context(), req) {
+		writeError(w, http.StatusServiceUnavailable, errClosing.Error())
+		return
+	}
+	// Once queued the writer always answers (it drains the queue before
+	// it stops), so this wait cannot hang past Close.
+	if err := <-req.done; err != nil {
+		writeError(w, http.StatusServiceUnavailable, "findings not stored, send them again")
+		return
+	}
+	ack := wire.FindingsAck{Acked: make([]string, len(fs.Items)), Stored: req.stored, Duplicates: len(fs.Items) - req.stored}
+	for i, it := range fs.Items {
+		ack.Acked[i] = it.Key
+	}
+	writeJSON(w, ack)
+}
+
+// enqueue hands a batch to the writer unless the server is closing or the
+// client gave up.
+func (s *Server) enqueue(ctx context.Context, req *findingsReq) bool {
+	s.queueMu.RLock()
+	defer s.queueMu.RUnlock()
+	if s.closed {
+		return false
+	}
+	select {
+	case s.findingsQ <- req:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) handleState(w http.ResponseWriter, r *http.Request, c caller) {
+	writeJSON(w, s.Snapshot(r.Context(), c.fleet))
+}
+
+func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller) {
+	if s.cfg.AgentBinary == nil {
+		writeError(w, http.StatusNotFound, "this coordinator does not serve the agent binary")
+		return
+	}
+	rc, sum, err := s.cfg.AgentBinary()
+	if err != nil {
+		s.log.Error("agent binary", "err", err)
+		writeError(w, http.StatusInternalServerError, "agent binary unavailable")
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Vastfleet-Sha256", sum)
+	if _, err := io.Copy(w, rc); err != nil {
+		s.log.Warn("sending agent binary", "err", err)
+	}
+}
+
+func (s *Server) handleAgentSum(w http.ResponseWriter, r *http.Request, _ caller) {
+	if s.cfg.AgentBinary == nil {
+		writeError(w, http.StatusNotFound, "this coordinator does not serve the agent binary")
+		return
+	}
+	rc, sum, err := s.cfg.AgentBinary()
+	if err != nil {
+		s.log.Error("agent binary", "err", err)
+		writeError(w, http.StatusInternalServerError, "agent binary unavailable")
+		return
+	}
+	rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, sum+"\n")
+}
+
+// authTable maps token hashes to fleets. Fleets created by another process
+// (a launch beside a running coordinator) are found by reloading on a
+// miss, at most a few times a second so bad tokens cannot hammer SQLite.
+type authTable struct {
+	db      *DB
+	mu      sync.RWMutex
+	entries []tokenEntry
+	reloads *rate.Limiter
+}
+
+func (a *authTable) reload(ctx context.Context) error {
+	es, err := a.db.tokenHashes(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.entries = es
+	if a.reloads == nil {
+		a.reloads = rate.NewLimiter(5, 5)
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *authTable) find(h []byte) (tokenEntry, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var found tokenEntry
+	ok := false
+	// Every entry is compared, in constant time, so the answer's timing
+	// says nothing about which hash came close.
+	for _, e := range a.entries {
+		if subtle.ConstantTimeCompare(h, e.hash) == 1 {
+			found, ok = e, true
+		}
+	}
+	return found, ok
+}
+
+func (a *authTable) lookup(ctx context.Context, tok string) (tokenEntry, bool) {
+	h := hashToken(tok)
+	if e, ok := a.find(h); ok {
+		return e, true
+	}
+	if !a.reloads.Allow() {
+		return tokenEntry{}, false
+	}
+	if err := a.reload(ctx); err != nil {
+		return tokenEntry{}, false
+	}
+	return a.find(h)
+}

@@ -1,0 +1,33 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// adopt records an orphan as an instance this store tracks, under the
+// fleet its label names, with no intent: the intent that rented it lives
+// in a store that was lost (or in another data dir that gave it up). From
+// then on ls, cost and destroy treat it as any other instance.
+func (m *Manager) adopt(ctx context.Context, o Orphan) (Change, error) {
+	row := o.Instance
+	label, ok := ParseLabel(row.LabelText())
+	if !ok {
+		return Change{}, fmt.Errorf("instance %d: label %q is not vastfleet's", row.ID, row.LabelText())
+	}
+	if err := m.ensureFleet(ctx, label.Fleet); err != nil {
+		return Change{}, fmt.Errorf("adopt instance %d: fleet %s: %w", row.ID, label.Fleet, err)
+	}
+	now := m.now()
+	rec := recordFromRow(row, store.Intent{Label: row.LabelText()}, label.Fleet, now)
+	rec.SSHURL = provider.SSHURL(row)
+	if err := m.S.UpsertInstance(ctx, rec, now); err != nil {
+		return Change{}, fmt.Errorf("adopt instance %d: %w", row.ID, err)
+	}
+	m.seen(ctx, row)
+	return Change{Kind: ChangeAdopted, Instance: row.ID,
+		Detail: fmt.Sprintf("tracked again in fleet %s (label of store %s, intent %d)", label.Fleet, label.Store, label.Intent)}, nil
+}

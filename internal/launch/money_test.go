@@ -1,0 +1,164 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
+	"github.com/vastfleet/vastfleet/internal/sim"
+)
+
+// ledgerByKind sums the simulator's charges for instances of fleet (every
+// instance the store knows under that fleet) per kind.
+func ledgerByKind(t *testing.T, e *launchsim.Env, fleetName string) map[string]float64 {
+	t.Helper()
+	rep, err := e.M.Cost(context.Background(), fleetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[int64]bool{}
+	for _, c := range rep.Instances {
+		ours[c.InstanceID] = true
+	}
+	out := map[string]float64{}
+	for _, le := range e.Mkt.Ledger() {
+		if ours[le.InstanceID] {
+			out[le.Kind] += le.Amount
+		}
+	}
+	return out
+}
+
+// A launch of 50 with failures (boots that fail, hosts stuck loading, slow
+// pulls) and then everything destroyed: `cost` agrees with the simulator's
+// ledger to the cent on compute, storage and bandwidth each, and says so in
+// its JSON under one name per part.
+func TestCostMatchesLedgerForLaunchOf50(t *testing.T) {
+	e := newTestEnv(t, 21, sim.Faults{StuckLoading: 0.08, BootFail: 0.08, SlowBoot: 0.15})
+	ctx := context.Background()
+	spec := baseSpec("fifty", 50)
+	spec.Create.Image = "pytorch/pytorch:latest"
+	spec.ImageGB = 8
+	spec.Deadline = 15 * time.Minute
+	// Compute is priced from the states listings show, so a boot is seen
+	// up to one poll late; 5 s polls keep that under a cent for 50.
+	spec.PollEvery = 5 * time.Second
+	sum, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 50 {
+		t.Fatalf("%d ready of 50", sum.Ready)
+	}
+	e.Clock.Advance(20 * time.Minute) // the fleet runs a while
+	if err := e.M.Destroy(ctx, sum.ReadyIDs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.M.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.M.Cost(ctx, "fifty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := ledgerByKind(t, e, "fifty")
+	t.Logf("launch of 50 (%d rented): cost compute $%.4f storage $%.4f bandwidth $%.4f total $%.4f; ledger compute $%.4f storage $%.4f bandwidth $%.4f total $%.4f",
+		sum.Rented, rep.Compute, rep.Storage, rep.Bandwidth, rep.Total,
+		ledger["compute"], ledger["storage"], ledger["bandwidth"], ledger["compute"]+ledger["storage"]+ledger["bandwidth"])
+	for _, part := range []struct {
+		name      string
+		cost, led float64
+	}{{"compute", rep.Compute, ledger["compute"]}, {"storage", rep.Storage, ledger["storage"]}, {"bandwidth", rep.Bandwidth, ledger["bandwidth"]},
+		{"total", rep.Total, ledger["compute"] + ledger["storage"] + ledger["bandwidth"]}} {
+		if math.Abs(part.cost-part.led) >= 0.01 {
+			t.Errorf("%s: cost $%.4f, ledger $%.4f", part.name, part.cost, part.led)
+		}
+	}
+	if ledger["bandwidth"] < 0.01 {
+		t.Errorf("the ledger billed only $%.4f of bandwidth: the test does not exercise it", ledger["bandwidth"])
+	}
+	for _, c := range rep.Instances {
+		if c.BandwidthEstimated {
+			t.Errorf("instance %d: bandwidth still estimated after the marketplace reported it", c.InstanceID)
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"compute":`, `"storage":`, `"bandwidth":`, `"bandwidth_estimated":`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("cost JSON lacks %s", key)
+		}
+	}
+}
+
+// With no deadline and every boot failing, replacements stop at the rental
+// bound and the summary names it.
+func TestRentalsStopAtTheBound(t *testing.T) {
+	e := newTestEnv(t, 6, sim.Faults{BootFail: 1})
+	spec := baseSpec("bounded", 3)
+	spec.Deadline = 0
+	spec.BootTimeout = 10 * time.Minute
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := DefaultMaxRentals(3)
+	created := 0
+	for _, n := range e.Mkt.CreatesPerOffer() {
+		created += n
+	}
+	if sum.Rented != bound || created != bound || sum.Ready != 0 {
+		t.Errorf("rented %d (marketplace: %d), ready %d; want the bound of %d and none ready", sum.Rented, created, sum.Ready, bound)
+	}
+	if !strings.Contains(sum.StoppedAtCap, "rental bound") || !strings.Contains(sum.StoppedAtCap, "--max-rentals 13") {
+		t.Errorf("summary does not name the bound: %q", sum.StoppedAtCap)
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}
+
+// A budget that leaves room for the $/hr but not for every image pull:
+// the launch stops before the marketplace's bill (bandwidth included)
+// crosses it.
+func TestBudgetCountsBandwidth(t *testing.T) {
+	e := newTestEnv(t, 8, sim.Faults{StuckLoading: 0.3, BootFail: 0.2})
+	ctx := context.Background()
+	cands := launchsim.Candidates(e.Mkt, 10)
+	spec := baseSpec("pulls", 5)
+	spec.Create.Image = "pytorch/pytorch:latest"
+	spec.ImageGB = 8
+	spec.Deadline = 0
+	spec.BootTimeout = 5 * time.Minute
+	plan, err := CheckCaps(spec, cands, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Bandwidth <= 0 {
+		t.Fatalf("the plan counts no bandwidth: %+v", plan)
+	}
+	// Room for the first five and about one replacement.
+	spec.Budget = plan.Projected + plan.Bandwidth/5
+	sum, err := Run(ctx, e.M, spec, cands, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.M.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ledger := ledgerByKind(t, e, "pulls")
+	billed := ledger["compute"] + ledger["storage"] + ledger["bandwidth"]
+	t.Logf("budget $%.4f (projection $%.4f, pulls $%.4f): ledger $%.4f (bandwidth $%.4f), %d rented, %d ready, stopped at %q",
+		spec.Budget, plan.Projected, plan.Bandwidth, billed, ledger["bandwidth"], sum.Rented, sum.Ready, sum.StoppedAtCap)
+	if billed > spec.Budget {
+		t.Errorf("the marketplace billed $%.4f, above the $%.4f budget", billed, spec.Budget)
+	}
+	if sum.Rented > 6 {
+		t.Errorf("%d rentals under a budget with room for one replacement", sum.Rented)
+	}
+}
