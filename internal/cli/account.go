@@ -69,6 +69,7 @@ func newLogsCmd(f *factory) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&tail, "tail", 200, "last N lines (0: all)")
+	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -69,6 +69,7 @@ The dump is generated with the recipe's --gen unless --file names one.`,
 	cmd.Flags().StringVar(&opts.Recipe, "recipe", "", "the Python recipe (default: "+recipeFile+" here or in a parent directory)")
 	cmd.Flags().StringVar(&opts.File, "file", "", "rank this offers JSON array instead of a generated one")
 	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 3, "how long to measure the simulator's search rate")
+	limitFlags(cmd.Flags(), bounds{"offers", "1", "10000000"}, bounds{"pairs", "1", "1000"}, bounds{"seconds", ">0", "3600"})
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the rows as JSON")
 	return cmd
 }

@@ -137,6 +137,7 @@ func newCollectCmd(f *factory) *cobra.Command {
 	fl.StringVar(&remoteDir, "remote", "/workspace/project/results", "results directory on the nodes")
 	fl.StringVar(&to, "to", "results", "local directory; files land in TO/<fleet>/<node>/")
 	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
+	limitFlags(fl, bounds{"parallel", "1", "1024"})
 	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
 	return cmd
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -111,12 +110,6 @@ func (f *factory) init(cmd *cobra.Command) error {
 	case "sim", "vast":
 	default:
 		return usagef("--market %q: use sim (the built-in simulator) or vast (real vast.ai)", f.opts.Market)
-	}
-	if f.opts.APIRate <= 0 || math.IsNaN(f.opts.APIRate) || math.IsInf(f.opts.APIRate, 0) {
-		return usagef("--api-rate %v: must be a positive number of requests per second", f.opts.APIRate)
-	}
-	if f.opts.SimSpeed <= 0 {
-		return usagef("--sim-speed %v: must be positive (60 = one simulated minute per second)", f.opts.SimSpeed)
 	}
 	return nil
 }

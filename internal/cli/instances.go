@@ -144,6 +144,7 @@ takes over 5 minutes), then prints its ssh address.`,
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up waiting for running after this long (marketplace time)")
 	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
 	fl.BoolVar(&opts.JSON, "json", false, "print the instance as JSON")
+	limitFlags(fl, bounds{"disk", ">0", "100000"}, bounds{"bid", "0", "1000"}, bounds{"timeout", "0", "720h"})
 	return cmd
 }
 

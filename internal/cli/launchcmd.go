@@ -133,6 +133,12 @@ what is not running.`,
 	fl.StringVar(&opts.WaitFor, "wait-for", "", "launch only when the top --count offers meet this, e.g. 'vcpu>=5000 dph_per_vcpu<=0.002'")
 	fl.DurationVar(&opts.WaitMax, "wait-max", 6*time.Hour, "with --wait-for: give up after this long")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON event per line, ending with the summary")
+	limitFlags(fl,
+		bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"min-ready", "0", strconv.Itoa(launch.MaxCount)},
+		bounds{"deadline", "0", "720h"}, bounds{"spare", "-1", "10"},
+		bounds{"max-dph", "0", "100000"}, bounds{"budget", "0", "1000000"}, bounds{"disk", ">0", "100000"},
+		bounds{"boot-timeout", "0", "720h"}, bounds{"release-timeout", "0", "720h"}, bounds{"bad-host-ttl", "0", "8760h"},
+		bounds{"workers", "0", "256"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"})
 	return cmd
 }
 
@@ -520,6 +526,7 @@ backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
 	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")
 	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
+	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
 	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(bl, newBenchRankCmd(f))
 	return cmd

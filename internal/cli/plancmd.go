@@ -83,6 +83,12 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 	fl.IntVar(&opts.Rent, "rent", 0, "rent option N (1-3), wait until it runs and record its estimate")
 	fl.StringVar(&opts.Fleet, "fleet", "default", "with --rent: fleet to record the instance in")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --rent: give up waiting for running after this long")
+	limitFlags(fl,
+		bounds{"batch-size", "0", "10000000"}, bounds{"seq-len", "0", "10000000"},
+		bounds{"dataset", "0", "1e15"}, bounds{"dataset-gb", "0", "1000000"}, bounds{"epochs", "0", "1000000"},
+		bounds{"throughput", "0", "1e9"}, bounds{"hours", "0", "100000"}, bounds{"gpus", "0", "1024"},
+		bounds{"image-size", "0", "10000"}, bounds{"disk", "0", "100000"}, bounds{"cuda", "0", "100"},
+		bounds{"max-budget", "0", "1e9"}, bounds{"rent", "0", "3"}, bounds{"timeout", "0", "720h"})
 	return cmd
 }
 

@@ -361,6 +361,7 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 	fl.BoolVar(&all, "all", false, "run on every live instance")
 	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
 	fl.DurationVar(&timeout, "timeout", 0, "give up on a node after D (0: no limit)")
+	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
 	fl.StringVar(&outDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
 	fl.BoolVar(&asJSON, "json", false, "print the result table as JSON")
 	return cmd

@@ -99,6 +99,9 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		SilenceErrors: true,
 		Version:       readBuildInfo().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateFlags(cmd); err != nil {
+				return err
+			}
 			return f.init(cmd)
 		},
 	}
@@ -118,6 +121,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
 	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator while the command runs")
 	pf.BoolVarP(&f.opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
+	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"})
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"})

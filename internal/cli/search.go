@@ -45,6 +45,7 @@ func (q *queryFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&q.Limit, "limit", 0, "ask the marketplace for at most N offers (0: its own cap)")
 	fl.Float64Var(&q.Storage, "storage", 5, "disk GiB to price into dph_total")
 	fl.IntVar(&q.SweepLimit, "sweep-limit", 1000, "with --all: offers asked per search; a slice that returns this many is split further (the marketplace must not cap below it)")
+	limitFlags(fl, bounds{"limit", "0", "10000000"}, bounds{"storage", "0", "100000"}, bounds{"sweep-limit", "1", "1000000"})
 }
 
 func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {

@@ -75,6 +75,12 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.OnstartFail, "onstart-fail", -1, "share of instances whose onstart exits 1")
 	fl.Float64Var(&opts.DarkHang, "dark-hang", -1, "share of hosts gone offline whose SSH port hangs rather than refuses")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
+	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"time-scale", ">0", "1000000"})
+	// -1 leaves the share to the profile.
+	for _, share := range []string{"stuck", "boot-fail", "offline", "slow", "rate-429", "rate-5xx", "lost-create",
+		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang"} {
+		limitFlags(fl, bounds{share, "-1", "1"})
+	}
 	return cmd
 }
 

@@ -228,6 +228,7 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 	fl.StringVar(&dest, "dest", "/workspace/project", "directory on the nodes")
 	fl.StringSliceVar(&excludes, "exclude", nil, "more base-name patterns to leave out")
 	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
+	limitFlags(fl, bounds{"parallel", "1", "1024"})
 	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
 	return cmd
 }
