@@ -1,0 +1,498 @@
+// Package jobfile reads a job's task file (vastfleet.yaml): what to rent,
+// what to run on it and what to bring back. It is pure: bytes in, a
+// validated Job or an error naming the line and the fix out.
+package jobfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/vastfleet/vastfleet/internal/plan"
+)
+
+// DefaultName is the task file `vastfleet up` reads when given none.
+const DefaultName = "vastfleet.yaml"
+
+// Planner options a task description can pick.
+const (
+	OptionCheapest  = "cheapest"
+	OptionBestValue = "best_value"
+	OptionFastest   = "fastest"
+)
+
+// MaxCount is the most nodes one job rents (as launch allows).
+const MaxCount = 500
+
+// Job is a validated task file.
+type Job struct {
+	Name   string
+	Market string // "" (the command line's), sim or vast
+
+	// Renting by query: the offers matching Query, ranked By, Count of them.
+	Query    string
+	By       string
+	Count    int
+	MinReady int
+	MaxDPH   float64
+	Budget   float64
+	Deadline time.Duration
+	Park     bool
+
+	// Renting by task: the planner's three options, Option picks one.
+	Task   *plan.Task
+	Option string
+
+	Image    string
+	ImageGB  float64
+	Disk     float64
+	Env      map[string]string
+	Ports    []int
+	Workdir  string
+	Setup    []string
+	Run      string
+	Sessions []Session
+	Results  string
+	Items    string
+
+	AutoDestroy bool
+	MaxDuration time.Duration
+	OrphanAfter time.Duration
+}
+
+// Session is one named, long-running command on every node.
+type Session struct {
+	Name    string
+	Command string
+}
+
+// Planned says the job rents through the planner.
+func (j *Job) Planned() bool { return j.Task != nil }
+
+// Error is a task file mistake: where it is and how to fix it.
+type Error struct {
+	File string
+	Line int // 0 when the mistake has no one place (a missing key)
+	Key  string
+	Msg  string
+	Fix  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Fix != "" {
+		b.WriteString(" (fix: " + e.Fix + ")")
+	}
+	return b.String()
+}
+
+// raw is the file as written. Aliases from the agent-skill config share
+// the job's fields: gpu (the marketplace) and max_budget (the budget).
+type raw struct {
+	Name   string `yaml:"name"`
+	Market string `yaml:"market"`
+	GPU    string `yaml:"gpu"`
+
+	Query     string   `yaml:"query"`
+	By        string   `yaml:"by"`
+	Count     *int     `yaml:"count"`
+	MinReady  int      `yaml:"min_ready"`
+	MaxDPH    float64  `yaml:"max_dph"`
+	Budget    *float64 `yaml:"budget"`
+	MaxBudget *float64 `yaml:"max_budget"`
+	Deadline  string   `yaml:"deadline"`
+	Park      bool     `yaml:"park"`
+
+	Task   *rawTask `yaml:"task"`
+	Option string   `yaml:"option"`
+
+	Image       string            `yaml:"image"`
+	ImageSize   float64           `yaml:"image_size"`
+	Disk        float64           `yaml:"disk"`
+	Env         map[string]string `yaml:"env"`
+	Ports       []int             `yaml:"ports"`
+	Workdir     string            `yaml:"workdir"`
+	Setup       stringList        `yaml:"setup"`
+	Run         string            `yaml:"run"`
+	Sessions    map[string]string `yaml:"sessions"`
+	Results     string            `yaml:"results"`
+	Items       string            `yaml:"items"`
+	AutoDestroy *bool             `yaml:"auto_destroy"`
+	MaxDuration string            `yaml:"max_duration"`
+	OrphanAfter string            `yaml:"orphan_after"`
+}
+
+// rawTask is the planner's task description.
+type rawTask struct {
+	Model       string  `yaml:"model"`
+	Params      string  `yaml:"params"`
+	Precision   string  `yaml:"precision"`
+	Mode        string  `yaml:"mode"`
+	Full        bool    `yaml:"full"`
+	Optimizer   string  `yaml:"optimizer"`
+	BatchSize   int     `yaml:"batch_size"`
+	SeqLen      int     `yaml:"seq_len"`
+	Dataset     float64 `yaml:"dataset"`
+	DatasetGB   float64 `yaml:"dataset_gb"`
+	Epochs      float64 `yaml:"epochs"`
+	Throughput  float64 `yaml:"throughput"`
+	Hours       float64 `yaml:"hours"`
+	Distributed string  `yaml:"distributed"`
+	GPUs        int     `yaml:"gpus"`
+	Framework   string  `yaml:"framework"`
+	CUDA        float64 `yaml:"cuda"`
+}
+
+// stringList is one command or a list of them.
+type stringList []string
+
+func (s *stringList) UnmarshalYAML(unmarshal func(any) error) error {
+	var one string
+	if err := unmarshal(&one); err == nil {
+		*s = stringList{one}
+		return nil
+	}
+	var many []string
+	if err := unmarshal(&many); err != nil {
+		return errors.New("want a command or a list of commands")
+	}
+	*s = many
+	return nil
+}
+
+// Load reads and validates a task file.
+func Load(path string) (*Job, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, &Error{File: path, Msg: "no such task file", Fix: "write one (see examples/) or name it: vastfleet up FILE"}
+		}
+		return nil, err
+	}
+	return Parse(path, b)
+}
+
+var (
+	yamlPos   = regexp.MustCompile(`^\[(\d+):(\d+)\]\s*`)
+	unknownRE = regexp.MustCompile(`unknown field "([^"]+)"`)
+	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+)
+
+// Parse validates the task file text; name is for messages.
+func Parse(name string, b []byte) (*Job, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, &Error{File: name, Msg: "the task file is empty", Fix: "give at least image and run (see examples/)"}
+	}
+	file, err := parser.ParseBytes(b, 0)
+	if err != nil {
+		return nil, yamlError(name, err)
+	}
+	var r raw
+	if err := yaml.UnmarshalWithOptions(b, &r, yaml.DisallowUnknownField()); err != nil {
+		return nil, yamlError(name, err)
+	}
+	v := &validator{file: name, ast: file}
+	return v.job(&r)
+}
+
+// yamlError turns the YAML library's "[line:col] msg" into an Error.
+func yamlError(name string, err error) error {
+	msg := strings.SplitN(err.Error(), "\n", 2)[0]
+	e := &Error{File: name}
+	if m := yamlPos.FindStringSubmatch(msg); m != nil {
+		fmt.Sscan(m[1], &e.Line)
+		msg = msg[len(m[0]):]
+	}
+	e.Msg = msg
+	if m := unknownRE.FindStringSubmatch(msg); m != nil {
+		e.Key = m[1]
+		e.Msg = "not a task file key"
+		e.Fix = "use one of " + strings.Join(knownKeys(), ", ")
+		if s := closest(m[1]); s != "" {
+			e.Fix = "did you mean " + s + "?"
+		}
+	} else {
+		e.Fix = "check the YAML syntax on that line (indentation, a missing ':' or quote)"
+	}
+	return e
+}
+
+func knownKeys() []string {
+	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
+		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
+		"auto_destroy", "max_duration", "orphan_after"}
+}
+
+// closest is the known key at edit distance ≤ 2 from k, if any.
+func closest(k string) string {
+	best, bestD := "", 3
+	for _, c := range append(knownKeys(), "model", "params", "precision", "mode", "hours", "dataset", "epochs", "throughput", "gpus") {
+		if d := editDistance(k, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+type validator struct {
+	file string
+	ast  *ast.File
+}
+
+// line is where key (a dotted path, "task.model") is written; 0 if absent.
+func (v *validator) line(key string) int {
+	key, _, _ = strings.Cut(key, "[")
+	if len(v.ast.Docs) == 0 {
+		return 0
+	}
+	node, at := v.ast.Docs[0].Body, 0
+	for _, part := range strings.Split(key, ".") {
+		var next ast.Node
+		for _, mv := range mappingValues(node) {
+			if mv.Key != nil && mv.Key.String() == part {
+				next, at = mv.Value, mv.Key.GetToken().Position.Line
+			}
+		}
+		if next == nil {
+			return at
+		}
+		node = next
+	}
+	return at
+}
+
+func mappingValues(n ast.Node) []*ast.MappingValueNode {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		return m.Values
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{m}
+	}
+	return nil
+}
+
+func (v *validator) fail(key, fix, format string, args ...any) error {
+	return &Error{File: v.file, Line: v.line(key), Key: key, Msg: fmt.Sprintf(format, args...), Fix: fix}
+}
+
+func (v *validator) duration(key, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, v.fail(key, "a duration such as 90s, 10m or 2h", "%q is not a duration", s)
+	}
+	return d, nil
+}
+
+func (v *validator) job(r *raw) (*Job, error) {
+	j := &Job{Name: r.Name, Query: r.Query, By: r.By, MinReady: r.MinReady, MaxDPH: r.MaxDPH, Park: r.Park,
+		Option: r.Option, Image: r.Image, ImageGB: r.ImageSize, Disk: r.Disk, Env: r.Env, Ports: r.Ports,
+		Workdir: r.Workdir, Setup: r.Setup, Run: strings.TrimSpace(r.Run), Results: r.Results, Items: r.Items, AutoDestroy: true}
+	if j.Name != "" && !nameRE.MatchString(j.Name) {
+		return nil, v.fail("name", "letters, digits, '.', '_' and '-', at most 63", "%q is not a usable job name", j.Name)
+	}
+	// The marketplace: market, or gpu as the agent-skill config says it.
+	switch {
+	case r.Market != "" && r.GPU != "" && r.Market != r.GPU:
+		return nil, v.fail("gpu", "keep one of market and gpu", "gpu %q disagrees with market %q", r.GPU, r.Market)
+	case r.Market != "":
+		j.Market = r.Market
+	default:
+		j.Market = r.GPU
+	}
+	if j.Market != "" && j.Market != "sim" && j.Market != "vast" {
+		key := "market"
+		if r.Market == "" {
+			key = "gpu"
+		}
+		return nil, v.fail(key, "vast (vast.ai) or sim (the built-in simulator)", "unknown marketplace %q", j.Market)
+	}
+	if r.Budget != nil && r.MaxBudget != nil {
+		return nil, v.fail("max_budget", "keep one: max_budget is another name for budget", "both budget and max_budget are given")
+	}
+	if r.Budget != nil {
+		j.Budget = *r.Budget
+	} else if r.MaxBudget != nil {
+		j.Budget = *r.MaxBudget
+	}
+	if r.AutoDestroy != nil {
+		j.AutoDestroy = *r.AutoDestroy
+	}
+	var err error
+	if j.Deadline, err = v.duration("deadline", r.Deadline); err != nil {
+		return nil, err
+	}
+	if j.MaxDuration, err = v.duration("max_duration", r.MaxDuration); err != nil {
+		return nil, err
+	}
+	if j.OrphanAfter, err = v.duration("orphan_after", r.OrphanAfter); err != nil {
+		return nil, err
+	}
+	if j.OrphanAfter > 0 && j.OrphanAfter < time.Minute {
+		return nil, v.fail("orphan_after", "at least 1m, so that a slow network does not stop healthy nodes", "%s is too short", j.OrphanAfter)
+	}
+
+	// What to rent: a query or a task for the planner, not both.
+	switch {
+	case r.Task != nil && r.Query != "":
+		return nil, v.fail("task", "remove query (rent by search) or task (rent through the planner)", "task and query both say what to rent")
+	case r.Task != nil:
+		if err := v.task(j, r); err != nil {
+			return nil, err
+		}
+	default:
+		if r.Option != "" {
+			return nil, v.fail("option", "option picks one of the planner's offers: add a task: section, or remove option", "option without a task")
+		}
+		j.Count = 1
+		if r.Count != nil {
+			j.Count = *r.Count
+		}
+		if j.Count < 1 || j.Count > MaxCount {
+			return nil, v.fail("count", fmt.Sprintf("a count from 1 to %d", MaxCount), "%d nodes", j.Count)
+		}
+		if j.Query == "" {
+			j.Query = "rentable=True"
+		}
+		if j.By == "" {
+			j.By = "vcpu"
+		}
+	}
+	if j.MinReady < 0 || j.MinReady > max(j.Count, 1) {
+		return nil, v.fail("min_ready", fmt.Sprintf("between 1 and count (%d)", j.Count), "%d", j.MinReady)
+	}
+	if j.MaxDPH < 0 || math.IsNaN(j.MaxDPH) {
+		return nil, v.fail("max_dph", "a positive $/hr, or leave it out for no cap", "%v", j.MaxDPH)
+	}
+	if j.Budget < 0 || math.IsNaN(j.Budget) {
+		key := "budget"
+		if r.MaxBudget != nil {
+			key = "max_budget"
+		}
+		return nil, v.fail(key, "a positive number of dollars", "%v", j.Budget)
+	}
+	if j.Disk < 0 || j.ImageGB < 0 {
+		return nil, v.fail("disk", "a positive size in GB", "disk %v, image_size %v", j.Disk, j.ImageGB)
+	}
+	if j.Image == "" {
+		return nil, &Error{File: v.file, Key: "image", Msg: "missing", Fix: "name the docker image every node runs, e.g. image: ubuntu:22.04"}
+	}
+	for _, p := range j.Ports {
+		if p < 1 || p > 65535 {
+			return nil, v.fail("ports", "TCP ports from 1 to 65535", "port %d", p)
+		}
+	}
+	for k := range j.Env {
+		if !envKey.MatchString(k) {
+			return nil, v.fail("env", "names of letters, digits and '_', not starting with a digit", "%q is not an environment variable name", k)
+		}
+	}
+	for i, s := range j.Setup {
+		if strings.TrimSpace(s) == "" {
+			return nil, v.fail(fmt.Sprintf("setup[%d]", i), "remove the empty command", "empty setup command")
+		}
+	}
+	names := make([]string, 0, len(r.Sessions))
+	for n := range r.Sessions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !sessionName.MatchString(n) || n == "run" {
+			return nil, v.fail("sessions", "session names of letters, digits, '_' and '-' (run is the run command's)", "session name %q", n)
+		}
+		if strings.TrimSpace(r.Sessions[n]) == "" {
+			return nil, v.fail("sessions."+n, "give the command the session runs", "empty command")
+		}
+		j.Sessions = append(j.Sessions, Session{Name: n, Command: r.Sessions[n]})
+	}
+	if j.Run == "" && len(j.Sessions) == 0 {
+		return nil, &Error{File: v.file, Key: "run", Msg: "nothing to run", Fix: "give run: COMMAND (the job ends when it exits on every node) or sessions:"}
+	}
+	if j.Run == "" && j.MaxDuration == 0 && j.Items == "" {
+		return nil, v.fail("sessions", "add max_duration (sessions run until stopped), or a run command", "sessions alone never finish")
+	}
+	if j.Results != "" && !strings.HasPrefix(j.Results, "/") {
+		return nil, v.fail("results", "an absolute path on the nodes, e.g. /workspace/project/results", "%q is relative", j.Results)
+	}
+	return j, nil
+}
+
+var (
+	envKey      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sessionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+)
+
+func (v *validator) task(j *Job, r *raw) error {
+	t := r.Task
+	pt := &plan.Task{Model: t.Model, Precision: t.Precision, Mode: t.Mode, Full: t.Full, Optimizer: t.Optimizer,
+		BatchSize: t.BatchSize, SeqLen: t.SeqLen, DatasetSize: t.Dataset, DatasetGB: t.DatasetGB, Epochs: t.Epochs,
+		Throughput: t.Throughput, Hours: t.Hours, Distributed: t.Distributed, GPUs: t.GPUs, Image: r.Image,
+		ImageGB: r.ImageSize, DiskGB: r.Disk, Framework: t.Framework, CUDA: t.CUDA, MaxBudget: j.Budget}
+	if t.Params != "" {
+		p, err := plan.ParseParams(t.Params)
+		if err != nil {
+			return v.fail("task.params", "a parameter count such as 7B, 350M or 6.7e9", "%v", err)
+		}
+		pt.Params = p
+	}
+	if pt.Model == "" && pt.Params == 0 {
+		return v.fail("task", "say what runs: model: 7b (or llama2-13b, resnet50, ...) or params: 7B", "no model")
+	}
+	if _, err := plan.Requirements(*pt); err != nil {
+		return v.fail("task", "see `vastfleet plan --help` for the task fields", "%v", err)
+	}
+	switch j.Option {
+	case "":
+		// The command asks, or takes the best value off a terminal.
+	case OptionCheapest, OptionBestValue, OptionFastest:
+	default:
+		return v.fail("option", "cheapest, best_value or fastest", "unknown option %q", j.Option)
+	}
+	if r.Count != nil && *r.Count != 1 {
+		return v.fail("count", "the planner rents one node with the GPUs the task needs; remove count", "count %d with a task", *r.Count)
+	}
+	j.Task, j.Count = pt, 1
+	return nil
+}

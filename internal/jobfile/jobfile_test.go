@@ -1,0 +1,90 @@
+package jobfile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFleetJob(t *testing.T) {
+	j, err := Parse("f.yaml", []byte(`
+name: search
+gpu: vast
+query: "rentable=True cpu_cores_effective>=8"
+count: 40
+min_ready: 36
+max_budget: 12.5
+deadline: 10m
+park: true
+image: ubuntu:22.04
+env: {PREFIX: "00000"}
+setup:
+  - echo one
+  - echo two
+run: ./search --prefix $PREFIX
+results: /workspace/project/results
+auto_destroy: false
+max_duration: 1h
+orphan_after: 20m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Market != "vast" || j.Budget != 12.5 || j.Count != 40 || j.MinReady != 36 || !j.Park || j.By != "vcpu" ||
+		j.AutoDestroy || j.MaxDuration != time.Hour || j.OrphanAfter != 20*time.Minute || len(j.Setup) != 2 || j.Env["PREFIX"] != "00000" {
+		t.Errorf("parsed %+v", j)
+	}
+}
+
+func TestParsePlannedJob(t *testing.T) {
+	j, err := Parse("f.yaml", []byte("task:\n  model: 7b\n  precision: bf16\n  mode: finetune\n  hours: 2\noption: best_value\nimage: pytorch/pytorch:latest\nrun: python train.py\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.Planned() || j.Task.Model != "7b" || j.Option != OptionBestValue || !j.AutoDestroy || j.Count != 1 {
+		t.Errorf("parsed %+v", j)
+	}
+	if j, err := Parse("f.yaml", []byte("image: x\nsetup: apt-get update\nrun: true\n")); err != nil || len(j.Setup) != 1 {
+		t.Errorf("one setup command: %v %+v", err, j)
+	}
+}
+
+// Every mistake names its line and a fix.
+func TestParseErrorsNameLineAndFix(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"unknown key", "image: x\nrun: true\ncuont: 3\n", 3, "did you mean count?"},
+		{"bad count", "image: x\nrun: true\ncount: 0\n", 3, "a count from 1 to 500"},
+		{"bad duration", "image: x\nrun: true\nmax_duration: forever\n", 3, "a duration such as"},
+		{"both rent ways", "image: x\nrun: true\nquery: rentable=True\ntask:\n  model: 7b\n", 4, "remove query"},
+		{"bad option", "image: x\nrun: true\ntask:\n  model: 7b\noption: priciest\n", 5, "cheapest, best_value or fastest"},
+		{"option without task", "image: x\nrun: true\noption: cheapest\n", 3, "add a task"},
+		{"no model", "image: x\nrun: true\ntask:\n  hours: 2\n", 3, "say what runs"},
+		{"bad market", "image: x\nrun: true\ngpu: aws\n", 3, "vast (vast.ai) or sim"},
+		{"budget twice", "image: x\nrun: true\nbudget: 1\nmax_budget: 2\n", 4, "keep one"},
+		{"missing image", "run: true\n", 0, "name the docker image"},
+		{"nothing to run", "image: x\n", 0, "give run: COMMAND"},
+		{"sessions never end", "image: x\nsessions:\n  web: serve\n", 2, "add max_duration"},
+		{"relative results", "image: x\nrun: true\nresults: out\n", 3, "an absolute path"},
+		{"yaml syntax", "image: x\nrun: [true\n", 2, "YAML syntax"},
+		{"wrong type", "image: x\nrun: true\ncount: many\n", 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("job.yaml", []byte(tc.text))
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("err %v, want *Error", err)
+			}
+			if e.Line != tc.line {
+				t.Errorf("line %d, want %d (%v)", e.Line, tc.line, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "job.yaml") {
+				t.Errorf("%q lacks %q", err, tc.want)
+			}
+		})
+	}
+}
