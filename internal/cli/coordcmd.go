@@ -89,34 +89,70 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 }
 
 func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
+	c, err := startCoord(ctx, f, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(f.io.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", c.URL, opts.OrphanPolicy, opts.OrphanAfter)
+	if err := f.printDashboards(ctx, c.DB, c.URL, opts.Fleets); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
+	select {
+	case <-ctx.Done():
+	case err := <-c.served:
+		return err
+	}
+	return nil
+}
+
+// runningCoord is a coordinator serving in this process: `vastfleet coord`
+// and `vastfleet up` both run one.
+type runningCoord struct {
+	URL         string
+	Fingerprint string
+	DB          *coord.DB
+	Srv         *coord.Server
+	served      chan error
+	close       func()
+}
+
+// Close stops serving, forgets the coordinator's address in the data dir
+// and closes its database.
+func (c *runningCoord) Close() { c.close() }
+
+// startCoord starts a coordinator on opts.Addr and records where it
+// listens in the data dir (coordFile), for `launch --coord auto`. With the
+// simulated marketplace it also keeps the simulated machines running.
+func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCoord, error) {
 	if opts.OrphanPolicy != wire.PolicyStop && opts.OrphanPolicy != wire.PolicyDestroy {
-		return usagef("--orphan-policy %q: use stop or destroy", opts.OrphanPolicy)
+		return nil, usagef("--orphan-policy %q: use stop or destroy", opts.OrphanPolicy)
 	}
 	host, _, err := net.SplitHostPort(opts.Addr)
 	if err != nil {
-		return usagef("--addr %q: want HOST:PORT (%v)", opts.Addr, err)
+		return nil, usagef("--addr %q: want HOST:PORT (%v)", opts.Addr, err)
 	}
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
-		return usagef("--addr %s is reachable from other machines: add --tls, so that tokens and findings are encrypted", opts.Addr)
+		return nil, usagef("--addr %s is reachable from other machines: add --tls, so that tokens and findings are encrypted", opts.Addr)
 	}
 	dir, err := f.dataDir()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	agentBin, err := agentBinary(opts.AgentBin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The simulated instances run while the coordinator runs.
 	f.simHosts = true
 	if _, err := f.Provider(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
 	clk := f.Clock()
 	srv, err := coord.New(coord.Config{
 		DB: db, Log: f.log, Now: clk.Now, HeartbeatInterval: opts.Interval,
@@ -124,20 +160,24 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
 	})
 	if err != nil {
-		return err
+		db.Close()
+		return nil, err
 	}
-	defer srv.Close()
-
+	fail := func(err error) (*runningCoord, error) {
+		srv.Close()
+		db.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
-		return fmt.Errorf("coordinator: %w (another coordinator on this port? pick one with --addr)", err)
+		return fail(fmt.Errorf("coordinator: %w (another coordinator on this port? pick one with --addr)", err))
 	}
 	scheme, fingerprint := "http", ""
 	if opts.TLS {
 		cert, fp, err := coord.SelfSigned(filepath.Join(dir, "coord-tls"))
 		if err != nil {
 			ln.Close()
-			return err
+			return fail(err)
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		scheme, fingerprint = "https", fp
@@ -147,29 +187,20 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 	infoPath := filepath.Join(dir, coordFile)
 	if err := atomicfile.WriteFile(infoPath, info, 0o600); err != nil {
 		ln.Close()
-		return err
+		return fail(err)
 	}
-	defer os.Remove(infoPath)
-
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-
-	fmt.Fprintf(f.io.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", url, opts.OrphanPolicy, opts.OrphanAfter)
-	if err := f.printDashboards(ctx, db, url, opts.Fleets); err != nil {
-		hs.Close()
-		return err
+	c := &runningCoord{URL: url, Fingerprint: fingerprint, DB: db, Srv: srv, served: make(chan error, 1)}
+	go func() { c.served <- hs.Serve(ln) }()
+	c.close = func() {
+		os.Remove(infoPath)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+		srv.Close()
+		db.Close()
 	}
-	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		return err
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	hs.Shutdown(sctx)
-	return nil
+	return c, nil
 }
 
 // printDashboards prints each fleet's dashboard link.

@@ -65,7 +65,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	}
 	var sessions []wire.Session
 	for _, s := range spec.Sessions {
-		sessions = append(sessions, wire.Session{Name: s.Name, Command: s.Command})
+		sessions = append(sessions, wire.Session{Name: s.Name, Command: s.Command, Restart: s.Restart})
 	}
 	scale := 0.0
 	if f.opts.Market == "sim" {

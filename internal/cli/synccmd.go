@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 )
 
@@ -150,54 +152,9 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 			if err != nil {
 				return err
 			}
-			s, err := f.sshSession(ctx, p, parallel)
+			rows, err := syncNodes(ctx, f, p, nodes, src, files, dest, parallel)
 			if err != nil {
 				return err
-			}
-			known, err := s.key.hostKeys()
-			if err != nil {
-				return err
-			}
-			if f.opts.Market == "sim" {
-				dest = simRelative(dest)
-			}
-			qdest := remote.Quote(dest)
-			manifests := make([]bytes.Buffer, len(nodes))
-			jobs := make([]remote.Job, len(nodes))
-			for i, n := range nodes {
-				jobs[i] = remote.Job{Target: s.target(n, known), Cmd: "cat " + qdest + "/" + syncManifest + " 2>/dev/null; true", Stdout: &manifests[i], Stderr: io.Discard}
-			}
-			first := s.run(ctx, nodes, jobs, parallel)
-			rows := make([]syncRow, len(nodes))
-			for i, n := range nodes {
-				rows[i] = syncRow{Node: n.Name, ID: n.ID}
-				if !first[i].OK() {
-					rows[i].Error = fmt.Sprint(first[i].Err)
-					jobs[i].Cmd = "true"
-					continue
-				}
-				have := map[string]string{}
-				for _, line := range strings.Split(manifests[i].String(), "\n") {
-					if h, rel, ok := strings.Cut(line, " "); ok {
-						have[rel] = h
-					}
-				}
-				archive, sent, fileBytes, err := syncArchive(src, files, have)
-				if err != nil {
-					return err
-				}
-				rows[i].FilesSent, rows[i].FileBytes, rows[i].WireBytes = sent, fileBytes, int64(len(archive))
-				jobs[i].Cmd = "mkdir -p " + qdest + " && tar xzf - -C " + qdest
-				jobs[i].Stdin = bytes.NewReader(archive)
-				jobs[i].Stdout = io.Discard
-			}
-			for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
-				if rows[i].Error == "" && !r.OK() {
-					rows[i].Error = fmt.Sprintf("unpacking: exit %d %v", r.Exit, r.Err)
-				}
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
 			}
 			failed := 0
 			for _, r := range rows {
@@ -231,4 +188,59 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 	limitFlags(fl, bounds{"parallel", "1", "1024"})
 	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
 	return cmd
+}
+
+// syncNodes sends each node the files of src (scanned as files) that it
+// lacks under dest.
+func syncNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, src string, files []treeFile, dest string, parallel int) ([]syncRow, error) {
+	s, err := f.sshSession(ctx, p, parallel)
+	if err != nil {
+		return nil, err
+	}
+	known, err := s.key.hostKeys()
+	if err != nil {
+		return nil, err
+	}
+	if f.opts.Market == "sim" {
+		dest = simRelative(dest)
+	}
+	qdest := remote.Quote(dest)
+	manifests := make([]bytes.Buffer, len(nodes))
+	jobs := make([]remote.Job, len(nodes))
+	for i, n := range nodes {
+		jobs[i] = remote.Job{Target: s.target(n, known), Cmd: "cat " + qdest + "/" + syncManifest + " 2>/dev/null; true", Stdout: &manifests[i], Stderr: io.Discard}
+	}
+	first := s.run(ctx, nodes, jobs, parallel)
+	rows := make([]syncRow, len(nodes))
+	for i, n := range nodes {
+		rows[i] = syncRow{Node: n.Name, ID: n.ID}
+		if !first[i].OK() {
+			rows[i].Error = fmt.Sprint(first[i].Err)
+			jobs[i].Cmd = "true"
+			continue
+		}
+		have := map[string]string{}
+		for _, line := range strings.Split(manifests[i].String(), "\n") {
+			if h, rel, ok := strings.Cut(line, " "); ok {
+				have[rel] = h
+			}
+		}
+		archive, sent, fileBytes, err := syncArchive(src, files, have)
+		if err != nil {
+			return nil, err
+		}
+		rows[i].FilesSent, rows[i].FileBytes, rows[i].WireBytes = sent, fileBytes, int64(len(archive))
+		jobs[i].Cmd = "mkdir -p " + qdest + " && tar xzf - -C " + qdest
+		jobs[i].Stdin = bytes.NewReader(archive)
+		jobs[i].Stdout = io.Discard
+	}
+	for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
+		if rows[i].Error == "" && !r.OK() {
+			rows[i].Error = fmt.Sprintf("unpacking: exit %d %v", r.Exit, r.Err)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return rows, nil
 }

@@ -64,7 +64,7 @@ func TestParseEnvAndSessions(t *testing.T) {
 			t.Errorf("ParseSession(%q) accepted", bad)
 		}
 	}
-	got := Onstart("apt-get update", []Session{{"train", "python t.py 'a'"}})
+	got := Onstart("apt-get update", []Session{{Name: "train", Command: "python t.py 'a'"}})
 	if !strings.HasPrefix(got, "apt-get update\n") || !strings.Contains(got, "tmux new-session -d -s train") ||
 		!strings.Contains(got, `'python t.py '\''a'\'''`) {
 		t.Errorf("onstart:\n%s", got)
@@ -72,7 +72,7 @@ func TestParseEnvAndSessions(t *testing.T) {
 	if Onstart("x", nil) != "x" {
 		t.Error("onstart changed without sessions")
 	}
-	if again := Onstart(got, []Session{{"train", "python t.py 'a'"}}); again != got {
+	if again := Onstart(got, []Session{{Name: "train", Command: "python t.py 'a'"}}); again != got {
 		t.Errorf("folding the sessions twice added them twice:\n%s", again)
 	}
 }
@@ -88,7 +88,7 @@ func TestSpecValidate(t *testing.T) {
 		"bad fleet": func(s *Spec) { s.Fleet = "A B" },
 		"interrupt": func(s *Spec) { s.OnInterrupt = "maybe" },
 		"no image":  func(s *Spec) { s.Create.Image = "" },
-		"dup sess":  func(s *Spec) { s.Sessions = []Session{{"a", "x"}, {"a", "y"}} },
+		"dup sess":  func(s *Spec) { s.Sessions = []Session{{Name: "a", Command: "x"}, {Name: "a", Command: "y"}} },
 	} {
 		s := good
 		mut(&s)

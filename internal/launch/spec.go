@@ -52,6 +52,9 @@ const (
 type Session struct {
 	Name    string `json:"name"`
 	Command string `json:"command"`
+	// Restart is the agent's restart policy (wire.Session.Restart); empty
+	// is its default, on-failure. Sessions without the agent ignore it.
+	Restart string `json:"restart,omitempty"`
 }
 
 // Spec is one launch. It is stored as the fleet's spec JSON, with the ranked

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// jobStatus is one row of `vastfleet status`.
+type jobStatus struct {
+	ID        string  `json:"id"`
+	State     string  `json:"state"`
+	Started   string  `json:"started_at"`
+	Live      int     `json:"instances_live"`
+	DPH       float64 `json:"dph"`
+	Spent     float64 `json:"spent"`
+	Estimate  float64 `json:"estimate"`
+	Dashboard string  `json:"dashboard,omitempty"`
+}
+
+func newStatusCmd(f *factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [JOB]",
+		Short: "Jobs started by `vastfleet up`: state, live instances, $/hr, spend",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			dir, err := f.dataDir()
+			if err != nil {
+				return err
+			}
+			var ids []string
+			if len(args) == 1 {
+				ids = args
+			} else {
+				ents, _ := os.ReadDir(filepath.Join(dir, "jobs"))
+				for _, e := range ents {
+					if e.IsDir() {
+						ids = append(ids, e.Name())
+					}
+				}
+			}
+			st, err := f.Store(ctx, false, "")
+			if err != nil {
+				return err
+			}
+			m := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}
+			var rows []jobStatus
+			for _, id := range ids {
+				rec, err := loadJob(f, id)
+				if err != nil {
+					return err
+				}
+				row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard}
+				live, err := st.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+				if err != nil {
+					return err
+				}
+				row.Live = len(live)
+				if cr, err := m.Cost(ctx, rec.ID); err == nil {
+					row.Spent = cr.Total
+					for _, fc := range cr.Fleets {
+						row.DPH += fc.DPH
+					}
+				}
+				rows = append(rows, row)
+			}
+			sort.Slice(rows, func(i, j int) bool { return rows[i].Started > rows[j].Started })
+			if asJSON {
+				if rows == nil {
+					rows = []jobStatus{}
+				}
+				return writeJSON(f.io.Out, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
+				return nil
+			}
+			t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE")
+			for _, r := range rows {
+				t.row(r.ID, r.State, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newDownCmd(f *factory) *cobra.Command {
+	var asJSON bool
+	var noCollect bool
+	cmd := &cobra.Command{
+		Use:   "down JOB",
+		Short: "End a job: collect its results, destroy its instances, print its cost report",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			rec, err := loadJob(f, args[0])
+			if err != nil {
+				return err
+			}
+			f.simHosts = true // collecting reaches into the instances
+			m, err := f.manager(ctx, holderName("down", rec.ID))
+			if err != nil {
+				return err
+			}
+			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+				return fmt.Errorf("reconcile before down: %w", err)
+			}
+			var errs []error
+			if !noCollect && rec.Results != "" {
+				live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+				if err != nil {
+					return err
+				}
+				var ids []string
+				for _, r := range live {
+					if r.State == "running" {
+						ids = append(ids, strconv.FormatInt(r.ID, 10))
+					}
+				}
+				if len(ids) > 0 {
+					nodes, _, err := f.selectNodes(ctx, "", false, ids, true)
+					if err != nil {
+						return fmt.Errorf("%w (--no-collect destroys without collecting)", err)
+					}
+					if err := collectJob(ctx, f, nil, rec, nodes); err != nil {
+						return fmt.Errorf("nothing destroyed: %w (--no-collect destroys without collecting)", err)
+					}
+				}
+			}
+			if err := destroyJob(ctx, f, m, rec.ID); err != nil {
+				errs = append(errs, err)
+			}
+			rep, err := costJob(ctx, f, m, nil, rec)
+			if err != nil {
+				return err
+			}
+			rec.State = "done"
+			if err := saveJob(f, rec); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.io.Out, rep)
+			}
+			printJobReport(f, rep)
+			if len(errs) > 0 {
+				return errs[0]
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the cost report as JSON")
+	cmd.Flags().BoolVar(&noCollect, "no-collect", false, "destroy without collecting results")
+	return cmd
+}

@@ -1,0 +1,832 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// Where a job's files live on a node. The run session waits for goMarker,
+// which `up` writes (with the node's rank variables) once the workdir is
+// synced and setup has run on every node.
+const (
+	remoteWorkdir = "/workspace/project"
+	goMarker      = ".vastfleet-go"
+	runSession    = "run"
+)
+
+// Ctrl+C choices of `up`.
+const (
+	upKeep    = "keep"
+	upCollect = "collect"
+	upDestroy = "destroy"
+)
+
+type upOptions struct {
+	AgentBin    string
+	CoordAddr   string
+	ResultsDir  string
+	OnInterrupt string
+	JSON        bool
+	// poll is how often the run is checked (wall time).
+	poll time.Duration
+}
+
+func newUpCmd(f *factory) *cobra.Command {
+	opts := &upOptions{poll: 250 * time.Millisecond}
+	cmd := &cobra.Command{
+		Use:   "up [FILE]",
+		Short: "Run a whole job from a task file: rent, set up, sync, run, watch, collect, destroy, cost report",
+		Long: `Read the task file (default ` + jobfile.DefaultName + `), then: plan (task:) or search
+(query:), launch with the agent on every node and a coordinator in this
+process, sync workdir to ` + remoteWorkdir + `, run setup on every node,
+start run (and sessions), print the dashboard link and a live summary,
+and finish when run has exited on every node, max_duration has passed or
+Ctrl+C (which asks: keep the nodes, collect and destroy, destroy now).
+Then results are collected into RESULTS/<job>/<node>/ with the findings in
+RESULTS/<job>/findings.jsonl, the nodes destroyed (unless auto_destroy:
+false) and the cost report printed: compute, storage, bandwidth and
+failed-launch waste against the estimate.
+
+The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
+` + "`vastfleet down JOB`" + ` collects, destroys and reports from any terminal.`,
+		Example: `  vastfleet up                      # ./vastfleet.yaml
+  vastfleet up examples/search-fleet.yaml --results out`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := jobfile.DefaultName
+			if len(args) == 1 {
+				path = args[0]
+			}
+			job, err := jobfile.Load(path)
+			if err != nil {
+				return usageError{err}
+			}
+			if job.Market != "" && !cmd.Flags().Changed("market") {
+				f.opts.Market = job.Market
+			}
+			rep, err := upRun(cmd.Context(), f, opts, job, path)
+			if rep != nil && opts.JSON {
+				if jerr := writeJSON(f.io.Out, rep); jerr != nil && err == nil {
+					err = jerr
+				}
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.ResultsDir, "results", "results", "local directory: results land in RESULTS/<job>/<node>/")
+	fl.StringVar(&opts.CoordAddr, "coord-addr", "127.0.0.1:0", "where the job's coordinator listens (instances on vast.ai need a public address; it then serves TLS)")
+	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else this binary)")
+	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, collect (then destroy) or destroy (default: ask on a terminal, else collect)")
+	fl.BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
+	return cmd
+}
+
+// jobRecord is what `status` and `down` know of a job, kept in the data
+// dir's jobs/ beside its cost report.
+type jobRecord struct {
+	ID          string    `json:"id"` // the fleet's name
+	File        string    `json:"file"`
+	State       string    `json:"state"` // launching, running, kept, done
+	StartedAt   time.Time `json:"started_at"`
+	Results     string    `json:"results,omitempty"` // on the nodes
+	LocalDir    string    `json:"local_results"`
+	AutoDestroy bool      `json:"auto_destroy"`
+	RunIDs      []int64   `json:"run_ids,omitempty"` // the instances that ran it
+	Estimate    float64   `json:"estimate"`
+	EstimateOf  string    `json:"estimate_of"`
+	Dashboard   string    `json:"dashboard,omitempty"`
+}
+
+func jobDir(f *factory, id string) (string, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", err
+	}
+	d := filepath.Join(dir, "jobs", id)
+	return d, os.MkdirAll(d, 0o700)
+}
+
+func saveJob(f *factory, rec *jobRecord) error {
+	d, err := jobDir(f, rec.ID)
+	if err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(rec, "", "  ")
+	return atomicfile.WriteFile(filepath.Join(d, "job.json"), b, 0o600)
+}
+
+func loadJob(f *factory, id string) (*jobRecord, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "jobs", id, "job.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, usagef("job %q: not found (see `vastfleet status`)", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec jobRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// jobID names a job (and its fleet) after the file's name and the time.
+func jobID(name string) string {
+	if name == "" {
+		name = "job"
+	}
+	return name + "-" + time.Now().UTC().Format("20060102-150405")
+}
+
+func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, path string) (*jobReport, error) {
+	switch opts.OnInterrupt {
+	case "", upKeep, upCollect, upDestroy:
+	default:
+		return nil, usagef("--on-interrupt %q: use keep, collect or destroy", opts.OnInterrupt)
+	}
+	host, _, err := net.SplitHostPort(opts.CoordAddr)
+	if err != nil {
+		return nil, usagef("--coord-addr %q: want HOST:PORT", opts.CoordAddr)
+	}
+	loopback := host == "localhost" || net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback()
+	if f.opts.Market == "vast" && loopback {
+		return nil, usagef("instances on vast.ai cannot reach a coordinator on %s: run up on a machine with a public address and pass --coord-addr 0.0.0.0:8470", opts.CoordAddr)
+	}
+	orphanAfter := job.OrphanAfter
+	if orphanAfter == 0 {
+		orphanAfter = wire.DefaultOrphanAft
+	}
+	interval := 10 * time.Second
+	if f.opts.Market == "sim" {
+		// Simulated nodes all run on this machine: a heartbeat a market
+		// minute keeps fifty agents from crowding its cores.
+		interval = time.Minute
+	}
+	c, err := startCoord(ctx, f, &coordOptions{Addr: opts.CoordAddr, TLS: !loopback, AgentBin: opts.AgentBin,
+		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+
+	id := jobID(job.Name)
+	cands, est, estOf, err := upCandidates(ctx, f, job)
+	if err != nil {
+		return nil, err
+	}
+	lo := &launchOptions{
+		Count: job.Count, MinReady: job.MinReady, Deadline: job.Deadline, Park: job.Park, Backfill: true,
+		MaxDPH: job.MaxDPH, Budget: job.Budget, BudgetSet: job.Budget > 0, ImageGB: job.ImageGB,
+		Image: job.Image, Disk: job.Disk, Fleet: id, Coord: "auto",
+		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
+		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL,
+	}
+	if lo.Deadline == 0 {
+		lo.Deadline = 10 * time.Minute
+	}
+	if lo.Disk == 0 {
+		lo.Disk = 20
+	}
+	spec, err := lo.spec(launch.InterruptKeep)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range job.Env {
+		spec.Create.Env[k] = v
+	}
+	for _, p := range job.Ports {
+		spec.Create.Env[fmt.Sprintf("-p %d:%d", p, p)] = "1" // vast's way of opening a port
+	}
+	spec.Sessions = jobSessions(f, job)
+	if err := f.withAgent(ctx, &spec, lo); err != nil {
+		return nil, err
+	}
+	m, err := f.manager(ctx, holderName("up", path))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return nil, fmt.Errorf("reconcile before launching: %w", err)
+	}
+	local := filepath.Join(opts.ResultsDir, id)
+	rec := &jobRecord{ID: id, File: path, State: "launching", StartedAt: time.Now().UTC(), Results: job.Results,
+		LocalDir: local, AutoDestroy: job.AutoDestroy}
+	if err := saveJob(f, rec); err != nil {
+		return nil, err
+	}
+	_, viewer, err := c.DB.FleetTokens(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec.Dashboard = coord.DashboardURL(c.URL, viewer)
+	fmt.Fprintf(f.io.ErrOut, "job %s: dashboard %s\n", id, rec.Dashboard)
+
+	view := newLaunchView(f, false)
+	sum, lerr := launch.Run(ctx, m, spec, cands, view.event)
+	if view.live {
+		fmt.Fprint(f.io.ErrOut, "\r\033[K")
+	}
+	if est == 0 {
+		// The launch's own projection: every node at its $/hr for the run
+		// (max_duration, else the launch horizon), plus the image pulls.
+		if fl, err := m.S.GetFleet(ctx, id); err == nil {
+			pulls := max(fl.EstCost-fl.EstDPH*fl.EstHours, 0)
+			hours, of := fl.EstHours, "launch horizon"
+			if job.MaxDuration > 0 {
+				hours, of = job.MaxDuration.Hours(), "max_duration"
+			}
+			est = fl.EstDPH*hours + pulls
+			estOf = fmt.Sprintf("%d nodes at $%.3f/hr for the %s (%.2f h) plus $%.2f of image pulls", job.Count, fl.EstDPH, of, hours, pulls)
+		}
+	}
+	rec.Estimate, rec.EstimateOf = est, estOf
+	if lerr == nil && len(sum.ReadyIDs) == 0 && !sum.Interrupted {
+		lerr = fmt.Errorf("job %s: no node became ready", id)
+	}
+	if lerr != nil || sum.Interrupted {
+		return finishJob(ctx, f, m, c, opts, job, rec, nil, interruptChoice(f, opts, ctx), lerr)
+	}
+	fmt.Fprintf(f.io.ErrOut, "job %s: %d of %d nodes ready at $%.3f/hr (%d rented, %d failed)\n", id, sum.Ready, sum.Asked, sum.DPHTotal, sum.Rented, sum.Failed)
+
+	strIDs := make([]string, len(sum.ReadyIDs))
+	for i, n := range sum.ReadyIDs {
+		strIDs[i] = strconv.FormatInt(n, 10)
+	}
+	nodes, _, err := f.selectNodes(ctx, "", false, strIDs, true)
+	if err != nil {
+		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, err)
+	}
+	rec.State = "running"
+	for _, n := range nodes {
+		rec.RunIDs = append(rec.RunIDs, n.ID)
+	}
+	if err := saveJob(f, rec); err != nil {
+		return nil, err
+	}
+	nodes, err = prepareNodes(ctx, f, job, id, nodes)
+	if err != nil {
+		return finishJob(ctx, f, m, c, opts, job, rec, nodes, interruptChoice(f, opts, ctx), err)
+	}
+	rec.RunIDs = rec.RunIDs[:0]
+	for _, n := range nodes {
+		rec.RunIDs = append(rec.RunIDs, n.ID)
+	}
+	saveJob(f, rec)
+	why, exits := watchJob(ctx, f, c, opts, job, id, nodes)
+	fmt.Fprintf(f.io.ErrOut, "job %s: %s\n", id, why)
+	choice := upCollect
+	if ctx.Err() != nil {
+		choice = interruptChoice(f, opts, ctx)
+	}
+	var runErr error
+	if job.Run != "" && ctx.Err() == nil {
+		failed := 0
+		for _, n := range nodes {
+			if code, ok := exits[n.ID]; !ok || code != 0 {
+				failed++
+			}
+		}
+		runErr = fanOutError("the run command", failed, len(nodes))
+	}
+	return finishJob(ctx, f, m, c, opts, job, rec, nodes, choice, runErr)
+}
+
+// upCandidates are the offers to launch from, best first, and for a
+// planned job the planner's estimate of the picked option.
+func upCandidates(ctx context.Context, f *factory, job *jobfile.Job) ([]market.Ranked, float64, string, error) {
+	if !job.Planned() {
+		qf := &queryFlags{Type: "on-demand", Order: "score-", Storage: job.Disk, SweepLimit: 1000}
+		if qf.Storage == 0 {
+			qf.Storage = 20
+		}
+		rf := &rankFlags{By: job.By}
+		ranked, _, err := rankedOffers(ctx, f, qf, rf, []string{job.Query}, qf.SweepLimit)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		return ranked, 0, "", nil
+	}
+	req, err := plan.Requirements(*job.Task)
+	if err != nil {
+		return nil, 0, "", usageError{err}
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	offers, err := searchTiers(ctx, f, req, p.SearchOffers)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	res, err := plan.Options(*job.Task, req, offers)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("%w; nothing was rented", err)
+	}
+	printPlan(f.io.ErrOut, req, res, false)
+	if res.OverBudget {
+		return nil, 0, "", usagef("every option costs more than max_budget $%.2f: nothing rented (raise it, shorten the task or quantize)", job.Task.MaxBudget)
+	}
+	pick := pickOption(res.Options, job.Option)
+	if job.Option == "" && f.io.InTTY && f.io.ErrTTY {
+		if k := askPick(f.io, len(res.Options)); k > 0 {
+			pick = k - 1
+		}
+	}
+	o := res.Options[pick]
+	fmt.Fprintf(f.io.ErrOut, "renting option %d (%s): %dx %s at $%.3f/hr, estimated %.2f h, %s\n", o.Rank, o.Label, o.NumGPUs, o.GPUName, o.DPHTotal, o.EstHours, money(o.EstTotal))
+	// The other options follow as replacements, should the pick fail.
+	cands := []market.Ranked{{Offer: o.Offer}}
+	for i, other := range res.Options {
+		if i != pick {
+			cands = append(cands, market.Ranked{Offer: other.Offer})
+		}
+	}
+	return cands, o.EstTotal, fmt.Sprintf("the planner's option %d (%s): %.2f h at $%.3f/hr plus transfer", o.Rank, o.Label, o.EstHours, o.DPHTotal), nil
+}
+
+// pickOption is the index of the option labelled want (best_value when
+// unset); the cheapest when no option carries the label.
+func pickOption(opts []plan.Option, want string) int {
+	if want == "" {
+		want = jobfile.OptionBestValue
+	}
+	label := strings.ReplaceAll(want, "_", " ")
+	for i, o := range opts {
+		for _, l := range strings.Split(o.Label, ", ") {
+			if l == label {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
+// jobSessions are the agent's sessions: run (once, never restarted, so
+// that its exit ends the job) and the named sessions, each waiting for
+// the go marker, with the node's rank variables and the workdir.
+func jobSessions(f *factory, job *jobfile.Job) []launch.Session {
+	wd := remoteWorkdir
+	if f.opts.Market == "sim" {
+		wd = simRelative(wd)
+	}
+	wrap := func(cmd string) string {
+		return `until [ -e "$HOME/` + goMarker + `" ]; do sleep 0.2; done; . "$HOME/` + goMarker + `"; mkdir -p ` + wd + ` && cd ` + wd + ` && ` + cmd
+	}
+	var out []launch.Session
+	if job.Run != "" {
+		out = append(out, launch.Session{Name: runSession, Command: wrap(job.Run), Restart: "never"})
+	}
+	for _, s := range job.Sessions {
+		out = append(out, launch.Session{Name: s.Name, Command: wrap(s.Command)})
+	}
+	return out
+}
+
+// prepareNodes syncs the workdir, runs setup and writes the go marker on
+// every node; nodes that fail a step are left out of the run.
+func prepareNodes(ctx context.Context, f *factory, job *jobfile.Job, id string, nodes []node) ([]node, error) {
+	prov, err := f.Provider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logs, err := jobDir(f, id)
+	if err != nil {
+		return nil, err
+	}
+	keep := func(step string, failed map[int64]string) error {
+		for _, n := range nodes {
+			if why, ok := failed[n.ID]; ok {
+				fmt.Fprintf(f.io.ErrOut, "job %s: %s failed on %s (instance %d): %s; it is left out of the run\n", id, step, n.Name, n.ID, termSafe(why))
+			}
+		}
+		nodes = slices.DeleteFunc(nodes, func(n node) bool { _, bad := failed[n.ID]; return bad })
+		if len(nodes) == 0 {
+			return fmt.Errorf("job %s: %s failed on every node", id, step)
+		}
+		return nil
+	}
+	if job.Workdir != "" {
+		files, err := scanTree(job.Workdir, defaultExcludes)
+		if err != nil {
+			return nodes, usagef("workdir %s: %v", job.Workdir, err)
+		}
+		rows, err := syncNodes(ctx, f, prov, nodes, job.Workdir, files, remoteWorkdir, 64)
+		if err != nil {
+			return nodes, err
+		}
+		failed := map[int64]string{}
+		var sent int64
+		for _, r := range rows {
+			if r.Error != "" {
+				failed[r.ID] = r.Error
+			}
+			sent += r.WireBytes
+		}
+		fmt.Fprintf(f.io.ErrOut, "job %s: synced %s (%d files, %d bytes sent) to %d node(s)\n", id, job.Workdir, len(files), sent, len(rows)-len(failed))
+		if err := keep("sync", failed); err != nil {
+			return nodes, err
+		}
+	}
+	wd := remoteWorkdir
+	if f.opts.Market == "sim" {
+		wd = simRelative(wd)
+	}
+	for i, cmd := range job.Setup {
+		dir := filepath.Join(logs, fmt.Sprintf("setup-%d", i+1))
+		rows, err := execOnNodes(ctx, f, prov, nodes, "mkdir -p "+wd+" && cd "+wd+" && "+cmd, 64, 0, dir, true)
+		if err != nil {
+			return nodes, err
+		}
+		failed := map[int64]string{}
+		for _, r := range rows {
+			if r.Error != "" || r.ExitCode != 0 {
+				failed[r.ID] = fmt.Sprintf("exit %d %s (log: %s)", r.ExitCode, r.Error, r.OutputFile)
+			}
+		}
+		fmt.Fprintf(f.io.ErrOut, "job %s: setup %d/%d done on %d node(s): %s\n", id, i+1, len(job.Setup), len(rows)-len(failed), termSafe(cmd))
+		if err := keep("setup", failed); err != nil {
+			return nodes, err
+		}
+	}
+	// The marker carries the rank variables into the sessions.
+	start := `{ for v in VASTFLEET_NODE_RANK VASTFLEET_NUM_NODES VASTFLEET_MASTER_ADDR VASTFLEET_GPUS_PER_NODE VASTFLEET_NODE_NAME; do eval "printf 'export %s=%s\n' $v \"\$$v\""; done; } > "$HOME/` + goMarker + `.tmp" && mv -f "$HOME/` + goMarker + `.tmp" "$HOME/` + goMarker + `"`
+	rows, err := execOnNodes(ctx, f, prov, nodes, start, 64, 0, filepath.Join(logs, "start"), true)
+	if err != nil {
+		return nodes, err
+	}
+	failed := map[int64]string{}
+	for _, r := range rows {
+		if r.Error != "" || r.ExitCode != 0 {
+			failed[r.ID] = fmt.Sprintf("exit %d %s", r.ExitCode, r.Error)
+		}
+	}
+	if err := keep("start", failed); err != nil {
+		return nodes, err
+	}
+	fmt.Fprintf(f.io.ErrOut, "job %s: started on %d node(s)\n", id, len(nodes))
+	return nodes, nil
+}
+
+// watchJob shows the run until it ends: run exited on every node (or its
+// node died), max_duration passed, or ctx ended. It returns why, and the
+// run command's exit code per instance.
+func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions, job *jobfile.Job, id string, nodes []node) (string, map[int64]int) {
+	clk := f.Clock()
+	began := clk.Now()
+	live := f.io.ErrTTY && !opts.JSON
+	var lastLine time.Time
+	exits := map[int64]int{}
+	want := map[int64]bool{}
+	for _, n := range nodes {
+		want[n.ID] = true
+	}
+	defer func() {
+		if live {
+			fmt.Fprint(f.io.ErrOut, "\r\033[K")
+		}
+	}()
+	tick := time.NewTicker(opts.poll)
+	defer tick.Stop()
+	for {
+		snap := c.Srv.Snapshot(ctx, id)
+		ended, dead := 0, 0
+		for _, n := range snap.Nodes {
+			if !want[n.InstanceID] {
+				continue
+			}
+			for _, s := range n.Sessions {
+				if s.Name == runSession && (s.State == "exited" || s.State == "failed") && s.ExitCode != nil {
+					exits[n.InstanceID] = *s.ExitCode
+				}
+			}
+			if _, ok := exits[n.InstanceID]; !ok && n.State == "dead" {
+				dead++
+			}
+		}
+		ended = len(exits)
+		t := snap.Totals
+		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  findings %d  %s$%.3f/hr  $%.2f spent  %s",
+			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
+		switch {
+		case live:
+			fmt.Fprintf(f.io.ErrOut, "\r\033[K%s", line)
+		case time.Since(lastLine) >= 5*time.Second:
+			lastLine = time.Now()
+			fmt.Fprintf(f.io.ErrOut, "%s job %s: %s\n", time.Now().UTC().Format("15:04:05"), id, line)
+		}
+		switch {
+		case job.Run != "" && ended+dead >= len(nodes):
+			if dead > 0 {
+				return fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, dead), exits
+			}
+			return fmt.Sprintf("run exited on all %d node(s); %d finding(s)", ended, t.Findings), exits
+		case job.MaxDuration > 0 && clk.Now().Sub(began) >= job.MaxDuration:
+			return fmt.Sprintf("max_duration %s reached; %d finding(s)", job.MaxDuration, t.Findings), exits
+		}
+		select {
+		case <-ctx.Done():
+			return "interrupted", exits
+		case <-tick.C:
+		}
+	}
+}
+
+func metricText(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s %s  ", k, humanNumber(m[k]))
+	}
+	return b.String()
+}
+
+func humanNumber(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2fG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// interruptChoice is what to do after Ctrl+C: the flag, the answer on a
+// terminal, else collect and destroy. Without an interrupt: collect.
+func interruptChoice(f *factory, opts *upOptions, ctx context.Context) string {
+	if ctx.Err() == nil {
+		return upCollect
+	}
+	if opts.OnInterrupt != "" {
+		return opts.OnInterrupt
+	}
+	if !f.io.InTTY {
+		return upCollect
+	}
+	fmt.Fprintf(f.io.ErrOut, "\nJob interrupted. [k]eep the nodes running, [c]ollect results and destroy, [d]estroy now? [k/c/d] ")
+	var answer string
+	fmt.Fscanln(f.io.In, &answer)
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "k", "keep":
+		return upKeep
+	case "d", "destroy":
+		return upDestroy
+	}
+	return upCollect
+}
+
+// finishJob collects, destroys (unless kept) and reports. It runs on a
+// context of its own: teardown outlives Ctrl+C.
+func finishJob(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord, opts *upOptions, job *jobfile.Job, rec *jobRecord, nodes []node, choice string, cause error) (*jobReport, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Minute)
+	defer cancel()
+	if choice == upKeep {
+		rec.State = "kept"
+		saveJob(f, rec)
+		fmt.Fprintf(f.io.ErrOut, "job %s: the nodes keep running (and billing); `vastfleet down %s` collects, destroys and reports\n", rec.ID, rec.ID)
+		return nil, errors.Join(cause, launch.ErrInterrupted)
+	}
+	var errs []error
+	if cause != nil {
+		errs = append(errs, cause)
+	}
+	if choice == upCollect {
+		if err := collectJob(cctx, f, c, rec, nodes); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	destroy := job == nil || job.AutoDestroy || choice == upDestroy || cause != nil && len(nodes) == 0
+	if destroy {
+		if err := destroyJob(cctx, f, m, rec.ID); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		fmt.Fprintf(f.io.ErrOut, "job %s: auto_destroy is false: the nodes keep running; `vastfleet down %s` ends them\n", rec.ID, rec.ID)
+	}
+	rep, err := costJob(cctx, f, m, c, rec)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if destroy {
+		rec.State = "done"
+	} else {
+		rec.State = "kept"
+	}
+	saveJob(f, rec)
+	if rep != nil && !opts.JSON {
+		printJobReport(f, rep)
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, launch.ErrInterrupted)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// collectJob pulls results from the nodes and writes every finding the
+// coordinator holds to LOCAL/findings.jsonl.
+func collectJob(ctx context.Context, f *factory, c *runningCoord, rec *jobRecord, nodes []node) error {
+	var errs []error
+	if rec.Results != "" && len(nodes) > 0 {
+		p, err := f.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		rows, err := collectNodes(ctx, f, p, nodes, rec.Results, filepath.Dir(rec.LocalDir), 64)
+		if err != nil {
+			return err
+		}
+		files, failed := 0, 0
+		for _, r := range rows {
+			files += r.Fetched
+			if r.Error != "" {
+				failed++
+				fmt.Fprintf(f.io.ErrOut, "job %s: collecting from instance %d: %s\n", rec.ID, r.ID, termSafe(r.Error))
+			}
+		}
+		fmt.Fprintf(f.io.ErrOut, "job %s: collected %d file(s) from %d node(s) into %s\n", rec.ID, files, len(rows)-failed, rec.LocalDir)
+		if err := fanOutError("collect", failed, len(rows)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c != nil {
+		n, err := writeFindings(ctx, c, rec)
+		if err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			fmt.Fprintf(f.io.ErrOut, "job %s: %d finding(s) in %s\n", rec.ID, n, filepath.Join(rec.LocalDir, "findings.jsonl"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeFindings(ctx context.Context, c *runningCoord, rec *jobRecord) (int, error) {
+	total, err := c.DB.CountFindings(ctx, rec.ID)
+	if err != nil || total == 0 {
+		return 0, err
+	}
+	all, err := c.DB.Findings(ctx, rec.ID, int(total))
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(rec.LocalDir, 0o755); err != nil {
+		return 0, err
+	}
+	var b strings.Builder
+	for i := len(all) - 1; i >= 0; i-- { // oldest first
+		line, _ := json.Marshal(all[i])
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return len(all), atomicfile.WriteFile(filepath.Join(rec.LocalDir, "findings.jsonl"), []byte(b.String()), 0o644)
+}
+
+// destroyJob destroys every live instance of the job's fleet.
+func destroyJob(ctx context.Context, f *factory, m *fleet.Manager, id string) error {
+	live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: id})
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, 0, len(live))
+	for _, r := range live {
+		ids = append(ids, r.ID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := m.Destroy(ctx, ids); err != nil {
+		return fmt.Errorf("job %s: destroying: %w (`vastfleet down %s` tries again)", id, err, id)
+	}
+	fmt.Fprintf(f.io.ErrOut, "job %s: destroyed %d instance(s)\n", id, len(ids))
+	return nil
+}
+
+// jobReport is a job's cost: per node and in all, against the estimate.
+type jobReport struct {
+	Job       string    `json:"job"`
+	At        time.Time `json:"at"`
+	Nodes     []jobNode `json:"nodes"`
+	Ran       int       `json:"nodes_ran"`
+	Compute   float64   `json:"compute"`
+	Storage   float64   `json:"storage"`
+	Bandwidth float64   `json:"bandwidth"`
+	// Waste is what instances that never ran the job cost: failed
+	// boots, surplus spares, replaced nodes.
+	Waste      float64 `json:"failed_launch_waste"`
+	Total      float64 `json:"total"`
+	Estimate   float64 `json:"estimate"`
+	EstimateOf string  `json:"estimate_of"`
+	Findings   int64   `json:"findings"`
+	Live       int     `json:"instances_live"`
+	Dashboard  string  `json:"dashboard,omitempty"`
+}
+
+type jobNode struct {
+	ID        int64   `json:"id"`
+	Ran       bool    `json:"ran"`
+	State     string  `json:"state"`
+	Running   float64 `json:"running_seconds"`
+	Compute   float64 `json:"compute"`
+	Storage   float64 `json:"storage"`
+	Bandwidth float64 `json:"bandwidth"`
+	Total     float64 `json:"total"`
+}
+
+func costJob(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord, rec *jobRecord) (*jobReport, error) {
+	cr, err := m.Cost(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	ran := map[int64]bool{}
+	for _, id := range rec.RunIDs {
+		ran[id] = true
+	}
+	rep := &jobReport{Job: rec.ID, At: cr.At, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard}
+	for _, in := range cr.Instances {
+		n := jobNode{ID: in.InstanceID, Ran: ran[in.InstanceID], State: in.State, Running: in.Running.Seconds(),
+			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total}
+		if !in.Live {
+			n.State = "destroyed"
+		}
+		rep.Nodes = append(rep.Nodes, n)
+		rep.Compute += n.Compute
+		rep.Storage += n.Storage
+		rep.Bandwidth += n.Bandwidth
+		rep.Total += n.Total
+		if n.Ran {
+			rep.Ran++
+		} else {
+			rep.Waste += n.Total
+		}
+		if in.Live {
+			rep.Live++
+		}
+	}
+	if c != nil {
+		if n, err := c.DB.CountFindings(ctx, rec.ID); err == nil {
+			rep.Findings = n
+		}
+	}
+	if d, err := jobDir(f, rec.ID); err == nil {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := atomicfile.WriteFile(filepath.Join(d, "report.json"), b, 0o600); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func printJobReport(f *factory, rep *jobReport) {
+	w := f.io.Out
+	fmt.Fprintf(w, "cost report for job %s\n", rep.Job)
+	const perNode = 12
+	if len(rep.Nodes) <= perNode {
+		t := newTable(w, "INSTANCE", "RAN", "STATE", "RUNNING", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL")
+		for _, n := range rep.Nodes {
+			t.row(strconv.FormatInt(n.ID, 10), map[bool]string{true: "yes", false: "no"}[n.Ran], n.State,
+				(time.Duration(n.Running) * time.Second).String(), money(n.Compute), money(n.Storage), money(n.Bandwidth), money(n.Total))
+		}
+		t.flush()
+	} else {
+		fmt.Fprintf(w, "  %d instances (per instance: `vastfleet cost --fleet %s`, or --json)\n", len(rep.Nodes), rep.Job)
+	}
+	fmt.Fprintf(w, "  compute    %s\n  storage    %s\n  bandwidth  %s\n", money(rep.Compute), money(rep.Storage), money(rep.Bandwidth))
+	fmt.Fprintf(w, "  failed-launch waste %s (instances that never ran the job: %d of %d)\n", money(rep.Waste), len(rep.Nodes)-rep.Ran, len(rep.Nodes))
+	fmt.Fprintf(w, "  total      %s", money(rep.Total))
+	if rep.Estimate > 0 {
+		fmt.Fprintf(w, " against an estimate of %s (%s)", money(rep.Estimate), rep.EstimateOf)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  findings   %d\n  instances still live %d\n", rep.Findings, rep.Live)
+}
