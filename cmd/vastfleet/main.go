@@ -25,9 +25,16 @@ func main() {
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	go func() {
-		select {
-		case <-stops:
-		case <-pipe:
+		for stop := false; !stop; {
+			select {
+			case <-stops:
+				stop = true
+			case <-pipe:
+				// With SIGPIPE caught, every broken socket raises it too
+				// (an agent that hung up mid-download on the coordinator):
+				// only a closed stdout or stderr stops the command.
+				stop = outputClosed()
+			}
 		}
 		cancel()
 		// After the first stop signal, the next one has its default

@@ -190,7 +190,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		interval = time.Minute
 	}
 	c, err := startCoord(ctx, f, &coordOptions{Addr: opts.CoordAddr, TLS: !loopback, AgentBin: opts.AgentBin,
-		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval})
+		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval, DepthQuery: depthQuery(job)})
 	if err != nil {
 		return nil, err
 	}
@@ -829,4 +829,13 @@ func printJobReport(f *factory, rep *jobReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  findings   %d\n  instances still live %d\n", rep.Findings, rep.Live)
+}
+
+// depthQuery is the dashboard's market-depth plot for a search job: its
+// own query.
+func depthQuery(job *jobfile.Job) string {
+	if job.Planned() {
+		return ""
+	}
+	return job.Query
 }

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+)
+
+type demoOptions struct {
+	Count   int
+	Prefix  string
+	Seconds float64
+	Keep    bool
+	JSON    bool
+}
+
+func newDemoCmd(f *factory) *cobra.Command {
+	opts := &demoOptions{}
+	cmd := &cobra.Command{
+		Use:   "demo [--count 50]",
+		Short: "The whole story on the simulated marketplace: rank, launch parked with backfill, run a search, watch, collect, destroy, report",
+		Long: `Runs a job on the built-in simulated marketplace, in a fresh data dir (or
+--data-dir), with nothing to install: offers ranked by vCPU per $/hr,
+--count instances launched parked and released together, failed boots
+replaced, the agent on every instance running a real CPU job (searching
+for sha256 hashes that start with --prefix) that reports its hash rate
+and every hash it finds to the coordinator, whose dashboard link is
+printed; then results are collected, every instance destroyed and the
+cost report printed. The simulated instances run on this machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return demoRun(cmd.Context(), f, cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Count, "count", 50, "instances to launch")
+	fl.StringVar(&opts.Prefix, "prefix", "000", "hex prefix the searched hashes start with")
+	fl.Float64Var(&opts.Seconds, "seconds", 6, "how long each node searches (wall seconds)")
+	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
+	fl.BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
+	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"})
+	return cmd
+}
+
+func demoRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *demoOptions) error {
+	if _, err := hex.DecodeString(opts.Prefix + strings.Repeat("0", len(opts.Prefix)%2)); err != nil || len(opts.Prefix) > 16 {
+		return usagef("--prefix %q: want up to 16 hex digits", opts.Prefix)
+	}
+	if f.opts.Market != "sim" {
+		return usagef("the demo runs on the simulated marketplace only (drop --market %s)", f.opts.Market)
+	}
+	if !cmd.Flags().Changed("data-dir") {
+		dir, err := os.MkdirTemp("", "vastfleet-demo-")
+		if err != nil {
+			return err
+		}
+		f.opts.DataDir = dir
+		if !opts.Keep {
+			defer func() {
+				f.Close() // the market and store live in it
+				os.RemoveAll(dir)
+			}()
+		}
+	}
+	if !cmd.Flags().Changed("sim-speed") {
+		f.opts.SimSpeed = 120 // a simulated minute per half second
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "demo.yaml")
+	task := fmt.Sprintf(`# written by vastfleet demo
+name: demo
+query: "rentable=True cpu_cores_effective>=4"
+by: vcpu
+count: %d
+park: true
+deadline: 15m
+image: ubuntu:22.04
+run: nice -n 5 %s hashwork --prefix %s --seconds %g
+results: /workspace/project/results
+max_duration: 2h
+`, opts.Count, shellQuote(self), opts.Prefix, opts.Seconds)
+	if err := os.WriteFile(file, []byte(task), 0o600); err != nil {
+		return err
+	}
+	job, err := jobfile.Load(file)
+	if err != nil {
+		return err
+	}
+	w := f.io.ErrOut
+	fmt.Fprintf(w, "vastfleet demo: %d instances on the simulated marketplace, each searching sha256 hashes that start with %q for %gs\n", opts.Count, opts.Prefix, opts.Seconds)
+	fmt.Fprintf(w, "  data dir %s; the task file it runs: %s\n", dir, file)
+	fmt.Fprintf(w, "  1. rank every offer by vCPU per $/hr  2. launch parked, replace failed boots, release together\n")
+	fmt.Fprintf(w, "  3. the agent on every node runs the search and reports hashes/s and findings  4. collect, destroy, cost report\n")
+	uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: filepath.Join(dir, "results"), OnInterrupt: upCollect, JSON: opts.JSON, poll: 250 * time.Millisecond}
+	rep, err := upRun(ctx, f, uo, job, file)
+	if rep != nil && opts.JSON {
+		if jerr := writeJSON(f.io.Out, rep); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rep == nil || rep.Findings == 0 {
+		return fmt.Errorf("the demo found no hashes (try a shorter --prefix or more --seconds)")
+	}
+	if rep.Live > 0 {
+		return fmt.Errorf("%d instance(s) still live: `vastfleet --data-dir %s down %s`", rep.Live, dir, rep.Job)
+	}
+	if opts.Keep {
+		fmt.Fprintf(w, "kept %s: try `vastfleet --data-dir %s cost --fleet %s` or `status`\n", dir, dir, rep.Job)
+	}
+	return nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// newHashworkCmd is the demo's CPU job: sha256 of "<node>-<n>" for n = 0,
+// 1, ... until --seconds pass, printing the hash rate as a metric line
+// and every hash that starts with --prefix as a finding (and into
+// results/found.txt).
+func newHashworkCmd(f *factory) *cobra.Command {
+	var prefix string
+	var seconds float64
+	cmd := &cobra.Command{
+		Use:    "hashwork --prefix HEX --seconds S",
+		Short:  "The demo's CPU job: search sha256 hashes with a prefix",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := os.Getenv("VASTFLEET_NODE_NAME")
+			if node == "" {
+				node = "node-" + strconv.Itoa(os.Getpid())
+			}
+			if err := os.MkdirAll("results", 0o755); err != nil {
+				return err
+			}
+			found, err := os.OpenFile(filepath.Join("results", "found.txt"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			defer found.Close()
+			out := bufio.NewWriter(f.io.Out)
+			defer out.Flush()
+			return hashwork(cmd.Context(), node, strings.ToLower(prefix), time.Duration(seconds*float64(time.Second)), out, found)
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "000", "hex prefix")
+	cmd.Flags().Float64Var(&seconds, "seconds", 5, "how long to search")
+	return cmd
+}
+
+func hashwork(ctx context.Context, node, prefix string, d time.Duration, out *bufio.Writer, found *os.File) error {
+	start := time.Now()
+	last, lastN := start, 0
+	buf := make([]byte, 0, 64)
+	var hexBuf [64]byte
+	for n := 0; ; n++ {
+		buf = strconv.AppendInt(append(append(buf[:0], node...), '-'), int64(n), 10)
+		sum := sha256.Sum256(buf)
+		hex.Encode(hexBuf[:], sum[:])
+		if strings.HasPrefix(string(hexBuf[:len(prefix)]), prefix) {
+			line, _ := json.Marshal(map[string]any{"found": map[string]string{"input": string(buf), "sha256": string(hexBuf[:])}})
+			out.Write(line)
+			out.WriteByte('\n')
+			fmt.Fprintf(found, "%s %s\n", hexBuf[:], buf)
+		}
+		if n%4096 == 0 {
+			now := time.Now()
+			if now.Sub(last) >= 500*time.Millisecond {
+				fmt.Fprintf(out, "{\"metric\":\"hashes_per_s\",\"value\":%.0f}\n", float64(n-lastN)/now.Sub(last).Seconds())
+				out.Flush()
+				last, lastN = now, n
+			}
+			if now.Sub(start) >= d || ctx.Err() != nil {
+				fmt.Fprintf(out, "%d hashes in %s\n", n, now.Sub(start).Round(time.Millisecond))
+				return ctx.Err()
+			}
+		}
+	}
+}
