@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -291,32 +292,77 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 	}
 }
 
-// TestReadmeQuickStart runs the README's first quick-start command, so the
-// README stays true.
+// TestReadmeQuickStart runs the README's quick-start commands, so the
+// README stays true: `demo` as the built binary (its agents and CPU job
+// run that binary), the search in-process.
 func TestReadmeQuickStart(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var line string
+	var lines []string
 	for _, l := range strings.Split(string(readme), "\n") {
 		if strings.HasPrefix(l, "go run ./cmd/vastfleet ") {
-			line = strings.TrimPrefix(l, "go run ./cmd/vastfleet ")
-			break
+			lines = append(lines, strings.TrimPrefix(l, "go run ./cmd/vastfleet "))
 		}
 	}
-	if line == "" {
-		t.Fatal("README has no `go run ./cmd/vastfleet` quick-start line")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "demo") {
+		t.Fatalf("README's quick start should begin with `go run ./cmd/vastfleet demo`, then a search; it has %q", lines)
 	}
-	args, err := shellWords(line)
-	if err != nil {
-		t.Fatalf("README quick start %q: %v", line, err)
+	for _, line := range lines[:2] {
+		args, err := shellWords(line)
+		if err != nil {
+			t.Fatalf("README quick start %q: %v", line, err)
+		}
+		if args[0] == "demo" {
+			checkDemo(t, args)
+			continue
+		}
+		out := newEnv(t).ok(args...).out
+		rows := strings.Split(strings.TrimSpace(out), "\n")
+		if len(rows) < 3 || !strings.HasPrefix(rows[0], "ID ") || !strings.HasPrefix(rows[len(rows)-1], "TOTAL") {
+			t.Errorf("README quick start printed no offer table:\n%s", out)
+		}
 	}
-	out := newEnv(t).ok(args...).out
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "ID ") || !strings.HasPrefix(lines[len(lines)-1], "TOTAL") {
-		t.Errorf("README quick start printed no offer table:\n%s", out)
+}
+
+// checkDemo runs `vastfleet demo` as built: findings made, a cost report
+// printed, every instance destroyed, exit 0.
+func checkDemo(t *testing.T, args []string) {
+	t.Helper()
+	needAgentTools(t)
+	bin := filepath.Join(t.TempDir(), "vastfleet")
+	build := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build vastfleet: %v\n%s", err, out)
 	}
+	data := t.TempDir()
+	cmd := exec.Command(bin, append([]string{"--data-dir", data}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("vastfleet %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	var findings int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "  findings ")+len("  findings "):], "%d", &findings); err != nil || findings == 0 {
+		t.Errorf("demo made no findings:\n%s", out)
+	}
+	if !strings.Contains(out, "cost report for job demo-") || !strings.Contains(out, "instances still live 0") {
+		t.Errorf("demo printed no cost report, or left instances:\n%s", out)
+	}
+	ls := exec.Command(bin, "--data-dir", data, "--sim-faults", "none", "ls", "--json")
+	lsOut, err := ls.Output()
+	if err != nil || strings.Contains(string(lsOut), `"id"`) {
+		t.Errorf("after the demo, ls shows instances (%v):\n%s", err, lsOut)
+	}
+	t.Logf("demo stderr tail:\n%s", tail(stderr.String(), 12))
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // shellWords splits a command line as a POSIX shell would for the simple

@@ -45,8 +45,8 @@ cost report printed. The simulated instances run on this machine.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&opts.Count, "count", 50, "instances to launch")
-	fl.StringVar(&opts.Prefix, "prefix", "000", "hex prefix the searched hashes start with")
+	fl.IntVar(&opts.Count, "count", 20, "instances to launch (50 and more want more than two cores to finish in two minutes)")
+	fl.StringVar(&opts.Prefix, "prefix", "0000", "hex prefix the searched hashes start with")
 	fl.Float64Var(&opts.Seconds, "seconds", 6, "how long each node searches (wall seconds)")
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
 	fl.BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
@@ -75,7 +75,7 @@ func demoRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *demoOpti
 		}
 	}
 	if !cmd.Flags().Changed("sim-speed") {
-		f.opts.SimSpeed = 120 // a simulated minute per half second
+		f.opts.SimSpeed = 40 // a simulated minute per 1.5 s: API calls take wall time, and boots must fit the deadline
 	}
 	dir, err := f.dataDir()
 	if err != nil {

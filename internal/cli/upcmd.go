@@ -308,8 +308,9 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	var runErr error
 	if job.Run != "" && ctx.Err() == nil {
 		failed := 0
+		// A node still running at max_duration was stopped, not failed.
 		for _, n := range nodes {
-			if code, ok := exits[n.ID]; !ok || code != 0 {
+			if code, ok := exits[n.ID]; ok && code != 0 {
 				failed++
 			}
 		}

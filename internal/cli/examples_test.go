@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// example reads examples/NAME.yaml with its workdir made absolute and
+// the given replacements (small counts, the simulator), into a temp dir.
+func example(t *testing.T, name string, replace ...string) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readFile(t, filepath.Join(root, name+".yaml"))
+	replace = append(replace, "workdir: "+name, "workdir: "+filepath.Join(root, name), "gpu: vast", "gpu: sim")
+	for i := 0; i+1 < len(replace); i += 2 {
+		if !strings.Contains(text, replace[i]) {
+			t.Fatalf("examples/%s.yaml no longer says %q", name, replace[i])
+		}
+		text = strings.Replace(text, replace[i], replace[i+1], 1)
+	}
+	p := filepath.Join(t.TempDir(), name+".yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestExampleSearchFleet runs examples/search.yaml on the simulator with
+// 3 nodes instead of 300: parked launch, the search on every node, the
+// findings kept, results collected, nothing left running.
+func TestExampleSearchFleet(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	file := example(t, "search", "count: 300", "count: 3", "min_ready: 270", "min_ready: 3",
+		"run: sh search.sh 00000", "run: SEARCH_COUNT=150 sh search.sh 0")
+	res := filepath.Join(t.TempDir(), "results")
+	r := e.ok("up", file, "--agent-bin", agentBin, "--results", res, "--json")
+	rep := decode[jobReport](t, r.out)
+	if rep.Ran != 3 || rep.Live != 0 || rep.Findings == 0 || rep.Estimate <= 0 || rep.Total <= 0 {
+		t.Errorf("report %+v\nstderr:\n%s", rep, r.err)
+	}
+	found, _ := filepath.Glob(filepath.Join(res, rep.Job, "*", "found.txt"))
+	if len(found) != 3 {
+		t.Errorf("found.txt from %d nodes, want 3", len(found))
+	}
+	if lines := strings.Count(readFile(t, filepath.Join(res, rep.Job, "findings.jsonl")), "\n"); int64(lines) != rep.Findings {
+		t.Errorf("findings.jsonl has %d lines, the coordinator %d", lines, rep.Findings)
+	}
+}
+
+// TestExampleFinetune runs examples/finetune.yaml on the simulator: the
+// planner's best-value option rented, the workdir synced before setup,
+// train.py run, its result collected, the instance destroyed, and the
+// report set against the planner's estimate.
+func TestExampleFinetune(t *testing.T) {
+	needAgentTools(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("train.py needs python3")
+	}
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	file := example(t, "finetune", "pip install -r requirements.txt", "test -f requirements.txt",
+		"run: python train.py", "run: python3 train.py")
+	res := filepath.Join(t.TempDir(), "results")
+	r := e.ok("up", file, "--agent-bin", agentBin, "--results", res, "--json")
+	rep := decode[jobReport](t, r.out)
+	if rep.Ran != 1 || rep.Live != 0 || rep.Findings != 1 || !strings.Contains(rep.EstimateOf, "planner's option") || rep.Estimate <= 0 {
+		t.Errorf("report %+v\nstderr:\n%s", rep, r.err)
+	}
+	if !strings.Contains(r.err, "best value") {
+		t.Errorf("the plan's options were not shown:\n%s", r.err)
+	}
+	got, _ := filepath.Glob(filepath.Join(res, rep.Job, "*", "adapter.txt"))
+	if len(got) != 1 {
+		t.Errorf("adapter.txt collected from %d nodes, want 1\nstderr:\n%s", len(got), r.err)
+	}
+}
