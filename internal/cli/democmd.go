@@ -92,7 +92,7 @@ query: "rentable=True cpu_cores_effective>=4"
 by: vcpu
 count: %d
 park: true
-deadline: 15m
+deadline: 45m
 image: ubuntu:22.04
 run: nice -n 5 %s hashwork --prefix %s --seconds %g
 results: /workspace/project/results

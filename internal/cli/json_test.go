@@ -65,11 +65,15 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"sync", t.TempDir(), "--id", id, "--dest", "project", "--json"},
 		{"collect", "--id", id, "--to", t.TempDir(), "--json"},
 		{"destroy", id, "--yes", "--json"},
+		{"status", "--json"},
 	}
 	// bench rank runs the vastfleet binary and the Python recipe as child
 	// processes, which a test binary cannot stand in for; its rows are
 	// benchRankRow, checked by the same rule below.
-	notRun := map[string]bool{"bench rank": true}
+	// up, down and demo run agents, which need a built agent binary (or
+	// are the binary): up_test.go, examples_test.go and the README test
+	// run them; their report, jobReport, is checked by the rule below.
+	notRun := map[string]bool{"bench rank": true, "up": true, "down": true, "demo": true}
 	covered := map[string]bool{}
 	for _, args := range runs {
 		r := e.run(args...)
@@ -92,13 +96,15 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 			t.Errorf("vastfleet %s --json: keys not snake_case: %v", strings.Join(args, " "), keys)
 		}
 	}
-	b, _ := json.Marshal(benchRankRow{})
-	var row map[string]any
-	json.Unmarshal(b, &row)
-	bad := map[string]bool{}
-	snakeKeys(row, "bench rank", bad)
-	if len(bad) > 0 {
-		t.Errorf("bench rank rows: keys not snake_case: %v", bad)
+	for name, v := range map[string]any{"bench rank": benchRankRow{}, "up": jobReport{Nodes: []jobNode{{}}}} {
+		b, _ := json.Marshal(v)
+		var row map[string]any
+		json.Unmarshal(b, &row)
+		bad := map[string]bool{}
+		snakeKeys(row, name, bad)
+		if len(bad) > 0 {
+			t.Errorf("%s: keys not snake_case: %v", name, bad)
+		}
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
