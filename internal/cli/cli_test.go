@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -448,5 +449,40 @@ func TestRemoteSimClockConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := hits.Load(); n > 200 {
 		t.Errorf("16000 readings cost %d requests", n)
+	}
+}
+
+// --limit N keeps the N best offers by the ranking whether one page or the
+// whole market was searched, as with --from; it never ranks only the first
+// N in the marketplace's order.
+func TestSearchLimitMeansTheSameWithAndWithoutAll(t *testing.T) {
+	e := newEnv(t)
+	ids := func(args ...string) []float64 {
+		t.Helper()
+		var out []float64
+		for _, o := range decode[[]map[string]any](t, e.ok(append(args, "--json")...).out) {
+			out = append(out, o["id"].(float64))
+		}
+		return out
+	}
+	const q = "gpu_ram>=24"
+	page := ids("search", "--by", "vcpu", "--limit", "1000", q)
+	all := ids("search", "--by", "vcpu", "--all", q)
+	if len(page) < 10 || len(all) < len(page) {
+		t.Fatalf("the simulated market matched %d offers in one page, %d in all; want enough to rank", len(page), len(all))
+	}
+	if got := ids("search", "--by", "vcpu", "--limit", "3", q); !slices.Equal(got, page[:3]) {
+		t.Errorf("search --limit 3 = %v, want the 3 best of the page %v", got, page[:3])
+	}
+	if got := ids("search", "--by", "vcpu", "--limit", "3", "--all", q); !slices.Equal(got, all[:3]) {
+		t.Errorf("search --all --limit 3 = %v, want the 3 best of every offer %v", got, all[:3])
+	}
+	if len(all) < 1000 && !slices.Equal(page[:3], all[:3]) {
+		t.Errorf("the page held every offer, yet the 3 best differ: %v and %v", page[:3], all[:3])
+	}
+	// Without a score the marketplace's order is the ranking.
+	byPrice := ids("search", "-o", "+dph_total,+id", "--limit", "1000", q)
+	if got := ids("search", "-o", "+dph_total,+id", "--limit", "3", q); !slices.Equal(got, byPrice[:3]) {
+		t.Errorf("search -o +dph_total --limit 3 = %v, want %v", got, byPrice[:3])
 	}
 }
