@@ -85,6 +85,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "what the dead-man switch does: stop or destroy")
 	fl.DurationVar(&opts.Interval, "heartbeat", 10*time.Second, "heartbeat interval told to agents (marketplace time)")
 	fl.StringArrayVar(&opts.Fleets, "fleet", nil, "print the dashboard link of this fleet (repeatable; default: every fleet in the store)")
+	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"}, bounds{"heartbeat", "1s", "1h"})
 	return cmd
 }
 

@@ -138,7 +138,8 @@ what is not running.`,
 		bounds{"deadline", "0", "720h"}, bounds{"spare", "-1", "10"},
 		bounds{"max-dph", "0", "100000"}, bounds{"budget", "0", "1000000"}, bounds{"disk", ">0", "100000"},
 		bounds{"boot-timeout", "0", "720h"}, bounds{"release-timeout", "0", "720h"}, bounds{"bad-host-ttl", "0", "8760h"},
-		bounds{"workers", "0", "256"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"})
+		bounds{"workers", "0", "256"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"},
+		bounds{"image-size", "0", "10000"}, bounds{"orphan-after", "1m", "8760h"})
 	return cmd
 }
 
