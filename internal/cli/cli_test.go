@@ -389,9 +389,22 @@ func TestExitCodes(t *testing.T) {
 	if r := e.run("--api-key", "not-the-key", "balance"); r.code != 4 {
 		t.Errorf("a refused key: exit %d, want 4 (auth)\n%s", r.code, r.err)
 	}
-	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1")
+	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1")
 	if r.code != 3 || !strings.Contains(r.err, "below the 2 required") {
 		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	sum := decode[map[string]any](t, lines[len(lines)-1])
+	if sum["event"] != "summary" || sum["fleet"] != "short" || sum["min_ready"] != 2.0 || sum["ready"].(float64) >= 2 ||
+		len(sum["ready_ids"].([]any)) != int(sum["ready"].(float64)) {
+		t.Errorf("the partial launch's summary: %v", sum)
+	}
+	// The codes are documented where users look.
+	help := e.ok("launch", "--help").out
+	for _, want := range []string{"Exit codes", "3 the launch ended with fewer", "130 interrupted", "ready_ids"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("launch --help lacks %q", want)
+		}
 	}
 }
 

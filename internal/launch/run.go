@@ -1276,8 +1276,8 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 }
 
 func (r *runner) summary(ctx context.Context) Summary {
-	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
-		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now()}
+	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
+		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
 	if s.StoppedAtCap == "" && r.dphCapped != "" && len(r.readyNodes()) < r.spec.Count {
 		s.StoppedAtCap = r.dphCapped
