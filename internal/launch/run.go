@@ -95,7 +95,11 @@ type runner struct {
 	bad        map[int64]bool
 
 	start, deadline time.Time
-	released        bool
+	// since is when this process took the launch over (its start, or
+	// the resume): boots of instances rented before it are not timed,
+	// as their time would include the pause.
+	since    time.Time
+	released bool
 	finishing       bool
 	lim             *rate.Limiter
 	spent           float64 // compute and storage, from observed states
@@ -145,7 +149,8 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
-	raw, secret, err := encodeStored(spec, candidates)
+	win := newWindow(now, spec.Deadline)
+	raw, secret, err := encodeStored(spec, candidates, win)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -164,7 +169,7 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		}
 		return Summary{}, err
 	}
-	r := newRunner(m, spec, candidates, events, bad, now)
+	r := newRunner(m, spec, candidates, events, bad, win, now)
 	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
@@ -193,19 +198,21 @@ func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration)
 // Resume continues a launch from its fleet row: it reconciles the store
 // with the marketplace first, tracks the fleet's live instances, never
 // rents an offer that has an intent in this fleet, and runs the launch to
-// its end with a fresh deadline window.
+// its end within its original deadline. A resume after the deadline rents
+// nothing: it releases what is parked, destroys what is not running and
+// reports.
 func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event)) (Summary, error) {
 	f, err := m.S.GetFleet(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
 	}
-	spec, cands, err := decodeStored(f.Spec, func() ([]byte, error) {
+	st, err := decodeStored(f.Spec, func() ([]byte, error) {
 		return m.S.LoadSecret(ctx, secretName(fleetName))
 	})
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
-	spec = spec.WithDefaults()
+	spec, cands := st.Spec.WithDefaults(), st.Candidates
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
@@ -214,7 +221,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	if err != nil {
 		return Summary{}, err
 	}
-	r := newRunner(m, spec, cands, events, bad, now)
+	r := newRunner(m, spec, cands, events, bad, st.window(f.CreatedAt), now)
 	intents, err := m.S.FleetIntents(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
@@ -247,7 +254,15 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			}
 		}
 	}
-	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)})
+	msg := fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)
+	switch {
+	case r.deadline.IsZero():
+	case now.Before(r.deadline):
+		msg += fmt.Sprintf("; %s left of the deadline", r.deadline.Sub(now).Round(time.Second))
+	default:
+		msg += fmt.Sprintf("; the deadline passed %s ago: releasing what is parked, destroying what is not running", now.Sub(r.deadline).Round(time.Second))
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
 }
 
@@ -277,7 +292,7 @@ func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]b
 	return bad, nil
 }
 
-func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, now time.Time) *runner {
+func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, win window, now time.Time) *runner {
 	if events == nil {
 		events = func(Event) {}
 	}
@@ -299,12 +314,9 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
 		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
 		pulls:    map[int64]*store.Instance{},
-		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
+		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
 		inflight: map[int64]market.Ranked{},
 		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
-	}
-	if spec.Deadline > 0 {
-		r.deadline = now.Add(spec.Deadline)
 	}
 	return r
 }
@@ -670,10 +682,14 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		switch n.phase {
 		case phBooting:
 			if st == provider.StateRunning {
-				r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
+				if !n.rentedAt.Before(r.since) {
+					r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
+				}
 				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
-				if r.spec.Park && !r.released {
+				// Past the deadline (a resume after it) the release is
+				// due: a stop now would only risk the GPUs.
+				if r.spec.Park && !r.released && (r.deadline.IsZero() || now.Before(r.deadline)) {
 					n.phase = phParking
 					stop = append(stop, n)
 				} else {
