@@ -98,11 +98,11 @@ type runner struct {
 	// since is when this process took the launch over (its start, or
 	// the resume): boots of instances rented before it are not timed,
 	// as their time would include the pause.
-	since    time.Time
-	released bool
-	finishing       bool
-	lim             *rate.Limiter
-	spent           float64 // compute and storage, from observed states
+	since     time.Time
+	released  bool
+	finishing bool
+	lim       *rate.Limiter
+	spent     float64 // compute and storage, from observed states
 	// pulls is the bandwidth record of every instance this run rented or
 	// tracked, destroyed ones included: what they pulled (as listings
 	// report it) or are expected to pull (the estimate).
