@@ -172,7 +172,7 @@ func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
 
 func TestSearchExplainShowsQueryAndFactors(t *testing.T) {
 	out := newEnv(t).ok("search", "--by", "vcpu", "--limit", "3", "gpu_name=RTX_3090", "--explain").out
-	if !strings.Contains(out, `query sent: {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
+	if !strings.Contains(out, `query sent (POST /api/v0/bundles/): {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
 		t.Errorf("--explain should print the query object sent:\n%s", out)
 	}
 	if !strings.Contains(out, "cpu_cores_effective=") || !strings.Contains(out, "dph_total=") {

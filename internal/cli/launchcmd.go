@@ -181,6 +181,12 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
 
+	// Instances are rented on demand (the create carries no bid): a
+	// ranking at bid or reserved prices would promise prices the
+	// rentals do not get.
+	if t := opts.query.Type; t != "on-demand" {
+		return usagef("--type %s: launch rents on demand only; rank with the default --type on-demand", t)
+	}
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
