@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,8 +59,12 @@ type node struct {
 	unknownSince           time.Time
 	stopSentAt             time.Time
 	releasedAt             time.Time
-	doomed                 bool // failed, left until the end (no backfill)
-	dropping               bool // chosen for destruction this tick
+	startSentAt            time.Time // last start sent by the release
+	startOK                bool      // the marketplace accepted that start
+	intended, statusMsg    string    // from the last listing
+
+	doomed   bool // failed, left until the end (no backfill)
+	dropping bool // chosen for destruction this tick
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
@@ -532,6 +537,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		n.seen = true
 		st := row.Status()
 		host, port, _ := provider.SSHAddr(row)
+		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
 		if st != n.state || host != n.sshHost || port != n.sshPort {
 			if err := r.m.S.UpdateSeen(ctx, n.id, st, host, port, provider.SSHURL(row), now); err != nil {
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
@@ -655,7 +661,7 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 // (parks) newly running instances and returns the nodes to destroy.
 func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 	var out []int64
-	var stop []*node
+	var stop, start []*node
 	for _, n := range r.sorted() {
 		if n.doomed || n.dropping || !n.seen {
 			continue
@@ -707,11 +713,19 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 				stop = append(stop, n) // the stop did not take (or was never sent before a crash)
 			}
 		case phReleasing:
-			if st == provider.StateRunning {
+			switch {
+			case st == provider.StateRunning:
 				n.phase = phReady
 				r.emit(Event{Event: EvRunning, At: now, InstanceID: n.id, State: st})
-			} else if now.Sub(n.releasedAt) > r.spec.ReleaseTimeout {
+			case scheduling(n) && now.Sub(n.startSentAt) >= SchedulingFor:
+				// Waiting for GPUs another renter holds: it may wait for
+				// ever, so it is replaced now rather than at the timeout.
+				out = append(out, r.fail(ctx, n, "scheduling "+now.Sub(n.startSentAt).Round(time.Second).String()+" after the release: its GPUs were taken", now)...)
+			case now.Sub(n.releasedAt) > r.spec.ReleaseTimeout:
 				out = append(out, r.fail(ctx, n, "not running "+r.spec.ReleaseTimeout.String()+" after the release (its GPUs were probably taken)", now)...)
+			case st == provider.StateStopped && !scheduling(n) &&
+				(!n.startOK || n.intended != provider.StateRunning && now.Sub(n.startSentAt) >= 2*r.spec.PollEvery):
+				start = append(start, n) // the start failed, or did not take
 			}
 		}
 	}
@@ -722,7 +736,19 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		}
 		return r.m.S.SetWanted(ctx, n.id, store.WantParked)
 	})
+	r.sendStart(ctx, start, now)
 	return out
+}
+
+// SchedulingFor is how long a released instance may show "Scheduling"
+// (waiting for its GPUs) before it is replaced: vast's own help calls
+// anything past about 30 seconds resources that are not available.
+const SchedulingFor = 30 * time.Second
+
+// scheduling: the listing shows the node waiting for its GPUs after a
+// start. Vast says so only in status_msg; actual_status stays "stopped".
+func scheduling(n *node) bool {
+	return n.state == provider.StateStopped && strings.HasPrefix(strings.ToLower(strings.TrimSpace(n.statusMsg)), "scheduling")
 }
 
 func stateName(s string) string {
@@ -955,10 +981,18 @@ func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
 	for _, n := range ns {
 		n.phase, n.releasedAt = phReleasing, now
 	}
+	r.sendStart(ctx, ns, now)
+}
+
+// sendStart sends a start to each node; a node whose start fails is sent
+// another at the next listing (transitions), until its release timeout.
+func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		n.startSentAt, n.startOK = now, false
 		if err := r.m.P.StartInstance(ctx, n.id); err != nil {
 			return err
 		}
+		n.startOK = true
 		return r.m.S.SetWanted(ctx, n.id, store.WantRunning)
 	})
 }
