@@ -175,7 +175,7 @@ func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
 
 func TestSearchExplainShowsQueryAndFactors(t *testing.T) {
 	out := newEnv(t).ok("search", "--by", "vcpu", "--limit", "3", "gpu_name=RTX_3090", "--explain").out
-	if !strings.Contains(out, `query sent: {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
+	if !strings.Contains(out, `query sent (POST /api/v0/bundles/): {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
 		t.Errorf("--explain should print the query object sent:\n%s", out)
 	}
 	if !strings.Contains(out, "cpu_cores_effective=") || !strings.Contains(out, "dph_total=") {
@@ -393,9 +393,22 @@ func TestExitCodes(t *testing.T) {
 	if r := e.run("--api-key", "not-the-key", "balance"); r.code != 4 {
 		t.Errorf("a refused key: exit %d, want 4 (auth)\n%s", r.code, r.err)
 	}
-	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1")
+	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1")
 	if r.code != 3 || !strings.Contains(r.err, "below the 2 required") {
 		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	sum := decode[map[string]any](t, lines[len(lines)-1])
+	if sum["event"] != "summary" || sum["fleet"] != "short" || sum["min_ready"] != 2.0 || sum["ready"].(float64) >= 2 ||
+		len(sum["ready_ids"].([]any)) != int(sum["ready"].(float64)) {
+		t.Errorf("the partial launch's summary: %v", sum)
+	}
+	// The codes are documented where users look.
+	help := e.ok("launch", "--help").out
+	for _, want := range []string{"Exit codes", "3 the launch ended with fewer", "130 interrupted", "ready_ids"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("launch --help lacks %q", want)
+		}
 	}
 }
 

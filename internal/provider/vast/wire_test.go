@@ -130,6 +130,7 @@ func TestWireFormat(t *testing.T) {
 		jsonAnswer(200, `{"success":true}`),
 		jsonAnswer(200, `{"success":true}`),
 		jsonAnswer(200, `{"id":5,"balance":12.5,"credit":1,"api_key":"should-not-matter"}`),
+		jsonAnswer(200, `{"offers":[{"id":8,"dph_total":0.05}]}`),
 	)
 	q := market.Query{Filters: map[string]map[string]any{"num_gpus": {"eq": "2"}}, Order: [][2]string{{"score", "desc"}}, Type: "on-demand", AllocatedStorage: 5}
 	if offers, err := c.SearchOffers(ctx, q); err != nil || len(offers) != 1 || offers[0].ID != 7 {
@@ -158,6 +159,10 @@ func TestWireFormat(t *testing.T) {
 	if err != nil || u.ID != 5 || u.Balance != 12.5 {
 		t.Fatalf("user: %+v %v", u, err)
 	}
+	q.Type = "bid"
+	if offers, err := c.SearchOffersNew(ctx, q); err != nil || len(offers) != 1 || offers[0].ID != 8 {
+		t.Fatalf("search --new: %v %v", offers, err)
+	}
 
 	want := []struct{ method, path, query, body string }{
 		{"POST", "/api/v0/bundles/", "", `{"allocated_storage":5,"num_gpus":{"eq":"2"},"order":[["score","desc"]],"type":"on-demand"}`},
@@ -169,6 +174,8 @@ func TestWireFormat(t *testing.T) {
 		{"PUT", "/api/v0/instances/reboot/99/", "", `{}`},
 		{"DELETE", "/api/v0/instances/99/", "", `{}`},
 		{"GET", "/api/v0/users/current", "", ""},
+		// vastai search offers --new -b 'num_gpus=2'
+		{"PUT", "/api/v0/search/asks/", "", `{"select_cols":["*"],"q":{"allocated_storage":5,"num_gpus":{"eq":"2"},"order":[["score","desc"]],"type":"bid"}}`},
 	}
 	got := s.requests()
 	if len(got) != len(want) {
