@@ -185,6 +185,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) 
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before renting: %w", err)
 	}
+	f.registerFleetKey(ctx, m.P)
 	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
 	if err != nil {
 		return err
