@@ -233,7 +233,6 @@ func (d *distribution) run(ctx context.Context, members []int) {
 		slots = d.opts.Seeds
 	}
 	done := make(chan outcome)
-	var received []int
 	for {
 		for slots > 0 && (len(direct) > 0 || len(pending) > 0 && (!relay || seeded < d.opts.Seeds)) {
 			var t int
@@ -279,13 +278,12 @@ func (d *distribution) run(ctx context.Context, members []int) {
 			sources = append(sources, o.source)
 			d.results[o.target].Via = d.nodes[o.source].Target.Name
 		}
-		received = append(received, o.target)
 		if relay && d.nodes[o.target].State.CanRelay {
 			sources = append(sources, o.target)
 		}
 	}
 	if relay {
-		d.cleanup(ctx, received)
+		d.cleanup(ctx, members)
 	}
 }
 
@@ -372,14 +370,14 @@ func (d *distribution) relay(ctx context.Context, s, t int) error {
 	return nil
 }
 
-// cleanup removes the relayed archive from the nodes that kept it, also
-// after an interrupt.
+// cleanup removes the kept archive, and any part of one a failed push
+// left, from every node of the group, also after an interrupt.
 func (d *distribution) cleanup(ctx context.Context, nodes []int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	jobs := make([]Job, len(nodes))
 	for i, n := range nodes {
-		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: "rm -f " + Quote(d.opts.Dest) + "/" + d.name, Stdout: io.Discard, Stderr: io.Discard}
+		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: "cd " + Quote(d.opts.Dest) + " 2>/dev/null && rm -f " + d.name + " " + d.name + ".part; true", Stdout: io.Discard, Stderr: io.Discard}
 	}
 	d.p.RunAll(ctx, jobs, d.opts.Parallel)
 }
