@@ -25,7 +25,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newStateCmd(f, "start", "Start stopped instances again"),
 		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
 		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f), newLogsCmd(f), newSSHURLCmd(f), newSCPURLCmd(f), newBalanceCmd(f),
-		newSSHCmd(f), newExecCmd(f), newSyncCmd(f), newCollectCmd(f),
+		newSSHCmd(f), newExecCmd(f), newSyncCmd(f), newSetupCmd(f), newCollectCmd(f),
 	}
 }
 
@@ -185,6 +185,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) 
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before renting: %w", err)
 	}
+	f.registerFleetKey(ctx, m.P)
 	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
 	if err != nil {
 		return err
