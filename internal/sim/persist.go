@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 const (
@@ -47,6 +48,9 @@ func Open(dir string, cfg Config) (*Market, error) {
 		cfg.Clock = defaultClock(cfg)
 	}
 	var saved *state
+	if errors.Is(err, os.ErrNotExist) {
+		startAfterReset(dir, cfg.Clock)
+	}
 	if err == nil {
 		saved = &state{}
 		if err := json.Unmarshal(b, saved); err != nil {
@@ -168,11 +172,44 @@ func Reset(dir string) error {
 		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		lock.Close()
 	}()
+	// The new market starts an hour after the old one's last moment, so
+	// that none of the old market's instances can look too recent to be
+	// listed yet: its listing is the whole truth from the start.
+	if b, err := os.ReadFile(filepath.Join(dir, stateFile)); err == nil {
+		var old state
+		if json.Unmarshal(b, &old) == nil && !old.SimTime.IsZero() {
+			after, _ := old.SimTime.Add(time.Hour).MarshalText()
+			if err := atomicfile.WriteFile(filepath.Join(dir, resetFile), after, 0o600); err != nil {
+				return err
+			}
+		}
+	}
 	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	// The instance machines kept beside the state (HostsDir) go with it.
 	return os.RemoveAll(HostsDir(dir))
+}
+
+// resetFile holds the earliest start of a market created after a reset.
+const resetFile = "reset-after"
+
+// startAfterReset moves a new market's clock past the reset market's end.
+func startAfterReset(dir string, c Clock) {
+	b, err := os.ReadFile(filepath.Join(dir, resetFile))
+	if err != nil {
+		return
+	}
+	var after time.Time
+	if after.UnmarshalText(b) != nil || !c.Now().Before(after) {
+		return
+	}
+	switch c := c.(type) {
+	case *ScaledClock:
+		c.Rebase(after, c.wallNow())
+	case interface{ Set(time.Time) }:
+		c.Set(after)
+	}
 }
 
 // HostsDir is where a market persisted in dir keeps its instances'
