@@ -32,6 +32,10 @@ import (
 // for `launch --coord auto`.
 const coordFile = "coord.json"
 
+// reapEvery is how often a running coordinator looks for instances whose
+// agent fell silent.
+const reapEvery = 15 * time.Second
+
 // coordInfo is coordFile's content.
 type coordInfo struct {
 	URL         string `json:"url"`
@@ -205,6 +209,9 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 		hs.Close()
 		return err
 	}
+	// Instances that cannot run their own switch (stopped, outbid, a
+	// wedged agent) are reaped from here.
+	go f.reapWhileCoordinating(ctx, db, opts.OrphanAfter, opts.OrphanPolicy, reapEvery)
 	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
 	select {
 	case <-ctx.Done():

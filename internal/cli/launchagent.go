@@ -55,6 +55,14 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 		return err
 	}
 	token, _, err := db.FleetTokens(ctx, spec.Fleet)
+	if err == nil {
+		// `vastfleet reap` later reaps silent instances the same way.
+		after := o.OrphanAfter
+		if after <= 0 {
+			after = wire.DefaultOrphanAft
+		}
+		err = db.SetFleetPolicy(ctx, spec.Fleet, after, o.OrphanPolicy)
+	}
 	db.Close()
 	if err != nil {
 		return err
