@@ -82,7 +82,8 @@ max(2 × --count, --count + 10)), and a budget that counts compute, storage
 and bandwidth (each rental pulls --image-size GB at its host's
 inet_down_cost). Without --budget the launch derives one, --count × the
 median $/hr of the first offers × the deadline (or the boot and release
-timeouts) plus the pulls, ×1.5, and prints it before the first rent;
+timeouts) plus the image pulls of every rental --max-rentals allows, ×1.5,
+and prints it before the first rent;
 --budget 0 turns the cap off. Renting stops, and unready instances are
 destroyed, before the projected spend crosses the budget.
 

@@ -259,7 +259,7 @@ func budgetNote(s Spec, p Plan) string {
 	case p.Budget == 0:
 		return "no budget cap"
 	case s.BudgetAuto:
-		return fmt.Sprintf("budget $%.2f (default: %d × median $/hr × %s + pulls, ×%.1f; set --budget, or --budget 0 for none)",
+		return fmt.Sprintf("budget $%.2f (default: %d × median $/hr × %s + the pulls of every allowed rental, ×%.1f; set --budget, or --budget 0 for none)",
 			p.Budget, s.Count, p.Horizon, BudgetHeadroom)
 	}
 	return fmt.Sprintf("budget $%.2f", p.Budget)
