@@ -19,10 +19,12 @@ import (
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -434,11 +436,11 @@ func prepareNodes(ctx context.Context, f *factory, job *jobfile.Job, id string, 
 		return nil
 	}
 	if job.Workdir != "" {
-		files, err := scanTree(job.Workdir, defaultExcludes)
+		files, err := remote.ScanTree(job.Workdir, ignore.Parse("", strings.Join(defaultExcludes, "\n")), nil)
 		if err != nil {
 			return nodes, usagef("workdir %s: %v", job.Workdir, err)
 		}
-		rows, err := syncNodes(ctx, f, prov, nodes, job.Workdir, files, remoteWorkdir, 64)
+		rows, err := syncNodes(ctx, f, prov, nodes, job.Workdir, files, remoteWorkdir, 64, 3, false)
 		if err != nil {
 			return nodes, err
 		}
