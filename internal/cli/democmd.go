@@ -166,6 +166,7 @@ func newHashworkCmd(f *factory) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "000", "hex prefix")
 	cmd.Flags().Float64Var(&seconds, "seconds", 5, "how long to search")
+	limitFlags(cmd.Flags(), bounds{"seconds", ">0", "86400"})
 	return cmd
 }
 
