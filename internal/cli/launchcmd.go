@@ -88,8 +88,18 @@ and prints it before the first rent;
 destroyed, before the projected spend crosses the budget.
 
 Every rental is recorded before it is made: after a crash, 'launch --resume
-FLEET' continues without renting anything twice; 'cleanup FLEET' destroys
-what is not running.`,
+FLEET' continues without renting anything twice, within the launch's
+original deadline; 'cleanup FLEET' destroys what is not running.
+
+With --json the last line is the summary: fleet, asked, min_ready, ready,
+ready_ids, rented, replaced, failed, destroyed, boot_spend, dph_total,
+stopped_at_cap, interrupted.
+
+Exit codes: 0 at least --min-ready instances are running (default: --count);
+3 the launch ended with fewer (the ready ones keep running: 'cleanup FLEET'
+or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
+130 interrupted (instances left as --on-interrupt says; --resume continues);
+1 any other error.`,
 		Example: `  vastfleet launch --count 300 --deadline 10m --park --by vcpu -n 'rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5'
   vastfleet search --by vcpu --all --save results.json 'cpu_cores_effective>16' && vastfleet launch --from results.json --count 50 --park
   vastfleet launch --resume myfleet`,
@@ -170,9 +180,15 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		f.registerFleetKey(ctx, m.P)
 		view := newLaunchView(f, opts.JSON)
 		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
-		return view.finish(ctx, f, m, opts.Resume, sum, err, ask, opts.MinReady)
+		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
 
+	// Instances are rented on demand (the create carries no bid): a
+	// ranking at bid or reserved prices would promise prices the
+	// rentals do not get.
+	if t := opts.query.Type; t != "on-demand" {
+		return usagef("--type %s: launch rents on demand only; rank with the default --type on-demand", t)
+	}
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
@@ -201,7 +217,7 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 	f.registerFleetKey(ctx, m.P)
 	view := newLaunchView(f, opts.JSON)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
-	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask, spec.MinReady)
+	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
 
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
@@ -355,8 +371,10 @@ func (v *launchView) event(e launch.Event) {
 // finish prints the summary, and after an interrupt asks what to do with the
 // instances (on a terminal, when --on-interrupt was not given).
 // A launch that ends with fewer ready than --min-ready (default: every
-// instance asked) exits 3, "partial", whatever the rest of the summary.
-func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool, minReady int) error {
+// instance asked; on --resume, the stored launch's) exits 3, "partial",
+// whatever the rest of the summary.
+func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool) error {
+	minReady := sum.MinReady
 	if minReady <= 0 {
 		minReady = sum.Asked
 	}

@@ -128,6 +128,7 @@ type Conn struct {
 	client   *ssh.Client
 	hostKey  ssh.PublicKey
 	sessions chan struct{}
+	dead     chan struct{} // closed once the connection has ended
 }
 
 // HostKey is the key the node presented on this connection.
@@ -172,7 +173,7 @@ func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
 	p.mu.Lock()
 	c, ok := p.conns[key]
 	if !ok {
-		c = &Conn{target: t, ready: make(chan struct{}), sessions: make(chan struct{}, p.opts.MaxSessions)}
+		c = &Conn{target: t, ready: make(chan struct{}), sessions: make(chan struct{}, p.opts.MaxSessions), dead: make(chan struct{})}
 		p.conns[key] = c
 		p.mu.Unlock()
 		c.client, c.hostKey, c.err = p.dial(ctx, t)
@@ -183,8 +184,17 @@ func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
 			p.mu.Unlock()
 		} else {
 			go p.keepalive(c)
+			go func() {
+				c.client.Wait()
+				close(c.dead)
+			}()
 		}
 		close(c.ready)
+	} else if c.ended() {
+		// A dropped connection not yet reaped: dial a fresh one.
+		delete(p.conns, key)
+		p.mu.Unlock()
+		return p.Connect(ctx, t)
 	} else {
 		p.mu.Unlock()
 	}
@@ -353,6 +363,26 @@ func (p *Pool) Close() error {
 		}
 	}
 	return nil
+}
+
+// ended reports whether c was opened and has since ended.
+func (c *Conn) ended() bool {
+	select {
+	case <-c.ready:
+		return c.err == nil && c.closed()
+	default:
+		return false
+	}
+}
+
+// closed reports whether the connection has ended.
+func (c *Conn) closed() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
 }
 
 // Client is the underlying SSH client (for SFTP and port forwards).
