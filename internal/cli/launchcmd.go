@@ -177,6 +177,7 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		if err != nil {
 			return err
 		}
+		f.registerFleetKey(ctx, m.P)
 		view := newLaunchView(f, opts.JSON)
 		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
 		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
@@ -213,6 +214,7 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before launching: %w", err)
 	}
+	f.registerFleetKey(ctx, m.P)
 	view := newLaunchView(f, opts.JSON)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)

@@ -64,7 +64,7 @@ func (q *queryFlags) register(cmd *cobra.Command) {
 	}
 	fl.BoolVar(&q.New, "new", false, "search with the vastai CLI's --new request: PUT /api/v0/search/asks/ with {\"select_cols\":[\"*\"],\"q\":QUERY}")
 	fl.StringVarP(&q.Order, "order", "o", "score-", "sort keys, comma separated, with +/- for ascending/descending (e.g. +dph_total,-num_gpus)")
-	fl.IntVar(&q.Limit, "limit", 0, "ask the marketplace for at most N offers (0: its own cap)")
+	fl.IntVar(&q.Limit, "limit", 0, "keep the N best offers by the ranking (by -o when nothing scores them); 0 keeps every offer found")
 	fl.Float64Var(&q.Storage, "storage", 5, "disk GiB to price into dph_total")
 	fl.IntVar(&q.SweepLimit, "sweep-limit", 1000, "with --all: offers asked per search; a slice that returns this many is split further (the marketplace must not cap below it)")
 	limitFlags(fl, bounds{"limit", "0", "10000000"}, bounds{"storage", "0", "100000"}, bounds{"sweep-limit", "1", "1000000"})
@@ -144,8 +144,21 @@ func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	ranked, err := findOffers(ctx, f, q, qf.New, sweepLimit, s)
+	ranked, err := findOffers(ctx, f, q, qf.New, sweepLimit, qf.SweepLimit, s)
 	return ranked, s, err
+}
+
+// onePageQuery is what a search without --all asks the marketplace for.
+// --limit N keeps the N best offers by the ranking, as it does with --all
+// and --from: without a score the marketplace's order is the ranking, so
+// asking for N is the same; with a score the N best are picked from a
+// full page (as many offers as one sweep slice asks), not from the first N
+// in the marketplace's order.
+func onePageQuery(q market.Query, s market.Scorer, page int) market.Query {
+	if s != nil && q.Limit > 0 {
+		q.Limit = max(q.Limit, page)
+	}
+	return q
 }
 
 type searchOptions struct {
@@ -188,7 +201,7 @@ slices until every matching offer is collected.`,
 
 // findOffers runs the search (or the sweep) and ranks the result; newForm
 // sends every search in the --new form.
-func findOffers(ctx context.Context, f *factory, q market.Query, newForm bool, sweepLimit int, s market.Scorer) ([]market.Ranked, error) {
+func findOffers(ctx context.Context, f *factory, q market.Query, newForm bool, sweepLimit, page int, s market.Scorer) ([]market.Ranked, error) {
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return nil, err
@@ -223,14 +236,23 @@ func findOffers(ctx context.Context, f *factory, q market.Query, newForm bool, s
 		}
 		return ranked, nil
 	}
-	offers, err = p.SearchOffers(ctx, q)
+	limit := q.Limit
+	asked := onePageQuery(q, s, page)
+	offers, err = p.SearchOffers(ctx, asked)
 	if err != nil {
 		return nil, err
 	}
-	if len(offers) > 0 && (q.Limit == 0 || len(offers) >= q.Limit) {
+	if len(offers) > 0 && (asked.Limit == 0 || len(offers) >= asked.Limit) {
 		fmt.Fprintf(f.io.ErrOut, "ranked the %d offers of one search (the marketplace caps each answer); --all ranks every matching offer\n", len(offers))
 	}
-	return rankOrKeep(ctx, offers, s)
+	ranked, err := rankOrKeep(ctx, offers, s)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(ranked) > limit {
+		ranked = ranked[:limit]
+	}
+	return ranked, nil
 }
 
 // rankOrKeep ranks by s, or keeps the marketplace's order with its own
@@ -295,6 +317,9 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 	q, err := opts.query.parse(&IOStreams{ErrOut: io.Discard}, args)
 	if err != nil {
 		return err
+	}
+	if !opts.All && opts.From == "" {
+		q = onePageQuery(q, s, opts.query.SweepLimit)
 	}
 	method, path, sent := vast.SearchRequest(q, opts.query.New)
 	body, err := json.Marshal(sent)

@@ -341,7 +341,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestBackoffWithoutRetryAfter(t *testing.T) {
 	c, s, w, _ := newStub(t, answer(429, "text/plain", "API requests too frequent endpoint threshold=1.0"))
 	err := show5(c)
-	if !errors.Is(err, provider.ErrRateLimited) || !provider.Transient(err) {
+	if !errors.Is(err, provider.ErrRateLimited) || !provider.Classify(err).Transient {
 		t.Fatalf("err = %v", err)
 	}
 	if n := len(s.requests()); n != 5 {
@@ -417,7 +417,7 @@ func TestCreateNeverRetriedWhenOutcomeUnknown(t *testing.T) {
 			if !errors.Is(err, provider.ErrMaybeCreated) {
 				t.Fatalf("err = %v, want ErrMaybeCreated", err)
 			}
-			if provider.Transient(err) {
+			if provider.Classify(err).Transient {
 				t.Error("a maybe-created error must not look transient")
 			}
 			if n := len(s.requests()); n != 1 {
@@ -662,5 +662,30 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 	if n := len(s.requests()); n != 1 {
 		t.Fatalf("%d requests: the redirect was followed", n)
+	}
+}
+
+// A read whose answer never arrives is transient for every caller (waits,
+// listings), not only for the client's own retries; a cancelled one is not.
+func TestLostAnswerIsTransient(t *testing.T) {
+	drop := func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+	}
+	c, s, _, _ := newStub(t, drop, drop, drop, drop, drop)
+	err := show5(c)
+	if err == nil || !provider.Classify(err).Transient || provider.Classify(err).Refused {
+		t.Fatalf("err = %v, class %+v: want transient, not refused", err, provider.Classify(err))
+	}
+	if n := len(s.requests()); n != 5 {
+		t.Errorf("%d attempts, want 5", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c, _, _, _ = newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		cancel()
+		<-r.Context().Done()
+	})
+	if _, err := c.ShowInstance(ctx, 5); err == nil || provider.Classify(err).Transient {
+		t.Fatalf("cancelled: err = %v, class %+v, want not transient", err, provider.Classify(err))
 	}
 }
