@@ -42,6 +42,8 @@ const (
 	EnvOrphanPolicy  = "VASTFLEET_ORPHAN_POLICY" // "stop" or "destroy"
 	EnvTimeScale     = "VASTFLEET_TIME_SCALE"    // simulator only: market seconds per wall second
 	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
+	EnvItem          = "VASTFLEET_ITEM"          // set for an item run: the item's value
+	EnvItemID        = "VASTFLEET_ITEM_ID"       // set for an item run: the item's id
 	EnvContainerID   = "CONTAINER_ID"            // set by vast
 	EnvContainerKey  = "CONTAINER_API_KEY"       // set by vast: this instance's own key
 	EnvVastURL       = "VAST_URL"                // marketplace API; https://console.vast.ai when unset
@@ -147,6 +149,10 @@ type SessionState struct {
 	PID      int    `json:"pid,omitempty"`
 	Restarts int    `json:"restarts"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	// An item worker's progress: the item it runs now (0: none) and how
+	// many it has finished.
+	Item      int64 `json:"item,omitempty"`
+	ItemsDone int64 `json:"items_done,omitempty"`
 }
 
 // GPU is one device's use, from nvidia-smi.
