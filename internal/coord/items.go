@@ -155,6 +155,39 @@ func (d *DB) ItemResults(ctx context.Context, fleet string) ([]ItemResult, error
 	return out, rows.Err()
 }
 
+// ItemStatus is one item as it stands.
+type ItemStatus struct {
+	ID       int64
+	Value    string
+	State    string // ItemQueued, ItemLeased or ItemDone
+	Node     string // leased: the holder; done: whose result was kept
+	Session  string
+	Attempts int // how often it was leased
+}
+
+// Items lists every item of the fleet, by id.
+func (d *DB) Items(ctx context.Context, fleet string) ([]ItemStatus, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, value, state,
+		CASE state WHEN 'done' THEN result_node ELSE owner_node END, owner_session, attempts
+		FROM items WHERE fleet = ? ORDER BY id`, fleet)
+	if err != nil {
+		return nil, fmt.Errorf("coord: items: %w", err)
+	}
+	defer rows.Close()
+	var out []ItemStatus
+	for rows.Next() {
+		var s ItemStatus
+		if err := rows.Scan(&s.ID, &s.Value, &s.State, &s.Node, &s.Session, &s.Attempts); err != nil {
+			return nil, err
+		}
+		if s.State == ItemQueued {
+			s.Session = ""
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
 // leaseItem gives the session the fleet's lowest queued item, until
 // expires, first putting back whatever that session held: a worker runs
 // one item at a time, so an item it still holds when it asks again was
