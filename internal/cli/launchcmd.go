@@ -47,11 +47,11 @@ type launchOptions struct {
 	Direct     bool
 	// Coord: the coordinator agents report to ("auto": the one running
 	// for this data dir); empty runs sessions without an agent.
-	Coord        string
-	CoordSHA256  string
+	Coord       string
+	CoordSHA256 string
 	// Items: work items (itemspec) the fleet's item-worker sessions
 	// share, registered with the coordinator before renting.
-	Items string
+	Items        string
 	OrphanAfter  time.Duration
 	OrphanPolicy string
 
