@@ -21,6 +21,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -45,6 +46,7 @@ type coordOptions struct {
 	OrphanPolicy string
 	Interval     time.Duration
 	Fleets       []string
+	DepthQuery   string
 }
 
 func newCoordCmd(f *factory) *cobra.Command {
@@ -85,6 +87,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "what the dead-man switch does: stop or destroy")
 	fl.DurationVar(&opts.Interval, "heartbeat", 10*time.Second, "heartbeat interval told to agents (marketplace time)")
 	fl.StringArrayVar(&opts.Fleets, "fleet", nil, "print the dashboard link of this fleet (repeatable; default: every fleet in the store)")
+	fl.StringVar(&opts.DepthQuery, "depth-query", "rentable=True", "the offers the dashboard's market-depth plot ranks by vCPU per $/hr (vastai query language; empty: no plot)")
 	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"}, bounds{"heartbeat", "1s", "1h"})
 	return cmd
 }
@@ -123,6 +126,7 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 		DB: db, Log: f.log, Now: clk.Now, HeartbeatInterval: opts.Interval,
 		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
 		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
+		MarketDepth: f.depthPlot(opts.DepthQuery),
 	})
 	if err != nil {
 		return err
@@ -199,6 +203,25 @@ func (f *factory) printDashboards(ctx context.Context, db *coord.DB, url string,
 		fmt.Fprintf(f.io.Out, "%s\t%s\n", name, coord.DashboardURL(url, viewer))
 	}
 	return nil
+}
+
+// depthPlot draws the depth curve of the offers query matches, ranked by
+// vCPU per $/hr, as `market depth --plot` does.
+func (f *factory) depthPlot(query string) func(context.Context) ([]byte, error) {
+	if strings.TrimSpace(query) == "" {
+		return nil
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		qf := queryFlags{NoDefault: true, Type: "on-demand", Order: "score-", Storage: 5, SweepLimit: 1000}
+		rf := rankFlags{byDefault: "vcpu"}
+		ranked, s, err := rankedOffers(ctx, f, &qf, &rf, strings.Fields(query), qf.SweepLimit)
+		if err != nil {
+			return nil, err
+		}
+		tops := []int{10, 30, 50, 100, 200, 300}
+		curve := market.DepthTable(ranked, curvePoints(min(len(ranked), 300), tops))
+		return []byte(depthSVG(curve, tops, s.Name())), nil
+	}
 }
 
 // fleetCosts gives the coordinator a fleet's $/hr and spend from the

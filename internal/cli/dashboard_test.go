@@ -75,7 +75,8 @@ func chromium(t *testing.T) string {
 // TestDashboardShowsTheLiveFleet is the run phase end to end in a real
 // browser: a coordinator, a launch whose every instance installs the agent
 // from it, sessions that print a metric and a finding, and the dashboard in
-// headless Chromium showing both nodes, the metric's total and the finding.
+// headless Chromium showing both nodes, the metric's total, the finding and
+// the market depth plot.
 func TestDashboardShowsTheLiveFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the agent and drives Chromium")
@@ -112,6 +113,7 @@ func TestDashboardShowsTheLiveFleet(t *testing.T) {
 		poll(`(document.querySelector("#nodes-alive")||{}).textContent === "2"`),
 		poll(`["3000", "3,000", "3.00k", "3k", "3.0k"].includes((document.querySelector("#metric-keys_per_s")||{}).textContent)`),
 		poll(`(document.querySelector("#findings-list")||{textContent:""}).textContent.includes("0xC0FFEE")`),
+		poll(`!document.querySelector("#depth").hidden && document.querySelector("#depth-plot").naturalWidth > 0`),
 	)
 	if err != nil {
 		t.Fatalf("dashboard: %v\ncoordinator stderr:\n%s", err, errOut.String())

@@ -329,3 +329,24 @@ func TestHistoryKeepsTenMinutesOfTotals(t *testing.T) {
 		t.Errorf("agent reads history: %d", code)
 	}
 }
+
+func TestMarketDepthIsDrawnForViewersAndCached(t *testing.T) {
+	calls := 0
+	r := newRig(t, func(c *Config) {
+		c.MarketDepth = func(context.Context) ([]byte, error) {
+			calls++
+			return []byte(`<svg xmlns="http://www.w3.org/2000/svg"></svg>`), nil
+		}
+	})
+	for range 3 {
+		if code, _ := r.do("GET", PathDepth, r.viewer, nil, nil); code != 200 {
+			t.Fatalf("viewer GET %s: %d", PathDepth, code)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("the depth was drawn %d times for 3 views, want once", calls)
+	}
+	if code, _ := r.do("GET", PathDepth, r.agent, nil, nil); code != 403 && code != 401 {
+		t.Errorf("agent token GET %s: %d, want refused", PathDepth, code)
+	}
+}

@@ -42,6 +42,10 @@ type Config struct {
 	// switch; zero and "" leave the agent's own settings.
 	OrphanAfter  time.Duration
 	OrphanPolicy string
+	// MarketDepth, when set, draws the market's depth curve (SVG) for the
+	// dashboard; it is called at most once per DepthEvery.
+	MarketDepth func(ctx context.Context) ([]byte, error)
+	DepthEvery  time.Duration // default 10 min, wall time
 	// AgentBinary, when set, serves the agent binary to onstarts.
 	AgentBinary func() (io.ReadCloser, string, error)
 	// Costs, when set, gives a fleet's $/hr, spend so far and $/hr per
@@ -82,6 +86,8 @@ type Server struct {
 
 	metricsMu sync.Mutex
 	metrics   map[string]http.Handler // per fleet
+
+	depth depthCache
 
 	// queueMu orders enqueues before Close: a batch queued while not
 	// closed is one the writer still drains.
@@ -198,6 +204,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+PathHistory, s.withAuth(roleViewer, func(w http.ResponseWriter, r *http.Request, c caller) {
 		writeJSON(w, s.History(c.fleet))
 	}))
+	m.HandleFunc("GET "+PathDepth, s.withAuth(roleViewer, s.handleDepth))
 	m.HandleFunc("GET "+wire.PathMetrics, s.withAuth(roleViewer, s.handleMetrics))
 	m.HandleFunc("GET "+wire.PathAgentBin, s.withAuth(roleAgent, s.handleAgentBin))
 	m.HandleFunc("GET "+wire.PathAgentSum, s.withAuth(roleAgent, s.handleAgentSum))
@@ -207,7 +214,7 @@ func (s *Server) routes() {
 	allowed := map[string]string{
 		wire.PathHeartbeat: "POST", wire.PathFindings: "POST", wire.PathState: "GET", wire.PathEvents: "GET",
 		wire.PathItemsLease: "POST", wire.PathItemsResult: "POST",
-		wire.PathMetrics: "GET", wire.PathAgentBin: "GET", wire.PathAgentSum: "GET", PathHistory: "GET", "/": "GET",
+		wire.PathMetrics: "GET", wire.PathAgentBin: "GET", wire.PathAgentSum: "GET", PathHistory: "GET", PathDepth: "GET", "/": "GET",
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if method, ok := allowed[r.URL.Path]; ok {

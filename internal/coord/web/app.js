@@ -228,3 +228,11 @@ fetch("/api/v1/history", { credentials: "same-origin" })
   })
   .catch(() => {})
   .finally(connect);
+
+// The market's depth curve, when the coordinator draws it; the section
+// stays hidden otherwise.
+(function depth() {
+  const img = $("depth-plot");
+  img.addEventListener("load", () => { $("depth").hidden = false; });
+  img.src = "/api/v1/depth.svg";
+})();
