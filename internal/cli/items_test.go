@@ -141,4 +141,3 @@ func ownerOf(t *testing.T, db *coord.DB, value string) string {
 	}
 	return ""
 }
-
