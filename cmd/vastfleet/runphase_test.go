@@ -132,7 +132,9 @@ func (r *runPhase) startCoord() *proc {
 func (r *runPhase) launch(n int, session string, extra ...string) {
 	r.t.Helper()
 	args := r.vf(append([]string{"launch", "--coord", "auto", "--count", fmt.Sprint(n), "--fleet", r.fleet,
-		"--image", "ubuntu:22.04", "--deadline", "30m", "--session", session,
+		// A long deadline: against a served market the launch waits in
+		// scaled wall time, and a loaded machine must not cut it short.
+		"--image", "ubuntu:22.04", "--deadline", "24h", "--session", session,
 		"-n", "rentable=True num_gpus=1 dph_total<1"}, extra...)...)
 	out, err := exec.Command(r.bin, args...).CombinedOutput()
 	if err != nil {

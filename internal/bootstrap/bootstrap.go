@@ -29,7 +29,29 @@ type Agent struct {
 	OrphanAfter  time.Duration // 0: the agent's default
 	OrphanPolicy string        // wire.PolicyStop or wire.PolicyDestroy
 	TimeScale    float64       // simulator only; 0 or 1 on a real market
+	// TunnelPortBase > 0: the agent reaches the coordinator through a
+	// reverse tunnel that vastfleet keeps over SSH, on the node's
+	// 127.0.0.1:TunnelPort(TunnelPortBase, $CONTAINER_ID); CoordURL then
+	// only gives the scheme (http or https).
+	TunnelPortBase int
 }
+
+// Reverse tunnels: the port on each node is TunnelPortBase plus the
+// instance id modulo TunnelPortSpan. A real node has its own loopback, so
+// any fixed port would do there; simulated nodes all share this machine's
+// loopback, so each needs its own. Deriving it from the instance id lets
+// the onstart, written before the instance exists, and the tunnel, opened
+// after, agree on it without talking, and a reconnect binds the same port
+// so the agent's URL never changes. The default range 20000-29999 stays
+// below Linux's ephemeral ports (32768 and up), which outgoing
+// connections take.
+const (
+	DefaultTunnelPortBase = 20000
+	TunnelPortSpan        = 10000
+)
+
+// TunnelPort is the port the agent of instance id dials on its node.
+func TunnelPort(base int, id int64) int { return base + int(id%TunnelPortSpan) }
 
 var hexSHA = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -51,6 +73,9 @@ func AgentOnstart(user string, a Agent) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if a.TunnelPortBase < 0 || a.TunnelPortBase+TunnelPortSpan > 65536 {
+		return "", fmt.Errorf("tunnel port base %d: want 1 to %d", a.TunnelPortBase, 65536-TunnelPortSpan)
+	}
 	env := map[string]string{
 		wire.EnvCoordURL: strings.TrimRight(a.CoordURL, "/"),
 		wire.EnvFleet:    a.Fleet,
@@ -69,6 +94,9 @@ func AgentOnstart(user string, a Agent) (string, error) {
 	if a.TimeScale > 0 && a.TimeScale != 1 {
 		env[wire.EnvTimeScale] = fmt.Sprint(a.TimeScale)
 	}
+	if a.TunnelPortBase > 0 {
+		delete(env, wire.EnvCoordURL) // computed on the node below
+	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -84,6 +112,13 @@ func AgentOnstart(user string, a Agent) (string, error) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(env[k]))
 	}
+	if a.TunnelPortBase > 0 {
+		scheme, _, _ := strings.Cut(a.CoordURL, "://")
+		fmt.Fprintf(&b, "export %s=\"%s://127.0.0.1:$((%d + ${CONTAINER_ID:-0} %% %d))\"\n", wire.EnvCoordURL, scheme, a.TunnelPortBase, TunnelPortSpan)
+	}
+	// A coordinator not yet reachable (a tunnel still coming up, a
+	// restarting coordinator) is retried for 3 minutes; a download with
+	// the wrong digest is not.
 	// The certificate is pinned by the agent; the download's integrity
 	// comes from the digest, so curl need not verify a self-signed one.
 	insecure := ""
@@ -94,7 +129,8 @@ func AgentOnstart(user string, a Agent) (string, error) {
 S=%s; A="$D/vastfleet-agent"
 ok() { echo "$S  $1" | sha256sum -c - >/dev/null 2>&1; }
 get() { H="Authorization: Bearer $%s"; curl -fsS%s --retry 5 --connect-timeout 20 -H "$H" "$1" -o "$2" 2>/dev/null || wget -q%s --header="$H" -O "$2" "$1"; }
-if ! ok "$A"; then get "$%s%s" "$A.tmp" && ok "$A.tmp" && chmod 700 "$A.tmp" && mv "$A.tmp" "$A" || echo "vastfleet: agent download failed" >&2; fi
+i=0; until ok "$A" || [ $i -ge 90 ]; do i=$((i+1)); if get "$%s%s" "$A.tmp"; then ok "$A.tmp" && chmod 700 "$A.tmp" && mv "$A.tmp" "$A"; break; fi; sleep 2; done
+ok "$A" || echo "vastfleet: agent download failed" >&2
 if ! { [ -f "$D/agent.pid" ] && kill -0 "$(cat "$D/agent.pid")" 2>/dev/null; }; then nohup "$A" agent >>"$D/agent.out" 2>&1 & echo $! >"$D/agent.pid"; fi
 `, wire.EnvStateDir, wire.EnvStateDir, Quote(a.BinarySHA256), wire.EnvToken, insecure,
 		map[bool]string{true: " --no-check-certificate", false: ""}[a.Fingerprint != ""],

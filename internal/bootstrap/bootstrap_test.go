@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -159,5 +160,42 @@ func TestAgentOnstartRefusesBadInput(t *testing.T) {
 		if _, err := AgentOnstart("", a); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// Through a reverse tunnel the agent's URL is computed on the node from
+// its instance id, so that every node of a simulated fleet (one shared
+// loopback) dials its own tunnel, and vastfleet binds the same port.
+func TestAgentOnstartTunnelURLIsTheNodesOwnPort(t *testing.T) {
+	script, err := AgentOnstart("", Agent{
+		CoordURL: "https://127.0.0.1:8470", Fleet: "f", Token: "tok", BinarySHA256: digest("x"),
+		Fingerprint: digest("cert"), TunnelPortBase: DefaultTunnelPortBase,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(script, "8470") {
+		t.Fatalf("the onstart names the coordinator's own port:\n%s", script)
+	}
+	var exports []string
+	for _, l := range strings.Split(script, "\n") {
+		if strings.HasPrefix(l, "export ") {
+			exports = append(exports, l)
+		}
+	}
+	for _, id := range []int64{12345, 7, 40000} {
+		cmd := exec.Command("/bin/sh", "-c", strings.Join(exports, "\n")+"\necho \"$"+wire.EnvCoordURL+"\"")
+		cmd.Env = []string{"CONTAINER_ID=" + strconv.FormatInt(id, 10), "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "https://127.0.0.1:" + strconv.Itoa(TunnelPort(DefaultTunnelPortBase, id))
+		if got := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("instance %d: URL %q, want %q", id, got, want)
+		}
+	}
+	if _, err := AgentOnstart("", Agent{CoordURL: "http://x", BinarySHA256: digest("x"), TunnelPortBase: 60000}); err == nil {
+		t.Error("a port range past 65535 was accepted")
 	}
 }

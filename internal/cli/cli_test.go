@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,7 +175,7 @@ func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
 
 func TestSearchExplainShowsQueryAndFactors(t *testing.T) {
 	out := newEnv(t).ok("search", "--by", "vcpu", "--limit", "3", "gpu_name=RTX_3090", "--explain").out
-	if !strings.Contains(out, `query sent: {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
+	if !strings.Contains(out, `query sent (POST /api/v0/bundles/): {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
 		t.Errorf("--explain should print the query object sent:\n%s", out)
 	}
 	if !strings.Contains(out, "cpu_cores_effective=") || !strings.Contains(out, "dph_total=") {
@@ -277,8 +280,9 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 	e.ok("market", "depth", "-n", "rentable=True", "--plot", png)
 	b, err := os.ReadFile(png)
 	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-		t.Errorf("PNG plot missing or not a PNG (%v)", err)
+		t.Fatalf("PNG plot missing or not a PNG (%v)", err)
 	}
+	checkPNGLabelled(t, b)
 	// --score replaces the default --by vcpu without a conflict; the same
 	// expression ranks the same way.
 	byExpr := decode[[]map[string]float64](t, e.ok("market", "depth", "-n", "rentable=True", "--score", "cpu_cores_effective / dph_total", "--json").out)
@@ -389,9 +393,22 @@ func TestExitCodes(t *testing.T) {
 	if r := e.run("--api-key", "not-the-key", "balance"); r.code != 4 {
 		t.Errorf("a refused key: exit %d, want 4 (auth)\n%s", r.code, r.err)
 	}
-	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1")
+	r := e.run("launch", "--count", "2", "--deadline", "1m", "--fleet", "short", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1")
 	if r.code != 3 || !strings.Contains(r.err, "below the 2 required") {
 		t.Errorf("a launch that ends short of --min-ready: exit %d, want 3 (partial)\n%s", r.code, r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	sum := decode[map[string]any](t, lines[len(lines)-1])
+	if sum["event"] != "summary" || sum["fleet"] != "short" || sum["min_ready"] != 2.0 || sum["ready"].(float64) >= 2 ||
+		len(sum["ready_ids"].([]any)) != int(sum["ready"].(float64)) {
+		t.Errorf("the partial launch's summary: %v", sum)
+	}
+	// The codes are documented where users look.
+	help := e.ok("launch", "--help").out
+	for _, want := range []string{"Exit codes", "3 the launch ended with fewer", "130 interrupted", "ready_ids"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("launch --help lacks %q", want)
+		}
 	}
 }
 
@@ -448,5 +465,82 @@ func TestRemoteSimClockConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := hits.Load(); n > 200 {
 		t.Errorf("16000 readings cost %d requests", n)
+	}
+}
+
+// --limit N keeps the N best offers by the ranking whether one page or the
+// whole market was searched, as with --from; it never ranks only the first
+// N in the marketplace's order.
+func TestSearchLimitMeansTheSameWithAndWithoutAll(t *testing.T) {
+	e := newEnv(t)
+	ids := func(args ...string) []float64 {
+		t.Helper()
+		var out []float64
+		for _, o := range decode[[]map[string]any](t, e.ok(append(args, "--json")...).out) {
+			out = append(out, o["id"].(float64))
+		}
+		return out
+	}
+	const q = "gpu_ram>=24"
+	page := ids("search", "--by", "vcpu", "--limit", "1000", q)
+	all := ids("search", "--by", "vcpu", "--all", q)
+	if len(page) < 10 || len(all) < len(page) {
+		t.Fatalf("the simulated market matched %d offers in one page, %d in all; want enough to rank", len(page), len(all))
+	}
+	if got := ids("search", "--by", "vcpu", "--limit", "3", q); !slices.Equal(got, page[:3]) {
+		t.Errorf("search --limit 3 = %v, want the 3 best of the page %v", got, page[:3])
+	}
+	if got := ids("search", "--by", "vcpu", "--limit", "3", "--all", q); !slices.Equal(got, all[:3]) {
+		t.Errorf("search --all --limit 3 = %v, want the 3 best of every offer %v", got, all[:3])
+	}
+	if len(all) < 1000 && !slices.Equal(page[:3], all[:3]) {
+		t.Errorf("the page held every offer, yet the 3 best differ: %v and %v", page[:3], all[:3])
+	}
+	// Without a score the marketplace's order is the ranking.
+	byPrice := ids("search", "-o", "+dph_total,+id", "--limit", "1000", q)
+	if got := ids("search", "-o", "+dph_total,+id", "--limit", "3", q); !slices.Equal(got, byPrice[:3]) {
+		t.Errorf("search -o +dph_total --limit 3 = %v, want %v", got, byPrice[:3])
+	}
+}
+
+// checkPNGLabelled finds ink where the SVG has its words: the title above
+// the frame, the x values and name below it, the vCPU values and name left
+// of it, the RAM values and name right of it.
+func checkPNGLabelled(t *testing.T, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Bounds().Dx() != plotW || img.Bounds().Dy() != plotH {
+		t.Fatalf("PNG is %v", img.Bounds())
+	}
+	ink := func(r image.Rectangle) int {
+		n := 0
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			for x := r.Min.X; x < r.Max.X; x++ {
+				if r, g, b, _ := img.At(x, y).RGBA(); r < 0x8000 || g < 0x8000 || b < 0x8000 {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	bottom, right := plotTop+plotInnerH, plotL+plotInnerW
+	for _, part := range []struct {
+		name string
+		r    image.Rectangle
+	}{
+		{"title", image.Rect(0, 0, plotW, plotTop-2)},
+		{"x tick values", image.Rect(plotL, bottom+6, right, bottom+22)},
+		{"x axis name", image.Rect(plotL, bottom+26, right, plotH)},
+		{"vCPU tick values", image.Rect(24, plotTop, plotL-6, bottom)},
+		{"vCPU axis name", image.Rect(0, plotTop, 24, bottom)},
+		{"RAM tick values", image.Rect(right+6, plotTop, plotW-24, bottom)},
+		{"RAM axis name", image.Rect(plotW-24, plotTop, plotW, bottom)},
+	} {
+		if n := ink(part.r); n < 20 {
+			t.Errorf("PNG plot: %s missing (%d dark pixels in %v)", part.name, n, part.r)
+		}
 	}
 }

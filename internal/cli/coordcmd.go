@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
@@ -31,11 +32,18 @@ import (
 // for `launch --coord auto`.
 const coordFile = "coord.json"
 
+// reapEvery is how often a running coordinator looks for instances whose
+// agent fell silent.
+const reapEvery = 15 * time.Second
+
 // coordInfo is coordFile's content.
 type coordInfo struct {
 	URL         string `json:"url"`
 	Fingerprint string `json:"fingerprint,omitempty"`
 	PID         int    `json:"pid"`
+	// TunnelBase > 0: the coordinator keeps reverse tunnels, and agents
+	// reach it on their node's 127.0.0.1:bootstrap.TunnelPort(base, id).
+	TunnelBase int `json:"tunnel_base,omitempty"`
 }
 
 type coordOptions struct {
@@ -47,6 +55,9 @@ type coordOptions struct {
 	Interval     time.Duration
 	Fleets       []string
 	DepthQuery   string
+	Tunnel       bool
+	TunnelSet    bool
+	TunnelBase   int
 }
 
 func newCoordCmd(f *factory) *cobra.Command {
@@ -60,13 +71,25 @@ committed to DATA_DIR/coord.db before they are acknowledged, so none is lost
 or stored twice. It serves a live dashboard per fleet (the link with the
 fleet's viewer token is printed) and Prometheus /metrics.
 
-Where to run it:
-  - On this machine (the default, 127.0.0.1): right for the simulated
-    marketplace, whose instances run here. Instances on vast.ai cannot reach
-    a laptop behind NAT.
+Where to run it, and how agents reach it:
+  - On this machine, reached through reverse tunnels (--tunnel; the default
+    with --market vast): the coordinator stays on 127.0.0.1, and for every
+    running instance vastfleet keeps an SSH connection that listens on the
+    node's 127.0.0.1:PORT and carries each connection home. Nothing needs a
+    public address or an open port, and SSH encrypts the traffic. PORT is
+    --tunnel-port-base plus the instance id modulo 10000 (so nodes sharing a
+    loopback, as simulated ones do, never collide). The price: this machine
+    must stay up and online; when it sleeps, agents lose the coordinator and
+    their dead-man switch stops (or destroys) the instances after
+    --orphan-after. Pick this for runs you watch, up to a few hundred nodes.
+    Start the coordinator first, then launch --coord auto.
   - On a machine with a public address (a small VPS): --addr 0.0.0.0:8470
     --tls, and launch with --coord https://HOST:8470. Agents pin the
-    certificate's fingerprint.
+    certificate's fingerprint. Pick this for long or unattended runs: the
+    fleet reports while your laptop is closed, and no SSH connection per
+    node is held.
+  - On this machine without tunnels (the default with the simulated
+    marketplace, whose instances share this machine's loopback).
 
 With the simulated marketplace the coordinator also keeps the simulated
 instances' machines running (their agents and sessions) while it runs, and
@@ -76,6 +99,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 (or destroy) their own instance: the dead-man switch.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.TunnelSet = cmd.Flags().Changed("tunnel")
 			return coordRun(cmd.Context(), f, opts)
 		},
 	}
@@ -88,7 +112,9 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	fl.DurationVar(&opts.Interval, "heartbeat", 10*time.Second, "heartbeat interval told to agents (marketplace time)")
 	fl.StringArrayVar(&opts.Fleets, "fleet", nil, "print the dashboard link of this fleet (repeatable; default: every fleet in the store)")
 	fl.StringVar(&opts.DepthQuery, "depth-query", "rentable=True", "the offers the dashboard's market-depth plot ranks by vCPU per $/hr (vastai query language; empty: no plot)")
-	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"}, bounds{"heartbeat", "1s", "1h"})
+	fl.BoolVar(&opts.Tunnel, "tunnel", false, "keep a reverse SSH tunnel to every running instance, so agents reach this coordinator from behind NAT (default with --market vast and a loopback --addr)")
+	fl.IntVar(&opts.TunnelBase, "tunnel-port-base", bootstrap.DefaultTunnelPortBase, "with --tunnel: agents dial 127.0.0.1:(this + instance id % 10000) on their node")
+	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"}, bounds{"heartbeat", "1s", "1h"}, bounds{"tunnel-port-base", "1024", "55535"})
 	return cmd
 }
 
@@ -102,6 +128,11 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 	}
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
 		return usagef("--addr %s is reachable from other machines: add --tls, so that tokens and findings are encrypted", opts.Addr)
+	}
+	loopback := host == "localhost" || net.ParseIP(host).IsLoopback()
+	if !opts.TunnelSet && f.opts.Market == "vast" && loopback {
+		// Instances on vast.ai cannot reach a loopback coordinator otherwise.
+		opts.Tunnel = true
 	}
 	dir, err := f.dataDir()
 	if err != nil {
@@ -148,7 +179,11 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 		scheme, fingerprint = "https", fp
 	}
 	url := scheme + "://" + ln.Addr().String()
-	info, _ := json.Marshal(coordInfo{URL: url, Fingerprint: fingerprint, PID: os.Getpid()})
+	ci := coordInfo{URL: url, Fingerprint: fingerprint, PID: os.Getpid()}
+	if opts.Tunnel {
+		ci.TunnelBase = opts.TunnelBase
+	}
+	info, _ := json.Marshal(ci)
 	infoPath := filepath.Join(dir, coordFile)
 	if err := atomicfile.WriteFile(infoPath, info, 0o600); err != nil {
 		ln.Close()
@@ -161,10 +196,22 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 	go func() { served <- hs.Serve(ln) }()
 
 	fmt.Fprintf(f.io.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", url, opts.OrphanPolicy, opts.OrphanAfter)
+	if opts.Tunnel {
+		fmt.Fprintf(f.io.ErrOut, "reverse tunnels: agents reach it on their node's 127.0.0.1:%d+ID%%10000 over vastfleet's SSH connections\n", opts.TunnelBase)
+		go func() {
+			if err := f.keepTunnels(ctx, loopbackOf(ln.Addr()), opts.TunnelBase, opts.Fleets); err != nil {
+				f.log.Error("tunnels stopped", "err", err)
+				fmt.Fprintf(f.io.ErrOut, "reverse tunnels: %v\n", err)
+			}
+		}()
+	}
 	if err := f.printDashboards(ctx, db, url, opts.Fleets); err != nil {
 		hs.Close()
 		return err
 	}
+	// Instances that cannot run their own switch (stopped, outbid, a
+	// wedged agent) are reaped from here.
+	go f.reapWhileCoordinating(ctx, db, opts.OrphanAfter, opts.OrphanPolicy, reapEvery)
 	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
 	select {
 	case <-ctx.Done():

@@ -36,6 +36,8 @@ func TestDependencyDirection(t *testing.T) {
 		// What agents and the coordinator say to each other: stdlib only,
 		// so the agent binary stays small.
 		"wire": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", mod + "market", "database/sql", "net/http"},
+		// Pattern matching is a leaf: no files, no network, no project package.
+		"ignore": {"net", "os", mod + "remote", mod + "provider", mod + "store", mod + "market"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

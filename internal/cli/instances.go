@@ -25,7 +25,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newStateCmd(f, "start", "Start stopped instances again"),
 		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
 		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f), newLogsCmd(f), newSSHURLCmd(f), newSCPURLCmd(f), newBalanceCmd(f),
-		newSSHCmd(f), newExecCmd(f), newSyncCmd(f), newCollectCmd(f),
+		newSSHCmd(f), newExecCmd(f), newSyncCmd(f), newSetupCmd(f), newCollectCmd(f), newReapCmd(f),
 	}
 }
 
@@ -185,6 +185,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) 
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before renting: %w", err)
 	}
+	f.registerFleetKey(ctx, m.P)
 	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
 	if err != nil {
 		return err
@@ -294,6 +295,9 @@ type instanceJSON struct {
 	EstCost     *float64 `json:"estimated_cost"`
 	Gone        bool     `json:"gone"`
 	DestroyWait bool     `json:"destroy_requested"`
+	// Note is the latest thing vastfleet did to the instance unasked
+	// (reaped after its agent fell silent), with its time.
+	Note string `json:"note,omitempty"`
 }
 
 // instanceViews prices each instance from its whole recorded timeline, the
@@ -305,7 +309,16 @@ func instanceViews(ctx context.Context, m *fleet.Manager, recs []store.Instance,
 		if err != nil {
 			return nil, err
 		}
-		views = append(views, instanceView(r, fleet.InstanceCostOf(r, evs, now).Total, now))
+		v := instanceView(r, fleet.InstanceCostOf(r, evs, now).Total, now)
+		notes, err := m.S.Notes(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		if len(notes) > 0 {
+			n := notes[len(notes)-1]
+			v.Note = n.At.UTC().Format(time.RFC3339) + " " + n.Text
+		}
+		views = append(views, v)
 	}
 	return views, nil
 }
@@ -349,7 +362,15 @@ func printInstances(f *factory, views []instanceJSON) error {
 			(time.Duration(v.UptimeSec) * time.Second).Round(time.Minute).String(),
 			fmt.Sprintf("$%.3f", v.CostSoFar), dash(v.SSHURL), fleetName)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, v := range views {
+		if v.Note != "" {
+			fmt.Fprintf(f.io.Out, "instance %d: %s\n", v.ID, v.Note)
+		}
+	}
+	return nil
 }
 
 func dash(s string) string {

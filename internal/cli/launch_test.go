@@ -52,6 +52,22 @@ func TestLaunchParksReleasesAndSummarises(t *testing.T) {
 	if running != 6 {
 		t.Errorf("fleet f1 has %d running instances, want 6: %v", running, ls)
 	}
+	// The summary names the fleet and exactly the instances that run.
+	if sum["fleet"] != "f1" || sum["min_ready"] != 6.0 {
+		t.Errorf("summary fleet %v min_ready %v, want f1 and 6", sum["fleet"], sum["min_ready"])
+	}
+	readyIDs := map[float64]bool{}
+	for _, id := range sum["ready_ids"].([]any) {
+		readyIDs[id.(float64)] = true
+	}
+	for _, in := range ls {
+		if in["state"] == "running" && !readyIDs[in["id"].(float64)] {
+			t.Errorf("running instance %v missing from ready_ids %v", in["id"], sum["ready_ids"])
+		}
+	}
+	if len(readyIDs) != 6 {
+		t.Errorf("ready_ids %v, want 6 distinct ids", sum["ready_ids"])
+	}
 	// The same fleet name cannot be launched twice; --resume continues it.
 	if r := e.fails("launch", "--count", "2", "--fleet", "f1", "-n", launchQuery); !strings.Contains(r.err, "--resume") {
 		t.Errorf("second launch into f1: stderr %q", r.err)

@@ -31,21 +31,21 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	if err != nil {
 		return err
 	}
-	target, fingerprint := o.Coord, o.CoordSHA256
+	target, fingerprint, tunnelBase := o.Coord, o.CoordSHA256, 0
 	if target == "auto" {
 		ci, err := readCoordInfo(dir)
 		if err != nil {
 			return err
 		}
-		target, fingerprint = ci.URL, ci.Fingerprint
+		target, fingerprint, tunnelBase = ci.URL, ci.Fingerprint, ci.TunnelBase
 	}
 	u, err := url.Parse(target)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usagef("--coord %q: want auto or the coordinator's http(s)://HOST:PORT", o.Coord)
 	}
-	if f.opts.Market == "vast" {
+	if f.opts.Market == "vast" && tunnelBase == 0 {
 		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsPrivate())) {
-			return usagef("--coord %s: instances on vast.ai cannot reach this address; run `vastfleet coord --addr 0.0.0.0:8470 --tls` on a machine with a public address and pass --coord https://HOST:8470", target)
+			return usagef("--coord %s: instances on vast.ai cannot reach this address; run `vastfleet coord --tunnel` here and pass --coord auto (agents reach it through SSH tunnels), or run `vastfleet coord --addr 0.0.0.0:8470 --tls` on a machine with a public address and pass --coord https://HOST:8470", target)
 		}
 		if u.Scheme != "https" {
 			return usagef("--coord %s: agents send tokens and findings over the internet; use the coordinator's https:// address (vastfleet coord --tls)", target)
@@ -76,6 +76,14 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 		return err
 	}
 	token, _, err := db.FleetTokens(ctx, spec.Fleet)
+	if err == nil {
+		// `vastfleet reap` later reaps silent instances the same way.
+		after := o.OrphanAfter
+		if after <= 0 {
+			after = wire.DefaultOrphanAft
+		}
+		err = db.SetFleetPolicy(ctx, spec.Fleet, after, o.OrphanPolicy)
+	}
 	if err == nil && len(items) > 0 {
 		// Before renting: the first agent to boot finds them queued.
 		// Idempotent, so a relaunch of the fleet adds only new items.
@@ -101,6 +109,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	onstart, err := bootstrap.AgentOnstart(o.Onstart, bootstrap.Agent{
 		CoordURL: target, Fleet: spec.Fleet, Token: token, BinarySHA256: sum, Fingerprint: fingerprint,
 		Sessions: sessions, OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, TimeScale: scale,
+		TunnelPortBase: tunnelBase,
 	})
 	if err != nil {
 		return usageError{err}

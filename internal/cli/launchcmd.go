@@ -85,13 +85,24 @@ max(2 × --count, --count + 10)), and a budget that counts compute, storage
 and bandwidth (each rental pulls --image-size GB at its host's
 inet_down_cost). Without --budget the launch derives one, --count × the
 median $/hr of the first offers × the deadline (or the boot and release
-timeouts) plus the pulls, ×1.5, and prints it before the first rent;
+timeouts) plus the image pulls of every rental --max-rentals allows, ×1.5,
+and prints it before the first rent;
 --budget 0 turns the cap off. Renting stops, and unready instances are
 destroyed, before the projected spend crosses the budget.
 
 Every rental is recorded before it is made: after a crash, 'launch --resume
-FLEET' continues without renting anything twice; 'cleanup FLEET' destroys
-what is not running.`,
+FLEET' continues without renting anything twice, within the launch's
+original deadline; 'cleanup FLEET' destroys what is not running.
+
+With --json the last line is the summary: fleet, asked, min_ready, ready,
+ready_ids, rented, replaced, failed, destroyed, boot_spend, dph_total,
+stopped_at_cap, interrupted.
+
+Exit codes: 0 at least --min-ready instances are running (default: --count);
+3 the launch ended with fewer (the ready ones keep running: 'cleanup FLEET'
+or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
+130 interrupted (instances left as --on-interrupt says; --resume continues);
+1 any other error.`,
 		Example: `  vastfleet launch --count 300 --deadline 10m --park --by vcpu -n 'rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5'
   vastfleet search --by vcpu --all --save results.json 'cpu_cores_effective>16' && vastfleet launch --from results.json --count 50 --park
   vastfleet launch --resume myfleet`,
@@ -170,11 +181,18 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		if err != nil {
 			return err
 		}
+		f.registerFleetKey(ctx, m.P)
 		view := newLaunchView(f, opts.JSON)
 		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
-		return view.finish(ctx, f, m, opts.Resume, sum, err, ask, opts.MinReady)
+		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
 
+	// Instances are rented on demand (the create carries no bid): a
+	// ranking at bid or reserved prices would promise prices the
+	// rentals do not get.
+	if t := opts.query.Type; t != "on-demand" {
+		return usagef("--type %s: launch rents on demand only; rank with the default --type on-demand", t)
+	}
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
@@ -203,9 +221,10 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before launching: %w", err)
 	}
+	f.registerFleetKey(ctx, m.P)
 	view := newLaunchView(f, opts.JSON)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
-	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask, spec.MinReady)
+	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
 
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
@@ -359,8 +378,10 @@ func (v *launchView) event(e launch.Event) {
 // finish prints the summary, and after an interrupt asks what to do with the
 // instances (on a terminal, when --on-interrupt was not given).
 // A launch that ends with fewer ready than --min-ready (default: every
-// instance asked) exits 3, "partial", whatever the rest of the summary.
-func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool, minReady int) error {
+// instance asked; on --resume, the stored launch's) exits 3, "partial",
+// whatever the rest of the summary.
+func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool) error {
+	minReady := sum.MinReady
 	if minReady <= 0 {
 		minReady = sum.Asked
 	}

@@ -115,7 +115,7 @@ func writePlot(path string, curve []market.Depth, marks []int, rankedBy string) 
 	var data []byte
 	var err error
 	if strings.EqualFold(filepath.Ext(path), ".png") {
-		data, err = depthPNG(curve)
+		data, err = depthPNG(curve, marks, rankedBy)
 	} else {
 		data = []byte(depthSVG(curve, marks, rankedBy))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +116,13 @@ func planRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *planOpti
 	res, err := plan.Options(task, req, offers)
 	var nofit *plan.NoFitError
 	if errors.As(err, &nofit) {
+		if nofit.Offers == 0 {
+			if o, ok := biggestMachine(ctx, p.SearchOffers); ok {
+				nofit.Biggest = fmt.Sprintf("%d× %s", o.NumGPUs, termSafe(o.GPUName))
+				nofit.BiggestGPUs, nofit.BiggestCardGB = o.NumGPUs, o.GPURAM/1000 // GB as the planner's search counts them
+				nofit.BiggestGB = math.Round(float64(o.NumGPUs) * o.GPURAM / 1024)
+			}
+		}
 		if opts.Explain {
 			fmt.Fprintln(f.io.ErrOut, req.Explain())
 		}
@@ -206,6 +214,20 @@ func searchTiers(ctx context.Context, f *factory, req plan.Req, search func(cont
 		}
 	}
 	return offers, nil
+}
+
+// biggestMachine is the offer with the most GPU memory in all, so that a
+// job no machine holds is told how far off it is.
+func biggestMachine(ctx context.Context, search func(context.Context, market.Query) ([]market.Offer, error)) (market.Offer, bool) {
+	q, _, err := market.Parse("reliability>0.95", market.ParseOptions{Order: "gpu_total_ram-", Limit: 1})
+	if err != nil {
+		return market.Offer{}, false
+	}
+	offers, err := search(ctx, q)
+	if err != nil || len(offers) == 0 || offers[0].NumGPUs <= 0 {
+		return market.Offer{}, false
+	}
+	return offers[0], true
 }
 
 func writePlanJSON(w io.Writer, res plan.Result) error {

@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/png"
 	"math"
 	"slices"
 	"strings"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 )
@@ -102,34 +107,92 @@ func depthSVG(curve []market.Depth, marks []int, rankedBy string) string {
 	return b.String()
 }
 
-// depthPNG draws the same curves without text (the standard library has no
-// fonts); the SVG is the labelled version.
-func depthPNG(curve []market.Depth) ([]byte, error) {
+// depthPNG draws what depthSVG draws: the title, both curves, the grid,
+// ticks with their values on all three axes, the axis names (the y names
+// turned as in the SVG) and the marked points, in the fixed 7×13 font of
+// golang.org/x/image (the standard library has none).
+func depthPNG(curve []market.Depth, marks []int, rankedBy string) ([]byte, error) {
 	s := newPlotScale(curve)
 	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
 	fill(img, img.Bounds(), color.White)
 	grid := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
-	for i := 0; i <= plotTicks; i++ {
-		x := int(s.x(s.maxX * float64(i) / plotTicks))
-		y := int(s.y(s.maxY * float64(i) / plotTicks))
-		line(img, x, plotTop, x, plotTop+plotInnerH, grid)
-		line(img, plotL, y, plotL+plotInnerW, y, grid)
-	}
 	axis := color.RGBA{0x33, 0x33, 0x33, 0xff}
-	line(img, plotL, plotTop+plotInnerH, plotL+plotInnerW, plotTop+plotInnerH, axis)
-	line(img, plotL, plotTop, plotL, plotTop+plotInnerH, axis)
 	blue := color.RGBA{0x1f, 0x77, 0xb4, 0xff}
 	red := color.RGBA{0xd6, 0x27, 0x28, 0xff}
+	pngText(img, plotL, 24, "Market depth: top N offers ranked by "+rankedBy, axis)
+	bottom, right := plotTop+plotInnerH, plotL+plotInnerW
+	for i := 0; i <= plotTicks; i++ {
+		fx := s.maxX * float64(i) / plotTicks
+		fy := s.maxY * float64(i) / plotTicks
+		fy2 := s.maxY2 * float64(i) / plotTicks
+		x, y := int(s.x(fx)), int(s.y(fy))
+		line(img, x, plotTop, x, bottom, grid)
+		line(img, plotL, y, right, y, grid)
+		// Ticks outside the frame, then their values.
+		line(img, x, bottom, x, bottom+4, axis)
+		line(img, plotL-4, y, plotL, y, blue)
+		line(img, right, y, right+4, y, red)
+		xl, yl, y2l := trimFloat(fx), trimFloat(fy), trimFloat(fy2)
+		pngText(img, x-pngTextWidth(xl)/2, bottom+18, xl, axis)
+		pngText(img, plotL-8-pngTextWidth(yl), y+4, yl, blue)
+		pngText(img, right+8, y+4, y2l, red)
+	}
+	frame := []image.Point{{plotL, plotTop}, {right, plotTop}, {right, bottom}, {plotL, bottom}, {plotL, plotTop}}
+	for i := 1; i < len(frame); i++ {
+		line(img, frame[i-1].X, frame[i-1].Y, frame[i].X, frame[i].Y, axis)
+	}
+	const xName, yName, y2Name = "cumulative $/hr", "cumulative vCPU", "cumulative RAM GB"
+	pngText(img, plotL+plotInnerW/2-pngTextWidth(xName)/2, plotH-20, xName, axis)
+	pngTextTurned(img, 10, plotTop+plotInnerH/2, yName, blue, true)
+	pngTextTurned(img, plotW-22, plotTop+plotInnerH/2, y2Name, red, false)
 	for i := 1; i < len(curve); i++ {
 		a, b := curve[i-1], curve[i]
 		thick(img, s.x(a.DPH), s.y(a.VCPU), s.x(b.DPH), s.y(b.VCPU), blue)
 		thick(img, s.x(a.DPH), s.y2(a.RAMGB), s.x(b.DPH), s.y2(b.RAMGB), red)
+	}
+	for _, d := range curve {
+		if !slices.Contains(marks, d.N) {
+			continue
+		}
+		cx, cy := int(s.x(d.DPH)), int(s.y(d.VCPU))
+		fill(img, image.Rect(cx-3, cy-3, cx+4, cy+4), blue)
+		pngText(img, cx+5, cy-5, fmt.Sprintf("top %d", d.N), axis)
 	}
 	var buf bytes.Buffer
 	if err := png.Encode(&buf, img); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// pngText draws s with its baseline at y.
+func pngText(img draw.Image, x, y int, s string, c color.Color) {
+	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
+	d.DrawString(s)
+}
+
+func pngTextWidth(s string) int {
+	return font.MeasureString(basicfont.Face7x13, s).Round()
+}
+
+// pngTextTurned draws s a quarter turn, centred on (x, y): reading upwards
+// (counterclockwise) for the left axis, downwards for the right one.
+func pngTextTurned(img *image.RGBA, x, y int, s string, c color.Color, up bool) {
+	w, h := pngTextWidth(s), basicfont.Face7x13.Height
+	flat := image.NewRGBA(image.Rect(0, 0, w, h))
+	pngText(flat, 0, basicfont.Face7x13.Ascent, s, c)
+	for fy := 0; fy < h; fy++ {
+		for fx := 0; fx < w; fx++ {
+			if flat.RGBAAt(fx, fy).A == 0 {
+				continue
+			}
+			px, py := x+fy, y+w/2-fx // counterclockwise
+			if !up {
+				px, py = x+h-1-fy, y-w/2+fx
+			}
+			img.Set(px, py, flat.At(fx, fy))
+		}
+	}
 }
 
 func fill(img *image.RGBA, r image.Rectangle, c color.Color) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
 func newQueryCmd(f *factory) *cobra.Command {
@@ -13,19 +15,25 @@ func newQueryCmd(f *factory) *cobra.Command {
 	// included (with a warning); search refuses them before sending.
 	q := queryFlags{sendUnknown: true}
 	parse := &cobra.Command{
-		Use:   "parse [-n] [--type T] [-o ORDER] [--limit N] QUERY...",
-		Short: "Print the JSON query object the vastai CLI would send for QUERY",
+		Use:   "parse [-n] [-t T|-b|-i|-r|-d] [--new] [-o ORDER] [--limit N] QUERY...",
+		Short: "Print the JSON body the vastai CLI would send for QUERY",
 		Long: `Parse a query exactly as 'vastai search offers' does and print the JSON
-object it would POST to /api/v0/bundles/, keys sorted, for comparison with the
-CLI. One deliberate difference: repeated field!=value terms on one field become
-{"notin": [...]} instead of keeping only the last one.`,
-		Example: `  vastfleet query parse -n --limit 100 -o +dph_total 'gpu_ram>=24 geolocation!=CN'`,
+body it would POST to /api/v0/bundles/ (with --new: PUT to
+/api/v0/search/asks/, wrapped as {"select_cols":["*"],"q":...}), keys
+sorted, for comparison with the CLI; the method and path go to stderr. This
+is the body vastfleet's own searches send. One deliberate difference:
+repeated field!=value terms on one field become {"notin": [...]} instead of
+keeping only the last one.`,
+		Example: `  vastfleet query parse -n --limit 100 -o +dph_total 'gpu_ram>=24 geolocation!=CN'
+  vastfleet query parse --new -b 'num_gpus=1'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			query, err := q.parse(f.io, args)
 			if err != nil {
 				return err
 			}
-			b, err := json.Marshal(query)
+			method, path, body := vast.SearchRequest(query, q.New)
+			fmt.Fprintf(f.io.ErrOut, "%s %s\n", method, path)
+			b, err := json.Marshal(body)
 			if err != nil {
 				return err
 			}

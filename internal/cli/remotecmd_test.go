@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -8,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -283,5 +287,63 @@ func TestDestroyCollectFirst(t *testing.T) {
 	e.ok("destroy", "--all", "--fleet", "k", "--yes", "--collect")
 	if b, err := os.ReadFile(filepath.Join(dir, "results", "k", "k-node-0", "final.txt")); err != nil || string(b) != "final\n" {
 		t.Errorf("destroy --collect left %q, %v", b, err)
+	}
+}
+
+// Eight nodes, one seed: this process sends the archive once and the
+// nodes relay it to each other with their own ssh client; every node ends
+// up with the tree, and no relay archive or key is left behind.
+func TestSyncRelaysNodeToNode(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client not installed (the nodes relay with it)")
+	}
+	e := newEnv(t)
+	e.launchFleet("r", 8)
+	src := t.TempDir()
+	// Incompressible, so the bytes on the wire are the tree's size.
+	blob := make([]byte, 1<<20)
+	rand.Read(blob)
+	os.WriteFile(filepath.Join(src, "weights.bin"), blob, 0o644)
+	os.WriteFile(filepath.Join(src, "train.py"), []byte("print(1)\n"), 0o644)
+	os.WriteFile(filepath.Join(src, ".vastfleetignore"), []byte("scratch/\n"), 0o644)
+	os.MkdirAll(filepath.Join(src, "scratch"), 0o755)
+	os.WriteFile(filepath.Join(src, "scratch", "tmp"), []byte("x"), 0o644)
+
+	r := e.ok("sync", src, "--fleet", "r", "--relay-seeds", "1", "--json")
+	rows := decode[[]syncRow](t, r.out)
+	relayed := 0
+	for _, row := range rows {
+		if row.Error != "" || row.FilesSent != 3 {
+			t.Errorf("row %+v, want 3 files sent", row)
+		}
+		if row.Via != "" {
+			relayed++
+		}
+	}
+	if relayed != 7 {
+		t.Errorf("%d nodes got the tree relayed, want 7 of 8\n%s", relayed, r.out)
+	}
+	t.Log(strings.TrimSpace(r.err))
+	// One copy from here, plus SSH framing and the commands.
+	m := regexp.MustCompile(`this machine sent ([0-9.]+) (KiB|MiB)`).FindStringSubmatch(r.err)
+	if m == nil {
+		t.Fatalf("no traffic line in %q", r.err)
+	}
+	if sent, _ := strconv.ParseFloat(m[1], 64); m[2] != "KiB" && sent > 1.5 {
+		t.Errorf("this machine sent %s %s for 8 nodes of a 1 MiB tree; want about one copy", m[1], m[2])
+	}
+	out := e.ok("exec", "--fleet", "r", "--", "sha256sum project/weights.bin | cut -c1-16; ls -A project; ls -A").out
+	sum := sha256.Sum256(blob)
+	if n := strings.Count(out, hex.EncodeToString(sum[:8])); n != 8 {
+		t.Errorf("%d nodes hold the right weights.bin, want 8:\n%s", n, out)
+	}
+	if strings.Contains(out, ".tgz") || strings.Contains(out, "scratch") || strings.Contains(out, "tmp.") {
+		t.Errorf("relay leftovers or ignored files on the nodes:\n%s", out)
+	}
+	// Unchanged: nothing is sent.
+	for _, row := range decode[[]syncRow](t, e.ok("sync", src, "--fleet", "r", "--relay-seeds", "1", "--json").out) {
+		if row.FilesSent != 0 || row.FileBytes != 0 || row.WireBytes != 0 {
+			t.Errorf("unchanged re-sync %+v, want nothing sent", row)
+		}
 	}
 }

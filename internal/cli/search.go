@@ -14,6 +14,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
 // queryFlags are the `vastai search offers` flags, shared by every command
@@ -29,35 +30,47 @@ type queryFlags struct {
 	// sendUnknown sends a field the marketplace has no column for, with a
 	// warning, as the vastai CLI does, rather than refusing it.
 	sendUnknown bool
-	bid         bool
-	reserved    bool
-	onDemand    bool
+	// New sends the search in the CLI's --new form (PUT /search/asks/).
+	New bool
+}
+
+// typeAlias is a flag that stands for one --type value, as the vastai
+// CLI's store_const aliases do: all write the same field while the command
+// line is parsed, so of several the last one given wins, as in argparse.
+type typeAlias struct {
+	dest *string
+	val  string
+}
+
+func (a typeAlias) String() string   { return "false" }
+func (a typeAlias) Type() string     { return "bool" }
+func (a typeAlias) IsBoolFlag() bool { return true }
+func (a typeAlias) Set(v string) error {
+	if v != "true" {
+		return fmt.Errorf("takes no value (it means --type %s)", a.val)
+	}
+	*a.dest = a.val
+	return nil
 }
 
 func (q *queryFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVarP(&q.NoDefault, "no-default", "n", false, "drop the default filters (verified, external=false, rentable)")
-	fl.StringVarP(&q.Type, "type", "t", "on-demand", "pricing: on-demand, bid (interruptible) or reserved")
-	fl.BoolVarP(&q.bid, "interruptible", "i", false, "same as --type bid")
-	fl.BoolVarP(&q.reserved, "reserved", "r", false, "same as --type reserved")
-	fl.BoolVarP(&q.onDemand, "on-demand", "d", false, "same as --type on-demand")
+	fl.StringVarP(&q.Type, "type", "t", "on-demand", "pricing: on-demand, reserved or bid (interruptible); sent as given, as the vastai CLI does")
+	for _, a := range []struct{ name, short, val string }{
+		{"interruptible", "i", "bid"}, {"bid", "b", "bid"}, {"reserved", "r", "reserved"}, {"on-demand", "d", "on-demand"},
+	} {
+		fl.VarPF(typeAlias{&q.Type, a.val}, a.name, a.short, "same as --type "+a.val+" (of several pricing flags, the last wins)").NoOptDefVal = "true"
+	}
+	fl.BoolVar(&q.New, "new", false, "search with the vastai CLI's --new request: PUT /api/v0/search/asks/ with {\"select_cols\":[\"*\"],\"q\":QUERY}")
 	fl.StringVarP(&q.Order, "order", "o", "score-", "sort keys, comma separated, with +/- for ascending/descending (e.g. +dph_total,-num_gpus)")
-	fl.IntVar(&q.Limit, "limit", 0, "ask the marketplace for at most N offers (0: its own cap)")
+	fl.IntVar(&q.Limit, "limit", 0, "keep the N best offers by the ranking (by -o when nothing scores them); 0 keeps every offer found")
 	fl.Float64Var(&q.Storage, "storage", 5, "disk GiB to price into dph_total")
 	fl.IntVar(&q.SweepLimit, "sweep-limit", 1000, "with --all: offers asked per search; a slice that returns this many is split further (the marketplace must not cap below it)")
 	limitFlags(fl, bounds{"limit", "0", "10000000"}, bounds{"storage", "0", "100000"}, bounds{"sweep-limit", "1", "1000000"})
 }
 
 func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
-	typ := q.Type
-	switch {
-	case q.bid:
-		typ = "bid"
-	case q.reserved:
-		typ = "reserved"
-	case q.onDemand:
-		typ = "on-demand"
-	}
 	if q.Limit < 0 {
 		return market.Query{}, usagef("--limit %d: must be 0 (no limit) or more", q.Limit)
 	}
@@ -65,7 +78,7 @@ func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
 		args = args[1:] // `vastfleet search offers ...`, as with the vastai CLI
 	}
 	query, warnings, err := market.Parse(strings.Join(args, " "), market.ParseOptions{
-		NoDefault: q.NoDefault, Type: typ, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
+		NoDefault: q.NoDefault, Type: q.Type, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
 	for _, w := range warnings {
 		fmt.Fprintf(io.ErrOut, "warning: %s\n", termSafe(string(w)))
@@ -131,8 +144,21 @@ func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	ranked, err := findOffers(ctx, f, q, sweepLimit, s)
+	ranked, err := findOffers(ctx, f, q, qf.New, sweepLimit, qf.SweepLimit, s)
 	return ranked, s, err
+}
+
+// onePageQuery is what a search without --all asks the marketplace for.
+// --limit N keeps the N best offers by the ranking, as it does with --all
+// and --from: without a score the marketplace's order is the ranking, so
+// asking for N is the same; with a score the N best are picked from a
+// full page (as many offers as one sweep slice asks), not from the first N
+// in the marketplace's order.
+func onePageQuery(q market.Query, s market.Scorer, page int) market.Query {
+	if s != nil && q.Limit > 0 {
+		q.Limit = max(q.Limit, page)
+	}
+	return q
 }
 
 type searchOptions struct {
@@ -173,11 +199,19 @@ slices until every matching offer is collected.`,
 	return cmd
 }
 
-// findOffers runs the search (or the sweep) and ranks the result.
-func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int, s market.Scorer) ([]market.Ranked, error) {
+// findOffers runs the search (or the sweep) and ranks the result; newForm
+// sends every search in the --new form.
+func findOffers(ctx context.Context, f *factory, q market.Query, newForm bool, sweepLimit, page int, s market.Scorer) ([]market.Ranked, error) {
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if newForm {
+		ns, ok := p.(newSearcher)
+		if !ok {
+			return nil, usagef("--new: this marketplace has no other search form")
+		}
+		p = newFormSearch{Provider: p, new: ns}
 	}
 	var offers []market.Offer
 	if sweepLimit != 0 {
@@ -202,14 +236,23 @@ func findOffers(ctx context.Context, f *factory, q market.Query, sweepLimit int,
 		}
 		return ranked, nil
 	}
-	offers, err = p.SearchOffers(ctx, q)
+	limit := q.Limit
+	asked := onePageQuery(q, s, page)
+	offers, err = p.SearchOffers(ctx, asked)
 	if err != nil {
 		return nil, err
 	}
-	if len(offers) > 0 && (q.Limit == 0 || len(offers) >= q.Limit) {
+	if len(offers) > 0 && (asked.Limit == 0 || len(offers) >= asked.Limit) {
 		fmt.Fprintf(f.io.ErrOut, "ranked the %d offers of one search (the marketplace caps each answer); --all ranks every matching offer\n", len(offers))
 	}
-	return rankOrKeep(ctx, offers, s)
+	ranked, err := rankOrKeep(ctx, offers, s)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(ranked) > limit {
+		ranked = ranked[:limit]
+	}
+	return ranked, nil
 }
 
 // rankOrKeep ranks by s, or keeps the marketplace's order with its own
@@ -275,12 +318,16 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(q)
+	if !opts.All && opts.From == "" {
+		q = onePageQuery(q, s, opts.query.SweepLimit)
+	}
+	method, path, sent := vast.SearchRequest(q, opts.query.New)
+	body, err := json.Marshal(sent)
 	if err != nil {
 		return err
 	}
 	w := f.io.Out
-	fmt.Fprintf(w, "\nquery sent: %s\n", body)
+	fmt.Fprintf(w, "\nquery sent (%s %s): %s\n", method, path, body)
 	if s == nil {
 		fmt.Fprintln(w, "order: the marketplace's own (no --by or --score)")
 		return nil
@@ -392,4 +439,20 @@ func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []strin
 	}
 	ranked, err := rankOrKeep(ctx, kept, nil)
 	return ranked, nil, err
+}
+
+// newSearcher searches in the vastai CLI's --new form.
+type newSearcher interface {
+	SearchOffersNew(ctx context.Context, q market.Query) ([]market.Offer, error)
+}
+
+// newFormSearch is a provider whose searches (sweeps included) go out in
+// the --new form.
+type newFormSearch struct {
+	provider.Provider
+	new newSearcher
+}
+
+func (p newFormSearch) SearchOffers(ctx context.Context, q market.Query) ([]market.Offer, error) {
+	return p.new.SearchOffersNew(ctx, q)
 }

@@ -1,118 +1,23 @@
 package cli
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/remote"
 )
 
-// syncManifest is the file on each node naming the content hash of every
-// file synced there, so an unchanged file is never sent again.
-const syncManifest = ".vastfleet-sync"
-
-// defaultExcludes keep weights, data and caches off the wire.
-var defaultExcludes = []string{"*.pt", "*.pth", "*.ckpt", "__pycache__", ".git", "data", "wandb", "outputs", syncManifest}
-
-type treeFile struct {
-	rel  string
-	hash string
-	mode fs.FileMode
-	size int64
-}
-
-// scanTree hashes every file under src that no exclude matches (by base
-// name, as .gitignore patterns without a slash do).
-func scanTree(src string, excludes []string) ([]treeFile, error) {
-	var files []treeFile
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != src {
-			for _, pat := range excludes {
-				if ok, _ := path.Match(pat, d.Name()); ok {
-					if d.IsDir() {
-						return filepath.SkipDir
-					}
-					return nil
-				}
-			}
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		files = append(files, treeFile{rel: filepath.ToSlash(rel), hash: hex.EncodeToString(sum[:]), mode: info.Mode().Perm(), size: int64(len(b))})
-		return nil
-	})
-	return files, err
-}
-
-func manifestText(files []treeFile) string {
-	var b strings.Builder
-	for _, f := range files {
-		fmt.Fprintf(&b, "%s %s\n", f.hash, f.rel)
-	}
-	return b.String()
-}
-
-// syncArchive is a gzip'd tar of the files whose hash the node lacks, plus
-// the new manifest.
-func syncArchive(src string, files []treeFile, have map[string]string) ([]byte, int, int64, error) {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	sent, fileBytes := 0, int64(0)
-	for _, f := range files {
-		if have[f.rel] == f.hash {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f.rel)))
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: f.rel, Mode: int64(f.mode), Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
-			return nil, 0, 0, err
-		}
-		tw.Write(b)
-		sent++
-		fileBytes += int64(len(b))
-	}
-	m := manifestText(files)
-	tw.WriteHeader(&tar.Header{Name: syncManifest, Mode: 0o644, Size: int64(len(m)), Typeflag: tar.TypeReg})
-	io.WriteString(tw, m)
-	if err := tw.Close(); err != nil {
-		return nil, 0, 0, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, 0, 0, err
-	}
-	return buf.Bytes(), sent, fileBytes, nil
-}
+// defaultExcludes keep weights, data and caches off the wire, in
+// .gitignore syntax; the tree's .gitignore and .vastfleetignore files
+// come over them and may re-include (!data/), and --exclude over all.
+var defaultExcludes = []string{"*.pt", "*.pth", "*.ckpt", "__pycache__", ".git", "data/", "wandb/", "outputs/"}
 
 type syncRow struct {
 	Node      string `json:"node"`
@@ -120,20 +25,31 @@ type syncRow struct {
 	FilesSent int    `json:"files_sent"`
 	FileBytes int64  `json:"file_bytes"`
 	WireBytes int64  `json:"wire_bytes"`
+	Via       string `json:"via,omitempty"` // the node that relayed the archive
 	Error     string `json:"error,omitempty"`
 }
 
 func newSyncCmd(f *factory) *cobra.Command {
 	var fleetName, dest string
-	var all, asJSON bool
+	var all, asJSON, noRelay bool
 	var excludes []string
-	var parallel int
+	var parallel, seeds int
 	cmd := &cobra.Command{
 		Use:   "sync [SRC] (--fleet F | --all | --id ID...) [--dest /workspace/project] [--exclude PAT...]",
-		Short: "Push a working tree to nodes as a compressed tar of the files each node lacks (by content hash)",
+		Short: "Push a working tree to nodes: only the files each node lacks (by content hash), relayed node to node",
 		Long: `Hashes every file of SRC (default .), asks each node for the hashes it holds
 (DEST/.vastfleet-sync) and sends a gzip'd tar of only the files that differ.
-Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1], " ") + ` and each --exclude.`,
+
+Left out, in .gitignore syntax: ` + strings.Join(defaultExcludes, " ") + `;
+then the .gitignore and .vastfleetignore files of the tree apply (a
+.vastfleetignore may re-include, e.g. !data/), then each --exclude.
+
+Your uplink is the bottleneck for a fleet: this machine sends each archive
+to --relay-seeds nodes, and every node that has it passes it on to another
+with its own ssh client (the fleet key placed on it for the time of one push,
+the target's recorded host key checked), so the bytes sent from here stay a
+few times the archive however many nodes there are. A relay that fails is
+sent from here instead. --no-relay sends from here to every node.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -142,7 +58,13 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 				src = args[0]
 			}
 			ids, _ := cmd.Flags().GetStringSlice("id")
-			files, err := scanTree(src, append(slices.Clone(defaultExcludes), excludes...))
+			var extra []ignore.Rule
+			for _, pat := range excludes {
+				if r, ok := ignore.ParseLine("", pat); ok {
+					extra = append(extra, r)
+				}
+			}
+			files, err := remote.ScanTree(src, ignore.Parse("", strings.Join(defaultExcludes, "\n")), extra)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src, err)
 			}
@@ -161,44 +83,52 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 			if f.opts.Market == "sim" {
 				dest = simRelative(dest)
 			}
-			qdest := remote.Quote(dest)
-			manifests := make([]bytes.Buffer, len(nodes))
+			probes := make([]bytes.Buffer, len(nodes))
 			jobs := make([]remote.Job, len(nodes))
 			for i, n := range nodes {
-				jobs[i] = remote.Job{Target: s.target(n, known), Cmd: "cat " + qdest + "/" + syncManifest + " 2>/dev/null; true", Stdout: &manifests[i], Stderr: io.Discard}
+				jobs[i] = remote.Job{Target: s.target(n, known), Cmd: remote.SyncProbe(dest), Stdout: &probes[i], Stderr: io.Discard}
 			}
 			first := s.run(ctx, nodes, jobs, parallel)
 			rows := make([]syncRow, len(nodes))
+			var reached []remote.SyncNode
+			var at []int
 			for i, n := range nodes {
 				rows[i] = syncRow{Node: n.Name, ID: n.ID}
 				if !first[i].OK() {
 					rows[i].Error = fmt.Sprint(first[i].Err)
-					jobs[i].Cmd = "true"
 					continue
 				}
-				have := map[string]string{}
-				for _, line := range strings.Split(manifests[i].String(), "\n") {
-					if h, rel, ok := strings.Cut(line, " "); ok {
-						have[rel] = h
-					}
-				}
-				archive, sent, fileBytes, err := syncArchive(src, files, have)
-				if err != nil {
+				reached = append(reached, remote.SyncNode{Target: jobs[i].Target, State: remote.ParseSyncProbe(probes[i].String())})
+				at = append(at, i)
+			}
+			opts := remote.SyncOptions{Dest: dest, Seeds: seeds, Parallel: parallel}
+			if !noRelay {
+				if opts.RelayKey, err = os.ReadFile(s.key.path); err != nil {
 					return err
 				}
-				rows[i].FilesSent, rows[i].FileBytes, rows[i].WireBytes = sent, fileBytes, int64(len(archive))
-				jobs[i].Cmd = "mkdir -p " + qdest + " && tar xzf - -C " + qdest
-				jobs[i].Stdin = bytes.NewReader(archive)
-				jobs[i].Stdout = io.Discard
 			}
-			for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
-				if rows[i].Error == "" && !r.OK() {
-					rows[i].Error = fmt.Sprintf("unpacking: exit %d %v", r.Exit, r.Err)
+			sentBefore, _ := s.pool.Traffic()
+			relayed := 0
+			for k, r := range remote.Sync(ctx, s.pool, src, files, reached, opts) {
+				row := &rows[at[k]]
+				row.FilesSent, row.FileBytes, row.WireBytes, row.Via = r.Files, r.FileBytes, r.WireBytes, r.Via
+				if r.Err != nil {
+					row.Error = r.Err.Error()
+				}
+				if r.Via != "" {
+					relayed++
 				}
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			sent, _ := s.pool.Traffic()
+			var treeBytes int64
+			for _, fl := range files {
+				treeBytes += fl.Size
+			}
+			fmt.Fprintf(f.io.ErrOut, "synced %d files (%s) to %d nodes, %d of them relayed by other nodes; this machine sent %s over SSH (%s for the archives)\n",
+				len(files), humanBytes(treeBytes), len(nodes), relayed, humanBytes(sent), humanBytes(sent-sentBefore))
 			failed := 0
 			for _, r := range rows {
 				if r.Error != "" {
@@ -210,9 +140,9 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 					return err
 				}
 			} else {
-				tw := newTable(f.io.Out, "NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "ERROR")
+				tw := newTable(f.io.Out, "NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR")
 				for _, r := range rows {
-					tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Error))
+					tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error))
 				}
 				if err := tw.flush(); err != nil {
 					return err
@@ -226,9 +156,25 @@ Excluded by base name: ` + strings.Join(defaultExcludes[:len(defaultExcludes)-1]
 	fl.BoolVar(&all, "all", false, "sync to every live instance")
 	fl.StringSlice("id", nil, "sync to these instance IDs")
 	fl.StringVar(&dest, "dest", "/workspace/project", "directory on the nodes")
-	fl.StringSliceVar(&excludes, "exclude", nil, "more base-name patterns to leave out")
+	fl.StringSliceVar(&excludes, "exclude", nil, "more patterns to leave out (.gitignore syntax)")
 	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
-	limitFlags(fl, bounds{"parallel", "1", "1024"})
+	fl.IntVar(&seeds, "relay-seeds", 3, "nodes this machine sends each archive to; the rest get it relayed")
+	fl.BoolVar(&noRelay, "no-relay", false, "send from this machine to every node")
+	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"relay-seeds", "1", "1024"})
 	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
 	return cmd
+}
+
+// humanBytes is n in B, KiB, MiB or GiB, one decimal.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 2 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", v, []string{"KiB", "MiB", "GiB"}[i])
 }

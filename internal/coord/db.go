@@ -65,6 +65,13 @@ var schema = []string{
 		heartbeat TEXT NOT NULL,
 		PRIMARY KEY (fleet, node)
 	);`,
+	// What each fleet's dead-man switch was set to at launch, so that a
+	// later vastfleet command reaps silent instances the same way.
+	`CREATE TABLE fleet_policy (
+		fleet         TEXT PRIMARY KEY,
+		orphan_after_s REAL NOT NULL,
+		orphan_policy TEXT NOT NULL
+	);`,
 	// Work items. Ids count from 1 per fleet in the order items were
 	// added; a value is one item however often it is added. Times are
 	// Unix nanoseconds so that SQLite compares them as numbers. The
@@ -459,4 +466,46 @@ func (d *DB) findingCounts(ctx context.Context) (map[string]int64, error) {
 		out[f] = n
 	}
 	return out, rows.Err()
+}
+
+// SetFleetPolicy records the dead-man switch a fleet's agents were given.
+func (d *DB) SetFleetPolicy(ctx context.Context, fleet string, after time.Duration, policy string) error {
+	_, err := d.db.ExecContext(ctx, `INSERT INTO fleet_policy (fleet, orphan_after_s, orphan_policy) VALUES (?, ?, ?)
+		ON CONFLICT (fleet) DO UPDATE SET orphan_after_s = excluded.orphan_after_s, orphan_policy = excluded.orphan_policy`,
+		fleet, after.Seconds(), policy)
+	return err
+}
+
+// FleetPolicy is what SetFleetPolicy recorded; ok is false for a fleet
+// never launched with agents.
+func (d *DB) FleetPolicy(ctx context.Context, fleet string) (after time.Duration, policy string, ok bool, err error) {
+	var secs float64
+	err = d.db.QueryRowContext(ctx, `SELECT orphan_after_s, orphan_policy FROM fleet_policy WHERE fleet = ?`, fleet).Scan(&secs, &policy)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, err
+	}
+	return time.Duration(secs * float64(time.Second)), policy, true, nil
+}
+
+// LastHeard is when each instance of the fleet last sent a heartbeat, on
+// the coordinator's clock, by instance id (nodes that gave none are left
+// out).
+func (d *DB) LastHeard(ctx context.Context, fleet string) (map[int64]time.Time, error) {
+	nodes, err := d.loadNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]time.Time{}
+	for _, n := range nodes {
+		if n.fleet != fleet || n.hb.InstanceID == 0 {
+			continue
+		}
+		if t, ok := out[n.hb.InstanceID]; !ok || n.lastSeen.After(t) {
+			out[n.hb.InstanceID] = n.lastSeen
+		}
+	}
+	return out, nil
 }

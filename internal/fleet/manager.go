@@ -6,7 +6,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"log/slog"
@@ -128,7 +127,7 @@ func (m *Manager) completeListing(ctx context.Context) (provider.Listing, error)
 			return l, nil
 		}
 		lastErr = err
-		if !provider.Transient(err) {
+		if !provider.Classify(err).Transient {
 			break
 		}
 	}
@@ -152,23 +151,6 @@ func byID(l provider.Listing) map[int64]provider.Instance {
 		out[in.ID] = in
 	}
 	return out
-}
-
-// definiteCreateFailure reports whether a create error proves that nothing
-// was rented. Anything else may have rented an instance.
-func definiteCreateFailure(err error) bool {
-	if errors.Is(err, provider.ErrMaybeCreated) {
-		return false
-	}
-	if errors.Is(err, provider.ErrOfferGone) || errors.Is(err, provider.ErrInsufficientBalance) ||
-		errors.Is(err, provider.ErrAuth) || errors.Is(err, provider.ErrRateLimited) {
-		return true
-	}
-	var ae *provider.APIError
-	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
-		return true
-	}
-	return false
 }
 
 // refreshRates takes the marketplace's own $/h figures for a rental when

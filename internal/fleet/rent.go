@@ -95,7 +95,7 @@ func (m *Manager) Rent(ctx context.Context, req RentRequest) (store.Instance, er
 	if err == nil {
 		err = fmt.Errorf("%w: create answered without an instance id", provider.ErrMaybeCreated)
 	}
-	if definiteCreateFailure(err) {
+	if provider.Classify(err).Refused { // nothing was rented
 		if ferr := m.S.FailIntent(ctx, intent.ID, err.Error(), m.now()); ferr != nil {
 			log.Warn("could not mark intent failed", "err", ferr)
 		}

@@ -124,7 +124,7 @@ func (m *Manager) waitRunning(ctx context.Context, id int64, opts WaitOptions) (
 			continue
 		case err != nil:
 			lastErr = err
-			if !provider.Transient(err) {
+			if !provider.Classify(err).Transient {
 				return last, fmt.Errorf("wait for instance %d: %w", id, err)
 			}
 			continue
@@ -180,7 +180,7 @@ func (m *Manager) WaitAllRunning(ctx context.Context, ids []int64, opts WaitOpti
 		l, err := m.P.ListInstances(ctx)
 		if err != nil {
 			lastErr = err
-			if !provider.Transient(err) { // an auth failure included
+			if !provider.Classify(err).Transient { // an auth failure included
 				return out, fmt.Errorf("wait for instances: %w", err)
 			}
 			continue

@@ -41,8 +41,9 @@ type Plan struct {
 const BudgetHeadroom = 1.5
 
 // DefaultBudget is the budget of a launch given none: Count × the median
-// $/hr of the picked offers × the horizon, plus their image pulls, with
-// BudgetHeadroom for replacements; never below the projection itself.
+// $/hr of the picked offers × the horizon, plus the image pulls of every
+// rental the launch may make (replacements pull the image again), with
+// BudgetHeadroom; never below the projection itself.
 func DefaultBudget(s Spec, p Plan) float64 {
 	prices := make([]float64, len(p.Picked))
 	for i, c := range p.Picked {
@@ -53,7 +54,11 @@ func DefaultBudget(s Spec, p Plan) float64 {
 	if n := len(prices); n > 0 {
 		median = (prices[(n-1)/2] + prices[n/2]) / 2
 	}
-	base := float64(s.Count)*median*p.Horizon.Hours() + p.Bandwidth
+	pulls := p.Bandwidth
+	if s.Count > 0 && s.MaxRentals > s.Count {
+		pulls *= float64(s.MaxRentals) / float64(s.Count)
+	}
+	base := float64(s.Count)*median*p.Horizon.Hours() + pulls
 	return math.Ceil(max(BudgetHeadroom*base, 1.25*p.Projected)*100) / 100
 }
 

@@ -69,8 +69,11 @@ type Progress struct {
 
 // Summary is the end of a launch.
 type Summary struct {
-	Asked     int `json:"asked"`
-	Ready     int `json:"ready"`
+	Asked int `json:"asked"`
+	Ready int `json:"ready"`
+	// MinReady is the quorum the launch was asked for: a launch that ends
+	// with fewer ready exits 3.
+	MinReady  int `json:"min_ready"`
 	Replaced  int `json:"replaced"`  // rents beyond the asked count
 	Failed    int `json:"failed"`    // instances that failed to boot, stalled, went offline or did not restart
 	Destroyed int `json:"destroyed"` // instances this launch destroyed (failed, surplus, unready)
@@ -84,12 +87,15 @@ type Summary struct {
 	// StoppedAtCap names the cap that stopped renting ("budget cap $12.00"),
 	// or is empty.
 	StoppedAtCap string `json:"stopped_at_cap"`
+	Fleet        string `json:"fleet"`
+	// ReadyIDs are the instances running and meant to run at the end, in
+	// id order; never null in JSON, so scripts can iterate it.
+	ReadyIDs []int64 `json:"ready_ids"`
+	Rented   int     `json:"rented"` // instances rented into the fleet, replacements included
+	// Interrupted: the launch was cancelled (exit 130); --resume continues it.
+	Interrupted bool `json:"interrupted"`
 
 	// Not part of the JSON line.
-	Fleet       string        `json:"-"`
-	Rented      int           `json:"-"`
-	Interrupted bool          `json:"-"`
-	Elapsed     time.Duration `json:"-"` // marketplace time from start to end
-	EndedAt     time.Time     `json:"-"` // when the launch completed (or stopped)
-	ReadyIDs    []int64       `json:"-"`
+	Elapsed time.Duration `json:"-"` // marketplace time from start to end
+	EndedAt time.Time     `json:"-"` // when the launch completed (or stopped)
 }

@@ -15,8 +15,8 @@ import (
 )
 
 func TestSummaryEventJSON(t *testing.T) {
-	s := &Summary{Asked: 300, Ready: 291, Replaced: 12, Failed: 14, Destroyed: 20, BootSpend: 1.5, DPHTotal: 80.25,
-		VCPU: 20000, RAMGB: 69000, GPUs: 300, StoppedAtCap: "", Fleet: "x", Rented: 312}
+	s := &Summary{Asked: 300, Ready: 291, MinReady: 295, Replaced: 12, Failed: 14, Destroyed: 20, BootSpend: 1.5, DPHTotal: 80.25,
+		VCPU: 20000, RAMGB: 69000, GPUs: 300, StoppedAtCap: "", Fleet: "x", Rented: 312, ReadyIDs: []int64{41, 42}}
 	b, err := json.Marshal(Event{Event: EvSummary, At: time.Now(), Summary: s})
 	if err != nil {
 		t.Fatal(err)
@@ -30,11 +30,12 @@ func TestSummaryEventJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"asked", "boot_spend", "destroyed", "dph_total", "event", "failed", "gpus", "ram_gb", "ready", "replaced", "stopped_at_cap", "vcpu"}
+	want := []string{"asked", "boot_spend", "destroyed", "dph_total", "event", "failed", "fleet", "gpus", "interrupted", "min_ready", "ram_gb", "ready", "ready_ids", "rented", "replaced", "stopped_at_cap", "vcpu"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("summary keys (-want +got):\n%s", diff)
 	}
-	if !strings.HasPrefix(string(b), `{"event":"summary","asked":300,"ready":291,"replaced":12,"failed":14`) {
+	if !strings.HasPrefix(string(b), `{"event":"summary","asked":300,"ready":291,"min_ready":295,"replaced":12,"failed":14`) ||
+		!strings.Contains(string(b), `"fleet":"x","ready_ids":[41,42],"rented":312`) {
 		t.Errorf("summary line %s", b)
 	}
 	// Other events keep their own shape.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,8 +59,12 @@ type node struct {
 	unknownSince           time.Time
 	stopSentAt             time.Time
 	releasedAt             time.Time
-	doomed                 bool // failed, left until the end (no backfill)
-	dropping               bool // chosen for destruction this tick
+	startSentAt            time.Time // last start sent by the release
+	startOK                bool      // the marketplace accepted that start
+	intended, statusMsg    string    // from the last listing
+
+	doomed   bool // failed, left until the end (no backfill)
+	dropping bool // chosen for destruction this tick
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
@@ -95,10 +100,14 @@ type runner struct {
 	bad        map[int64]bool
 
 	start, deadline time.Time
-	released        bool
-	finishing       bool
-	lim             *rate.Limiter
-	spent           float64 // compute and storage, from observed states
+	// since is when this process took the launch over (its start, or
+	// the resume): boots of instances rented before it are not timed,
+	// as their time would include the pause.
+	since     time.Time
+	released  bool
+	finishing bool
+	lim       *rate.Limiter
+	spent     float64 // compute and storage, from observed states
 	// pulls is the bandwidth record of every instance this run rented or
 	// tracked, destroyed ones included: what they pulled (as listings
 	// report it) or are expected to pull (the estimate).
@@ -145,7 +154,8 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
-	raw, secret, err := encodeStored(spec, candidates)
+	win := newWindow(now, spec.Deadline)
+	raw, secret, err := encodeStored(spec, candidates, win)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -164,7 +174,7 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		}
 		return Summary{}, err
 	}
-	r := newRunner(m, spec, candidates, events, bad, now)
+	r := newRunner(m, spec, candidates, events, bad, win, now)
 	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
@@ -193,19 +203,21 @@ func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration)
 // Resume continues a launch from its fleet row: it reconciles the store
 // with the marketplace first, tracks the fleet's live instances, never
 // rents an offer that has an intent in this fleet, and runs the launch to
-// its end with a fresh deadline window.
+// its end within its original deadline. A resume after the deadline rents
+// nothing: it releases what is parked, destroys what is not running and
+// reports.
 func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event)) (Summary, error) {
 	f, err := m.S.GetFleet(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
 	}
-	spec, cands, err := decodeStored(f.Spec, func() ([]byte, error) {
+	st, err := decodeStored(f.Spec, func() ([]byte, error) {
 		return m.S.LoadSecret(ctx, secretName(fleetName))
 	})
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
-	spec = spec.WithDefaults()
+	spec, cands := st.Spec.WithDefaults(), st.Candidates
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
@@ -214,7 +226,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	if err != nil {
 		return Summary{}, err
 	}
-	r := newRunner(m, spec, cands, events, bad, now)
+	r := newRunner(m, spec, cands, events, bad, st.window(f.CreatedAt), now)
 	intents, err := m.S.FleetIntents(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
@@ -247,7 +259,15 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			}
 		}
 	}
-	r.emit(Event{Event: EvStart, At: now, Msg: fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)})
+	msg := fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)
+	switch {
+	case r.deadline.IsZero():
+	case now.Before(r.deadline):
+		msg += fmt.Sprintf("; %s left of the deadline", r.deadline.Sub(now).Round(time.Second))
+	default:
+		msg += fmt.Sprintf("; the deadline passed %s ago: releasing what is parked, destroying what is not running", now.Sub(r.deadline).Round(time.Second))
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
 }
 
@@ -259,7 +279,7 @@ func budgetNote(s Spec, p Plan) string {
 	case p.Budget == 0:
 		return "no budget cap"
 	case s.BudgetAuto:
-		return fmt.Sprintf("budget $%.2f (default: %d × median $/hr × %s + pulls, ×%.1f; set --budget, or --budget 0 for none)",
+		return fmt.Sprintf("budget $%.2f (default: %d × median $/hr × %s + the pulls of every allowed rental, ×%.1f; set --budget, or --budget 0 for none)",
 			p.Budget, s.Count, p.Horizon, BudgetHeadroom)
 	}
 	return fmt.Sprintf("budget $%.2f", p.Budget)
@@ -277,7 +297,7 @@ func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]b
 	return bad, nil
 }
 
-func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, now time.Time) *runner {
+func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, win window, now time.Time) *runner {
 	if events == nil {
 		events = func(Event) {}
 	}
@@ -299,12 +319,9 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
 		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
 		pulls:    map[int64]*store.Instance{},
-		machines: map[int64]int{}, bad: bad, start: now, lastTick: now,
+		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
 		inflight: map[int64]market.Ranked{},
 		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
-	}
-	if spec.Deadline > 0 {
-		r.deadline = now.Add(spec.Deadline)
 	}
 	return r
 }
@@ -520,6 +537,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		n.seen = true
 		st := row.Status()
 		host, port, _ := provider.SSHAddr(row)
+		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
 		if st != n.state || host != n.sshHost || port != n.sshPort {
 			if err := r.m.S.UpdateSeen(ctx, n.id, st, host, port, provider.SSHURL(row), now); err != nil {
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
@@ -643,7 +661,7 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 // (parks) newly running instances and returns the nodes to destroy.
 func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 	var out []int64
-	var stop []*node
+	var stop, start []*node
 	for _, n := range r.sorted() {
 		if n.doomed || n.dropping || !n.seen {
 			continue
@@ -670,10 +688,14 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		switch n.phase {
 		case phBooting:
 			if st == provider.StateRunning {
-				r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
+				if !n.rentedAt.Before(r.since) {
+					r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
+				}
 				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
-				if r.spec.Park && !r.released {
+				// Past the deadline (a resume after it) the release is
+				// due: a stop now would only risk the GPUs.
+				if r.spec.Park && !r.released && (r.deadline.IsZero() || now.Before(r.deadline)) {
 					n.phase = phParking
 					stop = append(stop, n)
 				} else {
@@ -691,11 +713,19 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 				stop = append(stop, n) // the stop did not take (or was never sent before a crash)
 			}
 		case phReleasing:
-			if st == provider.StateRunning {
+			switch {
+			case st == provider.StateRunning:
 				n.phase = phReady
 				r.emit(Event{Event: EvRunning, At: now, InstanceID: n.id, State: st})
-			} else if now.Sub(n.releasedAt) > r.spec.ReleaseTimeout {
+			case scheduling(n) && now.Sub(n.startSentAt) >= SchedulingFor:
+				// Waiting for GPUs another renter holds: it may wait for
+				// ever, so it is replaced now rather than at the timeout.
+				out = append(out, r.fail(ctx, n, "scheduling "+now.Sub(n.startSentAt).Round(time.Second).String()+" after the release: its GPUs were taken", now)...)
+			case now.Sub(n.releasedAt) > r.spec.ReleaseTimeout:
 				out = append(out, r.fail(ctx, n, "not running "+r.spec.ReleaseTimeout.String()+" after the release (its GPUs were probably taken)", now)...)
+			case st == provider.StateStopped && !scheduling(n) &&
+				(!n.startOK || n.intended != provider.StateRunning && now.Sub(n.startSentAt) >= 2*r.spec.PollEvery):
+				start = append(start, n) // the start failed, or did not take
 			}
 		}
 	}
@@ -706,7 +736,19 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		}
 		return r.m.S.SetWanted(ctx, n.id, store.WantParked)
 	})
+	r.sendStart(ctx, start, now)
 	return out
+}
+
+// SchedulingFor is how long a released instance may show "Scheduling"
+// (waiting for its GPUs) before it is replaced: vast's own help calls
+// anything past about 30 seconds resources that are not available.
+const SchedulingFor = 30 * time.Second
+
+// scheduling: the listing shows the node waiting for its GPUs after a
+// start. Vast says so only in status_msg; actual_status stays "stopped".
+func scheduling(n *node) bool {
+	return n.state == provider.StateStopped && strings.HasPrefix(strings.ToLower(strings.TrimSpace(n.statusMsg)), "scheduling")
 }
 
 func stateName(s string) string {
@@ -939,10 +981,18 @@ func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
 	for _, n := range ns {
 		n.phase, n.releasedAt = phReleasing, now
 	}
+	r.sendStart(ctx, ns, now)
+}
+
+// sendStart sends a start to each node; a node whose start fails is sent
+// another at the next listing (transitions), until its release timeout.
+func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		n.startSentAt, n.startOK = now, false
 		if err := r.m.P.StartInstance(ctx, n.id); err != nil {
 			return err
 		}
+		n.startOK = true
 		return r.m.S.SetWanted(ctx, n.id, store.WantRunning)
 	})
 }
@@ -1276,8 +1326,8 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 }
 
 func (r *runner) summary(ctx context.Context) Summary {
-	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
-		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now()}
+	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
+		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
 	if s.StoppedAtCap == "" && r.dphCapped != "" && len(r.readyNodes()) < r.spec.Count {
 		s.StoppedAtCap = r.dphCapped

@@ -160,7 +160,7 @@ func TestBudgetStopsAtCap(t *testing.T) {
 	}
 	spec.Budget = plan.Projected * 1.01
 	rec := &recorder{}
-	r := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, e.Clock.Now())
+	r := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
 	// Half the hour gone, and failures have already spent 95% of the budget:
 	// a replacement for the whole fleet no longer fits.
 	e.Clock.Advance(30 * time.Minute)
@@ -177,7 +177,7 @@ func TestBudgetStopsAtCap(t *testing.T) {
 		t.Fatalf("capHit %q", r.capHit)
 	}
 	// Spending the budget ends the launch: unready instances are dropped.
-	r2 := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, e.Clock.Now())
+	r2 := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
 	r2.spent = spec.Budget
 	var drop []int64
 	r2.nodes[1] = &node{id: 1, phase: phBooting, seen: true}

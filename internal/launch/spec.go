@@ -232,6 +232,24 @@ type stored struct {
 	// Secrets says that Spec's env values, onstart and session commands
 	// are redacted and kept in the store's secret file for the fleet.
 	Secrets bool `json:"secrets,omitempty"`
+	// StartedAt and DeadlineAt are the launch's window in marketplace
+	// time: a resume keeps them, so a crash or a pause never buys a
+	// launch a fresh deadline. DeadlineAt is zero without a deadline.
+	// Rows written before they existed fall back to the fleet's
+	// creation time.
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	DeadlineAt time.Time `json:"deadline_at,omitzero"`
+}
+
+// window is when a launch started and when its deadline falls (zero: none).
+type window struct{ start, deadline time.Time }
+
+func newWindow(start time.Time, deadline time.Duration) window {
+	w := window{start: start}
+	if deadline > 0 {
+		w.deadline = start.Add(deadline)
+	}
+	return w
 }
 
 // Redacted stands in for a secret in what is stored or shown.
@@ -288,39 +306,49 @@ func secretName(fleetName string) string { return "launch-" + fleetName }
 
 // encodeStored returns the fleet row's spec JSON with secrets redacted, and
 // the secrets to keep apart (nil when there are none).
-func encodeStored(spec Spec, cands []market.Ranked) (raw json.RawMessage, secret []byte, err error) {
+func encodeStored(spec Spec, cands []market.Ranked, w window) (raw json.RawMessage, secret []byte, err error) {
 	public, sec, ok := splitSecrets(spec)
 	if ok {
 		if secret, err = json.Marshal(sec); err != nil {
 			return nil, nil, err
 		}
 	}
-	raw, err = json.Marshal(stored{Version: 1, Spec: public, Candidates: cands, Secrets: ok})
+	raw, err = json.Marshal(stored{Version: 1, Spec: public, Candidates: cands, Secrets: ok,
+		StartedAt: w.start.UTC(), DeadlineAt: w.deadline.UTC()})
 	return raw, secret, err
 }
 
 // decodeStored reads a fleet row's spec JSON; loadSecret is called when the
 // spec's secrets were kept apart.
-func decodeStored(raw json.RawMessage, loadSecret func() ([]byte, error)) (Spec, []market.Ranked, error) {
+func decodeStored(raw json.RawMessage, loadSecret func() ([]byte, error)) (stored, error) {
 	var st stored
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return Spec{}, nil, fmt.Errorf("fleet spec: %w", err)
+		return stored{}, fmt.Errorf("fleet spec: %w", err)
 	}
 	if st.Version != 1 || st.Spec.Count == 0 {
-		return Spec{}, nil, errors.New("fleet spec: not a launch spec (was the fleet made by `launch`?)")
+		return stored{}, errors.New("fleet spec: not a launch spec (was the fleet made by `launch`?)")
 	}
 	if st.Secrets {
 		b, err := loadSecret()
 		if err != nil {
-			return Spec{}, nil, fmt.Errorf("fleet spec: its env and onstart were kept apart and cannot be read: %w", err)
+			return stored{}, fmt.Errorf("fleet spec: its env and onstart were kept apart and cannot be read: %w", err)
 		}
 		var sec secrets
 		if err := json.Unmarshal(b, &sec); err != nil {
-			return Spec{}, nil, fmt.Errorf("fleet spec: its env and onstart file: %w", err)
+			return stored{}, fmt.Errorf("fleet spec: its env and onstart file: %w", err)
 		}
 		st.Spec = joinSecrets(st.Spec, sec)
 	}
-	return st.Spec, st.Candidates, nil
+	return st, nil
+}
+
+// window is the stored launch's start and deadline; created is the fleet
+// row's creation time, the start of a launch stored without them.
+func (st stored) window(created time.Time) window {
+	if st.StartedAt.IsZero() {
+		return newWindow(created, st.Spec.Deadline)
+	}
+	return window{start: st.StartedAt, deadline: st.DeadlineAt}
 }
 
 // ParseEnv reads --env 'KEY=V;KEY2=V2;...'. Empty values are kept

@@ -76,26 +76,67 @@ type NoFitError struct {
 	Offers    int
 	LargestGB float64 // largest card among the offers
 	Filtered  map[string]int
-	Proposals []string
+	Proposals []Proposal
+	// Biggest names the machine on offer with the most GPU memory in all
+	// ("8× H200"), when the caller looked it up because no offer had the
+	// GPUs the job needs; proposals that would need more GPUs or bigger
+	// cards than it has are left out.
+	Biggest       string
+	BiggestGB     float64 // its GPU memory in all
+	BiggestGPUs   int
+	BiggestCardGB float64
+}
+
+// Proposal is one way out of a no-fit: a change to the task the planner
+// knows how to cost, with the flag that makes it and what it then needs.
+type Proposal struct {
+	Text     string
+	VRAMGB   float64
+	NumGPUs  int
+	PerGPUGB float64
+}
+
+// fits reports whether a machine of gpus cards of cardGB each holds p as
+// the planner would search for it.
+func (p Proposal) fits(gpus int, cardGB float64) bool {
+	return p.NumGPUs <= gpus && p.PerGPUGB <= cardGB
 }
 
 func (e *NoFitError) Error() string {
 	var b strings.Builder
-	if e.Offers == 0 {
-		return "no offers to choose from: widen the search (lower reliability, other tiers)"
-	}
-	if e.NumGPUs > 1 && e.TotalGB != e.VRAMGB {
+	switch {
+	case e.Offers == 0 && e.NumGPUs > 1:
+		fmt.Fprintf(&b, "no offer fits: needs %.1f GB VRAM, %d GPUs with %.1f GB each in one machine, and no machine on offer has them",
+			e.TotalGB, e.NumGPUs, e.VRAMGB)
+	case e.Offers == 0:
+		fmt.Fprintf(&b, "no offer fits: needs %.1f GB VRAM on one GPU, and no card on offer has it", e.VRAMGB)
+	case e.NumGPUs > 1 && e.TotalGB != e.VRAMGB:
 		fmt.Fprintf(&b, "no offer fits: needs %.1f GB VRAM (%.1f GB per GPU on %d GPUs)", e.TotalGB, e.VRAMGB, e.NumGPUs)
-	} else {
+	default:
 		fmt.Fprintf(&b, "no offer fits: needs %.1f GB VRAM per GPU on %d GPU(s)", e.VRAMGB, e.NumGPUs)
 	}
-	if e.Filtered["vram"] > 0 {
-		fmt.Fprintf(&b, "; the largest card among %d offers is %.0f GB", e.Offers, e.LargestGB)
+	if e.Offers == 0 {
+		if e.Biggest != "" {
+			fmt.Fprintf(&b, " (the most GPU memory one machine on offer has is %.0f GB: %s)", e.BiggestGB, e.Biggest)
+		}
+	} else {
+		if e.Filtered["vram"] > 0 {
+			fmt.Fprintf(&b, "; the largest card among %d offers is %.0f GB", e.Offers, e.LargestGB)
+		}
+		_, parts := rejected(e.Filtered)
+		fmt.Fprintf(&b, " (rejected: %s)", parts)
 	}
-	_, parts := rejected(e.Filtered)
-	fmt.Fprintf(&b, " (rejected: %s)", parts)
-	if len(e.Proposals) > 0 {
-		fmt.Fprintf(&b, ": %s", strings.Join(e.Proposals, " or "))
+	var ways []string
+	for _, p := range e.Proposals {
+		if e.BiggestGPUs <= 0 || p.fits(e.BiggestGPUs, e.BiggestCardGB) {
+			ways = append(ways, p.Text)
+		}
+	}
+	switch {
+	case len(ways) > 0:
+		fmt.Fprintf(&b, ": %s", strings.Join(ways, " or "))
+	case e.Offers == 0 && len(e.Proposals) > 0:
+		fmt.Fprintf(&b, "; even %s does not fit one machine on offer", e.Proposals[len(e.Proposals)-1].Text)
 	}
 	return b.String()
 }
@@ -300,12 +341,42 @@ func rejected(filtered map[string]int) (int, string) {
 
 func noFit(t Task, r Req, offers int, largestGB float64, filtered map[string]int) error {
 	e := &NoFitError{TotalGB: r.VRAMGB, VRAMGB: r.PerGPUGB, NumGPUs: r.NumGPUs, Offers: offers, LargestGB: math.Round(largestGB), Filtered: filtered}
-	if filtered["vram"] == 0 {
-		return e
+	if offers > 0 && filtered["vram"] == 0 {
+		return e // disk or CUDA: nothing the planner could change would help
 	}
 	card := math.Max(e.LargestGB, 1)
-	if k := int(math.Ceil(r.VRAMGB / card)); k > 1 && largestGB > 0 {
-		e.Proposals = append(e.Proposals, fmt.Sprintf("%d× %.0f GB cards with sharding (FSDP/DeepSpeed ZeRO-3, %.1f GB each)", k, card, r.VRAMGB/float64(k)))
+	if k := int(math.Ceil(r.VRAMGB / card)); offers > 0 && k > 1 && largestGB > 0 {
+		e.Proposals = append(e.Proposals, Proposal{fmt.Sprintf("%d× %.0f GB cards with sharding (FSDP/DeepSpeed ZeRO-3, %.1f GB each)", k, card, r.VRAMGB/float64(k)), r.VRAMGB, k, r.VRAMGB / float64(k)})
+	}
+	// What it needs instead: "≈ 84.0 GB, 2 GPUs".
+	need := func(rq Req) string {
+		if rq.NumGPUs > 1 {
+			return fmt.Sprintf("≈ %.1f GB, %d GPUs", rq.VRAMGB, rq.NumGPUs)
+		}
+		return fmt.Sprintf("≈ %.1f GB", rq.VRAMGB)
+	}
+	training := modeAliases[strings.ToLower(t.Mode)] == "train" || t.Full
+	opt := strings.ToLower(t.Optimizer)
+	if training && optimizerBytes[opt] > optimizerBytes["adamw8bit"] || training && opt == "" {
+		q := t
+		q.Optimizer = "adamw8bit"
+		if rq, err := Requirements(q); err == nil && rq.VRAMGB < r.VRAMGB {
+			e.Proposals = append(e.Proposals, Proposal{fmt.Sprintf("an 8-bit optimizer (%s): --optimizer adamw8bit", need(rq)), rq.VRAMGB, rq.NumGPUs, rq.PerGPUGB})
+		}
+	}
+	if prec := strings.ToLower(t.Precision); prec == "fp32" {
+		q := t
+		q.Precision = "bf16"
+		if rq, err := Requirements(q); err == nil {
+			e.Proposals = append(e.Proposals, Proposal{fmt.Sprintf("a smaller precision (%s): --precision bf16", need(rq)), rq.VRAMGB, rq.NumGPUs, rq.PerGPUGB})
+		}
+	}
+	if training {
+		q := t
+		q.Mode, q.Full = "finetune", false
+		if rq, err := Requirements(q); err == nil && rq.VRAMGB < r.VRAMGB {
+			e.Proposals = append(e.Proposals, Proposal{fmt.Sprintf("a LoRA fine-tune (%s): --mode finetune without --full", need(rq)), rq.VRAMGB, rq.NumGPUs, rq.PerGPUGB})
+		}
 	}
 	for _, p := range []string{"int8", "int4"} {
 		q := t
@@ -313,18 +384,17 @@ func noFit(t Task, r Req, offers int, largestGB float64, filtered map[string]int
 		if strings.ToLower(t.Precision) == p || precisionBytes[strings.ToLower(t.Precision)] < precisionBytes[p] && t.Precision != "" {
 			continue
 		}
-		if rq, err := Requirements(q); err == nil {
-			if rq.NumGPUs > 1 {
-				e.Proposals = append(e.Proposals, fmt.Sprintf("%s quantization (≈ %.1f GB, %d GPUs)", p, rq.VRAMGB, rq.NumGPUs))
-			} else {
-				e.Proposals = append(e.Proposals, fmt.Sprintf("%s quantization (≈ %.1f GB)", p, rq.VRAMGB))
-			}
+		how := "--precision " + p
+		rq, err := Requirements(q)
+		if err != nil && training {
+			// Full training cannot be quantized; LoRA on a quantized base
+			// (QLoRA) can.
+			q.Mode, q.Full = "finetune", false
+			how = "--mode finetune --precision " + p + " without --full"
+			rq, err = Requirements(q)
 		}
-	}
-	if q := t; modeAliases[strings.ToLower(t.Mode)] == "train" || t.Full {
-		q.Mode, q.Full = "finetune", false
-		if rq, err := Requirements(q); err == nil && rq.VRAMGB < r.VRAMGB {
-			e.Proposals = append(e.Proposals, fmt.Sprintf("a LoRA fine-tune (≈ %.1f GB)", rq.VRAMGB))
+		if err == nil {
+			e.Proposals = append(e.Proposals, Proposal{fmt.Sprintf("%s quantization (%s): %s", p, need(rq), how), rq.VRAMGB, rq.NumGPUs, rq.PerGPUGB})
 		}
 	}
 	return e

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -256,7 +257,7 @@ func TestOptionsNothingFits(t *testing.T) {
 		t.Errorf("full training no-fit = %v", err)
 	}
 
-	if _, err := Options(task, r, nil); !errors.As(err, &nf) || !strings.Contains(err.Error(), "no offers") {
+	if _, err := Options(task, r, nil); !errors.As(err, &nf) || !strings.Contains(err.Error(), "3 GPUs with 56.0 GB each in one machine, and no machine on offer has them") {
 		t.Errorf("no offers: %v", err)
 	}
 }
@@ -340,5 +341,50 @@ func TestResultJSONShape(t *testing.T) {
 	}
 	if opt["warnings"] == nil || opt["rank"].(float64) != 1 || opt["label"] != "cheapest" {
 		t.Errorf("first option = %v", opt)
+	}
+}
+
+// A 70B full fine-tune fits no machine: the error says what it needs and
+// offers only the ways out the planner can cost, each with its flag, and
+// leaves out those the biggest machine on offer could not hold either.
+func TestNoFitExplainsA70BFullFineTune(t *testing.T) {
+	task := Task{Model: "70b", Mode: "finetune", Full: true, Precision: "bf16"}
+	r := mustReq(t, task)
+	_, err := Options(task, r, nil)
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("err = %v, want *NoFitError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		fmt.Sprintf("needs %.1f GB VRAM, %d GPUs with", r.VRAMGB, r.NumGPUs), "no machine on offer has them",
+		"an 8-bit optimizer", "--optimizer adamw8bit",
+		"a LoRA fine-tune (≈ 185.3 GB, 3 GPUs): --mode finetune without --full",
+		"int4 quantization (≈ 59.3 GB): --mode finetune --precision int4 without --full",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	for _, never := range []string{"widen the search", "reliability", "other tiers"} {
+		if strings.Contains(msg, never) {
+			t.Errorf("error suggests %q, which plan has no flag for:\n%s", never, msg)
+		}
+	}
+	// The biggest machine on offer: 8 cards of 140 GB. An 8-bit optimizer
+	// still needs 11 GPUs, so it is left out; LoRA fits.
+	nf.Biggest, nf.BiggestGB, nf.BiggestGPUs, nf.BiggestCardGB = "8× H200", 1120, 8, 140
+	msg = nf.Error()
+	if !strings.Contains(msg, "1120 GB: 8× H200") {
+		t.Errorf("biggest machine not named:\n%s", msg)
+	}
+	for _, p := range nf.Proposals {
+		want := p.NumGPUs <= 8 && p.PerGPUGB <= 140
+		if strings.Contains(msg, p.Text) != want {
+			t.Errorf("proposal %q (%d GPUs, %.1f GB each) shown = %v beside 8× 140 GB:\n%s", p.Text, p.NumGPUs, p.PerGPUGB, !want, msg)
+		}
+	}
+	if strings.Contains(msg, "8-bit optimizer") || !strings.Contains(msg, "LoRA fine-tune") {
+		t.Errorf("want LoRA offered and the 8-bit optimizer (11 GPUs) left out:\n%s", msg)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Sentinel errors. Implementations wrap them (usually inside *APIError) so
@@ -28,6 +29,10 @@ var (
 	ErrIncompleteListing = errors.New("instance listing incomplete")
 	// ErrServer: a 5xx after retries.
 	ErrServer = errors.New("marketplace server error")
+	// ErrNoAnswer: no whole answer arrived (connection refused or reset,
+	// a timeout mid-answer). Implementations wrap a create's in
+	// ErrMaybeCreated, since the request may have reached the server.
+	ErrNoAnswer = errors.New("no answer from the marketplace")
 )
 
 // APIError is an HTTP error answer, with what the server said.
@@ -53,12 +58,49 @@ func (e *APIError) Error() string {
 
 func (e *APIError) Unwrap() error { return e.Kind }
 
-// Transient reports whether repeating the same idempotent call may succeed.
-// It is the one place that classifies errors for retry; cancellation is never
-// transient.
-func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+// Class is what a failed call's error proves.
+type Class struct {
+	// Transient: repeating the same idempotent call may succeed.
+	Transient bool
+	// Refused: the marketplace certainly did not act on the call, so a
+	// create that failed so rented nothing.
+	Refused bool
+}
+
+// Classify is the one place that reads an error as transient or permanent
+// and as refused or possibly applied; retries, waits and the rent's "was
+// anything created?" all ask it. Cancellation is neither: the call may have
+// been sent, and it is never repeated.
+func Classify(err error) Class {
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, ErrMaybeCreated):
+		return Class{}
+	case errors.Is(err, ErrRateLimited):
+		return Class{Transient: true, Refused: true}
+	case errors.Is(err, ErrServer), errors.Is(err, ErrIncompleteListing), errors.Is(err, ErrNoAnswer):
+		return Class{Transient: true}
+	case errors.Is(err, ErrOfferGone), errors.Is(err, ErrInsufficientBalance), errors.Is(err, ErrAuth),
+		errors.Is(err, ErrNotFound):
+		return Class{Refused: true}
 	}
-	return errors.Is(err, ErrRateLimited) || errors.Is(err, ErrServer) || errors.Is(err, ErrIncompleteListing)
+	if ae, ok := errors.AsType[*APIError](err); ok {
+		return ClassifyStatus(ae.Status)
+	}
+	return Class{}
+}
+
+// ClassifyStatus reads an HTTP answer's status alone, for a client deciding
+// whether to resend before it builds an error.
+func ClassifyStatus(status int) Class {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return Class{Transient: true, Refused: true}
+	case status == http.StatusInternalServerError, status == http.StatusBadGateway,
+		status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:
+		return Class{Transient: true}
+	case status >= 400 && status < 500:
+		return Class{Refused: true}
+	}
+	return Class{}
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,6 +86,32 @@ type Pool struct {
 
 	mu    sync.Mutex
 	conns map[string]*Conn
+
+	// Bytes written to and read from the nodes' sockets, SSH framing and
+	// encryption included: what this process costs the uplink.
+	sent, received atomic.Int64
+}
+
+// Traffic is what the pool's connections have sent and received so far,
+// counted on the sockets.
+func (p *Pool) Traffic() (sent, received int64) { return p.sent.Load(), p.received.Load() }
+
+// countingConn adds a connection's bytes to its pool's totals.
+type countingConn struct {
+	net.Conn
+	p *Pool
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.p.received.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.p.sent.Add(int64(n))
+	return n, err
 }
 
 // NewPool returns an empty pool.
@@ -99,8 +126,13 @@ type Conn struct {
 	ready    chan struct{}
 	err      error
 	client   *ssh.Client
+	hostKey  ssh.PublicKey
 	sessions chan struct{}
+	dead     chan struct{} // closed once the connection has ended
 }
+
+// HostKey is the key the node presented on this connection.
+func (c *Conn) HostKey() ssh.PublicKey { return c.hostKey }
 
 // Errors a caller can tell apart.
 var (
@@ -141,10 +173,10 @@ func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
 	p.mu.Lock()
 	c, ok := p.conns[key]
 	if !ok {
-		c = &Conn{target: t, ready: make(chan struct{}), sessions: make(chan struct{}, p.opts.MaxSessions)}
+		c = &Conn{target: t, ready: make(chan struct{}), sessions: make(chan struct{}, p.opts.MaxSessions), dead: make(chan struct{})}
 		p.conns[key] = c
 		p.mu.Unlock()
-		c.client, c.err = p.dial(ctx, t)
+		c.client, c.hostKey, c.err = p.dial(ctx, t)
 		if c.err != nil {
 			// A failed connect is not cached: the next command tries again.
 			p.mu.Lock()
@@ -152,8 +184,17 @@ func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
 			p.mu.Unlock()
 		} else {
 			go p.keepalive(c)
+			go func() {
+				c.client.Wait()
+				close(c.dead)
+			}()
 		}
 		close(c.ready)
+	} else if c.ended() {
+		// A dropped connection not yet reaped: dial a fresh one.
+		delete(p.conns, key)
+		p.mu.Unlock()
+		return p.Connect(ctx, t)
 	} else {
 		p.mu.Unlock()
 	}
@@ -168,20 +209,20 @@ func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
 	return c, nil
 }
 
-func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, error) {
+func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, ssh.PublicKey, error) {
 	if p.opts.Jitter > 0 {
 		if err := clock.Sleep(ctx, rand.N(p.opts.Jitter)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	backoff := p.opts.RetryBackoff
 	for attempt := 0; ; attempt++ {
-		cl, err := p.handshake(ctx, t)
+		cl, key, err := p.handshake(ctx, t)
 		if err == nil || !errors.Is(err, ErrRefused) || attempt >= p.opts.RefusedRetries {
-			return cl, err
+			return cl, key, err
 		}
 		if err := clock.Sleep(ctx, backoff); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		backoff *= 2
 	}
@@ -189,11 +230,11 @@ func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, error) {
 
 // handshake dials and completes the SSH handshake under one deadline: a
 // host that accepts TCP and then says nothing is cut, not waited on forever.
-func (p *Pool) handshake(ctx context.Context, t Target) (*ssh.Client, error) {
+func (p *Pool) handshake(ctx context.Context, t Target) (*ssh.Client, ssh.PublicKey, error) {
 	select {
 	case p.handshakes <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	defer func() { <-p.handshakes }()
 	fail := func(kind error, detail string, err error) error {
@@ -207,21 +248,23 @@ func (p *Pool) handshake(ctx context.Context, t Target) (*ssh.Client, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
-			return nil, fail(ErrRefused, "the port refused; the instance may still be starting (retried with backoff)", err)
+			return nil, nil, fail(ErrRefused, "the port refused; the instance may still be starting (retried with backoff)", err)
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case hctx.Err() != nil:
-			return nil, fail(ErrHandshakeHang, fmt.Sprintf("no TCP connection within %s", p.opts.HandshakeTimeout), err)
+			return nil, nil, fail(ErrHandshakeHang, fmt.Sprintf("no TCP connection within %s", p.opts.HandshakeTimeout), err)
 		}
-		return nil, fail(nil, "", err)
+		return nil, nil, fail(nil, "", err)
 	}
+	nc = &countingConn{Conn: nc, p: p}
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(hctx, func() { nc.SetDeadline(time.Now()) })
-	var learned ssh.PublicKey
+	var learned, presented ssh.PublicKey
 	cfg := &ssh.ClientConfig{
 		User: t.User,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(t.Signer)},
 		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			presented = key
 			if t.HostKey == nil {
 				learned = key
 				return nil
@@ -241,27 +284,27 @@ func (p *Pool) handshake(ctx context.Context, t Target) (*ssh.Client, error) {
 		var ne net.Error
 		switch {
 		case errors.Is(err, ErrHostKeyChanged):
-			return nil, fail(ErrHostKeyChanged, err.Error(), err)
+			return nil, nil, fail(ErrHostKeyChanged, err.Error(), err)
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case hctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()):
-			return nil, fail(ErrHandshakeHang, fmt.Sprintf("the host accepted the connection but the SSH handshake did not finish within %s", p.opts.HandshakeTimeout), err)
+			return nil, nil, fail(ErrHandshakeHang, fmt.Sprintf("the host accepted the connection but the SSH handshake did not finish within %s", p.opts.HandshakeTimeout), err)
 		case isAuthFailure(err):
-			return nil, fail(ErrAuth, fmt.Sprintf("the key offered (%s) is not on the instance; attach it to the instance, or recreate the instance", Fingerprint(t.Signer.PublicKey())), err)
+			return nil, nil, fail(ErrAuth, fmt.Sprintf("the key offered (%s) is not on the instance; attach it to the instance, or recreate the instance", Fingerprint(t.Signer.PublicKey())), err)
 		case errors.Is(err, io.EOF):
 			// Closed during the handshake: vast's proxy and booting sshd both do this.
-			return nil, fail(ErrRefused, "the host closed the connection during the handshake; the instance may still be starting", err)
+			return nil, nil, fail(ErrRefused, "the host closed the connection during the handshake; the instance may still be starting", err)
 		}
-		return nil, fail(nil, "", err)
+		return nil, nil, fail(nil, "", err)
 	}
 	nc.SetDeadline(time.Time{})
 	if learned != nil && p.opts.OnNewHostKey != nil {
 		if err := p.opts.OnNewHostKey(t, learned); err != nil {
 			sc.Close()
-			return nil, fail(nil, "", err)
+			return nil, nil, fail(nil, "", err)
 		}
 	}
-	return ssh.NewClient(sc, chans, reqs), nil
+	return ssh.NewClient(sc, chans, reqs), presented, nil
 }
 
 func isAuthFailure(err error) bool {
@@ -320,6 +363,26 @@ func (p *Pool) Close() error {
 		}
 	}
 	return nil
+}
+
+// ended reports whether c was opened and has since ended.
+func (c *Conn) ended() bool {
+	select {
+	case <-c.ready:
+		return c.err == nil && c.closed()
+	default:
+		return false
+	}
+}
+
+// closed reports whether the connection has ended.
+func (c *Conn) closed() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
 }
 
 // Client is the underlying SSH client (for SFTP and port forwards).

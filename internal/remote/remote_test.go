@@ -17,6 +17,8 @@ import (
 
 	gssh "github.com/gliderlabs/ssh"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/sim/host"
 )
 
 func newSigner(t *testing.T) ssh.Signer {
@@ -39,6 +41,19 @@ type testServer struct {
 	conns    atomic.Int64
 	inFlight atomic.Int64
 	maxLive  atomic.Int64
+
+	liveMu sync.Mutex
+	live   []net.Conn
+}
+
+// dropAll cuts every connection the server holds, as a network cut would.
+func (ts *testServer) dropAll() {
+	ts.liveMu.Lock()
+	defer ts.liveMu.Unlock()
+	for _, c := range ts.live {
+		c.Close()
+	}
+	ts.live = nil
 }
 
 func startServer(t *testing.T, ln net.Listener, allowed ssh.PublicKey) *testServer {
@@ -70,8 +85,15 @@ func startServer(t *testing.T, ln net.Listener, allowed ssh.PublicKey) *testServ
 		PublicKeyHandler: func(_ gssh.Context, key gssh.PublicKey) bool {
 			return bytes.Equal(key.Marshal(), allowed.Marshal())
 		},
-		ConnCallback: func(_ gssh.Context, c net.Conn) net.Conn { ts.conns.Add(1); return c },
+		ConnCallback: func(_ gssh.Context, c net.Conn) net.Conn {
+			ts.conns.Add(1)
+			ts.liveMu.Lock()
+			ts.live = append(ts.live, c)
+			ts.liveMu.Unlock()
+			return c
+		},
 	}
+	(&host.Forwards{}).Install(srv)
 	srv.AddHostKey(ts.hostKey)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

@@ -62,13 +62,23 @@ func (e *Env) Calls() int64 { return e.calls.n.Load() }
 
 // New builds an Env with its store in dir.
 func New(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string) (*Env, error) {
+	return NewWrapped(ctx, seed, offers, faults, dir, nil)
+}
+
+// NewWrapped is New with wrap in front of the marketplace's handler, for
+// failures the simulator does not draw itself; nil wraps nothing.
+func NewWrapped(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string, wrap func(http.Handler) http.Handler) (*Env, error) {
 	e := &Env{Clock: NewVirtualClock(Start)}
 	mkt, err := sim.New(sim.Config{Seed: seed, Offers: offers, Clock: e.Clock, APIKey: APIKey, Faults: faults, Balance: 1e6})
 	if err != nil {
 		return nil, err
 	}
 	e.Mkt = mkt
-	e.srv = httptest.NewServer(mkt.Handler())
+	h := mkt.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	e.srv = httptest.NewServer(h)
 	if err := e.connect(ctx, e.srv.URL, filepath.Join(dir, store.FileName)); err != nil {
 		e.srv.Close()
 		return nil, err

@@ -83,7 +83,7 @@ func (h *Harness) until(ctx context.Context, t *testing.T, what string, cond fun
 			return
 		}
 		if err != nil {
-			if !provider.Transient(err) {
+			if !provider.Classify(err).Transient {
 				t.Fatalf("waiting for %s: %v", what, err)
 			}
 			last = err

@@ -15,9 +15,37 @@ import (
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
+// SearchRequest is the request `vastai search offers` sends for q: the
+// query itself POSTed to /api/v0/bundles/, or with --new (newForm) wrapped
+// as {"select_cols":["*"],"q":q} and PUT to /api/v0/search/asks/.
+func SearchRequest(q market.Query, newForm bool) (method, path string, body any) {
+	if newForm {
+		return http.MethodPut, "/api/v0/search/asks/", newSearchBody{SelectCols: []string{"*"}, Q: q}
+	}
+	return http.MethodPost, "/api/v0/bundles/", q
+}
+
+// newSearchBody is the body of the --new search form.
+type newSearchBody struct {
+	SelectCols []string     `json:"select_cols"`
+	Q          market.Query `json:"q"`
+}
+
 // SearchOffers posts the query to /api/v0/bundles/ as the CLI does.
 func (c *Client) SearchOffers(ctx context.Context, q market.Query) ([]market.Offer, error) {
-	cl := call{method: http.MethodPost, path: "/api/v0/bundles/", body: q, policy: retryRead}
+	return c.search(ctx, q, false)
+}
+
+// SearchOffersNew runs the search in the CLI's --new form (PUT
+// /api/v0/search/asks/); the answer is the same offer list.
+func (c *Client) SearchOffersNew(ctx context.Context, q market.Query) ([]market.Offer, error) {
+	return c.search(ctx, q, true)
+}
+
+func (c *Client) search(ctx context.Context, q market.Query, newForm bool) ([]market.Offer, error) {
+	method, path, body := SearchRequest(q, newForm)
+	// A search changes nothing: retried as a read in either form.
+	cl := call{method: method, path: path, body: body, policy: retryRead}
 	resp, err := c.do(ctx, cl)
 	if err != nil {
 		return nil, err

@@ -254,7 +254,9 @@ func (e *transportError) Error() string {
 	}
 	return fmt.Sprintf("%s %s: %v", e.method, e.path, e.err)
 }
-func (e *transportError) Unwrap() error { return e.err }
+
+// Unwrap gives the cause and provider.ErrNoAnswer, which classifies it.
+func (e *transportError) Unwrap() []error { return []error{e.err, provider.ErrNoAnswer} }
 
 // do sends c with retries and returns the final answer, which may be a
 // non-2xx status; the caller turns that into an error with apiError. A nil
@@ -290,7 +292,7 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 				// Cancellation is the caller's decision, never retried.
 				return nil, &transportError{cl.method, cl.path, err, c.base.Host}
 			}
-			if last || cl.policy == retryCreate || cl.policy == retryNone {
+			if last || !retryable(cl.policy, provider.Classify(provider.ErrNoAnswer), 0) {
 				return nil, &transportError{cl.method, cl.path, err, c.base.Host}
 			}
 			if err := c.sleep(ctx, c.backoff(attempt, 0)); err != nil {
@@ -298,7 +300,7 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			}
 			continue
 		}
-		if last || !retryable(cl.policy, resp.status) {
+		if last || !retryable(cl.policy, provider.ClassifyStatus(resp.status), resp.status) {
 			return resp, nil
 		}
 		if err := c.sleep(ctx, c.backoff(attempt, c.retryAfter(resp.header))); err != nil {
@@ -335,14 +337,16 @@ func (c *Client) adapt(status int) {
 	c.limiter.SetLimit(l)
 }
 
-func retryable(p retryPolicy, status int) bool {
+// retryable applies a call's policy to what provider.Classify says about
+// its failure (status 0: no answer came).
+func retryable(p retryPolicy, c provider.Class, status int) bool {
 	switch p {
 	case retryRead:
-		return status == 429 || status == 500 || status == 502 || status == 503 || status == 504
+		return c.Transient
 	case retryWrite:
-		return status == 429 || status == 502 || status == 503 || status == 504
+		return c.Transient && status != http.StatusInternalServerError
 	case retryCreate:
-		return status == 429
+		return c.Transient && c.Refused
 	}
 	return false
 }

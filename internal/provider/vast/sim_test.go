@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -391,5 +392,53 @@ func TestSimOperatorCalls(t *testing.T) {
 	t.Logf("log: %.200q", logs)
 	if err := e.c.RebootInstance(ctx, 424242); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("reboot of a missing instance: %v", err)
+	}
+}
+
+// The --new search form and the pricing types, against the simulator over
+// loopback: the same query gives the same offers in either form, and bid
+// pricing lists each offer at its minimum bid.
+func TestSearchFormsAndPricingTypes(t *testing.T) {
+	ctx := context.Background()
+	e := newSimEnv(t, sim.Config{Seed: 4}, nil)
+	q, _, err := market.Parse("num_gpus=1 rentable=true", market.ParseOptions{NoDefault: true, Order: "id", Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := e.c.SearchOffers(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped, err := e.c.SearchOffersNew(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain) == 0 || !slices.EqualFunc(plain, wrapped, func(a, b market.Offer) bool { return a.ID == b.ID && a.DPHTotal == b.DPHTotal }) {
+		t.Fatalf("--new gave %d offers, the POST form %d, or different ones", len(wrapped), len(plain))
+	}
+	q.Type = "bid"
+	bids, err := e.c.SearchOffersNew(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[int64]market.Offer{}
+	for _, o := range plain {
+		byID[o.ID] = o
+	}
+	cheaper := 0
+	for _, o := range bids {
+		od, ok := byID[o.ID]
+		if !ok {
+			continue
+		}
+		if want := o.MinBid + o.StorageTotalCost; math.Abs(o.DPHTotal-want) > 1e-9 {
+			t.Errorf("offer %d at bid pricing: dph_total %v, want min_bid + storage %v", o.ID, o.DPHTotal, want)
+		}
+		if o.DPHTotal < od.DPHTotal {
+			cheaper++
+		}
+	}
+	if cheaper == 0 {
+		t.Error("no offer is cheaper at bid pricing than on demand")
 	}
 }

@@ -130,6 +130,7 @@ func TestWireFormat(t *testing.T) {
 		jsonAnswer(200, `{"success":true}`),
 		jsonAnswer(200, `{"success":true}`),
 		jsonAnswer(200, `{"id":5,"balance":12.5,"credit":1,"api_key":"should-not-matter"}`),
+		jsonAnswer(200, `{"offers":[{"id":8,"dph_total":0.05}]}`),
 	)
 	q := market.Query{Filters: map[string]map[string]any{"num_gpus": {"eq": "2"}}, Order: [][2]string{{"score", "desc"}}, Type: "on-demand", AllocatedStorage: 5}
 	if offers, err := c.SearchOffers(ctx, q); err != nil || len(offers) != 1 || offers[0].ID != 7 {
@@ -158,6 +159,10 @@ func TestWireFormat(t *testing.T) {
 	if err != nil || u.ID != 5 || u.Balance != 12.5 {
 		t.Fatalf("user: %+v %v", u, err)
 	}
+	q.Type = "bid"
+	if offers, err := c.SearchOffersNew(ctx, q); err != nil || len(offers) != 1 || offers[0].ID != 8 {
+		t.Fatalf("search --new: %v %v", offers, err)
+	}
 
 	want := []struct{ method, path, query, body string }{
 		{"POST", "/api/v0/bundles/", "", `{"allocated_storage":5,"num_gpus":{"eq":"2"},"order":[["score","desc"]],"type":"on-demand"}`},
@@ -169,6 +174,8 @@ func TestWireFormat(t *testing.T) {
 		{"PUT", "/api/v0/instances/reboot/99/", "", `{}`},
 		{"DELETE", "/api/v0/instances/99/", "", `{}`},
 		{"GET", "/api/v0/users/current", "", ""},
+		// vastai search offers --new -b 'num_gpus=2'
+		{"PUT", "/api/v0/search/asks/", "", `{"select_cols":["*"],"q":{"allocated_storage":5,"num_gpus":{"eq":"2"},"order":[["score","desc"]],"type":"bid"}}`},
 	}
 	got := s.requests()
 	if len(got) != len(want) {
@@ -334,7 +341,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestBackoffWithoutRetryAfter(t *testing.T) {
 	c, s, w, _ := newStub(t, answer(429, "text/plain", "API requests too frequent endpoint threshold=1.0"))
 	err := show5(c)
-	if !errors.Is(err, provider.ErrRateLimited) || !provider.Transient(err) {
+	if !errors.Is(err, provider.ErrRateLimited) || !provider.Classify(err).Transient {
 		t.Fatalf("err = %v", err)
 	}
 	if n := len(s.requests()); n != 5 {
@@ -410,7 +417,7 @@ func TestCreateNeverRetriedWhenOutcomeUnknown(t *testing.T) {
 			if !errors.Is(err, provider.ErrMaybeCreated) {
 				t.Fatalf("err = %v, want ErrMaybeCreated", err)
 			}
-			if provider.Transient(err) {
+			if provider.Classify(err).Transient {
 				t.Error("a maybe-created error must not look transient")
 			}
 			if n := len(s.requests()); n != 1 {
@@ -655,5 +662,30 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 	if n := len(s.requests()); n != 1 {
 		t.Fatalf("%d requests: the redirect was followed", n)
+	}
+}
+
+// A read whose answer never arrives is transient for every caller (waits,
+// listings), not only for the client's own retries; a cancelled one is not.
+func TestLostAnswerIsTransient(t *testing.T) {
+	drop := func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+	}
+	c, s, _, _ := newStub(t, drop, drop, drop, drop, drop)
+	err := show5(c)
+	if err == nil || !provider.Classify(err).Transient || provider.Classify(err).Refused {
+		t.Fatalf("err = %v, class %+v: want transient, not refused", err, provider.Classify(err))
+	}
+	if n := len(s.requests()); n != 5 {
+		t.Errorf("%d attempts, want 5", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c, _, _, _ = newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		cancel()
+		<-r.Context().Done()
+	})
+	if _, err := c.ShowInstance(ctx, 5); err == nil || provider.Classify(err).Transient {
+		t.Fatalf("cancelled: err = %v, class %+v, want not transient", err, provider.Classify(err))
 	}
 }

@@ -30,6 +30,9 @@ func (mc *machine) serve(dropAfter int64) {
 		},
 		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": mc.sftp},
 	}
+	// Remote forwards (ssh -R): vastfleet's reverse tunnel to a
+	// coordinator on the user's machine binds the node's loopback.
+	(&Forwards{}).Install(srv)
 	if dropAfter > 0 {
 		srv.ConnCallback = func(_ gliderssh.Context, c net.Conn) net.Conn {
 			return &dropConn{Conn: c, left: dropAfter}

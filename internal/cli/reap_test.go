@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// heardAt records, through the coordinator's real HTTP API, a heartbeat
+// from each instance at the given coordinator time.
+func heardAt(t *testing.T, home, fleetName string, at time.Time, ids ...int64) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := coord.OpenDB(ctx, filepath.Join(home, "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	token, _, err := db.FleetTokens(ctx, fleetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := coord.New(coord.Config{DB: db, Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	for _, id := range ids {
+		b, _ := json.Marshal(wire.Heartbeat{Fleet: fleetName, Node: "C." + strconv.FormatInt(id, 10), InstanceID: id, Seq: 1, SentAt: at})
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+wire.PathHeartbeat, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("heartbeat of %d: HTTP %d", id, resp.StatusCode)
+		}
+	}
+	hs.Close()
+	srv.Close() // saves the nodes' last heartbeats
+}
+
+func fleetIDs(t *testing.T, e *env, name string) []int64 {
+	t.Helper()
+	var rows []instanceJSON
+	if err := json.Unmarshal([]byte(e.ok("ls", "--json", "--fleet", name).out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func stateOf(t *testing.T, e *env, id int64) instanceJSON {
+	t.Helper()
+	var rows []instanceJSON
+	if err := json.Unmarshal([]byte(e.ok("ls", "--json", "--all").out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("instance %d is not listed", id)
+	return instanceJSON{}
+}
+
+// TestReapActsOnlyOnThisFleetsSilentInstances: an instance whose agent
+// fell silent long ago is stopped (the fleet's launch-time policy) and ls
+// says why; one heard recently, one never heard, and a silent one of
+// another fleet are left alone.
+func TestReapActsOnlyOnThisFleetsSilentInstances(t *testing.T) {
+	e := newEnv(t)
+	q := "rentable=True num_gpus=1 dph_total<1"
+	e.ok("launch", "--count", "3", "--fleet", "ra", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
+	e.ok("launch", "--count", "1", "--fleet", "rb", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
+	a, b := fleetIDs(t, e, "ra"), fleetIDs(t, e, "rb")
+	if len(a) != 3 || len(b) != 1 {
+		t.Fatalf("fleets ra %v, rb %v", a, b)
+	}
+	silent, recent, never, other := a[0], a[1], a[2], b[0]
+	// Heard long ago, or in the far future (always recent): deterministic
+	// on any clock the simulator keeps.
+	heardAt(t, e.home, "ra", time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), silent)
+	heardAt(t, e.home, "ra", time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC), recent)
+	heardAt(t, e.home, "rb", time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), other)
+
+	r := e.ok("reap", "--fleet", "ra")
+	if !strings.Contains(r.out, "instance "+strconv.FormatInt(silent, 10)+" (fleet ra)") || !strings.Contains(r.out, "stopped") {
+		t.Fatalf("reap output:\n%s\n%s", r.out, r.err)
+	}
+	got := stateOf(t, e, silent)
+	if got.Wanted != "parked" || !strings.Contains(got.Note, "reaped (stop)") {
+		t.Fatalf("the silent instance: wanted %q, note %q; want parked with a reap note", got.Wanted, got.Note)
+	}
+	if ls := e.ok("ls").out; !strings.Contains(ls, "instance "+strconv.FormatInt(silent, 10)+": ") || !strings.Contains(ls, "agent was silent") {
+		t.Fatalf("ls does not show why the instance was stopped:\n%s", ls)
+	}
+	for _, id := range []int64{recent, never, other} {
+		if s := stateOf(t, e, id); s.Wanted != "running" || s.Note != "" {
+			t.Errorf("instance %d was touched: wanted %q, note %q", id, s.Wanted, s.Note)
+		}
+	}
+	// Again: nothing left to do in ra (the stopped one stays stopped).
+	if r := e.ok("reap", "--fleet", "ra"); !strings.Contains(r.err, "no silent instances") {
+		t.Errorf("second reap:\n%s\n%s", r.out, r.err)
+	}
+	// Fleet rb by its own policy, destroy from the flag here.
+	e.ok("reap", "--fleet", "rb", "--orphan-policy", "destroy")
+	if s := stateOf(t, e, other); !s.Gone && !s.DestroyWait {
+		t.Errorf("rb's silent instance was not destroyed: %+v", s)
+	}
+}

@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+type reapOptions struct {
+	Fleet     string
+	After     time.Duration
+	Policy    string
+	AfterSet  bool
+	PolicySet bool
+}
+
+func newReapCmd(f *factory) *cobra.Command {
+	opts := &reapOptions{}
+	cmd := &cobra.Command{
+		Use:   "reap [--fleet F]",
+		Short: "Stop or destroy instances whose agent has fallen silent (the dead-man switch, from outside)",
+		Long: `Stop or destroy this data dir's instances whose agent has not reported to
+the coordinator for longer than the fleet's --orphan-after. A stopped or
+outbid container cannot run its own dead-man switch, so vastfleet does it
+from outside; the coordinator does the same while it runs.
+
+Each fleet is reaped as it was launched (launch --coord --orphan-after and
+--orphan-policy, recorded in DATA_DIR/coord.db); the flags here override.
+Only instances whose label names this data dir and the fleet are touched,
+and only those whose agent reported at least once: silence from an agent
+never heard is not evidence. Every action is logged and noted on the
+instance, where ls shows it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.AfterSet = cmd.Flags().Changed("orphan-after")
+			opts.PolicySet = cmd.Flags().Changed("orphan-policy")
+			return reapRun(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Fleet, "fleet", "", "only this fleet (default: every fleet)")
+	fl.DurationVar(&opts.After, "orphan-after", wire.DefaultOrphanAft, "silence after which an instance is reaped (default: the fleet's, as launched)")
+	fl.StringVar(&opts.Policy, "orphan-policy", wire.PolicyStop, "stop or destroy (default: the fleet's, as launched)")
+	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"})
+	return cmd
+}
+
+func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
+	if opts.Policy != wire.PolicyStop && opts.Policy != wire.PolicyDestroy {
+		return usagef("--orphan-policy %q: use stop or destroy", opts.Policy)
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coord.db")); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
+		return nil
+	}
+	m, err := f.refreshed(ctx, holderName("reap"))
+	if err != nil {
+		return err
+	}
+	if m.P == nil {
+		return errors.New("another vastfleet holds the data dir; reap when it is done")
+	}
+	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fleets := []string{opts.Fleet}
+	if opts.Fleet == "" {
+		all, err := m.S.ListFleets(ctx)
+		if err != nil {
+			return err
+		}
+		fleets = fleets[:0]
+		for _, fl := range all {
+			fleets = append(fleets, fl.Name)
+		}
+	}
+	var errs []error
+	n := 0
+	for _, name := range fleets {
+		o, err := reapOptionsFor(ctx, db, name, opts)
+		if err != nil {
+			return err
+		}
+		if len(o.LastHeard) == 0 {
+			continue
+		}
+		res, err := m.Reap(ctx, o)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			n++
+			f.reportReaped(name, r)
+			if r.Err != nil {
+				errs = append(errs, r.Err)
+			}
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(f.io.ErrOut, "no silent instances")
+	}
+	return errors.Join(errs...)
+}
+
+// reapOptionsFor is how fleet name is reaped: its launch-time dead-man
+// switch, unless the flags say otherwise.
+func reapOptionsFor(ctx context.Context, db *coord.DB, name string, opts *reapOptions) (fleet.ReapOptions, error) {
+	after, policy, ok, err := db.FleetPolicy(ctx, name)
+	if err != nil {
+		return fleet.ReapOptions{}, err
+	}
+	if !ok || opts.AfterSet || after <= 0 {
+		after = opts.After
+	}
+	if !ok || opts.PolicySet || policy == "" {
+		policy = opts.Policy
+	}
+	heard, err := db.LastHeard(ctx, name)
+	if err != nil {
+		return fleet.ReapOptions{}, err
+	}
+	return fleet.ReapOptions{Fleet: name, LastHeard: heard, After: after, Policy: policy}, nil
+}
+
+func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {
+	verb := map[string]string{fleet.ReapStop: "stopped", fleet.ReapDestroy: "destroyed"}[r.Action]
+	if r.Err != nil {
+		fmt.Fprintf(f.io.ErrOut, "instance %d (fleet %s): agent silent for %s; %s failed: %v\n", r.ID, fleetName, r.Silent.Round(time.Second), r.Action, r.Err)
+		return
+	}
+	fmt.Fprintf(f.io.Out, "instance %d (fleet %s): agent silent for %s: %s\n", r.ID, fleetName, r.Silent.Round(time.Second), verb)
+}
+
+// reapWhileCoordinating reaps silent instances every `every` while the
+// coordinator runs, with the switch the coordinator tells agents. Silence
+// counts from the coordinator's start at the earliest (it heard nobody
+// while it was down), and the data dir's lock is taken only for a pass
+// that has something to do, so ls, launch and destroy in other terminals
+// are not kept waiting.
+func (f *factory) reapWhileCoordinating(ctx context.Context, db *coord.DB, after time.Duration, policy string, every time.Duration) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return
+	}
+	since := f.Clock().Now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := f.reapPass(ctx, dir, db, after, policy, since); err != nil && ctx.Err() == nil {
+			f.log.Warn("reaping silent instances", "err", err)
+		}
+	}
+}
+
+func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after time.Duration, policy string, since time.Time) error {
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return err
+	}
+	storeID, err := st.ID(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := st.ListFleets(ctx)
+	if err != nil {
+		return err
+	}
+	var due []fleet.ReapOptions
+	for _, fl := range all {
+		heard, err := db.LastHeard(ctx, fl.Name)
+		if err != nil || len(heard) == 0 {
+			continue
+		}
+		o := fleet.ReapOptions{Fleet: fl.Name, LastHeard: heard, After: after, Policy: policy, Since: since}
+		recs, err := st.Instances(ctx, store.InstanceFilter{Fleet: fl.Name})
+		if err != nil {
+			return err
+		}
+		if len(fleet.Abandoned(recs, storeID, o, f.Clock().Now())) > 0 {
+			due = append(due, o)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	lock, err := store.AcquireLock(dir, holderName("coord", "(reaping silent instances)"))
+	if err != nil {
+		return err // busy: the next pass tries again
+	}
+	defer lock.Unlock()
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	m := &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}
+	for _, o := range due {
+		res, err := m.Reap(ctx, o)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			f.reportReaped(o.Fleet, r)
+		}
+	}
+	return nil
+}

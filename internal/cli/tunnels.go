@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/bootstrap"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// tunnelSyncEvery is how often the coordinator looks for instances that
+// came up or went away, to open or close their tunnels.
+const tunnelSyncEvery = 2 * time.Second
+
+// tunnelKeeper keeps one reverse tunnel per running instance of the
+// store's fleets: the node's 127.0.0.1:TunnelPort(base, id) is carried
+// over vastfleet's SSH connection to the coordinator on this machine.
+type tunnelKeeper struct {
+	f      *factory
+	p      provider.Provider
+	sess   *sshSession
+	base   int
+	local  string   // the coordinator's address on this machine
+	fleets []string // empty: every fleet
+	runs   map[int64]*tunnelRun
+}
+
+type tunnelRun struct {
+	addr     string // the node's SSH address; a new one means a new tunnel
+	cancel   context.CancelFunc
+	attached bool // the fleet key was attached after a refusal
+}
+
+// keepTunnels runs until ctx ends.
+func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleets []string) error {
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	sess, err := f.sshSession(ctx, p, 64)
+	if err != nil {
+		return err
+	}
+	k := &tunnelKeeper{f: f, p: p, sess: sess, base: base, local: local, fleets: fleets, runs: map[int64]*tunnelRun{}}
+	defer func() {
+		for _, r := range k.runs {
+			r.cancel()
+		}
+	}()
+	t := time.NewTicker(tunnelSyncEvery)
+	defer t.Stop()
+	for {
+		if err := k.sync(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("tunnels: listing instances", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// sync opens a tunnel to each running instance that has none and closes
+// those of instances gone, stopped or moved.
+func (k *tunnelKeeper) sync(ctx context.Context) error {
+	st, err := k.f.Store(ctx, false, "")
+	if err != nil {
+		return err
+	}
+	recs, err := st.Instances(ctx, store.InstanceFilter{})
+	if err != nil {
+		return err
+	}
+	listing, err := k.p.ListInstances(ctx)
+	if err != nil {
+		return err
+	}
+	listed := map[int64]provider.Instance{}
+	for _, in := range listing.Instances {
+		listed[in.ID] = in
+	}
+	known, err := k.sess.key.hostKeys()
+	if err != nil {
+		return err
+	}
+	want := map[int64]node{}
+	for _, r := range recs {
+		if !r.GoneAt.IsZero() || (len(k.fleets) > 0 && !slices.Contains(k.fleets, r.Fleet)) {
+			continue
+		}
+		in, ok := listed[r.ID]
+		if !ok || in.ActualStatus == nil || *in.ActualStatus != "running" {
+			continue
+		}
+		host, port, ok := provider.SSHAddr(in)
+		if !ok {
+			continue
+		}
+		want[r.ID] = node{Name: fmt.Sprintf("%s tunnel", r.Fleet), ID: r.ID, Host: host, Port: port}
+	}
+	for id, run := range k.runs {
+		if n, ok := want[id]; !ok || run.addr != net.JoinHostPort(n.Host, fmt.Sprint(n.Port)) {
+			run.cancel()
+			delete(k.runs, id)
+		}
+	}
+	for id, n := range want {
+		if k.runs[id] == nil {
+			k.start(ctx, n, known)
+		}
+	}
+	return nil
+}
+
+func (k *tunnelKeeper) start(ctx context.Context, n node, known map[string]ssh.PublicKey) {
+	rctx, cancel := context.WithCancel(ctx)
+	run := &tunnelRun{addr: net.JoinHostPort(n.Host, fmt.Sprint(n.Port)), cancel: cancel}
+	k.runs[n.ID] = run
+	nodeAddr := net.JoinHostPort("127.0.0.1", fmt.Sprint(bootstrap.TunnelPort(k.base, n.ID)))
+	log := k.f.log.With("instance", n.ID, "node_addr", nodeAddr)
+	km, canAttach := k.p.(provider.KeyManager)
+	go k.sess.pool.KeepForward(rctx, remote.Tunnel{
+		Target:     k.sess.target(n, known),
+		RemoteAddr: nodeAddr,
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", k.local)
+		},
+		OnUp: func(net.Addr) { log.Info("tunnel up: the agent reaches the coordinator") },
+		OnDown: func(err error) {
+			log.Warn("tunnel down; reconnecting", "err", err)
+			// The fleet key is attached on first need, as exec does.
+			if errors.Is(err, remote.ErrAuth) && canAttach && !run.attached {
+				run.attached = true
+				if aerr := km.AttachSSHKey(rctx, n.ID, k.sess.key.authorized); aerr != nil {
+					log.Warn("tunnel: attaching the fleet key", "err", aerr)
+				}
+			}
+		},
+		MaxBackoff: 30 * time.Second,
+	})
+}
+
+// loopbackOf is the address to dial for a listener's address: an
+// unspecified host (0.0.0.0, ::) is reached on loopback.
+func loopbackOf(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+	}
+	return tcp.String()
+}

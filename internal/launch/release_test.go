@@ -1,0 +1,113 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
+	"github.com/vastfleet/vastfleet/internal/sim"
+)
+
+// A released instance that the listing shows "Scheduling" (its GPUs were
+// taken while it was parked) is replaced as soon as it has waited
+// SchedulingFor, not at the release timeout.
+func TestSchedulingReplacedAtOnce(t *testing.T) {
+	e := newTestEnv(t, 3, sim.Faults{TakenWhileStopped: 0.5})
+	rec := &recorder{}
+	spec := baseSpec("sched", 10)
+	spec.Park = true
+	spec.Deadline = 40 * time.Minute
+	spec.ReleaseTimeout = 10 * time.Minute
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := rec.find(EvRelease, "")
+	f := rec.find(EvFailed, "scheduling")
+	if rel == nil || f == nil {
+		t.Fatalf("release %v, scheduling failure %v: want both", rel, f)
+	}
+	if waited := f.At.Sub(rel.At); waited > SchedulingFor+2*DefaultPollEvery {
+		t.Errorf("the scheduling instance was replaced %s after the release, want within %s", waited, SchedulingFor+2*DefaultPollEvery)
+	}
+	if rec.find(EvFailed, "not running") != nil {
+		t.Error("an instance waited for the release timeout")
+	}
+	if sum.Ready != 10 {
+		t.Errorf("summary %+v: want 10 ready", sum)
+	}
+	for _, st := range e.Mkt.State() {
+		if st.ID == f.InstanceID && !st.Destroyed {
+			t.Errorf("instance %d left scheduling", st.ID)
+		}
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}
+
+// failFirstStart answers the first start of every instance with HTTP 500,
+// as a marketplace having a bad moment does, and counts the starts.
+type failFirstStart struct {
+	mu     sync.Mutex
+	starts map[string]int
+}
+
+func (f *failFirstStart) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v0/instances/") {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if strings.Contains(string(body), `"state":"running"`) {
+				f.mu.Lock()
+				f.starts[r.URL.Path]++
+				first := f.starts[r.URL.Path] == 1
+				f.mu.Unlock()
+				if first {
+					http.Error(w, `{"success":false,"error":"server_error"}`, http.StatusInternalServerError)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// A release start answered with HTTP 500 is sent again at the next
+// listing: the instance runs, instead of waiting out its release timeout
+// and being replaced.
+func TestFailedStartIsResent(t *testing.T) {
+	ff := &failFirstStart{starts: map[string]int{}}
+	e, err := launchsim.NewWrapped(context.Background(), 5, 3000, sim.Faults{}, t.TempDir(), ff.wrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	rec := &recorder{}
+	spec := baseSpec("resend", 8)
+	spec.Park = true
+	spec.Spare = -1
+	spec.Deadline = 30 * time.Minute
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 8 || sum.Rented != 8 || sum.Failed != 0 {
+		t.Errorf("summary %+v: want the 8 rentals ready, none failed or replaced", sum)
+	}
+	ff.mu.Lock()
+	defer ff.mu.Unlock()
+	if len(ff.starts) != 8 {
+		t.Errorf("starts sent to %d instances, want 8", len(ff.starts))
+	}
+	for path, n := range ff.starts {
+		if n != 2 {
+			t.Errorf("%s: %d starts, want 2 (the failed one and the re-send)", path, n)
+		}
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}

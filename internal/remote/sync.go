@@ -1,0 +1,383 @@
+package remote
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SyncManifest is the file in a node's destination naming the content
+// hash of every file synced there, so an unchanged file is never sent
+// again. Archives being relayed sit beside it as SyncManifest-<hash>.tgz.
+const SyncManifest = ".vastfleet-sync"
+
+// SyncProbe is the command that reports what a node holds in dest and
+// whether it can relay (it has an ssh client).
+func SyncProbe(dest string) string {
+	return "if command -v ssh >/dev/null 2>&1; then echo relay=yes; else echo relay=no; fi; cat " +
+		Quote(dest) + "/" + SyncManifest + " 2>/dev/null; true"
+}
+
+// NodeState is what SyncProbe found on a node.
+type NodeState struct {
+	CanRelay bool
+	Manifest string // the manifest's text, "" when the node holds none
+}
+
+// ParseSyncProbe reads SyncProbe's output.
+func ParseSyncProbe(out string) NodeState {
+	first, rest, _ := strings.Cut(out, "\n")
+	return NodeState{CanRelay: first == "relay=yes", Manifest: rest}
+}
+
+// ManifestText is the manifest for files.
+func ManifestText(files []TreeFile) string {
+	var b strings.Builder
+	for _, f := range files {
+		fmt.Fprintf(&b, "%s %s\n", f.Hash, f.Rel)
+	}
+	return b.String()
+}
+
+func parseManifest(text string) map[string]string {
+	have := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if h, rel, ok := strings.Cut(line, " "); ok {
+			have[rel] = h
+		}
+	}
+	return have
+}
+
+// Archive is a gzip'd tar of the files a node lacks, plus the new manifest.
+type Archive struct {
+	Data      []byte
+	Files     int
+	FileBytes int64
+}
+
+// BuildArchive packs the files of root whose hash differs from the node's
+// manifest.
+func BuildArchive(root string, files []TreeFile, nodeManifest string) (Archive, error) {
+	have := parseManifest(nodeManifest)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	var a Archive
+	for _, f := range files {
+		if have[f.Rel] == f.Hash {
+			continue
+		}
+		if err := addFile(tw, filepath.Join(root, filepath.FromSlash(f.Rel)), f); err != nil {
+			return Archive{}, err
+		}
+		a.Files++
+		a.FileBytes += f.Size
+	}
+	m := ManifestText(files)
+	if err := tw.WriteHeader(&tar.Header{Name: SyncManifest, Mode: 0o644, Size: int64(len(m)), Typeflag: tar.TypeReg}); err != nil {
+		return Archive{}, err
+	}
+	io.WriteString(tw, m)
+	if err := tw.Close(); err != nil {
+		return Archive{}, err
+	}
+	if err := zw.Close(); err != nil {
+		return Archive{}, err
+	}
+	a.Data = buf.Bytes()
+	return a, nil
+}
+
+func addFile(tw *tar.Writer, p string, f TreeFile) error {
+	fh, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: f.Rel, Mode: int64(f.Mode), Size: f.Size, Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	// The size was taken when the file was hashed; a file changed since
+	// fails here rather than sending a torn copy.
+	if _, err := io.CopyN(tw, fh, f.Size); err != nil {
+		return fmt.Errorf("%s changed while syncing: %w", f.Rel, err)
+	}
+	return nil
+}
+
+// SyncNode is one node to sync and what it holds.
+type SyncNode struct {
+	Target Target
+	State  NodeState
+}
+
+// SyncOptions tune Sync.
+type SyncOptions struct {
+	Dest string // the directory on the nodes
+	// Seeds is how many nodes of a group this process sends the archive
+	// to itself; the others get it relayed node to node [3].
+	Seeds int
+	// RelayKey is a private key (PEM, OpenSSH format) that every node
+	// accepts. It is placed on a relaying node for the time of one push
+	// (a temporary file removed when the push ends); nil turns relaying
+	// off and this process sends to every node.
+	RelayKey []byte
+	// Parallel bounds the sends this process makes at once without relay
+	// [16].
+	Parallel int
+}
+
+// SyncResult is one node's outcome.
+type SyncResult struct {
+	Files     int   // files sent
+	FileBytes int64 // their size
+	WireBytes int64 // the archive's size
+	// Via names the node that relayed the archive; "" when this process
+	// sent it (or nothing was sent).
+	Via string
+	Err error
+}
+
+// Sync brings every node's dest to the tree's state. Nodes holding the
+// same manifest need the same archive, so it is built once per group;
+// within a group this process sends it to Seeds nodes, and every node that
+// has it passes it on to one node at a time (a binomial tree over the
+// group: the holders double each round). A relay that fails is retried
+// directly from here, and the node that failed relays no more.
+func Sync(ctx context.Context, p *Pool, root string, files []TreeFile, nodes []SyncNode, opts SyncOptions) []SyncResult {
+	if opts.Seeds <= 0 {
+		opts.Seeds = 3
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 16
+	}
+	results := make([]SyncResult, len(nodes))
+	want := ManifestText(files)
+	groups := map[string][]int{}
+	var order []string
+	for i, n := range nodes {
+		if n.State.Manifest == want {
+			continue // up to date: nothing to send
+		}
+		if _, ok := groups[n.State.Manifest]; !ok {
+			order = append(order, n.State.Manifest)
+		}
+		groups[n.State.Manifest] = append(groups[n.State.Manifest], i)
+	}
+	var wg sync.WaitGroup
+	for _, m := range order {
+		members := groups[m]
+		a, err := BuildArchive(root, files, m)
+		if err != nil {
+			for _, i := range members {
+				results[i].Err = err
+			}
+			continue
+		}
+		for _, i := range members {
+			results[i].Files, results[i].FileBytes, results[i].WireBytes = a.Files, a.FileBytes, int64(len(a.Data))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := &distribution{p: p, opts: opts, nodes: nodes, results: results, archive: a.Data}
+			d.run(ctx, members)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// distribution spreads one archive over a group of nodes.
+type distribution struct {
+	p       *Pool
+	opts    SyncOptions
+	nodes   []SyncNode
+	results []SyncResult
+	archive []byte
+	name    string // the archive's file name in dest
+}
+
+type outcome struct {
+	source, target int // source -1: this process
+	err            error
+}
+
+func (d *distribution) run(ctx context.Context, members []int) {
+	sum := sha256.Sum256(d.archive)
+	d.name = SyncManifest + "-" + hex.EncodeToString(sum[:6]) + ".tgz"
+	relay := d.opts.RelayKey != nil && len(members) > d.opts.Seeds
+	// Seeds that can pass the archive on come first.
+	pending := slices.Clone(members)
+	slices.SortStableFunc(pending, func(a, b int) int {
+		return boolRank(d.nodes[b].State.CanRelay) - boolRank(d.nodes[a].State.CanRelay)
+	})
+	var direct, sources []int
+	slots, seeded, inflight := d.opts.Parallel, 0, 0
+	if relay {
+		slots = d.opts.Seeds
+	}
+	done := make(chan outcome)
+	for {
+		for slots > 0 && (len(direct) > 0 || len(pending) > 0 && (!relay || seeded < d.opts.Seeds)) {
+			var t int
+			if len(direct) > 0 {
+				t, direct = direct[0], direct[1:]
+			} else {
+				t, pending = pending[0], pending[1:]
+				seeded++
+			}
+			slots--
+			inflight++
+			go func() { done <- outcome{source: -1, target: t, err: d.send(ctx, t, relay)} }()
+		}
+		for len(sources) > 0 && len(pending) > 0 {
+			s, t := sources[0], pending[0]
+			sources, pending = sources[1:], pending[1:]
+			inflight++
+			go func() { done <- outcome{source: s, target: t, err: d.relay(ctx, s, t)} }()
+		}
+		if inflight == 0 {
+			if len(pending) == 0 {
+				break
+			}
+			// Nobody left to relay: this process sends the rest.
+			direct, pending = append(direct, pending...), nil
+			continue
+		}
+		o := <-done
+		inflight--
+		switch {
+		case o.source < 0:
+			slots++
+			if o.err != nil {
+				d.results[o.target].Err = o.err
+				continue
+			}
+		case o.err != nil:
+			// Either end may be at fault; the target is sent to directly,
+			// and the source relays no more.
+			direct = append(direct, o.target)
+			continue
+		default:
+			sources = append(sources, o.source)
+			d.results[o.target].Via = d.nodes[o.source].Target.Name
+		}
+		if relay && d.nodes[o.target].State.CanRelay {
+			sources = append(sources, o.target)
+		}
+	}
+	if relay {
+		d.cleanup(ctx, members)
+	}
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// receiveCmd unpacks an archive arriving on stdin into dest; keep leaves
+// the archive in dest for the node to relay.
+func receiveCmd(dest, name string, keep bool) string {
+	q := Quote(dest)
+	if !keep {
+		return "mkdir -p " + q + " && tar xzf - -C " + q
+	}
+	f := q + "/" + name
+	return "mkdir -p " + q + " && cat > " + f + ".part && mv " + f + ".part " + f + " && tar xzf " + f + " -C " + q
+}
+
+// send streams the archive from this process to node t.
+func (d *distribution) send(ctx context.Context, t int, keep bool) error {
+	tg := d.nodes[t].Target
+	c, err := d.p.Connect(ctx, tg)
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	code, err := c.Run(ctx, receiveCmd(d.opts.Dest, d.name, keep), bytes.NewReader(d.archive), io.Discard, &stderr)
+	return unpackError(code, err, stderr.String())
+}
+
+func unpackError(code int, err error, stderr string) error {
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("unpacking: exit %d: %s", code, strings.TrimSpace(lastLine(stderr)))
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndex(s, "\n")+1:]
+}
+
+// relayAlias is the name the relaying node's ssh checks the target's
+// host key under, in a known_hosts file holding that one key.
+const relayAlias = "vastfleet-relay"
+
+// relay has node s push its copy of the archive to node t with the
+// system ssh client. The private key comes on stdin into a directory
+// only the push can read, removed when it ends however it ends; the
+// target's host key is the one this process recorded, checked strictly.
+func (d *distribution) relay(ctx context.Context, s, t int) error {
+	src, dst := d.nodes[s].Target, d.nodes[t].Target
+	tc, err := d.p.Connect(ctx, dst)
+	if err != nil {
+		return err
+	}
+	sc, err := d.p.Connect(ctx, src)
+	if err != nil {
+		return err
+	}
+	known := relayAlias + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(tc.HostKey())))
+	archive := Quote(d.opts.Dest) + "/" + d.name
+	cmd := `umask 077; d=$(mktemp -d) || exit 1; trap 'rm -rf "$d"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM INT; ` +
+		`cat > "$d/k" && printf '%s\n' ` + Quote(known) + ` > "$d/kh" && ` +
+		`ssh -F /dev/null -i "$d/k" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes ` +
+		`-o UserKnownHostsFile="$d/kh" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o HostKeyAlias=` + relayAlias + ` ` +
+		`-o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=3 -o LogLevel=ERROR ` +
+		`-p ` + strconv.Itoa(dst.Port) + ` -l ` + Quote(dst.User) + ` ` + Quote(dst.Host) + ` ` +
+		Quote(receiveCmd(d.opts.Dest, d.name, true)) + ` < ` + archive
+	var stderr bytes.Buffer
+	code, err := sc.Run(ctx, cmd, bytes.NewReader(d.opts.RelayKey), io.Discard, &stderr)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("relay %s → %s: exit %d: %s", src.Name, dst.Name, code, lastLine(stderr.String()))
+	}
+	return nil
+}
+
+// cleanup removes the kept archive, and any part of one a failed push
+// left, from every node of the group, also after an interrupt.
+func (d *distribution) cleanup(ctx context.Context, nodes []int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	jobs := make([]Job, len(nodes))
+	for i, n := range nodes {
+		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: "cd " + Quote(d.opts.Dest) + " 2>/dev/null && rm -f " + d.name + " " + d.name + ".part; true", Stdout: io.Discard, Stderr: io.Discard}
+	}
+	d.p.RunAll(ctx, jobs, d.opts.Parallel)
+}
