@@ -34,10 +34,15 @@ type agent struct {
 	cfg    Config
 	log    *slog.Logger
 	client *coordClient
-	spool  *spool
-	stats  *sampler
-	boot   string // this run's random id: part of every finding key
-	seq    atomic.Int64
+	spool  *spool[wire.Finding]
+	// results holds item results until the coordinator acknowledges
+	// them; resultsMu lets one sender at a time drain it.
+	results     *spool[wire.ItemResult]
+	resultsMu   sync.Mutex
+	wakeResults chan struct{}
+	stats       *sampler
+	boot        string // this run's random id: part of every finding key
+	seq         atomic.Int64
 
 	sessions []*session
 
@@ -88,17 +93,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer sp.close()
+	rs, err := openSpoolOf(filepath.Join(cfg.StateDir, "results.jsonl"), resultKey,
+		func(r wire.ItemResult) int { return len(r.StdoutTail) + 256 })
+	if err != nil {
+		return err
+	}
+	defer rs.close()
 
 	a := &agent{
-		cfg:        cfg,
-		log:        log,
-		client:     newCoordClient(cfg),
-		spool:      sp,
-		stats:      newSampler("/sys/fs/cgroup", "/proc", cfg.StateDir),
-		boot:       randomID(),
-		metrics:    map[string]float64{},
-		wakeSender: make(chan struct{}, 1),
-		acked:      make(chan struct{}, 1),
+		cfg:         cfg,
+		log:         log,
+		client:      newCoordClient(cfg),
+		spool:       sp,
+		results:     rs,
+		wakeResults: make(chan struct{}, 1),
+		stats:       newSampler("/sys/fs/cgroup", "/proc", cfg.StateDir),
+		boot:        randomID(),
+		metrics:     map[string]float64{},
+		wakeSender:  make(chan struct{}, 1),
+		acked:       make(chan struct{}, 1),
 	}
 	defer a.client.close()
 	a.interval.Store(int64(a.scaledInterval(cfg.FirstInterval)))
@@ -119,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			sessWG.Wait()
 			return fmt.Errorf("session %s log: %w", spec.Name, err)
 		}
-		s := &session{spec: spec, out: out, onLine: a.onLine, env: env,
+		s := &session{spec: spec, out: out, onLine: a.onLine, items: a, env: env,
 			grace: cfg.StopGrace, base: cfg.restartBase, log: log}
 		s.state = wire.SessionState{Name: spec.Name, State: stateStarting}
 		a.sessions = append(a.sessions, s)
@@ -138,16 +151,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); a.heartbeats(ctx) }()
 	go func() { defer wg.Done(); a.sendFindings(ctx) }()
+	go func() { defer wg.Done(); a.sendResults(ctx) }()
 	orphaned := a.deadman(ctx)
 	cancel()
 	wg.Wait()
 	if orphaned {
 		return ErrOrphaned
 	}
-	log.Info("agent stopping", "unsent_findings", sp.len())
+	log.Info("agent stopping", "unsent_findings", sp.len(), "unsent_results", rs.len())
 	return nil
 }
 
@@ -185,12 +199,16 @@ func (a *agent) onLine(sess string, l wire.Line) {
 		a.mu.Unlock()
 		return
 	}
-	f := wire.Finding{
+	a.addFinding(wire.Finding{
 		Key:     fmt.Sprintf("%s/%s/%s-%d", a.cfg.Node, sess, a.boot, a.seq.Add(1)),
 		Session: sess,
 		At:      time.Now().UTC(),
 		Data:    append([]byte(nil), l.Found...),
-	}
+	})
+}
+
+// addFinding spools a finding and wakes the sender.
+func (a *agent) addFinding(f wire.Finding) {
 	// On disk before anything else: from here on it survives a crash.
 	if err := a.spool.add(f); err != nil {
 		a.log.Error("finding kept in memory only", "key", f.Key, "err", err)

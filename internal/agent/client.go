@@ -77,30 +77,37 @@ func pinnedTLS(want []byte) *tls.Config {
 
 // post sends in as JSON to path and decodes a 2xx answer into out.
 func (c *coordClient) post(ctx context.Context, path string, in, out any) error {
+	_, err := c.postStatus(ctx, path, in, out)
+	return err
+}
+
+// postStatus is post that also says which 2xx status came back; a 204
+// leaves out as it was.
+func (c *coordClient) postStatus(ctx context.Context, path string, in, out any) (int, error) {
 	// Findings are the sessions' own JSON: sent as written, not with
 	// <, > and & grown sixfold by HTML escaping.
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(in); err != nil {
-		return err
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, &body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if resp.StatusCode/100 != 2 {
 		var e wire.Error
@@ -111,15 +118,15 @@ func (c *coordClient) post(ctx context.Context, path string, in, out any) error 
 		if len(msg) > 200 {
 			msg = msg[:200] + "…"
 		}
-		return &statusError{Status: resp.StatusCode, Msg: msg}
+		return resp.StatusCode, &statusError{Status: resp.StatusCode, Msg: msg}
 	}
-	if out == nil {
-		return nil
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return resp.StatusCode, nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("coordinator answer to %s: %v", path, err)
+		return resp.StatusCode, fmt.Errorf("coordinator answer to %s: %v", path, err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 func (c *coordClient) close() { c.http.CloseIdleConnections() }

@@ -45,10 +45,13 @@ type session struct {
 	spec   wire.Session
 	out    io.Writer // the session's log
 	onLine func(session string, l wire.Line)
-	env    []string
-	grace  time.Duration
-	base   time.Duration
-	log    *slog.Logger
+	// items, for an item worker (spec.IsItemWorker), leases items and
+	// takes their results; the session then runs once per item.
+	items itemSource
+	env   []string
+	grace time.Duration
+	base  time.Duration
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	state wire.SessionState
@@ -74,6 +77,10 @@ func (s *session) set(f func(st *wire.SessionState)) {
 // run supervises the session until ctx ends (then the child is stopped:
 // SIGINT to its group, SIGKILL after the grace) or the policy says done.
 func (s *session) run(ctx context.Context) {
+	if s.spec.IsItemWorker() && s.items != nil {
+		s.runItems(ctx)
+		return
+	}
 	policy := s.spec.Restart
 	if policy == "" {
 		policy = restartOnFailure
@@ -82,7 +89,8 @@ func (s *session) run(ctx context.Context) {
 	for {
 		s.set(func(st *wire.SessionState) { st.Name, st.State, st.PID = s.spec.Name, stateStarting, 0 })
 		began := time.Now()
-		code, err := s.once(ctx)
+		code, err := s.once(ctx, runSpec{command: s.spec.Command, env: s.env,
+			onLine: func(l wire.Line) { s.onLine(s.spec.Name, l) }})
 		failed := err != nil || code != 0
 		s.set(func(st *wire.SessionState) {
 			st.PID = 0
@@ -123,9 +131,18 @@ func (s *session) run(ctx context.Context) {
 	}
 }
 
+// runSpec is one run of a session's command.
+type runSpec struct {
+	command string
+	env     []string
+	dir     string    // working directory; "" is the agent's
+	tail    io.Writer // also gets stdout, when set
+	onLine  func(wire.Line)
+}
+
 // once runs the command to its end, or until ctx ends and it is stopped.
 // code is the exit status, 128+N for a signal N, -1 when it never ran.
-func (s *session) once(ctx context.Context) (code int, err error) {
+func (s *session) once(ctx context.Context, run runSpec) (code int, err error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return -1, err
@@ -136,8 +153,9 @@ func (s *session) once(ctx context.Context) (code int, err error) {
 		outW.Close()
 		return -1, err
 	}
-	cmd := exec.Command("/bin/sh", "-c", s.spec.Command)
-	cmd.Env = s.env
+	cmd := exec.Command("/bin/sh", "-c", run.command)
+	cmd.Env = run.env
+	cmd.Dir = run.dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	// Its own group, so that a stop reaches every process it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -155,8 +173,8 @@ func (s *session) once(ctx context.Context) (code int, err error) {
 
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go func() { defer readers.Done(); s.copyLines(outR, true) }()
-	go func() { defer readers.Done(); s.copyLines(errR, false) }()
+	go func() { defer readers.Done(); s.copyLines(outR, run.tail, run.onLine) }()
+	go func() { defer readers.Done(); s.copyLines(errR, nil, nil) }()
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -209,9 +227,9 @@ func exitCode(err error) int {
 	return -1
 }
 
-// copyLines appends r to the session's log line by line and, for stdout,
-// hands every structured line to onLine.
-func (s *session) copyLines(r io.Reader, parse bool) {
+// copyLines appends r to the session's log (and to tail) line by line
+// and hands every structured line to onLine, when set (stdout).
+func (s *session) copyLines(r io.Reader, tail io.Writer, onLine func(wire.Line)) {
 	br := bufio.NewReaderSize(r, maxParsedLine)
 	long := false
 	for {
@@ -222,9 +240,12 @@ func (s *session) copyLines(r io.Reader, parse bool) {
 				chunk = append(chunk[:len(chunk):len(chunk)], '\n') // the last line, unterminated
 			}
 			_, _ = s.out.Write(chunk)
-			if parse && complete && !long {
+			if tail != nil {
+				_, _ = tail.Write(chunk)
+			}
+			if onLine != nil && complete && !long {
 				if l, ok := wire.ParseLine(bytes.TrimSpace(chunk)); ok {
-					s.onLine(s.spec.Name, l)
+					onLine(l)
 				}
 			}
 		}

@@ -13,32 +13,42 @@ import (
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
-// spool keeps every finding on disk from the moment a session reports it
-// until the coordinator acknowledges it: one JSON line per finding in
-// STATE_DIR/spool.jsonl, fsynced before the finding is sent. Acknowledged
+// spool keeps every finding (and, in a second file, every item result) on
+// disk from the moment a session reports it until the coordinator
+// acknowledges it: one JSON line per record in STATE_DIR/spool.jsonl (and
+// results.jsonl), fsynced before the record is sent. Acknowledged
 // findings leave by an atomic rewrite (temp file, fsync, rename, fsync of
 // the directory), so a crash at any point leaves either the old or the new
 // file, never a mix.
-type spool struct {
+type spool[T any] struct {
 	mu      sync.Mutex
 	path    string
 	f       *os.File // append handle
-	pending []wire.Finding
+	pending []T
+	keyOf   func(T) string // the record's idempotency key
+	sizeOf  func(T) int    // about how many bytes of JSON it sends as
+}
+
+// openSpool is the findings spool.
+func openSpool(path string) (*spool[wire.Finding], error) {
+	return openSpoolOf(path,
+		func(f wire.Finding) string { return f.Key },
+		func(f wire.Finding) int { return len(f.Data) + len(f.Key) + len(f.Session) + 64 })
 }
 
 // openSpool loads what an earlier run left unacknowledged. A torn last
 // line (a crash mid-append, before its fsync returned) is dropped: that
 // finding was never acknowledged to anyone, nor sent.
-func openSpool(path string) (*spool, error) {
-	s := &spool{path: path}
+func openSpoolOf[T any](path string, keyOf func(T) string, sizeOf func(T) int) (*spool[T], error) {
+	s := &spool[T]{path: path, keyOf: keyOf, sizeOf: sizeOf}
 	torn := false
 	if b, err := os.ReadFile(path); err == nil {
 		for line := range bytes.SplitSeq(b, []byte("\n")) {
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
-			var f wire.Finding
-			if err := json.Unmarshal(line, &f); err != nil || f.Key == "" {
+			var f T
+			if err := json.Unmarshal(line, &f); err != nil || keyOf(f) == "" {
 				torn = true
 				continue
 			}
@@ -66,8 +76,8 @@ func openSpool(path string) (*spool, error) {
 	return s, nil
 }
 
-// add appends a finding and returns once it is on disk.
-func (s *spool) add(f wire.Finding) error {
+// add appends a record and returns once it is on disk.
+func (s *spool[T]) add(f T) error {
 	line, err := json.Marshal(f)
 	if err != nil {
 		return err
@@ -90,13 +100,13 @@ func (s *spool) add(f wire.Finding) error {
 
 // batch is the oldest pending findings, at most max of them and at most
 // about maxBytes of JSON, but always at least one.
-func (s *spool) batch(max, maxBytes int) []wire.Finding {
+func (s *spool[T]) batch(max, maxBytes int) []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []wire.Finding
+	var out []T
 	size := 0
 	for _, f := range s.pending {
-		n := len(f.Data) + len(f.Key) + len(f.Session) + 64
+		n := s.sizeOf(f)
 		if len(out) > 0 && (len(out) >= max || size+n > maxBytes) {
 			break
 		}
@@ -106,14 +116,14 @@ func (s *spool) batch(max, maxBytes int) []wire.Finding {
 	return out
 }
 
-func (s *spool) len() int {
+func (s *spool[T]) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.pending)
 }
 
 // ack drops the acknowledged keys and rewrites the file without them.
-func (s *spool) ack(keys []string) (int, error) {
+func (s *spool[T]) ack(keys []string) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
@@ -125,7 +135,7 @@ func (s *spool) ack(keys []string) (int, error) {
 	defer s.mu.Unlock()
 	kept := s.pending[:0:0]
 	for _, f := range s.pending {
-		if !done[f.Key] {
+		if !done[s.keyOf(f)] {
 			kept = append(kept, f)
 		}
 	}
@@ -137,7 +147,7 @@ func (s *spool) ack(keys []string) (int, error) {
 	return dropped, s.rewriteLocked()
 }
 
-func (s *spool) rewriteLocked() error {
+func (s *spool[T]) rewriteLocked() error {
 	dir := filepath.Dir(s.path)
 	tmp, err := os.CreateTemp(dir, ".spool-*.tmp")
 	if err != nil {
@@ -185,7 +195,7 @@ func (s *spool) rewriteLocked() error {
 	return nil
 }
 
-func (s *spool) close() error {
+func (s *spool[T]) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {

@@ -63,6 +63,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"version", "--json"},
 		{"exec", id, "--json", "--", "true"},
 		{"sync", t.TempDir(), "--id", id, "--dest", "project", "--json"},
+		{"setup", id, "--phase", "true", "--verify", "echo ok", "--json"},
 		{"collect", "--id", id, "--to", t.TempDir(), "--json"},
 		{"destroy", id, "--yes", "--json"},
 		{"status", "--json"},

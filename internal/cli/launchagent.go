@@ -15,6 +15,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -50,6 +51,26 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 			return usagef("--coord %s: agents send tokens and findings over the internet; use the coordinator's https:// address (vastfleet coord --tls)", target)
 		}
 	}
+	var sessions []wire.Session
+	workers := 0
+	for _, s := range spec.Sessions {
+		ws := wire.Session{Name: s.Name, Command: s.Command, Restart: s.Restart}
+		if ws.IsItemWorker() {
+			workers++
+		}
+		sessions = append(sessions, ws)
+	}
+	var items []string
+	if o.Items != "" {
+		if workers == 0 {
+			return usagef("--items: no --session names %s in its command, so nothing would run the items", wire.ItemPlaceholder)
+		}
+		if items, err = itemspec.ParseItems(o.Items); err != nil {
+			return usageError{err}
+		}
+	} else if workers > 0 {
+		return usagef("a --session names %s: give the items with --items", wire.ItemPlaceholder)
+	}
 	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
 	if err != nil {
 		return err
@@ -63,6 +84,11 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 		}
 		err = db.SetFleetPolicy(ctx, spec.Fleet, after, o.OrphanPolicy)
 	}
+	if err == nil && len(items) > 0 {
+		// Before renting: the first agent to boot finds them queued.
+		// Idempotent, so a relaunch of the fleet adds only new items.
+		err = db.AddItems(ctx, spec.Fleet, items)
+	}
 	db.Close()
 	if err != nil {
 		return err
@@ -70,10 +96,6 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	sum, err := agentDigest(ctx, target, token, fingerprint)
 	if err != nil {
 		return err
-	}
-	var sessions []wire.Session
-	for _, s := range spec.Sessions {
-		sessions = append(sessions, wire.Session{Name: s.Name, Command: s.Command, Restart: s.Restart})
 	}
 	scale := 0.0
 	if f.opts.Market == "sim" {

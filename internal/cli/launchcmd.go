@@ -47,8 +47,11 @@ type launchOptions struct {
 	Direct     bool
 	// Coord: the coordinator agents report to ("auto": the one running
 	// for this data dir); empty runs sessions without an agent.
-	Coord        string
-	CoordSHA256  string
+	Coord       string
+	CoordSHA256 string
+	// Items: work items (itemspec) the fleet's item-worker sessions
+	// share, registered with the coordinator before renting.
+	Items        string
 	OrphanAfter  time.Duration
 	OrphanPolicy string
 
@@ -132,6 +135,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.DurationVar(&opts.OrphanAfter, "orphan-after", wire.DefaultOrphanAft, "with --coord: an agent stops its instance after this long without the coordinator (the dead-man switch)")
 	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "with --coord: what the dead-man switch does, stop or destroy")
 	fl.StringArrayVar(&opts.Sessions, "session", nil, "name:command, a long-running named session per node (repeatable)")
+	fl.StringVar(&opts.Items, "items", "", "with --coord: work items shared by the sessions whose command names {item}: a file (one per line), a range 0..9999 or a grid lr=0.1,0.01;bs=32,64; each item runs once per fleet, and a lost node's items go to the others")
 	fl.StringVar(&opts.Fleet, "fleet", "", "fleet name (default: fleet-<time>)")
 	fl.BoolVar(&opts.Direct, "direct", false, "direct SSH ports instead of the marketplace's proxy")
 	fl.DurationVar(&opts.BootTimeout, "boot-timeout", launch.DefaultBootTimeout, "destroy and replace an instance still loading after this")
@@ -192,6 +196,9 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
+	}
+	if opts.Items != "" && opts.Coord == "" {
+		return usagef("--items needs --coord: the coordinator hands the items out")
 	}
 	if opts.Coord != "" {
 		if err := f.withAgent(ctx, &spec, opts); err != nil {

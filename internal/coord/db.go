@@ -72,6 +72,34 @@ var schema = []string{
 		orphan_after_s REAL NOT NULL,
 		orphan_policy TEXT NOT NULL
 	);`,
+	// Work items. Ids count from 1 per fleet in the order items were
+	// added; a value is one item however often it is added. Times are
+	// Unix nanoseconds so that SQLite compares them as numbers. The
+	// result columns are written once, by the first result (results
+	// counts every one received, replays and second runs included).
+	`CREATE TABLE items (
+		fleet         TEXT NOT NULL,
+		id            INTEGER NOT NULL,
+		value         TEXT NOT NULL,
+		state         TEXT NOT NULL DEFAULT 'queued',
+		lease         TEXT NOT NULL DEFAULT '',
+		owner_node    TEXT NOT NULL DEFAULT '',
+		owner_session TEXT NOT NULL DEFAULT '',
+		lease_expires INTEGER NOT NULL DEFAULT 0,
+		attempts      INTEGER NOT NULL DEFAULT 0,
+		results       INTEGER NOT NULL DEFAULT 0,
+		exit_code     INTEGER,
+		stdout_tail   TEXT NOT NULL DEFAULT '',
+		outputs       TEXT NOT NULL DEFAULT '',
+		result_node   TEXT NOT NULL DEFAULT '',
+		result_lease  TEXT NOT NULL DEFAULT '',
+		done_at       INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (fleet, id),
+		UNIQUE (fleet, value)
+	);
+	CREATE INDEX items_queue ON items (fleet, state, id);
+	CREATE INDEX items_expiry ON items (state, lease_expires);
+	ALTER TABLE findings ADD COLUMN item INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // synchronous=FULL because a finding is acknowledged only after its
@@ -300,8 +328,8 @@ func (d *DB) insertFindings(ctx context.Context, batches []*findingsReq) error {
 		return err
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO findings (fleet, key, node, session, at, data, received_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO findings (fleet, key, node, session, at, data, received_at, item)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -312,7 +340,7 @@ func (d *DB) insertFindings(ctx context.Context, batches []*findingsReq) error {
 		for i := range b.items {
 			it := &b.items[i]
 			res, err := st.ExecContext(ctx, b.fleet, it.Key, b.node, it.Session,
-				it.At.UTC().Format(time.RFC3339Nano), string(it.Data), recv)
+				it.At.UTC().Format(time.RFC3339Nano), string(it.Data), recv, it.Item)
 			if err != nil {
 				return err
 			}
@@ -338,12 +366,12 @@ func (d *DB) CountFindings(ctx context.Context, fleet string) (int64, error) {
 
 // Findings lists the fleet's findings, oldest first; limit ≤ 0 means all.
 func (d *DB) Findings(ctx context.Context, fleet string, limit int) ([]wire.Finding, error) {
-	q := `SELECT key, node, session, at, data FROM findings WHERE fleet = ? ORDER BY id`
+	q := `SELECT key, node, session, at, data, item FROM findings WHERE fleet = ? ORDER BY id`
 	args := []any{fleet}
 	if limit > 0 {
 		// The newest limit rows, still returned oldest first.
-		q = `SELECT key, node, session, at, data FROM
-			(SELECT id, key, node, session, at, data FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?)
+		q = `SELECT key, node, session, at, data, item FROM
+			(SELECT id, key, node, session, at, data, item FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?)
 			ORDER BY id`
 		args = append(args, limit)
 	}
@@ -356,7 +384,7 @@ func (d *DB) Findings(ctx context.Context, fleet string, limit int) ([]wire.Find
 	for rows.Next() {
 		var f wire.Finding
 		var at, data string
-		if err := rows.Scan(&f.Key, &f.Node, &f.Session, &at, &data); err != nil {
+		if err := rows.Scan(&f.Key, &f.Node, &f.Session, &at, &data, &f.Item); err != nil {
 			return nil, err
 		}
 		f.At, _ = time.Parse(time.RFC3339Nano, at)

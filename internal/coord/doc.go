@@ -14,6 +14,14 @@
 // again and stored once. Node heartbeats are written behind, once a
 // second, since only the newest matters after a restart.
 //
+// Work items: DB.AddItems queues a fleet's items (idempotent by value).
+// An item-worker session leases one at a time (POST /api/v1/items/lease);
+// a lease lasts Config.ItemLease past its node's latest heartbeat, so a
+// node that goes quiet loses its items to the queue, checked on each
+// lease request and once a second. The first result for an item (POST
+// /api/v1/items/result) is kept; later ones are acknowledged and ignored.
+// DB.ItemCounts, DB.Items and DB.ItemResults read them back.
+//
 // Load benchmark (N simulated agents over loopback HTTP, real SQLite file;
 // reports heartbeats/s and p99 latency, and checks findings stored equal
 // findings sent, counted back from SQLite):

@@ -30,6 +30,7 @@ type fleetLive struct {
 	nodes      map[string]*nodeLive
 	findings   int64
 	duplicates int64
+	items      itemCounts // refreshed from the database once a second
 	heartbeats int64
 	recent     []wire.Finding // newest first, at most recentFindings
 	subs       map[*subscriber]struct{}
@@ -62,10 +63,17 @@ func (s *Server) loadLive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	items, err := s.db.allItemCounts(ctx)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range nodes {
 		s.fleet(n.fleet).nodes[n.hb.Node] = &nodeLive{hb: n.hb, lastSeen: n.lastSeen}
+	}
+	for name, c := range items {
+		s.fleet(name).items = c
 	}
 	for name, c := range counts {
 		f := s.fleet(name)
@@ -187,6 +195,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 		t.GPUUtilAvg = gpuUtil / float64(t.GPUs)
 	}
 	t.Findings = f.findings
+	t.ItemsDone, t.ItemsLeft = f.items.done, f.items.left
 	t.DPH, t.Spent = f.dph, f.spent
 	slices.SortFunc(snap.Nodes, func(a, b wire.Node) int { return strings.Compare(a.Node, b.Node) })
 	snap.Findings = append(snap.Findings, f.recent...)

@@ -251,7 +251,7 @@ func TestDashboardSwapsTheLinkTokenForACookie(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("with cookie: %d", resp.StatusCode)
 	}
-	for _, id := range []string{`id="nodes-alive"`, `id="findings-count"`, `id="node-table"`, `id="findings-list"`, `id="metric-tiles"`} {
+	for _, id := range []string{`id="nodes-alive"`, `id="findings-count"`, `id="items-done"`, `id="items-left"`, `id="node-table"`, `id="findings-list"`, `id="metric-tiles"`} {
 		if !strings.Contains(string(body), id) {
 			t.Errorf("page lacks %s", id)
 		}

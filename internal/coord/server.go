@@ -34,6 +34,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	StaleAfter        time.Duration
 	DeadAfter         time.Duration
+	// ItemLease is how long a work item's lease lasts past its node's
+	// latest heartbeat (default StaleAfter): a node that goes quiet that
+	// long loses its items to the queue.
+	ItemLease time.Duration
 	// OrphanAfter and OrphanPolicy are told to agents for their dead-man
 	// switch; zero and "" leave the agent's own settings.
 	OrphanAfter  time.Duration
@@ -118,6 +122,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DeadAfter < cfg.StaleAfter {
 		return nil, fmt.Errorf("coord: DeadAfter %v is shorter than StaleAfter %v", cfg.DeadAfter, cfg.StaleAfter)
 	}
+	if cfg.ItemLease <= 0 {
+		cfg.ItemLease = cfg.StaleAfter
+	}
 	switch cfg.OrphanPolicy {
 	case "", wire.PolicyStop, wire.PolicyDestroy:
 	default:
@@ -190,6 +197,8 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("POST "+wire.PathHeartbeat, s.withAuth(roleAgent, s.handleHeartbeat))
 	m.HandleFunc("POST "+wire.PathFindings, s.withAuth(roleAgent, s.handleFindings))
+	m.HandleFunc("POST "+wire.PathItemsLease, s.withAuth(roleAgent, s.handleItemLease))
+	m.HandleFunc("POST "+wire.PathItemsResult, s.withAuth(roleAgent, s.handleItemResult))
 	m.HandleFunc("GET "+wire.PathState, s.withAuth(roleViewer, s.handleState))
 	m.HandleFunc("GET "+wire.PathEvents, s.withAuth(roleViewer, s.handleEvents))
 	m.HandleFunc("GET "+PathHistory, s.withAuth(roleViewer, func(w http.ResponseWriter, r *http.Request, c caller) {
@@ -204,6 +213,7 @@ func (s *Server) routes() {
 	// Everything else: a JSON 404/405 rather than the mux's plain text.
 	allowed := map[string]string{
 		wire.PathHeartbeat: "POST", wire.PathFindings: "POST", wire.PathState: "GET", wire.PathEvents: "GET",
+		wire.PathItemsLease: "POST", wire.PathItemsResult: "POST",
 		wire.PathMetrics: "GET", wire.PathAgentBin: "GET", wire.PathAgentSum: "GET", PathHistory: "GET", PathDepth: "GET", "/": "GET",
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

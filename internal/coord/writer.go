@@ -39,6 +39,7 @@ func (s *Server) writer() {
 			s.commitFindings(r)
 		case <-flush.C:
 			s.flushNodes()
+			s.sweepItems()
 		case <-s.stop:
 			// Handlers still holding a request are answered by the
 			// closing check; what is queued is committed.

@@ -68,7 +68,6 @@ func startServer(t *testing.T, ln net.Listener, allowed ssh.PublicKey) *testServ
 					break
 				}
 			}
-			defer ts.inFlight.Add(-1)
 			cmd := exec.Command("/bin/sh", "-c", s.RawCommand())
 			// Output is written before the exit status, in order.
 			var out bytes.Buffer
@@ -80,6 +79,9 @@ func startServer(t *testing.T, ln net.Listener, allowed ssh.PublicKey) *testServ
 			if errors.As(err, &ee) {
 				code = ee.ExitCode()
 			}
+			// Counted out before the exit status goes: once the client
+			// has it, it may open the next session at once.
+			ts.inFlight.Add(-1)
 			s.Exit(code)
 		},
 		PublicKeyHandler: func(_ gssh.Context, key gssh.PublicKey) bool {

@@ -6,6 +6,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,10 @@ const (
 	PathAgentBin  = "/agent/bin"        // GET (agent token) → the agent binary
 	PathAgentSum  = "/agent/sha256"     // GET (agent token) → hex sha256 of it
 	PathMetrics   = "/metrics"          // GET (viewer) → Prometheus text format
+	// Work items (see ItemLease): an item-worker session leases one item
+	// at a time and reports its result.
+	PathItemsLease  = "/api/v1/items/lease"  // POST ItemLeaseRequest → 200 ItemLease, or 204 when every item is done
+	PathItemsResult = "/api/v1/items/result" // POST ItemResult → ItemResultAck (idempotent)
 )
 
 // MaxBody is the largest request body the coordinator reads.
@@ -37,6 +42,8 @@ const (
 	EnvOrphanPolicy  = "VASTFLEET_ORPHAN_POLICY" // "stop" or "destroy"
 	EnvTimeScale     = "VASTFLEET_TIME_SCALE"    // simulator only: market seconds per wall second
 	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
+	EnvItem          = "VASTFLEET_ITEM"          // set for an item run: the item's value
+	EnvItemID        = "VASTFLEET_ITEM_ID"       // set for an item run: the item's id
 	EnvContainerID   = "CONTAINER_ID"            // set by vast
 	EnvContainerKey  = "CONTAINER_API_KEY"       // set by vast: this instance's own key
 	EnvVastURL       = "VAST_URL"                // marketplace API; https://console.vast.ai when unset
@@ -50,8 +57,89 @@ const (
 type Session struct {
 	Name    string `json:"name"`
 	Command string `json:"command"` // run with /bin/sh -c
-	// Restart is "on-failure" (default), "always" or "never".
+	// Restart is "on-failure" (default), "always" or "never". An item
+	// worker ignores it: it runs until no item is left.
 	Restart string `json:"restart,omitempty"`
+	// Items makes the session an item worker: it leases the fleet's work
+	// items one at a time and runs Command once per item, with {item}
+	// replaced by the item's value, shell-quoted. IsItemWorker says
+	// whether a session is one.
+	Items bool `json:"items,omitempty"`
+	// Outputs are files an item run declares (paths relative to the
+	// session's directory, {item} substituted); their size and sha256 go
+	// into the item's result.
+	Outputs []string `json:"outputs,omitempty"`
+}
+
+// ItemPlaceholder in a session's command is replaced by the item's value.
+const ItemPlaceholder = "{item}"
+
+// IsItemWorker reports whether the session works through the fleet's
+// items: it says so, or its command names {item}.
+func (s Session) IsItemWorker() bool {
+	return s.Items || strings.Contains(s.Command, ItemPlaceholder)
+}
+
+// ItemLeaseRequest asks for the next queued item for one session of one
+// node. Asking again releases what that session held before: a worker
+// runs one item at a time, so an item it still holds was abandoned.
+type ItemLeaseRequest struct {
+	Fleet   string `json:"fleet"`
+	Node    string `json:"node"`
+	Session string `json:"session"`
+}
+
+// Item is one unit of work: its value is substituted for {item}.
+type Item struct {
+	ID    int64  `json:"id"`
+	Value string `json:"value"`
+}
+
+// ItemLease answers a lease request. With Item set, the session holds it
+// for LeaseS seconds of market time past the node's latest heartbeat:
+// heartbeats renew every lease of their node, so a lease ends when its
+// node goes quiet. With Item nil, every remaining item is leased to
+// someone else and may come back to the queue: ask again after RetryS.
+// (When every item is done the answer is 204 No Content.)
+type ItemLease struct {
+	Item   *Item   `json:"item,omitempty"`
+	Lease  string  `json:"lease,omitempty"` // names this lease in the result
+	LeaseS float64 `json:"lease_s,omitempty"`
+	RetryS float64 `json:"retry_s,omitempty"`
+	Left   int64   `json:"left"` // items not done, this one included
+}
+
+// Output is a file an item run declared.
+type Output struct {
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256,omitempty"` // empty when the file is missing
+}
+
+// ItemResult is what one run of an item produced. The first result the
+// coordinator receives for an item is kept; later ones (a replay, or a
+// second node that ran the item after its lease expired) are
+// acknowledged and ignored.
+type ItemResult struct {
+	Fleet      string    `json:"fleet"`
+	Node       string    `json:"node"`
+	Session    string    `json:"session,omitempty"`
+	ID         int64     `json:"id"`
+	Lease      string    `json:"lease"`
+	ExitCode   int       `json:"exit_code"`
+	StdoutTail string    `json:"stdout_tail,omitempty"` // at most MaxStdoutTail bytes
+	Outputs    []Output  `json:"outputs,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// MaxStdoutTail is how much of an item run's stdout its result keeps.
+const MaxStdoutTail = 4 << 10
+
+// ItemResultAck acknowledges a result: Stored says whether this one was
+// the first (and is the one kept).
+type ItemResultAck struct {
+	ID     int64 `json:"id"`
+	Stored bool  `json:"stored"`
 }
 
 // SessionState is a session as the agent sees it.
@@ -61,6 +149,10 @@ type SessionState struct {
 	PID      int    `json:"pid,omitempty"`
 	Restarts int    `json:"restarts"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	// An item worker's progress: the item it runs now (0: none) and how
+	// many it has finished.
+	Item      int64 `json:"item,omitempty"`
+	ItemsDone int64 `json:"items_done,omitempty"`
 }
 
 // GPU is one device's use, from nvidia-smi.
@@ -105,6 +197,7 @@ type Finding struct {
 	Key     string          `json:"key"`
 	Node    string          `json:"node,omitempty"` // filled by the coordinator
 	Session string          `json:"session,omitempty"`
+	Item    int64           `json:"item,omitempty"` // the work item whose run reported it
 	At      time.Time       `json:"at"`
 	Data    json.RawMessage `json:"data"`
 }
@@ -187,6 +280,8 @@ type Totals struct {
 	GPUUtilAvg    float64            `json:"gpu_util_avg"`
 	Metrics       map[string]float64 `json:"metrics"`
 	Findings      int64              `json:"findings"`
+	ItemsDone     int64              `json:"items_done"`
+	ItemsLeft     int64              `json:"items_left"` // queued or leased
 	DPH           float64            `json:"dph"`
 	Spent         float64            `json:"spent"`
 }

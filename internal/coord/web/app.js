@@ -179,6 +179,8 @@ function render(snap) {
   setText("gpus", String(t.gpus || 0));
   setText("gpu-util", num(t.gpu_util_avg || 0, 0));
   setText("findings-count", String(t.findings || 0));
+  setText("items-done", String(t.items_done || 0));
+  setText("items-left", String(t.items_left || 0));
   setText("dph", "$" + (t.dph || 0).toFixed(2));
   setText("spent", (t.spent || 0).toFixed(2));
   const metrics = t.metrics || {};

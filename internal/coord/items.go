@@ -1,0 +1,354 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// Item states.
+const (
+	ItemQueued = "queued"
+	ItemLeased = "leased"
+	ItemDone   = "done"
+)
+
+// maxItemLen bounds one item's value: it goes into a shell command line.
+const maxItemLen = 4096
+
+// ErrNoSuchItem is a result for an item id the fleet does not have.
+var ErrNoSuchItem = errors.New("no such item in this fleet")
+
+func validItem(v string) error {
+	switch {
+	case v == "":
+		return errors.New("an item is empty")
+	case len(v) > maxItemLen:
+		return fmt.Errorf("an item is longer than %d bytes", maxItemLen)
+	case !utf8.ValidString(v):
+		return errors.New("an item is not valid UTF-8")
+	}
+	for _, r := range v {
+		if r != '\t' && !unicode.IsPrint(r) {
+			return fmt.Errorf("item %q contains the non-printable character %U", v, r)
+		}
+	}
+	return nil
+}
+
+// AddItems queues the fleet's work items. It is idempotent: a value the
+// fleet already has (queued, leased or done) is left as it is, so adding
+// the same list again, or a longer one, adds only what is new. New items
+// get the next ids, in the order given.
+func (d *DB) AddItems(ctx context.Context, fleet string, values []string) error {
+	if err := validName("fleet", fleet); err != nil {
+		return err
+	}
+	for _, v := range values {
+		if err := validItem(v); err != nil {
+			return fmt.Errorf("coord: %w", err)
+		}
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("coord: adding items: %w", err)
+	}
+	defer tx.Rollback()
+	var next int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM items WHERE fleet = ?`, fleet).Scan(&next); err != nil {
+		return fmt.Errorf("coord: adding items: %w", err)
+	}
+	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO items (fleet, id, value) VALUES (?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("coord: adding items: %w", err)
+	}
+	defer st.Close()
+	for _, v := range values {
+		res, err := st.ExecContext(ctx, fleet, next, v)
+		if err != nil {
+			return fmt.Errorf("coord: adding items: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			next++
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("coord: adding items: %w", err)
+	}
+	return nil
+}
+
+// ItemCounts is how many of the fleet's items are queued, leased and
+// done. A lease that has expired counts as leased until the coordinator
+// notices (within a second while it runs).
+func (d *DB) ItemCounts(ctx context.Context, fleet string) (queued, leased, done int, err error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT state, count(*) FROM items WHERE fleet = ? GROUP BY state`, fleet)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("coord: item counts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return 0, 0, 0, err
+		}
+		switch state {
+		case ItemQueued:
+			queued = n
+		case ItemLeased:
+			leased = n
+		case ItemDone:
+			done = n
+		}
+	}
+	return queued, leased, done, rows.Err()
+}
+
+// ItemResult is a done item with the first result received for it.
+type ItemResult struct {
+	ID         int64
+	Value      string
+	ExitCode   int
+	StdoutTail string
+	Outputs    []wire.Output
+	Node       string // the node whose result was kept
+	Session    string // the session that had the item when it was kept
+	Lease      string // the lease the kept result named
+	Attempts   int    // how often the item was leased
+	Results    int    // how many results arrived (replays and second runs included)
+	DoneAt     time.Time
+}
+
+// ItemResults lists the fleet's done items, by id.
+func (d *DB) ItemResults(ctx context.Context, fleet string) ([]ItemResult, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, value, coalesce(exit_code, 0), stdout_tail, outputs,
+		result_node, owner_session, result_lease, attempts, results, done_at
+		FROM items WHERE fleet = ? AND state = 'done' ORDER BY id`, fleet)
+	if err != nil {
+		return nil, fmt.Errorf("coord: item results: %w", err)
+	}
+	defer rows.Close()
+	var out []ItemResult
+	for rows.Next() {
+		var r ItemResult
+		var outputs string
+		var doneAt int64
+		if err := rows.Scan(&r.ID, &r.Value, &r.ExitCode, &r.StdoutTail, &outputs,
+			&r.Node, &r.Session, &r.Lease, &r.Attempts, &r.Results, &doneAt); err != nil {
+			return nil, err
+		}
+		if outputs != "" {
+			_ = json.Unmarshal([]byte(outputs), &r.Outputs)
+		}
+		r.DoneAt = time.Unix(0, doneAt).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ItemStatus is one item as it stands.
+type ItemStatus struct {
+	ID       int64
+	Value    string
+	State    string // ItemQueued, ItemLeased or ItemDone
+	Node     string // leased: the holder; done: whose result was kept
+	Session  string
+	Attempts int // how often it was leased
+}
+
+// Items lists every item of the fleet, by id.
+func (d *DB) Items(ctx context.Context, fleet string) ([]ItemStatus, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, value, state,
+		CASE state WHEN 'done' THEN result_node ELSE owner_node END, owner_session, attempts
+		FROM items WHERE fleet = ? ORDER BY id`, fleet)
+	if err != nil {
+		return nil, fmt.Errorf("coord: items: %w", err)
+	}
+	defer rows.Close()
+	var out []ItemStatus
+	for rows.Next() {
+		var s ItemStatus
+		if err := rows.Scan(&s.ID, &s.Value, &s.State, &s.Node, &s.Session, &s.Attempts); err != nil {
+			return nil, err
+		}
+		if s.State == ItemQueued {
+			s.Session = ""
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// leaseItem gives the session the fleet's lowest queued item, until
+// expires, first putting back whatever that session held: a worker runs
+// one item at a time, so an item it still holds when it asks again was
+// abandoned (its agent restarted, or its result was already sent). With
+// no item queued, leased says how many are out with other sessions.
+func (d *DB) leaseItem(ctx context.Context, fleet, node, session string, expires time.Time) (it *wire.Item, lease string, left int64, err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', owner_node = '', lease = '', lease_expires = 0
+		WHERE fleet = ? AND state = 'leased' AND owner_node = ? AND owner_session = ?`, fleet, node, session); err != nil {
+		return nil, "", 0, err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM items WHERE fleet = ? AND state != 'done'`, fleet).Scan(&left); err != nil {
+		return nil, "", 0, err
+	}
+	var item wire.Item
+	var attempts int
+	err = tx.QueryRowContext(ctx, `SELECT id, value, attempts FROM items WHERE fleet = ? AND state = 'queued' ORDER BY id LIMIT 1`, fleet).
+		Scan(&item.ID, &item.Value, &attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, "", left, tx.Commit()
+	}
+	if err != nil {
+		return nil, "", 0, err
+	}
+	lease = strconv.Itoa(attempts + 1)
+	if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'leased', lease = ?, owner_node = ?, owner_session = ?,
+		lease_expires = ?, attempts = attempts + 1 WHERE fleet = ? AND id = ?`,
+		lease, node, session, expires.UnixNano(), fleet, item.ID); err != nil {
+		return nil, "", 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, "", 0, err
+	}
+	return &item, lease, left, nil
+}
+
+// recordResult keeps the item's first result; stored says whether this
+// was it. A result is taken whatever lease it names, even one that has
+// expired: the work was done, and nobody else has reported it yet.
+func (d *DB) recordResult(ctx context.Context, r *wire.ItemResult, now time.Time) (stored bool, err error) {
+	outputs := ""
+	if len(r.Outputs) > 0 {
+		b, err := json.Marshal(r.Outputs)
+		if err != nil {
+			return false, err
+		}
+		outputs = string(b)
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE items SET state = 'done', exit_code = ?, stdout_tail = ?, outputs = ?,
+		result_node = ?, owner_session = ?, result_lease = ?, done_at = ?, lease_expires = 0, results = results + 1
+		WHERE fleet = ? AND id = ? AND state != 'done'`,
+		r.ExitCode, r.StdoutTail, outputs, r.Node, r.Session, r.Lease, now.UnixNano(), r.Fleet, r.ID)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, tx.Commit()
+	}
+	res, err = tx.ExecContext(ctx, `UPDATE items SET results = results + 1 WHERE fleet = ? AND id = ?`, r.Fleet, r.ID)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, ErrNoSuchItem
+	}
+	return false, tx.Commit()
+}
+
+// expireLeases looks at every lease (of fleet, or of all fleets when
+// fleet is "") whose time has passed. Heartbeats renew their node's
+// leases: lastSeen gives a node's latest, and a lease whose node was heard
+// from within ttl is extended to ttl past that heartbeat. The others go
+// back to the queue. It reports how many did.
+func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl time.Duration,
+	lastSeen func(fleet, node string) (time.Time, bool)) (requeued int, err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	q := `SELECT fleet, id, owner_node FROM items WHERE state = 'leased' AND lease_expires < ?`
+	args := []any{now.UnixNano()}
+	if fleet != "" {
+		q += ` AND fleet = ?`
+		args = append(args, fleet)
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	type due struct {
+		fleet, node string
+		id          int64
+	}
+	var dues []due
+	for rows.Next() {
+		var x due
+		if err := rows.Scan(&x.fleet, &x.id, &x.node); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		dues = append(dues, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(dues) == 0 {
+		return 0, nil
+	}
+	for _, x := range dues {
+		if seen, ok := lastSeen(x.fleet, x.node); ok && now.Sub(seen) < ttl {
+			if _, err := tx.ExecContext(ctx, `UPDATE items SET lease_expires = ? WHERE fleet = ? AND id = ? AND state = 'leased'`,
+				seen.Add(ttl).UnixNano(), x.fleet, x.id); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', owner_node = '', lease = '', lease_expires = 0
+			WHERE fleet = ? AND id = ? AND state = 'leased'`, x.fleet, x.id); err != nil {
+			return 0, err
+		}
+		requeued++
+	}
+	return requeued, tx.Commit()
+}
+
+type itemCounts struct{ done, left int64 }
+
+// allItemCounts is every fleet's done and not-done item counts, for the
+// live totals.
+func (d *DB) allItemCounts(ctx context.Context) (map[string]itemCounts, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT fleet, state = 'done', count(*) FROM items GROUP BY fleet, state = 'done'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]itemCounts{}
+	for rows.Next() {
+		var fleet string
+		var done bool
+		var n int64
+		if err := rows.Scan(&fleet, &done, &n); err != nil {
+			return nil, err
+		}
+		c := out[fleet]
+		if done {
+			c.done = n
+		} else {
+			c.left = n
+		}
+		out[fleet] = c
+	}
+	return out, rows.Err()
+}

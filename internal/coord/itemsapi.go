@@ -1,0 +1,176 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// Limits on an item result.
+const (
+	maxOutputs    = 64
+	maxOutputPath = 1024
+	maxLeaseLen   = 64
+)
+
+// lastSeen is a node's latest heartbeat on the coordinator's clock.
+func (s *Server) lastSeen(fleet, node string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.fleets[fleet]; f != nil {
+		if n := f.nodes[node]; n != nil {
+			return n.lastSeen, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// expire puts back in the queue the leases (of one fleet, or all when
+// fleet is "") whose node has been quiet for longer than ItemLease.
+func (s *Server) expire(ctx context.Context, fleet string) error {
+	n, err := s.db.expireLeases(ctx, fleet, s.now(), s.cfg.ItemLease, s.lastSeen)
+	if n > 0 {
+		s.log.Info("item leases expired: their nodes went quiet; the items are queued again", "items", n, "fleet", fleet)
+	}
+	return err
+}
+
+// sweepItems expires leases and refreshes the live item counts, which
+// also pick up items another process (launch) added to the database.
+func (s *Server) sweepItems() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.expire(ctx, ""); err != nil {
+		s.log.Warn("expiring item leases failed", "err", err)
+	}
+	counts, err := s.db.allItemCounts(ctx)
+	if err != nil {
+		s.log.Warn("counting items failed", "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, c := range counts {
+		s.fleet(name).items = c
+	}
+}
+
+func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c caller) {
+	var req wire.ItemLeaseRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Fleet != c.fleet {
+		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(req.Fleet))
+		return
+	}
+	if err := validName("node", req.Node); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid lease request: "+err.Error())
+		return
+	}
+	if err := validName("session", req.Session); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid lease request: "+err.Error())
+		return
+	}
+	// Leases of quiet nodes first, so that their items can go out now.
+	if err := s.expire(r.Context(), c.fleet); err != nil {
+		s.log.Error("expiring item leases failed", "fleet", c.fleet, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "items unavailable, ask again")
+		return
+	}
+	now := s.now()
+	it, lease, left, err := s.db.leaseItem(r.Context(), c.fleet, req.Node, req.Session, now.Add(s.cfg.ItemLease))
+	if err != nil {
+		s.log.Error("leasing an item failed", "fleet", c.fleet, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "items unavailable, ask again")
+		return
+	}
+	switch {
+	case it != nil:
+		writeJSON(w, wire.ItemLease{Item: it, Lease: lease, LeaseS: s.cfg.ItemLease.Seconds(), Left: left})
+	case left > 0:
+		// Every remaining item is out with another node; one may yet come
+		// back to the queue if that node goes quiet.
+		writeJSON(w, wire.ItemLease{RetryS: s.cfg.HeartbeatInterval.Seconds(), Left: left})
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c caller) {
+	var res wire.ItemResult
+	if !decode(w, r, &res) {
+		return
+	}
+	if res.Fleet != c.fleet {
+		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(res.Fleet))
+		return
+	}
+	if err := validateItemResult(&res); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid item result: "+err.Error())
+		return
+	}
+	stored, err := s.db.recordResult(r.Context(), &res, s.now())
+	if errors.Is(err, ErrNoSuchItem) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("item %d: %v", res.ID, err))
+		return
+	}
+	if err != nil {
+		s.log.Error("storing an item result failed", "fleet", c.fleet, "item", res.ID, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "result not stored, send it again")
+		return
+	}
+	writeJSON(w, wire.ItemResultAck{ID: res.ID, Stored: stored})
+}
+
+func validateItemResult(r *wire.ItemResult) error {
+	if err := validName("node", r.Node); err != nil {
+		return err
+	}
+	if r.Session != "" {
+		if err := validName("session", r.Session); err != nil {
+			return err
+		}
+	}
+	if r.ID <= 0 {
+		return fmt.Errorf("id = %d: want a positive item id", r.ID)
+	}
+	if len(r.Lease) > maxLeaseLen {
+		return fmt.Errorf("lease is longer than %d bytes", maxLeaseLen)
+	}
+	if len(r.StdoutTail) > wire.MaxStdoutTail {
+		return fmt.Errorf("stdout_tail is longer than %d bytes", wire.MaxStdoutTail)
+	}
+	if len(r.Outputs) > maxOutputs {
+		return fmt.Errorf("%d outputs is more than %d", len(r.Outputs), maxOutputs)
+	}
+	for i, o := range r.Outputs {
+		if err := validText(fmt.Sprintf("outputs[%d].path", i), o.Path, maxOutputPath); err != nil {
+			return err
+		}
+		if o.Bytes < 0 {
+			return fmt.Errorf("outputs[%d].bytes is negative", i)
+		}
+		if o.SHA256 != "" && !isHex64(o.SHA256) {
+			return fmt.Errorf("outputs[%d].sha256: want 64 hex digits", i)
+		}
+	}
+	return nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
