@@ -44,6 +44,24 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}, nil
 }
 
+// keepMarketMoving makes a paced virtual clock run on by itself once the
+// launch that waited on it is over, so that the market's time passes for
+// the agents, billing and the coordinator as it would on a scaled clock.
+func (f *factory) keepMarketMoving() {
+	v := f.virtual
+	if v == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v.Sleep(ctx, time.Second) == nil {
+		}
+	}()
+	f.closers = append(f.closers, func() error { cancel(); <-done; return nil })
+}
+
 // sleep waits d of marketplace time: on the virtual clock, or with the
 // simulator's scaled clock, d divided by its time scale in wall time.
 func (f *factory) sleep(ctx context.Context, d time.Duration) error {

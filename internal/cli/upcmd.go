@@ -181,6 +181,12 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	if f.opts.Market == "vast" && loopback {
 		return nil, usagef("instances on vast.ai cannot reach a coordinator on %s: run up on a machine with a public address and pass --coord-addr 0.0.0.0:8470", opts.CoordAddr)
 	}
+	if f.opts.Market == "sim" && f.opts.APIURL == "" {
+		// The launch waits on the virtual clock, paced at the market's
+		// speed: its own work costs no market time however busy this
+		// machine is, and the agents' wall-scaled timers keep in step.
+		f.waitsOnMarket, f.simSpeedSet = true, true
+	}
 	orphanAfter := job.OrphanAfter
 	if orphanAfter == 0 {
 		orphanAfter = wire.DefaultOrphanAft
@@ -252,6 +258,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 
 	view := newLaunchView(f, false)
 	sum, lerr := launch.Run(ctx, m, spec, cands, view.event)
+	f.keepMarketMoving()
 	if view.live {
 		fmt.Fprint(f.io.ErrOut, "\r\033[K")
 	}
