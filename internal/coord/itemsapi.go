@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -62,19 +61,13 @@ func (s *Server) sweepItems() {
 
 func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c caller) {
 	var req wire.ItemLeaseRequest
-	if !decode(w, r, &req) {
-		return
+	valid := func() error {
+		if err := validName("node", req.Node); err != nil {
+			return err
+		}
+		return validName("session", req.Session)
 	}
-	if req.Fleet != c.fleet {
-		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(req.Fleet))
-		return
-	}
-	if err := validName("node", req.Node); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid lease request: "+err.Error())
-		return
-	}
-	if err := validName("session", req.Session); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid lease request: "+err.Error())
+	if !admit(w, r, c, &req, &req.Fleet, "lease request", valid) {
 		return
 	}
 	// Leases of quiet nodes first, so that their items can go out now.
@@ -104,15 +97,7 @@ func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c caller) {
 	var res wire.ItemResult
-	if !decode(w, r, &res) {
-		return
-	}
-	if res.Fleet != c.fleet {
-		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(res.Fleet))
-		return
-	}
-	if err := validateItemResult(&res); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid item result: "+err.Error())
+	if !admit(w, r, c, &res, &res.Fleet, "item result", func() error { return validateItemResult(&res) }) {
 		return
 	}
 	stored, err := s.db.recordResult(r.Context(), &res, s.now())

@@ -364,17 +364,27 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
+// admit decodes an agent's request into v, checks that it speaks for the
+// token's own fleet (*fleet, read after decoding) and that validate passes;
+// when it returns false it has answered the request.
+func admit(w http.ResponseWriter, r *http.Request, c caller, v any, fleet *string, what string, validate func() error) bool {
+	if !decode(w, r, v) {
+		return false
+	}
+	if *fleet != c.fleet {
+		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(*fleet))
+		return false
+	}
+	if err := validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid "+what+": "+err.Error())
+		return false
+	}
+	return true
+}
+
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
 	var hb wire.Heartbeat
-	if !decode(w, r, &hb) {
-		return
-	}
-	if hb.Fleet != c.fleet {
-		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(hb.Fleet))
-		return
-	}
-	if err := validateHeartbeat(&hb); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid heartbeat: "+err.Error())
+	if !admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error { return validateHeartbeat(&hb) }) {
 		return
 	}
 	if err := s.recordHeartbeat(&hb); err != nil {
@@ -391,15 +401,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
 	var fs wire.Findings
-	if !decode(w, r, &fs) {
-		return
-	}
-	if fs.Fleet != c.fleet {
-		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(fs.Fleet))
-		return
-	}
-	if err := validateFindings(&fs); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid findings: "+err.Error())
+	if !admit(w, r, c, &fs, &fs.Fleet, "findings", func() error { return validateFindings(&fs) }) {
 		return
 	}
 	now := s.now()
