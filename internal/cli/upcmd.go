@@ -64,10 +64,11 @@ func newUpCmd(f *factory) *cobra.Command {
 (query:), launch with the agent on every node and a coordinator in this
 process, sync workdir to ` + remoteWorkdir + `, run setup on every node,
 start run (and sessions), print the dashboard link and a live summary,
-and finish when run has exited on every node, max_duration has passed or
-Ctrl+C (which asks: keep the nodes, collect and destroy, destroy now).
+and finish when run has exited on every node (with items:, when every item
+is done: the coordinator leases them to the nodes, {item} in run is the
+item's value), max_duration has passed or Ctrl+C (which asks: keep the nodes, collect and destroy, destroy now).
 Then results are collected into RESULTS/<job>/<node>/ with the findings in
-RESULTS/<job>/findings.jsonl, the nodes destroyed (unless auto_destroy:
+RESULTS/<job>/findings.jsonl and each item's result in items.jsonl, the nodes destroyed (unless auto_destroy:
 false) and the cost report printed: compute, storage, bandwidth and
 failed-launch waste against the estimate.
 
@@ -212,7 +213,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	lo := &launchOptions{
 		Count: job.Count, MinReady: job.MinReady, Deadline: job.Deadline, Park: job.Park, Backfill: true,
 		MaxDPH: job.MaxDPH, Budget: job.Budget, BudgetSet: job.Budget > 0, ImageGB: job.ImageGB,
-		Image: job.Image, Disk: job.Disk, Fleet: id, Coord: "auto",
+		Image: job.Image, Disk: job.Disk, Fleet: id, Coord: "auto", Items: job.Items,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
 		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL,
 	}
@@ -400,7 +401,9 @@ func pickOption(opts []plan.Option, want string) int {
 
 // jobSessions are the agent's sessions: run (once, never restarted, so
 // that its exit ends the job) and the named sessions, each waiting for
-// the go marker, with the node's rank variables and the workdir.
+// the go marker (the agent waits before it starts one, so an item worker
+// leases nothing on a node left out of the run), with the node's rank
+// variables and the workdir.
 func jobSessions(f *factory, job *jobfile.Job) []launch.Session {
 	wd := remoteWorkdir
 	if f.opts.Market == "sim" {
@@ -411,10 +414,10 @@ func jobSessions(f *factory, job *jobfile.Job) []launch.Session {
 	}
 	var out []launch.Session
 	if job.Run != "" {
-		out = append(out, launch.Session{Name: runSession, Command: wrap(job.Run), Restart: "never"})
+		out = append(out, launch.Session{Name: runSession, Command: wrap(job.Run), Restart: "never", After: goMarker})
 	}
 	for _, s := range job.Sessions {
-		out = append(out, launch.Session{Name: s.Name, Command: wrap(s.Command)})
+		out = append(out, launch.Session{Name: s.Name, Command: wrap(s.Command), After: goMarker})
 	}
 	return out
 }
@@ -542,8 +545,12 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 		}
 		ended = len(exits)
 		t := snap.Totals
-		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  findings %d  %s$%.3f/hr  $%.2f spent  %s",
-			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
+		items := ""
+		if t.ItemsDone+t.ItemsLeft > 0 {
+			items = fmt.Sprintf("items %d/%d  ", t.ItemsDone, t.ItemsDone+t.ItemsLeft)
+		}
+		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  %sfindings %d  %s$%.3f/hr  $%.2f spent  %s",
+			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), items, t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
 		switch {
 		case live:
 			fmt.Fprintf(f.io.ErrOut, "\r\033[K%s", line)
@@ -697,6 +704,12 @@ func collectJob(ctx context.Context, f *factory, c *runningCoord, rec *jobRecord
 		} else if n > 0 {
 			fmt.Fprintf(f.io.ErrOut, "job %s: %d finding(s) in %s\n", rec.ID, n, filepath.Join(rec.LocalDir, "findings.jsonl"))
 		}
+		n, err = writeItemResults(ctx, c, rec)
+		if err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			fmt.Fprintf(f.io.ErrOut, "job %s: %d item result(s) in %s\n", rec.ID, n, filepath.Join(rec.LocalDir, "items.jsonl"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -720,6 +733,37 @@ func writeFindings(ctx context.Context, c *runningCoord, rec *jobRecord) (int, e
 		b.WriteByte('\n')
 	}
 	return len(all), atomicfile.WriteFile(filepath.Join(rec.LocalDir, "findings.jsonl"), []byte(b.String()), 0o644)
+}
+
+// itemLine is one work item's recorded result in items.jsonl.
+type itemLine struct {
+	ID         int64         `json:"id"`
+	Value      string        `json:"value"`
+	ExitCode   int           `json:"exit_code"`
+	Node       string        `json:"node"`
+	StdoutTail string        `json:"stdout_tail"`
+	Outputs    []wire.Output `json:"outputs,omitempty"`
+	DoneAt     time.Time     `json:"done_at"`
+}
+
+// writeItemResults writes every item's one recorded result to
+// LOCAL/items.jsonl, by item id.
+func writeItemResults(ctx context.Context, c *runningCoord, rec *jobRecord) (int, error) {
+	results, err := c.DB.ItemResults(ctx, rec.ID)
+	if err != nil || len(results) == 0 {
+		return 0, err
+	}
+	if err := os.MkdirAll(rec.LocalDir, 0o755); err != nil {
+		return 0, err
+	}
+	var b strings.Builder
+	for _, r := range results {
+		line, _ := json.Marshal(itemLine{ID: r.ID, Value: r.Value, ExitCode: r.ExitCode, Node: r.Node,
+			StdoutTail: r.StdoutTail, Outputs: r.Outputs, DoneAt: r.DoneAt})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return len(results), atomicfile.WriteFile(filepath.Join(rec.LocalDir, "items.jsonl"), []byte(b.String()), 0o644)
 }
 
 // destroyJob destroys every live instance of the job's fleet.
@@ -758,8 +802,13 @@ type jobReport struct {
 	Estimate   float64 `json:"estimate"`
 	EstimateOf string  `json:"estimate_of"`
 	Findings   int64   `json:"findings"`
-	Live       int     `json:"instances_live"`
-	Dashboard  string  `json:"dashboard,omitempty"`
+	// Work items: done (a result recorded once each), of which failed
+	// (non-zero exit), and left (never finished: queued or leased).
+	ItemsDone   int    `json:"items_done"`
+	ItemsFailed int    `json:"items_failed"`
+	ItemsLeft   int    `json:"items_left"`
+	Live        int    `json:"instances_live"`
+	Dashboard   string `json:"dashboard,omitempty"`
 }
 
 type jobNode struct {
@@ -807,6 +856,17 @@ func costJob(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord,
 		if n, err := c.DB.CountFindings(ctx, rec.ID); err == nil {
 			rep.Findings = n
 		}
+		if queued, leased, _, err := c.DB.ItemCounts(ctx, rec.ID); err == nil {
+			rep.ItemsLeft = queued + leased
+		}
+		if results, err := c.DB.ItemResults(ctx, rec.ID); err == nil {
+			rep.ItemsDone = len(results)
+			for _, r := range results {
+				if r.ExitCode != 0 {
+					rep.ItemsFailed++
+				}
+			}
+		}
 	}
 	if d, err := jobDir(f, rec.ID); err == nil {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -838,7 +898,11 @@ func printJobReport(f *factory, rep *jobReport) {
 		fmt.Fprintf(w, " against an estimate of %s (%s)", money(rep.Estimate), rep.EstimateOf)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  findings   %d\n  instances still live %d\n", rep.Findings, rep.Live)
+	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
+	if rep.ItemsDone+rep.ItemsLeft > 0 {
+		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
+	}
+	fmt.Fprintf(w, "  instances still live %d\n", rep.Live)
 }
 
 // depthQuery is the dashboard's market-depth plot for a search job: its
