@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -37,17 +38,28 @@ func newBalanceCmd(f *factory) *cobra.Command {
 func newLogsCmd(f *factory) *cobra.Command {
 	var tail int
 	var asJSON bool
+	var nodeSel string
 	cmd := &cobra.Command{
-		Use:   "logs ID",
-		Short: "An instance's container log, as the marketplace keeps it",
-		Args:  cobra.ExactArgs(1),
+		Use:   "logs ID | JOB [--node N]",
+		Short: "An instance's container log, as the marketplace keeps it; or a job's session logs, from its nodes",
+		Long: `logs ID prints an instance's container log as the marketplace keeps it.
+logs JOB (a job started by ` + "`vastfleet up`" + `) prints the last lines of every
+agent session's log (run, named sessions, the item worker) on each of the
+job's running nodes, or on one with --node (an instance id or a rank).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if tail < 0 {
+				return usagef("--tail %d: must be 0 (all) or more", tail)
+			}
+			if _, err := strconv.ParseInt(args[0], 10, 64); err != nil {
+				return jobLogs(cmd.Context(), f, args[0], nodeSel, tail, asJSON)
+			}
+			if nodeSel != "" {
+				return usagef("--node picks a node of a job: logs JOB --node N")
+			}
 			ids, err := parseIDs(args)
 			if err != nil {
 				return err
-			}
-			if tail < 0 {
-				return usagef("--tail %d: must be 0 (all) or more", tail)
 			}
 			p, err := f.Provider(cmd.Context())
 			if err != nil {
@@ -68,7 +80,8 @@ func newLogsCmd(f *factory) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&tail, "tail", 200, "last N lines (0: all)")
+	cmd.Flags().IntVar(&tail, "tail", 200, "last N lines (0: all); of each session's log for a job")
+	cmd.Flags().StringVar(&nodeSel, "node", "", "with JOB: only this node (instance id or rank)")
 	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
