@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -100,6 +101,23 @@ func newStatusCmd(f *factory) *cobra.Command {
 	return cmd
 }
 
+// savedReport is the cost report the job's up wrote when it finished.
+func savedReport(f *factory, rec *jobRecord) (*jobReport, bool) {
+	d, err := jobDir(f, rec.ID)
+	if err != nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(filepath.Join(d, "report.json"))
+	if err != nil {
+		return nil, false
+	}
+	var rep jobReport
+	if json.Unmarshal(b, &rep) != nil {
+		return nil, false
+	}
+	return &rep, true
+}
+
 func newDownCmd(f *factory) *cobra.Command {
 	var asJSON bool
 	var noCollect bool
@@ -112,6 +130,25 @@ func newDownCmd(f *factory) *cobra.Command {
 			rec, err := loadJob(f, args[0])
 			if err != nil {
 				return err
+			}
+			// A job whose up still runs (detached, or in another
+			// terminal) is ended by that up: it holds the coordinator with
+			// the findings and items, and the market's lock.
+			stopped, err := stopJobRun(ctx, f, rec)
+			if err != nil {
+				return err
+			}
+			if stopped {
+				if rec, err = loadJob(f, args[0]); err != nil {
+					return err
+				}
+				if rep, ok := savedReport(f, rec); ok && rec.State == "done" {
+					if asJSON {
+						return writeJSON(f.io.Out, rep)
+					}
+					printJobReport(f, rep)
+					return nil
+				}
 			}
 			f.simHosts = true // collecting reaches into the instances
 			m, err := f.manager(ctx, holderName("down", rec.ID))

@@ -51,6 +51,10 @@ type upOptions struct {
 	ResultsDir  string
 	OnInterrupt string
 	JSON        bool
+	Detach      bool
+	// JobID names the job instead of name-time: the background up that
+	// --detach starts runs the job its parent named.
+	JobID string
 	// poll is how often the run is checked (wall time).
 	poll time.Duration
 }
@@ -89,6 +93,12 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 			if job.Market != "" && !cmd.Flags().Changed("market") {
 				f.opts.Market = job.Market
 			}
+			if opts.Detach {
+				if opts.JobID != "" {
+					return usagef("--detach starts a new job; --job-id is for the background up it starts")
+				}
+				return detachUp(cmd.Context(), f, opts, job)
+			}
 			rep, err := upRun(cmd.Context(), f, opts, job, path)
 			if rep != nil && opts.JSON {
 				if jerr := writeJSON(f.io.Out, rep); jerr != nil && err == nil {
@@ -104,13 +114,19 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else this binary)")
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, collect (then destroy) or destroy (default: ask on a terminal, else collect)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
+	fl.BoolVar(&opts.Detach, "detach", false, "run the job in a background up (output in the data dir's jobs/<job>/up.log) and return once it runs; status, logs and down JOB work from any terminal")
+	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
+	fl.MarkHidden("job-id")
 	return cmd
 }
 
 // jobRecord is what `status` and `down` know of a job, kept in the data
 // dir's jobs/ beside its cost report.
 type jobRecord struct {
-	ID          string    `json:"id"` // the fleet's name
+	ID string `json:"id"` // the fleet's name
+	// PID is the up process running the job; it holds jobs/<job>/up.lock
+	// while it lives (see lockJobRun).
+	PID         int       `json:"pid,omitempty"`
 	File        string    `json:"file"`
 	State       string    `json:"state"` // launching, running, kept, done
 	StartedAt   time.Time `json:"started_at"`
@@ -205,7 +221,15 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	}
 	defer c.Close()
 
-	id := jobID(job.Name)
+	id := opts.JobID
+	if id == "" {
+		id = jobID(job.Name)
+	}
+	release, err := lockJobRun(f, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	cands, est, estOf, err := upCandidates(ctx, f, job)
 	if err != nil {
 		return nil, err
@@ -246,7 +270,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	}
 	local := filepath.Join(opts.ResultsDir, id)
 	rec := &jobRecord{ID: id, File: path, State: "launching", StartedAt: time.Now().UTC(), Results: job.Results,
-		LocalDir: local, AutoDestroy: job.AutoDestroy}
+		LocalDir: local, AutoDestroy: job.AutoDestroy, PID: os.Getpid()}
 	if err := saveJob(f, rec); err != nil {
 		return nil, err
 	}
@@ -255,6 +279,9 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		return nil, err
 	}
 	rec.Dashboard = coord.DashboardURL(c.URL, viewer)
+	if err := saveJob(f, rec); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(f.io.ErrOut, "job %s: dashboard %s\n", id, rec.Dashboard)
 
 	view := newLaunchView(f, false)
