@@ -76,15 +76,13 @@ run: echo "started on rank $VASTFLEET_NODE_RANK"; sleep 300
 	if len(st) != 1 || st[0].State != "running" || st[0].Live < 2 {
 		t.Fatalf("status: %+v", st)
 	}
-	var logs struct {
-		Nodes []struct {
-			Log string `json:"log"`
-		} `json:"nodes"`
+	var logs []struct {
+		Log string `json:"log"`
 	}
 	// The run starts on the nodes a moment after up reports it started.
 	for i := 0; ; i++ {
 		vfJSON(t, bin, &logs, vf("logs", up.Job, "--json")...)
-		if len(logs.Nodes) == 2 && strings.Contains(logs.Nodes[0].Log, "started on rank") && strings.Contains(logs.Nodes[1].Log, "started on rank") {
+		if len(logs) == 2 && strings.Contains(logs[0].Log, "started on rank") && strings.Contains(logs[1].Log, "started on rank") {
 			break
 		}
 		if i == 100 {

@@ -41,23 +41,12 @@ func TestItemCommandQuotes(t *testing.T) {
 // agent, with its output, and every finding is stored once.
 func TestItemWorkersSurviveALostAgent(t *testing.T) {
 	ctx := context.Background()
-	db, err := coord.OpenDB(ctx, filepath.Join(t.TempDir(), "coord.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	token, _, err := db.FleetTokens(ctx, "f1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const items = 40
 	values := make([]string, items)
 	for i := range values {
 		values[i] = strconv.Itoa(100 + i)
 	}
-	if err := db.AddItems(ctx, "f1", values); err != nil {
-		t.Fatal(err)
-	}
+	db, token := fleetWithItems(t, values)
 	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -176,18 +165,7 @@ func TestItemWorkersSurviveALostAgent(t *testing.T) {
 // left out of a job's run holds no item; it starts once the file exists.
 func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
 	ctx := context.Background()
-	db, err := coord.OpenDB(ctx, filepath.Join(t.TempDir(), "coord.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	token, _, err := db.FleetTokens(ctx, "f1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.AddItems(ctx, "f1", []string{"1", "2", "3"}); err != nil {
-		t.Fatal(err)
-	}
+	db, token := fleetWithItems(t, []string{"1", "2", "3"})
 	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -221,4 +199,24 @@ func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
 		_, _, d, _ := db.ItemCounts(ctx, "f1")
 		return d == 3
 	})
+}
+
+// fleetWithItems is a coordinator database with fleet f1 holding the
+// items; it returns the database and the fleet's agent token.
+func fleetWithItems(t *testing.T, values []string) (*coord.DB, string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := coord.OpenDB(ctx, filepath.Join(t.TempDir(), "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	token, _, err := db.FleetTokens(ctx, "f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddItems(ctx, "f1", values); err != nil {
+		t.Fatal(err)
+	}
+	return db, token
 }

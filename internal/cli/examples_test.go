@@ -70,20 +70,23 @@ func TestExampleSearchFleet(t *testing.T) {
 	}
 }
 
-// TestExampleSweep runs examples/sweep.yaml through up, from the task
-// file's directory's parent as a user would (the workdir is the file's):
-// 40 items over 3 nodes, each recorded exactly once, the job over when the
-// items are, every item's output file collected, nothing left running.
+// TestExampleSweep runs examples/sweep.yaml through up (its workdir
+// relative to the file): 40 items over 3 nodes, each recorded exactly
+// once, the job over when the items are, every item's output file
+// collected. The nodes are kept (auto_destroy: false), so `logs JOB`
+// reads their session logs from another invocation, and `down JOB` ends
+// them.
 func TestExampleSweep(t *testing.T) {
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)
 	e.speed = "120"
-	file := example(t, "sweep", "count: 4", "count: 3", "items: 0..199", "items: 0..39")
+	file := example(t, "sweep", "count: 4", "count: 3", "items: 0..199", "items: 0..39",
+		"max_duration: 2h", "max_duration: 2h\nauto_destroy: false")
 	res := filepath.Join(t.TempDir(), "results")
 	r := e.ok("up", file, "--agent-bin", agentBin, "--results", res, "--json")
 	rep := decode[jobReport](t, r.out)
-	if rep.ItemsDone != 40 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live != 0 || rep.Ran != 3 {
+	if rep.ItemsDone != 40 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live < 3 || rep.Ran != 3 {
 		t.Fatalf("report %+v\nstderr:\n%s", rep, r.err)
 	}
 	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(res, rep.Job, "items.jsonl"))), "\n")
@@ -103,6 +106,32 @@ func TestExampleSweep(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(res, rep.Job, "*", "item-*.txt"))
 	if len(files) != 40 {
 		t.Errorf("%d item files collected, want 40", len(files))
+	}
+
+	logs := decode[[]nodeLog](t, e.ok("logs", rep.Job, "--json").out)
+	if len(logs) != 3 {
+		t.Fatalf("logs of %d nodes, want 3: %+v", len(logs), logs)
+	}
+	done := 0
+	for _, l := range logs {
+		if l.Source != "sessions" || !strings.Contains(l.Log, "--- session run") {
+			t.Errorf("node %s: %s log %q", l.Node, l.Source, l.Log)
+		}
+		done += strings.Count(l.Log, "\nitem ")
+	}
+	if done != 40 {
+		t.Errorf("the run logs show %d items done, want 40", done)
+	}
+	one := e.ok("logs", rep.Job, "--node", "1", "--session", "run", "--tail", "2").out
+	if !strings.HasPrefix(one, "==> "+rep.Job+"-node-1 ") || strings.Count(one, "\nitem ") != 1 || !strings.Contains(one, "every item is done") {
+		t.Errorf("logs --node 1 --tail 2:\n%s", one)
+	}
+	if r := e.run("logs", rep.Job, "--node", "7"); r.code != 2 || !strings.Contains(r.err, "nodes 0..2") {
+		t.Errorf("logs --node 7: exit %d, %s", r.code, r.err)
+	}
+	down := decode[jobReport](t, e.ok("down", rep.Job, "--no-collect", "--json").out)
+	if down.Live != 0 {
+		t.Errorf("after down, %d instances live", down.Live)
 	}
 }
 

@@ -36,24 +36,24 @@ func TestLogsOfAJob(t *testing.T) {
 	job := keptJob(t, e, agentBin)
 	defer e.ok("down", job)
 
-	all := decode[jobLogsReport](t, e.ok("logs", job, "--json").out)
-	if all.Job != job || len(all.Nodes) != 2 {
+	all := decode[[]nodeLog](t, e.ok("logs", job, "--json").out)
+	if len(all) != 2 {
 		t.Fatalf("logs --json: %+v", all)
 	}
-	for _, n := range all.Nodes {
-		if n.Error != "" || !strings.Contains(n.Log, "==> run <==") || !strings.Contains(n.Log, "hello from rank ") {
-			t.Errorf("node %s: error %q, log:\n%s", n.Node, n.Error, n.Log)
+	for _, n := range all {
+		if n.Error != "" || n.Source != "sessions" || !strings.Contains(n.Log, "--- session run") || !strings.Contains(n.Log, "hello from rank ") {
+			t.Errorf("node %s: error %q, %s log:\n%s", n.Node, n.Error, n.Source, n.Log)
 		}
 	}
 	one := e.ok("logs", job, "--node", "1")
-	if strings.Count(one.out, "=== ") != 1 || !strings.Contains(one.out, job+"-node-1") || !strings.Contains(one.out, "hello from rank") {
+	if strings.Count(one.out, "==> ") != 1 || !strings.Contains(one.out, job+"-node-1") || !strings.Contains(one.out, "hello from rank 1") {
 		t.Errorf("logs --node 1:\n%s", one.out)
 	}
-	byID := decode[jobLogsReport](t, e.ok("logs", job, "--node", strconv.FormatInt(all.Nodes[0].ID, 10), "--json").out)
-	if len(byID.Nodes) != 1 || byID.Nodes[0].ID != all.Nodes[0].ID {
-		t.Errorf("logs --node %d: %+v", all.Nodes[0].ID, byID)
+	byID := decode[[]nodeLog](t, e.ok("logs", job, "--node", strconv.FormatInt(all[0].ID, 10), "--json").out)
+	if len(byID) != 1 || byID[0].ID != all[0].ID {
+		t.Errorf("logs --node %d: %+v", all[0].ID, byID)
 	}
-	if r := e.fails("logs", job, "--node", "7"); r.code != 2 || !strings.Contains(r.err, "not a running node") {
+	if r := e.fails("logs", job, "--node", "7"); r.code != 2 || !strings.Contains(r.err, "nodes 0..1") {
 		t.Errorf("--node 7: exit %d, %s", r.code, r.err)
 	}
 }

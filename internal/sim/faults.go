@@ -132,6 +132,7 @@ const (
 	drawOnstartFail
 	drawDarkHang
 	drawIDBase
+	drawMachine
 )
 
 // lastMile draws the instance's last-mile faults.

@@ -205,6 +205,8 @@ type Market struct {
 	byID   map[int64]int
 	st     *state
 	lastLE map[[2]int64]int // (instance, kind) → index of its latest ledger entry
+	// riskNorm is the offers' mean machineRiskBase.
+	riskNorm float64
 
 	dir  string
 	lock *os.File
@@ -305,6 +307,7 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 
 func (m *Market) loadOffers() {
 	m.offers = GenerateOffers(m.st.Seed, m.st.Offers)
+	m.riskNorm = meanRiskBase(m.offers)
 	m.byID = make(map[int64]int, len(m.offers))
 	for i, o := range m.offers {
 		m.byID[o.ID] = i
@@ -644,13 +647,15 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 		CreatedAt: now, Intended: "running", StatusMsg: "Creating instance",
 	}
 	f := m.cfg.Faults
+	risk := m.machineRisk(&o, now)
+	stuck, bootFail := scaleOdds(f.StuckLoading, risk), scaleOdds(f.BootFail, risk)
 	u := draw(m.st.Seed, drawFault, fate, 0)
 	switch {
-	case u < f.StuckLoading:
+	case u < stuck:
 		inst.Fault = "stuck"
-	case u < f.StuckLoading+f.BootFail:
+	case u < stuck+bootFail:
 		inst.Fault = "bootfail"
-	case draw(m.st.Seed, drawOffline, fate, 0) < f.HostOffline:
+	case draw(m.st.Seed, drawOffline, fate, 0) < scaleOdds(f.HostOffline, risk):
 		inst.Fault = "offline"
 	}
 	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, fate, 0)) * float64(time.Second)))
