@@ -162,6 +162,8 @@ type jobRecord struct {
 	// CoordAddr is where the job's coordinator listened: the agents have
 	// its address, so a resumed up listens there again.
 	CoordAddr string `json:"coord_addr,omitempty"`
+	// Started: the go marker is on every node of RunIDs (the run began).
+	Started bool `json:"started,omitempty"`
 }
 
 func jobDir(f *factory, id string) (string, error) {
@@ -391,6 +393,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	for _, n := range nodes {
 		rec.RunIDs = append(rec.RunIDs, n.ID)
 	}
+	rec.Started = true
 	saveJob(f, rec)
 	return watchAndFinish(ctx, f, m, c, opts, job, rec, nodes)
 }
@@ -413,11 +416,25 @@ func resumeRun(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoor
 	if len(ids) == 0 {
 		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, fmt.Errorf("job %s: none of its nodes still runs", rec.ID))
 	}
+	// The market moves on by itself, as after a launch.
+	f.keepMarketMoving()
 	nodes, _, err := f.selectNodes(ctx, "", false, ids, true)
 	if err != nil {
 		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, err)
 	}
 	rec.State = "running"
+	if !rec.Started {
+		// Cut off between the launch and the go marker: sync, setup and
+		// start again (each step can run twice).
+		if nodes, err = prepareNodes(ctx, f, job, rec.ID, nodes); err != nil {
+			return finishJob(ctx, f, m, c, opts, job, rec, nodes, interruptChoice(f, opts, ctx), err)
+		}
+		rec.RunIDs = rec.RunIDs[:0]
+		for _, n := range nodes {
+			rec.RunIDs = append(rec.RunIDs, n.ID)
+		}
+		rec.Started = true
+	}
 	saveJob(f, rec)
 	fmt.Fprintf(f.io.ErrOut, "job %s: resumed with %d of %d node(s) still running\n", rec.ID, len(nodes), len(rec.RunIDs))
 	return watchAndFinish(ctx, f, m, c, opts, job, rec, nodes)
@@ -682,6 +699,10 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 				return fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, dead), exits
 			}
 			return fmt.Sprintf("run exited on all %d node(s); %d finding(s)", ended, t.Findings), exits
+		case t.ItemsDone > 0 && t.ItemsLeft == 0:
+			// Every item has its one result: what runs on is spare (a
+			// node whose agent never came back, say), and is destroyed.
+			return fmt.Sprintf("all %d item(s) done; run exited on %d of %d node(s)", t.ItemsDone, ended, len(nodes)), exits
 		case job.MaxDuration > 0 && clk.Now().Sub(began) >= job.MaxDuration:
 			return fmt.Sprintf("max_duration %s reached; %d finding(s)", job.MaxDuration, t.Findings), exits
 		}
