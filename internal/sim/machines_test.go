@@ -1,8 +1,13 @@
 package sim
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // TestFailuresFollowMachines rents every offer of a realistic market twice:
@@ -82,5 +87,85 @@ func TestFailuresFollowMachines(t *testing.T) {
 	t.Logf("second rental failed: %.1f%% after a failure, %.1f%% after a clean first", 100*again, 100*clean)
 	if again < 2*clean {
 		t.Errorf("second rental fails %.3f after a failure vs %.3f after none: the machine should fail again", again, clean)
+	}
+}
+
+// TestSiblingOffersShareTheMachine rents slices of a multi-GPU machine
+// listed as several offers: renting some GPUs hides the siblings that no
+// longer fit, and a create on one answers no_such_ask; destroying the
+// rental lists them again.
+func TestSiblingOffersShareTheMachine(t *testing.T) {
+	h := newHarness(t, Config{Seed: 4, Offers: 2000, Balance: 1e6})
+	byMachine := map[int64][]market.Offer{}
+	for _, o := range h.m.offers {
+		byMachine[o.MachineID] = append(byMachine[o.MachineID], o)
+	}
+	// A machine with 1, 2 and 4 or 8-GPU slices.
+	var slices []market.Offer
+	for _, os := range byMachine {
+		if len(os) >= 3 && MachineGPUs(&os[0]) >= 4 && (slices == nil || os[0].MachineID < slices[0].MachineID) {
+			slices = os
+		}
+	}
+	if slices == nil {
+		t.Fatal("no machine lists three slices")
+	}
+	sort.Slice(slices, func(i, j int) bool { return slices[i].NumGPUs < slices[j].NumGPUs })
+	total := MachineGPUs(&slices[0])
+	for _, s := range slices {
+		if s.HostID != slices[0].HostID || s.Reliability != slices[0].Reliability || MachineGPUs(&s) != total {
+			t.Fatalf("siblings differ in host, reliability or machine size: %+v", slices)
+		}
+	}
+	q := fmt.Sprintf(`{"machine_id":{"eq":%d},"rentable":{"eq":true},"order":[],"type":"on-demand","allocated_storage":5}`, slices[0].MachineID)
+	if got := h.search(q); len(got) != len(slices) {
+		t.Fatalf("%d rentable slices listed, want %d", len(got), len(slices))
+	}
+	// Renting the biggest slice but one leaves total-that free GPUs.
+	mid := slices[len(slices)-2]
+	id := h.create(mid.ID, "slice")
+	free := total - mid.NumGPUs
+	var want int
+	for _, s := range slices {
+		if s.ID != mid.ID && s.NumGPUs <= free {
+			want++
+		}
+	}
+	got := h.search(q)
+	if len(got) != want {
+		t.Errorf("after renting %d of %d GPUs: %d slices listed, want %d", mid.NumGPUs, total, len(got), want)
+	}
+	whole := slices[len(slices)-1]
+	var e struct{ Error string }
+	if st, _, _ := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", whole.ID), map[string]any{"image": "ubuntu:22.04"}, &e); st != 404 || e.Error != "no_such_ask" {
+		t.Errorf("create on a sibling that no longer fits: %d %+v", st, e)
+	}
+	if st, _, body := h.do("DELETE", fmt.Sprintf("/api/v0/instances/%d/", id), nil, nil); st != 200 {
+		t.Fatalf("destroy: %d %s", st, body)
+	}
+	if got := h.search(q); len(got) != len(slices) {
+		t.Errorf("after destroy: %d slices listed, want %d", len(got), len(slices))
+	}
+}
+
+// TestGPUTakenWhileStoppedStaysTaken stops an instance until another renter
+// takes its GPU: every later start waits in Scheduling, even once the
+// chance of a new taking is nil.
+func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
+	h := newHarness(t, Config{Seed: 8, Faults: Faults{TakenWhileStopped: 1}})
+	a := h.create(h.cheapOffer().ID, "a")
+	h.clock.Set(h.stateOf(a).ReadyAt)
+	h.setState(a, "stopped")
+	h.clock.Advance(time.Minute)
+	h.setState(a, "running")
+	if in := h.show(a); !strings.Contains(in.StatusMsg, "Scheduling") {
+		t.Fatalf("start after the GPU was taken: %q %q", in.Status(), in.StatusMsg)
+	}
+	h.m.cfg.Faults.TakenWhileStopped = 0
+	h.setState(a, "stopped")
+	h.setState(a, "running")
+	h.clock.Advance(time.Hour)
+	if in := h.show(a); in.Status() != "stopped" || !strings.Contains(in.StatusMsg, "Scheduling") {
+		t.Errorf("second start of a taken instance: %q %q", in.Status(), in.StatusMsg)
 	}
 }

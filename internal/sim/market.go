@@ -163,6 +163,7 @@ type instance struct {
 	Fault       string    `json:"fault,omitempty"`
 	OfflineSet  bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
 	Scheduling  bool      `json:"scheduling,omitempty"`
+	Taken       bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
 	StoppedAt   time.Time `json:"stopped_at"`
 	Starts      int64     `json:"starts"`
 	Destroyed   bool      `json:"destroyed"`
@@ -563,6 +564,25 @@ func (m *Market) holders() map[int64]*instance {
 	return h
 }
 
+// gpusInUse maps each machine to the GPUs its live, non-stopped instances
+// hold, whichever of the machine's offers they rented.
+func (m *Market) gpusInUse() map[int64]int {
+	used := map[int64]int{}
+	for _, in := range m.st.Instances {
+		if !in.Destroyed && in.Status != "stopped" {
+			o := &m.offers[m.byID[in.OfferID]]
+			used[o.MachineID] += o.NumGPUs
+		}
+	}
+	return used
+}
+
+// crowded reports whether o's machine has fewer GPUs free than o needs:
+// renting a slice of a machine hides the siblings that no longer fit.
+func crowded(o *market.Offer, used map[int64]int) bool {
+	return used[o.MachineID]+o.NumGPUs > MachineGPUs(o)
+}
+
 // churned reports whether another renter holds the offer in this sim hour.
 func (m *Market) churned(offerID int64, now time.Time) bool {
 	p := m.cfg.Faults.OfferChurnPerHour
@@ -620,7 +640,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d does not exist or is no longer available.", offerID)}
 	}
 	o := m.offers[idx]
-	if _, taken := m.holders()[offerID]; taken || m.churned(offerID, now) ||
+	if _, taken := m.holders()[offerID]; taken || crowded(&o, m.gpusInUse()) || m.churned(offerID, now) ||
 		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, now.Unix()/3600) < m.cfg.Faults.CreateRace) {
 		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d is no longer available: it was rented by another client.", offerID)}
 	}
@@ -738,9 +758,11 @@ func (m *Market) start(in *instance, now time.Time) error {
 		mins := now.Sub(in.StoppedAt).Minutes()
 		pTaken := 1 - math.Pow(1-m.cfg.Faults.TakenWhileStopped, mins)
 		_, held := m.holders()[in.OfferID]
-		if held || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.fate(), in.Starts) < pTaken {
-			// Someone else has the GPU: vast waits for it, possibly forever.
+		if held || in.Taken || crowded(&m.offers[m.byID[in.OfferID]], m.gpusInUse()) || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.fate(), in.Starts) < pTaken {
+			// Someone else has the GPU: vast waits for it, possibly forever,
+			// and it stays taken for every later start.
 			in.Scheduling = true
+			in.Taken = true
 			in.StatusMsg = "Scheduling: waiting for the GPU on this machine; another renter holds it"
 			in.log(now, "start requested; GPU busy, scheduling")
 			return nil
