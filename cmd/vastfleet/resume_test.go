@@ -95,6 +95,10 @@ run: sleep 0.2; echo "item {item} done"
 				t.Fatalf("after kill -9 %s: instances the store does not know: %s (%v)", at, rec, err)
 			}
 
+			st, err := exec.Command(bin, vf("status", job, "--json")...).Output()
+			if err != nil || !strings.Contains(string(st), `"up_running":false`) || !strings.Contains(string(st), `"state":"`+at+`"`) {
+				t.Fatalf("status after kill -9: %s (%v)", st, err)
+			}
 			res := exec.Command(bin, vf("up", "--resume", job, "--json")...)
 			var stderr strings.Builder
 			res.Stderr = &stderr
