@@ -59,7 +59,9 @@ run: echo "started on rank $VASTFLEET_NODE_RANK"; sleep 300
 	}
 	vfJSON(t, bin, &up, vf("up", file, "--detach", "--json", "--results", filepath.Join(dir, "out"))...)
 	t.Cleanup(func() {
-		// Should the test fail half-way, the background up still ends.
+		// Should the test fail half-way, the background up still ends,
+		// and with it the nodes' processes: down first, kill at last.
+		exec.Command(bin, vf("down", up.Job, "--no-collect")...).Run()
 		if p, err := os.FindProcess(up.PID); err == nil {
 			p.Kill()
 		}

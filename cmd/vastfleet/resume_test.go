@@ -83,6 +83,8 @@ run: sleep 0.2; echo "item {item} done"
 			})
 			up.Process.Kill()
 			<-exited
+			// Should the test fail, the nodes (and their processes) still go.
+			t.Cleanup(func() { exec.Command(bin, vf("down", job, "--no-collect")...).Run() })
 
 			rec, err := exec.Command(bin, vf("reconcile", "--json")...).Output()
 			if err != nil {
