@@ -34,7 +34,8 @@ type Faults struct {
 	BootFail float64
 	// HostOffline instances go offline some time after running.
 	HostOffline float64
-	// SlowBoot instances boot 5–20× slower, always past 10 minutes.
+	// SlowBoot instances pull and unpack their image 5–20× slower: past
+	// 10 minutes for a multi-GB image, a few minutes for a small one.
 	SlowBoot float64
 
 	// TakenWhileStopped is the chance, per minute stopped, that another

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // TestFailuresFollowMachines rents every offer of a realistic market twice:
@@ -167,5 +168,42 @@ func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
 	h.clock.Advance(time.Hour)
 	if in := h.show(a); in.Status() != "stopped" || !strings.Contains(in.StatusMsg, "Scheduling") {
 		t.Errorf("second start of a taken instance: %q %q", in.Status(), in.StatusMsg)
+	}
+}
+
+// TestImageSizeShapesBootYield rents the same 300 offers with a 0.3 GB and
+// an 8 GB image on the realistic profile's hosts: the big image's pull and
+// extraction, slowest on the slow hosts, leave clearly fewer running after
+// 10 minutes.
+func TestImageSizeShapesBootYield(t *testing.T) {
+	f, err := Profile("realistic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Rate429, f.Rate5xx, f.LostCreate, f.CreateRace, f.OfferChurnPerHour = 0, 0, 0, 0, 0
+	ready := func(image string, gb float64) int {
+		h := newHarness(t, Config{Seed: 14, Offers: DefaultOffers, Faults: f, Balance: 1e6, ImageSizes: map[string]float64{image: gb}})
+		offers := h.search(`{"rentable":{"eq":true},"inet_down":{"gte":"200"},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":300}`)
+		for _, o := range offers {
+			var out struct {
+				NewContract int64 `json:"new_contract"`
+			}
+			if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", o.ID), map[string]any{"image": image, "disk": 20}, &out); st != 200 {
+				t.Fatalf("create: %d %s", st, body)
+			}
+		}
+		h.clock.Advance(10 * time.Minute)
+		n := 0
+		for _, in := range h.m.Instances() {
+			if in.Status() == provider.StateRunning {
+				n++
+			}
+		}
+		return n
+	}
+	small, big := ready("small:1", 0.3), ready("big:1", 8)
+	t.Logf("running after 10 minutes of 300: %d with a 0.3 GB image, %d with 8 GB", small, big)
+	if small < 240 || big > small-30 {
+		t.Errorf("running after 10 minutes: %d with 0.3 GB, %d with 8 GB; want all but the failed hosts, and clearly fewer", small, big)
 	}
 }
