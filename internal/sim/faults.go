@@ -134,6 +134,7 @@ const (
 	drawDarkHang
 	drawIDBase
 	drawMachine
+	drawRival
 )
 
 // lastMile draws the instance's last-mile faults.

@@ -56,6 +56,7 @@ func (m *Market) Handler() http.Handler {
 	api("PUT /api/v0/instances/{id}/{$}", m.hManage)
 	api("PUT /api/v0/instances/{$}", m.hBulkState)
 	api("PUT /api/v0/instances/reboot/{id}/{$}", m.hReboot)
+	api("PUT /api/v0/instances/bid_price/{id}/{$}", m.hChangeBid)
 	api("DELETE /api/v0/instances/{id}/{$}", m.hDestroy)
 	api("DELETE /api/v0/instances/{$}", m.hBulkDestroy)
 	api("PUT /api/v0/instances/request_logs/{id}/{$}", m.hRequestLogs)

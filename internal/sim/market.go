@@ -153,17 +153,21 @@ type instance struct {
 	StorageRate float64 `json:"storage_rate"`
 	APIKey      string  `json:"api_key"`
 
-	CreatedAt   time.Time `json:"created_at"`
-	Status      string    `json:"status"` // "" (null), loading, running, rebooting, stopped, exited, offline
-	Intended    string    `json:"intended"`
-	StatusMsg   string    `json:"status_msg"`
-	LoadingAt   time.Time `json:"loading_at"` // null → loading
-	ReadyAt     time.Time `json:"ready_at"`   // loading → running; zero: never
-	OfflineAt   time.Time `json:"offline_at"` // running → offline; zero: never
-	Fault       string    `json:"fault,omitempty"`
-	OfflineSet  bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
-	Scheduling  bool      `json:"scheduling,omitempty"`
-	Taken       bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
+	CreatedAt  time.Time `json:"created_at"`
+	Status     string    `json:"status"` // "" (null), loading, running, rebooting, stopped, exited, offline
+	Intended   string    `json:"intended"`
+	StatusMsg  string    `json:"status_msg"`
+	LoadingAt  time.Time `json:"loading_at"` // null → loading
+	ReadyAt    time.Time `json:"ready_at"`   // loading → running; zero: never
+	OfflineAt  time.Time `json:"offline_at"` // running → offline; zero: never
+	Fault      string    `json:"fault,omitempty"`
+	OfflineSet bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
+	Scheduling bool      `json:"scheduling,omitempty"`
+	Taken      bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
+	// OutbidAt is when a rival bid stops this interruptible instance;
+	// Outbid says one did.
+	OutbidAt    time.Time `json:"outbid_at,omitempty"`
+	Outbid      bool      `json:"outbid,omitempty"`
 	StoppedAt   time.Time `json:"stopped_at"`
 	Starts      int64     `json:"starts"`
 	Destroyed   bool      `json:"destroyed"`
@@ -371,15 +375,21 @@ func (in *instance) nextEvent() time.Time {
 	if in.Destroyed {
 		return time.Time{}
 	}
+	var next time.Time
 	switch in.Status {
 	case "":
-		return in.LoadingAt
+		next = in.LoadingAt
 	case "loading", "rebooting":
-		return in.ReadyAt
+		next = in.ReadyAt
 	case "running":
-		return in.OfflineAt
+		next = in.OfflineAt
+	default:
+		return time.Time{}
 	}
-	return time.Time{}
+	if !in.OutbidAt.IsZero() && (next.IsZero() || in.OutbidAt.Before(next)) {
+		next = in.OutbidAt
+	}
+	return next
 }
 
 func (in *instance) log(t time.Time, format string, args ...any) {
@@ -388,6 +398,10 @@ func (in *instance) log(t time.Time, format string, args ...any) {
 
 // step applies the instance's due event at t.
 func (in *instance) step(t time.Time) {
+	if !in.OutbidAt.IsZero() && !in.OutbidAt.After(t) {
+		in.outbid(t)
+		return
+	}
 	switch in.Status {
 	case "":
 		in.Status = "loading"
@@ -546,8 +560,8 @@ func (m *Market) charge(in *instance, kind string, from, to time.Time, amount fl
 func (m *Market) stop(in *instance, now time.Time, msg string) {
 	in.Status = "stopped"
 	in.Intended = "stopped"
-	in.Scheduling = false
-	in.ReadyAt, in.LoadingAt, in.OfflineAt = time.Time{}, time.Time{}, time.Time{}
+	in.Scheduling, in.Outbid = false, false
+	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	in.StoppedAt = now
 	in.StatusMsg = msg
 	in.log(now, "%s", msg)
@@ -649,6 +663,9 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	compute := o.DPHBase
 	if in.Price != nil {
+		if *in.Price < o.MinBid {
+			return nil, belowMinBid(*in.Price, o.MinBid)
+		}
 		compute = *in.Price
 	}
 	storage := provider.StorageRate(o.StorageCost, in.Disk)
@@ -700,6 +717,9 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	inst.PullCost = o.InetDownCost * gb
 	if inst.Fault == "stuck" {
 		inst.ReadyAt = time.Time{}
+	}
+	if inst.Bid {
+		inst.OutbidAt = m.outbidAt(offerID, compute, now)
 	}
 	m.lastMile(inst)
 	for _, k := range m.st.SSHKeys {
@@ -784,6 +804,10 @@ func (m *Market) start(in *instance, now time.Time) error {
 	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
 	if in.Fault == "stuck" {
 		in.ReadyAt = time.Time{}
+	}
+	if in.Bid {
+		in.Outbid = false
+		in.OutbidAt = m.outbidAt(in.OfferID, in.ComputeRate, now)
 	}
 	in.log(now, "starting")
 	return nil
