@@ -67,3 +67,31 @@ func TestBidsFollowTheAuction(t *testing.T) {
 		t.Errorf("change bid of an on-demand instance: %d %s", st, body)
 	}
 }
+
+// TestRateLimitFollowsRequestRate: a key that sends its burst at one market
+// instant is refused with 429 until the market's clock refills its bucket.
+func TestRateLimitFollowsRequestRate(t *testing.T) {
+	h := newHarness(t, Config{Seed: 22, Faults: Faults{RateLimit: 2, RateBurst: 5}})
+	get := func() int {
+		st, _, _ := h.do("GET", "/api/v0/users/current", nil, nil)
+		return st
+	}
+	for i := range 5 {
+		if st := get(); st != 200 {
+			t.Fatalf("request %d of the burst: %d", i+1, st)
+		}
+	}
+	if st := get(); st != 429 {
+		t.Fatalf("request past the burst: %d, want 429", st)
+	}
+	h.clock.Advance(time.Second) // two tokens back
+	if a, b, c := get(), get(), get(); a != 200 || b != 200 || c != 429 {
+		t.Errorf("a market second later: %d %d %d, want 200 200 429", a, b, c)
+	}
+	h.clock.Advance(time.Hour)
+	for i := range 5 {
+		if st := get(); st != 200 {
+			t.Fatalf("after an hour, request %d: %d", i+1, st)
+		}
+	}
+}

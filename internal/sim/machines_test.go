@@ -180,7 +180,7 @@ func TestImageSizeShapesBootYield(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Rate429, f.Rate5xx, f.LostCreate, f.CreateRace, f.OfferChurnPerHour = 0, 0, 0, 0, 0
+	f.RateLimit, f.Rate429, f.Rate5xx, f.LostCreate, f.CreateRace, f.OfferChurnPerHour = 0, 0, 0, 0, 0, 0
 	ready := func(image string, gb float64) int {
 		h := newHarness(t, Config{Seed: 14, Offers: DefaultOffers, Faults: f, Balance: 1e6, ImageSizes: map[string]float64{image: gb}})
 		offers := h.search(`{"rentable":{"eq":true},"inet_down":{"gte":"200"},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":300}`)

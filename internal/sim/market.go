@@ -222,6 +222,7 @@ type Market struct {
 	keysOpen map[int64]bool  // running machines that accept their keys
 	apiURL   string          // where the market is served, for VAST_URL
 	keyOwner map[string]int64
+	buckets  map[string]*bucket // per API key, for Faults.RateLimit
 }
 
 // state is everything a Market persists; offers are regenerated from Seed.
