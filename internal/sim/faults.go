@@ -143,6 +143,7 @@ const (
 	drawIDBase
 	drawMachine
 	drawRival
+	drawSpell
 )
 
 // lastMile draws the instance's last-mile faults.

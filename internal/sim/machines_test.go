@@ -207,3 +207,33 @@ func TestImageSizeShapesBootYield(t *testing.T) {
 		t.Errorf("running after 10 minutes: %d with 0.3 GB, %d with 8 GB; want all but the failed hosts, and clearly fewer", small, big)
 	}
 }
+
+// TestOfferChurnIsPerOffer watches which offers others hold, minute by
+// minute for two hours: offers come and go at many different minutes, not
+// all together on the hour, and about the profile's share is held at once.
+func TestOfferChurnIsPerOffer(t *testing.T) {
+	h := newHarness(t, Config{Seed: 23, Offers: 2000, Faults: Faults{OfferChurnPerHour: 0.05}})
+	prev := map[int64]bool{}
+	changed, held := map[int]bool{}, 0
+	for minute := range 120 {
+		now := t0.Add(time.Duration(minute) * time.Minute)
+		for _, o := range h.m.offers {
+			c := h.m.churned(o.ID, now)
+			if c {
+				held++
+			}
+			if minute > 0 && c != prev[o.ID] {
+				changed[minute] = true
+			}
+			prev[o.ID] = c
+		}
+	}
+	share := float64(held) / float64(120*len(h.m.offers))
+	t.Logf("offers changed hands in %d of 119 minutes; %.1f%% held by others on average", len(changed), 100*share)
+	if len(changed) < 60 {
+		t.Errorf("offers changed hands in only %d of 119 minutes: churn moves in lockstep", len(changed))
+	}
+	if share < 0.03 || share > 0.07 {
+		t.Errorf("%.3f of offers held by others, want about 0.05", share)
+	}
+}

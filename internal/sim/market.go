@@ -598,10 +598,21 @@ func crowded(o *market.Offer, used map[int64]int) bool {
 	return used[o.MachineID]+o.NumGPUs > MachineGPUs(o)
 }
 
-// churned reports whether another renter holds the offer in this sim hour.
+// churned reports whether another renter holds the offer now. Each offer
+// has its own rhythm: rentals by others of 20–120 minutes, starting at its
+// own phase, so offers come and go all the time rather than all at once on
+// the hour.
 func (m *Market) churned(offerID int64, now time.Time) bool {
 	p := m.cfg.Faults.OfferChurnPerHour
-	return p > 0 && draw(m.st.Seed, drawChurn, offerID, now.Unix()/3600) < p
+	return p > 0 && draw(m.st.Seed, drawChurn, offerID, m.offerSpell(offerID, now)) < p
+}
+
+// offerSpell numbers the offer's current spell: the stretch of time over
+// which who else holds it stays the same.
+func (m *Market) offerSpell(offerID int64, now time.Time) int64 {
+	period := int64(1200 + 6000*draw(m.st.Seed, drawSpell, offerID, 0))
+	phase := int64(float64(period) * draw(m.st.Seed, drawSpell, offerID, 1))
+	return (now.Unix() + phase) / period
 }
 
 func (m *Market) imageGB(image string) float64 {
@@ -656,7 +667,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	o := m.offers[idx]
 	if _, taken := m.holders()[offerID]; taken || crowded(&o, m.gpusInUse()) || m.churned(offerID, now) ||
-		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, now.Unix()/3600) < m.cfg.Faults.CreateRace) {
+		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, m.offerSpell(offerID, now)) < m.cfg.Faults.CreateRace) {
 		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d is no longer available: it was rented by another client.", offerID)}
 	}
 	if in.Disk > o.DiskSpace {
