@@ -98,7 +98,11 @@ run: sleep 0.2; echo "item {item} done"
 			}
 
 			st, err := exec.Command(bin, vf("status", job, "--json")...).Output()
-			if err != nil || !strings.Contains(string(st), `"up_running":false`) || !strings.Contains(string(st), `"state":"`+at+`"`) {
+			var rows []struct {
+				State string `json:"state"`
+				Up    bool   `json:"up_running"`
+			}
+			if err != nil || json.Unmarshal(st, &rows) != nil || len(rows) != 1 || rows[0].State != at || rows[0].Up {
 				t.Fatalf("status after kill -9: %s (%v)", st, err)
 			}
 			res := exec.Command(bin, vf("up", "--resume", job, "--json")...)

@@ -503,7 +503,9 @@ func (mc *machine) stop(dark Dark) {
 	for _, p := range pgids {
 		syscall.Kill(-p, syscall.SIGKILL)
 	}
-	killMarked(mc.marker)
+	// Every boot's processes: one a process before this one booted (it
+	// hosted the machine, then died without powering it off) as well.
+	killMarked(mc.marker[:strings.LastIndex(mc.marker, "/")+1])
 	// Killed processes are reaped within moments; a bound keeps a stuck
 	// wait (a session still sending) from holding the caller.
 	done := make(chan struct{})
@@ -515,22 +517,22 @@ func (mc *machine) stop(dark Dark) {
 	}
 }
 
-// killMarked kills any process left whose environment carries marker: a
-// child that left its process group (setsid, a daemon) is still the
-// instance's.
+// killMarked kills any process left whose environment carries an entry
+// that begins with marker: a child that left its process group (setsid, a
+// daemon) is still the instance's.
 func killMarked(marker string) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return
 	}
-	needle := []byte(marker + "\x00")
+	needle := []byte("\x00" + marker)
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains(string(b), string(needle)) {
+		if err != nil || !strings.Contains("\x00"+string(b), string(needle)) {
 			continue
 		}
 		syscall.Kill(pid, syscall.SIGKILL)
