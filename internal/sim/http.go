@@ -56,6 +56,7 @@ func (m *Market) Handler() http.Handler {
 	api("PUT /api/v0/instances/{id}/{$}", m.hManage)
 	api("PUT /api/v0/instances/{$}", m.hBulkState)
 	api("PUT /api/v0/instances/reboot/{id}/{$}", m.hReboot)
+	api("PUT /api/v0/instances/bid_price/{id}/{$}", m.hChangeBid)
 	api("DELETE /api/v0/instances/{id}/{$}", m.hDestroy)
 	api("DELETE /api/v0/instances/{$}", m.hBulkDestroy)
 	api("PUT /api/v0/instances/request_logs/{id}/{$}", m.hRequestLogs)
@@ -626,6 +627,34 @@ func (m *Market) hReboot(r *http.Request, _ []byte, now time.Time) reply {
 		}
 		return errReply(err)
 	}
+	return okReply()
+}
+
+// hChangeBid sets an interruptible instance's bid: what it bills while
+// running. A null price keeps the bid (outbids are not modelled, so any
+// bid wins).
+func (m *Market) hChangeBid(r *http.Request, body []byte, now time.Time) reply {
+	id, _ := pathID(r)
+	var req struct {
+		Price *float64 `json:"price"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	in := m.find(id)
+	if in == nil {
+		return errReply(noInstance(id))
+	}
+	if !in.Bid {
+		return jsonReply(200, map[string]any{"success": false, "msg": fmt.Sprintf("Instance %d is not interruptible.", id)})
+	}
+	if req.Price != nil {
+		if *req.Price < 0.001 || *req.Price > 32*float64(max(1, m.offers[m.byID[in.OfferID]].NumGPUs)) {
+			return badArgs("price %g out of range", *req.Price)
+		}
+		in.ComputeRate = *req.Price
+	}
+	in.log(now, "bid changed")
 	return okReply()
 }
 
