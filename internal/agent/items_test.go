@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -40,23 +41,12 @@ func TestItemCommandQuotes(t *testing.T) {
 // agent, with its output, and every finding is stored once.
 func TestItemWorkersSurviveALostAgent(t *testing.T) {
 	ctx := context.Background()
-	db, err := coord.OpenDB(ctx, filepath.Join(t.TempDir(), "coord.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	token, _, err := db.FleetTokens(ctx, "f1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const items = 40
 	values := make([]string, items)
 	for i := range values {
 		values[i] = strconv.Itoa(100 + i)
 	}
-	if err := db.AddItems(ctx, "f1", values); err != nil {
-		t.Fatal(err)
-	}
+	db, token := fleetWithItems(t, values)
 	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +159,64 @@ func TestItemWorkersSurviveALostAgent(t *testing.T) {
 		}
 		return exited == 4
 	})
+}
+
+// An item worker whose After file is missing leases nothing, so a node
+// left out of a job's run holds no item; it starts once the file exists.
+func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
+	ctx := context.Background()
+	db, token := fleetWithItems(t, []string{"1", "2", "3"})
+	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	marker := filepath.Join(t.TempDir(), "go")
+	a := start(t, Config{
+		CoordURL: hs.URL, Fleet: "f1", Node: "n0", Token: token,
+		Sessions: []wire.Session{{Name: "work", Command: "echo did {item}", After: marker}},
+		StateDir: t.TempDir(), StopGrace: time.Second, FirstJitter: -1,
+		FirstInterval: 50 * time.Millisecond, restartBase: 10 * time.Millisecond, retryBase: 10 * time.Millisecond,
+	})
+	defer a.stop(t)
+	eventually(t, "the session to report waiting", func() bool {
+		for _, n := range srv.Snapshot(ctx, "f1").Nodes {
+			if n.Node == "n0" && len(n.Sessions) == 1 && n.Sessions[0].State == stateWaiting {
+				return true
+			}
+		}
+		return false
+	})
+	if q, l, d, _ := db.ItemCounts(ctx, "f1"); q != 3 || l != 0 || d != 0 {
+		t.Fatalf("before the After file: %d queued, %d leased, %d done; want 3 queued", q, l, d)
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every item done", func() bool {
+		_, _, d, _ := db.ItemCounts(ctx, "f1")
+		return d == 3
+	})
+}
+
+// fleetWithItems is a coordinator database with fleet f1 holding the
+// items; it returns the database and the fleet's agent token.
+func fleetWithItems(t *testing.T, values []string) (*coord.DB, string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := coord.OpenDB(ctx, filepath.Join(t.TempDir(), "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	token, _, err := db.FleetTokens(ctx, "f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddItems(ctx, "f1", values); err != nil {
+		t.Fatal(err)
+	}
+	return db, token
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -31,7 +32,33 @@ const (
 	stateExited   = "exited"
 	stateFailed   = "failed"
 	stateBackoff  = "backoff"
+	stateWaiting  = "waiting" // for its After file
 )
+
+// waitAfter holds the session until its After file exists; false when
+// ctx ended first.
+func (s *session) waitAfter(ctx context.Context) bool {
+	if s.spec.After == "" {
+		return true
+	}
+	path := s.spec.After
+	if !filepath.IsAbs(path) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "."
+		}
+		path = filepath.Join(home, path)
+	}
+	s.set(func(st *wire.SessionState) { st.Name, st.State = s.spec.Name, stateWaiting })
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return false
+		}
+	}
+}
 
 // maxParsedLine is the longest stdout line read as a metric or a finding;
 // longer lines still reach the log. It keeps one finding well inside the
@@ -77,6 +104,9 @@ func (s *session) set(f func(st *wire.SessionState)) {
 // run supervises the session until ctx ends (then the child is stopped:
 // SIGINT to its group, SIGKILL after the grace) or the policy says done.
 func (s *session) run(ctx context.Context) {
+	if !s.waitAfter(ctx) {
+		return
+	}
 	if s.spec.IsItemWorker() && s.items != nil {
 		s.runItems(ctx)
 		return

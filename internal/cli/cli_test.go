@@ -296,37 +296,52 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 	}
 }
 
-// TestReadmeQuickStart runs the README's quick-start commands, so the
-// README stays true: `demo` as the built binary (its agents and CPU job
-// run that binary), the search in-process.
+// TestReadmeQuickStart holds the README's promise: its quick start is two
+// commands, the demo and the tests, and the demo runs (as the built binary:
+// its agents and CPU job run that binary). The search line that follows it
+// runs too, in-process.
 func TestReadmeQuickStart(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(l, "go run ./cmd/vastfleet ") {
-			lines = append(lines, strings.TrimPrefix(l, "go run ./cmd/vastfleet "))
+	text := string(readme)
+	start := strings.Index(text, "## Quick start")
+	if start < 0 {
+		t.Fatal("README has no Quick start section")
+	}
+	block := text[start:]
+	block = block[strings.Index(block, "```sh\n")+len("```sh\n"):]
+	block = block[:strings.Index(block, "```")]
+	var commands []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			commands = append(commands, l)
 		}
 	}
-	if len(lines) < 2 || !strings.HasPrefix(lines[0], "demo") {
-		t.Fatalf("README's quick start should begin with `go run ./cmd/vastfleet demo`, then a search; it has %q", lines)
+	if want := []string{"go run ./cmd/vastfleet demo", "go test ./..."}; !cmp.Equal(commands, want) {
+		t.Fatalf("README's quick start should be exactly %q, it has %q", want, commands)
 	}
-	for _, line := range lines[:2] {
-		args, err := shellWords(line)
-		if err != nil {
-			t.Fatalf("README quick start %q: %v", line, err)
-		}
-		if args[0] == "demo" {
-			checkDemo(t, args)
+	checkDemo(t, []string{"demo"})
+	var searched bool
+	for _, l := range strings.Split(text, "\n") {
+		line, ok := strings.CutPrefix(l, "go run ./cmd/vastfleet search ")
+		if !ok {
 			continue
+		}
+		args, err := shellWords("search " + line)
+		if err != nil {
+			t.Fatalf("README search %q: %v", line, err)
 		}
 		out := newEnv(t).ok(args...).out
 		rows := strings.Split(strings.TrimSpace(out), "\n")
 		if len(rows) < 3 || !strings.HasPrefix(rows[0], "ID ") || !strings.HasPrefix(rows[len(rows)-1], "TOTAL") {
-			t.Errorf("README quick start printed no offer table:\n%s", out)
+			t.Errorf("README search printed no offer table:\n%s", out)
 		}
+		searched = true
+	}
+	if !searched {
+		t.Error("README shows no search command")
 	}
 }
 

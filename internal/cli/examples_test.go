@@ -4,27 +4,41 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// example reads examples/NAME.yaml with its workdir made absolute and
-// the given replacements (small counts, the simulator), into a temp dir.
-func example(t *testing.T, name string, replace ...string) string {
+func examplesDir(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", "..", "examples"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root
+}
+
+// example copies examples/NAME.yaml, with its workdir beside it and
+// the given replacements (small counts, the simulator), into a temp dir.
+func example(t *testing.T, name string, replace ...string) string {
+	t.Helper()
+	root := examplesDir(t)
 	text := readFile(t, filepath.Join(root, name+".yaml"))
-	replace = append(replace, "workdir: "+name, "workdir: "+filepath.Join(root, name), "gpu: vast", "gpu: sim")
+	if strings.Contains(text, "gpu: vast") {
+		replace = append(replace, "gpu: vast", "gpu: sim")
+	}
 	for i := 0; i+1 < len(replace); i += 2 {
 		if !strings.Contains(text, replace[i]) {
 			t.Fatalf("examples/%s.yaml no longer says %q", name, replace[i])
 		}
 		text = strings.Replace(text, replace[i], replace[i+1], 1)
 	}
-	p := filepath.Join(t.TempDir(), name+".yaml")
+	// The copy's workdir (relative, so the file's own) is the example's.
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, name), filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +67,71 @@ func TestExampleSearchFleet(t *testing.T) {
 	}
 	if lines := strings.Count(readFile(t, filepath.Join(res, rep.Job, "findings.jsonl")), "\n"); int64(lines) != rep.Findings {
 		t.Errorf("findings.jsonl has %d lines, the coordinator %d", lines, rep.Findings)
+	}
+}
+
+// TestExampleSweep runs examples/sweep.yaml through up (its workdir
+// relative to the file): 40 items over 3 nodes, each recorded exactly
+// once, the job over when the items are, every item's output file
+// collected. The nodes are kept (auto_destroy: false), so `logs JOB`
+// reads their session logs from another invocation, and `down JOB` ends
+// them.
+func TestExampleSweep(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	file := example(t, "sweep", "count: 4", "count: 3", "items: 0..199", "items: 0..39",
+		"max_duration: 2h", "max_duration: 2h\nauto_destroy: false")
+	res := filepath.Join(t.TempDir(), "results")
+	r := e.ok("up", file, "--agent-bin", agentBin, "--results", res, "--json")
+	rep := decode[jobReport](t, r.out)
+	if rep.ItemsDone != 40 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live < 3 || rep.Ran != 3 {
+		t.Fatalf("report %+v\nstderr:\n%s", rep, r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(res, rep.Job, "items.jsonl"))), "\n")
+	seen := map[string]int{}
+	for _, l := range lines {
+		it := decode[itemLine](t, l)
+		seen[it.Value]++
+		if it.ExitCode != 0 || !strings.Contains(it.StdoutTail, "item "+it.Value+": ") {
+			t.Errorf("item %s: exit %d, output %q", it.Value, it.ExitCode, it.StdoutTail)
+		}
+	}
+	for i := 0; i < 40; i++ {
+		if n := seen[strconv.Itoa(i)]; n != 1 {
+			t.Errorf("item %d recorded %d times, want once", i, n)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(res, rep.Job, "*", "item-*.txt"))
+	if len(files) != 40 {
+		t.Errorf("%d item files collected, want 40", len(files))
+	}
+
+	logs := decode[[]nodeLog](t, e.ok("logs", rep.Job, "--json").out)
+	if len(logs) != 3 {
+		t.Fatalf("logs of %d nodes, want 3: %+v", len(logs), logs)
+	}
+	done := 0
+	for _, l := range logs {
+		if l.Source != "sessions" || !strings.Contains(l.Log, "--- session run") {
+			t.Errorf("node %s: %s log %q", l.Node, l.Source, l.Log)
+		}
+		done += strings.Count(l.Log, "\nitem ")
+	}
+	if done != 40 {
+		t.Errorf("the run logs show %d items done, want 40", done)
+	}
+	one := e.ok("logs", rep.Job, "--node", "1", "--session", "run", "--tail", "2").out
+	if !strings.HasPrefix(one, "==> "+rep.Job+"-node-1 ") || strings.Count(one, "\nitem ") != 1 || !strings.Contains(one, "every item is done") {
+		t.Errorf("logs --node 1 --tail 2:\n%s", one)
+	}
+	if r := e.run("logs", rep.Job, "--node", "7"); r.code != 2 || !strings.Contains(r.err, "nodes 0..2") {
+		t.Errorf("logs --node 7: exit %d, %s", r.code, r.err)
+	}
+	down := decode[jobReport](t, e.ok("down", rep.Job, "--no-collect", "--json").out)
+	if down.Live != 0 {
+		t.Errorf("after down, %d instances live", down.Live)
 	}
 }
 

@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +29,10 @@ type jobStatus struct {
 	Spent     float64 `json:"spent"`
 	Estimate  float64 `json:"estimate"`
 	Dashboard string  `json:"dashboard,omitempty"`
+	// UpRunning: an up process (foreground, detached or resumed) still
+	// runs the job; a launching or running job without one was cut off
+	// (`up --resume JOB` or `down JOB`).
+	UpRunning bool `json:"up_running"`
 }
 
 func newStatusCmd(f *factory) *cobra.Command {
@@ -59,7 +69,8 @@ func newStatusCmd(f *factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard}
+				row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard,
+					UpRunning: jobRunAlive(f, rec.ID)}
 				live, err := st.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
 				if err != nil {
 					return err
@@ -86,13 +97,34 @@ func newStatusCmd(f *factory) *cobra.Command {
 			}
 			t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE")
 			for _, r := range rows {
-				t.row(r.ID, r.State, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
+				state := r.State
+				if !r.UpRunning && (state == "launching" || state == "running") {
+					state += ", cut off: up --resume " + r.ID
+				}
+				t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
 			}
 			return t.flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// savedReport is the cost report the job's up wrote when it finished.
+func savedReport(f *factory, rec *jobRecord) (*jobReport, bool) {
+	d, err := jobDir(f, rec.ID)
+	if err != nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(filepath.Join(d, "report.json"))
+	if err != nil {
+		return nil, false
+	}
+	var rep jobReport
+	if json.Unmarshal(b, &rep) != nil {
+		return nil, false
+	}
+	return &rep, true
 }
 
 func newDownCmd(f *factory) *cobra.Command {
@@ -107,6 +139,25 @@ func newDownCmd(f *factory) *cobra.Command {
 			rec, err := loadJob(f, args[0])
 			if err != nil {
 				return err
+			}
+			// A job whose up still runs (detached, or in another
+			// terminal) is ended by that up: it holds the coordinator with
+			// the findings and items, and the market's lock.
+			stopped, err := stopJobRun(ctx, f, rec)
+			if err != nil {
+				return err
+			}
+			if stopped {
+				if rec, err = loadJob(f, args[0]); err != nil {
+					return err
+				}
+				if rep, ok := savedReport(f, rec); ok && rec.State == "done" {
+					if asJSON {
+						return writeJSON(f.io.Out, rep)
+					}
+					printJobReport(f, rep)
+					return nil
+				}
 			}
 			f.simHosts = true // collecting reaches into the instances
 			m, err := f.manager(ctx, holderName("down", rec.ID))
@@ -163,3 +214,150 @@ func newDownCmd(f *factory) *cobra.Command {
 	cmd.Flags().BoolVar(&noCollect, "no-collect", false, "destroy without collecting results")
 	return cmd
 }
+
+// nodeLog is one node's part of `vastfleet logs JOB --json`.
+type nodeLog struct {
+	Node   string `json:"node"`
+	ID     int64  `json:"id"`
+	Source string `json:"source"` // "sessions" (the agent's logs, over SSH) or "container"
+	Log    string `json:"log"`
+	Error  string `json:"error,omitempty"`
+}
+
+// jobLogs prints the session logs of the nodes that ran the job, each
+// under its node's name; a node out of reach gives its container log.
+func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail int, asJSON bool) error {
+	rec, err := loadJob(f, id)
+	if err != nil {
+		return err
+	}
+	if session != "" && !sessionName.MatchString(session) {
+		return usagef("--session %q: a session name is letters, digits, '_' and '-'", session)
+	}
+	ids := slices.Clone(rec.RunIDs)
+	if len(ids) == 0 {
+		st, err := f.Store(ctx, false, "")
+		if err != nil {
+			return err
+		}
+		recs, err := st.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) == 0 {
+		return fmt.Errorf("job %s has no nodes yet (see `vastfleet status %s`)", id, id)
+	}
+	// Nodes are named as up names them: by rank in instance-id order.
+	names := map[int64]string{}
+	for rank, n := range ids {
+		names[n] = fmt.Sprintf("%s-node-%d", rec.ID, rank)
+	}
+	if nodeSel != "" {
+		var pick int64
+		for rank, n := range ids {
+			if nodeSel == strconv.Itoa(rank) || nodeSel == "node-"+strconv.Itoa(rank) || nodeSel == names[n] || nodeSel == strconv.FormatInt(n, 10) {
+				pick = n
+			}
+		}
+		if pick == 0 {
+			return usagef("--node %q: job %s has nodes 0..%d (rank, node-RANK or instance id)", nodeSel, id, len(ids)-1)
+		}
+		ids = []int64{pick}
+	}
+	f.simHosts = true // the simulated nodes answer SSH while this runs
+	op, err := f.operator(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	listing, err := p.ListInstances(ctx)
+	if err != nil {
+		return err
+	}
+	running := map[int64]bool{}
+	for _, in := range listing.Instances {
+		running[in.ID] = in.ActualStatus != nil && *in.ActualStatus == "running"
+	}
+	var reach []string
+	for _, n := range ids {
+		if running[n] {
+			reach = append(reach, strconv.FormatInt(n, 10))
+		}
+	}
+	out := map[int64]*nodeLog{}
+	if len(reach) > 0 {
+		nodes, _, err := f.selectNodes(ctx, "", false, reach, true)
+		if err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "vastfleet-logs-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		lines := "cat"
+		if tail > 0 {
+			lines = "tail -n " + strconv.Itoa(tail)
+		}
+		glob := "*.log"
+		if session != "" {
+			glob = session + ".log"
+		}
+		script := `d="${VASTFLEET_AGENT_DIR:-$HOME/.vastfleet}/logs"; n=0; for f in "$d"/` + glob + `; do [ -f "$f" ] || continue; n=1; s=$(basename "$f" .log); echo "--- session $s"; ` + lines + ` "$f"; done; [ $n = 1 ] || echo "(no session log in $d yet)"`
+		rows, err := execOnNodes(ctx, f, p, nodes, script, 64, time.Minute, dir, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Error != "" || r.ExitCode != 0 {
+				continue // the container log below
+			}
+			b, err := os.ReadFile(r.OutputFile)
+			if err != nil {
+				continue
+			}
+			out[r.ID] = &nodeLog{ID: r.ID, Source: "sessions", Log: string(b)}
+		}
+	}
+	var all []nodeLog
+	for _, n := range ids {
+		l := out[n]
+		if l == nil {
+			l = &nodeLog{ID: n, Source: "container"}
+			text, err := op.InstanceLogs(ctx, n, tail)
+			if err != nil {
+				l.Error = err.Error()
+			}
+			l.Log = text
+		}
+		l.Node = names[n]
+		all = append(all, *l)
+	}
+	if asJSON {
+		return writeJSON(f.io.Out, all)
+	}
+	for _, l := range all {
+		fmt.Fprintf(f.io.Out, "==> %s (instance %d, %s log) <==\n", l.Node, l.ID, l.Source)
+		if l.Error != "" {
+			fmt.Fprintf(f.io.Out, "(%s)\n", termSafe(l.Error))
+		}
+		// Line by line: a log may hold any bytes, but not ones that
+		// drive this terminal.
+		for _, line := range strings.SplitAfter(l.Log, "\n") {
+			if line = strings.TrimSuffix(line, "\n"); line != "" {
+				fmt.Fprintln(f.io.Out, termSafe(line))
+			}
+		}
+	}
+	return nil
+}
+
+var sessionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)

@@ -54,7 +54,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	var sessions []wire.Session
 	workers := 0
 	for _, s := range spec.Sessions {
-		ws := wire.Session{Name: s.Name, Command: s.Command, Restart: s.Restart}
+		ws := wire.Session{Name: s.Name, Command: s.Command, Restart: s.Restart, After: s.After}
 		if ws.IsItemWorker() {
 			workers++
 		}

@@ -531,18 +531,21 @@ func newBenchCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
 	var cfg launchbench.Config
 	var asJSON bool
+	var profiles []string
 	bl := &cobra.Command{
 		Use:   "launch",
 		Short: "Compare launch strategies on one simulated market: start all, manual park, vastfleet",
-		Long: `Run the same simulated market and failure profile (30% of hosts slow past 10
-minutes, 10% never boot, offers taken mid-launch) under three strategies:
-start all and wait; start all, park, release (the manual recipe); and park +
-backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
+		Long: `Run the same simulated market under three strategies: start all and wait;
+start all, park, release (the manual recipe); and park + backfill + quorum
+(vastfleet), once per fault profile (--profile: the simulator's realistic and
+harsh profiles by default; "bench" is 30% of hosts slow past 10 minutes, 10%
+never boot, offers taken mid-launch). Runs on a virtual clock: seconds, not
+minutes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
 				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
 			}
-			rows, err := launchbench.Run(cmd.Context(), cfg)
+			rows, err := launchbench.RunProfiles(cmd.Context(), cfg, profiles)
 			if err != nil {
 				return err
 			}
@@ -556,6 +559,7 @@ backfill + quorum (vastfleet). Runs on a virtual clock: seconds, not minutes.`,
 	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")
 	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
+	bl.Flags().StringSliceVar(&profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
 	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(bl, newBenchRankCmd(f))

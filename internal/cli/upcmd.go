@@ -51,6 +51,14 @@ type upOptions struct {
 	ResultsDir  string
 	OnInterrupt string
 	JSON        bool
+	Detach      bool
+	// JobID names the job instead of name-time: the background up that
+	// --detach starts runs the job its parent named.
+	JobID string
+	// Resume is the job to continue after its up ended without finishing
+	// (a crash, kill -9, a lost machine); resumed is its record.
+	Resume  string
+	resumed *jobRecord
 	// poll is how often the run is checked (wall time).
 	poll time.Duration
 }
@@ -64,10 +72,11 @@ func newUpCmd(f *factory) *cobra.Command {
 (query:), launch with the agent on every node and a coordinator in this
 process, sync workdir to ` + remoteWorkdir + `, run setup on every node,
 start run (and sessions), print the dashboard link and a live summary,
-and finish when run has exited on every node, max_duration has passed or
-Ctrl+C (which asks: keep the nodes, collect and destroy, destroy now).
+and finish when run has exited on every node (with items:, when every item
+is done: the coordinator leases them to the nodes, {item} in run is the
+item's value), max_duration has passed or Ctrl+C (which asks: keep the nodes, collect and destroy, destroy now).
 Then results are collected into RESULTS/<job>/<node>/ with the findings in
-RESULTS/<job>/findings.jsonl, the nodes destroyed (unless auto_destroy:
+RESULTS/<job>/findings.jsonl and each item's result in items.jsonl, the nodes destroyed (unless auto_destroy:
 false) and the cost report printed: compute, storage, bandwidth and
 failed-launch waste against the estimate.
 
@@ -81,12 +90,35 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 			if len(args) == 1 {
 				path = args[0]
 			}
+			if opts.Resume != "" {
+				if len(args) == 1 || opts.Detach || opts.JobID != "" {
+					return usagef("--resume JOB continues the job from its own task file: give no FILE, --detach or --job-id")
+				}
+				rec, err := loadJob(f, opts.Resume)
+				if err != nil {
+					return err
+				}
+				if rec.State == "done" {
+					return usagef("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)
+				}
+				path, opts.JobID, opts.resumed = rec.File, rec.ID, rec
+				if rec.CoordAddr != "" && !cmd.Flags().Changed("coord-addr") {
+					// The agents know the coordinator by this address.
+					opts.CoordAddr = rec.CoordAddr
+				}
+			}
 			job, err := jobfile.Load(path)
 			if err != nil {
 				return usageError{err}
 			}
 			if job.Market != "" && !cmd.Flags().Changed("market") {
 				f.opts.Market = job.Market
+			}
+			if opts.Detach {
+				if opts.JobID != "" {
+					return usagef("--detach starts a new job; --job-id is for the background up it starts")
+				}
+				return detachUp(cmd.Context(), f, opts, job)
 			}
 			rep, err := upRun(cmd.Context(), f, opts, job, path)
 			if rep != nil && opts.JSON {
@@ -103,13 +135,20 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else this binary)")
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, collect (then destroy) or destroy (default: ask on a terminal, else collect)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
+	fl.BoolVar(&opts.Detach, "detach", false, "run the job in a background up (output in the data dir's jobs/<job>/up.log) and return once it runs; status, logs and down JOB work from any terminal")
+	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
+	fl.MarkHidden("job-id")
+	fl.StringVar(&opts.Resume, "resume", "", "continue JOB after its up ended without finishing (crash, kill -9): the coordinator comes back on its address, the run is watched to its end, then collect, destroy, report")
 	return cmd
 }
 
 // jobRecord is what `status` and `down` know of a job, kept in the data
 // dir's jobs/ beside its cost report.
 type jobRecord struct {
-	ID          string    `json:"id"` // the fleet's name
+	ID string `json:"id"` // the fleet's name
+	// PID is the up process running the job; it holds jobs/<job>/up.lock
+	// while it lives (see lockJobRun).
+	PID         int       `json:"pid,omitempty"`
 	File        string    `json:"file"`
 	State       string    `json:"state"` // launching, running, kept, done
 	StartedAt   time.Time `json:"started_at"`
@@ -120,6 +159,11 @@ type jobRecord struct {
 	Estimate    float64   `json:"estimate"`
 	EstimateOf  string    `json:"estimate_of"`
 	Dashboard   string    `json:"dashboard,omitempty"`
+	// CoordAddr is where the job's coordinator listened: the agents have
+	// its address, so a resumed up listens there again.
+	CoordAddr string `json:"coord_addr,omitempty"`
+	// Started: the go marker is on every node of RunIDs (the run began).
+	Started bool `json:"started,omitempty"`
 }
 
 func jobDir(f *factory, id string) (string, error) {
@@ -204,15 +248,28 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	}
 	defer c.Close()
 
-	id := jobID(job.Name)
-	cands, est, estOf, err := upCandidates(ctx, f, job)
+	id := opts.JobID
+	if id == "" {
+		id = jobID(job.Name)
+	}
+	release, err := lockJobRun(f, id)
 	if err != nil {
 		return nil, err
+	}
+	defer release()
+	// A resumed job past its launch needs no offers (nor a plan pick).
+	resumeRunning := opts.resumed != nil && (opts.resumed.State == "running" || opts.resumed.State == "kept")
+	var cands []market.Ranked
+	est, estOf := 0.0, ""
+	if !resumeRunning {
+		if cands, est, estOf, err = upCandidates(ctx, f, job); err != nil {
+			return nil, err
+		}
 	}
 	lo := &launchOptions{
 		Count: job.Count, MinReady: job.MinReady, Deadline: job.Deadline, Park: job.Park, Backfill: true,
 		MaxDPH: job.MaxDPH, Budget: job.Budget, BudgetSet: job.Budget > 0, ImageGB: job.ImageGB,
-		Image: job.Image, Disk: job.Disk, Fleet: id, Coord: "auto",
+		Image: job.Image, Disk: job.Disk, Fleet: id, Coord: "auto", Items: job.Items,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
 		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL,
 	}
@@ -246,6 +303,15 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	local := filepath.Join(opts.ResultsDir, id)
 	rec := &jobRecord{ID: id, File: path, State: "launching", StartedAt: time.Now().UTC(), Results: job.Results,
 		LocalDir: local, AutoDestroy: job.AutoDestroy}
+	if opts.resumed != nil {
+		rec = opts.resumed
+	}
+	rec.PID = os.Getpid()
+	if host, _, err := net.SplitHostPort(opts.CoordAddr); err == nil {
+		if _, port, err := net.SplitHostPort(c.addr.String()); err == nil {
+			rec.CoordAddr = net.JoinHostPort(host, port)
+		}
+	}
 	if err := saveJob(f, rec); err != nil {
 		return nil, err
 	}
@@ -254,7 +320,25 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		return nil, err
 	}
 	rec.Dashboard = coord.DashboardURL(c.URL, viewer)
+	if err := saveJob(f, rec); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(f.io.ErrOut, "job %s: dashboard %s\n", id, rec.Dashboard)
+	if opts.resumed != nil {
+		switch rec.State {
+		case "running", "kept":
+			return resumeRun(ctx, f, m, c, opts, job, rec)
+		default:
+			// Cut off mid-launch: what that launch rented is destroyed
+			// (and counted as waste) and the launch starts over; the
+			// items stay as they were.
+			fmt.Fprintf(f.io.ErrOut, "job %s: its launch was cut off; destroying what it rented and launching again\n", id)
+			if err := destroyJob(ctx, f, m, id); err != nil {
+				return nil, err
+			}
+			rec.State = "launching"
+		}
+	}
 
 	view := newLaunchView(f, false)
 	sum, lerr := launch.Run(ctx, m, spec, cands, view.event)
@@ -275,7 +359,9 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 			estOf = fmt.Sprintf("%d nodes at $%.3f/hr for the %s (%.2f h) plus $%.2f of image pulls", job.Count, fl.EstDPH, of, hours, pulls)
 		}
 	}
-	rec.Estimate, rec.EstimateOf = est, estOf
+	if est > 0 || rec.Estimate == 0 {
+		rec.Estimate, rec.EstimateOf = est, estOf
+	}
 	if lerr == nil && len(sum.ReadyIDs) == 0 && !sum.Interrupted {
 		lerr = fmt.Errorf("job %s: no node became ready", id)
 	}
@@ -307,7 +393,57 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	for _, n := range nodes {
 		rec.RunIDs = append(rec.RunIDs, n.ID)
 	}
+	rec.Started = true
 	saveJob(f, rec)
+	return watchAndFinish(ctx, f, m, c, opts, job, rec, nodes)
+}
+
+// resumeRun continues a job whose nodes were running its run when its up
+// ended: the nodes that still run are watched to the end (their agents
+// kept going, or come back to the coordinator at its old address), then
+// the job finishes as usual.
+func resumeRun(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord, opts *upOptions, job *jobfile.Job, rec *jobRecord) (*jobReport, error) {
+	live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range live {
+		if r.State == "running" && slices.Contains(rec.RunIDs, r.ID) {
+			ids = append(ids, strconv.FormatInt(r.ID, 10))
+		}
+	}
+	if len(ids) == 0 {
+		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, fmt.Errorf("job %s: none of its nodes still runs", rec.ID))
+	}
+	// The market moves on by itself, as after a launch.
+	f.keepMarketMoving()
+	nodes, _, err := f.selectNodes(ctx, "", false, ids, true)
+	if err != nil {
+		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, err)
+	}
+	rec.State = "running"
+	if !rec.Started {
+		// Cut off between the launch and the go marker: sync, setup and
+		// start again (each step can run twice).
+		if nodes, err = prepareNodes(ctx, f, job, rec.ID, nodes); err != nil {
+			return finishJob(ctx, f, m, c, opts, job, rec, nodes, interruptChoice(f, opts, ctx), err)
+		}
+		rec.RunIDs = rec.RunIDs[:0]
+		for _, n := range nodes {
+			rec.RunIDs = append(rec.RunIDs, n.ID)
+		}
+		rec.Started = true
+	}
+	saveJob(f, rec)
+	fmt.Fprintf(f.io.ErrOut, "job %s: resumed with %d of %d node(s) still running\n", rec.ID, len(nodes), len(rec.RunIDs))
+	return watchAndFinish(ctx, f, m, c, opts, job, rec, nodes)
+}
+
+// watchAndFinish watches the run to its end, then collects, destroys and
+// reports.
+func watchAndFinish(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord, opts *upOptions, job *jobfile.Job, rec *jobRecord, nodes []node) (*jobReport, error) {
+	id := rec.ID
 	why, exits := watchJob(ctx, f, c, opts, job, id, nodes)
 	fmt.Fprintf(f.io.ErrOut, "job %s: %s\n", id, why)
 	choice := upCollect
@@ -400,7 +536,9 @@ func pickOption(opts []plan.Option, want string) int {
 
 // jobSessions are the agent's sessions: run (once, never restarted, so
 // that its exit ends the job) and the named sessions, each waiting for
-// the go marker, with the node's rank variables and the workdir.
+// the go marker (the agent waits before it starts one, so an item worker
+// leases nothing on a node left out of the run), with the node's rank
+// variables and the workdir.
 func jobSessions(f *factory, job *jobfile.Job) []launch.Session {
 	wd := remoteWorkdir
 	if f.opts.Market == "sim" {
@@ -411,10 +549,10 @@ func jobSessions(f *factory, job *jobfile.Job) []launch.Session {
 	}
 	var out []launch.Session
 	if job.Run != "" {
-		out = append(out, launch.Session{Name: runSession, Command: wrap(job.Run), Restart: "never"})
+		out = append(out, launch.Session{Name: runSession, Command: wrap(job.Run), Restart: "never", After: goMarker})
 	}
 	for _, s := range job.Sessions {
-		out = append(out, launch.Session{Name: s.Name, Command: wrap(s.Command)})
+		out = append(out, launch.Session{Name: s.Name, Command: wrap(s.Command), After: goMarker})
 	}
 	return out
 }
@@ -542,8 +680,12 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 		}
 		ended = len(exits)
 		t := snap.Totals
-		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  findings %d  %s$%.3f/hr  $%.2f spent  %s",
-			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
+		items := ""
+		if t.ItemsDone+t.ItemsLeft > 0 {
+			items = fmt.Sprintf("items %d/%d  ", t.ItemsDone, t.ItemsDone+t.ItemsLeft)
+		}
+		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  %sfindings %d  %s$%.3f/hr  $%.2f spent  %s",
+			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), items, t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
 		switch {
 		case live:
 			fmt.Fprintf(f.io.ErrOut, "\r\033[K%s", line)
@@ -557,6 +699,10 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 				return fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, dead), exits
 			}
 			return fmt.Sprintf("run exited on all %d node(s); %d finding(s)", ended, t.Findings), exits
+		case t.ItemsDone > 0 && t.ItemsLeft == 0:
+			// Every item has its one result: what runs on is spare (a
+			// node whose agent never came back, say), and is destroyed.
+			return fmt.Sprintf("all %d item(s) done; run exited on %d of %d node(s)", t.ItemsDone, ended, len(nodes)), exits
 		case job.MaxDuration > 0 && clk.Now().Sub(began) >= job.MaxDuration:
 			return fmt.Sprintf("max_duration %s reached; %d finding(s)", job.MaxDuration, t.Findings), exits
 		}
@@ -697,6 +843,12 @@ func collectJob(ctx context.Context, f *factory, c *runningCoord, rec *jobRecord
 		} else if n > 0 {
 			fmt.Fprintf(f.io.ErrOut, "job %s: %d finding(s) in %s\n", rec.ID, n, filepath.Join(rec.LocalDir, "findings.jsonl"))
 		}
+		n, err = writeItemResults(ctx, c, rec)
+		if err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			fmt.Fprintf(f.io.ErrOut, "job %s: %d item result(s) in %s\n", rec.ID, n, filepath.Join(rec.LocalDir, "items.jsonl"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -720,6 +872,37 @@ func writeFindings(ctx context.Context, c *runningCoord, rec *jobRecord) (int, e
 		b.WriteByte('\n')
 	}
 	return len(all), atomicfile.WriteFile(filepath.Join(rec.LocalDir, "findings.jsonl"), []byte(b.String()), 0o644)
+}
+
+// itemLine is one work item's recorded result in items.jsonl.
+type itemLine struct {
+	ID         int64         `json:"id"`
+	Value      string        `json:"value"`
+	ExitCode   int           `json:"exit_code"`
+	Node       string        `json:"node"`
+	StdoutTail string        `json:"stdout_tail"`
+	Outputs    []wire.Output `json:"outputs,omitempty"`
+	DoneAt     time.Time     `json:"done_at"`
+}
+
+// writeItemResults writes every item's one recorded result to
+// LOCAL/items.jsonl, by item id.
+func writeItemResults(ctx context.Context, c *runningCoord, rec *jobRecord) (int, error) {
+	results, err := c.DB.ItemResults(ctx, rec.ID)
+	if err != nil || len(results) == 0 {
+		return 0, err
+	}
+	if err := os.MkdirAll(rec.LocalDir, 0o755); err != nil {
+		return 0, err
+	}
+	var b strings.Builder
+	for _, r := range results {
+		line, _ := json.Marshal(itemLine{ID: r.ID, Value: r.Value, ExitCode: r.ExitCode, Node: r.Node,
+			StdoutTail: r.StdoutTail, Outputs: r.Outputs, DoneAt: r.DoneAt})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return len(results), atomicfile.WriteFile(filepath.Join(rec.LocalDir, "items.jsonl"), []byte(b.String()), 0o644)
 }
 
 // destroyJob destroys every live instance of the job's fleet.
@@ -758,8 +941,13 @@ type jobReport struct {
 	Estimate   float64 `json:"estimate"`
 	EstimateOf string  `json:"estimate_of"`
 	Findings   int64   `json:"findings"`
-	Live       int     `json:"instances_live"`
-	Dashboard  string  `json:"dashboard,omitempty"`
+	// Work items: done (a result recorded once each), of which failed
+	// (non-zero exit), and left (never finished: queued or leased).
+	ItemsDone   int    `json:"items_done"`
+	ItemsFailed int    `json:"items_failed"`
+	ItemsLeft   int    `json:"items_left"`
+	Live        int    `json:"instances_live"`
+	Dashboard   string `json:"dashboard,omitempty"`
 }
 
 type jobNode struct {
@@ -807,6 +995,17 @@ func costJob(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord,
 		if n, err := c.DB.CountFindings(ctx, rec.ID); err == nil {
 			rep.Findings = n
 		}
+		if queued, leased, _, err := c.DB.ItemCounts(ctx, rec.ID); err == nil {
+			rep.ItemsLeft = queued + leased
+		}
+		if results, err := c.DB.ItemResults(ctx, rec.ID); err == nil {
+			rep.ItemsDone = len(results)
+			for _, r := range results {
+				if r.ExitCode != 0 {
+					rep.ItemsFailed++
+				}
+			}
+		}
 	}
 	if d, err := jobDir(f, rec.ID); err == nil {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -838,7 +1037,11 @@ func printJobReport(f *factory, rep *jobReport) {
 		fmt.Fprintf(w, " against an estimate of %s (%s)", money(rep.Estimate), rep.EstimateOf)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  findings   %d\n  instances still live %d\n", rep.Findings, rep.Live)
+	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
+	if rep.ItemsDone+rep.ItemsLeft > 0 {
+		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
+	}
+	fmt.Fprintf(w, "  instances still live %d\n", rep.Live)
 }
 
 // depthQuery is the dashboard's market-depth plot for a search job: its

@@ -38,6 +38,18 @@ const MaxItemLen = 4096
 
 var rangeSpec = regexp.MustCompile(`^\s*(-?[0-9]+)\s*\.\.\s*(-?[0-9]+)\s*$`)
 
+// FilePath is the file a spec names, and whether it names one (rather
+// than a range or a grid), so a caller can resolve a relative path.
+func FilePath(spec string) (string, bool) {
+	switch {
+	case strings.HasPrefix(spec, "@"):
+		return spec[1:], true
+	case rangeSpec.MatchString(spec), strings.Contains(spec, "="), strings.TrimSpace(spec) == "":
+		return "", false
+	}
+	return spec, true
+}
+
 // ParseItems reads a spec in any of the three forms.
 func ParseItems(spec string) ([]string, error) {
 	switch {

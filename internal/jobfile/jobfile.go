@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/plan"
 )
 
@@ -450,6 +452,23 @@ func (v *validator) job(r *raw) (*Job, error) {
 	if j.Run == "" && len(j.Sessions) == 0 {
 		return nil, &Error{File: v.file, Key: "run", Msg: "nothing to run", Fix: "give run: COMMAND (the job ends when it exits on every node) or sessions:"}
 	}
+	// Paths in the file are the file's own: workdir and an items file
+	// resolve against its directory, wherever up is run from.
+	dir := filepath.Dir(v.file)
+	if j.Workdir != "" && !filepath.IsAbs(j.Workdir) {
+		j.Workdir = filepath.Join(dir, j.Workdir)
+	}
+	if p, ok := itemspec.FilePath(j.Items); ok && !filepath.IsAbs(p) {
+		j.Items = "@" + filepath.Join(dir, p)
+	}
+	if j.Items != "" {
+		if _, err := itemspec.ParseItems(j.Items); err != nil {
+			return nil, v.fail("items", "a file of one item per line (relative to the task file), a range like 0..9999 or a grid like lr=0.1,0.01;bs=32,64", "%v", err)
+		}
+	}
+	if j.Items != "" && !strings.Contains(j.Run, "{item}") && !sessionsName(j.Sessions, "{item}") {
+		return nil, v.fail("items", "put {item} in run (or a session's command): it is replaced by each item's value", "nothing runs the items")
+	}
 	if j.Run == "" && j.MaxDuration == 0 && j.Items == "" {
 		return nil, v.fail("sessions", "add max_duration (sessions run until stopped), or a run command", "sessions alone never finish")
 	}
@@ -457,6 +476,15 @@ func (v *validator) job(r *raw) (*Job, error) {
 		return nil, v.fail("results", "an absolute path on the nodes, e.g. /workspace/project/results", "%q is relative", j.Results)
 	}
 	return j, nil
+}
+
+func sessionsName(ss []Session, s string) bool {
+	for _, x := range ss {
+		if strings.Contains(x.Command, s) {
+			return true
+		}
+	}
+	return false
 }
 
 var (

@@ -2,6 +2,8 @@ package jobfile
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +74,9 @@ func TestParseErrorsNameLineAndFix(t *testing.T) {
 		{"relative results", "image: x\nrun: true\nresults: out\n", 3, "an absolute path"},
 		{"yaml syntax", "image: x\nrun: [true\n", 2, "YAML syntax"},
 		{"wrong type", "image: x\nrun: true\ncount: many\n", 3, ""},
+		{"items nobody runs", "image: x\nrun: true\nitems: 0..9\n", 3, "put {item} in run"},
+		{"backward range", "image: x\nrun: echo {item}\nitems: 9..0\n", 3, "runs backwards"},
+		{"missing items file", "image: x\nrun: echo {item}\nitems: nosuch.txt\n", 3, "relative to the task file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("job.yaml", []byte(tc.text))
@@ -86,5 +91,30 @@ func TestParseErrorsNameLineAndFix(t *testing.T) {
 				t.Errorf("%q lacks %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Paths in a task file are relative to the file, not to where up runs.
+func TestPathsResolveAgainstTheTaskFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "items.txt"), []byte("a\nb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(path, []byte("image: x\nworkdir: src\nitems: items.txt\nrun: echo {item}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Workdir != filepath.Join(dir, "src") || j.Items != "@"+filepath.Join(dir, "items.txt") {
+		t.Errorf("workdir %q items %q, want both under %s", j.Workdir, j.Items, dir)
+	}
+	for _, spec := range []string{"0..9", "lr=0.1,0.01;bs=32"} {
+		j, err := Parse(path, []byte("image: x\nitems: \""+spec+"\"\nrun: echo {item}\n"))
+		if err != nil || j.Items != spec {
+			t.Errorf("items %q: %v, %q", spec, err, j.Items)
+		}
 	}
 }

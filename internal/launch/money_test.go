@@ -158,7 +158,9 @@ func TestBudgetCountsBandwidth(t *testing.T) {
 	if billed > spec.Budget {
 		t.Errorf("the marketplace billed $%.4f, above the $%.4f budget", billed, spec.Budget)
 	}
-	if sum.Rented > 6 {
-		t.Errorf("%d rentals under a budget with room for one replacement", sum.Rented)
+	// Room for one more full pull; failures found early paid only part of
+	// theirs, which can make room for a second replacement.
+	if sum.Rented > 7 {
+		t.Errorf("%d rentals under a budget with room for about one replacement", sum.Rented)
 	}
 }

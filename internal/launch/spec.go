@@ -55,6 +55,9 @@ type Session struct {
 	// Restart is the agent's restart policy (wire.Session.Restart); empty
 	// is its default, on-failure. Sessions without the agent ignore it.
 	Restart string `json:"restart,omitempty"`
+	// After is a file the agent waits for before starting the session
+	// (wire.Session.After).
+	After string `json:"after,omitempty"`
 }
 
 // Spec is one launch. It is stored as the fleet's spec JSON, with the ranked

@@ -46,7 +46,11 @@ type Options struct {
 	MaxSessions       int           // sessions at once on one connection [8]
 	Jitter            time.Duration // each first connect waits a random part of this [0]
 	RefusedRetries    int           // retries of a refused port (a node still booting) [5]
-	RetryBackoff      time.Duration // first retry wait, doubling [1s]
+	// AuthRetries are retries of a refused key [3]: vast.ai's proxy says
+	// "if authentication fails, try again after a few seconds", since keys
+	// reach a new instance some seconds after it runs. -1: none.
+	AuthRetries  int
+	RetryBackoff time.Duration // first retry wait, doubling [1s]
 	// OnNewHostKey is called with the key a node without a known key
 	// presented; an error refuses the connection.
 	OnNewHostKey func(t Target, key ssh.PublicKey) error
@@ -72,6 +76,11 @@ func (o Options) withDefaults() Options {
 		o.RefusedRetries = 0
 	} else if o.RefusedRetries == 0 {
 		o.RefusedRetries = 5
+	}
+	if o.AuthRetries < 0 {
+		o.AuthRetries = 0
+	} else if o.AuthRetries == 0 {
+		o.AuthRetries = 3
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = time.Second
@@ -216,9 +225,17 @@ func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, ssh.PublicKey, 
 		}
 	}
 	backoff := p.opts.RetryBackoff
-	for attempt := 0; ; attempt++ {
+	refused, denied := 0, 0
+	for {
 		cl, key, err := p.handshake(ctx, t)
-		if err == nil || !errors.Is(err, ErrRefused) || attempt >= p.opts.RefusedRetries {
+		switch {
+		case err == nil:
+			return cl, key, nil
+		case errors.Is(err, ErrRefused) && refused < p.opts.RefusedRetries:
+			refused++
+		case errors.Is(err, ErrAuth) && denied < p.opts.AuthRetries:
+			denied++
+		default:
 			return cl, key, err
 		}
 		if err := clock.Sleep(ctx, backoff); err != nil {

@@ -316,3 +316,38 @@ func TestCancelStopsARunningCommand(t *testing.T) {
 		t.Fatalf("cancel: %v after %s", err, time.Since(start))
 	}
 }
+
+// A key refused for the first seconds after an instance runs (vast.ai:
+// "if authentication fails, try again after a few seconds") is retried;
+// with AuthRetries -1 the refusal is reported at once.
+func TestKeyRefusedAtFirstIsRetried(t *testing.T) {
+	key := newSigner(t)
+	var attempts atomic.Int32
+	ln := listen(t)
+	srv := &gssh.Server{
+		Handler: func(s gssh.Session) { s.Exit(0) },
+		PublicKeyHandler: func(_ gssh.Context, k gssh.PublicKey) bool {
+			// Each connection offers the key once; the first two are refused.
+			return attempts.Add(1) > 2 && bytes.Equal(k.Marshal(), key.PublicKey().Marshal())
+		},
+	}
+	srv.AddHostKey(newSigner(t))
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	target := Target{Name: "late-key", Host: "127.0.0.1", Port: port, User: "root", Signer: key}
+
+	_, err := NewPool(Options{AuthRetries: -1}).Connect(t.Context(), target)
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("without retries: %v, want ErrAuth", err)
+	}
+	p := NewPool(Options{RetryBackoff: 20 * time.Millisecond})
+	defer p.Close()
+	c, err := p.Connect(t.Context(), target)
+	if err != nil {
+		t.Fatalf("with retries: %v (after %d attempts)", err, attempts.Load())
+	}
+	if code, err := c.Run(t.Context(), "true", nil, nil, nil); code != 0 || err != nil {
+		t.Fatalf("run: %d %v", code, err)
+	}
+}

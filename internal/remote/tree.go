@@ -46,6 +46,11 @@ func ScanTree(root string, defaults, extra []ignore.Rule) ([]TreeFile, error) {
 		}
 		return false
 	}
+	// A root that is a symlink to a directory is that directory (WalkDir
+	// would see the link itself); links inside the tree are not followed.
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		root = real
+	}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -77,3 +77,32 @@ func TestScanTreeCommandLineOverTreeFiles(t *testing.T) {
 		t.Fatalf("--exclude over the tree's files: %v %v", files, err)
 	}
 }
+
+// A workdir given as a symlink to a directory syncs the directory's files.
+func TestScanTreeFollowsASymlinkedRoot(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.MkdirAll(filepath.Join(real, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.sh", "sub/b.txt"} {
+		if err := os.WriteFile(filepath.Join(real, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	files, err := ScanTree(link, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Rel)
+	}
+	if !slices.Equal(got, []string{"a.sh", "sub/b.txt"}) {
+		t.Errorf("scanned %q, want a.sh and sub/b.txt", got)
+	}
+}

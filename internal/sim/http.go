@@ -215,6 +215,9 @@ func (m *Market) injectFault(r *http.Request) (reply, bool) {
 	f := m.cfg.Faults
 	u := draw(m.st.Seed, drawRequest, m.st.Requests, 0)
 	followUp := r.URL.Path == "/api/v1/instances/" && r.URL.Query().Get("after_token") != ""
+	if !followUp && !m.admit(requestKey(r), m.cfg.Clock.Now()) {
+		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
+	}
 	if u < f.Rate429 && !followUp {
 		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
 	}

@@ -92,11 +92,11 @@ func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]marke
 		storage = 5
 	}
 	v := m.index.view(m.offers, storage, q.Type == "bid" || q.Type == "interruptible")
-	held := m.holders()
+	held, used := m.holders(), m.gpusInUse()
 	var scratch market.Offer
 	shown := func(i int32) *market.Offer {
 		o := &v.offers[i]
-		if _, taken := held[o.ID]; taken || m.churned(o.ID, now) {
+		if _, taken := held[o.ID]; taken || crowded(o, used) || m.churned(o.ID, now) {
 			scratch = *o
 			scratch.Rentable, scratch.Rented = false, taken
 			return &scratch

@@ -16,13 +16,13 @@ func referenceSearch(m *Market, q market.Query, limit int) []market.Offer {
 		storage = 5
 	}
 	now := m.cfg.Clock.Now()
-	held := m.holders()
+	held, used := m.holders(), m.gpusInUse()
 	var view []market.Offer
 	for _, o := range m.offers {
 		if o.DiskSpace < storage {
 			continue
 		}
-		if _, taken := held[o.ID]; taken || m.churned(o.ID, now) {
+		if _, taken := held[o.ID]; taken || crowded(&o, used) || m.churned(o.ID, now) {
 			o.Rentable, o.Rented = false, taken
 		}
 		PriceOffer(&o, storage, q.Type == "bid")

@@ -126,7 +126,7 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eedfa11))
 	offers := make([]market.Offer, 0, n)
 	machineID := int64(10000 + r.IntN(5000))
-	for i := 0; i < n; i++ {
+	for i, machines := 0, 0; machines < n; i, machines = i+1, machines+1 {
 		g := pickWeighted(r, gpuProfiles, func(p gpuProfile) float64 { return p.weight })
 		model := modelByName[g.name]
 		o := market.Offer{ID: int64(1000000 + i*7 + r.IntN(7))}
@@ -278,8 +278,72 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		o.Duration = math.Round(logUniform(r, 3, 180) * 86400)
 		PriceOffer(&o, 5, false)
 		offers = append(offers, o)
+		// The odd card in a big server is that server's one listing (its
+		// owner rents the rest of it otherwise); other multi-GPU machines
+		// often list slices.
+		if big {
+			continue
+		}
+		for _, sib := range siblings(seed, o, machGPUs) {
+			i++
+			sib.ID = int64(1000000 + i*7 + int(sib.ID))
+			sib.AskContractID, sib.BundleID = sib.ID, sib.ID+50000000
+			offers = append(offers, sib)
+		}
 	}
 	return offers
+}
+
+// siblingShare is the share of multi-GPU machines that list their GPUs as
+// several offers (1, 2, 4 and 8-GPU slices, as vast does) rather than one.
+var siblingShare = 0.6
+
+// siblings are the other slices a machine with machGPUs GPUs lists beside
+// o: the same machine, host and reliability, with GPUs, vCPUs, RAM, disk
+// and price in proportion. Their own generator keeps the main stream, and
+// so every other offer, as it was. Each sibling's ID holds only its offset
+// (0–6) within its slot; the caller places it.
+func siblings(seed int64, o market.Offer, machGPUs int) []market.Offer {
+	if machGPUs <= o.NumGPUs {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(uint64(seed)^0x51b11a95, uint64(o.MachineID)))
+	if r.Float64() >= siblingShare {
+		return nil
+	}
+	var out []market.Offer
+	for _, n := range []int{1, 2, 4, 8} {
+		if n > machGPUs || n == o.NumGPUs {
+			continue
+		}
+		k := float64(n) / float64(o.NumGPUs)
+		s := o
+		s.ID = int64(r.IntN(7))
+		s.NumGPUs = n
+		s.GPUFrac = float64(n) / float64(machGPUs)
+		s.GPUTotalRAM = o.GPURAM * float64(n)
+		s.CPUCoresEffective = math.Max(1, math.Round(o.CPUCoresEffective*k))
+		s.CPURAM = math.Max(8192, math.Round(o.CPURAM*k/1024)*1024)
+		s.DiskSpace = math.Max(20, math.Round(o.DiskSpace*k))
+		s.DPHBase = round4(o.DPHBase * k)
+		if s.CPUCoresEffective > 100 && o.CPUCoresEffective <= 100 {
+			s.DPHBase = round4(s.DPHBase / 0.78) // big boxes ask more per vCPU, as in GenerateOffers
+		}
+		s.MinBid = round4(o.MinBid * k)
+		s.TotalFlops = math.Round(o.TotalFlops*k*10) / 10
+		s.DLPerf = math.Round(o.DLPerf*k*100) / 100
+		PriceOffer(&s, 5, false)
+		out = append(out, s)
+	}
+	return out
+}
+
+// MachineGPUs is the number of GPUs on the offer's machine.
+func MachineGPUs(o *market.Offer) int {
+	if o.GPUFrac <= 0 {
+		return o.NumGPUs
+	}
+	return int(math.Round(float64(o.NumGPUs) / o.GPUFrac))
 }
 
 // PriceOffer recomputes the offer's price columns for allocated GiB of disk:

@@ -69,6 +69,10 @@ type Session struct {
 	// session's directory, {item} substituted); their size and sha256 go
 	// into the item's result.
 	Outputs []string `json:"outputs,omitempty"`
+	// After is a file (relative to $HOME, or absolute) the session waits
+	// for before its first run: an item worker leases nothing until its
+	// node is set up, so no item sits leased on a node that never starts.
+	After string `json:"after,omitempty"`
 }
 
 // ItemPlaceholder in a session's command is replaced by the item's value.

@@ -24,6 +24,8 @@ type Config struct {
 	Deadline time.Duration
 	// Faults default to launchsim.Faults().
 	Faults *sim.Faults
+	// Profile is the name Faults go by in the table.
+	Profile string
 	// Offers is the market size (default 4000).
 	Offers int
 	// Dir holds the stores (default: a temporary directory, removed).
@@ -32,6 +34,9 @@ type Config struct {
 
 // Row is one strategy's result.
 type Row struct {
+	// Profile names the fault profile the row ran under ("" when the
+	// caller passed its own faults without a name).
+	Profile         string  `json:"profile,omitempty"`
 	Strategy        string  `json:"strategy"`
 	Asked           int     `json:"asked"`
 	ReadyAtDeadline int     `json:"ready_at_deadline"` // running when the strategy's launch ended
@@ -71,6 +76,9 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		cfg.Offers = 4000
 	}
 	faults := launchsim.Faults()
+	if cfg.Faults == nil && cfg.Profile == "" {
+		cfg.Profile = BenchProfile
+	}
 	if cfg.Faults != nil {
 		faults = *cfg.Faults
 	}
@@ -93,7 +101,36 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		if err != nil {
 			return rows, fmt.Errorf("bench %s: %w", strat, err)
 		}
+		row.Profile = cfg.Profile
 		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// BenchProfile names launchsim.Faults(), the benchmark's own profile.
+const BenchProfile = "bench"
+
+// RunProfiles runs the three strategies under each named simulator fault
+// profile ("realistic", "harsh"...), one after the other, so one table shows
+// how each strategy holds up as the market gets worse.
+func RunProfiles(ctx context.Context, cfg Config, profiles []string) ([]Row, error) {
+	var rows []Row
+	for _, name := range profiles {
+		faults := launchsim.Faults()
+		if name != BenchProfile {
+			f, err := sim.Profile(name)
+			if err != nil {
+				return rows, fmt.Errorf("%w, or %s (the launch issue's: 30%% slow, 10%% never boot)", err, BenchProfile)
+			}
+			faults = f
+		}
+		c := cfg
+		c.Faults, c.Profile = &faults, name
+		r, err := Run(ctx, c)
+		rows = append(rows, r...)
+		if err != nil {
+			return rows, err
+		}
 	}
 	return rows, nil
 }
@@ -154,9 +191,9 @@ func clip(le sim.LedgerEntry, end time.Time) float64 {
 func Table(rows []Row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "strategy\tasked\tready\tshare ready\tboot-phase spend\tcompute\tstorage\timage pulls\ttotal\ttotal per ready\tAPI calls\tsim minutes\trented\t")
+	fmt.Fprintln(w, "profile\tstrategy\tasked\tready\tshare ready\tboot-phase spend\tcompute\tstorage\timage pulls\ttotal\ttotal per ready\tAPI calls\tsim minutes\trented\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f%%\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.4f\t%d\t%.1f\t%d\t\n", r.Strategy, r.Asked, r.ReadyAtDeadline,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%.1f%%\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.2f\t$%.4f\t%d\t%.1f\t%d\t\n", r.Profile, r.Strategy, r.Asked, r.ReadyAtDeadline,
 			100*r.ShareReady, r.BootSpend, r.Compute, r.Storage, r.Bandwidth, r.Total, r.TotalPerReady, r.APICalls, r.SimMinutes, r.Rented)
 	}
 	w.Flush()
