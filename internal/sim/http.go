@@ -633,34 +633,6 @@ func (m *Market) hReboot(r *http.Request, _ []byte, now time.Time) reply {
 	return okReply()
 }
 
-// hChangeBid sets an interruptible instance's bid: what it bills while
-// running. A null price keeps the bid (outbids are not modelled, so any
-// bid wins).
-func (m *Market) hChangeBid(r *http.Request, body []byte, now time.Time) reply {
-	id, _ := pathID(r)
-	var req struct {
-		Price *float64 `json:"price"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return badArgs("invalid body: %v", err)
-	}
-	in := m.find(id)
-	if in == nil {
-		return errReply(noInstance(id))
-	}
-	if !in.Bid {
-		return jsonReply(200, map[string]any{"success": false, "msg": fmt.Sprintf("Instance %d is not interruptible.", id)})
-	}
-	if req.Price != nil {
-		if *req.Price < 0.001 || *req.Price > 32*float64(max(1, m.offers[m.byID[in.OfferID]].NumGPUs)) {
-			return badArgs("price %g out of range", *req.Price)
-		}
-		in.ComputeRate = *req.Price
-	}
-	in.log(now, "bid changed")
-	return okReply()
-}
-
 func (m *Market) hDestroy(r *http.Request, _ []byte, now time.Time) reply {
 	id, _ := pathID(r)
 	if err := m.destroy(id, now); err != nil {
