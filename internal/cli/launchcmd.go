@@ -96,7 +96,8 @@ original deadline; 'cleanup FLEET' destroys what is not running.
 
 With --json the last line is the summary: fleet, asked, min_ready, ready,
 ready_ids, rented, replaced, failed, destroyed, boot_spend, dph_total,
-stopped_at_cap, interrupted.
+stopped_at_cap, interrupted, past_deadline_s (seconds the launch ended after
+its deadline; negative: before).
 
 Exit codes: 0 at least --min-ready instances are running (default: --count);
 3 the launch ended with fewer (the ready ones keep running: 'cleanup FLEET'

@@ -94,6 +94,9 @@ type Summary struct {
 	Rented   int     `json:"rented"` // instances rented into the fleet, replacements included
 	// Interrupted: the launch was cancelled (exit 130); --resume continues it.
 	Interrupted bool `json:"interrupted"`
+	// PastDeadlineS is how many marketplace seconds after the deadline the
+	// launch ended (negative: before it); absent without a deadline.
+	PastDeadlineS *float64 `json:"past_deadline_s,omitempty"`
 
 	// Not part of the JSON line.
 	Elapsed time.Duration `json:"-"` // marketplace time from start to end

@@ -122,6 +122,8 @@ type runner struct {
 	capHit    string // a cap that stopped renting for good
 	dphCapped string // set once --max-dph held a rent back
 	bootDur   []time.Duration
+	// releaseDur: how long released instances took to run again.
+	releaseDur []time.Duration
 
 	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
 	wg       sync.WaitGroup
@@ -716,6 +718,9 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 			switch {
 			case st == provider.StateRunning:
 				n.phase = phReady
+				if !n.releasedAt.Before(r.since) {
+					r.releaseDur = append(r.releaseDur, now.Sub(n.releasedAt))
+				}
 				r.emit(Event{Event: EvRunning, At: now, InstanceID: n.id, State: st})
 			case scheduling(n) && now.Sub(n.startSentAt) >= SchedulingFor:
 				// Waiting for GPUs another renter holds: it may wait for
@@ -813,10 +818,7 @@ func (r *runner) counts() counts {
 
 // spares is how many spares the launch rents while parking.
 func (r *runner) spares() int {
-	if !r.spec.Park || !r.spec.Backfill || r.released || r.spec.Spare <= 0 {
-		return 0
-	}
-	return int(math.Ceil(r.spec.Spare * float64(r.spec.Count)))
+	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare, r.spec.Count)
 }
 
 // target is how many live slots the launch keeps.
@@ -907,10 +909,15 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 	}
 	canRent := !r.finishing && r.capHit == "" && r.moreCandidates()
 	if r.spec.Park && !r.released {
-		quorum := c.parking+c.parked+c.ready >= min(r.target(), r.spec.MinReady+r.spares())
-		stuck := c.booting == 0 && (!canRent || !r.spec.Backfill && r.rentsOK >= r.spec.Count)
-		if quorum || r.finishing || stuck && booted > 0 {
-			r.releaseWave(ctx, now, c)
+		due, why := releaseDue(releaseView{
+			park: r.spec.Park, released: r.released, finishing: r.finishing, backfill: r.spec.Backfill,
+			now: now, deadline: r.deadline, lead: r.releaseLead(),
+			booting: c.booting, booted: booted, up: c.parking + c.parked + c.ready,
+			quorum:  min(r.target(), r.spec.MinReady+r.spares()),
+			canRent: canRent, rentsOK: r.rentsOK, count: r.spec.Count,
+		})
+		if due {
+			r.releaseWave(ctx, now, c, why)
 			c = r.counts()
 		}
 	} else if r.released {
@@ -932,19 +939,24 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 				drop(n, "not running at the end of the launch")
 			}
 		}
-		return c.releasing == 0 && c.parking == 0 && c.parked == 0
 	}
-	// Nothing left to wait for and nothing left to rent.
-	if c.booting+c.parking+c.parked+c.releasing == 0 && (!canRent || !r.spec.Backfill && r.rentsOK >= r.spec.Count) {
-		if c.doomed > 0 && r.deadline.IsZero() {
-			r.finishing = true
-			return false
-		}
-		if c.doomed == 0 {
-			return true
-		}
+	switch ending(endView{
+		finishing: r.finishing,
+		booting:   c.booting, parking: c.parking, parked: c.parked, releasing: c.releasing, doomed: c.doomed,
+		canRent: canRent, backfill: r.spec.Backfill, rentsOK: r.rentsOK, count: r.spec.Count,
+		noDeadline: r.deadline.IsZero(),
+	}) {
+	case launchDone:
+		return true
+	case startEnd:
+		r.finishing = true
 	}
 	return false
+}
+
+// releaseLead is how long before the deadline this launch releases.
+func (r *runner) releaseLead() time.Duration {
+	return releaseLead(r.releaseDur, r.spec.Deadline, r.spec.ReleaseTimeout, r.spec.PollEvery)
 }
 
 func (r *runner) moreCandidates() bool {
@@ -961,7 +973,7 @@ func (r *runner) usable(c market.Ranked) bool {
 		(r.spec.AllowSameMachine || r.machines[c.MachineID] == 0)
 }
 
-func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts) {
+func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts, why string) {
 	r.released = true
 	if err := r.m.S.SetMeta(ctx, releasedKey(r.spec.Fleet), now.UTC().Format(time.RFC3339Nano)); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
@@ -972,7 +984,7 @@ func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts) {
 			ns = append(ns, n)
 		}
 	}
-	r.emit(Event{Event: EvRelease, At: now, Msg: fmt.Sprintf("releasing %d parked instances (%d booted of %d asked)", len(ns), c.parking+c.parked+c.ready, r.spec.Count)})
+	r.emit(Event{Event: EvRelease, At: now, Msg: fmt.Sprintf("releasing %d parked instances (%d booted of %d asked; %s)", len(ns), c.parking+c.parked+c.ready, r.spec.Count, why)})
 	r.start1(ctx, ns, now)
 }
 
@@ -1329,6 +1341,10 @@ func (r *runner) summary(ctx context.Context) Summary {
 	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
 		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
+	if !r.deadline.IsZero() {
+		past := math.Round(s.EndedAt.Sub(r.deadline).Seconds()*10) / 10
+		s.PastDeadlineS = &past
+	}
 	if s.StoppedAtCap == "" && r.dphCapped != "" && len(r.readyNodes()) < r.spec.Count {
 		s.StoppedAtCap = r.dphCapped
 	}

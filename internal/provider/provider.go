@@ -46,6 +46,13 @@ type Operator interface {
 	InstanceLogs(ctx context.Context, id int64, tail int) (string, error)
 }
 
+// Bidder changes what an interruptible instance bids (vast's "change bid").
+type Bidder interface {
+	// ChangeBid sets the bid of instance id in $/hour; nil asks the
+	// marketplace for a winning price.
+	ChangeBid(ctx context.Context, id int64, price *float64) error
+}
+
 // CreateRequest is the body of PUT /api/v0/asks/{offer_id}/.
 type CreateRequest struct {
 	Image   string            `json:"image"`

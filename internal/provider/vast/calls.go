@@ -313,6 +313,17 @@ func (c *Client) StopInstance(ctx context.Context, id int64) error {
 	return c.manage(ctx, id, map[string]string{"state": "stopped"})
 }
 
+// ChangeBid is PUT /api/v0/instances/bid_price/{id}/ with the body the
+// vastai CLI sends, {"client_id":"me","price":P}; a nil price is sent as
+// null, which asks for a winning price.
+func (c *Client) ChangeBid(ctx context.Context, id int64, price *float64) error {
+	body := struct {
+		ClientID string   `json:"client_id"`
+		Price    *float64 `json:"price"`
+	}{"me", price}
+	return c.simple(ctx, call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/instances/bid_price/%d/", id), body: body, policy: retryWrite})
+}
+
 // SetLabel relabels an instance.
 func (c *Client) SetLabel(ctx context.Context, id int64, label string) error {
 	return c.manage(ctx, id, map[string]string{"label": label})

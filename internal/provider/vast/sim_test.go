@@ -442,3 +442,44 @@ func TestSearchFormsAndPricingTypes(t *testing.T) {
 		t.Error("no offer is cheaper at bid pricing than on demand")
 	}
 }
+
+// change bid: the body the vastai CLI sends reaches the simulator, which
+// bills the new bid; an on-demand instance and a missing one are refused.
+func TestSimChangeBid(t *testing.T) {
+	e := newSimEnv(t, sim.Config{Seed: 4}, nil)
+	ctx := context.Background()
+	offers, err := e.c.SearchOffers(ctx, providertest.SearchQuery(10))
+	if err != nil || len(offers) < 2 {
+		t.Fatalf("search: %d offers, %v", len(offers), err)
+	}
+	bid := 0.05
+	cr, err := e.c.CreateInstance(ctx, offers[0].ID, provider.CreateRequest{Image: "ubuntu:22.04", Disk: 10, Label: "bid", Price: &bid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b provider.Bidder = e.c
+	raised := 0.08
+	if err := b.ChangeBid(ctx, cr.NewContract, &raised); err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.c.ShowInstance(ctx, cr.NewContract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in.IsBid || in.DPHBase != raised {
+		t.Errorf("after change bid: is_bid %v, dph_base %v, want true, %v", in.IsBid, in.DPHBase, raised)
+	}
+	if err := b.ChangeBid(ctx, cr.NewContract, nil); err != nil {
+		t.Errorf("change bid to a winning price (null): %v", err)
+	}
+	od, err := e.c.CreateInstance(ctx, offers[1].ID, provider.CreateRequest{Image: "ubuntu:22.04", Disk: 10, Label: "od"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ChangeBid(ctx, od.NewContract, &raised); err == nil {
+		t.Error("change bid of an on-demand instance succeeded")
+	}
+	if err := b.ChangeBid(ctx, 424242, &raised); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("change bid of a missing instance: %v", err)
+	}
+}
