@@ -237,8 +237,8 @@ func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
 		t.Errorf("ls while locked should name the holder; stderr %q", r.err)
 	}
 	e.ok("cost", "--json")
-	if r := e.fails("destroy", "--all", "--yes"); !strings.Contains(r.err, "holds") {
-		t.Errorf("destroy while locked: stderr %q, want the lock holder named", r.err)
+	if r := e.fails("destroy", "--all", "--yes"); !strings.Contains(r.err, "launch --count 300") || !strings.Contains(r.err, "sim serve") {
+		t.Errorf("destroy while locked: stderr %q, want the lock holder named and how to share the simulator", r.err)
 	}
 	l.Unlock()
 	e.ok("destroy", "--all", "--yes")
