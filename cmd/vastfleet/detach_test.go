@@ -59,7 +59,9 @@ run: echo "started on rank $VASTFLEET_NODE_RANK"; sleep 300
 	}
 	vfJSON(t, bin, &up, vf("up", file, "--detach", "--json", "--results", filepath.Join(dir, "out"))...)
 	t.Cleanup(func() {
-		// Should the test fail half-way, the background up still ends.
+		// Should the test fail half-way, the background up still ends,
+		// and with it the nodes' processes: down first, kill at last.
+		exec.Command(bin, vf("down", up.Job, "--no-collect")...).Run()
 		if p, err := os.FindProcess(up.PID); err == nil {
 			p.Kill()
 		}
@@ -71,9 +73,10 @@ run: echo "started on rank $VASTFLEET_NODE_RANK"; sleep 300
 		ID    string `json:"id"`
 		State string `json:"state"`
 		Live  int    `json:"instances_live"`
+		Up    bool   `json:"up_running"`
 	}
 	vfJSON(t, bin, &st, vf("status", up.Job, "--json")...)
-	if len(st) != 1 || st[0].State != "running" || st[0].Live < 2 {
+	if len(st) != 1 || st[0].State != "running" || st[0].Live < 2 || !st[0].Up {
 		t.Fatalf("status: %+v", st)
 	}
 	var logs []struct {
@@ -103,7 +106,7 @@ run: echo "started on rank $VASTFLEET_NODE_RANK"; sleep 300
 		t.Errorf("the background up (pid %d) outlived down", up.PID)
 	}
 	vfJSON(t, bin, &st, vf("status", up.Job, "--json")...)
-	if st[0].State != "done" || st[0].Live != 0 {
+	if st[0].State != "done" || st[0].Live != 0 || st[0].Up {
 		t.Fatalf("status after down: %+v", st)
 	}
 }

@@ -29,6 +29,10 @@ type jobStatus struct {
 	Spent     float64 `json:"spent"`
 	Estimate  float64 `json:"estimate"`
 	Dashboard string  `json:"dashboard,omitempty"`
+	// UpRunning: an up process (foreground, detached or resumed) still
+	// runs the job; a launching or running job without one was cut off
+	// (`up --resume JOB` or `down JOB`).
+	UpRunning bool `json:"up_running"`
 }
 
 func newStatusCmd(f *factory) *cobra.Command {
@@ -65,7 +69,8 @@ func newStatusCmd(f *factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard}
+				row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard,
+					UpRunning: jobRunAlive(f, rec.ID)}
 				live, err := st.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
 				if err != nil {
 					return err
@@ -92,7 +97,11 @@ func newStatusCmd(f *factory) *cobra.Command {
 			}
 			t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE")
 			for _, r := range rows {
-				t.row(r.ID, r.State, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
+				state := r.State
+				if !r.UpRunning && (state == "launching" || state == "running") {
+					state += ", cut off: up --resume " + r.ID
+				}
+				t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
 			}
 			return t.flush()
 		},

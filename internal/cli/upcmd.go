@@ -55,6 +55,10 @@ type upOptions struct {
 	// JobID names the job instead of name-time: the background up that
 	// --detach starts runs the job its parent named.
 	JobID string
+	// Resume is the job to continue after its up ended without finishing
+	// (a crash, kill -9, a lost machine); resumed is its record.
+	Resume  string
+	resumed *jobRecord
 	// poll is how often the run is checked (wall time).
 	poll time.Duration
 }
@@ -85,6 +89,23 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 			path := jobfile.DefaultName
 			if len(args) == 1 {
 				path = args[0]
+			}
+			if opts.Resume != "" {
+				if len(args) == 1 || opts.Detach || opts.JobID != "" {
+					return usagef("--resume JOB continues the job from its own task file: give no FILE, --detach or --job-id")
+				}
+				rec, err := loadJob(f, opts.Resume)
+				if err != nil {
+					return err
+				}
+				if rec.State == "done" {
+					return usagef("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)
+				}
+				path, opts.JobID, opts.resumed = rec.File, rec.ID, rec
+				if rec.CoordAddr != "" && !cmd.Flags().Changed("coord-addr") {
+					// The agents know the coordinator by this address.
+					opts.CoordAddr = rec.CoordAddr
+				}
 			}
 			job, err := jobfile.Load(path)
 			if err != nil {
@@ -117,6 +138,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.BoolVar(&opts.Detach, "detach", false, "run the job in a background up (output in the data dir's jobs/<job>/up.log) and return once it runs; status, logs and down JOB work from any terminal")
 	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
 	fl.MarkHidden("job-id")
+	fl.StringVar(&opts.Resume, "resume", "", "continue JOB after its up ended without finishing (crash, kill -9): the coordinator comes back on its address, the run is watched to its end, then collect, destroy, report")
 	return cmd
 }
 
@@ -137,6 +159,11 @@ type jobRecord struct {
 	Estimate    float64   `json:"estimate"`
 	EstimateOf  string    `json:"estimate_of"`
 	Dashboard   string    `json:"dashboard,omitempty"`
+	// CoordAddr is where the job's coordinator listened: the agents have
+	// its address, so a resumed up listens there again.
+	CoordAddr string `json:"coord_addr,omitempty"`
+	// Started: the go marker is on every node of RunIDs (the run began).
+	Started bool `json:"started,omitempty"`
 }
 
 func jobDir(f *factory, id string) (string, error) {
@@ -230,9 +257,14 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		return nil, err
 	}
 	defer release()
-	cands, est, estOf, err := upCandidates(ctx, f, job)
-	if err != nil {
-		return nil, err
+	// A resumed job past its launch needs no offers (nor a plan pick).
+	resumeRunning := opts.resumed != nil && (opts.resumed.State == "running" || opts.resumed.State == "kept")
+	var cands []market.Ranked
+	est, estOf := 0.0, ""
+	if !resumeRunning {
+		if cands, est, estOf, err = upCandidates(ctx, f, job); err != nil {
+			return nil, err
+		}
 	}
 	lo := &launchOptions{
 		Count: job.Count, MinReady: job.MinReady, Deadline: job.Deadline, Park: job.Park, Backfill: true,
@@ -270,7 +302,16 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	}
 	local := filepath.Join(opts.ResultsDir, id)
 	rec := &jobRecord{ID: id, File: path, State: "launching", StartedAt: time.Now().UTC(), Results: job.Results,
-		LocalDir: local, AutoDestroy: job.AutoDestroy, PID: os.Getpid()}
+		LocalDir: local, AutoDestroy: job.AutoDestroy}
+	if opts.resumed != nil {
+		rec = opts.resumed
+	}
+	rec.PID = os.Getpid()
+	if host, _, err := net.SplitHostPort(opts.CoordAddr); err == nil {
+		if _, port, err := net.SplitHostPort(c.addr.String()); err == nil {
+			rec.CoordAddr = net.JoinHostPort(host, port)
+		}
+	}
 	if err := saveJob(f, rec); err != nil {
 		return nil, err
 	}
@@ -283,6 +324,21 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		return nil, err
 	}
 	fmt.Fprintf(f.io.ErrOut, "job %s: dashboard %s\n", id, rec.Dashboard)
+	if opts.resumed != nil {
+		switch rec.State {
+		case "running", "kept":
+			return resumeRun(ctx, f, m, c, opts, job, rec)
+		default:
+			// Cut off mid-launch: what that launch rented is destroyed
+			// (and counted as waste) and the launch starts over; the
+			// items stay as they were.
+			fmt.Fprintf(f.io.ErrOut, "job %s: its launch was cut off; destroying what it rented and launching again\n", id)
+			if err := destroyJob(ctx, f, m, id); err != nil {
+				return nil, err
+			}
+			rec.State = "launching"
+		}
+	}
 
 	view := newLaunchView(f, false)
 	sum, lerr := launch.Run(ctx, m, spec, cands, view.event)
@@ -303,7 +359,9 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 			estOf = fmt.Sprintf("%d nodes at $%.3f/hr for the %s (%.2f h) plus $%.2f of image pulls", job.Count, fl.EstDPH, of, hours, pulls)
 		}
 	}
-	rec.Estimate, rec.EstimateOf = est, estOf
+	if est > 0 || rec.Estimate == 0 {
+		rec.Estimate, rec.EstimateOf = est, estOf
+	}
 	if lerr == nil && len(sum.ReadyIDs) == 0 && !sum.Interrupted {
 		lerr = fmt.Errorf("job %s: no node became ready", id)
 	}
@@ -335,7 +393,57 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 	for _, n := range nodes {
 		rec.RunIDs = append(rec.RunIDs, n.ID)
 	}
+	rec.Started = true
 	saveJob(f, rec)
+	return watchAndFinish(ctx, f, m, c, opts, job, rec, nodes)
+}
+
+// resumeRun continues a job whose nodes were running its run when its up
+// ended: the nodes that still run are watched to the end (their agents
+// kept going, or come back to the coordinator at its old address), then
+// the job finishes as usual.
+func resumeRun(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord, opts *upOptions, job *jobfile.Job, rec *jobRecord) (*jobReport, error) {
+	live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range live {
+		if r.State == "running" && slices.Contains(rec.RunIDs, r.ID) {
+			ids = append(ids, strconv.FormatInt(r.ID, 10))
+		}
+	}
+	if len(ids) == 0 {
+		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, fmt.Errorf("job %s: none of its nodes still runs", rec.ID))
+	}
+	// The market moves on by itself, as after a launch.
+	f.keepMarketMoving()
+	nodes, _, err := f.selectNodes(ctx, "", false, ids, true)
+	if err != nil {
+		return finishJob(ctx, f, m, c, opts, job, rec, nil, upCollect, err)
+	}
+	rec.State = "running"
+	if !rec.Started {
+		// Cut off between the launch and the go marker: sync, setup and
+		// start again (each step can run twice).
+		if nodes, err = prepareNodes(ctx, f, job, rec.ID, nodes); err != nil {
+			return finishJob(ctx, f, m, c, opts, job, rec, nodes, interruptChoice(f, opts, ctx), err)
+		}
+		rec.RunIDs = rec.RunIDs[:0]
+		for _, n := range nodes {
+			rec.RunIDs = append(rec.RunIDs, n.ID)
+		}
+		rec.Started = true
+	}
+	saveJob(f, rec)
+	fmt.Fprintf(f.io.ErrOut, "job %s: resumed with %d of %d node(s) still running\n", rec.ID, len(nodes), len(rec.RunIDs))
+	return watchAndFinish(ctx, f, m, c, opts, job, rec, nodes)
+}
+
+// watchAndFinish watches the run to its end, then collects, destroys and
+// reports.
+func watchAndFinish(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoord, opts *upOptions, job *jobfile.Job, rec *jobRecord, nodes []node) (*jobReport, error) {
+	id := rec.ID
 	why, exits := watchJob(ctx, f, c, opts, job, id, nodes)
 	fmt.Fprintf(f.io.ErrOut, "job %s: %s\n", id, why)
 	choice := upCollect
@@ -591,6 +699,10 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 				return fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, dead), exits
 			}
 			return fmt.Sprintf("run exited on all %d node(s); %d finding(s)", ended, t.Findings), exits
+		case t.ItemsDone > 0 && t.ItemsLeft == 0:
+			// Every item has its one result: what runs on is spare (a
+			// node whose agent never came back, say), and is destroyed.
+			return fmt.Sprintf("all %d item(s) done; run exited on %d of %d node(s)", t.ItemsDone, ended, len(nodes)), exits
 		case job.MaxDuration > 0 && clk.Now().Sub(began) >= job.MaxDuration:
 			return fmt.Sprintf("max_duration %s reached; %d finding(s)", job.MaxDuration, t.Findings), exits
 		}

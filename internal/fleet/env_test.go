@@ -200,8 +200,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.srv = httptest.NewServer(e.gate)
 	t.Cleanup(e.srv.Close)
 	e.client = e.newClient(testKey)
+	// One offer per machine: sibling slices of one machine crowd each
+	// other out, and these tests rent their offers independently.
+	machines := map[int64]bool{}
 	for _, off := range mkt.Offers() {
-		if off.DiskSpace >= 20 && off.NumGPUs > 0 {
+		if off.DiskSpace >= 20 && off.NumGPUs > 0 && !machines[off.MachineID] {
+			machines[off.MachineID] = true
 			e.offers = append(e.offers, off)
 		}
 	}

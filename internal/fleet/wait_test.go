@@ -13,7 +13,9 @@ import (
 func TestWaitRunningSlowLoading(t *testing.T) {
 	e := newEnv(t, envOpts{faults: sim.Faults{SlowBoot: 1}})
 	ctx := context.Background()
-	rec, err := e.m.Rent(ctx, e.rentReq(0))
+	req := e.rentReq(0)
+	req.Create.Image = "pytorch/pytorch:latest" // slow hosts are slow with a big image
+	rec, err := e.m.Rent(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,16 @@ import (
 // probability in [0,1]; per-request faults are drawn per API request,
 // per-instance faults once per instance at create, all from the seed.
 type Faults struct {
-	// Rate429 answers 429 "API requests too frequent" (plain text). Never
+	// RateLimit, when > 0, is each API key's sustained request rate per
+	// market second, with RateBurst requests in hand: a token bucket over
+	// the market's clock, so a client that sends faster than it waits gets
+	// 429 "API requests too frequent" (plain text). Like Rate429, never
 	// applied to v1 listing follow-up pages (after_token present), which
 	// the official CLI fetches back to back.
+	RateLimit float64
+	RateBurst float64
+	// Rate429 answers a share of requests 429 at random, on top of the
+	// rate limit (to test a client's handling of them).
 	Rate429 float64
 	// RetryAfter, when > 0, adds a Retry-After header (seconds) to 429s;
 	// the real API sends none.
@@ -34,7 +41,8 @@ type Faults struct {
 	BootFail float64
 	// HostOffline instances go offline some time after running.
 	HostOffline float64
-	// SlowBoot instances boot 5–20× slower, always past 10 minutes.
+	// SlowBoot instances pull and unpack their image 5–20× slower: past
+	// 10 minutes for a multi-GB image, a few minutes for a small one.
 	SlowBoot float64
 
 	// TakenWhileStopped is the chance, per minute stopped, that another
@@ -68,21 +76,22 @@ type Faults struct {
 // booted after 10 minutes, so 10 % never boot (half stuck in loading, half
 // exiting) and 20 % boot slowly, past 10 minutes; 2 % of hosts go offline,
 // 1 % of requests get 429 and 0.5 % a 5xx, and 5 % of offers are rented by
-// others in any simulated hour.
+// others in any simulated hour. Each key may send 10 requests a market
+// second, 100 at once.
 func Profile(name string) (Faults, error) {
 	switch name {
 	case "", "none":
 		return Faults{}, nil
 	case "realistic":
 		return Faults{
-			Rate429: 0.01, Rate5xx: 0.005, LostCreate: 0.002,
+			RateLimit: 10, RateBurst: 100, Rate5xx: 0.005, LostCreate: 0.002,
 			StuckLoading: 0.05, BootFail: 0.05, HostOffline: 0.02, SlowBoot: 0.20,
 			TakenWhileStopped: 0.01, OfferChurnPerHour: 0.05, CreateRace: 0.03,
 			SSHLate: 0.30, SSHHang: 0.01, SSHDrop: 0.01, DarkHang: 0.5,
 		}, nil
 	case "harsh":
 		return Faults{
-			Rate429: 0.08, Rate5xx: 0.04, LostCreate: 0.10,
+			RateLimit: 4, RateBurst: 40, Rate429: 0.02, Rate5xx: 0.04, LostCreate: 0.10,
 			StuckLoading: 0.10, BootFail: 0.10, HostOffline: 0.08, SlowBoot: 0.45,
 			TakenWhileStopped: 0.05, OfferChurnPerHour: 0.15, CreateRace: 0.10,
 			SSHLate: 0.6, SSHHang: 0.05, SSHDrop: 0.05, OnstartFail: 0.05, DarkHang: 0.5,
@@ -133,6 +142,8 @@ const (
 	drawDarkHang
 	drawIDBase
 	drawMachine
+	drawRival
+	drawSpell
 )
 
 // lastMile draws the instance's last-mile faults.

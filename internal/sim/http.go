@@ -56,6 +56,7 @@ func (m *Market) Handler() http.Handler {
 	api("PUT /api/v0/instances/{id}/{$}", m.hManage)
 	api("PUT /api/v0/instances/{$}", m.hBulkState)
 	api("PUT /api/v0/instances/reboot/{id}/{$}", m.hReboot)
+	api("PUT /api/v0/instances/bid_price/{id}/{$}", m.hChangeBid)
 	api("DELETE /api/v0/instances/{id}/{$}", m.hDestroy)
 	api("DELETE /api/v0/instances/{$}", m.hBulkDestroy)
 	api("PUT /api/v0/instances/request_logs/{id}/{$}", m.hRequestLogs)
@@ -214,6 +215,9 @@ func (m *Market) injectFault(r *http.Request) (reply, bool) {
 	f := m.cfg.Faults
 	u := draw(m.st.Seed, drawRequest, m.st.Requests, 0)
 	followUp := r.URL.Path == "/api/v1/instances/" && r.URL.Query().Get("after_token") != ""
+	if !followUp && !m.admit(requestKey(r), m.cfg.Clock.Now()) {
+		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
+	}
 	if u < f.Rate429 && !followUp {
 		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
 	}

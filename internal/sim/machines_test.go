@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // TestFailuresFollowMachines rents every offer of a realistic market twice:
@@ -167,5 +168,72 @@ func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
 	h.clock.Advance(time.Hour)
 	if in := h.show(a); in.Status() != "stopped" || !strings.Contains(in.StatusMsg, "Scheduling") {
 		t.Errorf("second start of a taken instance: %q %q", in.Status(), in.StatusMsg)
+	}
+}
+
+// TestImageSizeShapesBootYield rents the same 300 offers with a 0.3 GB and
+// an 8 GB image on the realistic profile's hosts: the big image's pull and
+// extraction, slowest on the slow hosts, leave clearly fewer running after
+// 10 minutes.
+func TestImageSizeShapesBootYield(t *testing.T) {
+	f, err := Profile("realistic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.RateLimit, f.Rate429, f.Rate5xx, f.LostCreate, f.CreateRace, f.OfferChurnPerHour = 0, 0, 0, 0, 0, 0
+	ready := func(image string, gb float64) int {
+		h := newHarness(t, Config{Seed: 14, Offers: DefaultOffers, Faults: f, Balance: 1e6, ImageSizes: map[string]float64{image: gb}})
+		offers := h.search(`{"rentable":{"eq":true},"inet_down":{"gte":"200"},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":300}`)
+		for _, o := range offers {
+			var out struct {
+				NewContract int64 `json:"new_contract"`
+			}
+			if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", o.ID), map[string]any{"image": image, "disk": 20}, &out); st != 200 {
+				t.Fatalf("create: %d %s", st, body)
+			}
+		}
+		h.clock.Advance(10 * time.Minute)
+		n := 0
+		for _, in := range h.m.Instances() {
+			if in.Status() == provider.StateRunning {
+				n++
+			}
+		}
+		return n
+	}
+	small, big := ready("small:1", 0.3), ready("big:1", 8)
+	t.Logf("running after 10 minutes of 300: %d with a 0.3 GB image, %d with 8 GB", small, big)
+	if small < 240 || big > small-30 {
+		t.Errorf("running after 10 minutes: %d with 0.3 GB, %d with 8 GB; want all but the failed hosts, and clearly fewer", small, big)
+	}
+}
+
+// TestOfferChurnIsPerOffer watches which offers others hold, minute by
+// minute for two hours: offers come and go at many different minutes, not
+// all together on the hour, and about the profile's share is held at once.
+func TestOfferChurnIsPerOffer(t *testing.T) {
+	h := newHarness(t, Config{Seed: 23, Offers: 2000, Faults: Faults{OfferChurnPerHour: 0.05}})
+	prev := map[int64]bool{}
+	changed, held := map[int]bool{}, 0
+	for minute := range 120 {
+		now := t0.Add(time.Duration(minute) * time.Minute)
+		for _, o := range h.m.offers {
+			c := h.m.churned(o.ID, now)
+			if c {
+				held++
+			}
+			if minute > 0 && c != prev[o.ID] {
+				changed[minute] = true
+			}
+			prev[o.ID] = c
+		}
+	}
+	share := float64(held) / float64(120*len(h.m.offers))
+	t.Logf("offers changed hands in %d of 119 minutes; %.1f%% held by others on average", len(changed), 100*share)
+	if len(changed) < 60 {
+		t.Errorf("offers changed hands in only %d of 119 minutes: churn moves in lockstep", len(changed))
+	}
+	if share < 0.03 || share > 0.07 {
+		t.Errorf("%.3f of offers held by others, want about 0.05", share)
 	}
 }

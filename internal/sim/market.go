@@ -153,17 +153,21 @@ type instance struct {
 	StorageRate float64 `json:"storage_rate"`
 	APIKey      string  `json:"api_key"`
 
-	CreatedAt   time.Time `json:"created_at"`
-	Status      string    `json:"status"` // "" (null), loading, running, rebooting, stopped, exited, offline
-	Intended    string    `json:"intended"`
-	StatusMsg   string    `json:"status_msg"`
-	LoadingAt   time.Time `json:"loading_at"` // null → loading
-	ReadyAt     time.Time `json:"ready_at"`   // loading → running; zero: never
-	OfflineAt   time.Time `json:"offline_at"` // running → offline; zero: never
-	Fault       string    `json:"fault,omitempty"`
-	OfflineSet  bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
-	Scheduling  bool      `json:"scheduling,omitempty"`
-	Taken       bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
+	CreatedAt  time.Time `json:"created_at"`
+	Status     string    `json:"status"` // "" (null), loading, running, rebooting, stopped, exited, offline
+	Intended   string    `json:"intended"`
+	StatusMsg  string    `json:"status_msg"`
+	LoadingAt  time.Time `json:"loading_at"` // null → loading
+	ReadyAt    time.Time `json:"ready_at"`   // loading → running; zero: never
+	OfflineAt  time.Time `json:"offline_at"` // running → offline; zero: never
+	Fault      string    `json:"fault,omitempty"`
+	OfflineSet bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
+	Scheduling bool      `json:"scheduling,omitempty"`
+	Taken      bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
+	// OutbidAt is when a rival bid stops this interruptible instance;
+	// Outbid says one did.
+	OutbidAt    time.Time `json:"outbid_at,omitempty"`
+	Outbid      bool      `json:"outbid,omitempty"`
 	StoppedAt   time.Time `json:"stopped_at"`
 	Starts      int64     `json:"starts"`
 	Destroyed   bool      `json:"destroyed"`
@@ -218,6 +222,7 @@ type Market struct {
 	keysOpen map[int64]bool  // running machines that accept their keys
 	apiURL   string          // where the market is served, for VAST_URL
 	keyOwner map[string]int64
+	buckets  map[string]*bucket // per API key, for Faults.RateLimit
 }
 
 // state is everything a Market persists; offers are regenerated from Seed.
@@ -371,15 +376,21 @@ func (in *instance) nextEvent() time.Time {
 	if in.Destroyed {
 		return time.Time{}
 	}
+	var next time.Time
 	switch in.Status {
 	case "":
-		return in.LoadingAt
+		next = in.LoadingAt
 	case "loading", "rebooting":
-		return in.ReadyAt
+		next = in.ReadyAt
 	case "running":
-		return in.OfflineAt
+		next = in.OfflineAt
+	default:
+		return time.Time{}
 	}
-	return time.Time{}
+	if !in.OutbidAt.IsZero() && (next.IsZero() || in.OutbidAt.Before(next)) {
+		next = in.OutbidAt
+	}
+	return next
 }
 
 func (in *instance) log(t time.Time, format string, args ...any) {
@@ -388,6 +399,10 @@ func (in *instance) log(t time.Time, format string, args ...any) {
 
 // step applies the instance's due event at t.
 func (in *instance) step(t time.Time) {
+	if !in.OutbidAt.IsZero() && !in.OutbidAt.After(t) {
+		in.outbid(t)
+		return
+	}
 	switch in.Status {
 	case "":
 		in.Status = "loading"
@@ -546,8 +561,8 @@ func (m *Market) charge(in *instance, kind string, from, to time.Time, amount fl
 func (m *Market) stop(in *instance, now time.Time, msg string) {
 	in.Status = "stopped"
 	in.Intended = "stopped"
-	in.Scheduling = false
-	in.ReadyAt, in.LoadingAt, in.OfflineAt = time.Time{}, time.Time{}, time.Time{}
+	in.Scheduling, in.Outbid = false, false
+	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	in.StoppedAt = now
 	in.StatusMsg = msg
 	in.log(now, "%s", msg)
@@ -583,10 +598,21 @@ func crowded(o *market.Offer, used map[int64]int) bool {
 	return used[o.MachineID]+o.NumGPUs > MachineGPUs(o)
 }
 
-// churned reports whether another renter holds the offer in this sim hour.
+// churned reports whether another renter holds the offer now. Each offer
+// has its own rhythm: rentals by others of 20–120 minutes, starting at its
+// own phase, so offers come and go all the time rather than all at once on
+// the hour.
 func (m *Market) churned(offerID int64, now time.Time) bool {
 	p := m.cfg.Faults.OfferChurnPerHour
-	return p > 0 && draw(m.st.Seed, drawChurn, offerID, now.Unix()/3600) < p
+	return p > 0 && draw(m.st.Seed, drawChurn, offerID, m.offerSpell(offerID, now)) < p
+}
+
+// offerSpell numbers the offer's current spell: the stretch of time over
+// which who else holds it stays the same.
+func (m *Market) offerSpell(offerID int64, now time.Time) int64 {
+	period := int64(1200 + 6000*draw(m.st.Seed, drawSpell, offerID, 0))
+	phase := int64(float64(period) * draw(m.st.Seed, drawSpell, offerID, 1))
+	return (now.Unix() + phase) / period
 }
 
 func (m *Market) imageGB(image string) float64 {
@@ -641,7 +667,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	o := m.offers[idx]
 	if _, taken := m.holders()[offerID]; taken || crowded(&o, m.gpusInUse()) || m.churned(offerID, now) ||
-		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, now.Unix()/3600) < m.cfg.Faults.CreateRace) {
+		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, m.offerSpell(offerID, now)) < m.cfg.Faults.CreateRace) {
 		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d is no longer available: it was rented by another client.", offerID)}
 	}
 	if in.Disk > o.DiskSpace {
@@ -649,6 +675,9 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	compute := o.DPHBase
 	if in.Price != nil {
+		if *in.Price < o.MinBid {
+			return nil, belowMinBid(*in.Price, o.MinBid)
+		}
 		compute = *in.Price
 	}
 	storage := provider.StorageRate(o.StorageCost, in.Disk)
@@ -680,16 +709,18 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, fate, 0)) * float64(time.Second)))
 	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
-	setup := 20 + 100*draw(m.st.Seed, drawSetup, fate, 0)
-	boot := pull + setup
+	setup := 10 + 50*draw(m.st.Seed, drawSetup, fate, 0)
+	extract := extractSeconds(gb, o.DiskBW)
 	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, fate, 0) < f.SlowBoot {
-		boot *= 5 + 15*draw(m.st.Seed, drawSlowFactor, fate, 0)
-		boot = math.Max(boot, 601+3000*draw(m.st.Seed, drawSlowFactor, fate, 1))
+		// A slow host (throttled link, busy disk) is slow with the image
+		// only: a multi-GB one takes it past 10 minutes, a small one not.
+		k := 5 + 15*draw(m.st.Seed, drawSlowFactor, fate, 0)
+		pull, extract = pull*k, extract*k
 		if inst.Fault == "" {
 			inst.Fault = "slow"
 		}
-		pull = boot - setup // a slow host is slow to download
 	}
+	boot := pull + extract + setup
 	inst.ReadyAt = inst.LoadingAt.Add(time.Duration(boot * float64(time.Second)))
 	// The image pull is billed per byte as it arrives, so an instance
 	// destroyed while loading pays only for what it downloaded.
@@ -698,6 +729,9 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	inst.PullCost = o.InetDownCost * gb
 	if inst.Fault == "stuck" {
 		inst.ReadyAt = time.Time{}
+	}
+	if inst.Bid {
+		inst.OutbidAt = m.outbidAt(offerID, compute, now)
 	}
 	m.lastMile(inst)
 	for _, k := range m.st.SSHKeys {
@@ -709,6 +743,15 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	m.keyOwner[inst.APIKey] = id
 	m.st.Creates[offerID]++
 	return inst, nil
+}
+
+// extractSeconds is how long unpacking a pulled image of gb compressed GB
+// takes: layers unpack to about 2.2× their size, written as many small
+// files at a sixth of the disk's sequential MB/s, and no faster than one
+// core decompresses (about 100 MB/s). On a fast link this, not the
+// download, is what a multi-GB image waits for.
+func extractSeconds(gb, diskMBps float64) float64 {
+	return gb * 2200 / math.Min(100, math.Max(diskMBps, 6)/6)
 }
 
 func (m *Market) find(id int64) *instance {
@@ -773,6 +816,10 @@ func (m *Market) start(in *instance, now time.Time) error {
 	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
 	if in.Fault == "stuck" {
 		in.ReadyAt = time.Time{}
+	}
+	if in.Bid {
+		in.Outbid = false
+		in.OutbidAt = m.outbidAt(in.OfferID, in.ComputeRate, now)
 	}
 	in.log(now, "starting")
 	return nil

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jobRecordOn reads the one job record in a data dir, if there is one yet.
+func jobRecordOn(dataDir string) (id, state string) {
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "jobs"))
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dataDir, "jobs", e.Name(), "job.json"))
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			ID        string `json:"id"`
+			State     string `json:"state"`
+			Dashboard string `json:"dashboard"`
+		}
+		if json.Unmarshal(b, &rec) == nil && rec.Dashboard != "" {
+			return rec.ID, rec.State
+		}
+	}
+	return "", ""
+}
+
+// TestUpKill9ThenResume: up runs a 40-item job on 3 simulated nodes and
+// is killed with SIGKILL, once mid-launch and once mid-run. Afterwards
+// no instance exists in the marketplace that the store does not know,
+// and up --resume JOB finishes the job: every item recorded exactly once,
+// nothing left running.
+func TestUpKill9ThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fleets")
+	}
+	for _, tool := range []string{"curl", "sha256sum", "tar"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
+	bin := binary(t)
+	for _, at := range []string{"launching", "running"} {
+		t.Run("mid-"+at, func(t *testing.T) {
+			dir := t.TempDir()
+			data := filepath.Join(dir, "data")
+			file := filepath.Join(dir, "job.yaml")
+			os.WriteFile(file, []byte(`name: k9
+query: "rentable=True num_gpus=1 dph_total<1"
+count: 3
+image: ubuntu:22.04
+items: 0..39
+run: sleep 0.2; echo "item {item} done"
+`), 0o644)
+			vf := func(args ...string) []string {
+				return append([]string{"--data-dir", data, "--sim-faults", "none", "--sim-speed", "120"}, args...)
+			}
+			up := exec.Command(bin, vf("up", file, "--results", filepath.Join(dir, "out"))...)
+			var out strings.Builder
+			up.Stdout, up.Stderr = &out, &out
+			if err := up.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { up.Wait(); close(exited) }()
+			var job string
+			eventually(t, "up to reach "+at, 2*time.Minute, func() bool {
+				id, state := jobRecordOn(data)
+				job = id
+				select {
+				case <-exited:
+					t.Fatalf("up ended before it was killed:\n%s", out.String())
+				default:
+				}
+				return state == at
+			})
+			up.Process.Kill()
+			<-exited
+			// Should the test fail, the nodes (and their processes) still go.
+			t.Cleanup(func() { exec.Command(bin, vf("down", job, "--no-collect")...).Run() })
+
+			rec, err := exec.Command(bin, vf("reconcile", "--json")...).Output()
+			if err != nil {
+				t.Fatalf("reconcile: %v", err)
+			}
+			var rc struct {
+				Orphans []json.RawMessage `json:"orphans"`
+			}
+			if err := json.Unmarshal(rec, &rc); err != nil || len(rc.Orphans) != 0 {
+				t.Fatalf("after kill -9 %s: instances the store does not know: %s (%v)", at, rec, err)
+			}
+
+			st, err := exec.Command(bin, vf("status", job, "--json")...).Output()
+			if err != nil || !strings.Contains(string(st), `"up_running":false`) || !strings.Contains(string(st), `"state":"`+at+`"`) {
+				t.Fatalf("status after kill -9: %s (%v)", st, err)
+			}
+			res := exec.Command(bin, vf("up", "--resume", job, "--json")...)
+			var stderr strings.Builder
+			res.Stderr = &stderr
+			b, err := res.Output()
+			if err != nil {
+				t.Fatalf("up --resume %s: %v\n%s\nstderr:\n%s\nfirst up:\n%s", job, err, b, stderr.String(), out.String())
+			}
+			var rep struct {
+				ItemsDone int `json:"items_done"`
+				ItemsLeft int `json:"items_left"`
+				Live      int `json:"instances_live"`
+			}
+			if err := json.Unmarshal(b, &rep); err != nil || rep.ItemsDone != 40 || rep.ItemsLeft != 0 || rep.Live != 0 {
+				t.Fatalf("up --resume: %s (%v)\nstderr:\n%s", b, err, stderr.String())
+			}
+			fh, err := os.Open(filepath.Join(dir, "out", job, "items.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			seen := map[string]int{}
+			for sc := bufio.NewScanner(fh); sc.Scan(); {
+				var it struct {
+					Value string `json:"value"`
+				}
+				json.Unmarshal(sc.Bytes(), &it)
+				seen[it.Value]++
+			}
+			for i := 0; i < 40; i++ {
+				if n := seen[fmt.Sprint(i)]; n != 1 {
+					t.Errorf("item %d recorded %d times, want once", i, n)
+				}
+			}
+			ls, _ := exec.Command(bin, vf("ls", "--json")...).Output()
+			if strings.Contains(string(ls), `"running"`) {
+				t.Errorf("instances left after resume: %s", ls)
+			}
+		})
+	}
+}

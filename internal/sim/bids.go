@@ -1,0 +1,121 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+)
+
+// Interruptible rentals. Other renters bid on each offer too: in any one
+// bidWindow a rival appears with rivalShare, bidding between min_bid and
+// twice it. A rival above an instance's price stops it without notice (the
+// listing says it was outbid); raising the bid (change bid) wins it back.
+// Rivals are drawn by offer and window, so every client sees the same
+// auction.
+const (
+	bidWindow  = 30 * time.Minute
+	rivalShare = 0.15
+	// bidHorizon bounds the search for the next rival that wins.
+	bidHorizon = 14 * 24 * time.Hour
+)
+
+// rivalBid is the highest other bid on the offer in window w, 0 for none.
+func (m *Market) rivalBid(offerID, w int64) float64 {
+	if draw(m.st.Seed, drawRival, offerID, w) >= rivalShare {
+		return 0
+	}
+	o := &m.offers[m.byID[offerID]]
+	return round4(o.MinBid * (1 + draw(m.st.Seed, drawRival, offerID, w<<1|1)))
+}
+
+// outbidAt is when a rival first outbids price on the offer at or after
+// from; zero when none does within bidHorizon.
+func (m *Market) outbidAt(offerID int64, price float64, from time.Time) time.Time {
+	first := from.Unix() / int64(bidWindow/time.Second)
+	for w := first; w < first+int64(bidHorizon/bidWindow); w++ {
+		if m.rivalBid(offerID, w) <= price {
+			continue
+		}
+		at := time.Unix(w*int64(bidWindow/time.Second), 0).UTC().Add(time.Duration(draw(m.st.Seed, drawRival, offerID, w<<1) * float64(bidWindow)))
+		if at.Before(from) {
+			at = from
+		}
+		return at
+	}
+	return time.Time{}
+}
+
+// winningBid is what a null price in change bid means: just above the
+// offer's minimum and the rival bidding now.
+func (m *Market) winningBid(offerID int64, now time.Time) float64 {
+	o := &m.offers[m.byID[offerID]]
+	return round4(math.Max(o.MinBid, m.rivalBid(offerID, now.Unix()/int64(bidWindow/time.Second))) + 0.001)
+}
+
+// outbid stops the instance at t: a rival took the machine.
+func (in *instance) outbid(t time.Time) {
+	in.Status = "stopped"
+	in.Outbid = true
+	in.StatusMsg = "Outbid: a higher bid holds the machine; raise your bid (change bid) to resume"
+	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	in.StoppedAt = t
+	in.log(t, "outbid at $%.4f/h: stopped", in.ComputeRate)
+}
+
+// changeBid sets an interruptible instance's price; an instance stopped by
+// an outbid resumes when the new price beats the rival bidding now.
+func (m *Market) changeBid(id int64, price *float64, now time.Time) error {
+	in := m.find(id)
+	if in == nil {
+		return noInstance(id)
+	}
+	if !in.Bid {
+		return &apiError{400, "invalid_args", fmt.Sprintf("Instance %d is on-demand, not interruptible: it has no bid to change.", id)}
+	}
+	o := &m.offers[m.byID[in.OfferID]]
+	p := m.winningBid(in.OfferID, now)
+	if price != nil {
+		p = *price
+	}
+	if hi := 32 * float64(o.NumGPUs); p < 0.001 || p > hi {
+		return &apiError{400, "invalid_price", fmt.Sprintf("price must be between 0.001 and %g $/h", hi)}
+	}
+	if p < o.MinBid {
+		return belowMinBid(p, o.MinBid)
+	}
+	in.ComputeRate = p
+	in.log(now, "bid changed to $%.4f/h", p)
+	switch {
+	case in.Outbid && in.Intended == "running":
+		if at := m.outbidAt(in.OfferID, p, now); !at.Equal(now) {
+			in.Outbid = false
+			in.Status = "loading"
+			in.StatusMsg = "Starting container"
+			in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
+			in.OutbidAt = at
+		}
+	case in.Status != "stopped" && in.Status != "exited" && in.Status != "offline":
+		in.OutbidAt = m.outbidAt(in.OfferID, p, now)
+	}
+	return nil
+}
+
+func belowMinBid(p, minBid float64) error {
+	return &apiError{400, "invalid_price", fmt.Sprintf("Your bid of $%.4f/h is below this machine's minimum bid of $%.4f/h.", p, minBid)}
+}
+
+func (m *Market) hChangeBid(r *http.Request, body []byte, now time.Time) reply {
+	id, _ := pathID(r)
+	var req struct {
+		Price *float64 `json:"price"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	if err := m.changeBid(id, req.Price, now); err != nil {
+		return errReply(err)
+	}
+	return okReply()
+}

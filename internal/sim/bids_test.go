@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
+)
+
+// TestBidsFollowTheAuction: a bid below min_bid is refused; one at min_bid
+// is stopped without notice when a rival outbids it, and the listing says
+// so; change bid with a null price wins the machine back; a bid above every
+// rival runs on.
+func TestBidsFollowTheAuction(t *testing.T) {
+	h := newHarness(t, Config{Seed: 21, Balance: 1e6})
+	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"bid","allocated_storage":20,"limit":2}`)
+	bid := func(o int, price float64) (int, int64, string) {
+		var out struct {
+			NewContract int64  `json:"new_contract"`
+			Error       string `json:"error"`
+		}
+		st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", offers[o].ID), map[string]any{"image": "ubuntu:22.04", "disk": 20, "price": price}, &out)
+		return st, out.NewContract, string(body)
+	}
+	if st, _, body := bid(0, offers[0].MinBid*0.9); st != 400 || !strings.Contains(body, "invalid_price") || !strings.Contains(body, "minimum bid") {
+		t.Fatalf("bid below min_bid: %d %s", st, body)
+	}
+	st, low, body := bid(0, offers[0].MinBid)
+	if st != 200 {
+		t.Fatalf("bid at min_bid: %d %s", st, body)
+	}
+	st, high, body := bid(1, 2*offers[1].MinBid+0.01)
+	if st != 200 {
+		t.Fatalf("bid above every rival: %d %s", st, body)
+	}
+	var outbid *provider.Instance
+	for range 48 * 4 { // up to 4 days
+		h.clock.Advance(30 * time.Minute)
+		if in := h.show(low); in.Status() == provider.StateStopped {
+			outbid = in
+			break
+		}
+	}
+	if outbid == nil {
+		t.Fatal("a bid at min_bid was never outbid in 4 days")
+	}
+	if outbid.IntendedStatus != "running" || !strings.Contains(outbid.StatusMsg, "Outbid") {
+		t.Errorf("outbid instance: intended %q, %q", outbid.IntendedStatus, outbid.StatusMsg)
+	}
+	if in := h.show(high); in.Status() != provider.StateRunning {
+		t.Errorf("the high bid: %q %q", in.Status(), in.StatusMsg)
+	}
+	if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/instances/bid_price/%d/", low), map[string]any{"client_id": "me", "price": offers[0].MinBid / 2}, nil); st != 400 {
+		t.Errorf("change bid below min_bid: %d %s", st, body)
+	}
+	if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/instances/bid_price/%d/", low), map[string]any{"client_id": "me", "price": nil}, nil); st != 200 {
+		t.Fatalf("change bid to a winning price: %d %s", st, body)
+	}
+	h.clock.Advance(time.Minute)
+	if in := h.show(low); in.Status() != provider.StateRunning {
+		t.Errorf("after raising the bid: %q %q", in.Status(), in.StatusMsg)
+	}
+	demand := h.create(h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":1}`)[0].ID, "od")
+	if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/instances/bid_price/%d/", demand), map[string]any{"client_id": "me", "price": 1}, nil); st != 400 {
+		t.Errorf("change bid of an on-demand instance: %d %s", st, body)
+	}
+}
+
+// TestRateLimitFollowsRequestRate: a key that sends its burst at one market
+// instant is refused with 429 until the market's clock refills its bucket.
+func TestRateLimitFollowsRequestRate(t *testing.T) {
+	h := newHarness(t, Config{Seed: 22, Faults: Faults{RateLimit: 2, RateBurst: 5}})
+	get := func() int {
+		st, _, _ := h.do("GET", "/api/v0/users/current", nil, nil)
+		return st
+	}
+	for i := range 5 {
+		if st := get(); st != 200 {
+			t.Fatalf("request %d of the burst: %d", i+1, st)
+		}
+	}
+	if st := get(); st != 429 {
+		t.Fatalf("request past the burst: %d, want 429", st)
+	}
+	h.clock.Advance(time.Second) // two tokens back
+	if a, b, c := get(), get(), get(); a != 200 || b != 200 || c != 429 {
+		t.Errorf("a market second later: %d %d %d, want 200 200 429", a, b, c)
+	}
+	h.clock.Advance(time.Hour)
+	for i := range 5 {
+		if st := get(); st != 200 {
+			t.Fatalf("after an hour, request %d: %d", i+1, st)
+		}
+	}
+}
