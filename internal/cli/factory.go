@@ -77,9 +77,13 @@ type factory struct {
 	// frozenAt is set when another process holds the data dir: views show
 	// the store as of this time.
 	frozenAt time.Time
-	st       *store.Store
-	lock     *store.Lock
-	closers  []func() error
+	// overlay is set when another process holds the data dir but the
+	// marketplace can be listed: views show the store with the listing
+	// laid over it, without writing either.
+	overlay bool
+	st      *store.Store
+	lock    *store.Lock
+	closers []func() error
 	// dataDirChecked is the data dir already made private, so the check
 	// and its warning happen once per command.
 	dataDirChecked string
@@ -179,7 +183,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 				}
 			}
 			if err != nil {
-				return nil, err
+				return nil, f.howToShare(err)
 			}
 			baseURL = u
 		} else {
@@ -365,7 +369,7 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 	if write && f.lock == nil {
 		l, err := store.AcquireLock(dir, holder)
 		if err != nil {
-			return nil, err
+			return nil, f.howToShare(err)
 		}
 		f.lock = l
 		f.closers = append(f.closers, func() error { return l.Unlock() })
@@ -385,6 +389,16 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 		f.noteStore(ctx, dir, st)
 	}
 	return st, nil
+}
+
+// howToShare adds, to a refusal because another process holds the data
+// dir or its simulated market, how two commands can use one simulated
+// market at once: one serves it, the others reach it with --api-url.
+func (f *factory) howToShare(err error) error {
+	if f.opts.Market != "sim" || f.opts.APIURL != "" || !(errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse)) {
+		return err
+	}
+	return fmt.Errorf("%w; to share one simulated market, run `vastfleet sim serve` and pass its URL with --api-url and a data dir of its own (--data-dir) to each command", err)
 }
 
 // Close releases everything in reverse order of acquisition.

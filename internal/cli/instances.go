@@ -80,7 +80,7 @@ func (f *factory) sleep(ctx context.Context, d time.Duration) error {
 func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager, error) {
 	m, err := f.manager(ctx, holder)
 	if errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse) {
-		fmt.Fprintf(f.io.ErrOut, "note: %v\nshowing the state it last recorded\n", err)
+		fmt.Fprintf(f.io.ErrOut, "note: %v\n", err)
 		st, err := f.Store(ctx, false, "")
 		if err != nil {
 			return nil, err
@@ -95,6 +95,15 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 				asOf = r.LastSeenAt
 			}
 		}
+		// The marketplace can still be looked at (the holder's simulator
+		// is served to other processes): views overlay its listing on the
+		// store, in memory.
+		if p, perr := f.Provider(ctx); perr == nil {
+			f.overlay = true
+			fmt.Fprintln(f.io.ErrOut, "showing its state as the marketplace lists it now (read only)")
+			return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}, nil
+		}
+		fmt.Fprintln(f.io.ErrOut, "showing the state it last recorded")
 		f.frozenAt = asOf
 		return &fleet.Manager{S: st, Clock: fixedClock(asOf), Log: f.log}, nil
 	}
@@ -260,6 +269,11 @@ func newLsCmd(f *factory) *cobra.Command {
 			recs, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet, IncludeGone: opts.All})
 			if err != nil {
 				return err
+			}
+			if f.overlay {
+				if recs, err = m.Overlay(ctx, recs, f.Clock().Now()); err != nil {
+					fmt.Fprintf(f.io.ErrOut, "warning: could not list the marketplace (%v); showing the state last recorded\n", err)
+				}
 			}
 			views, err := instanceViews(ctx, m, recs, f.Clock().Now())
 			if err != nil {

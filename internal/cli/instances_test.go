@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -237,8 +238,8 @@ func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
 		t.Errorf("ls while locked should name the holder; stderr %q", r.err)
 	}
 	e.ok("cost", "--json")
-	if r := e.fails("destroy", "--all", "--yes"); !strings.Contains(r.err, "holds") {
-		t.Errorf("destroy while locked: stderr %q, want the lock holder named", r.err)
+	if r := e.fails("destroy", "--all", "--yes"); !strings.Contains(r.err, "launch --count 300") || !strings.Contains(r.err, "sim serve") {
+		t.Errorf("destroy while locked: stderr %q, want the lock holder named and how to share the simulator", r.err)
 	}
 	l.Unlock()
 	e.ok("destroy", "--all", "--yes")
@@ -335,5 +336,56 @@ func TestNoGhostsAfterSimReset(t *testing.T) {
 	all := decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out)
 	if len(all) != 1 || all[0]["gone"] != true || all[0]["uptime_seconds"].(float64) < 0 {
 		t.Fatalf("after sim reset, ls --all shows %v, want the instance gone with no negative uptime", all)
+	}
+}
+
+// While a launch holds the data dir, `ls` still shows the fleet as the
+// marketplace lists it now (here: stopped behind the store's back), and
+// writes nothing: the store keeps what the holder recorded.
+func TestLsWhileLockedShowsTheLiveListing(t *testing.T) {
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mkt.Handler())
+	defer srv.Close()
+	e := newEnv(t)
+	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
+	offer := decode[[]map[string]any](t, e.ok(remote("search", "gpu_name=RTX_3090", "-o", "+dph_total", "--limit", "1", "--json")...).out)[0]
+	inst := decode[map[string]any](t, e.ok(remote("rent", fmt.Sprint(int64(offer["id"].(float64))), "--image", "ubuntu:22.04", "--json")...).out)
+	id := int64(inst["id"].(float64))
+	before := decode[[]map[string]any](t, e.ok(remote("ls", "--json")...).out)
+
+	l, err := store.AcquireLock(e.home, "vastfleet launch --count 300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: simAPIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopInstance(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	r := e.ok(remote("ls", "--json")...)
+	rows := decode[[]map[string]any](t, r.out)
+	if len(rows) != 1 || rows[0]["state"] == before[0]["state"] || rows[0]["state"] == "running" {
+		t.Fatalf("ls while locked: %v (before the stop: state %v); want the stop the marketplace lists", rows, before[0]["state"])
+	}
+	if !strings.Contains(r.err, "launch --count 300") || !strings.Contains(r.err, "read only") {
+		t.Errorf("ls while locked: stderr %q, want the holder named and the view said to be read only", r.err)
+	}
+	st, err := store.Open(t.Context(), filepath.Join(e.home, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := st.Instance(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State == rows[0]["state"] {
+		t.Errorf("ls while locked wrote the store (state %q)", rec.State)
 	}
 }
