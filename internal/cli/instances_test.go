@@ -14,9 +14,10 @@ import (
 )
 
 // cheapestOffer returns the id of the cheapest verified RTX 3090 offer.
-func (e *env) cheapestOffer(query string) string {
+func (e *env) cheapestOffer(query string, global ...string) string {
 	e.t.Helper()
-	offers := decode[[]map[string]any](e.t, e.ok("search", query, "-o", "+dph_total", "--limit", "1", "--json").out)
+	args := append(global, "search", query, "-o", "+dph_total", "--limit", "1", "--json")
+	offers := decode[[]map[string]any](e.t, e.ok(args...).out)
 	if len(offers) == 0 {
 		e.t.Fatalf("no offer matches %q", query)
 	}
@@ -245,20 +246,26 @@ func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
 	e.ok("destroy", "--all", "--yes")
 }
 
-// A simulator served elsewhere (`vastfleet sim serve`) is reached with
-// --api-url; costs are then computed in that simulator's time.
-func TestRemoteSimulator(t *testing.T) {
+// serveSim serves a simulated market over loopback, as `vastfleet sim
+// serve` does, at a pace that lets rentals boot within a test.
+func serveSim(t *testing.T) (*sim.Market, *httptest.Server) {
+	t.Helper()
 	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(mkt.Handler())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return mkt, srv
+}
+
+// A simulator served elsewhere (`vastfleet sim serve`) is reached with
+// --api-url; costs are then computed in that simulator's time.
+func TestRemoteSimulator(t *testing.T) {
 	e := newEnv(t)
+	mkt, srv := serveSim(t)
 	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
-	offer := decode[[]map[string]any](t, e.ok(remote("search", "gpu_name=RTX_3090", "-o", "+dph_total", "--limit", "1", "--json")...).out)[0]
-	id := fmt.Sprint(int64(offer["id"].(float64)))
-	e.ok(remote("rent", id, "--image", "ubuntu:22.04")...)
+	e.ok(remote("rent", e.cheapestOffer("gpu_name=RTX_3090", "--api-url", srv.URL), "--image", "ubuntu:22.04")...)
 	if n := len(mkt.Instances()); n != 1 {
 		t.Fatalf("the remote simulator holds %d instances, want 1", n)
 	}
@@ -343,16 +350,10 @@ func TestNoGhostsAfterSimReset(t *testing.T) {
 // marketplace lists it now (here: stopped behind the store's back), and
 // writes nothing: the store keeps what the holder recorded.
 func TestLsWhileLockedShowsTheLiveListing(t *testing.T) {
-	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(mkt.Handler())
-	defer srv.Close()
 	e := newEnv(t)
+	_, srv := serveSim(t)
 	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
-	offer := decode[[]map[string]any](t, e.ok(remote("search", "gpu_name=RTX_3090", "-o", "+dph_total", "--limit", "1", "--json")...).out)[0]
-	inst := decode[map[string]any](t, e.ok(remote("rent", fmt.Sprint(int64(offer["id"].(float64))), "--image", "ubuntu:22.04", "--json")...).out)
+	inst := decode[map[string]any](t, e.ok(remote("rent", e.cheapestOffer("gpu_name=RTX_3090", "--api-url", srv.URL), "--image", "ubuntu:22.04", "--json")...).out)
 	id := int64(inst["id"].(float64))
 	before := decode[[]map[string]any](t, e.ok(remote("ls", "--json")...).out)
 
