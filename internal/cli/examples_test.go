@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"io"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func examplesDir(t *testing.T) string {
@@ -132,6 +136,81 @@ func TestExampleSweep(t *testing.T) {
 	down := decode[jobReport](t, e.ok("down", rep.Job, "--no-collect", "--json").out)
 	if down.Live != 0 {
 		t.Errorf("after down, %d instances live", down.Live)
+	}
+}
+
+// TestSweepSurvivesLostNodes is the fleet workflow's promise through up:
+// 50 items on 5 nodes, one node's machine taken offline mid-run (20%),
+// and still every item done exactly once, every finding kept, no
+// instance left.
+func TestSweepSurvivesLostNodes(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	file := example(t, "sweep", "count: 4", "count: 5", "items: 0..199", "items: 0..49",
+		"max_duration: 2h", "max_duration: 2h\nenv:\n  ROUNDS: \"40\"")
+	res := filepath.Join(t.TempDir(), "results")
+	done := make(chan result, 1)
+	go func() { done <- e.run("up", file, "--agent-bin", agentBin, "--results", res, "--json") }()
+
+	// Once some node has finished an item, its machine goes offline.
+	hosts := filepath.Join(e.home, "sim", "hosts")
+	var victim string
+	for deadline := time.Now().Add(3 * time.Minute); victim == ""; time.Sleep(50 * time.Millisecond) {
+		select {
+		case r := <-done:
+			t.Fatalf("up ended before any item was done: exit %d\n%s", r.code, r.err)
+		default:
+		}
+		filepath.WalkDir(hosts, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && victim == "" && strings.HasPrefix(d.Name(), "item-") {
+				rel, _ := filepath.Rel(hosts, p)
+				victim = strings.Split(rel, string(filepath.Separator))[0]
+			}
+			return nil
+		})
+		if time.Now().After(deadline) {
+			t.Fatal("no item was done in 3 minutes")
+		}
+	}
+	url, err := os.ReadFile(filepath.Join(e.home, "sim", "served-url"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(strings.TrimSpace(string(url))+"/sim/offline/"+victim, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("taking instance %s offline: %d %s", victim, resp.StatusCode, body)
+	}
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("up did not finish within 5 minutes of losing a node")
+	}
+	rep := decode[jobReport](t, r.out)
+	if rep.ItemsDone != 50 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live != 0 {
+		t.Fatalf("exit %d, report %+v\nstderr:\n%s", r.code, rep, r.err)
+	}
+	seen := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(res, rep.Job, "items.jsonl"))), "\n") {
+		seen[decode[itemLine](t, l).Value]++
+	}
+	for i := 0; i < 50; i++ {
+		if n := seen[strconv.Itoa(i)]; n != 1 {
+			t.Errorf("item %d recorded %d times, want once", i, n)
+		}
+	}
+	if rep.Findings > 0 {
+		if lines := strings.Count(readFile(t, filepath.Join(res, rep.Job, "findings.jsonl")), "\n"); int64(lines) != rep.Findings {
+			t.Errorf("findings.jsonl has %d lines, the coordinator %d", lines, rep.Findings)
+		}
 	}
 }
 

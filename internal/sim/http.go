@@ -76,6 +76,7 @@ func (m *Market) Handler() http.Handler {
 	open("GET /sim/state", m.hState)
 	open("GET /sim/clock", m.hClock)
 	open("POST /sim/advance", m.hAdvance)
+	open("POST /sim/offline/{id}", m.hOffline)
 	return mux
 }
 
@@ -781,4 +782,25 @@ func (m *Market) hAdvance(r *http.Request, _ []byte, now time.Time) reply {
 	m.advance(t)
 	m.syncHosts(t)
 	return jsonReply(200, map[string]any{"now": t})
+}
+
+// hOffline takes a running instance's machine offline now, as the host
+// offline fault does at its drawn time: its processes die without notice
+// and its SSH port goes dark. Tests lose nodes mid-run with it.
+func (m *Market) hOffline(r *http.Request, _ []byte, now time.Time) reply {
+	id, ok := pathID(r)
+	var in *instance
+	if ok {
+		in = m.find(id)
+	}
+	if in == nil || in.Destroyed {
+		return errReply(noInstance(id))
+	}
+	if in.Status != "running" {
+		return badArgs("instance %d is %s, not running", id, in.Status)
+	}
+	in.OfflineSet, in.OfflineAt = true, now
+	m.advance(now)
+	m.syncHosts(now)
+	return okReply()
 }
