@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,10 +35,13 @@ func jobRecordOn(dataDir string) (id, state string) {
 }
 
 // TestUpKill9ThenResume: up runs a 40-item job on 3 simulated nodes and
-// is killed with SIGKILL, once mid-launch and once mid-run. Afterwards
-// no instance exists in the marketplace that the store does not know,
-// and up --resume JOB finishes the job: every item recorded exactly once,
-// nothing left running.
+// is killed with SIGKILL mid-launch and mid-run, at a random moment of
+// each phase (up to 1 s into it; the seed is logged). Afterwards no
+// instance exists in the marketplace that the store does not know, and
+// up --resume JOB finishes the job: every item recorded exactly once,
+// nothing left running. One kill per phase in CI; a longer campaign:
+//
+//	VASTFLEET_KILL_UP_RUNS=10 go test ./cmd/vastfleet -run TestUpKill9ThenResume -v -timeout 60m
 func TestUpKill9ThenResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs fleets")
@@ -47,8 +52,17 @@ func TestUpKill9ThenResume(t *testing.T) {
 		}
 	}
 	bin := binary(t)
-	for _, at := range []string{"launching", "running"} {
-		t.Run("mid-"+at, func(t *testing.T) {
+	runs := 1
+	if n, err := strconv.Atoi(os.Getenv("VASTFLEET_KILL_UP_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("kill points drawn with seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	for i := 0; i < 2*runs; i++ {
+		at := []string{"launching", "running"}[i%2]
+		into := time.Duration(rng.Int64N(int64(time.Second)))
+		t.Run(fmt.Sprintf("mid-%s-%d", at, i/2), func(t *testing.T) {
 			dir := t.TempDir()
 			data := filepath.Join(dir, "data")
 			file := filepath.Join(dir, "job.yaml")
@@ -81,6 +95,14 @@ run: sleep 0.2; echo "item {item} done"
 				}
 				return state == at
 			})
+			select {
+			case <-time.After(into):
+			case <-exited:
+			}
+			if _, state := jobRecordOn(data); state != at {
+				t.Skipf("the phase %s ended within %v; nothing to kill in it", at, into)
+			}
+			t.Logf("SIGKILL %v into %s", into, at)
 			up.Process.Kill()
 			<-exited
 			// Should the test fail, the nodes (and their processes) still go.

@@ -324,24 +324,32 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		return nil, err
 	}
 	fmt.Fprintf(f.io.ErrOut, "job %s: dashboard %s\n", id, rec.Dashboard)
+	resumeLaunch := false
 	if opts.resumed != nil {
 		switch rec.State {
 		case "running", "kept":
 			return resumeRun(ctx, f, m, c, opts, job, rec)
 		default:
-			// Cut off mid-launch: what that launch rented is destroyed
-			// (and counted as waste) and the launch starts over; the
-			// items stay as they were.
-			fmt.Fprintf(f.io.ErrOut, "job %s: its launch was cut off; destroying what it rented and launching again\n", id)
-			if err := destroyJob(ctx, f, m, id); err != nil {
-				return nil, err
+			// Cut off mid-launch: the launch itself resumes, within its
+			// own deadline, keeping what it rented (the store knew each
+			// rental before it was sent). Cut off before the launch was
+			// recorded, nothing was rented: it starts afresh.
+			if _, err := m.S.GetFleet(ctx, id); err == nil {
+				fmt.Fprintf(f.io.ErrOut, "job %s: its launch was cut off; resuming it within its deadline\n", id)
+				resumeLaunch = true
 			}
 			rec.State = "launching"
 		}
 	}
 
 	view := newLaunchView(f, false)
-	sum, lerr := launch.Run(ctx, m, spec, cands, view.event)
+	var sum launch.Summary
+	var lerr error
+	if resumeLaunch {
+		sum, lerr = launch.Resume(ctx, m, id, view.event)
+	} else {
+		sum, lerr = launch.Run(ctx, m, spec, cands, view.event)
+	}
 	f.keepMarketMoving()
 	if view.live {
 		fmt.Fprint(f.io.ErrOut, "\r\033[K")
