@@ -690,7 +690,7 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 		t := snap.Totals
 		items := ""
 		if t.ItemsDone+t.ItemsLeft > 0 {
-			items = fmt.Sprintf("items %d/%d  ", t.ItemsDone, t.ItemsDone+t.ItemsLeft)
+			items = fmt.Sprintf("items %d/%d %s  ", t.ItemsDone, t.ItemsDone+t.ItemsLeft, itemsETA(t.ItemsDone, t.ItemsLeft, clk.Now().Sub(began)))
 		}
 		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  %sfindings %d  %s$%.3f/hr  $%.2f spent  %s",
 			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), items, t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
@@ -720,6 +720,15 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 		case <-tick.C:
 		}
 	}
+}
+
+// itemsETA is the market time the items left need at the rate so far
+// ("ETA -" before the first is done).
+func itemsETA(done, left int64, elapsed time.Duration) string {
+	if done == 0 || elapsed <= 0 {
+		return "ETA -"
+	}
+	return "ETA " + (time.Duration(float64(elapsed) / float64(done) * float64(left))).Round(time.Second).String()
 }
 
 func metricText(m map[string]float64) string {
