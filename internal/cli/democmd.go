@@ -45,7 +45,7 @@ cost report printed. The simulated instances run on this machine.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&opts.Count, "count", 20, "instances to launch (50 and more want more than two cores to finish in two minutes)")
+	fl.IntVar(&opts.Count, "count", 50, "instances to launch")
 	fl.StringVar(&opts.Prefix, "prefix", "0000", "hex prefix the searched hashes start with")
 	fl.Float64Var(&opts.Seconds, "seconds", 6, "how long each node searches (wall seconds)")
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
