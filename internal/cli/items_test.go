@@ -58,16 +58,10 @@ func TestItemsSurviveLostNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var holder string
+	// Item 0 may even be done already, by another node that got it when
+	// the hung node's lease ran out on a loaded machine; the checks below
+	// hold either way (done once, not by the hung node, on a later lease).
 	waitFor(t, "a node to hang on item 0", 60*time.Second, func() bool {
-		res, err := db.ItemResults(ctx, "work")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Value == "0" {
-				t.Fatalf("item 0 finished before its node was destroyed")
-			}
-		}
 		b, _ := os.ReadFile(filepath.Join(marker, "node"))
 		holder = strings.TrimSpace(string(b))
 		return strings.HasPrefix(holder, "C.")
