@@ -32,8 +32,11 @@ func TestBenchMustShow(t *testing.T) {
 	if vf.ShareReady < 0.95 {
 		t.Errorf("vastfleet: %.1f%% of %d ready, want ≥ 95%%", 100*vf.ShareReady, count)
 	}
-	if vf.BootSpend > all.BootSpend/2 {
-		t.Errorf("vastfleet boot-phase spend $%.2f is more than half of start-all-wait's $%.2f", vf.BootSpend, all.BootSpend)
+	// Below start-all-wait's. It was under half before the simulated
+	// market took parked GPUs at the published rate (4% a minute): each
+	// lost GPU is now a replacement that boots again.
+	if vf.BootSpend >= all.BootSpend {
+		t.Errorf("vastfleet boot-phase spend $%.2f is not below start-all-wait's $%.2f", vf.BootSpend, all.BootSpend)
 	}
 	if all.ShareReady >= vf.ShareReady || by[launch.StrategyManualPark].ShareReady >= vf.ShareReady {
 		t.Errorf("vastfleet should beat both other strategies on share ready")
