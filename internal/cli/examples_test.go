@@ -74,6 +74,25 @@ func TestExampleSearchFleet(t *testing.T) {
 	}
 }
 
+// itemsRecordedOnce reads an items.jsonl and checks that items 0..n-1
+// each have exactly one result in it; it returns the results.
+func itemsRecordedOnce(t *testing.T, path string, n int) []itemLine {
+	t.Helper()
+	var out []itemLine
+	seen := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(readFile(t, path)), "\n") {
+		it := decode[itemLine](t, l)
+		seen[it.Value]++
+		out = append(out, it)
+	}
+	for i := 0; i < n; i++ {
+		if c := seen[strconv.Itoa(i)]; c != 1 {
+			t.Errorf("item %d recorded %d times, want once", i, c)
+		}
+	}
+	return out
+}
+
 // TestExampleSweep runs examples/sweep.yaml through up (its workdir
 // relative to the file): 40 items over 3 nodes, each recorded exactly
 // once, the job over when the items are, every item's output file
@@ -93,18 +112,9 @@ func TestExampleSweep(t *testing.T) {
 	if rep.ItemsDone != 40 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live < 3 || rep.Ran != 3 {
 		t.Fatalf("report %+v\nstderr:\n%s", rep, r.err)
 	}
-	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(res, rep.Job, "items.jsonl"))), "\n")
-	seen := map[string]int{}
-	for _, l := range lines {
-		it := decode[itemLine](t, l)
-		seen[it.Value]++
+	for _, it := range itemsRecordedOnce(t, filepath.Join(res, rep.Job, "items.jsonl"), 40) {
 		if it.ExitCode != 0 || !strings.Contains(it.StdoutTail, "item "+it.Value+": ") {
 			t.Errorf("item %s: exit %d, output %q", it.Value, it.ExitCode, it.StdoutTail)
-		}
-	}
-	for i := 0; i < 40; i++ {
-		if n := seen[strconv.Itoa(i)]; n != 1 {
-			t.Errorf("item %d recorded %d times, want once", i, n)
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(res, rep.Job, "*", "item-*.txt"))
@@ -198,15 +208,7 @@ func TestSweepSurvivesLostNodes(t *testing.T) {
 	if rep.ItemsDone != 50 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live != 0 {
 		t.Fatalf("exit %d, report %+v\nstderr:\n%s", r.code, rep, r.err)
 	}
-	seen := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(res, rep.Job, "items.jsonl"))), "\n") {
-		seen[decode[itemLine](t, l).Value]++
-	}
-	for i := 0; i < 50; i++ {
-		if n := seen[strconv.Itoa(i)]; n != 1 {
-			t.Errorf("item %d recorded %d times, want once", i, n)
-		}
-	}
+	itemsRecordedOnce(t, filepath.Join(res, rep.Job, "items.jsonl"), 50)
 	if rep.Findings > 0 {
 		if lines := strings.Count(readFile(t, filepath.Join(res, rep.Job, "findings.jsonl")), "\n"); int64(lines) != rep.Findings {
 			t.Errorf("findings.jsonl has %d lines, the coordinator %d", lines, rep.Findings)
