@@ -33,8 +33,10 @@ func (m *Manager) Overlay(ctx context.Context, recs []store.Instance, now time.T
 		switch {
 		case st != "running":
 			r.RunningSince = time.Time{}
-		case r.State != "running" || r.RunningSince.IsZero() || !r.GoneAt.IsZero():
+		case !r.GoneAt.IsZero():
 			r.RunningSince = now
+		case r.State != "running" || r.RunningSince.IsZero():
+			r.RunningSince = store.ChangedAt(r.LastSeenAt, now)
 		}
 		r.State, r.SSHHost, r.SSHPort, r.LastSeenAt, r.GoneAt = st, sshHost(row), sshPort(row), now, time.Time{}
 		if u := provider.SSHURL(row); u != "" {

@@ -45,8 +45,9 @@ func TestCostMatchesLedgerForLaunchOf50(t *testing.T) {
 	spec.Create.Image = "pytorch/pytorch:latest"
 	spec.ImageGB = 8
 	spec.Deadline = 15 * time.Minute
-	// Compute is priced from the states listings show, so a boot is seen
-	// up to one poll late; 5 s polls keep that under a cent for 50.
+	// Compute is priced from the states listings show: a boot seen by a
+	// poll is dated mid-way since the poll before (store.ChangedAt), so
+	// each boot is up to half a poll off and the errors mostly cancel.
 	spec.PollEvery = 5 * time.Second
 	sum, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), nil)
 	if err != nil {

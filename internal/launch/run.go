@@ -482,6 +482,7 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 // only: the store fsyncs every commit), spend, adoption of our rentals the
 // store did not record, and gone instances.
 func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time) []int64 {
+	prev := r.lastTick
 	dt := now.Sub(r.lastTick)
 	if dt > 0 {
 		for _, n := range r.nodes {
@@ -541,7 +542,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		host, port, _ := provider.SSHAddr(row)
 		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
 		if st != n.state || host != n.sshHost || port != n.sshPort {
-			if err := r.m.S.UpdateSeen(ctx, n.id, st, host, port, provider.SSHURL(row), now); err != nil {
+			if err := r.m.S.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
 			}
 			n.state, n.sshHost, n.sshPort = st, host, port

@@ -301,12 +301,37 @@ func (s *Store) RecordCreated(ctx context.Context, intentID int64, i Instance, n
 	return nil
 }
 
+// watchedGap is the longest gap between two listings that counts as
+// watching: the polls of launch and wait are well inside it.
+const watchedGap = time.Minute
+
+// ChangedAt dates a state change that a listing at now shows and the one at
+// lastSeen did not. While the tool was watching, the middle of that window:
+// dating it at now would bill every boot half a poll short on average, and
+// at the midpoint the errors of a fleet cancel instead of adding up. After
+// a longer gap the change is most often the tool's own stop or start just
+// made, so now.
+func ChangedAt(lastSeen, now time.Time) time.Time {
+	gap := now.Sub(lastSeen)
+	if lastSeen.IsZero() || gap <= 0 || gap > watchedGap {
+		return now
+	}
+	return lastSeen.Add(gap / 2)
+}
+
 // UpdateSeen records what a listing showed: actual_status, ssh host and
 // port. A state change appends an event; entering "running" sets
 // RunningSince, leaving it clears it. An instance marked gone that shows up
 // again is live again (a listing beats our belief), with an event from
 // "gone".
 func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string, sshPort int, sshURL string, now time.Time) error {
+	return s.UpdateSeenAfter(ctx, id, state, sshHost, sshPort, sshURL, time.Time{}, now)
+}
+
+// UpdateSeenAfter is UpdateSeen for a watcher that lists the fleet every
+// poll and writes only changes: prev is its previous listing, which still
+// showed the old state, so a change is dated within (prev, now].
+func (s *Store) UpdateSeenAfter(ctx context.Context, id int64, state, sshHost string, sshPort int, sshURL string, prev, now time.Time) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		old, err := getInstance(ctx, tx, id)
 		if err != nil {
@@ -316,11 +341,19 @@ func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string,
 		if !old.GoneAt.IsZero() {
 			from = StateGone
 		}
+		changed := now
+		if from != state && old.GoneAt.IsZero() {
+			last := old.LastSeenAt
+			if prev.After(last) {
+				last = prev
+			}
+			changed = ChangedAt(last, now)
+		}
 		running := fmtNullTime(old.RunningSince)
 		if state != "running" {
 			running = nil
 		} else if old.State != "running" || old.RunningSince.IsZero() || !old.GoneAt.IsZero() {
-			running = fmtTime(now)
+			running = fmtTime(changed)
 		}
 		// The address is derived by the caller (provider.SSHURL, its one
 		// home); a row seen without one keeps the last known.
@@ -335,7 +368,7 @@ func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string,
 			return err
 		}
 		if from != state {
-			return addEvent(ctx, tx, id, from, state, now)
+			return addEvent(ctx, tx, id, from, state, changed)
 		}
 		return nil
 	})

@@ -425,7 +425,7 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEv := []Event{
-		{7, "", "loading", t0.Add(time.Minute)},
+		{7, "", "loading", t0.Add(30 * time.Second)}, // seen a minute after the insert: dated mid-window
 		{7, "loading", "running", t0.Add(5 * time.Minute)},
 		{7, "running", "stopped", t0.Add(time.Hour)},
 		{7, "stopped", StateGone, t0.Add(63 * time.Minute)},
@@ -616,5 +616,24 @@ func TestIDIsDrawnOnceAndKept(t *testing.T) {
 	defer other.Close()
 	if oid, _ := other.ID(ctx); oid == id {
 		t.Errorf("two stores drew the same id %q", id)
+	}
+}
+
+// A change seen by a poll is dated mid-way since the previous sighting
+// while the tool watched; after a long gap, at the sighting.
+func TestChangedAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		last, now, want time.Time
+	}{
+		{t0, t0.Add(10 * time.Second), t0.Add(5 * time.Second)},
+		{t0, t0.Add(time.Minute), t0.Add(30 * time.Second)},
+		{t0, t0.Add(time.Hour), t0.Add(time.Hour)},
+		{time.Time{}, t0, t0},
+		{t0.Add(time.Second), t0, t0},
+	} {
+		if got := ChangedAt(c.last, c.now); !got.Equal(c.want) {
+			t.Errorf("ChangedAt(%v, %v) = %v, want %v", c.last, c.now, got, c.want)
+		}
 	}
 }
