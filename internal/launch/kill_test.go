@@ -36,8 +36,10 @@ import (
 const (
 	// killScale is slow enough that the child reaches the kill point
 	// (at most 50 creates) well inside its 10-minute deadline even on a
-	// loaded machine: the resume keeps that deadline.
-	killScale  = 20.0
+	// loaded machine: the resume keeps that deadline. At 20× a loaded CI
+	// machine took 9.3 s of wall time to 33 creates, 3 of the 10 minutes,
+	// and the resume fell one short of 85%; at 8× that is 74 s.
+	killScale  = 8.0
 	killSeed   = 21
 	killOffers = 4000
 	killCount  = 300
@@ -187,11 +189,10 @@ func killOnce(t *testing.T, killAt int) {
 		beforeResume, killAt, sum.Ready, sum.Asked, createCount(mkt))
 	checkNoLeaks(t, mkt, env.St)
 	// What a user resuming a crashed launch expects: the fleet they asked
-	// for, within the deadline the launch started with. 85%: this test's
-	// market runs on a wall-scaled clock, so where the kill lands varies
-	// with load, and on the realistic market (parked GPUs taken, slow
-	// hosts slow with the image) one kill point left 266 of 300 ready.
-	if min := killCount * 85 / 100; sum.Ready < min {
+	// for, within the deadline the launch started with. 90%, not all:
+	// the child's market runs on a wall-scaled clock, so how much of the
+	// deadline the kill takes varies with load (killScale).
+	if min := killCount * 90 / 100; sum.Ready < min {
 		t.Errorf("resumed launch: %d ready of %d, want at least %d: %+v", sum.Ready, killCount, min, sum)
 	}
 	spec := killSpec().WithDefaults()
