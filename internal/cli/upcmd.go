@@ -22,6 +22,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/remote"
@@ -827,6 +828,35 @@ func finishJob(ctx context.Context, f *factory, m *fleet.Manager, c *runningCoor
 	return rep, errors.Join(errs...)
 }
 
+// runningNodes splits nodes by what the marketplace lists now: an
+// instance that is offline, stopped or gone cannot answer SSH, and trying
+// would only wait out the connection retries meant for a booting one. If
+// the listing fails, every node is tried.
+func runningNodes(ctx context.Context, p provider.Provider, nodes []node) (reachable []node, lost []collectRow) {
+	l, err := p.ListInstances(ctx)
+	if err != nil {
+		return nodes, nil
+	}
+	state := map[int64]string{}
+	for _, row := range l.Instances {
+		state[row.ID] = row.Status()
+	}
+	for _, n := range nodes {
+		st, ok := state[n.ID]
+		switch {
+		case !ok:
+			lost = append(lost, collectRow{Node: n.Name, ID: n.ID, Error: "the instance is gone from the marketplace's listing: its files went with it"})
+		case st == provider.StateOffline:
+			lost = append(lost, collectRow{Node: n.Name, ID: n.ID, Error: "the host is offline: not collected; its files come back only if the host does"})
+		case st != provider.StateRunning:
+			lost = append(lost, collectRow{Node: n.Name, ID: n.ID, Error: fmt.Sprintf("the instance is %s, not running: not collected (a stopped instance's files can still be copied with vast's copy)", st)})
+		default:
+			reachable = append(reachable, n)
+		}
+	}
+	return reachable, lost
+}
+
 // collectJob pulls results from the nodes and writes every finding the
 // coordinator holds to LOCAL/findings.jsonl.
 func collectJob(ctx context.Context, f *factory, c *runningCoord, rec *jobRecord, nodes []node) error {
@@ -836,10 +866,12 @@ func collectJob(ctx context.Context, f *factory, c *runningCoord, rec *jobRecord
 		if err != nil {
 			return err
 		}
-		rows, err := collectNodes(ctx, f, p, nodes, rec.Results, filepath.Dir(rec.LocalDir), 64)
+		reachable, lost := runningNodes(ctx, p, nodes)
+		rows, err := collectNodes(ctx, f, p, reachable, rec.Results, filepath.Dir(rec.LocalDir), 64)
 		if err != nil {
 			return err
 		}
+		rows = append(rows, lost...)
 		files, failed := 0, 0
 		for _, r := range rows {
 			files += r.Fetched
