@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -323,18 +324,20 @@ func waitForWindow(ctx context.Context, f *factory, opts *launchOptions, args []
 	return ranked, nil
 }
 
-// launchView shows a launch: JSON lines, a live line on a terminal, or log
-// lines.
+// launchView shows a launch: JSON lines, a live view on a terminal (a bar
+// of ready instances, the log above it), or log lines.
 type launchView struct {
 	f       *factory
 	json    bool
 	enc     *json.Encoder
-	live    bool
+	tty     bool
+	mu      sync.Mutex
+	live    *liveView // opened at the first event, on a terminal
 	lastLog time.Time
 }
 
 func newLaunchView(f *factory, asJSON bool) *launchView {
-	v := &launchView{f: f, json: asJSON, live: f.io.ErrTTY && !asJSON}
+	v := &launchView{f: f, json: asJSON, tty: f.io.ErrTTY && !asJSON}
 	if asJSON {
 		v.enc = json.NewEncoder(f.io.Out)
 		v.enc.SetEscapeHTML(false)
@@ -347,33 +350,44 @@ func (v *launchView) event(e launch.Event) {
 		v.enc.Encode(e)
 		return
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.tty && v.live == nil {
+		v.live = openLiveView(v.f.io, "ready")
+	}
 	w := v.f.io.ErrOut
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
-		line := fmt.Sprintf("ready %d/%d  booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left",
-			p.Ready, p.Asked, p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
-		if v.live {
-			fmt.Fprintf(w, "\r\033[K%s", line)
+		if v.live != nil {
+			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left",
+				p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second)))
 			return
 		}
 		// Off a terminal, one progress line a minute of marketplace time.
 		if e.At.Sub(v.lastLog) >= time.Minute {
 			v.lastLog = e.At
-			fmt.Fprintf(w, "%s progress: %s\n", e.At.UTC().Format("15:04:05"), line)
+			fmt.Fprintf(w, "%s progress: ready %d/%d  booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left\n",
+				e.At.UTC().Format("15:04:05"), p.Ready, p.Asked, p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
 		}
 		return
 	}
 	if e.Event == launch.EvSummary {
 		return
 	}
-	if v.live {
-		fmt.Fprint(w, "\r\033[K")
-	}
 	msg := e.Msg
 	if e.InstanceID != 0 {
 		msg = fmt.Sprintf("instance %d %s", e.InstanceID, msg)
 	}
 	fmt.Fprintf(w, "%s %-11s %s\n", e.At.UTC().Format("15:04:05"), e.Event, termSafe(strings.TrimSpace(msg)))
+}
+
+// stop closes the live view, if one is open; the summary and questions
+// come after it.
+func (v *launchView) stop() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.live.close()
+	v.live = nil
 }
 
 // finish prints the summary, and after an interrupt asks what to do with the
@@ -394,9 +408,7 @@ func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, f
 		err = partialError{fmt.Errorf("fleet %s: %d ready of %d asked, below the %d required%s (see `vastfleet ls --fleet %s`; `vastfleet cleanup %s` destroys what is not running)",
 			fleetName, sum.Ready, sum.Asked, minReady, stopped, fleetName, fleetName)}
 	}
-	if v.live {
-		fmt.Fprint(f.io.ErrOut, "\r\033[K")
-	}
+	v.stop()
 	if err != nil && !sum.Interrupted {
 		return err
 	}

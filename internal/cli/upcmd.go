@@ -22,9 +22,9 @@ import (
 	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
-	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -352,9 +352,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job, p
 		sum, lerr = launch.Run(ctx, m, spec, cands, view.event)
 	}
 	f.keepMarketMoving()
-	if view.live {
-		fmt.Fprint(f.io.ErrOut, "\r\033[K")
-	}
+	view.stop()
 	if est == 0 {
 		// The launch's own projection: every node at its $/hr for the run
 		// (max_duration, else the launch horizon), plus the image pulls.
@@ -657,18 +655,17 @@ func prepareNodes(ctx context.Context, f *factory, job *jobfile.Job, id string, 
 func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions, job *jobfile.Job, id string, nodes []node) (string, map[int64]int) {
 	clk := f.Clock()
 	began := clk.Now()
-	live := f.io.ErrTTY && !opts.JSON
+	var live *liveView
+	if !opts.JSON {
+		live = openLiveView(f.io, "job "+id)
+	}
+	defer live.close()
 	var lastLine time.Time
 	exits := map[int64]int{}
 	want := map[int64]bool{}
 	for _, n := range nodes {
 		want[n.ID] = true
 	}
-	defer func() {
-		if live {
-			fmt.Fprint(f.io.ErrOut, "\r\033[K")
-		}
-	}()
 	tick := time.NewTicker(opts.poll)
 	defer tick.Stop()
 	for {
@@ -696,11 +693,15 @@ func watchJob(ctx context.Context, f *factory, c *runningCoord, opts *upOptions,
 		line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  %sfindings %d  %s$%.3f/hr  $%.2f spent  %s",
 			t.NodesAlive, t.NodesStale, t.NodesDead, ended, len(nodes), items, t.Findings, metricText(t.Metrics), t.DPH, t.Spent, clk.Now().Sub(began).Round(time.Second))
 		switch {
-		case live:
-			fmt.Fprintf(f.io.ErrOut, "\r\033[K%s", line)
+		case live != nil && t.ItemsDone+t.ItemsLeft > 0:
+			live.update(t.ItemsDone, t.ItemsDone+t.ItemsLeft, "items  "+line)
+		case live != nil:
+			live.update(int64(ended), int64(len(nodes)), "run exited  "+line)
 		case time.Since(lastLine) >= 5*time.Second:
+			// Throttled in wall time, stamped in the market's, as the
+			// launch's lines are.
 			lastLine = time.Now()
-			fmt.Fprintf(f.io.ErrOut, "%s job %s: %s\n", time.Now().UTC().Format("15:04:05"), id, line)
+			fmt.Fprintf(f.io.ErrOut, "%s job %s: %s\n", clk.Now().UTC().Format("15:04:05"), id, line)
 		}
 		switch {
 		case job.Run != "" && ended+dead >= len(nodes):
