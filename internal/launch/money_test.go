@@ -39,6 +39,9 @@ func ledgerByKind(t *testing.T, e *launchsim.Env, fleetName string) map[string]f
 // ledger to the cent on compute, storage and bandwidth each, and says so in
 // its JSON under one name per part.
 func TestCostMatchesLedgerForLaunchOf50(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
+	}
 	e := newTestEnv(t, 21, sim.Faults{StuckLoading: 0.08, BootFail: 0.08, SlowBoot: 0.15})
 	ctx := context.Background()
 	spec := baseSpec("fifty", 50)

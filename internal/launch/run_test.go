@@ -192,6 +192,9 @@ func TestBudgetStopsAtCap(t *testing.T) {
 }
 
 func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
+	}
 	e := newTestEnv(t, 6, sim.Faults{BootFail: 0.4})
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("first", 15)

@@ -156,6 +156,9 @@ func mustScorer(t *testing.T, by string) Scorer {
 }
 
 func TestRankScanEqualsRankTop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
+	}
 	offers := syntheticOffers(5000)
 	data, err := json.Marshal(offers)
 	if err != nil {

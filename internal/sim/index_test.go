@@ -36,6 +36,9 @@ func referenceSearch(m *Market, q market.Query, limit int) []market.Offer {
 }
 
 func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
+	}
 	faults, _ := Profile("none")
 	faults.OfferChurnPerHour = 0.3
 	h := newHarness(t, Config{Seed: 4, Offers: 3000, Faults: faults})

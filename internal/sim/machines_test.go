@@ -16,6 +16,9 @@ import (
 // machine that failed its first renter fails the second more often than
 // one that did not.
 func TestFailuresFollowMachines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
+	}
 	f := Faults{StuckLoading: 0.05, BootFail: 0.05, HostOffline: 0.02}
 	clock := NewManualClock(t0)
 	m, err := New(Config{Seed: 3, Offers: DefaultOffers, Faults: f, Balance: 1e9, Clock: clock, APIKey: testKey})
@@ -176,6 +179,9 @@ func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
 // extraction, slowest on the slow hosts, leave clearly fewer running after
 // 10 minutes.
 func TestImageSizeShapesBootYield(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
+	}
 	f, err := Profile("realistic")
 	if err != nil {
 		t.Fatal(err)
