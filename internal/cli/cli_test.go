@@ -155,7 +155,7 @@ func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
 
 	table := e.ok(args...).out
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[0], "RELIABILITY") {
+	if !strings.HasPrefix(lines[0], "ID\t") || !strings.Contains(lines[0], "RELIABILITY") {
 		t.Errorf("header = %q", lines[0])
 	}
 	if !strings.HasPrefix(lines[len(lines)-1], "TOTAL") {
@@ -335,7 +335,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		}
 		out := newEnv(t).ok(args...).out
 		rows := strings.Split(strings.TrimSpace(out), "\n")
-		if len(rows) < 3 || !strings.HasPrefix(rows[0], "ID ") || !strings.HasPrefix(rows[len(rows)-1], "TOTAL") {
+		if len(rows) < 3 || !strings.HasPrefix(rows[0], "ID\t") || !strings.HasPrefix(rows[len(rows)-1], "TOTAL") {
 			t.Errorf("README search printed no offer table:\n%s", out)
 		}
 		searched = true
@@ -604,6 +604,29 @@ func checkPNGLabelled(t *testing.T, b []byte) {
 	} {
 		if n := ink(part.r); n < 20 {
 			t.Errorf("PNG plot: %s missing (%d dark pixels in %v)", part.name, n, part.r)
+		}
+	}
+}
+
+// Off a terminal a table is tab-separated lines, header first, so `cut -f`
+// and awk read it; on a terminal it is aligned (TestLaunchOnATerminal...).
+func TestTablesArePlainOffATerminal(t *testing.T) {
+	e := newEnv(t)
+	r := e.ok("search", "--by", "vcpu", "--limit", "5", "cpu_cores_effective>16")
+	lines := strings.Split(strings.TrimRight(r.out, "\n"), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("want a header and rows, got %q", r.out)
+	}
+	header := strings.Split(lines[0], "\t")
+	if header[0] != "ID" || len(header) < 5 {
+		t.Fatalf("header %q: want tab-separated columns starting with ID", lines[0])
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "  ") {
+			t.Errorf("line %q is padded for alignment off a terminal", l)
+		}
+		if n := len(strings.Split(l, "\t")); n != len(header) {
+			t.Errorf("line %q has %d fields, the header %d", l, n, len(header))
 		}
 	}
 }

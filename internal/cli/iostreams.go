@@ -67,15 +67,29 @@ func writeJSONArray[T any](w io.Writer, rows []T) error {
 	return bw.Flush()
 }
 
-// table writes aligned columns; the first row is the header.
+// table writes aligned columns for a person at a terminal and plain
+// tab-separated lines otherwise (a pipe, a file: `cut -f2`, awk -F'\t'),
+// as gh does; the first row is the header either way.
 type table struct {
 	tw *tabwriter.Writer
+	w  io.Writer // set when the output is not a terminal: no alignment
 }
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{}
+	if isTerminal(w) {
+		t.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	} else {
+		t.w = w
+	}
 	t.row(header...)
 	return t
+}
+
+// isTerminal says whether w is a terminal a person reads.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // row writes one row; every cell goes through termSafe, as cells carry
@@ -85,10 +99,19 @@ func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		safe[i] = termSafe(c)
 	}
+	if t.tw == nil {
+		fmt.Fprintln(t.w, strings.Join(safe, "\t"))
+		return
+	}
 	fmt.Fprintln(t.tw, strings.Join(safe, "\t"))
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+func (t *table) flush() error {
+	if t.tw == nil {
+		return nil
+	}
+	return t.tw.Flush()
+}
 
 // confirm asks a yes/no question; without a terminal the answer is no.
 func confirm(io *IOStreams, question string) bool {
