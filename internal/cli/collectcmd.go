@@ -90,56 +90,66 @@ func untarInto(dir string, r io.Reader) (int, int64, error) {
 	}
 }
 
-func newCollectCmd(f *factory) *cobra.Command {
-	var fleetName, remoteDir, to string
-	var all, asJSON bool
-	var parallel int
+// collectOptions is what `collect` was asked, parsed.
+type collectOptions struct {
+	Nodes     nodeTargets
+	RemoteDir string
+	To        string
+	Parallel  int
+	JSON      bool
+}
+
+func newCollectCmd(f *factory, runF func(context.Context, *collectOptions) error) *cobra.Command {
+	opts := &collectOptions{}
 	cmd := &cobra.Command{
 		Use:   "collect (--fleet F | --all | --id ID...) [--remote /workspace/project/results] [--to ./results]",
 		Short: "Pull results from nodes into TO/<fleet>/<node>/, only files that changed since the last collect",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			ids, _ := cmd.Flags().GetStringSlice("id")
-			nodes, p, err := f.selectNodes(ctx, fleetName, all, ids, true)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			rows, err := collectNodes(ctx, f, p, nodes, remoteDir, to, parallel)
-			if err != nil {
-				return err
-			}
-			failed := 0
-			for _, r := range rows {
-				if r.Error != "" {
-					failed++
-				}
-			}
-			if asJSON {
-				if err := writeJSON(f.io.Out, rows); err != nil {
-					return err
-				}
-			} else {
-				tw := newTable(f.io.Out, "NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "ERROR")
-				for _, r := range rows {
-					tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(r.Error))
-				}
-				if err := tw.flush(); err != nil {
-					return err
-				}
-			}
-			return fanOutError("collect", failed, len(rows))
+			return collectRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&fleetName, "fleet", "", "collect from this fleet's live instances")
-	fl.BoolVar(&all, "all", false, "collect from every live instance")
-	fl.StringSlice("id", nil, "collect from these instance IDs")
-	fl.StringVar(&remoteDir, "remote", "/workspace/project/results", "results directory on the nodes")
-	fl.StringVar(&to, "to", "results", "local directory; files land in TO/<fleet>/<node>/")
-	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
+	opts.Nodes.register(fl, "collect from", true)
+	fl.StringVar(&opts.RemoteDir, "remote", "/workspace/project/results", "results directory on the nodes")
+	fl.StringVar(&opts.To, "to", "results", "local directory; files land in TO/<fleet>/<node>/")
+	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	limitFlags(fl, bounds{"parallel", "1", "1024"})
-	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
+	fl.BoolVar(&opts.JSON, "json", false, "print the per-node table as JSON")
 	return cmd
+}
+
+func collectRun(ctx context.Context, f *factory, opts *collectOptions) error {
+	nodes, p, err := opts.Nodes.resolve(ctx, f)
+	if err != nil {
+		return err
+	}
+	rows, err := collectNodes(ctx, f, p, nodes, opts.RemoteDir, opts.To, opts.Parallel)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range rows {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if opts.JSON {
+		if err := writeJSON(f.io.Out, rows); err != nil {
+			return err
+		}
+	} else {
+		tw := newTable(f.io.Out, "NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "ERROR")
+		for _, r := range rows {
+			tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(r.Error))
+		}
+		if err := tw.flush(); err != nil {
+			return err
+		}
+	}
+	return fanOutError("collect", failed, len(rows))
 }
 
 // simRelative maps /workspace and /root to a simulated instance's own

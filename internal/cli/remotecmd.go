@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -129,6 +130,28 @@ func (k *fleetKey) remember(id int64, key ssh.PublicKey) error {
 		err = cerr
 	}
 	return err
+}
+
+// nodeTargets is which nodes a fan-out command acts on: a fleet's live
+// instances, every live instance, or the instance ids given.
+type nodeTargets struct {
+	Fleet string
+	All   bool
+	IDs   []string
+}
+
+// register adds --fleet and --all, and --id where the ids are not the
+// command's arguments; verb completes the help ("sync to").
+func (n *nodeTargets) register(fl *pflag.FlagSet, verb string, idFlag bool) {
+	fl.StringVar(&n.Fleet, "fleet", "", verb+" this fleet's live instances")
+	fl.BoolVar(&n.All, "all", false, verb+" every live instance")
+	if idFlag {
+		fl.StringSliceVar(&n.IDs, "id", nil, verb+" these instance IDs")
+	}
+}
+
+func (n *nodeTargets) resolve(ctx context.Context, f *factory) ([]node, provider.Provider, error) {
+	return f.selectNodes(ctx, n.Fleet, n.All, n.IDs, true)
 }
 
 // selectNodes resolves --fleet/--all/IDs to running instances with an SSH
@@ -324,11 +347,20 @@ type execRow struct {
 	OutputFile string  `json:"output_file,omitempty"`
 }
 
-func newExecCmd(f *factory) *cobra.Command {
-	var fleetName, outDir string
-	var all, asJSON bool
-	var parallel int
-	var timeout time.Duration
+// execOptions is what `exec` was asked: flags and arguments, parsed.
+type execOptions struct {
+	Nodes    nodeTargets
+	Command  string
+	Parallel int
+	Timeout  time.Duration
+	OutDir   string
+	JSON     bool
+}
+
+// newExecCmd parses into execOptions and hands them to runF (tests) or
+// execRun.
+func newExecCmd(f *factory, runF func(context.Context, *execOptions) error) *cobra.Command {
+	opts := &execOptions{}
 	cmd := &cobra.Command{
 		Use:   "exec (--fleet F | --all | ID...) [--parallel K] [--timeout D] [--out DIR] -- CMD",
 		Short: "Run a command on every node over SSH, with rank variables; a table of exit codes",
@@ -343,28 +375,34 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 			if dash < 0 || dash == len(args) {
 				return usagef("give the command after --, e.g. vastfleet exec --fleet f -- nvidia-smi")
 			}
-			command := strings.Join(args[dash:], " ")
-			ctx := cmd.Context()
-			nodes, p, err := f.selectNodes(ctx, fleetName, all, args[:dash], true)
-			if err != nil {
-				return err
+			opts.Command = strings.Join(args[dash:], " ")
+			opts.Nodes.IDs = args[:dash]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			rows, err := execOnNodes(ctx, f, p, nodes, command, parallel, timeout, outDir, asJSON)
-			if err != nil {
-				return err
-			}
-			return reportExec(f, rows, asJSON)
+			return execRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&fleetName, "fleet", "", "run on this fleet's live instances")
-	fl.BoolVar(&all, "all", false, "run on every live instance")
-	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
-	fl.DurationVar(&timeout, "timeout", 0, "give up on a node after D (0: no limit)")
+	opts.Nodes.register(fl, "run on", false)
+	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
+	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
-	fl.StringVar(&outDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
-	fl.BoolVar(&asJSON, "json", false, "print the result table as JSON")
+	fl.StringVar(&opts.OutDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
+	fl.BoolVar(&opts.JSON, "json", false, "print the result table as JSON")
 	return cmd
+}
+
+func execRun(ctx context.Context, f *factory, opts *execOptions) error {
+	nodes, p, err := opts.Nodes.resolve(ctx, f)
+	if err != nil {
+		return err
+	}
+	rows, err := execOnNodes(ctx, f, p, nodes, opts.Command, opts.Parallel, opts.Timeout, opts.OutDir, opts.JSON)
+	if err != nil {
+		return err
+	}
+	return reportExec(f, rows, opts.JSON)
 }
 
 func execOnNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, command string, parallel int, timeout time.Duration, outDir string, quiet bool) ([]execRow, error) {

@@ -43,12 +43,19 @@ type setupRow struct {
 	Error        string `json:"error,omitempty"`
 }
 
-func newSetupCmd(f *factory) *cobra.Command {
-	var fleetName, verify string
-	var phases []string
-	var all, asJSON, force bool
-	var parallel int
-	var timeout time.Duration
+// setupOptions is what `setup` was asked, parsed.
+type setupOptions struct {
+	Nodes    nodeTargets
+	Phases   []string
+	Verify   string
+	Force    bool
+	Parallel int
+	Timeout  time.Duration
+	JSON     bool
+}
+
+func newSetupCmd(f *factory, runF func(context.Context, *setupOptions) error) *cobra.Command {
+	opts := &setupOptions{}
 	cmd := &cobra.Command{
 		Use:   "setup (--fleet F | --all | ID...) --phase CMD [--phase CMD...] [--verify CMD]",
 		Short: "Install an environment on every node in ordered phases, once per spec, and verify it",
@@ -63,32 +70,38 @@ re-running an unchanged setup is cheap; --force installs again.
 shown, e.g. --verify 'python -c "import torch; print(torch.cuda.is_available())"'.
 Exit status: 0 when every node is set up, 3 when some failed, 1 when all did.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(phases) == 0 {
+			if len(opts.Phases) == 0 {
 				return usagef("give at least one --phase")
 			}
-			ctx := cmd.Context()
-			nodes, p, err := f.selectNodes(ctx, fleetName, all, args, true)
-			if err != nil {
-				return err
+			opts.Nodes.IDs = args
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			rows, err := setupNodes(ctx, f, p, nodes, phases, verify, force, parallel, timeout, asJSON)
-			if err != nil {
-				return err
-			}
-			return reportSetup(f, rows, asJSON)
+			return setupRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&fleetName, "fleet", "", "set up this fleet's live instances")
-	fl.BoolVar(&all, "all", false, "set up every live instance")
-	fl.StringArrayVar(&phases, "phase", nil, "an install command; phases run in the order given")
-	fl.StringVar(&verify, "verify", "", "a command run last on every node, its output shown")
-	fl.BoolVar(&force, "force", false, "install even where the recorded spec is the same")
-	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
-	fl.DurationVar(&timeout, "timeout", 0, "give up on a node's phase after D (0: no limit)")
+	opts.Nodes.register(fl, "set up", false)
+	fl.StringArrayVar(&opts.Phases, "phase", nil, "an install command; phases run in the order given")
+	fl.StringVar(&opts.Verify, "verify", "", "a command run last on every node, its output shown")
+	fl.BoolVar(&opts.Force, "force", false, "install even where the recorded spec is the same")
+	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
+	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node's phase after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
-	fl.BoolVar(&asJSON, "json", false, "print the result table as JSON")
+	fl.BoolVar(&opts.JSON, "json", false, "print the result table as JSON")
 	return cmd
+}
+
+func setupRun(ctx context.Context, f *factory, opts *setupOptions) error {
+	nodes, p, err := opts.Nodes.resolve(ctx, f)
+	if err != nil {
+		return err
+	}
+	rows, err := setupNodes(ctx, f, p, nodes, opts.Phases, opts.Verify, opts.Force, opts.Parallel, opts.Timeout, opts.JSON)
+	if err != nil {
+		return err
+	}
+	return reportSetup(f, rows, opts.JSON)
 }
 
 func setupNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, phases []string, verify string, force bool, parallel int, timeout time.Duration, quiet bool) ([]setupRow, error) {

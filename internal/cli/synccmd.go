@@ -31,11 +31,20 @@ type syncRow struct {
 	Error     string `json:"error,omitempty"`
 }
 
-func newSyncCmd(f *factory) *cobra.Command {
-	var fleetName, dest string
-	var all, asJSON, noRelay bool
-	var excludes []string
-	var parallel, seeds int
+// syncOptions is what `sync` was asked, parsed.
+type syncOptions struct {
+	Nodes      nodeTargets
+	Src        string
+	Dest       string
+	Excludes   []string
+	Parallel   int
+	RelaySeeds int
+	NoRelay    bool
+	JSON       bool
+}
+
+func newSyncCmd(f *factory, runF func(context.Context, *syncOptions) error) *cobra.Command {
+	opts := &syncOptions{}
 	cmd := &cobra.Command{
 		Use:   "sync [SRC] (--fleet F | --all | --id ID...) [--dest /workspace/project] [--exclude PAT...]",
 		Short: "Push a working tree to nodes: only the files each node lacks (by content hash), relayed node to node",
@@ -54,64 +63,67 @@ few times the archive however many nodes there are. A relay that fails is
 sent from here instead. --no-relay sends from here to every node.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			src := "."
+			opts.Src = "."
 			if len(args) == 1 {
-				src = args[0]
+				opts.Src = args[0]
 			}
-			ids, _ := cmd.Flags().GetStringSlice("id")
-			var extra []ignore.Rule
-			for _, pat := range excludes {
-				if r, ok := ignore.ParseLine("", pat); ok {
-					extra = append(extra, r)
-				}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			files, err := remote.ScanTree(src, ignore.Parse("", strings.Join(defaultExcludes, "\n")), extra)
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", src, err)
-			}
-			nodes, p, err := f.selectNodes(ctx, fleetName, all, ids, true)
-			if err != nil {
-				return err
-			}
-			rows, err := syncNodes(ctx, f, p, nodes, src, files, dest, parallel, seeds, noRelay)
-			if err != nil {
-				return err
-			}
-			failed := 0
-			for _, r := range rows {
-				if r.Error != "" {
-					failed++
-				}
-			}
-			if asJSON {
-				if err := writeJSON(f.io.Out, rows); err != nil {
-					return err
-				}
-			} else {
-				tw := newTable(f.io.Out, "NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR")
-				for _, r := range rows {
-					tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error))
-				}
-				if err := tw.flush(); err != nil {
-					return err
-				}
-			}
-			return fanOutError("sync", failed, len(rows))
+			return syncRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&fleetName, "fleet", "", "sync to this fleet's live instances")
-	fl.BoolVar(&all, "all", false, "sync to every live instance")
-	fl.StringSlice("id", nil, "sync to these instance IDs")
-	fl.StringVar(&dest, "dest", "/workspace/project", "directory on the nodes")
-	fl.StringSliceVar(&excludes, "exclude", nil, "more patterns to leave out (.gitignore syntax)")
-	fl.IntVar(&parallel, "parallel", 64, "nodes at once")
-	fl.IntVar(&seeds, "relay-seeds", 3, "nodes this machine sends each archive to; the rest get it relayed")
-	fl.BoolVar(&noRelay, "no-relay", false, "send from this machine to every node")
+	opts.Nodes.register(fl, "sync to", true)
+	fl.StringVar(&opts.Dest, "dest", "/workspace/project", "directory on the nodes")
+	fl.StringSliceVar(&opts.Excludes, "exclude", nil, "more patterns to leave out (.gitignore syntax)")
+	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
+	fl.IntVar(&opts.RelaySeeds, "relay-seeds", 3, "nodes this machine sends each archive to; the rest get it relayed")
+	fl.BoolVar(&opts.NoRelay, "no-relay", false, "send from this machine to every node")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"relay-seeds", "1", "1024"})
-	fl.BoolVar(&asJSON, "json", false, "print the per-node table as JSON")
+	fl.BoolVar(&opts.JSON, "json", false, "print the per-node table as JSON")
 	return cmd
+}
+
+func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
+	var extra []ignore.Rule
+	for _, pat := range opts.Excludes {
+		if r, ok := ignore.ParseLine("", pat); ok {
+			extra = append(extra, r)
+		}
+	}
+	files, err := remote.ScanTree(opts.Src, ignore.Parse("", strings.Join(defaultExcludes, "\n")), extra)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", opts.Src, err)
+	}
+	nodes, p, err := opts.Nodes.resolve(ctx, f)
+	if err != nil {
+		return err
+	}
+	rows, err := syncNodes(ctx, f, p, nodes, opts.Src, files, opts.Dest, opts.Parallel, opts.RelaySeeds, opts.NoRelay)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range rows {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if opts.JSON {
+		if err := writeJSON(f.io.Out, rows); err != nil {
+			return err
+		}
+	} else {
+		tw := newTable(f.io.Out, "NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR")
+		for _, r := range rows {
+			tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error))
+		}
+		if err := tw.flush(); err != nil {
+			return err
+		}
+	}
+	return fanOutError("sync", failed, len(rows))
 }
 
 // humanBytes is n in B, KiB, MiB or GiB, one decimal.
