@@ -60,7 +60,7 @@ type coordOptions struct {
 	TunnelBase   int
 }
 
-func newCoordCmd(f *factory) *cobra.Command {
+func newCoordCmd(f *factory, runF func(context.Context, *coordOptions) error) *cobra.Command {
 	opts := &coordOptions{}
 	cmd := &cobra.Command{
 		Use:   "coord [--addr 127.0.0.1:8470] [--tls] [--fleet F...]",
@@ -100,6 +100,9 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.TunnelSet = cmd.Flags().Changed("tunnel")
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
 			return coordRun(cmd.Context(), f, opts)
 		},
 	}

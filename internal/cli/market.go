@@ -15,6 +15,7 @@ import (
 )
 
 type depthOptions struct {
+	Query []string // the query's words, as given
 	query queryFlags
 	rank  rankFlags
 	Tops  []int
@@ -22,7 +23,7 @@ type depthOptions struct {
 	JSON  bool
 }
 
-func newMarketCmd(f *factory) *cobra.Command {
+func newMarketCmd(f *factory, depthF func(context.Context, *depthOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "market", Short: "Market-wide views of the offers"}
 	opts := &depthOptions{}
 	depth := &cobra.Command{
@@ -33,7 +34,11 @@ them (--by vcpu by default) and print what the top 10/30/50/100/200/300 would
 give together. --plot writes the same curve as an SVG or PNG image.`,
 		Example: `  vastfleet market depth -n 'rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5' --plot depth.svg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return depthRun(cmd.Context(), f, opts, args)
+			opts.Query = args
+			if depthF != nil {
+				return depthF(cmd.Context(), opts)
+			}
+			return depthRun(cmd.Context(), f, opts)
 		},
 	}
 	opts.query.register(depth)
@@ -45,7 +50,7 @@ give together. --plot writes the same curve as an SVG or PNG image.`,
 	return cmd
 }
 
-func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string) error {
+func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 	if opts.Plot != "" {
 		switch strings.ToLower(filepath.Ext(opts.Plot)) {
 		case ".svg", ".png":
@@ -58,7 +63,7 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions, args []string
 			return usagef("--top %d: every row must be a positive count", n)
 		}
 	}
-	ranked, s, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, opts.query.SweepLimit)
+	ranked, s, err := rankedOffers(ctx, f, &opts.query, &opts.rank, opts.Query, opts.query.SweepLimit)
 	if err != nil {
 		return err
 	}

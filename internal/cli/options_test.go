@@ -92,3 +92,31 @@ func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 		}
 	})
 }
+
+// Flags whose default means "the fleet's own setting" are told apart from
+// the same value typed out: the options record which were given.
+func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
+	f := &factory{}
+	var reap *reapOptions
+	if err := parseOnly(t, newReapCmd(f, func(_ context.Context, o *reapOptions) error { reap = o; return nil }), "--fleet", "a", "--orphan-after", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	if reap == nil || reap.Fleet != "a" || reap.After != 10*time.Minute || !reap.AfterSet || reap.PolicySet {
+		t.Errorf("reap options: %+v; want --orphan-after given, --orphan-policy not", reap)
+	}
+	var coord *coordOptions
+	if err := parseOnly(t, newCoordCmd(f, func(_ context.Context, o *coordOptions) error { coord = o; return nil }), "--tunnel=false", "--fleet", "a", "--fleet", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if coord == nil || coord.Tunnel || !coord.TunnelSet || !cmp.Equal(coord.Fleets, []string{"a", "b"}) || coord.Addr != "127.0.0.1:8470" {
+		t.Errorf("coord options: %+v; want --tunnel=false given, two fleets, the default address", coord)
+	}
+	var depth *depthOptions
+	market := newMarketCmd(f, func(_ context.Context, o *depthOptions) error { depth = o; return nil })
+	if err := parseOnly(t, market, "depth", "--top", "10,300", "rentable=True", "cpu_cores_effective>16"); err != nil {
+		t.Fatal(err)
+	}
+	if depth == nil || !cmp.Equal(depth.Tops, []int{10, 300}) || !cmp.Equal(depth.Query, []string{"rentable=True", "cpu_cores_effective>16"}) {
+		t.Errorf("market depth options: %+v", depth)
+	}
+}

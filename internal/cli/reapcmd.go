@@ -24,7 +24,7 @@ type reapOptions struct {
 	PolicySet bool
 }
 
-func newReapCmd(f *factory) *cobra.Command {
+func newReapCmd(f *factory, runF func(context.Context, *reapOptions) error) *cobra.Command {
 	opts := &reapOptions{}
 	cmd := &cobra.Command{
 		Use:   "reap [--fleet F]",
@@ -44,6 +44,9 @@ instance, where ls shows it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.AfterSet = cmd.Flags().Changed("orphan-after")
 			opts.PolicySet = cmd.Flags().Changed("orphan-policy")
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
 			return reapRun(cmd.Context(), f, opts)
 		},
 	}

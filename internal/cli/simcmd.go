@@ -17,7 +17,7 @@ import (
 
 func newSimCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "The built-in vast.ai-compatible simulated marketplace"}
-	cmd.AddCommand(newSimServeCmd(f), newSimResetCmd(f))
+	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f))
 	return cmd
 }
 
@@ -39,7 +39,7 @@ type simServeOptions struct {
 	NoHosts bool
 }
 
-func newSimServeCmd(f *factory) *cobra.Command {
+func newSimServeCmd(f *factory, runF func(context.Context, *simServeOptions) error) *cobra.Command {
 	opts := &simServeOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -49,6 +49,9 @@ API. Point vastfleet at it with --api-url http://ADDR (and --market sim), or the
 official vastai CLI with VAST_URL=http://ADDR.`,
 		Example: `  vastfleet sim serve --addr 127.0.0.1:8765 --seed 7 --faults none`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
 			return simServeRun(cmd.Context(), f, opts)
 		},
 	}
