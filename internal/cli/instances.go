@@ -26,7 +26,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
 		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f), newLogsCmd(f), newSSHURLCmd(f), newSCPURLCmd(f), newBalanceCmd(f),
 		newSSHCmd(f), newExecCmd(f, nil), newSyncCmd(f, nil), newSetupCmd(f, nil), newCollectCmd(f, nil), newReapCmd(f, nil),
-		newUpCmd(f), newStatusCmd(f), newDownCmd(f), newDemoCmd(f), newHashworkCmd(f),
+		newUpCmd(f, nil), newStatusCmd(f), newDownCmd(f), newDemoCmd(f), newHashworkCmd(f),
 	}
 }
 

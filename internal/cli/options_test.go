@@ -120,3 +120,25 @@ func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
 		t.Errorf("market depth options: %+v", depth)
 	}
 }
+
+func TestUpParsesItsFileAndRefusesResumeWithOne(t *testing.T) {
+	f := &factory{}
+	var got *upOptions
+	capture := func(_ context.Context, o *upOptions) error { got = o; return nil }
+	if err := parseOnly(t, newUpCmd(f, capture), "examples/sweep.yaml", "--results", "out", "--detach", "--coord-addr", "0.0.0.0:9000"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.File != "examples/sweep.yaml" || got.ResultsDir != "out" || !got.Detach || got.CoordAddr != "0.0.0.0:9000" || !got.coordAddrGiven {
+		t.Errorf("up options: %+v", got)
+	}
+	got = nil
+	if err := parseOnly(t, newUpCmd(f, capture)); err != nil || got == nil || got.File != "vastfleet.yaml" || got.coordAddrGiven {
+		t.Errorf("up with no file: err %v, options %+v; want vastfleet.yaml and the default address", err, got)
+	}
+	got = nil
+	err := parseOnly(t, newUpCmd(f, capture), "--resume", "job-1", "other.yaml")
+	var ue usageError
+	if !errors.As(err, &ue) || got != nil {
+		t.Errorf("up --resume JOB FILE: err %v, ran %v; want a usage error before anything runs", err, got != nil)
+	}
+}

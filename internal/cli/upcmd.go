@@ -47,6 +47,8 @@ const (
 )
 
 type upOptions struct {
+	// File is the task file (default vastfleet.yaml).
+	File        string
 	AgentBin    string
 	CoordAddr   string
 	ResultsDir  string
@@ -62,9 +64,13 @@ type upOptions struct {
 	resumed *jobRecord
 	// poll is how often the run is checked (wall time).
 	poll time.Duration
+	// coordAddrGiven and marketGiven say the user typed them: a resumed
+	// job keeps its coordinator's address, and a task file's market
+	// applies, unless they did.
+	coordAddrGiven, marketGiven bool
 }
 
-func newUpCmd(f *factory) *cobra.Command {
+func newUpCmd(f *factory, runF func(context.Context, *upOptions) error) *cobra.Command {
 	opts := &upOptions{poll: 250 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "up [FILE]",
@@ -87,47 +93,22 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
   vastfleet up examples/search-fleet.yaml --results out`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := jobfile.DefaultName
+			opts.File = jobfile.DefaultName
 			if len(args) == 1 {
-				path = args[0]
+				opts.File = args[0]
 			}
-			if opts.Resume != "" {
-				if len(args) == 1 || opts.Detach || opts.JobID != "" {
-					return usagef("--resume JOB continues the job from its own task file: give no FILE, --detach or --job-id")
-				}
-				rec, err := loadJob(f, opts.Resume)
-				if err != nil {
-					return err
-				}
-				if rec.State == "done" {
-					return usagef("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)
-				}
-				path, opts.JobID, opts.resumed = rec.File, rec.ID, rec
-				if rec.CoordAddr != "" && !cmd.Flags().Changed("coord-addr") {
-					// The agents know the coordinator by this address.
-					opts.CoordAddr = rec.CoordAddr
-				}
+			if opts.Resume != "" && (len(args) == 1 || opts.Detach || opts.JobID != "") {
+				return usagef("--resume JOB continues the job from its own task file: give no FILE, --detach or --job-id")
 			}
-			job, err := jobfile.Load(path)
-			if err != nil {
-				return usageError{err}
+			if opts.Detach && opts.JobID != "" {
+				return usagef("--detach starts a new job; --job-id is for the background up it starts")
 			}
-			if job.Market != "" && !cmd.Flags().Changed("market") {
-				f.opts.Market = job.Market
+			opts.coordAddrGiven = cmd.Flags().Changed("coord-addr")
+			opts.marketGiven = cmd.Flags().Changed("market")
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if opts.Detach {
-				if opts.JobID != "" {
-					return usagef("--detach starts a new job; --job-id is for the background up it starts")
-				}
-				return detachUp(cmd.Context(), f, opts, job)
-			}
-			rep, err := upRun(cmd.Context(), f, opts, job, path)
-			if rep != nil && opts.JSON {
-				if jerr := writeJSON(f.io.Out, rep); jerr != nil && err == nil {
-					err = jerr
-				}
-			}
-			return err
+			return upCmdRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -141,6 +122,43 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.MarkHidden("job-id")
 	fl.StringVar(&opts.Resume, "resume", "", "continue JOB after its up ended without finishing (crash, kill -9): the coordinator comes back on its address, the run is watched to its end, then collect, destroy, report")
 	return cmd
+}
+
+// upCmdRun is `up` once its flags are parsed: a fresh job from its task
+// file, a resumed one, or a detached one.
+func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
+	path := opts.File
+	if opts.Resume != "" {
+		rec, err := loadJob(f, opts.Resume)
+		if err != nil {
+			return err
+		}
+		if rec.State == "done" {
+			return usagef("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)
+		}
+		path, opts.JobID, opts.resumed = rec.File, rec.ID, rec
+		if rec.CoordAddr != "" && !opts.coordAddrGiven {
+			// The agents know the coordinator by this address.
+			opts.CoordAddr = rec.CoordAddr
+		}
+	}
+	job, err := jobfile.Load(path)
+	if err != nil {
+		return usageError{err}
+	}
+	if job.Market != "" && !opts.marketGiven {
+		f.opts.Market = job.Market
+	}
+	if opts.Detach {
+		return detachUp(ctx, f, opts, job)
+	}
+	rep, err := upRun(ctx, f, opts, job, path)
+	if rep != nil && opts.JSON {
+		if jerr := writeJSON(f.io.Out, rep); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	return err
 }
 
 // jobRecord is what `status` and `down` know of a job, kept in the data
