@@ -28,7 +28,7 @@ inet_up_billed at the host's prices) as of the last listing; an instance it
 never reported for is priced at its estimated image pull, marked with "~".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			m, err := f.refreshed(ctx, holderName("cost"))
+			m, err := f.observed(ctx)
 			if err != nil {
 				return err
 			}

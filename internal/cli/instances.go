@@ -85,15 +85,9 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 		if err != nil {
 			return nil, err
 		}
-		recs, err := st.Instances(ctx, store.InstanceFilter{IncludeGone: true})
+		asOf, err := lastRecorded(ctx, st)
 		if err != nil {
 			return nil, err
-		}
-		var asOf time.Time
-		for _, r := range recs {
-			if r.LastSeenAt.After(asOf) {
-				asOf = r.LastSeenAt
-			}
 		}
 		// The marketplace can still be looked at (the holder's simulator
 		// is served to other processes): views overlay its listing on the
@@ -262,7 +256,7 @@ func newLsCmd(f *factory) *cobra.Command {
 		Short: "List instances vastfleet tracks, refreshed from the marketplace",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			m, err := f.refreshed(ctx, holderName("ls"))
+			m, err := f.observed(ctx)
 			if err != nil {
 				return err
 			}

@@ -27,6 +27,10 @@ type ReconcileOptions struct {
 	// dir's former store or no intent this store remembers. Adopted
 	// orphans are neither reported as orphans nor destroyed.
 	Adopt func(Orphan) bool
+	// LookOnly sends the marketplace nothing but reads: a store that wants
+	// an instance destroyed and still sees it listed leaves the destroy to
+	// a writer. For reconciling a snapshot that is shown, never kept.
+	LookOnly bool
 }
 
 // Change kinds a Reconcile reports.
@@ -148,7 +152,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			} else {
 				seenRows = append(seenRows, row)
 			}
-			if known.Wanted == store.WantDestroy {
+			if known.Wanted == store.WantDestroy && !opts.LookOnly {
 				if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
 					rep.Errors = append(rep.Errors, fmt.Errorf("re-destroy instance %d: %w", row.ID, err))
 				}
@@ -219,7 +223,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		rep.Orphans = kept
 	}
 
-	if opts.DestroyOrphans || opts.DestroyForeign {
+	if (opts.DestroyOrphans || opts.DestroyForeign) && !opts.LookOnly {
 		for _, o := range rep.Orphans {
 			if o.Foreign && !opts.DestroyForeign || !o.Foreign && !opts.DestroyOrphans {
 				continue

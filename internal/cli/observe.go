@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/sim"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// observed is the fleet as the marketplace lists it now, for commands that
+// only look (ls, cost). The data dir's store is copied in one read and the
+// copy is reconciled with the marketplace, so these commands show fresh
+// state without taking the writer lock, without writing the store and
+// without waiting for a launch in another terminal. The copy is deleted
+// when the command ends; writers (and `reconcile`) record what it saw.
+func (f *factory) observed(ctx context.Context) (*fleet.Manager, error) {
+	live, err := f.Store(ctx, false, "")
+	if err != nil {
+		return nil, err
+	}
+	p, perr := f.Provider(ctx)
+	if errors.Is(perr, sim.ErrInUse) {
+		// Another process has the simulated market open and does not
+		// serve it: the state last recorded, as of when it was recorded.
+		fmt.Fprintf(f.io.ErrOut, "note: %v\nshowing the state last recorded\n", perr)
+		asOf, err := lastRecorded(ctx, live)
+		if err != nil {
+			return nil, err
+		}
+		f.frozenAt = asOf
+		return &fleet.Manager{S: live, Clock: fixedClock(asOf), Log: f.log}, nil
+	}
+	if perr != nil {
+		return nil, perr
+	}
+	tmp, err := os.MkdirTemp("", "vastfleet-view-")
+	if err != nil {
+		return nil, err
+	}
+	snap, err := live.Snapshot(ctx, filepath.Join(tmp, "state.db"))
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	f.closers = append(f.closers, func() error {
+		err := snap.Close()
+		os.RemoveAll(tmp)
+		return err
+	})
+	m := &fleet.Manager{P: p, S: snap, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}
+	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{LookOnly: true})
+	if err != nil {
+		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
+		return m, nil
+	}
+	f.orphans = rep.Orphans
+	f.warnOrphans(rep.Orphans)
+	return m, nil
+}
+
+// lastRecorded is the newest time the store saw any instance listed.
+func lastRecorded(ctx context.Context, st *store.Store) (time.Time, error) {
+	recs, err := st.Instances(ctx, store.InstanceFilter{IncludeGone: true})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var asOf time.Time
+	for _, r := range recs {
+		if r.LastSeenAt.After(asOf) {
+			asOf = r.LastSeenAt
+		}
+	}
+	return asOf, nil
+}
