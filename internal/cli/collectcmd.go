@@ -130,26 +130,10 @@ func collectRun(ctx context.Context, f *factory, opts *collectOptions) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
-	for _, r := range rows {
-		if r.Error != "" {
-			failed++
-		}
-	}
-	if opts.JSON {
-		if err := writeJSON(f.io.Out, rows); err != nil {
-			return err
-		}
-	} else {
-		tw := newTable(f.io.Out, "NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "ERROR")
-		for _, r := range rows {
-			tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(r.Error))
-		}
-		if err := tw.flush(); err != nil {
-			return err
-		}
-	}
-	return fanOutError("collect", failed, len(rows))
+	return reportNodes(f, "collect", rows, opts.JSON, func(r collectRow) bool { return r.Error != "" },
+		[]string{"NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "ERROR"}, func(r collectRow) []string {
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(r.Error)}
+		})
 }
 
 // simRelative maps /workspace and /root to a simulated instance's own

@@ -467,10 +467,19 @@ func execOnNodes(ctx context.Context, f *factory, p provider.Provider, nodes []n
 }
 
 func reportExec(f *factory, rows []execRow, asJSON bool) error {
-	failed := 0
+	return reportNodes(f, "the command", rows, asJSON, func(r execRow) bool { return r.ExitCode != 0 || r.Error != "" },
+		[]string{"NODE", "ID", "EXIT", "DURATION", "ERROR"}, func(r execRow) []string {
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), dash(r.Error)}
+		})
+}
+
+// reportNodes prints what an operation did on each node, as JSON or as a
+// table, and returns its outcome (fanOutError) from the rows that failed.
+func reportNodes[R any](f *factory, what string, rows []R, asJSON bool, failed func(R) bool, header []string, cells func(R) []string) error {
+	n := 0
 	for _, r := range rows {
-		if r.ExitCode != 0 || r.Error != "" {
-			failed++
+		if failed(r) {
+			n++
 		}
 	}
 	if asJSON {
@@ -478,15 +487,15 @@ func reportExec(f *factory, rows []execRow, asJSON bool) error {
 			return err
 		}
 	} else {
-		tw := newTable(f.io.Out, "NODE", "ID", "EXIT", "DURATION", "ERROR")
+		tw := newTable(f.io.Out, header...)
 		for _, r := range rows {
-			tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), dash(r.Error))
+			tw.row(cells(r)...)
 		}
 		if err := tw.flush(); err != nil {
 			return err
 		}
 	}
-	return fanOutError("the command", failed, len(rows))
+	return fanOutError(what, n, len(rows))
 }
 
 // fanOutError is the outcome of one operation on many nodes: nil when every

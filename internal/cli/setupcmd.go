@@ -237,28 +237,12 @@ func setupNodes(ctx context.Context, f *factory, p provider.Provider, nodes []no
 }
 
 func reportSetup(f *factory, rows []setupRow, asJSON bool) error {
-	failed := 0
-	for _, r := range rows {
-		if r.Status == "failed" {
-			failed++
-		}
-	}
-	if asJSON {
-		if err := writeJSON(f.io.Out, rows); err != nil {
-			return err
-		}
-	} else {
-		tw := newTable(f.io.Out, "NODE", "ID", "STATUS", "PHASES RUN", "VERIFY", "ERROR")
-		for _, r := range rows {
+	return reportNodes(f, "setup", rows, asJSON, func(r setupRow) bool { return r.Status == "failed" },
+		[]string{"NODE", "ID", "STATUS", "PHASES RUN", "VERIFY", "ERROR"}, func(r setupRow) []string {
 			v := "-"
 			if r.VerifyExit != nil {
 				v = "exit " + strconv.Itoa(*r.VerifyExit)
 			}
-			tw.row(r.Node, strconv.FormatInt(r.ID, 10), r.Status, strconv.Itoa(r.PhasesRun), v, dash(r.Error))
-		}
-		if err := tw.flush(); err != nil {
-			return err
-		}
-	}
-	return fanOutError("setup", failed, len(rows))
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), r.Status, strconv.Itoa(r.PhasesRun), v, dash(r.Error)}
+		})
 }

@@ -104,26 +104,10 @@ func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
-	for _, r := range rows {
-		if r.Error != "" {
-			failed++
-		}
-	}
-	if opts.JSON {
-		if err := writeJSON(f.io.Out, rows); err != nil {
-			return err
-		}
-	} else {
-		tw := newTable(f.io.Out, "NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR")
-		for _, r := range rows {
-			tw.row(r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error))
-		}
-		if err := tw.flush(); err != nil {
-			return err
-		}
-	}
-	return fanOutError("sync", failed, len(rows))
+	return reportNodes(f, "sync", rows, opts.JSON, func(r syncRow) bool { return r.Error != "" },
+		[]string{"NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR"}, func(r syncRow) []string {
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error)}
+		})
 }
 
 // humanBytes is n in B, KiB, MiB or GiB, one decimal.
