@@ -22,10 +22,16 @@ func (e *CompileError) Error() string {
 	return fmt.Sprintf("field %q op %q: %s", e.Field, e.Op, e.Msg)
 }
 
-// Filter is a compiled query: one closure per term, all ANDed.
+// Filter is a compiled query: one closure per term, all ANDed. When every
+// term has a fast form (see fastTerm), Match evaluates those instead.
 type Filter struct {
 	preds []func(*Offer) bool
 	terms []string // one label per pred, for explanations
+	fast  []fastTerm
+	// allFast is set when fast holds every term, in the order of preds.
+	allFast bool
+	// run is fast in evaluation order: numbers first, strings after.
+	run []fastTerm
 }
 
 // Terms labels each compiled term ("num_gpus gte 2"), in evaluation order.
@@ -57,6 +63,19 @@ func (f *Filter) Removed(offers []Offer) []TermCount {
 
 // Match reports whether an offer passes every term.
 func (f *Filter) Match(o *Offer) bool {
+	if f.allFast {
+		for i := range f.run {
+			if !f.run[i].match(o) {
+				return false
+			}
+		}
+		return true
+	}
+	return f.matchClosures(o)
+}
+
+// matchClosures is Match on the closures alone.
+func (f *Filter) matchClosures(o *Offer) bool {
 	for _, p := range f.preds {
 		if !p(o) {
 			return false
@@ -70,7 +89,7 @@ func (f *Filter) Match(o *Offer) bool {
 // verified as virtual booleans, allocated_storage as disk_space >=, rented
 // ignored, numeric strings compared as numbers. An unknown column is an error.
 func Compile(q Query) (*Filter, error) {
-	f := &Filter{}
+	f := &Filter{allFast: true}
 	names := make([]string, 0, len(q.Filters))
 	for n := range q.Filters {
 		names = append(names, n)
@@ -91,6 +110,11 @@ func Compile(q Query) (*Filter, error) {
 			if p != nil {
 				f.preds = append(f.preds, p)
 				f.terms = append(f.terms, fmt.Sprintf("%s %s %s", name, op, listString(ops[op])))
+				if t, ok := fastTermOf(name, op, ops[op]); ok && f.allFast {
+					f.fast = append(f.fast, t)
+				} else {
+					f.allFast, f.fast = false, nil
+				}
 			}
 		}
 	}
@@ -98,11 +122,39 @@ func Compile(q Query) (*Filter, error) {
 		min := q.AllocatedStorage
 		f.preds = append(f.preds, func(o *Offer) bool { return o.DiskSpace >= min })
 		f.terms = append(f.terms, fmt.Sprintf("allocated_storage: disk_space gte %g", min))
+		if f.allFast {
+			f.fast = append(f.fast, fastTerm{kind: fastF64, op: opGte, off: plainFields["disk_space"].off, v: min})
+		}
+	}
+	if f.allFast {
+		// A number costs one load and compare; strings cost more.
+		f.run = slices.Clone(f.fast)
+		slices.SortStableFunc(f.run, func(a, b fastTerm) int { return cmp.Compare(b2f(a.kind >= fastStr), b2f(b.kind >= fastStr)) })
 	}
 	return f, nil
 }
 
 var validCompileOps = map[string]bool{"eq": true, "neq": true, "gt": true, "gte": true, "lt": true, "lte": true, "in": true, "notin": true}
+
+// fastTermOf is the fast form of a term compileTerm compiled, if any.
+func fastTermOf(name, op string, val any) (fastTerm, bool) {
+	switch name {
+	case "rented", "allocated_storage", "target_reliability":
+		return fastTerm{}, false
+	case "geolocation":
+		return fastTermFor(name, name, op, val, 1)
+	}
+	col, scale := name, 1.0
+	if c, ok := serverGB[name]; ok {
+		col, scale = c, 1000
+	} else if c, ok := serverRename[name]; ok {
+		col = c
+	}
+	if fd, ok := offerFields[col]; !ok || fd.kind == kindBool {
+		return fastTerm{}, false
+	}
+	return fastTermFor(name, col, op, val, scale)
+}
 
 // compileTerm returns nil for a term the server ignores.
 func compileTerm(name, op string, val any) (func(*Offer) bool, error) {

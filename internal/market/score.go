@@ -374,7 +374,7 @@ func rankIndices(ctx context.Context, offers []Offer, keep func(*Offer) bool, s 
 				}
 			}
 			if full {
-				slices.SortFunc(rows, compareRows)
+				sortRows(rows)
 			}
 			sorted[p] = rows
 		})
