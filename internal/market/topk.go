@@ -55,3 +55,8 @@ func (h *worstFirst) Pop() any {
 	h.idx = h.idx[:len(h.idx)-1]
 	return x
 }
+
+// BestK is bestK for callers outside the package: the indices 0..n-1
+// first under cmp, ties by index (a stable sort's prefix), at most k of
+// them (k <= 0: all), best first.
+func BestK(n, k int, cmp func(a, b int32) int) []int32 { return bestK(n, k, cmp) }

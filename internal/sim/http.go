@@ -249,6 +249,9 @@ func writeReply(w http.ResponseWriter, rep reply) {
 	}
 	// Exactly application/json: the official CLI refuses anything else.
 	w.Header().Set("Content-Type", "application/json")
+	// The length up front: a client reads the answer into one buffer of
+	// that size, and the body is not chunked.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(rep.status)
 	w.Write(b)
 }

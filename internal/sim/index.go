@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"cmp"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +35,11 @@ const maxViews = 4
 type pricedView struct {
 	offers []market.Offer // disk_space >= the allocated storage, priced
 	orders map[string][]int32
+	// byPrice is the view's indices by dph_total (then index), prices
+	// their dph_total in that order: a search bounded in price reads
+	// only the offers in its range.
+	byPrice []int32
+	prices  []float64
 }
 
 func (ix *searchIndex) view(all []market.Offer, storage float64, bid bool) *pricedView {
@@ -58,8 +66,84 @@ func (ix *searchIndex) view(all []market.Offer, storage float64, bid bool) *pric
 		PriceOffer(&o, storage, bid)
 		v.offers = append(v.offers, o)
 	}
+	v.byPrice = make([]int32, len(v.offers))
+	for i := range v.byPrice {
+		v.byPrice[i] = int32(i)
+	}
+	slices.SortStableFunc(v.byPrice, func(a, b int32) int { return cmp.Compare(v.offers[a].DPHTotal, v.offers[b].DPHTotal) })
+	v.prices = make([]float64, len(v.offers))
+	for i, j := range v.byPrice {
+		v.prices[i] = v.offers[j].DPHTotal
+	}
 	ix.views[k] = v
 	return v
+}
+
+// inPrice returns the view's indices, ascending, of the offers whose
+// dph_total lies in [lo, hi]; ok is false when that is most of the view,
+// where walking the whole view costs less than gathering it.
+func (v *pricedView) inPrice(lo, hi float64) (idx []int32, ok bool) {
+	a, _ := slices.BinarySearchFunc(v.prices, lo, func(p, t float64) int {
+		if p < t || math.IsNaN(p) {
+			return -1
+		}
+		return 1
+	})
+	b, _ := slices.BinarySearchFunc(v.prices, hi, func(p, t float64) int {
+		if p <= t || math.IsNaN(p) {
+			return -1
+		}
+		return 1
+	})
+	if b <= a {
+		return nil, true
+	}
+	if b-a > len(v.prices)/2 {
+		return nil, false
+	}
+	idx = slices.Clone(v.byPrice[a:b])
+	slices.Sort(idx)
+	return idx, true
+}
+
+// priceRange is the dph_total range the query's price terms allow: an
+// offer outside it fails one of them. ok is false when nothing bounds the
+// price (or a bound is not a plain number, which the filter alone judges).
+func priceRange(q market.Query) (lo, hi float64, ok bool) {
+	lo, hi = math.Inf(-1), math.Inf(1)
+	for _, name := range []string{"dph_total", "dphtotal", "dph"} {
+		for op, val := range q.Filters[name] {
+			var v float64
+			switch x := val.(type) {
+			case float64:
+				v = x
+			case int:
+				v = float64(x)
+			case int64:
+				v = float64(x)
+			case string:
+				f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+				if err != nil {
+					continue
+				}
+				v = f
+			default:
+				continue
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			switch op {
+			case "gt", "gte":
+				lo, ok = max(lo, v), true
+			case "lt", "lte":
+				hi, ok = min(hi, v), true
+			case "eq":
+				lo, hi, ok = max(lo, v), min(hi, v), true
+			}
+		}
+	}
+	return lo, hi, ok
 }
 
 // order is the view's offers sorted (stably) by the query's order keys.
@@ -93,9 +177,14 @@ func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]marke
 	}
 	v := m.index.view(m.offers, storage, q.Type == "bid" || q.Type == "interruptible")
 	held, used := m.holders(), m.gpusInUse()
+	// With no instance live, no offer is held or crowded.
+	quiet := len(held) == 0 && len(used) == 0
 	var scratch market.Offer
 	shown := func(i int32) *market.Offer {
 		o := &v.offers[i]
+		if quiet && !m.churned(o.ID, now) {
+			return o
+		}
 		if _, taken := held[o.ID]; taken || crowded(o, used) || m.churned(o.ID, now) {
 			scratch = *o
 			scratch.Rentable, scratch.Rented = false, taken
@@ -118,6 +207,36 @@ func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]marke
 			}
 		}
 		return market.Select(matched, market.Query{Order: q.Order}, limit)
+	}
+	if lo, hi, ok := priceRange(q); ok {
+		if in, ok := v.inPrice(lo, hi); ok {
+			// A price slice (a sweep's): filter only the offers in it,
+			// then pick the best limit by the order, ties in view order,
+			// as the walk below would.
+			var matched []int32
+			for _, i := range in {
+				if f.Match(shown(i)) {
+					matched = append(matched, i)
+				}
+			}
+			if cmp != nil {
+				best := market.BestK(len(matched), limit, func(a, b int32) int {
+					return cmp(&v.offers[matched[a]], &v.offers[matched[b]])
+				})
+				for n, j := range best {
+					best[n] = matched[j]
+				}
+				matched = best
+			}
+			if limit > 0 && len(matched) > limit {
+				matched = matched[:limit]
+			}
+			out := make([]market.Offer, len(matched))
+			for n, i := range matched {
+				out[n] = *shown(i)
+			}
+			return out, nil
+		}
 	}
 	var perm []int32
 	if cmp != nil {

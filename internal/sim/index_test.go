@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -57,6 +60,13 @@ func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
 		{"cpu_cores_effective>16 dph_total<=5", "", 50},
 		{"num_gpus>=2", "rentable-,+dph_total", 30},
 		{"", "+inet_down", 7},
+		// Price slices, as a sweep asks: served from the price index.
+		{"dph_total>=0.2 dph_total<0.4", "score-", 1000},
+		{"dph_total>=0.2 dph_total<0.4", "score-", 10},
+		{"dph_total>0.1 dph_total<=0.3 rentable=True", "+dph_total", 40},
+		{"dph_total>=0.3 dph_total<0.5 id>=0 id<2000000000", "-cpu_cores_effective", 100},
+		{"dph_total<=0.6", "", 50},
+		{"dph_total>=0.25 dph_total<=0.6 verified=True", "-dlperf", 1000},
 	}
 	for _, tc := range queries {
 		for _, typ := range []string{"on-demand", "bid"} {
@@ -80,5 +90,49 @@ func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPriceIndexRange: a price range reads exactly the view's offers in
+// it (NaN prices never), and the sweep-like slices of the test above take
+// that path rather than the full walk.
+func TestPriceIndexRange(t *testing.T) {
+	h := newHarness(t, Config{Seed: 4, Offers: 3000})
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	// Some prices NaN: they sort first and must fall in no range.
+	for i := 0; i < len(h.m.offers); i += 97 {
+		h.m.offers[i].DPHBase = math.NaN()
+	}
+	h.m.index = searchIndex{}
+	v := h.m.index.view(h.m.offers, 5, false)
+	if !math.IsNaN(v.prices[0]) {
+		t.Fatal("no NaN price in the view")
+	}
+	for _, r := range [][2]float64{{0.2, 0.4}, {0.1, 0.3}, {0.25, 0.6}, {0.3, 0.3}, {5, 1}} {
+		q, _, err := market.Parse(fmt.Sprintf("dph_total>=%g dph_total<=%g", r[0], r[1]), market.ParseOptions{NoDefault: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi, ok := priceRange(q)
+		if !ok || lo != r[0] || hi != r[1] {
+			t.Fatalf("%v: priceRange %v %v %v", r, lo, hi, ok)
+		}
+		got, ok := v.inPrice(lo, hi)
+		if !ok {
+			t.Fatalf("%v: the range fell back to the full walk", r)
+		}
+		var want []int32
+		for i := range v.offers {
+			if p := v.offers[i].DPHTotal; p >= lo && p <= hi {
+				want = append(want, int32(i))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v: index gives %d offers, a scan %d", r, len(got), len(want))
+		}
+	}
+	if _, ok := v.inPrice(math.Inf(-1), math.Inf(1)); ok {
+		t.Fatal("an unbounded range should walk the whole view")
 	}
 }
