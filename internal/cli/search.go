@@ -226,7 +226,12 @@ func findOffers(ctx context.Context, f *factory, q market.Query, newForm bool, s
 			return nil, err
 		}
 		fmt.Fprintf(f.io.ErrOut, "swept %d offers in %d requests\n", len(offers), requests)
-		market.SortOffers(offers, q.Order)
+		if s == nil {
+			// A ranking orders by score, dph_total and id, which the
+			// sweep's distinct ids leave no tie in: the order keys
+			// matter only when nothing scores.
+			market.SortOffers(offers, q.Order)
+		}
 		ranked, err := rankOrKeep(ctx, offers, s)
 		if err != nil {
 			return nil, err

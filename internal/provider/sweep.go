@@ -41,18 +41,26 @@ func SweepOffers(ctx context.Context, p Provider, q market.Query, cap int) (offe
 	if cap <= 0 {
 		return nil, 0, fmt.Errorf("sweep: cap must be positive, got %d", cap)
 	}
-	s := &sweeper{p: p, base: q, cap: cap, seen: map[int64]market.Offer{}, inflight: make(chan struct{}, sweepParallel)}
+	s := &sweeper{p: p, base: q, cap: cap, seen: map[int64]int32{}, inflight: make(chan struct{}, sweepParallel)}
 	err = s.run(ctx)
-	offers = make([]market.Offer, 0, len(s.seen))
-	for _, o := range s.seen {
-		offers = append(offers, o)
+	// Sort positions, then copy each ~700-byte offer once.
+	pos := make([]int32, len(s.seen))
+	for i := range pos {
+		pos[i] = int32(i)
 	}
-	slices.SortFunc(offers, func(a, b market.Offer) int {
+	clear(s.seen)
+	slices.SortFunc(pos, func(i, j int32) int {
+		a, b := s.at(i), s.at(j)
 		if c := cmp.Compare(a.DPHTotal, b.DPHTotal); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
+	offers = make([]market.Offer, len(pos))
+	for i, p := range pos {
+		offers[i] = *s.at(p)
+	}
+	s.chunks = nil
 	return offers, s.requests, err
 }
 
@@ -68,8 +76,12 @@ type sweeper struct {
 	cap      int
 	inflight chan struct{}
 
-	mu         sync.Mutex
-	seen       map[int64]market.Offer
+	mu sync.Mutex
+	// seen maps an offer id to its place in chunks, where each offer
+	// found is kept once (the latest answer's copy): the answers
+	// themselves are dropped as they come.
+	seen       map[int64]int32
+	chunks     [][]market.Offer
 	requests   int
 	incomplete []string
 }
@@ -236,11 +248,27 @@ func (s *sweeper) do(ctx context.Context, q market.Query) ([]market.Offer, error
 	return s.p.SearchOffers(ctx, q)
 }
 
+// sweepChunk is how many offers one chunk of the sweep's store holds.
+const sweepChunk = 4096
+
+// at is the offer kept at position p.
+func (s *sweeper) at(p int32) *market.Offer { return &s.chunks[p/sweepChunk][p%sweepChunk] }
+
 func (s *sweeper) add(res []market.Offer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, o := range res {
-		s.seen[o.ID] = o
+	for i := range res {
+		if p, ok := s.seen[res[i].ID]; ok {
+			*s.at(p) = res[i]
+			continue
+		}
+		n := len(s.seen)
+		if n%sweepChunk == 0 {
+			s.chunks = append(s.chunks, make([]market.Offer, 0, sweepChunk))
+		}
+		last := &s.chunks[len(s.chunks)-1]
+		*last = append(*last, res[i])
+		s.seen[res[i].ID] = int32(n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -187,5 +188,36 @@ func TestSweepPropagatesErrors(t *testing.T) {
 	}
 	if _, _, err := SweepOffers(context.Background(), failing{}, market.Query{}, 0); err == nil {
 		t.Fatal("cap 0 accepted")
+	}
+}
+
+// TestSweepKeepsEveryOfferWhole: over a market larger than one chunk of
+// the sweep's store, every offer comes back once, field for field, in
+// (dph_total, id) order.
+func TestSweepKeepsEveryOfferWhole(t *testing.T) {
+	all := market1(3*sweepChunk+123, 3)
+	for i := range all {
+		all[i].CPUCoresEffective = float64(i % 97)
+		all[i].Geolocation = fmt.Sprint("Place, ", i%13)
+	}
+	p := &capped{offers: all, max: 500}
+	got, _, err := SweepOffers(context.Background(), p, market.Query{}, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(all)
+	slices.SortFunc(want, func(a, b market.Offer) int {
+		if c := cmp.Compare(a.DPHTotal, b.DPHTotal); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if len(got) != len(want) {
+		t.Fatalf("%d offers, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("offer %d: %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }

@@ -427,7 +427,7 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 		return nil, err
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	b, err := readBody(res.Body, res.ContentLength)
 	c.log.DebugContext(ctx, "vast request", "method", cl.method, "path", cl.path,
 		"status", res.StatusCode, "attempt", attempt, "duration", time.Since(start))
 	if err != nil {
@@ -438,6 +438,25 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 		return nil, fmt.Errorf("answer larger than %d bytes", maxBody)
 	}
 	return &response{status: res.StatusCode, header: res.Header, body: b}, nil
+}
+
+// readBody reads an answer of at most maxBody+1 bytes. When the server
+// says how long it is, the body goes into one buffer of that size (a
+// search page is megabytes: no doubling and copying on the way); a body
+// longer than announced is still read to its end, up to the same bound,
+// and a shorter one is an error, as it is to net/http.
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length <= 0 || length > maxBody {
+		return io.ReadAll(io.LimitReader(r, maxBody+1))
+	}
+	b := make([]byte, length, length+1)
+	if n, err := io.ReadFull(r, b); err != nil {
+		// Shorter than announced: the answer was lost on the way.
+		return b[:n], err
+	}
+	// Anything past the announced length (a server that got it wrong).
+	rest, err := io.ReadAll(io.LimitReader(r, maxBody+1-length))
+	return append(b, rest...), err
 }
 
 // redact removes the key from text that may reach logs or errors. The key is
