@@ -31,10 +31,13 @@ const maxSweepRequests = 5000
 const idCeiling = int64(1) << 53
 
 // SweepOffers collects every offer matching q even though one search
-// returns at most cap offers: a full answer (cap offers) is split into two
-// dph_total ranges, recursively, within the user's own dph_total bounds; a
-// full slice narrower than MinPriceSlice is split by offer id. Each slice
-// query asks for cap offers (q.Limit is replaced). The result is
+// returns at most cap offers: slices are asked cheapest first, so a full
+// answer (cap offers) covers its slice up to its dearest price, and the
+// rest of the slice is split into two dph_total ranges, recursively,
+// within the user's own dph_total bounds (when the marketplace does not
+// keep that order, the whole slice is split); a full slice narrower than
+// MinPriceSlice is split by offer id. Each slice query asks for cap offers
+// (q.Limit and q.Order are replaced). The result is
 // de-duplicated by id and sorted by dph_total then id; requests counts the
 // searches made. On ErrSweepIncomplete the offers found so far come back.
 func SweepOffers(ctx context.Context, p Provider, q market.Query, cap int) (offers []market.Offer, requests int, err error) {
@@ -95,7 +98,7 @@ type bounds struct {
 }
 
 func (s *sweeper) run(ctx context.Context) error {
-	full, err := s.search(ctx, bounds{})
+	first, full, err := s.search(ctx, bounds{})
 	if err != nil || !full {
 		return err
 	}
@@ -136,7 +139,28 @@ func (s *sweeper) run(ctx context.Context) error {
 	if hi < lo {
 		return nil
 	}
+	if m, ok := cheapestFirst(first); ok && m > lo {
+		lo = m // every match below m came in the first answer
+	}
 	return s.finish(s.split(ctx, lo, hi, incl))
+}
+
+// sweepOrder is the order every slice is asked in: cheapest first, so
+// that a full answer holds every offer of the slice below its dearest
+// one, and the sweep goes on from there instead of asking for those again.
+var sweepOrder = [][2]string{{"dph_total", "asc"}}
+
+// cheapestFirst returns the dearest price of a full answer whose offers
+// come cheapest first, as asked: every matching offer of the slice below
+// that price is in the answer (those at it may not all be). ok is false
+// when the answer is not in price order (a marketplace that ignores the
+// order), and the sweep splits as if it knew nothing.
+func cheapestFirst(res []market.Offer) (float64, bool) {
+	if len(res) == 0 || !slices.IsSortedFunc(res, func(a, b market.Offer) int { return cmp.Compare(a.DPHTotal, b.DPHTotal) }) {
+		return 0, false
+	}
+	m := res[len(res)-1].DPHTotal
+	return m, !math.IsNaN(m)
 }
 
 func (s *sweeper) finish(err error) error {
@@ -152,9 +176,14 @@ func (s *sweeper) finish(err error) error {
 // split sweeps dph_total in [lo, hi) or [lo, hi].
 func (s *sweeper) split(ctx context.Context, lo, hi float64, incl bool) error {
 	b := bounds{lo: &lo, hi: &hi, hiIncl: incl}
-	full, err := s.search(ctx, b)
+	res, full, err := s.search(ctx, b)
 	if err != nil || !full {
 		return err
+	}
+	if m, ok := cheapestFirst(res); ok && m > lo {
+		// Below m the slice is done: sweep [m, hi) (or [m, hi]).
+		lo = m
+		b = bounds{lo: &lo, hi: &hi, hiIncl: incl}
 	}
 	mid := lo + (hi-lo)/2
 	if hi-lo < MinPriceSlice || mid <= lo || mid >= hi {
@@ -198,7 +227,7 @@ func (s *sweeper) idSweep(ctx context.Context, b bounds) error {
 // byID sweeps ids in [idLo, idHi) within the price slice b.
 func (s *sweeper) byID(ctx context.Context, b bounds, idLo, idHi int64) error {
 	b.idLo, b.idHi = &idLo, &idHi
-	full, err := s.search(ctx, b)
+	_, full, err := s.search(ctx, b)
 	if err != nil || !full {
 		return err
 	}
@@ -215,8 +244,9 @@ func (s *sweeper) byID(ctx context.Context, b bounds, idLo, idHi int64) error {
 	return g.Wait()
 }
 
-// search runs one slice and reports whether the answer was full.
-func (s *sweeper) search(ctx context.Context, b bounds) (full bool, err error) {
+// search runs one slice, cheapest first, and reports whether the answer
+// was full.
+func (s *sweeper) search(ctx context.Context, b bounds) (res []market.Offer, full bool, err error) {
 	s.mu.Lock()
 	spent := s.requests >= maxSweepRequests
 	if spent {
@@ -224,14 +254,16 @@ func (s *sweeper) search(ctx context.Context, b bounds) (full bool, err error) {
 	}
 	s.mu.Unlock()
 	if spent {
-		return false, nil
+		return nil, false, nil
 	}
-	res, err := s.do(ctx, s.slice(b))
+	q := s.slice(b)
+	q.Order = sweepOrder
+	res, err = s.do(ctx, q)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	s.add(res)
-	return len(res) >= s.cap, nil
+	return res, len(res) >= s.cap, nil
 }
 
 // do runs one search, counted, with at most sweepParallel in flight.

@@ -21,6 +21,10 @@ type capped struct {
 	offers []market.Offer
 	max    int
 	calls  atomic.Int64 // a Provider is used concurrently
+	// unordered ignores an ascending price order (as a marketplace that
+	// honours no order would); otherwise it is kept, ties by id descending.
+	unordered bool
+	sent      atomic.Int64 // offers returned over all calls
 }
 
 func (c *capped) SearchOffers(_ context.Context, q market.Query) ([]market.Offer, error) {
@@ -36,6 +40,13 @@ func (c *capped) SearchOffers(_ context.Context, q market.Query) ([]market.Offer
 		if q.Order[0][1] == "desc" {
 			slices.Reverse(out)
 		}
+	} else if len(q.Order) == 1 && q.Order[0] == [2]string{"dph_total", "asc"} && !c.unordered {
+		slices.SortFunc(out, func(a, b market.Offer) int {
+			if c := cmp.Compare(a.DPHTotal, b.DPHTotal); c != 0 {
+				return c
+			}
+			return int(b.ID - a.ID)
+		})
 	} else if len(q.Order) == 1 && q.Order[0] == [2]string{"dph_total", "desc"} {
 		slices.SortFunc(out, func(a, b market.Offer) int {
 			switch {
@@ -57,6 +68,7 @@ func (c *capped) SearchOffers(_ context.Context, q market.Query) ([]market.Offer
 	if len(out) > lim {
 		out = out[:lim]
 	}
+	c.sent.Add(int64(len(out)))
 	return out, nil
 }
 
@@ -113,45 +125,76 @@ func TestSweepOffers(t *testing.T) {
 		{"single price", map[string]map[string]any{"dph_total": {"eq": "0.25"}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := &capped{offers: all, max: 20}
-			q := market.Query{Filters: tt.filters, Order: [][2]string{{"score", "desc"}}, Type: "on-demand", AllocatedStorage: 5}
-			got, reqs, err := SweepOffers(context.Background(), p, q, 20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []int64
-			for _, o := range all {
-				if match(q, "dph_total", o.DPHTotal) && match(q, "num_gpus", float64(o.NumGPUs)) {
-					want = append(want, o.ID)
+		for _, unordered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s unordered=%v", tt.name, unordered), func(t *testing.T) {
+				p := &capped{offers: all, max: 20, unordered: unordered}
+				q := market.Query{Filters: tt.filters, Order: [][2]string{{"score", "desc"}}, Type: "on-demand", AllocatedStorage: 5}
+				got, reqs, err := SweepOffers(context.Background(), p, q, 20)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			var ids []int64
-			for _, o := range got {
-				ids = append(ids, o.ID)
-			}
-			slices.Sort(ids)
-			slices.Sort(want)
-			if !slices.Equal(ids, want) {
-				t.Fatalf("got %d offers, want %d", len(ids), len(want))
-			}
-			if int64(reqs) != p.calls.Load() {
-				t.Errorf("requests = %d, provider saw %d", reqs, p.calls.Load())
-			}
-			if !slices.IsSortedFunc(got, func(a, b market.Offer) int {
-				if a.DPHTotal != b.DPHTotal {
-					return map[bool]int{true: -1, false: 1}[a.DPHTotal < b.DPHTotal]
+				var want []int64
+				for _, o := range all {
+					if match(q, "dph_total", o.DPHTotal) && match(q, "num_gpus", float64(o.NumGPUs)) {
+						want = append(want, o.ID)
+					}
 				}
-				return int(a.ID - b.ID)
-			}) {
-				t.Error("result not sorted by dph_total, id")
-			}
-			// The caller's query is not modified.
-			if _, ok := q.Filters["id"]; ok {
-				t.Error("sweep wrote into the caller's filters")
-			}
-			t.Logf("%d offers in %d requests", len(got), reqs)
-		})
+				var ids []int64
+				for _, o := range got {
+					ids = append(ids, o.ID)
+				}
+				slices.Sort(ids)
+				slices.Sort(want)
+				if !slices.Equal(ids, want) {
+					t.Fatalf("got %d offers, want %d", len(ids), len(want))
+				}
+				if int64(reqs) != p.calls.Load() {
+					t.Errorf("requests = %d, provider saw %d", reqs, p.calls.Load())
+				}
+				if !slices.IsSortedFunc(got, func(a, b market.Offer) int {
+					if a.DPHTotal != b.DPHTotal {
+						return map[bool]int{true: -1, false: 1}[a.DPHTotal < b.DPHTotal]
+					}
+					return int(a.ID - b.ID)
+				}) {
+					t.Error("result not sorted by dph_total, id")
+				}
+				// The caller's query is not modified.
+				if _, ok := q.Filters["id"]; ok {
+					t.Error("sweep wrote into the caller's filters")
+				}
+				t.Logf("%d offers in %d requests", len(got), reqs)
+			})
+		}
+	}
+}
+
+// TestSweepCheapestFirstAsksLess: when the marketplace keeps the asked
+// price order, full answers move the sweep on instead of being asked
+// again in halves: the same offers come back in fewer requests, with few
+// offers sent twice. Without the order the sweep still finds them all.
+func TestSweepCheapestFirstAsksLess(t *testing.T) {
+	all := market1(20_000, 5)
+	var reqs [2]int
+	var sent [2]int64
+	for i, unordered := range []bool{false, true} {
+		p := &capped{offers: all, max: 500, unordered: unordered}
+		got, n, err := SweepOffers(context.Background(), p, market.Query{}, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(all) {
+			t.Fatalf("unordered=%v: %d offers, want %d", unordered, len(got), len(all))
+		}
+		reqs[i], sent[i] = n, p.sent.Load()
+	}
+	t.Logf("cheapest first: %d requests, %d offers sent; unordered: %d requests, %d sent", reqs[0], sent[0], reqs[1], sent[1])
+	if reqs[0] >= reqs[1] || sent[0] >= sent[1] {
+		t.Errorf("cheapest first asked %d times for %d offers, unordered %d for %d", reqs[0], sent[0], reqs[1], sent[1])
+	}
+	// At most a tenth sent twice (ties at a page's dearest price).
+	if sent[0] > int64(len(all))*11/10 {
+		t.Errorf("cheapest first sent %d offers for %d", sent[0], len(all))
 	}
 }
 
