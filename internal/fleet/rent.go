@@ -249,11 +249,10 @@ func (m *Manager) warnClamped(row provider.Instance, now time.Time) {
 
 // ensureFleet creates the fleet row an intent refers to, if missing.
 func (m *Manager) ensureFleet(ctx context.Context, name string) error {
-	_, err := m.S.GetFleet(ctx, name)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, store.ErrNotFound) {
+	// Only whether it exists: every rent asks, and reading the row would
+	// decode the spec, candidate list and all, once per instance.
+	ok, err := m.S.FleetExists(ctx, name)
+	if err != nil || ok {
 		return err
 	}
 	if err := m.S.CreateFleet(ctx, store.Fleet{Name: name, CreatedAt: m.now()}); err != nil && !errors.Is(err, store.ErrConflict) {

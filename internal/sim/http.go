@@ -455,30 +455,40 @@ func (m *Market) hList(r *http.Request, _ []byte, now time.Time) reply {
 			}
 		}
 	}
-	var rows []instanceJSON
+	// Filter on the few columns a filter can name, then build full rows
+	// for the page alone: a listing walked page by page costs one pass
+	// over the instances per page, not one full row per instance.
+	var kept []*instance
 	for _, in := range m.st.Instances {
 		if in.Destroyed {
 			continue
 		}
-		row := m.row(in, now)
-		if matchAll(&row, filters) {
-			rows = append(rows, row)
+		if len(filters) > 0 {
+			row := m.filterRow(in)
+			if !matchAll(&row, filters) {
+				continue
+			}
 		}
+		kept = append(kept, in)
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	sort.Slice(kept, func(i, j int) bool { return kept[i].ID < kept[j].ID })
 	counts := map[string]int{}
-	for _, row := range rows {
-		if row.Label != nil {
-			counts[*row.Label]++
+	for _, in := range kept {
+		if in.Label != nil {
+			counts[*in.Label]++
 		}
 	}
-	total := len(rows)
-	start := sort.Search(len(rows), func(i int) bool { return rows[i].ID > after })
-	page := rows[start:]
+	total := len(kept)
+	start := sort.Search(len(kept), func(i int) bool { return kept[i].ID > after })
+	rest := kept[start:]
 	var next any
-	if len(page) > limit {
-		page = page[:limit]
-		next = encodeToken(page[len(page)-1].ID)
+	if len(rest) > limit {
+		rest = rest[:limit]
+		next = encodeToken(rest[len(rest)-1].ID)
+	}
+	var page []instanceJSON
+	for _, in := range rest {
+		page = append(page, m.row(in, now))
 	}
 	if page == nil {
 		page = []instanceJSON{}
@@ -500,6 +510,18 @@ func decodeToken(tok string) (int64, bool) {
 	}
 	id, err := strconv.ParseInt(string(b[len("simv1:"):]), 10, 64)
 	return id, err == nil
+}
+
+// filterRow is an instance's row with only the columns listFields names
+// filled in, as row fills them.
+func (m *Market) filterRow(in *instance) instanceJSON {
+	o := &m.offers[m.byID[in.OfferID]]
+	r := instanceJSON{ID: in.ID, Label: in.Label, IntendedStatus: in.Intended, GPUName: o.GPUName, Verification: o.Verification}
+	if in.Status != "" {
+		s := in.Status
+		r.ActualStatus = &s
+	}
+	return r
 }
 
 func matchAll(row *instanceJSON, filters []listFilter) bool {

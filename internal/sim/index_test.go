@@ -136,3 +136,44 @@ func TestPriceIndexRange(t *testing.T) {
 		t.Fatal("an unbounded range should walk the whole view")
 	}
 }
+
+// TestFilterRowMatchesRow: the listing filters on filterRow, so every
+// column a filter may name must read as the full row has it, whatever
+// state the instance is in.
+func TestFilterRowMatchesRow(t *testing.T) {
+	h := newHarness(t, Config{Seed: 6})
+	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":12}`)
+	var ids []int64
+	for i, o := range offers {
+		ids = append(ids, h.create(o.ID, fmt.Sprintf("f-%d", i%3)))
+	}
+	h.setState(ids[0], "stopped")
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	now := h.m.cfg.Clock.Now()
+	n := 0
+	for _, in := range h.m.st.Instances {
+		if in.Destroyed {
+			continue
+		}
+		full, light := h.m.row(in, now), h.m.filterRow(in)
+		for field := range listFields {
+			for _, v := range []any{full.IntendedStatus, full.GPUName, full.Verification, float64(full.ID), "running", "stopped", nil} {
+				f := []listFilter{{field: field, op: "eq", vals: []any{v}}}
+				if matchAll(&full, f) != matchAll(&light, f) {
+					t.Fatalf("instance %d, %s eq %v: the full row and the filter row disagree", in.ID, field, v)
+				}
+			}
+		}
+		if full.Label != nil {
+			f := []listFilter{{field: "label", op: "eq", vals: []any{*full.Label}}}
+			if !matchAll(&light, f) {
+				t.Fatalf("instance %d: label %q not matched", in.ID, *full.Label)
+			}
+		}
+		n++
+	}
+	if n != len(ids) {
+		t.Fatalf("%d instances checked, %d rented", n, len(ids))
+	}
+}

@@ -95,6 +95,20 @@ func (s *Store) GetFleet(ctx context.Context, name string) (Fleet, error) {
 	return f, nil
 }
 
+// FleetExists reports whether the named fleet has a row, without reading
+// it (a fleet's spec holds its whole candidate list).
+func (s *Store) FleetExists(ctx context.Context, name string) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, "SELECT 1 FROM fleets WHERE name = ?", name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: fleet %q: %w", name, err)
+	}
+	return true, nil
+}
+
 // ListFleets returns every fleet, oldest first.
 func (s *Store) ListFleets(ctx context.Context) ([]Fleet, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+fleetCols+" FROM fleets ORDER BY created_at, name")

@@ -264,6 +264,11 @@ func TestFleets(t *testing.T) {
 	if _, err := s.GetFleet(ctx, "zz"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetFleet missing = %v", err)
 	}
+	for name, want := range map[string]bool{"a": true, "b": true, "zz": false} {
+		if ok, err := s.FleetExists(ctx, name); err != nil || ok != want {
+			t.Errorf("FleetExists(%q) = %v, %v; want %v", name, ok, err, want)
+		}
+	}
 	if err := s.SetFleetState(ctx, "b", FleetDone); err != nil {
 		t.Fatal(err)
 	}
