@@ -3,6 +3,7 @@ package market
 import (
 	"math"
 	"slices"
+	"sync"
 )
 
 // primaryKey orders rows by what compare looks at first: offers that
@@ -32,24 +33,42 @@ func (a *rankKey) primaryKey() uint64 {
 // runs are sorted by comparison.
 const radixMin = 256
 
+// rankScratch is the working memory of one ranking, kept between
+// rankings (rankScratchPool): a ranking of a large market then writes
+// into memory it has touched before instead of fresh pages, whose first
+// touch costs more than the sort itself.
+type rankScratch struct {
+	parts  [][]rankRow
+	all    []rankRow
+	sorted []rankRow
+	a, b   []radixItem
+}
+
+var rankScratchPool = sync.Pool{New: func() any { return new(rankScratch) }}
+
+type radixItem struct {
+	key uint64
+	row int32
+}
+
 // sortRows sorts rows as slices.SortFunc(rows, compareRows) does (that
 // order is total: ties end at the index), with an LSD radix sort on the
 // primary key, which is stable, and a comparison sort of each run of
 // equal keys.
-func sortRows(rows []rankRow) {
+func sortRows(rows []rankRow) { sortRowsIn(rows, new(rankScratch)) }
+
+// sortRowsIn is sortRows with its buffers taken from sc.
+func sortRowsIn(rows []rankRow, sc *rankScratch) {
 	if len(rows) < radixMin {
 		slices.SortFunc(rows, compareRows)
 		return
 	}
-	type kv struct {
-		key uint64
-		row int32
-	}
-	a := make([]kv, len(rows))
+	a := grow(sc.a, len(rows))
+	b := grow(sc.b, len(rows))
+	sc.a, sc.b = a, b
 	for i := range rows {
-		a[i] = kv{rows[i].primaryKey(), int32(i)}
+		a[i] = radixItem{rows[i].primaryKey(), int32(i)}
 	}
-	b := make([]kv, len(rows))
 	var count [256]int
 	for shift := uint(0); shift < 64; shift += 8 {
 		clear(count[:])
@@ -72,7 +91,8 @@ func sortRows(rows []rankRow) {
 		}
 		a, b = b, a
 	}
-	sorted := make([]rankRow, len(rows))
+	sorted := grow(sc.sorted, len(rows))
+	sc.sorted = sorted
 	for i := range a {
 		sorted[i] = rows[a[i].row]
 	}
@@ -88,4 +108,12 @@ func sortRows(rows []rankRow) {
 		lo = hi
 	}
 	copy(rows, sorted)
+}
+
+// grow returns s resized to n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n, n+n/4)
 }

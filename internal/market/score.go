@@ -356,14 +356,18 @@ func rankIndices(ctx context.Context, offers []Offer, keep func(*Offer) bool, s 
 	if len(offers) < parallelRankMin {
 		parts = 1
 	}
-	// Each part filters, scores and (for a full ranking) sorts its share
-	// of the market; the sorted parts are then merged.
-	sorted := make([][]rankRow, parts)
+	// Each part filters and scores its share of the market; the parts,
+	// in market order, are then sorted (or the best k picked) as one.
+	sc := rankScratchPool.Get().(*rankScratch)
+	defer rankScratchPool.Put(sc)
+	for len(sc.parts) < parts {
+		sc.parts = append(sc.parts, nil)
+	}
 	var wg sync.WaitGroup
 	for p := range parts {
 		lo, hi := p*len(offers)/parts, (p+1)*len(offers)/parts
 		wg.Go(func() {
-			rows := make([]rankRow, 0, (hi-lo)/2)
+			rows := sc.parts[p][:0]
 			for i := lo; i < hi; i++ {
 				if (i-lo)%rankCheckEvery == 0 && ctx.Err() != nil {
 					return
@@ -373,21 +377,25 @@ func rankIndices(ctx context.Context, offers []Offer, keep func(*Offer) bool, s 
 					rows = append(rows, rankRow{newRankKey(o, s), int32(i)})
 				}
 			}
-			if full {
-				sortRows(rows)
-			}
-			sorted[p] = rows
+			sc.parts[p] = rows
 		})
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	var rows []rankRow
+	n := 0
+	for _, part := range sc.parts[:parts] {
+		n += len(part)
+	}
+	rows := grow(sc.all, n)[:0]
+	for _, part := range sc.parts[:parts] {
+		rows = append(rows, part...)
+	}
+	sc.all = rows
 	if full {
-		rows = mergeRows(sorted)
+		sortRowsIn(rows, sc)
 	} else {
-		rows = slices.Concat(sorted...)
 		best := bestK(len(rows), k, func(a, b int32) int { return compareRows(rows[a], rows[b]) })
 		picked := make([]rankRow, len(best))
 		for n, j := range best {
@@ -400,34 +408,6 @@ func rankIndices(ctx context.Context, offers []Offer, keep func(*Offer) bool, s 
 		idx[n], scores[n] = rows[n].i, rows[n].score
 	}
 	return idx, scores, nil
-}
-
-// mergeRows merges sorted runs into one sorted run.
-func mergeRows(runs [][]rankRow) []rankRow {
-	for len(runs) > 1 {
-		var next [][]rankRow
-		for i := 0; i < len(runs); i += 2 {
-			if i+1 == len(runs) {
-				next = append(next, runs[i])
-				continue
-			}
-			a, b := runs[i], runs[i+1]
-			m := make([]rankRow, 0, len(a)+len(b))
-			for len(a) > 0 && len(b) > 0 {
-				if compareRows(b[0], a[0]) < 0 {
-					m, b = append(m, b[0]), b[1:]
-				} else {
-					m, a = append(m, a[0]), a[1:]
-				}
-			}
-			next = append(next, append(append(m, a...), b...))
-		}
-		runs = next
-	}
-	if len(runs) == 0 {
-		return nil
-	}
-	return runs[0]
 }
 
 // RankScan is RankTop over the offers in an offers file (see ScanOffers)
