@@ -177,12 +177,13 @@ func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]marke
 	}
 	v := m.index.view(m.offers, storage, q.Type == "bid" || q.Type == "interruptible")
 	held, used := m.holders(), m.gpusInUse()
-	// With no instance live, no offer is held or crowded.
+	// With no instance live, no offer is held, and one is crowded only
+	// if it needs more GPUs than its machine has: no map lookups.
 	quiet := len(held) == 0 && len(used) == 0
 	var scratch market.Offer
 	shown := func(i int32) *market.Offer {
 		o := &v.offers[i]
-		if quiet && !m.churned(o.ID, now) {
+		if quiet && o.NumGPUs <= MachineGPUs(o) && !m.churned(o.ID, now) {
 			return o
 		}
 		if _, taken := held[o.ID]; taken || crowded(o, used) || m.churned(o.ID, now) {

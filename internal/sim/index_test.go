@@ -177,3 +177,35 @@ func TestFilterRowMatchesRow(t *testing.T) {
 		t.Fatalf("%d instances checked, %d rented", n, len(ids))
 	}
 }
+
+// TestIndexedSearchQuietMarket: with no instance live the search skips
+// the held and crowded lookups; it must still answer as the plain sort,
+// churn included.
+func TestIndexedSearchQuietMarket(t *testing.T) {
+	faults, _ := Profile("none")
+	faults.OfferChurnPerHour = 0.3
+	h := newHarness(t, Config{Seed: 9, Offers: 3000, Faults: faults})
+	for _, tc := range []struct{ q, order string }{
+		{"rentable=True", "score-"},
+		{"dph_total>=0.2 dph_total<0.5 rentable=True", "score-"},
+		{"dph_total<=0.4 rented=False", "+dph_total"},
+	} {
+		q, _, err := market.Parse(tc.q, market.ParseOptions{NoDefault: true, Order: tc.order})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.m.mu.Lock()
+		want := referenceSearch(h.m, q, 1000)
+		got, err := h.m.searchOffers(q, h.m.cfg.Clock.Now(), 1000)
+		h.m.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%q: nothing found; the case tests nothing", tc.q)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%q: indexed search differs (-plain +indexed):\n%s", tc.q, d)
+		}
+	}
+}
