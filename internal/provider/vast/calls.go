@@ -200,8 +200,12 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 		if err := c.decode(cl, opOther, resp, &p); err != nil {
 			return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
 		}
-		if err := c.checkSuccess(cl, opOther, resp); err != nil {
-			return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
+		// The page is decoded already, success included: parse the body
+		// again (a page is hundreds of rows) only to build the error.
+		if p.Success != nil && !*p.Success {
+			if err := c.checkSuccess(cl, opOther, resp); err != nil {
+				return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
+			}
 		}
 		if p.TotalInstances == nil {
 			return provider.Listing{}, fmt.Errorf("listing page %d has no total_instances: %w", page, provider.ErrIncompleteListing)

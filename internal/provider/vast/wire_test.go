@@ -514,6 +514,8 @@ func TestListingPagination(t *testing.T) {
 		"no total":          {jsonAnswer(200, `{"instances":[],"next_token":null}`)},
 		"token loops":       {jsonAnswer(200, listPageBody(ids(1, 25), 60, "tok1")), jsonAnswer(200, listPageBody(ids(26, 25), 60, "tok1"))},
 		"success false":     {jsonAnswer(200, `{"success":false,"msg":"v0 listing deprecated"}`)},
+		// A complete-looking page (total 0, no rows) that says it failed.
+		"success false, total given": {jsonAnswer(200, `{"success":false,"msg":"try later","total_instances":0,"instances":[],"next_token":null}`)},
 	}
 	for name, hs := range cases {
 		t.Run(name, func(t *testing.T) {
