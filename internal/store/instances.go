@@ -465,13 +465,26 @@ func (s *Store) RecordBandwidth(ctx context.Context, reports []BandwidthReport, 
 		return nil
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		// One report per instance of a listing: the two statements are
+		// prepared once for all of them, not parsed again per instance.
+		sel, err := tx.PrepareContext(ctx, "SELECT "+instanceCols+" FROM instances WHERE id = ?")
+		if err != nil {
+			return err
+		}
+		defer sel.Close()
+		upd, err := tx.PrepareContext(ctx, `UPDATE instances SET inet_down_cost = ?, inet_up_cost = ?, inet_down_mbps = ?,
+				pull_gb = ?, bandwidth_billed = ?, bandwidth_billed_at = ? WHERE id = ?`)
+		if err != nil {
+			return err
+		}
+		defer upd.Close()
 		for _, r := range reports {
-			old, err := getInstance(ctx, tx, r.ID)
-			if errors.Is(err, ErrNotFound) {
+			old, err := scanInstance(sel.QueryRowContext(ctx, r.ID))
+			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("instance %d: %w", r.ID, err)
 			}
 			ob := old.Bandwidth
 			nb := ob.Reported(r, old.State, now)
@@ -479,9 +492,7 @@ func (s *Store) RecordBandwidth(ctx context.Context, reports []BandwidthReport, 
 				ob.DownMbps == nb.DownMbps && ob.PullGB == nb.PullGB && old.State != "loading" {
 				continue // nothing new; while loading the report time itself matters
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE instances SET inet_down_cost = ?, inet_up_cost = ?, inet_down_mbps = ?,
-				pull_gb = ?, bandwidth_billed = ?, bandwidth_billed_at = ? WHERE id = ?`,
-				nb.DownCost, nb.UpCost, nb.DownMbps, nb.PullGB, *nb.Billed, fmtTime(nb.BilledAt), r.ID); err != nil {
+			if _, err := upd.ExecContext(ctx, nb.DownCost, nb.UpCost, nb.DownMbps, nb.PullGB, *nb.Billed, fmtTime(nb.BilledAt), r.ID); err != nil {
 				return err
 			}
 		}

@@ -642,3 +642,62 @@ func TestChangedAt(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordBandwidth: one transaction of reports updates each known
+// instance, skips unknown ids, only ever raises the charge, and leaves an
+// unchanged row alone.
+func TestRecordBandwidth(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	for _, id := range []int64{1, 2, 3} {
+		if err := s.UpsertInstance(ctx, Instance{ID: id, State: "running", GPUName: "A100"}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1 := t0.Add(time.Minute)
+	err := s.RecordBandwidth(ctx, []BandwidthReport{
+		{ID: 1, DownCost: 0.01, UpCost: 0.02, DownMbps: 500, Billed: 0.5},
+		{ID: 99, DownCost: 1, Billed: 7}, // not ours
+		{ID: 2, DownCost: 0.03, Billed: 0.25},
+	}, t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]Bandwidth{
+		1: {DownCost: 0.01, UpCost: 0.02, DownMbps: 500, Billed: ptr(0.5), BilledAt: t1},
+		2: {DownCost: 0.03, Billed: ptr(0.25), BilledAt: t1},
+		3: {},
+	}
+	check := func(when string) {
+		t.Helper()
+		for id, w := range want {
+			got, err := s.Instance(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(w, got.Bandwidth); d != "" {
+				t.Errorf("%s: instance %d bandwidth (-want +got):\n%s", when, id, d)
+			}
+		}
+		if _, err := s.Instance(ctx, 99); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: a report made instance 99: %v", when, err)
+		}
+	}
+	check("first reports")
+	// A lower charge never lowers the record; the same report again
+	// changes nothing, not even the time.
+	t2 := t1.Add(time.Minute)
+	if err := s.RecordBandwidth(ctx, []BandwidthReport{{ID: 1, DownCost: 0.01, UpCost: 0.02, DownMbps: 500, Billed: 0.5},
+		{ID: 2, DownCost: 0.03, Billed: 0.1}}, t2); err != nil {
+		t.Fatal(err)
+	}
+	want[2] = Bandwidth{DownCost: 0.03, Billed: ptr(0.25), BilledAt: t1}
+	check("repeated reports")
+	if err := s.RecordBandwidth(ctx, []BandwidthReport{{ID: 2, DownCost: 0.03, Billed: 0.75}}, t2); err != nil {
+		t.Fatal(err)
+	}
+	want[2] = Bandwidth{DownCost: 0.03, Billed: ptr(0.75), BilledAt: t2}
+	check("a higher charge")
+}
+
+func ptr[T any](v T) *T { return &v }
