@@ -1169,12 +1169,18 @@ func (r *runner) need(now time.Time) int {
 	}
 	target := r.target()
 	active := len(r.inflight)
+	hedge := time.Duration(-1) // r.hedgeAfter(), sorted once per call when a node needs it
 	for _, n := range r.nodes {
 		if n.doomed {
 			continue
 		}
-		if n.phase == phBooting && r.spec.HedgeAfter > 0 && now.Sub(n.rentedAt) > r.hedgeAfter() {
-			continue
+		if n.phase == phBooting && r.spec.HedgeAfter > 0 {
+			if hedge < 0 {
+				hedge = r.hedgeAfter()
+			}
+			if now.Sub(n.rentedAt) > hedge {
+				continue
+			}
 		}
 		active++
 	}
