@@ -125,7 +125,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"})
-	for _, c := range []*cobra.Command{newSearchCmd(f), newPlanCmd(f), newMarketCmd(f, nil), newQueryCmd(f)} {
+	for _, c := range []*cobra.Command{newSearchCmd(f, nil), newPlanCmd(f, nil), newMarketCmd(f, nil), newQueryCmd(f)} {
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
