@@ -604,11 +604,19 @@ func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
 	return t.flush()
 }
 
-func newBenchCmd(f *factory) *cobra.Command {
+// benchLaunchOptions is what `bench launch` was asked.
+type benchLaunchOptions struct {
+	Config   launchbench.Config
+	Profiles []string
+	JSON     bool
+}
+
+// newBenchCmd is `bench` with launch and rank; each parses into its
+// options and hands them to launchF or rankF (tests), or runs them.
+func newBenchCmd(f *factory, launchF func(context.Context, *benchLaunchOptions) error, rankF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
-	var cfg launchbench.Config
-	var asJSON bool
-	var profiles []string
+	opts := &benchLaunchOptions{}
+	cfg := &opts.Config
 	bl := &cobra.Command{
 		Use:   "launch",
 		Short: "Compare launch strategies on one simulated market: start all, manual park, vastfleet",
@@ -622,23 +630,31 @@ minutes.`,
 			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
 				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
 			}
-			rows, err := launchbench.RunProfiles(cmd.Context(), cfg, profiles)
-			if err != nil {
-				return err
+			if launchF != nil {
+				return launchF(cmd.Context(), opts)
 			}
-			if asJSON {
-				return writeJSON(f.io.Out, rows)
-			}
-			fmt.Fprint(f.io.Out, launchbench.Table(rows))
-			return nil
+			return benchLaunchRun(cmd.Context(), f, opts)
 		},
 	}
 	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")
 	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
-	bl.Flags().StringSliceVar(&profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
+	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
-	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(bl, newBenchRankCmd(f))
+	bl.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.AddCommand(bl, newBenchRankCmd(f, rankF))
 	return cmd
+}
+
+// benchLaunchRun is `bench launch` once its flags are parsed.
+func benchLaunchRun(ctx context.Context, f *factory, opts *benchLaunchOptions) error {
+	rows, err := launchbench.RunProfiles(ctx, opts.Config, opts.Profiles)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, rows)
+	}
+	fmt.Fprint(f.io.Out, launchbench.Table(rows))
+	return nil
 }

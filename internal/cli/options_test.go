@@ -461,3 +461,87 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		refusedBeforeRun(t, "down", newDownCmd(f, refuse[downOptions](&ran)), &ran)
 	})
 }
+
+// The tools (demo, hashwork, query parse, sim reset, version, bench)
+// parse into options as the other commands do.
+func TestToolCommandsParseIntoOptions(t *testing.T) {
+	f := &factory{}
+	var ran bool
+	t.Run("demo and hashwork", func(t *testing.T) {
+		var got *demoOptions
+		if err := parseOnly(t, newDemoCmd(f, capture(&got)), "--count", "10", "--prefix", "abc", "--keep"); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(&demoOptions{Count: 10, Prefix: "abc", Seconds: 6, Keep: true}, got); d != "" {
+			t.Errorf("demo options (-want +got):\n%s", d)
+		}
+		// Under the root, --data-dir and --sim-speed typed are told apart
+		// from their defaults.
+		root := &cobra.Command{Use: "vastfleet"}
+		root.PersistentFlags().String("data-dir", "", "")
+		root.PersistentFlags().Float64("sim-speed", 60, "")
+		root.AddCommand(newDemoCmd(f, capture(&got)))
+		if err := parseOnly(t, root, "--data-dir", "d", "demo"); err != nil {
+			t.Fatal(err)
+		}
+		if got == nil || !got.DataDirGiven || got.SimSpeedGiven || got.Count != 50 || got.Prefix != "0000" {
+			t.Errorf("demo under the root: %+v; want --data-dir given, --sim-speed not", got)
+		}
+		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "--prefix", "xyz")
+		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "--prefix", "00000000000000000")
+		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "extra")
+		var hw *hashworkOptions
+		if err := parseOnly(t, newHashworkCmd(f, capture(&hw)), "--prefix", "0a", "--seconds", "2"); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(&hashworkOptions{Prefix: "0a", Seconds: 2}, hw); d != "" {
+			t.Errorf("hashwork options (-want +got):\n%s", d)
+		}
+	})
+	t.Run("query parse", func(t *testing.T) {
+		var got *queryParseOptions
+		if err := parseOnly(t, newQueryCmd(f, capture(&got)), "parse", "-n", "--new", "-b", "-o", "+dph_total", "num_gpus=1", "gpu_ram>=24"); err != nil {
+			t.Fatal(err)
+		}
+		want := &queryParseOptions{
+			query: queryFlags{NoDefault: true, New: true, Type: "bid", Order: "+dph_total", Storage: 5, SweepLimit: 1000, sendUnknown: true},
+			Query: []string{"num_gpus=1", "gpu_ram>=24"},
+		}
+		if d := cmp.Diff(want, got, cmp.AllowUnexported(queryParseOptions{}, queryFlags{})); d != "" {
+			t.Errorf("query parse options (-want +got):\n%s", d)
+		}
+	})
+	t.Run("sim reset and version", func(t *testing.T) {
+		ran = false
+		if err := parseOnly(t, newSimResetCmd(f, refuse[simResetOptions](&ran))); err != nil || !ran {
+			t.Errorf("sim reset: err %v, ran %v", err, ran)
+		}
+		var v *versionOptions
+		if err := parseOnly(t, newVersionCmd(f, capture(&v)), "--json"); err != nil || v == nil || !v.JSON {
+			t.Errorf("version --json: err %v, options %+v", err, v)
+		}
+		refusedBeforeRun(t, "version", newVersionCmd(f, refuse[versionOptions](&ran)), &ran, "1.0")
+	})
+	t.Run("bench", func(t *testing.T) {
+		var bl *benchLaunchOptions
+		if err := parseOnly(t, newBenchCmd(f, capture(&bl), nil), "launch", "--count", "20", "--profile", "none,bench", "--seed", "7", "--json"); err != nil {
+			t.Fatal(err)
+		}
+		if bl == nil || bl.Config.Count != 20 || bl.Config.Seed != 7 || bl.Config.Deadline != 10*time.Minute || !bl.JSON ||
+			!cmp.Equal(bl.Profiles, []string{"none", "bench"}) {
+			t.Errorf("bench launch options: %+v", bl)
+		}
+		bl = nil
+		if err := parseOnly(t, newBenchCmd(f, capture(&bl), nil), "launch"); err != nil || bl == nil || !cmp.Equal(bl.Profiles, []string{"realistic", "harsh"}) || bl.Config.Count != 300 {
+			t.Errorf("bench launch defaults: err %v, options %+v", err, bl)
+		}
+		refusedBeforeRun(t, "bench launch", newBenchCmd(f, refuse[benchLaunchOptions](&ran), nil), &ran, "launch", "--count", "0")
+		var br *benchRankOptions
+		if err := parseOnly(t, newBenchCmd(f, nil, capture(&br)), "rank", "--offers", "1000", "--pairs", "2", "--file", "offers.json"); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(&benchRankOptions{Offers: 1000, Pairs: 2, File: "offers.json", Seconds: 3}, br); d != "" {
+			t.Errorf("bench rank options (-want +got):\n%s", d)
+		}
+	})
+}
