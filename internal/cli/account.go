@@ -11,35 +11,62 @@ import (
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
-func newBalanceCmd(f *factory) *cobra.Command {
-	var asJSON bool
+// balanceOptions is what `balance` was asked.
+type balanceOptions struct {
+	JSON bool
+}
+
+// newBalanceCmd parses into balanceOptions and hands them to runF (tests)
+// or balanceRun.
+func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error) *cobra.Command {
+	opts := &balanceOptions{}
 	cmd := &cobra.Command{
 		Use:   "balance",
 		Short: "The account's credit balance",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := f.Provider(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			u, err := p.CurrentUser(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(f.io.Out, u)
-			}
-			fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
-			return nil
+			return balanceRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
 }
 
-func newLogsCmd(f *factory) *cobra.Command {
-	var tail int
-	var asJSON bool
-	var nodeSel, session string
+// balanceRun is `balance` once its flags are parsed.
+func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	u, err := p.CurrentUser(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, u)
+	}
+	fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
+	return nil
+}
+
+// logsOptions is what `logs` was asked.
+type logsOptions struct {
+	// Target is the instance id or the job (the positional ID|JOB).
+	Target string
+	// InstanceID is Target's instance; 0 when Target names a job.
+	InstanceID int64
+	Tail       int
+	Node       string
+	Session    string
+	JSON       bool
+}
+
+// newLogsCmd parses into logsOptions and hands them to runF (tests) or
+// logsRun; --node and --session with an instance id are a usage error.
+func newLogsCmd(f *factory, runF func(context.Context, *logsOptions) error) *cobra.Command {
+	opts := &logsOptions{}
 	cmd := &cobra.Command{
 		Use:   "logs ID|JOB",
 		Short: "An instance's container log, or a job's session logs from each of its nodes",
@@ -55,40 +82,53 @@ the node; a node that does not answer gives its container log instead.
   vastfleet logs sweep-20261203-064837 --node 2 --session run --tail 50`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if tail < 0 {
-				return usagef("--tail %d: must be 0 (all) or more", tail)
+			if opts.Tail < 0 {
+				return usagef("--tail %d: must be 0 (all) or more", opts.Tail)
 			}
-			if _, err := strconv.ParseInt(args[0], 10, 64); err != nil {
-				return jobLogs(cmd.Context(), f, args[0], nodeSel, session, tail, asJSON)
+			opts.Target, opts.InstanceID = args[0], 0
+			if _, err := strconv.ParseInt(args[0], 10, 64); err == nil {
+				if opts.Node != "" || opts.Session != "" {
+					return usagef("--node and --session go with a job (vastfleet logs JOB); %s is an instance id", args[0])
+				}
+				ids, err := parseIDs(args)
+				if err != nil {
+					return err
+				}
+				opts.InstanceID = ids[0]
 			}
-			if nodeSel != "" || session != "" {
-				return usagef("--node and --session go with a job (vastfleet logs JOB); %s is an instance id", args[0])
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			ids, err := parseIDs(args)
-			if err != nil {
-				return err
-			}
-			op, err := f.operator(cmd.Context())
-			if err != nil {
-				return err
-			}
-			text, err := op.InstanceLogs(cmd.Context(), ids[0], tail)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(f.io.Out, map[string]any{"id": ids[0], "log": text})
-			}
-			_, err = fmt.Fprint(f.io.Out, text)
-			return err
+			return logsRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().IntVar(&tail, "tail", 200, "last N lines (0: all)")
-	cmd.Flags().StringVar(&nodeSel, "node", "", "with JOB: only this node (rank, node-RANK or instance id)")
-	cmd.Flags().StringVar(&session, "session", "", "with JOB: only this session's log (default: every session's)")
+	cmd.Flags().IntVar(&opts.Tail, "tail", 200, "last N lines (0: all)")
+	cmd.Flags().StringVar(&opts.Node, "node", "", "with JOB: only this node (rank, node-RANK or instance id)")
+	cmd.Flags().StringVar(&opts.Session, "session", "", "with JOB: only this session's log (default: every session's)")
 	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// logsRun is `logs` once its flags are parsed: a job's session logs or an
+// instance's container log.
+func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
+	if opts.InstanceID == 0 {
+		return jobLogs(ctx, f, opts.Target, opts.Node, opts.Session, opts.Tail, opts.JSON)
+	}
+	op, err := f.operator(ctx)
+	if err != nil {
+		return err
+	}
+	text, err := op.InstanceLogs(ctx, opts.InstanceID, opts.Tail)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, map[string]any{"id": opts.InstanceID, "log": text})
+	}
+	_, err = fmt.Fprint(f.io.Out, text)
+	return err
 }
 
 // operator is the marketplace client's instance operations (logs,
@@ -105,17 +145,27 @@ func (f *factory) operator(ctx context.Context) (provider.Operator, error) {
 	return op, nil
 }
 
-func newSSHURLCmd(f *factory) *cobra.Command { return newRouteURLCmd(f, "ssh") }
+func newSSHURLCmd(f *factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+	return newRouteURLCmd(f, "ssh", runF)
+}
 
 // newSCPURLCmd is `scp-url ID`: the same route as ssh-url, as scp://.
-func newSCPURLCmd(f *factory) *cobra.Command { return newRouteURLCmd(f, "scp") }
+func newSCPURLCmd(f *factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+	return newRouteURLCmd(f, "scp", runF)
+}
 
-func newRouteURLCmd(f *factory, scheme string) *cobra.Command {
-	urlOf := provider.SSHURL
-	if scheme == "scp" {
-		urlOf = provider.SCPURL
-	}
-	var asJSON bool
+// routeURLOptions is what `ssh-url` or `scp-url` was asked.
+type routeURLOptions struct {
+	// Scheme is ssh or scp.
+	Scheme string
+	ID     int64
+	JSON   bool
+}
+
+// newRouteURLCmd is `ssh-url` or `scp-url` (scheme): it parses into
+// routeURLOptions and hands them to runF (tests) or routeURLRun.
+func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+	opts := &routeURLOptions{Scheme: scheme}
 	cmd := &cobra.Command{
 		Use:   scheme + "-url ID",
 		Short: "An instance's " + scheme + "://root@HOST:PORT, derived as the vastai CLI does",
@@ -125,28 +175,42 @@ func newRouteURLCmd(f *factory, scheme string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := f.Provider(cmd.Context())
-			if err != nil {
-				return err
+			opts.ID = ids[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			inst, err := p.ShowInstance(cmd.Context(), ids[0])
-			if errors.Is(err, provider.ErrNotFound) {
-				return usagef("instance %d: not found on the marketplace (see `vastfleet ls`)", ids[0])
-			}
-			if err != nil {
-				return fmt.Errorf("instance %d: %w", ids[0], err)
-			}
-			host, port, ok := provider.SSHAddr(inst)
-			if !ok {
-				return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", ids[0], inst.Status())
-			}
-			if asJSON {
-				return writeJSON(f.io.Out, map[string]any{"id": ids[0], scheme + "_url": urlOf(inst), "ssh_host": host, "ssh_port": port})
-			}
-			_, err = fmt.Fprintln(f.io.Out, urlOf(inst))
-			return err
+			return routeURLRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// routeURLRun is `ssh-url` or `scp-url` once its flags are parsed.
+func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
+	scheme, id := opts.Scheme, opts.ID
+	urlOf := provider.SSHURL
+	if scheme == "scp" {
+		urlOf = provider.SCPURL
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	inst, err := p.ShowInstance(ctx, id)
+	if errors.Is(err, provider.ErrNotFound) {
+		return usagef("instance %d: not found on the marketplace (see `vastfleet ls`)", id)
+	}
+	if err != nil {
+		return fmt.Errorf("instance %d: %w", id, err)
+	}
+	host, port, ok := provider.SSHAddr(inst)
+	if !ok {
+		return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", id, inst.Status())
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, map[string]any{"id": id, scheme + "_url": urlOf(inst), "ssh_host": host, "ssh_port": port})
+	}
+	_, err = fmt.Fprintln(f.io.Out, urlOf(inst))
+	return err
 }

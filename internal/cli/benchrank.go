@@ -46,7 +46,9 @@ type benchRankRow struct {
 	Ratio     float64 `json:"ratio,omitempty"` // how many times better vastfleet is
 }
 
-func newBenchRankCmd(f *factory) *cobra.Command {
+// newBenchRankCmd parses into benchRankOptions and hands them to runF
+// (tests) or benchRankRun.
+func newBenchRankCmd(f *factory, runF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	opts := &benchRankOptions{}
 	cmd := &cobra.Command{
 		Use:   "rank",
@@ -62,7 +64,12 @@ func newBenchRankCmd(f *factory) *cobra.Command {
 
 The dump is generated with the recipe's --gen unless --file names one.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return benchRankRun(cmd.Context(), f, opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return benchRankRun(cmd.Context(), f, opts)
+		},
 	}
 	cmd.Flags().IntVar(&opts.Offers, "offers", 100_000, "offers in the generated dump and the simulated market")
 	cmd.Flags().IntVar(&opts.Pairs, "pairs", 5, "alternating runs of each side; medians are printed")

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -13,9 +15,16 @@ import (
 	"github.com/vastfleet/vastfleet/internal/fleet"
 )
 
-func newCostCmd(f *factory) *cobra.Command {
-	var fleetName string
-	var asJSON bool
+// costOptions is what `cost` was asked.
+type costOptions struct {
+	Fleet string
+	JSON  bool
+}
+
+// newCostCmd parses into costOptions and hands them to runF (tests) or
+// costRun.
+func newCostCmd(f *factory, runF func(context.Context, *costOptions) error) *cobra.Command {
+	opts := &costOptions{}
 	cmd := &cobra.Command{
 		Use:   "cost",
 		Short: "What instances cost: per instance and per fleet, actual against estimate",
@@ -27,31 +36,38 @@ Bandwidth is what the marketplace reports it billed (inet_down_billed and
 inet_up_billed at the host's prices) as of the last listing; an instance it
 never reported for is priced at its estimated image pull, marked with "~".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			m, err := f.observed(ctx)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			rep, err := m.Cost(ctx, fleetName)
-			if err != nil {
-				return err
-			}
-			orphans := f.orphanViews(f.orphans)
-			if asJSON {
-				return writeJSON(f.io.Out, struct {
-					fleet.CostReport
-					Orphans []orphanJSON `json:"orphans"`
-				}{rep, orphans})
-			}
-			if err := printCost(f.io.Out, rep); err != nil {
-				return err
-			}
-			return printOrphans(f.io.Out, orphans)
+			return costRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringVar(&fleetName, "fleet", "", "only this fleet")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// costRun is `cost` once its flags are parsed.
+func costRun(ctx context.Context, f *factory, opts *costOptions) error {
+	m, err := f.observed(ctx)
+	if err != nil {
+		return err
+	}
+	rep, err := m.Cost(ctx, opts.Fleet)
+	if err != nil {
+		return err
+	}
+	orphans := f.orphanViews(f.orphans)
+	if opts.JSON {
+		return writeJSON(f.io.Out, struct {
+			fleet.CostReport
+			Orphans []orphanJSON `json:"orphans"`
+		}{rep, orphans})
+	}
+	if err := printCost(f.io.Out, rep); err != nil {
+		return err
+	}
+	return printOrphans(f.io.Out, orphans)
 }
 
 func printCost(w io.Writer, rep fleet.CostReport) error {
@@ -80,73 +96,119 @@ func optMoney(v *float64) string {
 	return money(*v)
 }
 
-func newExportCmd(f *factory) *cobra.Command {
-	var format, out, fleetName, script string
-	var includeGone, mpich bool
+// exportOptions is what `export` was asked.
+type exportOptions struct {
+	Format string
+	// Out is the file written ("" or - for stdout).
+	Out string
+	// All includes destroyed instances (vast-instances).
+	All    bool
+	Fleet  string
+	Mpich  bool
+	Script string
+	// IDs are the instances given (formats other than vast-instances).
+	IDs []string
+}
+
+// exportFormats are what --format takes.
+var exportFormats = []string{"vast-instances", "ssh-config", "hostfile", "env", "torchrun"}
+
+// newExportCmd parses into exportOptions and hands them to runF (tests) or
+// exportRun; an unknown --format is a usage error.
+func newExportCmd(f *factory, runF func(context.Context, *exportOptions) error) *cobra.Command {
+	opts := &exportOptions{}
 	cmd := &cobra.Command{
 		Use:   "export --format vast-instances|ssh-config|hostfile|env|torchrun [--fleet F | ID...] [--mpich] [--out FILE]",
 		Short: "Write the tracked instances as vast-instances.json, or a fleet as ssh config, MPI hostfile, rank env or torchrun lines",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if format != "vast-instances" {
-				if out == "" || out == "-" {
-					return exportNodes(ctx, f, f.io.Out, format, fleetName, args, mpich, script)
-				}
-				var b bytes.Buffer
-				if err := exportNodes(ctx, f, &b, format, fleetName, args, mpich, script); err != nil {
-					return err
-				}
-				return atomicfile.WriteFile(out, b.Bytes(), 0o600)
+			if !slices.Contains(exportFormats, opts.Format) {
+				return usagef("--format %q: use vast-instances, ssh-config, hostfile, env or torchrun", opts.Format)
 			}
-			st, err := f.Store(ctx, false, "")
-			if err != nil {
-				return err
+			opts.IDs = args
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if out == "" || out == "-" {
-				return st.ExportVastInstances(ctx, f.io.Out, includeGone)
-			}
-			return atomicfile.Write(out, 0o600, func(w io.Writer) error {
-				return st.ExportVastInstances(ctx, w, includeGone)
-			})
+			return exportRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "vast-instances", "output format")
-	cmd.Flags().StringVar(&out, "out", "", "write to FILE instead of stdout")
-	cmd.Flags().BoolVar(&includeGone, "all", false, "include destroyed instances")
-	cmd.Flags().StringVar(&fleetName, "fleet", "", "the fleet to export (formats other than vast-instances)")
-	cmd.Flags().BoolVar(&mpich, "mpich", false, "hostfile in MPICH's host:N form instead of Open MPI's host slots=N")
-	cmd.Flags().StringVar(&script, "script", "train.py", "the training script torchrun lines run")
+	cmd.Flags().StringVar(&opts.Format, "format", "vast-instances", "output format")
+	cmd.Flags().StringVar(&opts.Out, "out", "", "write to FILE instead of stdout")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "include destroyed instances")
+	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "the fleet to export (formats other than vast-instances)")
+	cmd.Flags().BoolVar(&opts.Mpich, "mpich", false, "hostfile in MPICH's host:N form instead of Open MPI's host slots=N")
+	cmd.Flags().StringVar(&opts.Script, "script", "train.py", "the training script torchrun lines run")
 	return cmd
 }
 
-func newImportCmd(f *factory) *cobra.Command {
-	var format string
+// exportRun is `export` once its flags are parsed.
+func exportRun(ctx context.Context, f *factory, opts *exportOptions) error {
+	out := opts.Out
+	if opts.Format != "vast-instances" {
+		if out == "" || out == "-" {
+			return exportNodes(ctx, f, f.io.Out, opts.Format, opts.Fleet, opts.IDs, opts.Mpich, opts.Script)
+		}
+		var b bytes.Buffer
+		if err := exportNodes(ctx, f, &b, opts.Format, opts.Fleet, opts.IDs, opts.Mpich, opts.Script); err != nil {
+			return err
+		}
+		return atomicfile.WriteFile(out, b.Bytes(), 0o600)
+	}
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return err
+	}
+	if out == "" || out == "-" {
+		return st.ExportVastInstances(ctx, f.io.Out, opts.All)
+	}
+	return atomicfile.Write(out, 0o600, func(w io.Writer) error {
+		return st.ExportVastInstances(ctx, w, opts.All)
+	})
+}
+
+// importOptions is what `import` was asked.
+type importOptions struct {
+	Format string
+	File   string
+}
+
+// newImportCmd parses into importOptions and hands them to runF (tests) or
+// importRun; a --format other than vast-instances is a usage error.
+func newImportCmd(f *factory, runF func(context.Context, *importOptions) error) *cobra.Command {
+	opts := &importOptions{}
 	cmd := &cobra.Command{
 		Use:   "import [--format vast-instances] FILE",
 		Short: "Read a vast-instances.json state file into the store (all or nothing)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "vast-instances" {
-				return usagef("--format %q: the supported format is vast-instances", format)
+			if opts.Format != "vast-instances" {
+				return usagef("--format %q: the supported format is vast-instances", opts.Format)
 			}
-			ctx := cmd.Context()
-			fh, err := os.Open(args[0])
-			if err != nil {
-				return usageError{err}
+			opts.File = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			defer fh.Close()
-			st, err := f.Store(ctx, true, holderName("import", args[0]))
-			if err != nil {
-				return err
-			}
-			n, err := st.ImportVastInstances(ctx, fh, f.Clock().Now())
-			if err != nil {
-				return usagef("%s: %v (nothing was imported)", args[0], err)
-			}
-			fmt.Fprintf(f.io.ErrOut, "imported %d instance(s) from %s; run `vastfleet reconcile` to refresh them from the marketplace\n", n, args[0])
-			return nil
+			return importRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "vast-instances", "input format")
+	cmd.Flags().StringVar(&opts.Format, "format", "vast-instances", "input format")
 	return cmd
+}
+
+// importRun is `import` once its flags are parsed.
+func importRun(ctx context.Context, f *factory, opts *importOptions) error {
+	fh, err := os.Open(opts.File)
+	if err != nil {
+		return usageError{err}
+	}
+	defer fh.Close()
+	st, err := f.Store(ctx, true, holderName("import", opts.File))
+	if err != nil {
+		return err
+	}
+	n, err := st.ImportVastInstances(ctx, fh, f.Clock().Now())
+	if err != nil {
+		return usagef("%s: %v (nothing was imported)", opts.File, err)
+	}
+	fmt.Fprintf(f.io.ErrOut, "imported %d instance(s) from %s; run `vastfleet reconcile` to refresh them from the marketplace\n", n, opts.File)
+	return nil
 }

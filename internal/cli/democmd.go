@@ -24,9 +24,15 @@ type demoOptions struct {
 	Seconds float64
 	Keep    bool
 	JSON    bool
+	// DataDirGiven and SimSpeedGiven say the user typed --data-dir and
+	// --sim-speed: the demo otherwise picks a fresh data dir and its
+	// own speed.
+	DataDirGiven, SimSpeedGiven bool
 }
 
-func newDemoCmd(f *factory) *cobra.Command {
+// newDemoCmd parses into demoOptions and hands them to runF (tests) or
+// demoRun; a --prefix that is not hex is a usage error.
+func newDemoCmd(f *factory, runF func(context.Context, *demoOptions) error) *cobra.Command {
 	opts := &demoOptions{}
 	cmd := &cobra.Command{
 		Use:   "demo [--count 50]",
@@ -41,7 +47,15 @@ printed; then results are collected, every instance destroyed and the
 cost report printed. The simulated instances run on this machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return demoRun(cmd.Context(), f, cmd, opts)
+			if _, err := hex.DecodeString(opts.Prefix + strings.Repeat("0", len(opts.Prefix)%2)); err != nil || len(opts.Prefix) > 16 {
+				return usagef("--prefix %q: want up to 16 hex digits", opts.Prefix)
+			}
+			opts.DataDirGiven = cmd.Flags().Changed("data-dir")
+			opts.SimSpeedGiven = cmd.Flags().Changed("sim-speed")
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return demoRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -54,14 +68,12 @@ cost report printed. The simulated instances run on this machine.`,
 	return cmd
 }
 
-func demoRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *demoOptions) error {
-	if _, err := hex.DecodeString(opts.Prefix + strings.Repeat("0", len(opts.Prefix)%2)); err != nil || len(opts.Prefix) > 16 {
-		return usagef("--prefix %q: want up to 16 hex digits", opts.Prefix)
-	}
+// demoRun is `demo` once its flags are parsed.
+func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
 	if f.opts.Market != "sim" {
 		return usagef("the demo runs on the simulated marketplace only (drop --market %s)", f.opts.Market)
 	}
-	if !cmd.Flags().Changed("data-dir") {
+	if !opts.DataDirGiven {
 		dir, err := os.MkdirTemp("", "vastfleet-demo-")
 		if err != nil {
 			return err
@@ -74,7 +86,7 @@ func demoRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *demoOpti
 			}()
 		}
 	}
-	if !cmd.Flags().Changed("sim-speed") {
+	if !opts.SimSpeedGiven {
 		f.opts.SimSpeed = 40 // a simulated minute per 1.5 s: API calls take wall time, and boots must fit the deadline
 	}
 	dir, err := f.dataDir()
@@ -138,36 +150,50 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // 1, ... until --seconds pass, printing the hash rate as a metric line
 // and every hash that starts with --prefix as a finding (and into
 // results/found.txt).
-func newHashworkCmd(f *factory) *cobra.Command {
-	var prefix string
-	var seconds float64
+func newHashworkCmd(f *factory, runF func(context.Context, *hashworkOptions) error) *cobra.Command {
+	opts := &hashworkOptions{}
 	cmd := &cobra.Command{
 		Use:    "hashwork --prefix HEX --seconds S",
 		Short:  "The demo's CPU job: search sha256 hashes with a prefix",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			node := os.Getenv("VASTFLEET_NODE_NAME")
-			if node == "" {
-				node = "node-" + strconv.Itoa(os.Getpid())
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if err := os.MkdirAll("results", 0o755); err != nil {
-				return err
-			}
-			found, err := os.OpenFile(filepath.Join("results", "found.txt"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			defer found.Close()
-			out := bufio.NewWriter(f.io.Out)
-			defer out.Flush()
-			return hashwork(cmd.Context(), node, strings.ToLower(prefix), time.Duration(seconds*float64(time.Second)), out, found)
+			return hashworkRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", "000", "hex prefix")
-	cmd.Flags().Float64Var(&seconds, "seconds", 5, "how long to search")
+	cmd.Flags().StringVar(&opts.Prefix, "prefix", "000", "hex prefix")
+	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 5, "how long to search")
 	limitFlags(cmd.Flags(), bounds{"seconds", ">0", "86400"})
 	return cmd
+}
+
+// hashworkOptions is what `hashwork` was asked.
+type hashworkOptions struct {
+	Prefix  string
+	Seconds float64
+}
+
+// hashworkRun is `hashwork` once its flags are parsed: the search, as the
+// node named by $VASTFLEET_NODE_NAME, findings into results/found.txt.
+func hashworkRun(ctx context.Context, f *factory, opts *hashworkOptions) error {
+	node := os.Getenv("VASTFLEET_NODE_NAME")
+	if node == "" {
+		node = "node-" + strconv.Itoa(os.Getpid())
+	}
+	if err := os.MkdirAll("results", 0o755); err != nil {
+		return err
+	}
+	found, err := os.OpenFile(filepath.Join("results", "found.txt"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer found.Close()
+	out := bufio.NewWriter(f.io.Out)
+	defer out.Flush()
+	return hashwork(ctx, node, strings.ToLower(opts.Prefix), time.Duration(opts.Seconds*float64(time.Second)), out, found)
 }
 
 func hashwork(ctx context.Context, node, prefix string, d time.Duration, out *bufio.Writer, found *os.File) error {

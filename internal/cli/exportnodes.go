@@ -28,8 +28,19 @@ func sshArgs(k *fleetKey, n node) []string {
 		"-o", "StrictHostKeyChecking=accept-new", "root@" + n.Host}
 }
 
-func newSSHCmd(f *factory) *cobra.Command {
-	var printOnly bool
+// sshOptions is what `ssh` was asked.
+type sshOptions struct {
+	// ID is the instance (one: exec takes several).
+	ID string
+	// Command is what follows --, run instead of a shell.
+	Command []string
+	Print   bool
+}
+
+// newSSHCmd parses into sshOptions and hands them to runF (tests) or
+// sshRun; anything but one ID before -- is a usage error.
+func newSSHCmd(f *factory, runF func(context.Context, *sshOptions) error) *cobra.Command {
+	opts := &sshOptions{}
 	cmd := &cobra.Command{
 		Use:   "ssh ID [--print] [-- CMD]",
 		Short: "Open a shell on an instance with OpenSSH (or --print the command)",
@@ -38,7 +49,6 @@ and the host key recorded for the instance, through the system ssh client, so
 a terminal behaves as it always does. --print prints the command instead.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			dash := cmd.ArgsLenAtDash()
 			ids, rest := args, []string(nil)
 			if dash >= 0 {
@@ -47,41 +57,50 @@ a terminal behaves as it always does. --print prints the command instead.`,
 			if len(ids) != 1 {
 				return usagef("ssh takes one instance ID (use exec for several)")
 			}
-			nodes, p, err := f.selectNodes(ctx, "", false, ids, !printOnly)
-			if err != nil {
-				return err
+			opts.ID, opts.Command = ids[0], rest
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			s, err := f.sshSession(ctx, p, 1)
-			if err != nil {
-				return err
-			}
-			argv := append(sshArgs(s.key, nodes[0]), rest...)
-			if printOnly {
-				fmt.Fprintln(f.io.Out, "ssh "+strings.Join(quoteAll(argv), " "))
-				return nil
-			}
-			// Learn the host key and attach the fleet key in-process first,
-			// so OpenSSH meets a known host that accepts its key.
-			rows, err := execOnNodes(ctx, f, p, nodes, "true", 1, 0, "", true)
-			if err != nil {
-				return err
-			}
-			if rows[0].Error != "" {
-				return fmt.Errorf("%s", rows[0].Error)
-			}
-			c := exec.CommandContext(ctx, "ssh", argv...)
-			c.Stdin, c.Stdout, c.Stderr = f.io.In, f.io.Out, f.io.ErrOut
-			if err := c.Run(); err != nil {
-				if ee, ok := err.(*exec.ExitError); ok {
-					return fmt.Errorf("ssh exited with status %d", ee.ExitCode())
-				}
-				return err
-			}
-			return nil
+			return sshRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&printOnly, "print", false, "print the OpenSSH command instead of running it")
+	cmd.Flags().BoolVar(&opts.Print, "print", false, "print the OpenSSH command instead of running it")
 	return cmd
+}
+
+// sshRun is `ssh` once its flags are parsed.
+func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
+	nodes, p, err := f.selectNodes(ctx, "", false, []string{opts.ID}, !opts.Print)
+	if err != nil {
+		return err
+	}
+	s, err := f.sshSession(ctx, p, 1)
+	if err != nil {
+		return err
+	}
+	argv := append(sshArgs(s.key, nodes[0]), opts.Command...)
+	if opts.Print {
+		fmt.Fprintln(f.io.Out, "ssh "+strings.Join(quoteAll(argv), " "))
+		return nil
+	}
+	// Learn the host key and attach the fleet key in-process first,
+	// so OpenSSH meets a known host that accepts its key.
+	rows, err := execOnNodes(ctx, f, p, nodes, "true", 1, 0, "", true)
+	if err != nil {
+		return err
+	}
+	if rows[0].Error != "" {
+		return fmt.Errorf("%s", rows[0].Error)
+	}
+	c := exec.CommandContext(ctx, "ssh", argv...)
+	c.Stdin, c.Stdout, c.Stderr = f.io.In, f.io.Out, f.io.ErrOut
+	if err := c.Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return fmt.Errorf("ssh exited with status %d", ee.ExitCode())
+		}
+		return err
+	}
+	return nil
 }
 
 func quoteAll(args []string) []string {

@@ -20,13 +20,13 @@ import (
 
 func instanceCommands(f *factory) []*cobra.Command {
 	return []*cobra.Command{
-		newRentCmd(f), newLsCmd(f),
-		newStateCmd(f, "stop", "Stop instances (storage keeps billing; only destroy ends all charges)"),
-		newStateCmd(f, "start", "Start stopped instances again"),
-		newDestroyCmd(f), newReconcileCmd(f), newCostCmd(f), newExportCmd(f), newImportCmd(f),
-		newLaunchCmd(f), newCleanupCmd(f), newHostsCmd(f), newLogsCmd(f), newSSHURLCmd(f), newSCPURLCmd(f), newBalanceCmd(f),
-		newSSHCmd(f), newExecCmd(f, nil), newSyncCmd(f, nil), newSetupCmd(f, nil), newCollectCmd(f, nil), newReapCmd(f, nil),
-		newUpCmd(f, nil), newStatusCmd(f), newDownCmd(f), newDemoCmd(f), newHashworkCmd(f),
+		newRentCmd(f, nil), newLsCmd(f, nil),
+		newStateCmd(f, "stop", "Stop instances (storage keeps billing; only destroy ends all charges)", nil),
+		newStateCmd(f, "start", "Start stopped instances again", nil),
+		newDestroyCmd(f, nil), newReconcileCmd(f, nil), newCostCmd(f, nil), newExportCmd(f, nil), newImportCmd(f, nil),
+		newLaunchCmd(f, nil), newCleanupCmd(f, nil), newHostsCmd(f, nil), newLogsCmd(f, nil), newSSHURLCmd(f, nil), newSCPURLCmd(f, nil), newBalanceCmd(f, nil),
+		newSSHCmd(f, nil), newExecCmd(f, nil), newSyncCmd(f, nil), newSetupCmd(f, nil), newCollectCmd(f, nil), newReapCmd(f, nil),
+		newUpCmd(f, nil), newStatusCmd(f, nil), newDownCmd(f, nil), newDemoCmd(f, nil), newHashworkCmd(f, nil),
 	}
 }
 
@@ -122,6 +122,8 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
 
 type rentOptions struct {
+	// OfferID is the offer to rent (the positional OFFER_ID).
+	OfferID int64
 	Image   string
 	Disk    float64
 	Env     string
@@ -135,7 +137,9 @@ type rentOptions struct {
 	JSON    bool
 }
 
-func newRentCmd(f *factory) *cobra.Command {
+// newRentCmd parses into rentOptions and hands them to runF (tests) or
+// rentRun.
+func newRentCmd(f *factory, runF func(context.Context, *rentOptions) error) *cobra.Command {
 	opts := &rentOptions{}
 	cmd := &cobra.Command{
 		Use:   "rent OFFER_ID",
@@ -151,7 +155,11 @@ takes over 5 minutes), then prints its ssh address.`,
 			if err != nil || id <= 0 {
 				return usagef("offer id %q: want a positive number from `vastfleet search`", args[0])
 			}
-			return rentRun(cmd.Context(), f, opts, id)
+			opts.OfferID = id
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return rentRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -192,7 +200,9 @@ func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
 	return req, nil
 }
 
-func rentRun(ctx context.Context, f *factory, opts *rentOptions, offerID int64) error {
+// rentRun is `rent` once its flags are parsed.
+func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
+	offerID := opts.OfferID
 	req, err := opts.createRequest()
 	if err != nil {
 		return err
@@ -249,53 +259,61 @@ type lsOptions struct {
 	JSON  bool
 }
 
-func newLsCmd(f *factory) *cobra.Command {
+// newLsCmd parses into lsOptions and hands them to runF (tests) or lsRun.
+func newLsCmd(f *factory, runF func(context.Context, *lsOptions) error) *cobra.Command {
 	opts := &lsOptions{}
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List instances vastfleet tracks, refreshed from the marketplace",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			m, err := f.observed(ctx)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			recs, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet, IncludeGone: opts.All})
-			if err != nil {
-				return err
-			}
-			if f.overlay {
-				if recs, err = m.Overlay(ctx, recs, f.Clock().Now()); err != nil {
-					fmt.Fprintf(f.io.ErrOut, "warning: could not list the marketplace (%v); showing the state last recorded\n", err)
-				}
-			}
-			views, err := instanceViews(ctx, m, recs, f.Clock().Now())
-			if err != nil {
-				return err
-			}
-			orphans := f.orphanViews(f.orphans)
-			if opts.JSON {
-				rows := make([]any, 0, len(views)+len(orphans))
-				for _, v := range views {
-					rows = append(rows, v)
-				}
-				for _, o := range orphans {
-					rows = append(rows, o)
-				}
-				return writeJSON(f.io.Out, rows)
-			}
-			if len(views) > 0 || len(orphans) == 0 {
-				if err := printInstances(f, views); err != nil {
-					return err
-				}
-			}
-			return printOrphans(f.io.Out, orphans)
+			return lsRun(cmd.Context(), f, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "include destroyed instances")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// lsRun is `ls` once its flags are parsed.
+func lsRun(ctx context.Context, f *factory, opts *lsOptions) error {
+	m, err := f.observed(ctx)
+	if err != nil {
+		return err
+	}
+	recs, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet, IncludeGone: opts.All})
+	if err != nil {
+		return err
+	}
+	if f.overlay {
+		if recs, err = m.Overlay(ctx, recs, f.Clock().Now()); err != nil {
+			fmt.Fprintf(f.io.ErrOut, "warning: could not list the marketplace (%v); showing the state last recorded\n", err)
+		}
+	}
+	views, err := instanceViews(ctx, m, recs, f.Clock().Now())
+	if err != nil {
+		return err
+	}
+	orphans := f.orphanViews(f.orphans)
+	if opts.JSON {
+		rows := make([]any, 0, len(views)+len(orphans))
+		for _, v := range views {
+			rows = append(rows, v)
+		}
+		for _, o := range orphans {
+			rows = append(rows, o)
+		}
+		return writeJSON(f.io.Out, rows)
+	}
+	if len(views) > 0 || len(orphans) == 0 {
+		if err := printInstances(f, views); err != nil {
+			return err
+		}
+	}
+	return printOrphans(f.io.Out, orphans)
 }
 
 // instanceJSON is `ls --json`'s row: the marketplace's names where they
@@ -433,48 +451,78 @@ func knownIDs(ctx context.Context, st *store.Store, ids []int64) error {
 	return nil
 }
 
-func newStateCmd(f *factory, verb, short string) *cobra.Command {
-	var asJSON bool
+// stateOptions is what `stop` or `start` was asked.
+type stateOptions struct {
+	// Verb is stop or start.
+	Verb string
+	IDs  []int64
+	JSON bool
+}
+
+// newStateCmd is `stop` or `start` (verb): it parses into stateOptions and
+// hands them to runF (tests) or stateRun.
+func newStateCmd(f *factory, verb, short string, runF func(context.Context, *stateOptions) error) *cobra.Command {
+	opts := &stateOptions{Verb: verb}
 	cmd := &cobra.Command{
 		Use:   verb + " ID...",
 		Short: short,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			ids, err := parseIDs(args)
 			if err != nil {
 				return err
 			}
-			m, err := f.manager(ctx, holderName(append([]string{verb}, args...)...))
-			if err != nil {
-				return err
+			opts.IDs = ids
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-				return fmt.Errorf("reconcile before %s: %w", verb, err)
-			}
-			if err := knownIDs(ctx, m.S, ids); err != nil {
-				return err
-			}
-			if verb == "stop" {
-				err = m.Stop(ctx, ids)
-			} else {
-				err = m.Start(ctx, ids)
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(f.io.Out, map[string]any{"action": verb, "ids": ids})
-			}
-			fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
-			return nil
+			return stateRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ids acted on as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the ids acted on as JSON")
 	return cmd
 }
 
+// idArgs writes ids back as the arguments they were given as.
+func idArgs(ids []int64) []string {
+	args := make([]string, len(ids))
+	for i, id := range ids {
+		args[i] = strconv.FormatInt(id, 10)
+	}
+	return args
+}
+
+// stateRun is `stop` or `start` once its flags are parsed.
+func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
+	verb, ids := opts.Verb, opts.IDs
+	m, err := f.manager(ctx, holderName(append([]string{verb}, idArgs(ids)...)...))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before %s: %w", verb, err)
+	}
+	if err := knownIDs(ctx, m.S, ids); err != nil {
+		return err
+	}
+	if verb == "stop" {
+		err = m.Stop(ctx, ids)
+	} else {
+		err = m.Start(ctx, ids)
+	}
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, map[string]any{"action": verb, "ids": ids})
+	}
+	fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
+	return nil
+}
+
 type destroyOptions struct {
+	// IDs are the instances given; empty with --all.
+	IDs   []int64
 	JSON  bool
 	All   bool
 	Yes   bool
@@ -485,7 +533,9 @@ type destroyOptions struct {
 	Results string
 }
 
-func newDestroyCmd(f *factory) *cobra.Command {
+// newDestroyCmd parses into destroyOptions and hands them to runF (tests)
+// or destroyRun.
+func newDestroyCmd(f *factory, runF func(context.Context, *destroyOptions) error) *cobra.Command {
 	opts := &destroyOptions{}
 	cmd := &cobra.Command{
 		Use:   "destroy ID... | --all",
@@ -494,7 +544,6 @@ func newDestroyCmd(f *factory) *cobra.Command {
 them; only then are they marked gone. --all destroys every instance vastfleet
 tracks (or of one --fleet); it asks first unless --yes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			if opts.All == (len(args) > 0) {
 				return usagef("give instance ids or --all (not both)")
 			}
@@ -502,63 +551,11 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 			if err != nil {
 				return err
 			}
-			if !opts.Force {
-				// Checking results reaches into the instances.
-				f.simHosts = true
+			opts.IDs = ids
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			m, err := f.manager(ctx, holderName(append([]string{"destroy"}, args...)...))
-			if err != nil {
-				return err
-			}
-			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-				return fmt.Errorf("reconcile before destroy: %w", err)
-			}
-			if opts.All {
-				live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet})
-				if err != nil {
-					return err
-				}
-				for _, r := range live {
-					ids = append(ids, r.ID)
-				}
-				if len(ids) == 0 {
-					fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
-					return nil
-				}
-				if !opts.Yes && !confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", len(ids))) {
-					return usagef("not confirmed: nothing destroyed (pass --yes to skip the question)")
-				}
-			} else if err := knownIDs(ctx, m.S, ids); err != nil {
-				return err
-			}
-			if opts.Collect && !opts.Force {
-				if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
-					return err
-				}
-			}
-			if !opts.Force {
-				left, err := f.uncollected(ctx, m.S, ids, opts.Results)
-				if err != nil {
-					return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
-				}
-				if len(left) > 0 {
-					var lines []string
-					for _, id := range ids {
-						if why, ok := left[id]; ok {
-							lines = append(lines, fmt.Sprintf("instance %d: %s", id, why))
-						}
-					}
-					return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
-				}
-			}
-			if err := m.Destroy(ctx, ids); err != nil {
-				return err
-			}
-			if opts.JSON {
-				return writeJSON(f.io.Out, map[string]any{"action": "destroy", "ids": ids})
-			}
-			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
-			return nil
+			return destroyRun(cmd.Context(), f, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
@@ -571,43 +568,124 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	return cmd
 }
 
-func newReconcileCmd(f *factory) *cobra.Command {
-	var destroyOrphans, destroyForeign, adopt, adoptForeign, asJSON bool
+// destroyRun is `destroy` once its flags are parsed.
+func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
+	ids := opts.IDs
+	if !opts.Force {
+		// Checking results reaches into the instances.
+		f.simHosts = true
+	}
+	m, err := f.manager(ctx, holderName(append([]string{"destroy"}, idArgs(ids)...)...))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before destroy: %w", err)
+	}
+	if opts.All {
+		live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet})
+		if err != nil {
+			return err
+		}
+		for _, r := range live {
+			ids = append(ids, r.ID)
+		}
+		if len(ids) == 0 {
+			fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
+			return nil
+		}
+		if !opts.Yes && !confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", len(ids))) {
+			return usagef("not confirmed: nothing destroyed (pass --yes to skip the question)")
+		}
+	} else if err := knownIDs(ctx, m.S, ids); err != nil {
+		return err
+	}
+	if opts.Collect && !opts.Force {
+		if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
+			return err
+		}
+	}
+	if !opts.Force {
+		left, err := f.uncollected(ctx, m.S, ids, opts.Results)
+		if err != nil {
+			return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
+		}
+		if len(left) > 0 {
+			var lines []string
+			for _, id := range ids {
+				if why, ok := left[id]; ok {
+					lines = append(lines, fmt.Sprintf("instance %d: %s", id, why))
+				}
+			}
+			return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
+		}
+	}
+	if err := m.Destroy(ctx, ids); err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, map[string]any{"action": "destroy", "ids": ids})
+	}
+	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
+	return nil
+}
+
+// reconcileOptions is what `reconcile` was asked.
+type reconcileOptions struct {
+	DestroyOrphans bool
+	DestroyForeign bool
+	Adopt          bool
+	AdoptForeign   bool
+	JSON           bool
+}
+
+// newReconcileCmd parses into reconcileOptions and hands them to runF
+// (tests) or reconcileRun; adopting and destroying together is a usage
+// error.
+func newReconcileCmd(f *factory, runF func(context.Context, *reconcileOptions) error) *cobra.Command {
+	opts := &reconcileOptions{}
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Match the marketplace's instances to the store: adopt, mark gone, find orphans",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			m, err := f.manager(ctx, holderName("reconcile"))
-			if err != nil {
-				return err
-			}
-			if (adopt || adoptForeign) && (destroyOrphans || destroyForeign) {
+			if (opts.Adopt || opts.AdoptForeign) && (opts.DestroyOrphans || opts.DestroyForeign) {
 				return usagef("--adopt and --destroy-*: pick one")
 			}
-			ropts := fleet.ReconcileOptions{DestroyOrphans: destroyOrphans, DestroyForeign: destroyForeign}
-			switch {
-			case adoptForeign:
-				ropts.Adopt = func(fleet.Orphan) bool { return true }
-			case adopt:
-				ropts.Adopt = f.ownOrphan
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			rep, err := m.Reconcile(ctx, ropts)
-			if err != nil {
-				return err
-			}
-			f.warnOrphans(rep.Orphans)
-			if asJSON {
-				return writeJSON(f.io.Out, rep)
-			}
-			fmt.Fprint(f.io.Out, rep.String())
-			return nil
+			return reconcileRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&destroyOrphans, "destroy-orphans", false, "destroy instances labelled by this data dir that it has no record of wanting")
-	cmd.Flags().BoolVar(&destroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
-	cmd.Flags().BoolVar(&adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
-	cmd.Flags().BoolVar(&adoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.DestroyOrphans, "destroy-orphans", false, "destroy instances labelled by this data dir that it has no record of wanting")
+	cmd.Flags().BoolVar(&opts.DestroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
+	cmd.Flags().BoolVar(&opts.Adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
+	cmd.Flags().BoolVar(&opts.AdoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// reconcileRun is `reconcile` once its flags are parsed.
+func reconcileRun(ctx context.Context, f *factory, opts *reconcileOptions) error {
+	m, err := f.manager(ctx, holderName("reconcile"))
+	if err != nil {
+		return err
+	}
+	ropts := fleet.ReconcileOptions{DestroyOrphans: opts.DestroyOrphans, DestroyForeign: opts.DestroyForeign}
+	switch {
+	case opts.AdoptForeign:
+		ropts.Adopt = func(fleet.Orphan) bool { return true }
+	case opts.Adopt:
+		ropts.Adopt = f.ownOrphan
+	}
+	rep, err := m.Reconcile(ctx, ropts)
+	if err != nil {
+		return err
+	}
+	f.warnOrphans(rep.Orphans)
+	if opts.JSON {
+		return writeJSON(f.io.Out, rep)
+	}
+	fmt.Fprint(f.io.Out, rep.String())
+	return nil
 }

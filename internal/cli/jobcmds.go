@@ -35,79 +35,99 @@ type jobStatus struct {
 	UpRunning bool `json:"up_running"`
 }
 
-func newStatusCmd(f *factory) *cobra.Command {
-	var asJSON bool
+// statusOptions is what `status` was asked.
+type statusOptions struct {
+	// Job is the one job to show (every job when empty).
+	Job  string
+	JSON bool
+}
+
+// newStatusCmd parses into statusOptions and hands them to runF (tests) or
+// statusRun.
+func newStatusCmd(f *factory, runF func(context.Context, *statusOptions) error) *cobra.Command {
+	opts := &statusOptions{}
 	cmd := &cobra.Command{
 		Use:   "status [JOB]",
 		Short: "Jobs started by `vastfleet up`: state, live instances, $/hr, spend",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			dir, err := f.dataDir()
-			if err != nil {
-				return err
-			}
-			var ids []string
+			opts.Job = ""
 			if len(args) == 1 {
-				ids = args
-			} else {
-				ents, _ := os.ReadDir(filepath.Join(dir, "jobs"))
-				for _, e := range ents {
-					if e.IsDir() {
-						ids = append(ids, e.Name())
-					}
-				}
+				opts.Job = args[0]
 			}
-			st, err := f.Store(ctx, false, "")
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			m := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}
-			var rows []jobStatus
-			for _, id := range ids {
-				rec, err := loadJob(f, id)
-				if err != nil {
-					return err
-				}
-				row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard,
-					UpRunning: jobRunAlive(f, rec.ID)}
-				live, err := st.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
-				if err != nil {
-					return err
-				}
-				row.Live = len(live)
-				if cr, err := m.Cost(ctx, rec.ID); err == nil {
-					row.Spent = cr.Total
-					for _, fc := range cr.Fleets {
-						row.DPH += fc.DPH
-					}
-				}
-				rows = append(rows, row)
-			}
-			sort.Slice(rows, func(i, j int) bool { return rows[i].Started > rows[j].Started })
-			if asJSON {
-				if rows == nil {
-					rows = []jobStatus{}
-				}
-				return writeJSON(f.io.Out, rows)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
-				return nil
-			}
-			t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE")
-			for _, r := range rows {
-				state := r.State
-				if !r.UpRunning && (state == "launching" || state == "running") {
-					state += ", cut off: up --resume " + r.ID
-				}
-				t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
-			}
-			return t.flush()
+			return statusRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// statusRun is `status` once its flags are parsed.
+func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	var ids []string
+	if opts.Job != "" {
+		ids = []string{opts.Job}
+	} else {
+		ents, _ := os.ReadDir(filepath.Join(dir, "jobs"))
+		for _, e := range ents {
+			if e.IsDir() {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return err
+	}
+	m := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}
+	var rows []jobStatus
+	for _, id := range ids {
+		rec, err := loadJob(f, id)
+		if err != nil {
+			return err
+		}
+		row := jobStatus{ID: rec.ID, State: rec.State, Started: rec.StartedAt.Format("2006-01-02 15:04:05"), Estimate: rec.Estimate, Dashboard: rec.Dashboard,
+			UpRunning: jobRunAlive(f, rec.ID)}
+		live, err := st.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+		if err != nil {
+			return err
+		}
+		row.Live = len(live)
+		if cr, err := m.Cost(ctx, rec.ID); err == nil {
+			row.Spent = cr.Total
+			for _, fc := range cr.Fleets {
+				row.DPH += fc.DPH
+			}
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Started > rows[j].Started })
+	if opts.JSON {
+		if rows == nil {
+			rows = []jobStatus{}
+		}
+		return writeJSON(f.io.Out, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
+		return nil
+	}
+	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE")
+	for _, r := range rows {
+		state := r.State
+		if !r.UpRunning && (state == "launching" || state == "running") {
+			state += ", cut off: up --resume " + r.ID
+		}
+		t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
+	}
+	return t.flush()
 }
 
 // savedReport is the cost report the job's up wrote when it finished.
@@ -127,92 +147,108 @@ func savedReport(f *factory, rec *jobRecord) (*jobReport, bool) {
 	return &rep, true
 }
 
-func newDownCmd(f *factory) *cobra.Command {
-	var asJSON bool
-	var noCollect bool
+// downOptions is what `down` was asked.
+type downOptions struct {
+	Job       string
+	JSON      bool
+	NoCollect bool
+}
+
+// newDownCmd parses into downOptions and hands them to runF (tests) or
+// downRun.
+func newDownCmd(f *factory, runF func(context.Context, *downOptions) error) *cobra.Command {
+	opts := &downOptions{}
 	cmd := &cobra.Command{
 		Use:   "down JOB",
 		Short: "End a job: collect its results, destroy its instances, print its cost report",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			rec, err := loadJob(f, args[0])
-			if err != nil {
-				return err
+			opts.Job = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			// A job whose up still runs (detached, or in another
-			// terminal) is ended by that up: it holds the coordinator with
-			// the findings and items, and the market's lock.
-			stopped, err := stopJobRun(ctx, f, rec)
-			if err != nil {
-				return err
-			}
-			if stopped {
-				if rec, err = loadJob(f, args[0]); err != nil {
-					return err
-				}
-				if rep, ok := savedReport(f, rec); ok && rec.State == "done" {
-					if asJSON {
-						return writeJSON(f.io.Out, rep)
-					}
-					printJobReport(f, rep)
-					return nil
-				}
-			}
-			f.simHosts = true // collecting reaches into the instances
-			m, err := f.manager(ctx, holderName("down", rec.ID))
-			if err != nil {
-				return err
-			}
-			if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-				return fmt.Errorf("reconcile before down: %w", err)
-			}
-			var errs []error
-			if !noCollect && rec.Results != "" {
-				live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
-				if err != nil {
-					return err
-				}
-				var ids []string
-				for _, r := range live {
-					if r.State == "running" {
-						ids = append(ids, strconv.FormatInt(r.ID, 10))
-					}
-				}
-				if len(ids) > 0 {
-					nodes, _, err := f.selectNodes(ctx, "", false, ids, true)
-					if err != nil {
-						return fmt.Errorf("%w (--no-collect destroys without collecting)", err)
-					}
-					if err := collectJob(ctx, f, nil, rec, nodes); err != nil {
-						return fmt.Errorf("nothing destroyed: %w (--no-collect destroys without collecting)", err)
-					}
-				}
-			}
-			if err := destroyJob(ctx, f, m, rec.ID); err != nil {
-				errs = append(errs, err)
-			}
-			rep, err := costJob(ctx, f, m, nil, rec)
-			if err != nil {
-				return err
-			}
-			rec.State = "done"
-			if err := saveJob(f, rec); err != nil {
-				return err
-			}
-			if asJSON {
+			return downRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
+	cmd.Flags().BoolVar(&opts.NoCollect, "no-collect", false, "destroy without collecting results")
+	return cmd
+}
+
+// downRun is `down` once its flags are parsed.
+func downRun(ctx context.Context, f *factory, opts *downOptions) error {
+	rec, err := loadJob(f, opts.Job)
+	if err != nil {
+		return err
+	}
+	// A job whose up still runs (detached, or in another
+	// terminal) is ended by that up: it holds the coordinator with
+	// the findings and items, and the market's lock.
+	stopped, err := stopJobRun(ctx, f, rec)
+	if err != nil {
+		return err
+	}
+	if stopped {
+		if rec, err = loadJob(f, opts.Job); err != nil {
+			return err
+		}
+		if rep, ok := savedReport(f, rec); ok && rec.State == "done" {
+			if opts.JSON {
 				return writeJSON(f.io.Out, rep)
 			}
 			printJobReport(f, rep)
-			if len(errs) > 0 {
-				return errs[0]
-			}
 			return nil
-		},
+		}
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the cost report as JSON")
-	cmd.Flags().BoolVar(&noCollect, "no-collect", false, "destroy without collecting results")
-	return cmd
+	f.simHosts = true // collecting reaches into the instances
+	m, err := f.manager(ctx, holderName("down", rec.ID))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before down: %w", err)
+	}
+	var errs []error
+	if !opts.NoCollect && rec.Results != "" {
+		live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, r := range live {
+			if r.State == "running" {
+				ids = append(ids, strconv.FormatInt(r.ID, 10))
+			}
+		}
+		if len(ids) > 0 {
+			nodes, _, err := f.selectNodes(ctx, "", false, ids, true)
+			if err != nil {
+				return fmt.Errorf("%w (--no-collect destroys without collecting)", err)
+			}
+			if err := collectJob(ctx, f, nil, rec, nodes); err != nil {
+				return fmt.Errorf("nothing destroyed: %w (--no-collect destroys without collecting)", err)
+			}
+		}
+	}
+	if err := destroyJob(ctx, f, m, rec.ID); err != nil {
+		errs = append(errs, err)
+	}
+	rep, err := costJob(ctx, f, m, nil, rec)
+	if err != nil {
+		return err
+	}
+	rec.State = "done"
+	if err := saveJob(f, rec); err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, rep)
+	}
+	printJobReport(f, rep)
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 // nodeLog is one node's part of `vastfleet logs JOB --json`.

@@ -67,9 +67,13 @@ type launchOptions struct {
 	WaitFor          string
 	WaitMax          time.Duration
 	JSON             bool
+	// Query is the positional query the offers are searched with.
+	Query []string
 }
 
-func newLaunchCmd(f *factory) *cobra.Command {
+// newLaunchCmd parses into launchOptions and hands them to runF (tests) or
+// launchRun.
+func newLaunchCmd(f *factory, runF func(context.Context, *launchOptions) error) *cobra.Command {
 	opts := &launchOptions{}
 	cmd := &cobra.Command{
 		Use:   "launch [flags] [QUERY...]",
@@ -110,7 +114,14 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
   vastfleet launch --resume myfleet`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.BudgetSet = cmd.Flags().Changed("budget")
-			return launchRun(cmd.Context(), f, cmd, opts, args)
+			opts.Query = args
+			if err := opts.usage(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return launchRun(cmd.Context(), f, opts)
 		},
 	}
 	opts.query.register(cmd)
@@ -160,14 +171,45 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	return cmd
 }
 
-func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launchOptions, args []string) error {
-	f.waitsOnMarket = true
-	onInterrupt := opts.OnInterrupt
-	switch onInterrupt {
+// usage refuses flags that contradict each other or the command, before
+// anything runs.
+func (o *launchOptions) usage() error {
+	switch o.OnInterrupt {
 	case "", launch.InterruptKeep, launch.InterruptDestroyUnready, launch.InterruptDestroyAll:
 	default:
-		return usagef("--on-interrupt %q: use keep, destroy-unready or destroy-all", onInterrupt)
+		return usagef("--on-interrupt %q: use keep, destroy-unready or destroy-all", o.OnInterrupt)
 	}
+	if o.Resume != "" {
+		if len(o.Query) > 0 || o.From != "" {
+			return usagef("--resume continues a stored launch: give no query or --from")
+		}
+		return nil
+	}
+	// Instances are rented on demand (the create carries no bid): a
+	// ranking at bid or reserved prices would promise prices the
+	// rentals do not get.
+	if t := o.query.Type; t != "on-demand" {
+		return usagef("--type %s: launch rents on demand only; rank with the default --type on-demand", t)
+	}
+	if o.Items != "" && o.Coord == "" {
+		return usagef("--items needs --coord: the coordinator hands the items out")
+	}
+	if o.From != "" {
+		if len(o.Query) > 0 {
+			return usagef("--from %s and a query: the saved ranking already holds the offers", o.From)
+		}
+	} else if o.rank.Score != "" && o.rank.By != "" {
+		return usagef("--by %s and --score: pick one", o.rank.By)
+	}
+	return nil
+}
+
+// launchRun is `launch` once its flags are parsed: a new launch or a
+// resumed one.
+func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
+	f.waitsOnMarket = true
+	args := opts.Query
+	onInterrupt := opts.OnInterrupt
 	ask := onInterrupt == "" && f.io.InTTY && !opts.JSON
 	if onInterrupt == "" {
 		onInterrupt = launch.InterruptDestroyUnready
@@ -176,9 +218,6 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		}
 	}
 	if opts.Resume != "" {
-		if len(args) > 0 || opts.From != "" {
-			return usagef("--resume continues a stored launch: give no query or --from")
-		}
 		m, err := f.manager(ctx, holderName("launch", "--resume", opts.Resume))
 		if err != nil {
 			return err
@@ -189,18 +228,9 @@ func launchRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *launch
 		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
 
-	// Instances are rented on demand (the create carries no bid): a
-	// ranking at bid or reserved prices would promise prices the
-	// rentals do not get.
-	if t := opts.query.Type; t != "on-demand" {
-		return usagef("--type %s: launch rents on demand only; rank with the default --type on-demand", t)
-	}
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
-	}
-	if opts.Items != "" && opts.Coord == "" {
-		return usagef("--items needs --coord: the coordinator hands the items out")
 	}
 	if opts.Coord != "" {
 		if err := f.withAgent(ctx, &spec, opts); err != nil {
@@ -453,41 +483,67 @@ func askInterrupt(ios *IOStreams) string {
 	return launch.InterruptKeep
 }
 
-func newCleanupCmd(f *factory) *cobra.Command {
-	var asJSON bool
+// cleanupOptions is what `cleanup` was asked.
+type cleanupOptions struct {
+	Fleet string
+	// JSON prints the destroyed ids as JSON; no flag sets it yet.
+	JSON bool
+}
+
+// newCleanupCmd parses into cleanupOptions and hands them to runF (tests)
+// or cleanupRun.
+func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error) *cobra.Command {
+	opts := &cleanupOptions{}
 	return &cobra.Command{
 		Use:   "cleanup FLEET",
 		Short: "Destroy every instance of a fleet that is not running",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			m, err := f.manager(ctx, holderName("cleanup", args[0]))
-			if err != nil {
-				return err
+			opts.Fleet = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if _, err := m.S.GetFleet(ctx, args[0]); err != nil {
-				return usagef("fleet %q: not found (see `vastfleet ls`)", args[0])
-			}
-			ids, err := launch.Cleanup(ctx, m, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(f.io.Out, map[string]any{"fleet": args[0], "destroyed": ids})
-			}
-			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), args[0])
-			return nil
+			return cleanupRun(cmd.Context(), f, opts)
 		},
 	}
 }
 
-func newHostsCmd(f *factory) *cobra.Command {
-	var clear, asJSON bool
+// cleanupRun is `cleanup` once its arguments are parsed.
+func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
+	m, err := f.manager(ctx, holderName("cleanup", opts.Fleet))
+	if err != nil {
+		return err
+	}
+	if _, err := m.S.GetFleet(ctx, opts.Fleet); err != nil {
+		return usagef("fleet %q: not found (see `vastfleet ls`)", opts.Fleet)
+	}
+	ids, err := launch.Cleanup(ctx, m, opts.Fleet)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, map[string]any{"fleet": opts.Fleet, "destroyed": ids})
+	}
+	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
+	return nil
+}
+
+// hostsOptions is what `hosts` was asked.
+type hostsOptions struct {
+	Clear bool
+	// MachineIDs are the machines --clear forgets (all when empty).
+	MachineIDs []int64
+	JSON       bool
+}
+
+// newHostsCmd parses into hostsOptions and hands them to runF (tests) or
+// hostsRun; machine ids without --clear are a usage error.
+func newHostsCmd(f *factory, runF func(context.Context, *hostsOptions) error) *cobra.Command {
+	opts := &hostsOptions{}
 	cmd := &cobra.Command{
 		Use:   "hosts [--clear [MACHINE_ID...]]",
 		Short: "Machines that failed to boot, stalled or went offline, skipped by launches for a while",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			var ids []int64
 			for _, a := range args {
 				id, err := strconv.ParseInt(a, 10, 64)
@@ -496,54 +552,71 @@ func newHostsCmd(f *factory) *cobra.Command {
 				}
 				ids = append(ids, id)
 			}
-			if len(ids) > 0 && !clear {
+			if len(ids) > 0 && !opts.Clear {
 				return usagef("machine ids are for --clear")
 			}
-			st, err := f.Store(ctx, clear, holderName("hosts", "--clear"))
-			if err != nil {
-				return err
+			opts.MachineIDs = ids
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if clear {
-				if err := st.ClearBadHosts(ctx, ids...); err != nil {
-					return err
-				}
-				fmt.Fprintln(f.io.ErrOut, "cleared")
-				return nil
-			}
-			// Bad hosts expire in the marketplace's time: with the simulator,
-			// open it for its clock (if another process has it, wall time).
-			if f.opts.Market == "sim" {
-				if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
-					return err
-				}
-			}
-			hs, err := st.BadHosts(ctx, f.Clock().Now())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if hs == nil {
-					hs = []store.BadHost{}
-				}
-				return writeJSON(f.io.Out, hs)
-			}
-			t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
-			for _, h := range hs {
-				t.row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
-			}
-			return t.flush()
+			return hostsRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&clear, "clear", false, "forget the given machines (all when none are given)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.Clear, "clear", false, "forget the given machines (all when none are given)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
 }
 
-func newBenchCmd(f *factory) *cobra.Command {
+// hostsRun is `hosts` once its flags are parsed.
+func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
+	st, err := f.Store(ctx, opts.Clear, holderName("hosts", "--clear"))
+	if err != nil {
+		return err
+	}
+	if opts.Clear {
+		if err := st.ClearBadHosts(ctx, opts.MachineIDs...); err != nil {
+			return err
+		}
+		fmt.Fprintln(f.io.ErrOut, "cleared")
+		return nil
+	}
+	// Bad hosts expire in the marketplace's time: with the simulator,
+	// open it for its clock (if another process has it, wall time).
+	if f.opts.Market == "sim" {
+		if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
+			return err
+		}
+	}
+	hs, err := st.BadHosts(ctx, f.Clock().Now())
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		if hs == nil {
+			hs = []store.BadHost{}
+		}
+		return writeJSON(f.io.Out, hs)
+	}
+	t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
+	for _, h := range hs {
+		t.row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
+	}
+	return t.flush()
+}
+
+// benchLaunchOptions is what `bench launch` was asked.
+type benchLaunchOptions struct {
+	Config   launchbench.Config
+	Profiles []string
+	JSON     bool
+}
+
+// newBenchCmd is `bench` with launch and rank; each parses into its
+// options and hands them to launchF or rankF (tests), or runs them.
+func newBenchCmd(f *factory, launchF func(context.Context, *benchLaunchOptions) error, rankF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
-	var cfg launchbench.Config
-	var asJSON bool
-	var profiles []string
+	opts := &benchLaunchOptions{}
+	cfg := &opts.Config
 	bl := &cobra.Command{
 		Use:   "launch",
 		Short: "Compare launch strategies on one simulated market: start all, manual park, vastfleet",
@@ -557,23 +630,31 @@ minutes.`,
 			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
 				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
 			}
-			rows, err := launchbench.RunProfiles(cmd.Context(), cfg, profiles)
-			if err != nil {
-				return err
+			if launchF != nil {
+				return launchF(cmd.Context(), opts)
 			}
-			if asJSON {
-				return writeJSON(f.io.Out, rows)
-			}
-			fmt.Fprint(f.io.Out, launchbench.Table(rows))
-			return nil
+			return benchLaunchRun(cmd.Context(), f, opts)
 		},
 	}
 	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")
 	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
-	bl.Flags().StringSliceVar(&profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
+	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
-	bl.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(bl, newBenchRankCmd(f))
+	bl.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.AddCommand(bl, newBenchRankCmd(f, rankF))
 	return cmd
+}
+
+// benchLaunchRun is `bench launch` once its flags are parsed.
+func benchLaunchRun(ctx context.Context, f *factory, opts *benchLaunchOptions) error {
+	rows, err := launchbench.RunProfiles(ctx, opts.Config, opts.Profiles)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(f.io.Out, rows)
+	}
+	fmt.Fprint(f.io.Out, launchbench.Table(rows))
+	return nil
 }

@@ -31,9 +31,14 @@ type planOptions struct {
 	Image   string
 	Fleet   string
 	Timeout time.Duration
+	// Given names the flags the user typed: they override the task
+	// file's fields.
+	Given []string
 }
 
-func newPlanCmd(f *factory) *cobra.Command {
+// newPlanCmd parses into planOptions and hands them to runF (tests) or
+// planRun.
+func newPlanCmd(f *factory, runF func(context.Context, *planOptions) error) *cobra.Command {
 	opts := &planOptions{}
 	cmd := &cobra.Command{
 		Use:   "plan [--model NAME | --params N] [flags]",
@@ -50,7 +55,15 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
   vastfleet plan --model resnet50 --dataset 1281167 --epochs 90 --throughput 1200 --explain
   vastfleet plan --model llama2-13b --precision int4 --infer --hours 0.5 --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return planRun(cmd.Context(), f, cmd, opts)
+			if opts.Train && opts.Infer {
+				return usagef("--train and --infer: pick one")
+			}
+			opts.Given = nil
+			cmd.Flags().Visit(func(fl *pflag.Flag) { opts.Given = append(opts.Given, fl.Name) })
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return planRun(cmd.Context(), f, opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -93,8 +106,9 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 	return cmd
 }
 
-func planRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *planOptions) error {
-	task, err := opts.task(cmd)
+// planRun is `plan` once its flags are parsed.
+func planRun(ctx context.Context, f *factory, opts *planOptions) error {
+	task, err := opts.task()
 	if err != nil {
 		return err
 	}
@@ -154,7 +168,7 @@ func planRun(ctx context.Context, f *factory, cmd *cobra.Command, opts *planOpti
 	return rentOption(ctx, f, opts, req, res.Options[pick-1])
 }
 
-func (o *planOptions) task(cmd *cobra.Command) (plan.Task, error) {
+func (o *planOptions) task() (plan.Task, error) {
 	t := o.Task
 	if o.File != "" {
 		base, err := plan.LoadTaskFile(o.File)
@@ -162,7 +176,9 @@ func (o *planOptions) task(cmd *cobra.Command) (plan.Task, error) {
 			return plan.Task{}, usageError{err}
 		}
 		// Flags the user set override the file.
-		cmd.Flags().Visit(func(fl *pflag.Flag) { overlayTaskFlag(&base, &t, fl.Name) })
+		for _, name := range o.Given {
+			overlayTaskFlag(&base, &t, name)
+		}
 		t = base
 	}
 	if o.Params != "" {
@@ -173,7 +189,7 @@ func (o *planOptions) task(cmd *cobra.Command) (plan.Task, error) {
 		t.Params = p
 	}
 	switch {
-	case o.Train && o.Infer:
+	case o.Train && o.Infer: // newPlanCmd refuses both
 		return plan.Task{}, usagef("--train and --infer: pick one")
 	case o.Train:
 		t.Mode = "finetune"

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -9,11 +10,20 @@ import (
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
-func newQueryCmd(f *factory) *cobra.Command {
+// queryParseOptions is what `query parse` was asked.
+type queryParseOptions struct {
+	query queryFlags
+	// Query is the query's words, as given.
+	Query []string
+}
+
+// newQueryCmd is `query` with its parse subcommand, which parses into
+// queryParseOptions and hands them to parseF (tests) or queryParseRun.
+func newQueryCmd(f *factory, parseF func(context.Context, *queryParseOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "query", Short: "Work with the vastai query language"}
 	// query parse shows what the vastai CLI would send, unknown fields
 	// included (with a warning); search refuses them before sending.
-	q := queryFlags{sendUnknown: true}
+	opts := &queryParseOptions{query: queryFlags{sendUnknown: true}}
 	parse := &cobra.Command{
 		Use:   "parse [-n] [-t T|-b|-i|-r|-d] [--new] [-o ORDER] [--limit N] QUERY...",
 		Short: "Print the JSON body the vastai CLI would send for QUERY",
@@ -27,30 +37,39 @@ keeping only the last one.`,
 		Example: `  vastfleet query parse -n --limit 100 -o +dph_total 'gpu_ram>=24 geolocation!=CN'
   vastfleet query parse --new -b 'num_gpus=1'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			query, err := q.parse(f.io, args)
-			if err != nil {
-				return err
+			opts.Query = args
+			if parseF != nil {
+				return parseF(cmd.Context(), opts)
 			}
-			method, path, body := vast.SearchRequest(query, q.New)
-			fmt.Fprintf(f.io.ErrOut, "%s %s\n", method, path)
-			b, err := json.Marshal(body)
-			if err != nil {
-				return err
-			}
-			// Re-marshal through a map so every level prints with sorted keys.
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				return err
-			}
-			out, err := json.MarshalIndent(m, "", "  ")
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(f.io.Out, string(out))
-			return err
+			return queryParseRun(cmd.Context(), f, opts)
 		},
 	}
-	q.register(parse)
+	opts.query.register(parse)
 	cmd.AddCommand(parse)
 	return cmd
+}
+
+// queryParseRun is `query parse` once its flags are parsed.
+func queryParseRun(_ context.Context, f *factory, opts *queryParseOptions) error {
+	query, err := opts.query.parse(f.io, opts.Query)
+	if err != nil {
+		return err
+	}
+	method, path, body := vast.SearchRequest(query, opts.query.New)
+	fmt.Fprintf(f.io.ErrOut, "%s %s\n", method, path)
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	// Re-marshal through a map so every level prints with sorted keys.
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f.io.Out, string(out))
+	return err
 }

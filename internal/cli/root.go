@@ -125,11 +125,11 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"})
-	for _, c := range []*cobra.Command{newSearchCmd(f), newPlanCmd(f), newMarketCmd(f, nil), newQueryCmd(f)} {
+	for _, c := range []*cobra.Command{newSearchCmd(f, nil), newPlanCmd(f, nil), newMarketCmd(f, nil), newQueryCmd(f, nil)} {
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f), newVersionCmd(f), newAgentCmd(f)} {
+	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f, nil, nil), newVersionCmd(f, nil), newAgentCmd(f)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

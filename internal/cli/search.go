@@ -169,9 +169,14 @@ type searchOptions struct {
 	JSON    bool
 	Save    string
 	From    string
+	// Query is the positional query (`offers` first is allowed, as the
+	// vastai CLI has it).
+	Query []string
 }
 
-func newSearchCmd(f *factory) *cobra.Command {
+// newSearchCmd parses into searchOptions and hands them to runF (tests) or
+// searchRun.
+func newSearchCmd(f *factory, runF func(context.Context, *searchOptions) error) *cobra.Command {
 	opts := &searchOptions{}
 	cmd := &cobra.Command{
 		Use:   "search [flags] QUERY...",
@@ -186,7 +191,17 @@ The marketplace caps how many offers one search returns; --all sweeps price
 slices until every matching offer is collected.`,
 		Example: `  vastfleet search --by vcpu -n 'rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK]'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return searchRun(cmd.Context(), f, opts, args)
+			opts.Query = args
+			if opts.From != "" && opts.All {
+				return usagef("--from and --all: a file holds every offer it has; drop --all")
+			}
+			if opts.rank.Score != "" && opts.rank.By != "" {
+				return usagef("--by %s and --score: pick one", opts.rank.By)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return searchRun(cmd.Context(), f, opts)
 		},
 	}
 	opts.query.register(cmd)
@@ -273,7 +288,9 @@ func rankOrKeep(ctx context.Context, offers []market.Offer, s market.Scorer) ([]
 	return out, nil
 }
 
-func searchRun(ctx context.Context, f *factory, opts *searchOptions, args []string) error {
+// searchRun is `search` once its flags are parsed.
+func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
+	args := opts.Query
 	if opts.All || opts.From != "" {
 		// A whole market passes through here, short-lived: collect garbage
 		// less often, but never let the heap pass a bound a laptop keeps.

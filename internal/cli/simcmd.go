@@ -17,7 +17,7 @@ import (
 
 func newSimCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "The built-in vast.ai-compatible simulated marketplace"}
-	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f))
+	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f, nil))
 	return cmd
 }
 
@@ -202,20 +202,34 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	return nil
 }
 
-func newSimResetCmd(f *factory) *cobra.Command {
+// simResetOptions is what `sim reset` was asked: it takes no flags of its
+// own (the data dir is the root's).
+type simResetOptions struct{}
+
+// newSimResetCmd hands its (empty) options to runF (tests) or simResetRun.
+func newSimResetCmd(f *factory, runF func(context.Context, *simResetOptions) error) *cobra.Command {
+	opts := &simResetOptions{}
 	return &cobra.Command{
 		Use:   "reset",
 		Short: "Start the in-process simulated market afresh (forgets its instances, ledger and clock)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := f.dataDir()
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if err := sim.Reset(filepath.Join(dir, "sim")); err != nil {
-				return err
-			}
-			fmt.Fprintln(f.io.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")
-			return nil
+			return simResetRun(cmd.Context(), f, opts)
 		},
 	}
+}
+
+// simResetRun is `sim reset` once parsed.
+func simResetRun(_ context.Context, f *factory, _ *simResetOptions) error {
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	if err := sim.Reset(filepath.Join(dir, "sim")); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.io.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")
+	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 
@@ -57,21 +58,36 @@ func (b buildInfo) String() string {
 	return s
 }
 
-func newVersionCmd(f *factory) *cobra.Command {
-	var asJSON bool
+// versionOptions is what `version` was asked.
+type versionOptions struct {
+	JSON bool
+}
+
+// newVersionCmd parses into versionOptions and hands them to runF (tests)
+// or versionRun.
+func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error) *cobra.Command {
+	opts := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and commit this binary was built from",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b := readBuildInfo()
-			if asJSON {
-				return writeJSON(f.io.Out, b)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
-			return err
+			return versionRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// versionRun is `version` once its flags are parsed.
+func versionRun(_ context.Context, f *factory, opts *versionOptions) error {
+	b := readBuildInfo()
+	if opts.JSON {
+		return writeJSON(f.io.Out, b)
+	}
+	_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
+	return err
 }
