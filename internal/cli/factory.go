@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
 	"io"
 	"log/slog"
 	"net"
@@ -64,7 +65,7 @@ type factory struct {
 	// otherwise the machines stay off, so that a quick `ls` does not boot a
 	// fleet (each in-process run is a reboot: onstart runs again).
 	simHosts bool
-	simClock *remoteSimClock
+	simClock *remoteclock.Clock
 	// waitsOnMarket marks a command whose outcome depends on how long it
 	// waits (launch): the in-process simulator then runs on a virtual
 	// clock that moves only while the command waits, so its results do
@@ -176,7 +177,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 				// Another vastfleet has the market open (a coordinator, a
 				// launch): talk to it where it serves the market.
 				if served, ok := f.servedSim(); ok {
-					c, cerr := newRemoteSimClock(ctx, served)
+					c, cerr := remoteclock.New(ctx, served)
 					if cerr == nil {
 						f.simClock, u, err = c, served, nil
 					}
@@ -187,9 +188,10 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 			}
 			baseURL = u
 		} else {
-			c, err := newRemoteSimClock(ctx, baseURL)
+			c, err := remoteclock.New(ctx, baseURL)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)",
+					vast.RedactURL(baseURL), vast.RedactError(err))
 			}
 			f.simClock = c
 		}
@@ -265,8 +267,8 @@ func (f *factory) simScale() float64 {
 	switch {
 	case f.simMkt != nil:
 		return f.opts.SimSpeed
-	case f.simClock != nil && f.simClock.scale > 0:
-		return f.simClock.scale
+	case f.simClock != nil && f.simClock.Scale() > 0:
+		return f.simClock.Scale()
 	}
 	return 1
 }

@@ -18,9 +18,12 @@ type Wall struct{}
 // Now is time.Now.
 func (Wall) Now() time.Time { return time.Now() }
 
+// Sleep waits d of wall time or until ctx ends: Wall's Sleep.
+func Sleep(ctx context.Context, d time.Duration) error { return Wall{}.Sleep(ctx, d) }
+
 // Sleep waits d of wall time or until ctx ends, whichever is first, and
 // then returns ctx's error, if any.
-func Sleep(ctx context.Context, d time.Duration) error {
+func (Wall) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
