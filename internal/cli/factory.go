@@ -248,12 +248,15 @@ func (f *factory) warnOnce(msg string) {
 	}
 }
 
-// Clock is the time the marketplace lives in: the simulator's virtual clock
-// for --market sim, wall time otherwise.
+// Clock is the time the marketplace lives in, to read and to wait on: for
+// --market sim the simulator's clock (virtual: waits move it; scaled or
+// served elsewhere: a wait of d takes d/scale of wall time), wall time
+// otherwise, and the newest recorded time for a view of a store another
+// process holds.
 func (f *factory) Clock() clock.Clock {
 	switch {
 	case !f.frozenAt.IsZero():
-		return fixedClock(f.frozenAt)
+		return clock.Fixed{At: f.frozenAt}
 	case f.simMkt != nil:
 		return f.simMkt.Clock()
 	case f.simClock != nil:

@@ -105,7 +105,7 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 		}
 		fmt.Fprintln(f.io.ErrOut, "showing the state it last recorded")
 		f.frozenAt = asOf
-		return &fleet.Manager{S: st, Clock: fixedClock(asOf), Log: f.log}, nil
+		return &fleet.Manager{S: st, Clock: clock.Fixed{At: asOf}, Log: f.log}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -120,10 +120,6 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 	f.warnOrphans(rep.Orphans)
 	return m, nil
 }
-
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
@@ -166,7 +167,7 @@ func (g *gate) set(f func(g *gate)) {
 
 type env struct {
 	t      *testing.T
-	clock  *sim.ManualClock
+	clock  *clock.Manual
 	mkt    *sim.Market
 	gate   *gate
 	srv    *httptest.Server
@@ -188,7 +189,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.seed == 0 {
 		o.seed = 7
 	}
-	e := &env{t: t, clock: sim.NewManualClock(simStart)}
+	e := &env{t: t, clock: clock.NewManual(simStart)}
 	// IDBase 1 keeps instance ids under 20000, where the gate's tests hide
 	// them (a market otherwise offsets its ids at random).
 	mkt, err := sim.New(sim.Config{Seed: o.seed, Offers: 300, Clock: e.clock, APIKey: testKey, Faults: o.faults, IDBase: 1})

@@ -71,6 +71,13 @@ func (h *handoffClock) Now() time.Time {
 	return h.c.Now()
 }
 
+func (h *handoffClock) Sleep(ctx context.Context, d time.Duration) error {
+	h.mu.Lock()
+	c := h.c
+	h.mu.Unlock()
+	return c.Sleep(ctx, d)
+}
+
 func (h *handoffClock) set(c clock.Clock) {
 	h.mu.Lock()
 	h.c = c
@@ -88,7 +95,7 @@ func TestKillChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := sim.NewScaledClock(killSimStart, wall, killScale, time.Now)
+	clk := clock.NewScaled(killSimStart, wall, killScale, nil)
 	client, err := vast.New(vast.Options{BaseURL: url, APIKey: launchsim.APIKey, Timeout: 10 * time.Second,
 		Sleep: scaledSleep, Now: clk.Now})
 	if err != nil {
@@ -159,7 +166,7 @@ func uninterruptedReady(t *testing.T) int {
 func killOnce(t *testing.T, killAt, uninterrupted int) {
 	ctx := context.Background()
 	wall := time.Now()
-	scaled := sim.NewScaledClock(killSimStart, wall, killScale, time.Now)
+	scaled := clock.NewScaled(killSimStart, wall, killScale, nil)
 	simClock := &handoffClock{c: scaled}
 	mkt, err := sim.New(sim.Config{Seed: killSeed, Offers: killOffers, Clock: simClock, APIKey: launchsim.APIKey, Faults: launchsim.Faults(), Balance: 1e6})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/providertest"
@@ -25,7 +26,7 @@ import (
 // for it.
 type simEnv struct {
 	m      *sim.Market
-	clock  *sim.ManualClock
+	clock  *clock.Manual
 	srv    *httptest.Server
 	c      *Client
 	waits  *waits
@@ -41,7 +42,7 @@ var simStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // inject failures the simulator does not model.
 func newSimEnv(t *testing.T, cfg sim.Config, wrap func(http.Handler) http.Handler) *simEnv {
 	t.Helper()
-	e := &simEnv{clock: sim.NewManualClock(simStart), waits: &waits{}, logs: &bytes.Buffer{}}
+	e := &simEnv{clock: clock.NewManual(simStart), waits: &waits{}, logs: &bytes.Buffer{}}
 	cfg.Clock = e.clock
 	if cfg.APIKey == "" {
 		cfg.APIKey = testKey
