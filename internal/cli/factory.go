@@ -223,7 +223,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	if f.virtual != nil {
 		// Requests take no market time, and the client's own back-offs
 		// wait on the market's clock.
-		opts.Sleep, opts.Now, opts.InFlight = f.virtual.Sleep, f.virtual.Now, f.virtual.InFlight
+		opts.Clock = f.virtual
 	}
 	if f.opts.Market == "vast" {
 		// The simulator draws its own 429s; the real API gets paced.

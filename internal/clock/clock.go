@@ -53,9 +53,6 @@ func (Wall) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Sleep waits d of wall time or until ctx ends: Wall's Sleep.
-func Sleep(ctx context.Context, d time.Duration) error { return Wall{}.Sleep(ctx, d) }
-
 // Fixed is a clock stopped at one time: views of a recorded state read
 // the state as of its newest record. Nothing moves it, so its Sleep waits
 // wall time, as a wait with no marketplace to poll would.

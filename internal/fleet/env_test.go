@@ -225,8 +225,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 
 func (e *env) newClient(key string) *vast.Client {
 	c, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: key, Timeout: 5 * time.Second,
-		Sleep: func(ctx context.Context, d time.Duration) error { e.clock.Advance(d); return ctx.Err() },
-		Now:   e.clock.Now, Rand: func() float64 { return 0.5 }})
+		Clock: clock.Stepped{M: e.clock}, Rand: func() float64 { return 0.5 }})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -234,8 +233,16 @@ func (e *env) newClient(key string) *vast.Client {
 }
 
 func (e *env) manager(p provider.Provider) *Manager {
-	return &Manager{P: p, S: e.st, Clock: e.clock, Log: slog.New(slog.DiscardHandler), Sleep: e.sleep}
+	return &Manager{P: p, S: e.st, Clock: envClock{e}, Log: slog.New(slog.DiscardHandler)}
 }
+
+// envClock is the managers' clock: the market's manual clock, moved by
+// the managers' own waits (see sleep).
+type envClock struct{ e *env }
+
+func (c envClock) Now() time.Time { return c.e.clock.Now() }
+
+func (c envClock) Sleep(ctx context.Context, d time.Duration) error { return c.e.sleep(ctx, d) }
 
 // sleep advances the virtual clock by d, stopping early at the next moment
 // the simulator changes an instance by itself, so that polls observe every

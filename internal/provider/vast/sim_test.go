@@ -71,7 +71,7 @@ func newSimEnv(t *testing.T, cfg sim.Config, wrap func(http.Handler) http.Handle
 func (e *simEnv) client(t *testing.T, key string) *Client {
 	t.Helper()
 	c, err := New(Options{
-		BaseURL: e.srv.URL, APIKey: key, Sleep: e.waits.sleep,
+		BaseURL: e.srv.URL, APIKey: key, Clock: e.waits,
 		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -84,7 +84,7 @@ func TestConformanceAgainstSimulator(t *testing.T) {
 	e := newSimEnv(t, sim.Config{Seed: 7, HostDir: t.TempDir()}, nil)
 	t.Cleanup(func() { e.m.Close() })
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
-		return providertest.Harness{Provider: e.c, Keys: e.c, Advance: e.clock.Advance}
+		return providertest.Harness{Provider: e.c, Keys: e.c, Clock: clock.Stepped{M: e.clock}}
 	})
 }
 
