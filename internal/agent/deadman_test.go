@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -29,7 +30,7 @@ const accountKey = "account-key"
 // run for real (HostDir), and the agent environment it booted with.
 type simInstance struct {
 	m     *sim.Market
-	clock *sim.ManualClock
+	clock *clock.Manual
 	srv   *httptest.Server
 	id    int64
 	key   string            // its CONTAINER_API_KEY, from the create answer
@@ -65,14 +66,14 @@ func rentOne(t *testing.T, agentEnv map[string]string) *simInstance {
 // it to running (its machine boots and runs the onstart).
 func rentWith(t *testing.T, agentEnv map[string]string, onstart string) *simInstance {
 	t.Helper()
-	clock := sim.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	m, err := sim.New(sim.Config{Seed: 21, Offers: 200, Clock: clock, APIKey: accountKey, HostDir: t.TempDir(), IDBase: 5000})
+	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	m, err := sim.New(sim.Config{Seed: 21, Offers: 200, Clock: clk, APIKey: accountKey, HostDir: t.TempDir(), IDBase: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(func() { srv.Close(); m.Close() })
-	s := &simInstance{m: m, clock: clock, srv: srv}
+	s := &simInstance{m: m, clock: clk, srv: srv}
 
 	var offers struct {
 		Offers []struct {
@@ -95,7 +96,7 @@ func rentWith(t *testing.T, agentEnv map[string]string, onstart string) *simInst
 		t.Fatalf("create: %+v", created)
 	}
 	s.id, s.key = created.NewContract, created.Key
-	clock.Advance(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	m.Sync()
 	if st := s.state(t); st.Status != "running" {
 		t.Fatalf("instance %d is %q after two hours", s.id, st.Status)

@@ -9,17 +9,12 @@ import (
 	"image"
 	"image/png"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -494,40 +489,6 @@ func TestSearchInputHelp(t *testing.T) {
 	}
 	if r := e.ok("query", "parse", "foo=1"); !strings.Contains(r.out, `"foo"`) {
 		t.Errorf("query parse must still show what the vastai CLI sends for an unknown field: %q", r.out)
-	}
-}
-
-// The remote simulator's clock is read from many goroutines at once (run
-// with -race), never goes backwards, and does not cost a request a call.
-func TestRemoteSimClockConcurrent(t *testing.T) {
-	var hits atomic.Int64
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		json.NewEncoder(w).Encode(simClockReply{Now: start.Add(time.Duration(hits.Load()) * time.Minute), Scale: 60})
-	}))
-	defer srv.Close()
-	c, err := newRemoteSimClock(context.Background(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			prev := time.Time{}
-			for range 2000 {
-				now := c.Now()
-				if now.Before(prev) {
-					t.Errorf("clock went backwards: %v after %v", now, prev)
-					return
-				}
-				prev = now
-			}
-		})
-	}
-	wg.Wait()
-	if n := hits.Load(); n > 200 {
-		t.Errorf("16000 readings cost %d requests", n)
 	}
 }
 

@@ -206,7 +206,7 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 	}
 	clk := f.Clock()
 	srv, err := coord.New(coord.Config{
-		DB: db, Log: f.log, Now: clk.Now, HeartbeatInterval: opts.Interval,
+		DB: db, Log: f.log, Clock: clk, HeartbeatInterval: opts.Interval,
 		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
 		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
 		MarketDepth: f.depthPlot(opts.DepthQuery),

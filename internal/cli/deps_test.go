@@ -38,6 +38,11 @@ func TestDependencyDirection(t *testing.T) {
 		"wire": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", mod + "market", "database/sql", "net/http"},
 		// Pattern matching is a leaf: no files, no network, no project package.
 		"ignore": {"net", "os", mod + "remote", mod + "provider", mod + "store", mod + "market"},
+		// Time is a leaf: the clocks link no network and no project
+		// package, so the SSH layer and the agent can take one; the clock
+		// of a simulator served elsewhere (clock/remoteclock) needs
+		// net/http and stays apart.
+		"clock": {"net", "os", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", mod + "remote", mod + "coord", mod + "agent", mod + "market", mod + "wire"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

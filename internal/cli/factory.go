@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
 	"io"
 	"log/slog"
 	"net"
@@ -64,7 +65,7 @@ type factory struct {
 	// otherwise the machines stay off, so that a quick `ls` does not boot a
 	// fleet (each in-process run is a reboot: onstart runs again).
 	simHosts bool
-	simClock *remoteSimClock
+	simClock *remoteclock.Clock
 	// waitsOnMarket marks a command whose outcome depends on how long it
 	// waits (launch): the in-process simulator then runs on a virtual
 	// clock that moves only while the command waits, so its results do
@@ -176,7 +177,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 				// Another vastfleet has the market open (a coordinator, a
 				// launch): talk to it where it serves the market.
 				if served, ok := f.servedSim(); ok {
-					c, cerr := newRemoteSimClock(ctx, served)
+					c, cerr := remoteclock.New(ctx, served)
 					if cerr == nil {
 						f.simClock, u, err = c, served, nil
 					}
@@ -187,9 +188,10 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 			}
 			baseURL = u
 		} else {
-			c, err := newRemoteSimClock(ctx, baseURL)
+			c, err := remoteclock.New(ctx, baseURL)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)",
+					vast.RedactURL(baseURL), vast.RedactError(err))
 			}
 			f.simClock = c
 		}
@@ -221,7 +223,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	if f.virtual != nil {
 		// Requests take no market time, and the client's own back-offs
 		// wait on the market's clock.
-		opts.Sleep, opts.Now, opts.InFlight = f.virtual.Sleep, f.virtual.Now, f.virtual.InFlight
+		opts.Clock = f.virtual
 	}
 	if f.opts.Market == "vast" {
 		// The simulator draws its own 429s; the real API gets paced.
@@ -246,12 +248,15 @@ func (f *factory) warnOnce(msg string) {
 	}
 }
 
-// Clock is the time the marketplace lives in: the simulator's virtual clock
-// for --market sim, wall time otherwise.
+// Clock is the time the marketplace lives in, to read and to wait on: for
+// --market sim the simulator's clock (virtual: waits move it; scaled or
+// served elsewhere: a wait of d takes d/scale of wall time), wall time
+// otherwise, and the newest recorded time for a view of a store another
+// process holds.
 func (f *factory) Clock() clock.Clock {
 	switch {
 	case !f.frozenAt.IsZero():
-		return fixedClock(f.frozenAt)
+		return clock.Fixed{At: f.frozenAt}
 	case f.simMkt != nil:
 		return f.simMkt.Clock()
 	case f.simClock != nil:
@@ -265,8 +270,8 @@ func (f *factory) simScale() float64 {
 	switch {
 	case f.simMkt != nil:
 		return f.opts.SimSpeed
-	case f.simClock != nil && f.simClock.scale > 0:
-		return f.simClock.scale
+	case f.simClock != nil && f.simClock.Scale() > 0:
+		return f.simClock.Scale()
 	}
 	return 1
 }

@@ -41,7 +41,7 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 	if err != nil {
 		return nil, err
 	}
-	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}, nil
+	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}, nil
 }
 
 // keepMarketMoving makes a paced virtual clock run on by itself once the
@@ -60,15 +60,6 @@ func (f *factory) keepMarketMoving() {
 		}
 	}()
 	f.closers = append(f.closers, func() error { cancel(); <-done; return nil })
-}
-
-// sleep waits d of marketplace time: on the virtual clock, or with the
-// simulator's scaled clock, d divided by its time scale in wall time.
-func (f *factory) sleep(ctx context.Context, d time.Duration) error {
-	if f.virtual != nil {
-		return f.virtual.Sleep(ctx, d)
-	}
-	return clock.Sleep(ctx, time.Duration(float64(d)/f.simScale()))
 }
 
 // refreshed returns the store after reconciling it with the marketplace.
@@ -99,7 +90,7 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 		}
 		fmt.Fprintln(f.io.ErrOut, "showing the state it last recorded")
 		f.frozenAt = asOf
-		return &fleet.Manager{S: st, Clock: fixedClock(asOf), Log: f.log}, nil
+		return &fleet.Manager{S: st, Clock: clock.Fixed{At: asOf}, Log: f.log}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -114,10 +105,6 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 	f.warnOrphans(rep.Orphans)
 	return m, nil
 }
-
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
 

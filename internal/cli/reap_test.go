@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -30,7 +31,7 @@ func heardAt(t *testing.T, home, fleetName string, at time.Time, ids ...int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := coord.New(coord.Config{DB: db, Now: func() time.Time { return at }})
+	srv, err := coord.New(coord.Config{DB: db, Clock: clock.Fixed{At: at}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,7 +216,7 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 	if err != nil {
 		return err
 	}
-	m := &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}
+	m := &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}
 	for _, o := range due {
 		res, err := m.Reap(ctx, o)
 		if err != nil {

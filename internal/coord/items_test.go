@@ -67,7 +67,7 @@ func (r *rig) beat(node string) {
 // that goes quiet loses it to the queue, and the next lease request gets it.
 func TestItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Now = clk.Now; c.HeartbeatInterval = 10 * time.Second })
+	r := newRig(t, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
 	if err := r.db.AddItems(context.Background(), "alpha", []string{"x", "y", "z"}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T) {
 // that lost the lease and a replay are acknowledged and ignored.
 func TestItemResultIsStoredOnce(t *testing.T) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Now = clk.Now; c.HeartbeatInterval = 10 * time.Second })
+	r := newRig(t, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
 	ctx := context.Background()
 	if err := r.db.AddItems(ctx, "alpha", []string{"only"}); err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestItemEndpointsRefuseStrangers(t *testing.T) {
 // holds what and which results are in.
 func TestItemsSurviveACoordinatorRestart(t *testing.T) {
 	clk := newFakeClock()
-	edit := func(c *Config) { c.Now = clk.Now; c.HeartbeatInterval = 10 * time.Second }
+	edit := func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second }
 	r := newRig(t, edit)
 	ctx := context.Background()
 	if err := r.db.AddItems(ctx, "alpha", []string{"a", "b"}); err != nil {

@@ -20,7 +20,7 @@ func TestTotalsFollowHeartbeatAgeOnTheInjectedClock(t *testing.T) {
 	clk := newFakeClock()
 	costCalls := 0
 	r := newRig(t, func(c *Config) {
-		c.Now = clk.Now
+		c.Clock = clk
 		c.HeartbeatInterval = 10 * time.Second // stale after 30 s, dead after 100 s
 		c.OrphanAfter = 30 * time.Minute
 		c.OrphanPolicy = wire.PolicyDestroy
@@ -174,7 +174,7 @@ func TestMetricsEndpointParses(t *testing.T) {
 
 func TestStateAndFindingsSurviveARestart(t *testing.T) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Now = clk.Now })
+	r := newRig(t, func(c *Config) { c.Clock = clk })
 	r.do("POST", wire.PathHeartbeat, r.agent, heartbeat("alpha", "n1"), nil)
 	var ack wire.FindingsAck
 	if code, _ := r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n1", "k1", "k2", "k3"), &ack); code != 200 || ack.Stored != 3 {
@@ -186,7 +186,7 @@ func TestStateAndFindingsSurviveARestart(t *testing.T) {
 
 	r.db = openTestDB(t, r.dbPath)
 	clk.Advance(40 * time.Second)
-	r.start(func(c *Config) { c.Now = clk.Now })
+	r.start(func(c *Config) { c.Clock = clk })
 	var snap wire.Snapshot
 	r.do("GET", wire.PathState, r.viewer, nil, &snap)
 	if snap.Totals.Findings != 3 || len(snap.Findings) != 3 || snap.Findings[0].Key != "k3" {
@@ -305,7 +305,7 @@ func TestAgentBinaryIsServedToAgents(t *testing.T) {
 
 func TestHistoryKeepsTenMinutesOfTotals(t *testing.T) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Now = clk.Now; c.PushEvery = time.Hour })
+	r := newRig(t, func(c *Config) { c.Clock = clk; c.PushEvery = time.Hour })
 	ctx := context.Background()
 	for i := range historyPoints + 10 {
 		hb := heartbeat("alpha", "n1")

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -26,8 +27,9 @@ import (
 type Config struct {
 	DB  *DB
 	Log *slog.Logger
-	// Now is the one clock: heartbeat ages, received times, cost cache.
-	Now func() time.Time
+	// Clock is the one clock: heartbeat ages, received times, cost cache
+	// (default clock.Wall).
+	Clock clock.Clock
 	// HeartbeatInterval is told to agents (default 10 s). A node is stale
 	// after StaleAfter without a heartbeat (default 3 intervals) and dead
 	// after DeadAfter (default 10 intervals).
@@ -69,7 +71,6 @@ type Server struct {
 	cfg        Config
 	db         *DB
 	log        *slog.Logger
-	now        func() time.Time
 	flushEvery time.Duration
 	mux        *http.ServeMux
 	// heartbeatReply is the encoded wire.HeartbeatReply.
@@ -107,8 +108,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Wall{}
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 10 * time.Second
@@ -146,7 +147,6 @@ func New(cfg Config) (*Server, error) {
 		cfg:        cfg,
 		db:         cfg.DB,
 		log:        cfg.Log,
-		now:        cfg.Now,
 		flushEvery: time.Second,
 		limiters:   map[string]*rate.Limiter{},
 		findingsQ:  make(chan *findingsReq, maxGroup),
@@ -192,6 +192,9 @@ func (s *Server) Close() error {
 
 // Handler is the whole HTTP surface.
 func (s *Server) Handler() http.Handler { return s.mux }
+
+// now is the coordinator's one clock.
+func (s *Server) now() time.Time { return s.cfg.Clock.Now() }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
@@ -166,7 +167,7 @@ func (g *gate) set(f func(g *gate)) {
 
 type env struct {
 	t      *testing.T
-	clock  *sim.ManualClock
+	clock  *clock.Manual
 	mkt    *sim.Market
 	gate   *gate
 	srv    *httptest.Server
@@ -188,7 +189,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.seed == 0 {
 		o.seed = 7
 	}
-	e := &env{t: t, clock: sim.NewManualClock(simStart)}
+	e := &env{t: t, clock: clock.NewManual(simStart)}
 	// IDBase 1 keeps instance ids under 20000, where the gate's tests hide
 	// them (a market otherwise offsets its ids at random).
 	mkt, err := sim.New(sim.Config{Seed: o.seed, Offers: 300, Clock: e.clock, APIKey: testKey, Faults: o.faults, IDBase: 1})
@@ -224,8 +225,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 
 func (e *env) newClient(key string) *vast.Client {
 	c, err := vast.New(vast.Options{BaseURL: e.srv.URL, APIKey: key, Timeout: 5 * time.Second,
-		Sleep: func(ctx context.Context, d time.Duration) error { e.clock.Advance(d); return ctx.Err() },
-		Now:   e.clock.Now, Rand: func() float64 { return 0.5 }})
+		Clock: clock.Stepped{M: e.clock}, Rand: func() float64 { return 0.5 }})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -233,8 +233,16 @@ func (e *env) newClient(key string) *vast.Client {
 }
 
 func (e *env) manager(p provider.Provider) *Manager {
-	return &Manager{P: p, S: e.st, Clock: e.clock, Log: slog.New(slog.DiscardHandler), Sleep: e.sleep}
+	return &Manager{P: p, S: e.st, Clock: envClock{e}, Log: slog.New(slog.DiscardHandler)}
 }
+
+// envClock is the managers' clock: the market's manual clock, moved by
+// the managers' own waits (see sleep).
+type envClock struct{ e *env }
+
+func (c envClock) Now() time.Time { return c.e.clock.Now() }
+
+func (c envClock) Sleep(ctx context.Context, d time.Duration) error { return c.e.sleep(ctx, d) }
 
 // sleep advances the virtual clock by d, stopping early at the next moment
 // the simulator changes an instance by itself, so that polls observe every

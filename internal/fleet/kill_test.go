@@ -13,15 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
-
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // TestKillHelper is the child process of TestKill9: it rents (and in the
 // destroy modes destroys) against the parent's simulator and database, and
@@ -44,7 +41,7 @@ func TestKillHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns, _ := strconv.ParseInt(os.Getenv("FLEET_NOW"), 10, 64)
-	m := &Manager{P: c, S: st, Clock: fixedClock(time.Unix(0, ns).UTC())}
+	m := &Manager{P: c, S: st, Clock: clock.Fixed{At: time.Unix(0, ns).UTC()}}
 	rec, err := m.Rent(ctx, RentRequest{Fleet: "f1", Offer: off,
 		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20}})
 	if err != nil {

@@ -15,10 +15,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-// Clock is the one source of time; for the simulator the CLI passes the
-// simulator's clock so that costs match its ledger.
-type Clock = clock.Clock
-
 // Defaults used when a Manager field is zero.
 const (
 	DefaultGrace     = 10 * time.Minute
@@ -30,18 +26,18 @@ const (
 // Manager drives instances through their lifecycle. One Manager per process;
 // the CLI holds the data-dir lock while it runs.
 type Manager struct {
-	P     provider.Provider
-	S     *store.Store
-	Clock Clock
+	P provider.Provider
+	S *store.Store
+	// Clock is the one source of time, read and waited on: the
+	// marketplace's (for the simulator, its clock, so that costs match
+	// its ledger and waits pass in its time).
+	Clock clock.Clock
 	Log   *slog.Logger
 	// Grace is how long a new instance's (or a pending intent's) absence from
 	// a listing means nothing: marketplaces list new rentals late.
 	Grace time.Duration
 	// PollEvery spaces listing and show polls.
 	PollEvery time.Duration
-	// Sleep waits d or until ctx ends. Tests with a virtual clock pass a
-	// function that advances the clock instead.
-	Sleep func(ctx context.Context, d time.Duration) error
 	// ListTries bounds how many listings one lookup or confirmation makes
 	// (default 5).
 	ListTries int
@@ -97,12 +93,7 @@ func (m *Manager) log() *slog.Logger {
 
 func (m *Manager) now() time.Time { return m.Clock.Now() }
 
-func (m *Manager) sleep(ctx context.Context, d time.Duration) error {
-	if m.Sleep != nil {
-		return m.Sleep(ctx, d)
-	}
-	return clock.Sleep(ctx, d)
-}
+func (m *Manager) sleep(ctx context.Context, d time.Duration) error { return m.Clock.Sleep(ctx, d) }
 
 // completeListing returns one complete listing, retrying transient failures
 // (an incomplete listing included) a bounded number of times with backoff.

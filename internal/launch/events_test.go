@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -120,9 +121,7 @@ func TestParseWaitForAndWait(t *testing.T) {
 	}
 	// The market is too dear for two polls, then opens.
 	polls := 0
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	sleep := func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }
+	clk := clock.Stepped{M: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	pollF := func(context.Context) ([]market.Ranked, error) {
 		polls++
 		if polls < 3 {
@@ -131,14 +130,14 @@ func TestParseWaitForAndWait(t *testing.T) {
 		return []market.Ranked{offer(3000, 5), offer(3000, 5)}, nil
 	}
 	cond, _ := ParseWaitFor("vcpu>=5000 dph_per_vcpu<=0.002")
-	_, m, err := WaitFor(context.Background(), cond, 2, pollF, time.Minute, time.Hour, clock, sleep)
+	_, m, err := WaitFor(context.Background(), cond, 2, pollF, time.Minute, time.Hour, clk)
 	if err != nil || polls != 3 || m.VCPU != 6000 {
 		t.Fatalf("polls %d, metrics %+v, err %v", polls, m, err)
 	}
 	// Never opens: expires after wait-max and says why.
 	polls = 0
 	cond2, _ := ParseWaitFor("dph<1")
-	_, _, err = WaitFor(context.Background(), cond2, 2, pollF, time.Minute, 10*time.Minute, clock, sleep)
+	_, _, err = WaitFor(context.Background(), cond2, 2, pollF, time.Minute, 10*time.Minute, clk)
 	if !errors.Is(err, ErrWaitExpired) || !strings.Contains(err.Error(), "dph<1") {
 		t.Fatalf("err = %v", err)
 	}

@@ -53,11 +53,6 @@ func killSpec() Spec {
 	return s
 }
 
-// scaledSleep sleeps d of sim time in d/killScale of wall time.
-func scaledSleep(ctx context.Context, d time.Duration) error {
-	return clock.Sleep(ctx, time.Duration(float64(d)/killScale))
-}
-
 // handoffClock is the simulator's clock: the child's scaled clock until the
 // kill, the resume's virtual clock after it.
 type handoffClock struct {
@@ -69,6 +64,13 @@ func (h *handoffClock) Now() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.c.Now()
+}
+
+func (h *handoffClock) Sleep(ctx context.Context, d time.Duration) error {
+	h.mu.Lock()
+	c := h.c
+	h.mu.Unlock()
+	return c.Sleep(ctx, d)
 }
 
 func (h *handoffClock) set(c clock.Clock) {
@@ -88,9 +90,8 @@ func TestKillChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := sim.NewScaledClock(killSimStart, wall, killScale, time.Now)
-	client, err := vast.New(vast.Options{BaseURL: url, APIKey: launchsim.APIKey, Timeout: 10 * time.Second,
-		Sleep: scaledSleep, Now: clk.Now})
+	clk := clock.NewScaled(killSimStart, wall, killScale, nil)
+	client, err := vast.New(vast.Options{BaseURL: url, APIKey: launchsim.APIKey, Timeout: 10 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestKillChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &fleet.Manager{P: client, S: st, Clock: clk, Sleep: scaledSleep, PollEvery: 15 * time.Second}
+	m := &fleet.Manager{P: client, S: st, Clock: clk, PollEvery: 15 * time.Second}
 	// The same offers the parent's simulator serves, ranked the same way.
 	local, err := sim.New(sim.Config{Seed: killSeed, Offers: killOffers, Clock: clk})
 	if err != nil {
@@ -134,7 +135,7 @@ func TestKill9Resume(t *testing.T) {
 // market, from the same start, on a virtual clock.
 func uninterruptedReady(t *testing.T) int {
 	ctx := context.Background()
-	v := launchsim.NewVirtualClock(killSimStart)
+	v := clock.NewVirtual(killSimStart)
 	mkt, err := sim.New(sim.Config{Seed: killSeed, Offers: killOffers, Clock: v, APIKey: launchsim.APIKey, Faults: launchsim.Faults(), Balance: 1e6})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func uninterruptedReady(t *testing.T) int {
 func killOnce(t *testing.T, killAt, uninterrupted int) {
 	ctx := context.Background()
 	wall := time.Now()
-	scaled := sim.NewScaledClock(killSimStart, wall, killScale, time.Now)
+	scaled := clock.NewScaled(killSimStart, wall, killScale, nil)
 	simClock := &handoffClock{c: scaled}
 	mkt, err := sim.New(sim.Config{Seed: killSeed, Offers: killOffers, Clock: simClock, APIKey: launchsim.APIKey, Faults: launchsim.Faults(), Balance: 1e6})
 	if err != nil {
@@ -197,7 +198,7 @@ func killOnce(t *testing.T, killAt, uninterrupted int) {
 	beforeResume := createCount(mkt)
 	t.Logf("killed %s into the launch (%s of wall time)", scaled.Now().Sub(killSimStart).Round(time.Second), time.Since(wall).Round(time.Millisecond))
 
-	v := launchsim.NewVirtualClock(scaled.Now())
+	v := clock.NewVirtual(scaled.Now())
 	simClock.set(v)
 	env, err := launchsim.Attach(ctx, srv.URL, v, db)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vastfleet/vastfleet/internal/clock"
 	"math"
 	"sort"
 	"strconv"
@@ -400,7 +399,7 @@ func (r *runner) projected(now time.Time) (total, bandwidth float64) {
 
 func (r *runner) now() time.Time { return r.m.Clock.Now() }
 
-// actorClock is implemented by virtual clocks (tests, the benchmark) that
+// actorClock is implemented by virtual clocks (clock.Virtual) that
 // move only when every goroutine of the launch is asleep; the launch tells
 // them how many it runs.
 type actorClock interface{ Busy(delta int) }
@@ -415,10 +414,7 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	if r.m.Sleep != nil {
-		return r.m.Sleep(ctx, d)
-	}
-	return clock.Sleep(ctx, d)
+	return r.m.Clock.Sleep(ctx, d)
 }
 
 // loop is the one goroutine that drives the launch: one batched listing per

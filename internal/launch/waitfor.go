@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -140,10 +141,10 @@ func (c Condition) String() string {
 // WaitFor polls the market every `every` until the condition holds over
 // the top count offers, and returns that ranking; after maxWait it fails
 // with ErrWaitExpired. A failed poll is retried at the next interval.
-// sleep waits (a virtual clock's in tests); now reads the clock.
+// every and maxWait are in clk's time (the marketplace's).
 func WaitFor(ctx context.Context, cond Condition, count int, poll func(context.Context) ([]market.Ranked, error),
-	every, maxWait time.Duration, now func() time.Time, sleep func(context.Context, time.Duration) error) ([]market.Ranked, Metrics, error) {
-	end := now().Add(maxWait)
+	every, maxWait time.Duration, clk clock.Clock) ([]market.Ranked, Metrics, error) {
+	end := clk.Now().Add(maxWait)
 	var last Metrics
 	var lastErr error
 	for {
@@ -159,7 +160,7 @@ func WaitFor(ctx context.Context, cond Condition, count int, poll func(context.C
 			}
 			lastErr = err
 		}
-		if !now().Add(every).Before(end) {
+		if !clk.Now().Add(every).Before(end) {
 			msg := fmt.Sprintf("%s: %s not met within %s (last: %d offers, vcpu %.0f, $%.3f/hr, $%.5f per vCPU-hr)",
 				ErrWaitExpired, cond, maxWait, last.N, last.VCPU, last.DPH, last.DPHPerVCPU)
 			if lastErr != nil {
@@ -167,7 +168,7 @@ func WaitFor(ctx context.Context, cond Condition, count int, poll func(context.C
 			}
 			return nil, last, fmt.Errorf("%w%s", ErrWaitExpired, strings.TrimPrefix(msg, ErrWaitExpired.Error()))
 		}
-		if err := sleep(ctx, every); err != nil {
+		if err := clk.Sleep(ctx, every); err != nil {
 			return nil, last, err
 		}
 	}

@@ -218,9 +218,13 @@ func (p *Pool) Connect(ctx context.Context, t Target) (*Conn, error) {
 	return c, nil
 }
 
+// wall is what the SSH layer waits on: its retries pace a real network,
+// so they pass in wall time whatever the marketplace's clock.
+var wall clock.Wall
+
 func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, ssh.PublicKey, error) {
 	if p.opts.Jitter > 0 {
-		if err := clock.Sleep(ctx, rand.N(p.opts.Jitter)); err != nil {
+		if err := wall.Sleep(ctx, rand.N(p.opts.Jitter)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -238,7 +242,7 @@ func (p *Pool) dial(ctx context.Context, t Target) (*ssh.Client, ssh.PublicKey, 
 		default:
 			return cl, key, err
 		}
-		if err := clock.Sleep(ctx, backoff); err != nil {
+		if err := wall.Sleep(ctx, backoff); err != nil {
 			return nil, nil, err
 		}
 		backoff *= 2

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"time"
-
-	"github.com/vastfleet/vastfleet/internal/clock"
 )
 
 // Forward asks the node to listen on addr (HOST:PORT as the node sees it,
@@ -131,7 +129,7 @@ func (p *Pool) KeepForward(ctx context.Context, t Tunnel) error {
 		if wasUp {
 			wait = p.opts.RetryBackoff
 		}
-		if err := clock.Sleep(ctx, wait); err != nil {
+		if err := wall.Sleep(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(2*wait, maxWait)

@@ -20,6 +20,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
@@ -210,13 +211,13 @@ func TestInstanceIDsDifferAcrossMarkets(t *testing.T) {
 		}
 		ids[id] = true
 	}
-	m, err := Open(dir, Config{Seed: 3, Clock: NewManualClock(t0)})
+	m, err := Open(dir, Config{Seed: 3, Clock: clock.NewManual(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := m.st.IDBase
 	m.Close()
-	m, err = Open(dir, Config{Seed: 3, Clock: NewManualClock(t0)})
+	m, err = Open(dir, Config{Seed: 3, Clock: clock.NewManual(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestHostsAcrossRestartAndUnobserved(t *testing.T) {
 	dir := t.TempDir()
 	wall0 := time.Now()
 	cfg := Config{Seed: 2, Offers: 300, APIKey: testKey, HostDir: filepath.Join(dir, "hosts"),
-		Clock: NewScaledClock(t0, wall0, 3000, time.Now)}
+		Clock: clock.NewScaled(t0, wall0, 3000, nil)}
 	m, err := Open(filepath.Join(dir, "state"), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +366,7 @@ func TestHostsAcrossRestartAndUnobserved(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg.Clock = NewScaledClock(t0, wall0, 3000, time.Now)
+	cfg.Clock = clock.NewScaled(t0, wall0, 3000, nil)
 	m, err = Open(filepath.Join(dir, "state"), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -404,12 +405,12 @@ func TestJupyterProxyRoute(t *testing.T) {
 // first listing already shows the port its machine really answers on.
 func TestFirstListingShowsTheBoundPort(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Seed: 3, Offers: 300, APIKey: testKey, Clock: NewManualClock(t0)}
+	cfg := Config{Seed: 3, Offers: 300, APIKey: testKey, Clock: clock.NewManual(t0)}
 	m, err := Open(filepath.Join(dir, "state"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, m: m, clock: cfg.Clock.(*ManualClock), key: testKey}
+	h := &harness{t: t, m: m, clock: cfg.Clock.(*clock.Manual), key: testKey}
 	srv := httptest.NewServer(m.Handler())
 	h.srv = srv
 	id := h.create(h.cheapOffer().ID, "")
@@ -432,7 +433,7 @@ func TestFirstListingShowsTheBoundPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	h = newServed(t, m, cfg.Clock.(*ManualClock))
+	h = newServed(t, m, cfg.Clock.(*clock.Manual))
 	in := h.show(id)
 	if in.SSHPort == derived {
 		t.Fatalf("first listing shows port %d, which another process holds", derived)
@@ -448,8 +449,8 @@ func TestFirstListingShowsTheBoundPort(t *testing.T) {
 	}
 }
 
-func newServed(t *testing.T, m *Market, clock *ManualClock) *harness {
+func newServed(t *testing.T, m *Market, clk *clock.Manual) *harness {
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{t: t, m: m, clock: clock, srv: srv, key: testKey}
+	return &harness{t: t, m: m, clock: clk, srv: srv, key: testKey}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -785,16 +786,16 @@ func (m *Market) hState(r *http.Request, _ []byte, now time.Time) reply {
 }
 
 func (m *Market) hClock(r *http.Request, _ []byte, now time.Time) reply {
-	_, manual := m.cfg.Clock.(*ManualClock)
+	_, manual := m.cfg.Clock.(*clock.Manual)
 	scale := 0.0 // a manual clock moves only when told to
-	if sc, ok := m.cfg.Clock.(*ScaledClock); ok {
+	if sc, ok := m.cfg.Clock.(*clock.Scaled); ok {
 		scale = sc.Scale()
 	}
 	return jsonReply(200, map[string]any{"now": now, "manual": manual, "scale": scale})
 }
 
 func (m *Market) hAdvance(r *http.Request, _ []byte, now time.Time) reply {
-	mc, ok := m.cfg.Clock.(*ManualClock)
+	mc, ok := m.cfg.Clock.(*clock.Manual)
 	if !ok {
 		return badArgs("the clock is not manual")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
@@ -20,15 +21,15 @@ func TestFailuresFollowMachines(t *testing.T) {
 		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
 	}
 	f := Faults{StuckLoading: 0.05, BootFail: 0.05, HostOffline: 0.02}
-	clock := NewManualClock(t0)
-	m, err := New(Config{Seed: 3, Offers: DefaultOffers, Faults: f, Balance: 1e9, Clock: clock, APIKey: testKey})
+	clk := clock.NewManual(t0)
+	m, err := New(Config{Seed: 3, Offers: DefaultOffers, Faults: f, Balance: 1e9, Clock: clk, APIKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	failed := func(in *instance) bool { return in.Fault == "stuck" || in.Fault == "bootfail" || in.Fault == "offline" }
 	rentAll := func() map[int64]bool {
 		out := map[int64]bool{}
-		now := clock.Now()
+		now := clk.Now()
 		for _, o := range m.offers {
 			in, err := m.create(o.ID, createInput{Image: "ubuntu:22.04", Disk: 10, Runtype: "ssh"}, now)
 			if err != nil {
@@ -39,7 +40,7 @@ func TestFailuresFollowMachines(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		clock.Advance(time.Minute)
+		clk.Advance(time.Minute)
 		return out
 	}
 	first, second := rentAll(), rentAll()

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/sim/host"
@@ -61,14 +62,11 @@ const (
 type Config struct {
 	Seed   int64
 	Offers int // offer population size; 0 means DefaultOffers
-	// Clock is the market's time. When nil, the market runs a ScaledClock
-	// at TimeScale (default 1) from the wall time WallNow reports.
-	Clock Clock
+	// Clock is the market's time. When nil, the market runs a
+	// clock.Scaled at TimeScale (default 1) over wall time.
+	Clock clock.Clock
 	// TimeScale is simulated seconds per wall second when Clock is nil.
 	TimeScale float64
-	// WallNow is the wall clock behind a default ScaledClock; nil means
-	// time.Now. It is read only through that clock.
-	WallNow func() time.Time
 	// APIKey is the only key accepted; empty accepts any request.
 	APIKey string
 	Faults Faults
@@ -338,30 +336,15 @@ func kindCode(k string) int64 {
 	return 3
 }
 
-func defaultClock(cfg Config) Clock {
-	wallNow := cfg.wallNow()
-	scale := cfg.TimeScale
-	if scale <= 0 {
-		scale = 1
-	}
-	w := wallNow()
-	return NewScaledClock(w, w, scale, wallNow)
+// defaultClock is the clock of a market given none: scaled wall time,
+// the one place wall time enters the simulator.
+func defaultClock(cfg Config) clock.Clock {
+	w := clock.Wall{}.Now()
+	return clock.NewScaled(w, w, cfg.TimeScale, clock.Wall{})
 }
-
-func (cfg Config) wallNow() func() time.Time {
-	if cfg.WallNow == nil {
-		return time.Now // the one place wall time enters the simulator
-	}
-	return cfg.WallNow
-}
-
-func (m *Market) wallNow() time.Time { return m.cfg.wallNow()() }
 
 // Clock is the market's clock.
-func (m *Market) Clock() Clock { return m.cfg.Clock }
-
-// Now is the market's current sim time.
-func (m *Market) Now() time.Time { return m.cfg.Clock.Now() }
+func (m *Market) Clock() clock.Clock { return m.cfg.Clock }
 
 // Offers returns the generated offer population (as generated, before
 // availability); the slice is a copy.

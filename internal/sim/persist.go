@@ -26,7 +26,7 @@ var ErrInUse = errors.New("sim: market in use")
 // an exclusive lock on dir/sim.lock until Close so that two processes never
 // write one market. A saved market keeps its seed and offer count; its clock
 // continues from the saved sim time: a manual or virtual clock is set to it, a
-// ScaledClock runs on from it as if the market had been running meanwhile.
+// scaled clock runs on from it as if the market had been running meanwhile.
 func Open(dir string, cfg Config) (*Market, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -61,9 +61,9 @@ func Open(dir string, cfg Config) (*Market, error) {
 		}
 		cfg.Seed, cfg.Offers = saved.Seed, saved.Offers
 		switch c := cfg.Clock.(type) {
-		case *ScaledClock:
+		case *clock.Scaled:
 			c.Rebase(saved.SimTime, saved.WallTime)
-		case *ManualClock:
+		case *clock.Manual:
 			if c.Now().Before(saved.SimTime) {
 				c.Set(saved.SimTime)
 			}
@@ -118,11 +118,11 @@ func (m *Market) saveLocked() error {
 	if m.dir == "" {
 		return nil
 	}
-	if sc, ok := m.cfg.Clock.(*ScaledClock); ok {
+	if sc, ok := m.cfg.Clock.(*clock.Scaled); ok {
 		m.st.WallTime, m.st.SimTime = sc.Wall()
 	} else {
 		// A scaled clock that opens this state later runs on from here.
-		m.st.WallTime, m.st.SimTime = m.wallNow(), m.cfg.Clock.Now()
+		m.st.WallTime, m.st.SimTime = clock.Wall{}.Now(), m.cfg.Clock.Now()
 	}
 	if m.st.SimTime.Before(m.st.BilledTo) {
 		m.st.SimTime = m.st.BilledTo
@@ -195,7 +195,7 @@ func Reset(dir string) error {
 const resetFile = "reset-after"
 
 // startAfterReset moves a new market's clock past the reset market's end.
-func startAfterReset(dir string, c Clock) {
+func startAfterReset(dir string, c clock.Clock) {
 	b, err := os.ReadFile(filepath.Join(dir, resetFile))
 	if err != nil {
 		return
@@ -205,8 +205,8 @@ func startAfterReset(dir string, c Clock) {
 		return
 	}
 	switch c := c.(type) {
-	case *ScaledClock:
-		c.Rebase(after, c.wallNow())
+	case *clock.Scaled:
+		c.RebaseNow(after)
 	case interface{ Set(time.Time) }:
 		c.Set(after)
 	}

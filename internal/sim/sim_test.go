@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
@@ -26,7 +27,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 type harness struct {
 	t     *testing.T
 	m     *Market
-	clock *ManualClock
+	clock *clock.Manual
 	srv   *httptest.Server
 	key   string
 	base  string // the server's URL when it is not srv
@@ -34,11 +35,11 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	clock := NewManualClock(t0)
+	clk := clock.NewManual(t0)
 	if cfg.Clock == nil {
-		cfg.Clock = clock
+		cfg.Clock = clk
 	} else {
-		clock = cfg.Clock.(*ManualClock)
+		clk = cfg.Clock.(*clock.Manual)
 	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = testKey
@@ -52,7 +53,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	}
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{t: t, m: m, clock: clock, srv: srv, key: cfg.APIKey}
+	return &harness{t: t, m: m, clock: clk, srv: srv, key: cfg.APIKey}
 }
 
 // do sends one request the way the real client does and decodes a JSON
@@ -472,29 +473,29 @@ func TestLogs(t *testing.T) {
 
 func TestPersistenceAndLock(t *testing.T) {
 	dir := t.TempDir()
-	clock := NewManualClock(t0)
-	m, err := Open(dir, Config{Seed: 11, Offers: 500, Clock: clock, APIKey: testKey})
+	clk := clock.NewManual(t0)
+	m, err := Open(dir, Config{Seed: 11, Offers: 500, Clock: clk, APIKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, Config{Seed: 11, Offers: 500, Clock: clock}); err == nil || !strings.Contains(err.Error(), "pid") {
+	if _, err := Open(dir, Config{Seed: 11, Offers: 500, Clock: clk}); err == nil || !strings.Contains(err.Error(), "pid") {
 		t.Fatalf("second Open: %v", err)
 	}
 	srv := httptest.NewServer(m.Handler())
-	h := &harness{t: t, m: m, clock: clock, srv: srv, key: testKey}
+	h := &harness{t: t, m: m, clock: clk, srv: srv, key: testKey}
 	id := h.create(h.cheapOffer().ID, "persist")
 	// Saved before the answer was written, without any Close.
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil || !strings.Contains(string(b), `"label":"persist"`) {
 		t.Fatalf("state file after create: %v", err)
 	}
-	clock.Advance(time.Hour)
+	clk.Advance(time.Hour)
 	srv.Close()
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	clock2 := NewManualClock(t0) // a new process starts its clock afresh
+	clock2 := clock.NewManual(t0) // a new process starts its clock afresh
 	m2, err := Open(dir, Config{Seed: 99, Clock: clock2})
 	if err != nil {
 		t.Fatal(err)
@@ -515,29 +516,19 @@ func TestPersistenceAndLock(t *testing.T) {
 	}
 }
 
-func TestScaledClock(t *testing.T) {
-	wall := t0
-	c := NewScaledClock(t0, t0, 60, func() time.Time { return wall })
-	wall = wall.Add(time.Second)
-	if got := c.Now(); !got.Equal(t0.Add(time.Minute)) {
-		t.Errorf("scaled clock: %v", got)
-	}
-}
-
 func TestScaledClockContinuesAcrossOpen(t *testing.T) {
 	dir := t.TempDir()
-	wall := t0
-	wallNow := func() time.Time { return wall }
-	m, err := Open(dir, Config{Seed: 12, Offers: 200, Clock: NewScaledClock(t0, wall, 60, wallNow)})
+	wall := clock.NewManual(t0)
+	m, err := Open(dir, Config{Seed: 12, Offers: 200, Clock: clock.NewScaled(t0, wall.Now(), 60, wall)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wall = wall.Add(10 * time.Second) // 10 sim minutes
+	wall.Advance(10 * time.Second) // 10 sim minutes
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wall = wall.Add(5 * time.Second) // down for 5 s: the market kept running
-	c := NewScaledClock(time.Unix(0, 0), wall, 60, wallNow)
+	wall.Advance(5 * time.Second) // down for 5 s: the market kept running
+	c := clock.NewScaled(time.Unix(0, 0), wall.Now(), 60, wall)
 	m2, err := Open(dir, Config{Clock: c})
 	if err != nil {
 		t.Fatal(err)

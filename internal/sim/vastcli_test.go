@@ -19,6 +19,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
 )
 
 // cliInstance rents one instance that runs an onstart, on a market with
@@ -195,8 +197,8 @@ func TestOfficialVastCLI(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3")
 	}
-	clock := NewManualClock(t0)
-	m, err := New(Config{Seed: 21, Offers: 800, Clock: clock, APIKey: testKey, HostDir: t.TempDir()})
+	clk := clock.NewManual(t0)
+	m, err := New(Config{Seed: 21, Offers: 800, Clock: clk, APIKey: testKey, HostDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestOfficialVastCLI(t *testing.T) {
 	go func() { served <- m.ServeListener(ctx, ln) }()
 	defer func() { cancel(); <-served }()
 	base := "http://" + ln.Addr().String()
-	h := &harness{t: t, m: m, clock: clock, srv: nil, key: testKey}
+	h := &harness{t: t, m: m, clock: clk, srv: nil, key: testKey}
 	h.base = base
 	id := cliInstance(t, h)
 

@@ -28,12 +28,6 @@ var Start = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const APIKey = "launch-sim-key-0123456789"
 
-// VirtualClock is the clock every simulated launch waits on.
-type VirtualClock = clock.Virtual
-
-// NewVirtualClock starts a virtual clock at start.
-func NewVirtualClock(start time.Time) *VirtualClock { return clock.NewVirtual(start) }
-
 // counter counts HTTP requests on their way to the marketplace.
 type counter struct {
 	next http.RoundTripper
@@ -49,7 +43,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 // real vast client, with a real SQLite store: what the benchmark and the
 // tests launch into.
 type Env struct {
-	Clock *VirtualClock
+	Clock *clock.Virtual
 	Mkt   *sim.Market
 	St    *store.Store
 	M     *fleet.Manager
@@ -68,7 +62,7 @@ func New(ctx context.Context, seed int64, offers int, faults sim.Faults, dir str
 // NewWrapped is New with wrap in front of the marketplace's handler, for
 // failures the simulator does not draw itself; nil wraps nothing.
 func NewWrapped(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string, wrap func(http.Handler) http.Handler) (*Env, error) {
-	e := &Env{Clock: NewVirtualClock(Start)}
+	e := &Env{Clock: clock.NewVirtual(Start)}
 	mkt, err := sim.New(sim.Config{Seed: seed, Offers: offers, Clock: e.Clock, APIKey: APIKey, Faults: faults, Balance: 1e6})
 	if err != nil {
 		return nil, err
@@ -90,7 +84,7 @@ func NewWrapped(ctx context.Context, seed int64, offers int, faults sim.Faults, 
 // clock is (or from now on reads) clk: the real client, a store at dbPath
 // and a manager, all waiting in clk's virtual time. Close leaves the
 // server alone.
-func Attach(ctx context.Context, url string, clk *VirtualClock, dbPath string) (*Env, error) {
+func Attach(ctx context.Context, url string, clk *clock.Virtual, dbPath string) (*Env, error) {
 	e := &Env{Clock: clk}
 	if err := e.connect(ctx, url, dbPath); err != nil {
 		return nil, err
@@ -103,7 +97,7 @@ func (e *Env) connect(ctx context.Context, url, dbPath string) error {
 	tr.MaxIdleConnsPerHost = 64
 	e.calls = &counter{next: tr}
 	client, err := vast.New(vast.Options{BaseURL: url, APIKey: APIKey, Timeout: 30 * time.Second,
-		HTTPClient: &http.Client{Transport: e.calls}, Sleep: e.Clock.Sleep, Now: e.Clock.Now, InFlight: e.Clock.InFlight,
+		HTTPClient: &http.Client{Transport: e.calls}, Clock: e.Clock,
 		Rand: func() float64 { return 0.5 }})
 	if err != nil {
 		return err
@@ -113,7 +107,7 @@ func (e *Env) connect(ctx context.Context, url, dbPath string) error {
 		return err
 	}
 	e.St = st
-	e.M = &fleet.Manager{P: client, S: st, Clock: e.Clock, Sleep: e.Clock.Sleep, PollEvery: 15 * time.Second}
+	e.M = &fleet.Manager{P: client, S: st, Clock: e.Clock, PollEvery: 15 * time.Second}
 	return nil
 }
 

@@ -26,11 +26,12 @@ import (
 // Harness is one implementation under test.
 type Harness struct {
 	Provider provider.Provider
-	// Advance moves the implementation's virtual clock; nil for a live
-	// marketplace, where the suite waits for real.
-	Advance func(d time.Duration)
+	// Clock is the implementation's time, which the suite waits on
+	// between polls: a simulator's (a clock.Stepped moves it by each
+	// wait); nil for a live marketplace, where the suite waits for real.
+	Clock clock.Clock
 	// Poll is the pause between status polls (default 10 s, the docs'
-	// advice); with Advance it is virtual time.
+	// advice), in Clock's time.
 	Poll time.Duration
 	// Timeout bounds each wait for a state (default 15 min of marketplace
 	// time).
@@ -60,15 +61,14 @@ func (h *Harness) defaults() {
 	if h.Disk <= 0 {
 		h.Disk = 10
 	}
+	if h.Clock == nil {
+		h.Clock = clock.Wall{}
+	}
 }
 
-// wait moves time by one poll interval: virtual with Advance, else real.
+// wait lets one poll interval of the implementation's time pass.
 func (h *Harness) wait(ctx context.Context) error {
-	if h.Advance != nil {
-		h.Advance(h.Poll)
-		return ctx.Err()
-	}
-	return clock.Sleep(ctx, h.Poll)
+	return h.Clock.Sleep(ctx, h.Poll)
 }
 
 // until polls cond until it reports done, at most Timeout of (virtual)

@@ -403,7 +403,7 @@ func (c *Client) InstanceLogs(ctx context.Context, id int64, tail int) (string, 
 	var last error
 	for i := 0; i < logPolls; i++ {
 		if i > 0 {
-			if err := c.sleep(ctx, logInterval); err != nil {
+			if err := c.clock.Sleep(ctx, logInterval); err != nil {
 				return "", err
 			}
 		}

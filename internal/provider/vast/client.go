@@ -49,19 +49,18 @@ type Options struct {
 	MaxAttempts int           // default 5
 	BaseBackoff time.Duration // default 250ms
 	MaxBackoff  time.Duration // default 20s
-	// Sleep waits between attempts; tests inject one that records waits.
-	Sleep func(ctx context.Context, d time.Duration) error
-	// Now reads the clock for Retry-After dates.
-	Now    func() time.Time
+	// Clock is the marketplace's time: the client waits on it between
+	// attempts and reads it for Retry-After dates (default clock.Wall).
+	// A clock that also has InFlight(delta int) (clock.Virtual) is told
+	// +1 when a request starts and -1 when its answer has been read, so
+	// that it stands still meanwhile.
+	Clock  clock.Clock
 	Logger *slog.Logger // default: discard
 	// RateLimit throttles every request this client sends; 0 = unlimited.
 	RateLimit rate.Limit
 	Burst     int // default 1 when RateLimit is set
 	// Rand returns a number in [0,1) for backoff jitter; default math/rand.
 	Rand func() float64
-	// InFlight, when set, is told +1 when a request starts and -1 when its
-	// answer has been read: a virtual clock stands still meanwhile.
-	InFlight func(delta int)
 	// RequireTLS refuses a plain http:// BaseURL unless its host is this
 	// machine (loopback): the real marketplace's key must not cross a
 	// network in clear text.
@@ -87,9 +86,8 @@ type Client struct {
 	max     int
 	baseBO  time.Duration
 	maxBO   time.Duration
-	sleep   func(context.Context, time.Duration) error
-	now     func() time.Time
-	flight  func(int)
+	clock   clock.Clock
+	flight  inFlight // the clock, when it counts requests; else nil
 	log     *slog.Logger
 	limiter *rate.Limiter
 	rate    rate.Limit // the configured rate; 429s lower the limiter's below it
@@ -138,9 +136,7 @@ func New(opts Options) (*Client, error) {
 		max:     opts.MaxAttempts,
 		baseBO:  opts.BaseBackoff,
 		maxBO:   opts.MaxBackoff,
-		sleep:   opts.Sleep,
-		now:     opts.Now,
-		flight:  opts.InFlight,
+		clock:   opts.Clock,
 		log:     opts.Logger,
 		rnd:     opts.Rand,
 	}
@@ -165,12 +161,10 @@ func New(opts Options) (*Client, error) {
 	if c.maxBO <= 0 {
 		c.maxBO = 20 * time.Second
 	}
-	if c.sleep == nil {
-		c.sleep = clock.Sleep
+	if c.clock == nil {
+		c.clock = clock.Wall{}
 	}
-	if c.now == nil {
-		c.now = time.Now
-	}
+	c.flight, _ = c.clock.(inFlight)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -187,6 +181,10 @@ func New(opts Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// inFlight is a clock that stands still while a request is in flight
+// (clock.Virtual): requests then take none of the market's time.
+type inFlight interface{ InFlight(delta int) }
 
 // noAPIRedirects refuses to follow a redirect of an authenticated call: Go
 // would turn a redirected PUT or POST into a body-less GET, so a create
@@ -295,7 +293,7 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			if last || !retryable(cl.policy, provider.Classify(provider.ErrNoAnswer), 0) {
 				return nil, &transportError{cl.method, cl.path, err, c.base.Host}
 			}
-			if err := c.sleep(ctx, c.backoff(attempt, 0)); err != nil {
+			if err := c.clock.Sleep(ctx, c.backoff(attempt, 0)); err != nil {
 				return nil, err
 			}
 			continue
@@ -303,7 +301,7 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 		if last || !retryable(cl.policy, provider.ClassifyStatus(resp.status), resp.status) {
 			return resp, nil
 		}
-		if err := c.sleep(ctx, c.backoff(attempt, c.retryAfter(resp.header))); err != nil {
+		if err := c.clock.Sleep(ctx, c.backoff(attempt, c.retryAfter(resp.header))); err != nil {
 			return nil, err
 		}
 	}
@@ -379,7 +377,7 @@ func (c *Client) retryAfter(h http.Header) time.Duration {
 		}
 		d = time.Duration(n * float64(time.Second))
 	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(c.now())
+		d = t.Sub(c.clock.Now())
 		if d <= 0 {
 			return 0
 		}
@@ -416,8 +414,8 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	if c.flight != nil {
-		c.flight(1)
-		defer c.flight(-1)
+		c.flight.InFlight(1)
+		defer c.flight.InFlight(-1)
 	}
 	start := time.Now()
 	res, err := c.hc.Do(req)

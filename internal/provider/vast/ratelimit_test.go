@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -26,7 +25,7 @@ func TestRateLimitSlowsDownOn429AndRecovers(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, err := New(Options{BaseURL: srv.URL, APIKey: testKey, RateLimit: 100, Burst: 100,
-		Sleep: func(context.Context, time.Duration) error { return nil }, Rand: func() float64 { return 0 }})
+		Clock: &waits{}, Rand: func() float64 { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/providertest"
@@ -25,7 +26,7 @@ import (
 // for it.
 type simEnv struct {
 	m      *sim.Market
-	clock  *sim.ManualClock
+	clock  *clock.Manual
 	srv    *httptest.Server
 	c      *Client
 	waits  *waits
@@ -41,7 +42,7 @@ var simStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // inject failures the simulator does not model.
 func newSimEnv(t *testing.T, cfg sim.Config, wrap func(http.Handler) http.Handler) *simEnv {
 	t.Helper()
-	e := &simEnv{clock: sim.NewManualClock(simStart), waits: &waits{}, logs: &bytes.Buffer{}}
+	e := &simEnv{clock: clock.NewManual(simStart), waits: &waits{}, logs: &bytes.Buffer{}}
 	cfg.Clock = e.clock
 	if cfg.APIKey == "" {
 		cfg.APIKey = testKey
@@ -70,7 +71,7 @@ func newSimEnv(t *testing.T, cfg sim.Config, wrap func(http.Handler) http.Handle
 func (e *simEnv) client(t *testing.T, key string) *Client {
 	t.Helper()
 	c, err := New(Options{
-		BaseURL: e.srv.URL, APIKey: key, Sleep: e.waits.sleep,
+		BaseURL: e.srv.URL, APIKey: key, Clock: e.waits,
 		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -83,7 +84,7 @@ func TestConformanceAgainstSimulator(t *testing.T) {
 	e := newSimEnv(t, sim.Config{Seed: 7, HostDir: t.TempDir()}, nil)
 	t.Cleanup(func() { e.m.Close() })
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
-		return providertest.Harness{Provider: e.c, Keys: e.c, Advance: e.clock.Advance}
+		return providertest.Harness{Provider: e.c, Keys: e.c, Clock: clock.Stepped{M: e.clock}}
 	})
 }
 

@@ -69,12 +69,24 @@ func jsonAnswer(status int, body string) http.HandlerFunc {
 }
 
 // waits records the client's backoff sleeps instead of sleeping.
+// waits is the client's clock in these tests: it records each wait and
+// returns at once; it reads wall time unless at is set.
 type waits struct {
 	mu sync.Mutex
 	d  []time.Duration
+	at time.Time
 }
 
-func (w *waits) sleep(ctx context.Context, d time.Duration) error {
+func (w *waits) Now() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at.IsZero() {
+		return time.Now()
+	}
+	return w.at
+}
+
+func (w *waits) Sleep(ctx context.Context, d time.Duration) error {
 	w.mu.Lock()
 	w.d = append(w.d, d)
 	w.mu.Unlock()
@@ -97,7 +109,7 @@ func newStub(t *testing.T, handlers ...http.HandlerFunc) (*Client, *stub, *waits
 	w := &waits{}
 	var logBuf bytes.Buffer
 	c, err := New(Options{
-		BaseURL: srv.URL, APIKey: testKey, Sleep: w.sleep,
+		BaseURL: srv.URL, APIKey: testKey, Clock: w,
 		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logBuf}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Rand:   func() float64 { return 0.5 },
 	})
@@ -326,7 +338,9 @@ func TestRetryAfterHonoured(t *testing.T) {
 		},
 		jsonAnswer(200, `{"id":1}`),
 	)
-	c.now = func() time.Time { return now }
+	w.mu.Lock()
+	w.at = now
+	w.mu.Unlock()
 	if _, err := c.CurrentUser(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +478,7 @@ func TestNoRetryAfterCancel(t *testing.T) {
 		cancel()
 		answer(503, "text/plain", "busy")(w, r)
 	})
-	c.sleep = clock.Sleep
+	c.clock = clock.Wall{}
 	_, err := c.CurrentUser(ctx)
 	if !errors.Is(err, context.Canceled) || len(s.requests()) != 1 {
 		t.Fatalf("err = %v after %d requests", err, len(s.requests()))
@@ -549,7 +563,7 @@ func TestKeyNeverInErrorsOrLogs(t *testing.T) {
 		}
 	}
 	// A transport error names the URL, which must not hold the key either.
-	dead, err := New(Options{BaseURL: "http://127.0.0.1:1", APIKey: testKey, Sleep: (&waits{}).sleep,
+	dead, err := New(Options{BaseURL: "http://127.0.0.1:1", APIKey: testKey, Clock: &waits{},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +607,7 @@ func TestInstanceLogs(t *testing.T) {
 	defer srv.Close()
 	srvURL = srv.URL
 	w := &waits{}
-	c, err := New(Options{BaseURL: srv.URL, APIKey: testKey, Sleep: w.sleep})
+	c, err := New(Options{BaseURL: srv.URL, APIKey: testKey, Clock: w})
 	if err != nil {
 		t.Fatal(err)
 	}
