@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -34,7 +35,7 @@ func (f *factory) observed(ctx context.Context) (*fleet.Manager, error) {
 			return nil, err
 		}
 		f.frozenAt = asOf
-		return &fleet.Manager{S: live, Clock: fixedClock(asOf), Log: f.log}, nil
+		return &fleet.Manager{S: live, Clock: clock.Fixed{At: asOf}, Log: f.log}, nil
 	}
 	if perr != nil {
 		return nil, perr
@@ -53,7 +54,7 @@ func (f *factory) observed(ctx context.Context) (*fleet.Manager, error) {
 		os.RemoveAll(tmp)
 		return err
 	})
-	m := &fleet.Manager{P: p, S: snap, Clock: f.Clock(), Log: f.log, Sleep: f.sleep}
+	m := &fleet.Manager{P: p, S: snap, Clock: f.Clock(), Log: f.log}
 	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{LookOnly: true})
 	if err != nil {
 		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
