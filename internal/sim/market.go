@@ -213,6 +213,7 @@ type Market struct {
 
 	dir  string
 	lock *os.File
+	jr   journal // see journal.go
 
 	log      *slog.Logger
 	hosts    *host.Manager
@@ -245,6 +246,9 @@ type state struct {
 	Creates   map[int64]int     `json:"creates_per_offer"`
 	SSHKeys   []sshKey          `json:"ssh_keys,omitempty"`
 	NextKeyID int64             `json:"next_key_id,omitempty"`
+	// Gen counts the market's snapshots; its journal names the one it
+	// follows (journal.go).
+	Gen int64 `json:"gen,omitempty"`
 }
 
 // New builds an in-memory market.

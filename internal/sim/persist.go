@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
@@ -40,25 +39,23 @@ func Open(dir string, cfg Config) (*Market, error) {
 		lock.Close()
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	saved, err := loadState(dir)
+	if err != nil {
 		return fail(err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = defaultClock(cfg)
 	}
-	var saved *state
-	if errors.Is(err, os.ErrNotExist) {
+	if saved == nil {
+		// A journal without its snapshot is a reset market's: it goes
+		// before the new market's first snapshot can be taken for its own
+		// (that snapshot's directory fsync makes the removal durable).
+		if err := removeJournal(dir); err != nil {
+			return fail(err)
+		}
 		startAfterReset(dir, cfg.Clock)
 	}
-	if err == nil {
-		saved = &state{}
-		if err := json.Unmarshal(b, saved); err != nil {
-			return fail(fmt.Errorf("sim: reading %s: %w", stateFile, err))
-		}
-		if saved.Version != 1 {
-			return fail(fmt.Errorf("sim: %s has version %d, want 1", stateFile, saved.Version))
-		}
+	if saved != nil {
 		cfg.Seed, cfg.Offers = saved.Seed, saved.Offers
 		switch c := cfg.Clock.(type) {
 		case *clock.Scaled:
@@ -106,8 +103,10 @@ func acquire(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// Save writes the state crash-safely (temp file, fsync, rename, fsync dir).
-// It is a no-op for a market not opened with a directory.
+// Save writes the state crash-safely: what changed since the last save as
+// one line appended to the journal and synced, or now and then a whole new
+// snapshot (temp file, fsync, rename, fsync dir); see journal.go. It is a
+// no-op for a market not opened with a directory.
 func (m *Market) Save() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,14 +126,10 @@ func (m *Market) saveLocked() error {
 	if m.st.SimTime.Before(m.st.BilledTo) {
 		m.st.SimTime = m.st.BilledTo
 	}
-	b, err := json.Marshal(m.st)
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(m.dir, stateFile), b, 0o600)
+	return m.persistLocked()
 }
 
-// Close saves the state and releases the directory lock.
+// Close saves the state as a snapshot and releases the directory lock.
 func (m *Market) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -148,7 +143,9 @@ func (m *Market) Close() error {
 	if m.lock == nil {
 		return nil
 	}
+	m.jr.compact = true
 	err := m.saveLocked()
+	m.jr.close()
 	syscall.Flock(int(m.lock.Fd()), syscall.LOCK_UN)
 	if cerr := m.lock.Close(); err == nil {
 		err = cerr
@@ -175,16 +172,17 @@ func Reset(dir string) error {
 	// The new market starts an hour after the old one's last moment, so
 	// that none of the old market's instances can look too recent to be
 	// listed yet: its listing is the whole truth from the start.
-	if b, err := os.ReadFile(filepath.Join(dir, stateFile)); err == nil {
-		var old state
-		if json.Unmarshal(b, &old) == nil && !old.SimTime.IsZero() {
-			after, _ := old.SimTime.Add(time.Hour).MarshalText()
-			if err := atomicfile.WriteFile(filepath.Join(dir, resetFile), after, 0o600); err != nil {
-				return err
-			}
+	if old, err := loadState(dir); err == nil && old != nil && !old.SimTime.IsZero() {
+		after, _ := old.SimTime.Add(time.Hour).MarshalText()
+		if err := atomicfile.WriteFile(filepath.Join(dir, resetFile), after, 0o600); err != nil {
+			return err
 		}
 	}
 	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	// After the snapshot: a journal left without one is never read.
+	if err := removeJournal(dir); err != nil {
 		return err
 	}
 	// The instance machines kept beside the state (HostsDir) go with it.

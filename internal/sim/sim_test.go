@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -485,9 +483,9 @@ func TestPersistenceAndLock(t *testing.T) {
 	h := &harness{t: t, m: m, clock: clk, srv: srv, key: testKey}
 	id := h.create(h.cheapOffer().ID, "persist")
 	// Saved before the answer was written, without any Close.
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
-	if err != nil || !strings.Contains(string(b), `"label":"persist"`) {
-		t.Fatalf("state file after create: %v", err)
+	saved, err := loadState(dir)
+	if err != nil || saved == nil || len(saved.Instances) != 1 || saved.Instances[0].Label == nil || *saved.Instances[0].Label != "persist" {
+		t.Fatalf("saved state after create: %v", err)
 	}
 	clk.Advance(time.Hour)
 	srv.Close()
