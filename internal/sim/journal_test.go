@@ -14,13 +14,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/clock"
 )
 
 // openHarness serves a market persisted in dir.
 func openHarness(t testing.TB, dir string, cfg Config) *harness {
 	t.Helper()
-	clock := NewManualClock(t0)
-	cfg.Clock = clock
+	clk := clock.NewManual(t0)
+	cfg.Clock = clk
 	if cfg.APIKey == "" {
 		cfg.APIKey = testKey
 	}
@@ -34,7 +35,7 @@ func openHarness(t testing.TB, dir string, cfg Config) *harness {
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
 	tt, _ := t.(*testing.T)
-	return &harness{t: tt, m: m, clock: clock, srv: srv, key: cfg.APIKey}
+	return &harness{t: tt, m: m, clock: clk, srv: srv, key: cfg.APIKey}
 }
 
 // stateJSON is the market's state as it was last saved.
@@ -284,7 +285,7 @@ func TestJournalTornLastLine(t *testing.T) {
 	if _, err := loadState(cp); err == nil || !strings.Contains(err.Error(), journalFile+" line 4") {
 		t.Fatalf("corrupt line 4: %v", err)
 	}
-	if _, err := Open(cp, Config{Clock: NewManualClock(t0)}); err == nil || !strings.Contains(err.Error(), journalFile+" line 4") {
+	if _, err := Open(cp, Config{Clock: clock.NewManual(t0)}); err == nil || !strings.Contains(err.Error(), journalFile+" line 4") {
 		t.Fatalf("Open with corrupt line 4: %v", err)
 	}
 }
