@@ -78,13 +78,9 @@ type factory struct {
 	// frozenAt is set when another process holds the data dir: views show
 	// the store as of this time.
 	frozenAt time.Time
-	// overlay is set when another process holds the data dir but the
-	// marketplace can be listed: views show the store with the listing
-	// laid over it, without writing either.
-	overlay bool
-	st      *store.Store
-	lock    *store.Lock
-	closers []func() error
+	st       *store.Store
+	lock     *store.Lock
+	closers  []func() error
 	// dataDirChecked is the data dir already made private, so the check
 	// and its warning happen once per command.
 	dataDirChecked string

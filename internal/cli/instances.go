@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/vastfleet/vastfleet/internal/clock"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
-	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -62,36 +59,11 @@ func (f *factory) keepMarketMoving() {
 	f.closers = append(f.closers, func() error { cancel(); <-done; return nil })
 }
 
-// refreshed returns the store after reconciling it with the marketplace.
-// While another vastfleet holds the data dir (a launch in another
-// terminal), it returns the store as that process last recorded it, read
-// only, and says so: looking must never wait for or disturb a launch.
-// The manager it returns then has no marketplace and its clock stands at
-// the newest time the store recorded.
+// refreshed returns the writer's manager after reconciling the store with
+// the marketplace (reap acts on what it shows). Commands that only look
+// use observed, which needs no lock.
 func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager, error) {
 	m, err := f.manager(ctx, holder)
-	if errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse) {
-		fmt.Fprintf(f.io.ErrOut, "note: %v\n", err)
-		st, err := f.Store(ctx, false, "")
-		if err != nil {
-			return nil, err
-		}
-		asOf, err := lastRecorded(ctx, st)
-		if err != nil {
-			return nil, err
-		}
-		// The marketplace can still be looked at (the holder's simulator
-		// is served to other processes): views overlay its listing on the
-		// store, in memory.
-		if p, perr := f.Provider(ctx); perr == nil {
-			f.overlay = true
-			fmt.Fprintln(f.io.ErrOut, "showing its state as the marketplace lists it now (read only)")
-			return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}, nil
-		}
-		fmt.Fprintln(f.io.ErrOut, "showing the state it last recorded")
-		f.frozenAt = asOf
-		return &fleet.Manager{S: st, Clock: clock.Fixed{At: asOf}, Log: f.log}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -274,11 +246,6 @@ func lsRun(ctx context.Context, f *factory, opts *lsOptions) error {
 	recs, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet, IncludeGone: opts.All})
 	if err != nil {
 		return err
-	}
-	if f.overlay {
-		if recs, err = m.Overlay(ctx, recs, f.Clock().Now()); err != nil {
-			fmt.Fprintf(f.io.ErrOut, "warning: could not list the marketplace (%v); showing the state last recorded\n", err)
-		}
 	}
 	views, err := instanceViews(ctx, m, recs, f.Clock().Now())
 	if err != nil {

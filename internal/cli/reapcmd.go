@@ -74,9 +74,6 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 	if err != nil {
 		return err
 	}
-	if m.P == nil {
-		return errors.New("another vastfleet holds the data dir; reap when it is done")
-	}
 	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
 	if err != nil {
 		return err
