@@ -67,15 +67,21 @@ func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager,
 	if err != nil {
 		return nil, err
 	}
-	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{})
+	return f.reconciled(ctx, m, fleet.ReconcileOptions{}), nil
+}
+
+// reconciled brings m's store up to the marketplace's listing and keeps
+// the orphans it found to show: never dropped, each one bills. A failed
+// reconcile leaves the store as it was, and the command shows that.
+func (f *factory) reconciled(ctx context.Context, m *fleet.Manager, opts fleet.ReconcileOptions) *fleet.Manager {
+	rep, err := m.Reconcile(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
-		return m, nil
+		return m
 	}
-	// Orphans are shown, never dropped: each one bills.
 	f.orphans = rep.Orphans
 	f.warnOrphans(rep.Orphans)
-	return m, nil
+	return m
 }
 
 func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }

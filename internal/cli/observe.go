@@ -55,14 +55,7 @@ func (f *factory) observed(ctx context.Context) (*fleet.Manager, error) {
 		return err
 	})
 	m := &fleet.Manager{P: p, S: snap, Clock: f.Clock(), Log: f.log}
-	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{LookOnly: true})
-	if err != nil {
-		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
-		return m, nil
-	}
-	f.orphans = rep.Orphans
-	f.warnOrphans(rep.Orphans)
-	return m, nil
+	return f.reconciled(ctx, m, fleet.ReconcileOptions{LookOnly: true}), nil
 }
 
 // lastRecorded is the newest time the store saw any instance listed.

@@ -332,21 +332,31 @@ func strValue(v any) (string, bool, error) {
 	return "", false, fmt.Errorf("want a string, got %T", v)
 }
 
+// strList is an in/notin term's strings: a list, or one value as a list of
+// one; null members are left out.
+func strList(val any) ([]string, error) {
+	items, ok := listValues(val)
+	if !ok {
+		items = []any{val}
+	}
+	set := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok, err := strValue(it)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			set = append(set, s)
+		}
+	}
+	return set, nil
+}
+
 func strTerm(get func(*Offer) string, op string, val any) (func(*Offer) bool, error) {
 	if op == "in" || op == "notin" {
-		items, ok := listValues(val)
-		if !ok {
-			items = []any{val}
-		}
-		set := make([]string, 0, len(items))
-		for _, it := range items {
-			s, ok, err := strValue(it)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				set = append(set, s)
-			}
+		set, err := strList(val)
+		if err != nil {
+			return nil, err
 		}
 		in := op == "in"
 		return func(o *Offer) bool { return slices.Contains(set, get(o)) == in }, nil
@@ -384,19 +394,9 @@ func compileGeo(name, op string, val any) (func(*Offer) bool, error) {
 	is := func(o *Offer, v string) bool { return o.Country() == v || o.Geolocation == v }
 	switch op {
 	case "in", "notin":
-		items, ok := listValues(val)
-		if !ok {
-			items = []any{val}
-		}
-		set := make([]string, 0, len(items))
-		for _, it := range items {
-			s, ok, err := strValue(it)
-			if err != nil {
-				return nil, &CompileError{Field: name, Op: op, Msg: err.Error()}
-			}
-			if ok {
-				set = append(set, s)
-			}
+		set, err := strList(val)
+		if err != nil {
+			return nil, &CompileError{Field: name, Op: op, Msg: err.Error()}
 		}
 		in := op == "in"
 		return func(o *Offer) bool {

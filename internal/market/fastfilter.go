@@ -155,21 +155,8 @@ func strSet(val any, op fastOp) ([]string, bool) {
 		}
 		return []string{s}, true
 	}
-	items, ok := listValues(val)
-	if !ok {
-		items = []any{val}
-	}
-	set := make([]string, 0, len(items))
-	for _, it := range items {
-		s, ok, err := strValue(it)
-		if err != nil {
-			return nil, false
-		}
-		if ok {
-			set = append(set, s)
-		}
-	}
-	return set, true
+	set, err := strList(val)
+	return set, err == nil
 }
 
 func (t *fastTerm) match(o *Offer) bool {
