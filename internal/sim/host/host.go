@@ -500,12 +500,18 @@ func (mc *machine) stop(dark Dark) {
 			}
 		}
 	}
-	for _, p := range pgids {
-		syscall.Kill(-p, syscall.SIGKILL)
-	}
 	// Every boot's processes: one a process before this one booted (it
 	// hosted the machine, then died without powering it off) as well.
-	killMarked(mc.marker[:strings.LastIndex(mc.marker, "/")+1])
+	// All are frozen before any is killed, as a container goes down at
+	// once: otherwise a supervisor (the agent) killed after its child
+	// sees the child die and reports it, which a real host never lets it.
+	everyBoot := mc.marker[:strings.LastIndex(mc.marker, "/")+1]
+	for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+		for _, p := range pgids {
+			syscall.Kill(-p, sig)
+		}
+		signalMarked(everyBoot, sig)
+	}
 	// Killed processes are reaped within moments; a bound keeps a stuck
 	// wait (a session still sending) from holding the caller.
 	done := make(chan struct{})
@@ -517,10 +523,10 @@ func (mc *machine) stop(dark Dark) {
 	}
 }
 
-// killMarked kills any process left whose environment carries an entry
-// that begins with marker: a child that left its process group (setsid, a
-// daemon) is still the instance's.
-func killMarked(marker string) {
+// signalMarked sends sig to any process left whose environment carries an
+// entry that begins with marker: a child that left its process group
+// (setsid, a daemon) is still the instance's.
+func signalMarked(marker string, sig syscall.Signal) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return
@@ -535,6 +541,6 @@ func killMarked(marker string) {
 		if err != nil || !strings.Contains("\x00"+string(b), string(needle)) {
 			continue
 		}
-		syscall.Kill(pid, syscall.SIGKILL)
+		syscall.Kill(pid, sig)
 	}
 }
