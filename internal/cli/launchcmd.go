@@ -125,7 +125,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 		},
 	}
 	opts.query.register(cmd)
-	opts.rank.register(cmd, "vcpu")
+	opts.rank.register(cmd, launch.DefaultBy)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.From, "from", "", "read the ranked offers from `FILE`, as written by vastfleet search --save")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the launch of FLEET after a crash or Ctrl+C")
@@ -134,13 +134,13 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.DurationVar(&opts.Deadline, "deadline", 10*time.Minute, "stop launching after this long (marketplace time); 0 for none")
 	fl.BoolVar(&opts.Park, "park", false, "stop each instance as soon as it boots, start all together at the quorum or deadline")
 	fl.BoolVar(&opts.Backfill, "backfill", true, "replace failed instances from the next offers")
-	fl.Float64Var(&opts.Spare, "spare", 0, "with --park: share of --count rented on top as parked spares, for GPUs taken before the release (default 0.15; negative for none)")
+	fl.Float64Var(&opts.Spare, "spare", 0, "with --park: share of --count rented on top as parked spares, for GPUs taken before the release (default: from the share of releases that succeed, 21% lost at first; negative for none)")
 	fl.Float64Var(&opts.MaxDPH, "max-dph", 0, "hard cap on the fleet's $/hr (0: none)")
 	fl.Float64Var(&opts.Budget, "budget", 0, "hard cap on what the launch spends, $, bandwidth included (default: derived from --count and the offers; 0: none)")
 	fl.IntVar(&opts.MaxRentals, "max-rentals", 0, "most rentals the launch makes, replacements included (default max(2×count, count+10))")
-	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
+	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
 	fl.Float64Var(&opts.ImageGB, "image-size", 0, "the image's size in GB, for the bandwidth estimate and the boot-time estimate that ranks slow-pulling offers last (default: guessed from the name)")
-	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB per instance")
+	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB per instance")
 	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when each instance starts")
 	fl.StringVar(&opts.Coord, "coord", "", "run the agent on every instance, reporting to this coordinator: auto (the `vastfleet coord` running for this data dir) or its https://HOST:PORT")
@@ -332,6 +332,10 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory, args []strin
 	}
 	if o.query.Storage == 5 { // price the launch's own disk, not the search default
 		o.query.Storage = o.Disk
+	}
+	if len(args) == 0 && !o.query.NoDefault {
+		fmt.Fprintf(f.io.ErrOut, "no query: launching from offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
+		args = []string{launch.DefaultFilter}
 	}
 	ranked, _, err := rankedOffers(ctx, f, &o.query, &o.rank, args, o.query.SweepLimit)
 	return ranked, err

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -94,19 +95,98 @@ func TestEnding(t *testing.T) {
 func TestSpareCount(t *testing.T) {
 	cases := []struct {
 		park, backfill, released bool
-		share                    float64
+		share, pRelease          float64
 		count, want              int
 	}{
-		{true, true, false, 0.15, 300, 45},
-		{true, true, false, 0.15, 7, 2},
-		{false, true, false, 0.15, 300, 0},
-		{true, false, false, 0.15, 300, 0},
-		{true, true, true, 0.15, 300, 0},
-		{true, true, false, -1, 300, 0},
+		{true, true, false, 0.15, 0.5, 300, 45}, // a fixed share wins
+		{true, true, false, 0.15, 0.5, 7, 2},
+		{false, true, false, 0.15, 0.5, 300, 0},
+		{true, false, false, 0.15, 0.5, 300, 0},
+		{true, true, true, 0.15, 0.5, 300, 0},
+		{true, true, false, -1, 0.5, 300, 0},
+		{true, true, false, 0, 0.8, 300, 75},                                  // 375 × 0.8 = 300
+		{true, true, false, 0, releaseShare(priorTakenPerMinute, 5), 300, 81}, // the published 172 of 218
+		{true, true, false, 0, 1, 300, 0},                                     // nothing lost: no spare
+		{true, true, false, 0, 0, 10, 90},                                     // a share of 0 is floored at 0.1
+		{true, true, false, 0, 0.999, 1, 1},                                   // one instance, nearly sure: still a spare
 	}
 	for _, c := range cases {
-		if got := spareCount(c.park, c.backfill, c.released, c.share, c.count); got != c.want {
-			t.Errorf("spareCount(%v, %v, %v, %v, %d) = %d, want %d", c.park, c.backfill, c.released, c.share, c.count, got, c.want)
+		if got := spareCount(c.park, c.backfill, c.released, c.share, c.pRelease, c.count); got != c.want {
+			t.Errorf("spareCount(%v, %v, %v, %v, %v, %d) = %d, want %d", c.park, c.backfill, c.released, c.share, c.pRelease, c.count, got, c.want)
 		}
+	}
+}
+
+func TestObservedShare(t *testing.T) {
+	if got := observedShare(0.7, 0, 0); got != 0.7 {
+		t.Errorf("no observation: %v, want the prior 0.7", got)
+	}
+	if got := observedShare(0.7, 20, 20); math.Abs(got-0.85) > 1e-12 {
+		t.Errorf("20 of 20 against a prior weighing 20: %v, want 0.85", got)
+	}
+	if got := observedShare(0.7, 0, 1000); got > 0.02 {
+		t.Errorf("1000 failures: %v, want near 0", got)
+	}
+}
+
+func TestLoadingWanted(t *testing.T) {
+	cases := []struct {
+		want, booted int
+		pBoot        float64
+		out          int
+	}{
+		{300, 0, 0.75, 400},
+		{300, 0, 1, 300},
+		{300, 200, 0.5, 200},
+		{300, 300, 0.5, 0},
+		{300, 350, 0.5, 0},
+		{10, 0, 0, 100}, // floored at 0.1
+	}
+	for _, c := range cases {
+		if got := loadingWanted(c.want, c.booted, c.pBoot); got != c.out {
+			t.Errorf("loadingWanted(%d, %d, %v) = %d, want %d", c.want, c.booted, c.pBoot, got, c.out)
+		}
+	}
+}
+
+func TestLateAfterAndBootsInTime(t *testing.T) {
+	est, poll := 4*time.Minute, 15*time.Second
+	if got := lateAfter(est, 1, 0, poll); got != 6*time.Minute+poll {
+		t.Errorf("lateAfter = %v, want 1.5 × the estimate + a poll", got)
+	}
+	if got := lateAfter(est, 2, 0, poll); got != 12*time.Minute+poll {
+		t.Errorf("boots twice as slow as estimated: %v", got)
+	}
+	if got := lateAfter(est, 1, 3*time.Minute, poll); got != 3*time.Minute {
+		t.Errorf("a fixed hedge time: %v", got)
+	}
+	if got := bootRatio([]float64{2, 2, 2, 2}); got != 1 {
+		t.Errorf("four boots: %v, want 1 until five", got)
+	}
+	if got := bootRatio([]float64{1.3, 0.9, 1.1, 5, 1.2}); got != 1.2 {
+		t.Errorf("bootRatio = %v, want the median 1.2", got)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dl := t0.Add(10 * time.Minute)
+	if !bootsInTime(t0, dl, 5*time.Minute, time.Minute) || bootsInTime(t0.Add(5*time.Minute), dl, 5*time.Minute, time.Minute) {
+		t.Error("bootsInTime: a 5-minute load with a minute's lead fits from 0 and not from 5")
+	}
+	if !bootsInTime(t0.Add(time.Hour), time.Time{}, time.Hour, time.Hour) {
+		t.Error("no deadline: always in time")
+	}
+}
+
+func TestTakenPerMinuteAndReleaseShare(t *testing.T) {
+	if got := releaseShare(takenPerMinute(0, 0), 5); math.Abs(got-172.0/218) > 1e-9 {
+		t.Errorf("prior over five minutes: %v, want the published 172/218", got)
+	}
+	if got := takenPerMinute(0, 900); got > priorTakenPerMinute/5 {
+		t.Errorf("900 parked minutes, none lost: %v, want a tenth of the prior", got)
+	}
+	if got := takenPerMinute(50, 100); got < 0.2 {
+		t.Errorf("50 lost over 100 minutes: %v", got)
+	}
+	if releaseShare(0.05, 0) != 1 || releaseShare(2, 3) != 0 {
+		t.Error("releaseShare bounds")
 	}
 }

@@ -50,6 +50,7 @@ type node struct {
 	id, offerID, machineID int64
 	offer                  market.Offer
 	rentedAt               time.Time
+	load                   time.Duration // estimated load time of its offer (plan.LoadTime)
 	phase                  phase
 	state                  string // last seen actual_status
 	sshHost                string
@@ -67,6 +68,14 @@ type node struct {
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
+
+// parkedFor is how long a released node had been parked, in minutes.
+func (n *node) parkedFor() float64 {
+	if n.stopSentAt.IsZero() || n.releasedAt.Before(n.stopSentAt) {
+		return 0
+	}
+	return n.releasedAt.Sub(n.stopSentAt).Minutes()
+}
 
 // rate is what the node bills per hour in its last seen state.
 func (n *node) rate() float64 {
@@ -121,6 +130,12 @@ type runner struct {
 	capHit    string // a cap that stopped renting for good
 	dphCapped string // set once --max-dph held a rent back
 	bootDur   []time.Duration
+	// bootRatios: each timed boot over its offer's estimated load time.
+	bootRatios []float64
+	// What this run saw of boots and releases, for the shares that size
+	// the margins (bootShare, spares).
+	bootOK, bootFailed, releaseLost int
+	parkedMinutes                   float64 // summed over released instances, up to their release
 	// releaseDur: how long released instances took to run again.
 	releaseDur []time.Duration
 
@@ -149,7 +164,8 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	candidates = priceAt(candidates, spec.Create.Disk)
-	candidates, slow := bootableFirst(candidates, spec.ImageGB, spec.BootTimeout/2)
+	budget := bootBudget(spec)
+	candidates, slow := bootableFirst(candidates, spec.ImageGB, budget)
 	caps, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
 		return Summary{}, err
@@ -179,20 +195,32 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
-		msg += fmt.Sprintf("; %d offers that cannot pull a %.1f GB image within half the %s boot timeout ranked last", slow, spec.ImageGB, spec.BootTimeout)
+		msg += fmt.Sprintf("; %d offers not expected to load a %.1f GB image within %s ranked last", slow, spec.ImageGB, budget.Round(time.Second))
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
 }
 
-// bootableFirst moves the offers whose estimated boot (pull at their
-// download speed, then setup) exceeds budget behind the others, keeping
-// the ranking within each group: renting them mostly buys a boot timeout.
+// bootBudget is the load time an offer must be expected to beat to be
+// ranked with the others: 60% of the boot timeout, or of the deadline when
+// that is sooner, leaving room for a slow day and the release.
+func bootBudget(s Spec) time.Duration {
+	b := s.BootTimeout
+	if s.Deadline > 0 {
+		b = min(b, s.Deadline)
+	}
+	return b * 6 / 10
+}
+
+// bootableFirst moves the offers whose estimated load time (pull at their
+// download speed, extraction at their disk's, container start) exceeds
+// budget behind the others, keeping the ranking within each group:
+// renting them mostly buys a boot timeout.
 func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration) ([]market.Ranked, int) {
 	fast := make([]market.Ranked, 0, len(cands))
 	var slow []market.Ranked
 	for _, c := range cands {
-		if plan.BootTime(imageGB, c.Offer.InetDown) > budget {
+		if plan.LoadTime(imageGB, &c.Offer) > budget {
 			slow = append(slow, c)
 		} else {
 			fast = append(fast, c)
@@ -337,7 +365,7 @@ func (r *runner) track(in store.Instance) *node {
 			DPHTotal: in.DPHTotal, StorageTotalCost: in.StorageDPH}
 	}
 	n := &node{id: in.ID, offerID: in.OfferID, machineID: in.MachineID, offer: o, rentedAt: in.CreatedAt,
-		state: in.State, sshHost: in.SSHHost, sshPort: in.SSHPort}
+		state: in.State, sshHost: in.SSHHost, sshPort: in.SSHPort, load: plan.LoadTime(r.spec.ImageGB, &o)}
 	now := r.now()
 	switch {
 	case in.Wanted == store.WantParked && in.State == provider.StateStopped && r.released:
@@ -643,6 +671,13 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 		return nil
 	}
 	r.failed++
+	switch n.phase {
+	case phBooting:
+		r.bootFailed++
+	case phReleasing:
+		r.releaseLost++
+		r.parkedMinutes += n.parkedFor()
+	}
 	if err := r.m.S.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
@@ -687,8 +722,12 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		switch n.phase {
 		case phBooting:
 			if st == provider.StateRunning {
+				r.bootOK++
 				if !n.rentedAt.Before(r.since) {
 					r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
+					if n.load > 0 {
+						r.bootRatios = append(r.bootRatios, float64(now.Sub(n.rentedAt))/float64(n.load))
+					}
 				}
 				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
@@ -715,6 +754,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 			switch {
 			case st == provider.StateRunning:
 				n.phase = phReady
+				r.parkedMinutes += n.parkedFor()
 				if !n.releasedAt.Before(r.since) {
 					r.releaseDur = append(r.releaseDur, now.Sub(n.releasedAt))
 				}
@@ -815,11 +855,39 @@ func (r *runner) counts() counts {
 
 // spares is how many spares the launch rents while parking.
 func (r *runner) spares() int {
-	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare, r.spec.Count)
+	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare,
+		releaseShare(takenPerMinute(r.releaseLost, r.parkedMinutes), r.parkMinutesAhead()), r.spec.Count)
+}
+
+// parkMinutesAhead is how long the launch's instances are expected to stay
+// parked: two thirds of the time between the first expected boots and the
+// release lead before the deadline (boots spread over it, and the
+// release may come only at the deadline), counted from the launch's start
+// so that the spares do not shrink as the parked ones wait; five minutes,
+// the published launch's, without a deadline.
+func (r *runner) parkMinutesAhead() float64 {
+	if r.deadline.IsZero() {
+		return 5
+	}
+	window := r.deadline.Add(-r.releaseLead()).Sub(r.start.Add(r.nextLoad()))
+	return max(window.Minutes()*2/3, 0.5)
 }
 
 // target is how many live slots the launch keeps.
 func (r *runner) target() int { return r.spec.Count + r.spares() }
+
+// bootShare is the share of loading instances expected to boot in time:
+// the published prior moved by this launch's boots and boot failures. A
+// launch with time to see a rental late and boot its replacement, twice
+// over (a replacement fails too), before the deadline, or without one,
+// rents no margin for failures: it replaces them as they show.
+func (r *runner) bootShare(now time.Time) float64 {
+	load := r.nextLoad()
+	if bootsInTime(now.Add(2*lateAfter(load, 1, r.spec.HedgeAfter, r.spec.PollEvery)), r.deadline, load, r.rentLead()) {
+		return 1
+	}
+	return observedShare(priorBootShare, r.bootOK, r.bootOK+r.bootFailed)
+}
 
 // worstFirst orders nodes by rank, worst first (what trimming drops).
 func (r *runner) worstFirst(ns []*node) {
@@ -1065,7 +1133,7 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		if r.finishing || r.capHit != "" {
 			return 0
 		}
-		if !r.deadline.IsZero() && now.Add(r.minBoot()).After(r.deadline) {
+		if !bootsInTime(now, r.deadline, r.nextLoad(), r.rentLead()) {
 			return 0 // a new rental could not boot before the deadline
 		}
 		if r.need(now) <= 0 {
@@ -1163,49 +1231,43 @@ func (r *runner) need(now time.Time) int {
 	if !r.spec.Backfill {
 		return r.spec.Count - r.rentsOK - len(r.inflight)
 	}
-	target := r.target()
-	active := len(r.inflight)
-	hedge := time.Duration(-1) // r.hedgeAfter(), sorted once per call when a node needs it
+	// Late nodes give up their slot only while a spare could still boot
+	// in time; after that a spare is a pull that buys nothing.
+	hedge := r.spec.HedgeAfter >= 0 && bootsInTime(now, r.deadline, r.nextLoad(), r.rentLead())
+	ratio := bootRatio(r.bootRatios)
+	booted, loading := 0, len(r.inflight)
 	for _, n := range r.nodes {
-		if n.doomed {
-			continue
+		switch {
+		case n.doomed:
+		case n.phase != phBooting:
+			booted++
+		case hedge && now.Sub(n.rentedAt) > lateAfter(n.load, ratio, r.spec.HedgeAfter, r.spec.PollEvery):
+		default:
+			loading++
 		}
-		if n.phase == phBooting && r.spec.HedgeAfter > 0 {
-			if hedge < 0 {
-				hedge = r.hedgeAfter()
-			}
-			if now.Sub(n.rentedAt) > hedge {
-				continue
-			}
-		}
-		active++
 	}
-	return target - active
+	return loadingWanted(r.target(), booted, r.bootShare(now)) - loading
 }
 
-// hedgeAfter is the spec's hedge time, or longer when this fleet's boots
-// so far show that normal boots take longer.
-func (r *runner) hedgeAfter() time.Duration {
-	h := r.spec.HedgeAfter
-	if len(r.bootDur) >= 10 {
-		ds := append([]time.Duration(nil), r.bootDur...)
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		if p := ds[len(ds)*8/10]; p > h {
-			h = p
+// nextLoad is how long the next rental is expected to take to run: the
+// estimated load time of the best usable candidate, corrected by how this
+// launch's boots compared with their estimates.
+func (r *runner) nextLoad() time.Duration {
+	for _, c := range r.cands {
+		if r.usable(c) {
+			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer)) * bootRatio(r.bootRatios))
 		}
 	}
-	return h
+	return 0
 }
 
-// minBoot is how long a new rental needs at least to boot: the fastest
-// quarter of this fleet's boots, or 90 s before any was seen.
-func (r *runner) minBoot() time.Duration {
-	if len(r.bootDur) < 5 {
-		return 90 * time.Second
+// rentLead is how long before the deadline a new rental must run: the
+// release lead while the fleet is parked, else one poll.
+func (r *runner) rentLead() time.Duration {
+	if r.spec.Park && !r.released {
+		return r.releaseLead()
 	}
-	ds := append([]time.Duration(nil), r.bootDur...)
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[len(ds)/4]
+	return r.spec.PollEvery
 }
 
 // liveDPH is the $/hr of every live node, as rented.

@@ -31,9 +31,6 @@ const (
 	DefaultWorkers        = 16
 	DefaultRentRate       = 4.0
 	DefaultPollEvery      = 15 * time.Second
-	// DefaultSpare covers what the simulator's realistic profile loses at
-	// the release (GPUs taken while parked, ≈ 5–10%).
-	DefaultSpare = 0.15
 	// UnknownFor is how long "unknown" (no host heartbeat) is tolerated.
 	UnknownFor = 5 * time.Minute
 	// MaxCount is the largest fleet one launch makes.
@@ -80,14 +77,16 @@ type Spec struct {
 	ReleaseTimeout time.Duration `json:"release_timeout"`
 	// HedgeAfter: an instance still loading after this no longer counts
 	// as a live slot, so a spare is rented for it (the slower of the two
-	// is destroyed once the fleet is full). 0 = 0.3 × Deadline when a
-	// deadline is set, otherwise off. Negative = off.
+	// is destroyed once the fleet is full). 0 = per instance, from its
+	// offer's estimated load time (lateAfter); negative = off. A spare is
+	// rented only while one could still boot before the deadline.
 	HedgeAfter time.Duration `json:"hedge_after"`
 	// Spare is the share of Count rented on top and parked as spares while
 	// parking: a parked instance may not restart at the release (its GPUs
 	// were taken), and a spare takes its place; once Count run, the rest is
-	// destroyed. 0 = DefaultSpare; negative = none; only used with Park
-	// and Backfill.
+	// destroyed. 0 = enough for the share of releases expected to succeed
+	// (the published launch's, moved by what this one observes); negative
+	// = none; only used with Park and Backfill.
 	Spare float64 `json:"spare,omitempty"`
 	// Park stops each instance as soon as it runs, until the release wave.
 	Park bool `json:"park"`
@@ -142,12 +141,6 @@ func (s Spec) WithDefaults() Spec {
 	}
 	if s.ImageGB <= 0 {
 		s.ImageGB = plan.ImageGB(s.Create.Image)
-	}
-	if s.HedgeAfter == 0 && s.Deadline > 0 {
-		s.HedgeAfter = s.Deadline * 3 / 10
-	}
-	if s.Spare == 0 {
-		s.Spare = DefaultSpare
 	}
 	if s.BadHostTTL <= 0 {
 		s.BadHostTTL = DefaultBadHostTTL

@@ -16,6 +16,24 @@ func TransferCost(downGB, upGB, downCostPerGB, upCostPerGB float64) float64 {
 	return max(downGB, 0)*max(downCostPerGB, 0) + max(upGB, 0)*max(upCostPerGB, 0)
 }
 
+// ExtractSeconds is how long a host whose disk writes diskMBps takes to
+// unpack a pulled image of gb compressed GB: layers unpack to about 2.2×
+// their size, written as many small files at a sixth of the disk's
+// sequential MB/s, and no faster than one core decompresses (about 100
+// MB/s). On a fast link this, not the download, is what a multi-GB image
+// waits for (market-facts.md).
+// A disk_bw of 0 (not reported) is taken as a typical host's
+// UnknownDiskMBps.
+func ExtractSeconds(gb, diskMBps float64) float64 {
+	if diskMBps <= 0 {
+		diskMBps = UnknownDiskMBps
+	}
+	return max(gb, 0) * 2200 / math.Min(100, math.Max(diskMBps, 6)/6)
+}
+
+// UnknownDiskMBps is the disk speed assumed for a host that reports none.
+const UnknownDiskMBps = 600
+
 // PullSeconds is how long a host at inetDownMbps takes to download gb GB
 // (GB → Mb over Mb/s).
 func PullSeconds(gb, inetDownMbps float64) float64 {

@@ -7,15 +7,22 @@ import (
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
-// BootHours is the one estimate of how long an offer takes to boot an
-// image: the pull over the host's download speed, then setup.
-func BootHours(imageGB, inetDownMbps float64) float64 {
-	return market.PullSeconds(imageGB, inetDownMbps)/3600 + SetupHours
+// ContainerStartSeconds is how long a host takes from a pulled, unpacked
+// image to a running container (create, mount, start sshd).
+const ContainerStartSeconds = 40
+
+// LoadTime is the one estimate of how long offer o takes from a create to
+// running an image of imageGB: the pull over the host's download speed,
+// the extraction bounded by its disk, then the container start.
+func LoadTime(imageGB float64, o *market.Offer) time.Duration {
+	s := market.PullSeconds(imageGB, o.InetDown) + market.ExtractSeconds(imageGB, o.DiskBW) + ContainerStartSeconds
+	return time.Duration(s * float64(time.Second))
 }
 
-// BootTime is BootHours as a duration.
-func BootTime(imageGB, inetDownMbps float64) time.Duration {
-	return time.Duration(BootHours(imageGB, inetDownMbps) * float64(time.Hour))
+// BootHours is how long offer o takes until a task can start on it: it
+// loads the image (LoadTime), then the task's own setup (SetupHours).
+func BootHours(imageGB float64, o *market.Offer) float64 {
+	return LoadTime(imageGB, o).Hours() + SetupHours
 }
 
 // ImageGB guesses an image's extracted size from its name, for when the

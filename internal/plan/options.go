@@ -21,7 +21,7 @@ const (
 
 // Estimate is the cost of running the task on one offer.
 //
-//	BootHours = (image_GB × 8000 / inet_down Mb/s + 180 s) / 3600
+//	BootHours = (image_GB × 8000 / inet_down Mb/s + extraction + 40 s + 180 s) / 3600
 //	RunHours  = Req.Hours / (speed(gpu) × n × (0.9 if n > 1))
 //	Total     = (BootHours + RunHours) × dph_total + TransferCost
 //	TransferCost = (image_GB + dataset_GB) × inet_down_cost ($/GB)
@@ -161,7 +161,7 @@ func estimate(t Task, r Req, o market.Offer) (Estimate, []string) {
 		eff = MultiGPUEff
 	}
 	e := Estimate{GPUsUsed: n, Speed: speed, DPH: o.DPHTotal}
-	e.BootHours = BootHours(r.ImageGB, o.InetDown)
+	e.BootHours = BootHours(r.ImageGB, &o)
 	e.RunHours = r.Hours / (speed * float64(n) * eff)
 	e.Hours = e.BootHours + e.RunHours
 	e.TransferCost = market.TransferCost(r.ImageGB+t.DatasetGB, 0, o.InetDownCost, o.InetUpCost)
@@ -318,7 +318,7 @@ func Options(t Task, r Req, offers []market.Offer) (Result, error) {
 	case h > LongRunHours:
 		res.Notes = append(res.Notes, fmt.Sprintf("long run (%.1f h): interruptible/bid pricing with regular checkpoints can cut the cost", h))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("est. total = (boot: %.1f GB image over inet_down + 3 min setup, + run hours) × dph_total (includes %.0f GB disk) + downloads × inet_down_cost", r.ImageGB, r.DiskGB))
+	res.Notes = append(res.Notes, fmt.Sprintf("est. total = (boot: %.1f GB image over inet_down, unpacked at disk_bw, + 3 min setup, + run hours) × dph_total (includes %.0f GB disk) + downloads × inet_down_cost", r.ImageGB, r.DiskGB))
 	return res, nil
 }
 

@@ -75,13 +75,15 @@ func TestOptionsPicksAndOrder(t *testing.T) {
 			t.Errorf("not ordered by total: %v after %v", o.EstTotal, res.Options[i-1].EstTotal)
 		}
 	}
-	// 3090: boot = 8 GB × 8000 / 500 Mb/s = 128 s + 180 s setup; run 2.6 h.
+	// 3090: boot = 8 GB × 8000 / 500 Mb/s = 128 s pull + 8 × 2200 / 100
+	// MB/s = 176 s unpacking (disk_bw not given) + 40 s container start +
+	// 180 s setup; run 2.6 h.
 	c := res.Options[0]
-	wantHours := 2.6 + 308.0/3600
+	wantHours := 2.6 + 524.0/3600
 	if math.Abs(c.Estimate.Hours-wantHours) > 1e-9 || math.Abs(c.Estimate.Total-wantHours*0.20) > 1e-9 {
 		t.Errorf("3090 estimate = %+v, want hours %.4f total %.4f", c.Estimate, wantHours, wantHours*0.2)
 	}
-	if c.EstHours != 2.69 || c.EstTotal != 0.537 {
+	if c.EstHours != 2.75 || c.EstTotal != 0.549 {
 		t.Errorf("rounded 3090 = %v h $%v", c.EstHours, c.EstTotal)
 	}
 	// H100: 3.3× a 3090.
@@ -113,7 +115,7 @@ func TestOptionsTransferAndStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := res.Options[0].Estimate
-	hours := (8*8000/800.0+180)/3600 + 1.3
+	hours := (8*8000/800.0+176+40+180)/3600 + 1.3
 	if math.Abs(e.TransferCost-0.20) > 1e-9 || math.Abs(e.Total-(hours*0.30+0.20)) > 1e-9 || math.Abs(e.StorageCost-hours*0.02) > 1e-9 {
 		t.Errorf("estimate = %+v, want transfer 0.20, total %.4f", e, hours*0.30+0.20)
 	}

@@ -697,7 +697,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, fate, 0)) * float64(time.Second)))
 	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
 	setup := 10 + 50*draw(m.st.Seed, drawSetup, fate, 0)
-	extract := extractSeconds(gb, o.DiskBW)
+	extract := market.ExtractSeconds(gb, o.DiskBW)
 	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, fate, 0) < f.SlowBoot {
 		// A slow host (throttled link, busy disk) is slow with the image
 		// only: a multi-GB one takes it past 10 minutes, a small one not.
@@ -730,15 +730,6 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	m.keyOwner[inst.APIKey] = id
 	m.st.Creates[offerID]++
 	return inst, nil
-}
-
-// extractSeconds is how long unpacking a pulled image of gb compressed GB
-// takes: layers unpack to about 2.2× their size, written as many small
-// files at a sixth of the disk's sequential MB/s, and no faster than one
-// core decompresses (about 100 MB/s). On a fast link this, not the
-// download, is what a multi-GB image waits for.
-func extractSeconds(gb, diskMBps float64) float64 {
-	return gb * 2200 / math.Min(100, math.Max(diskMBps, 6)/6)
 }
 
 func (m *Market) find(id int64) *instance {

@@ -213,7 +213,7 @@ func TestCreateBootsToRunningAndHoldsTheOffer(t *testing.T) {
 	ready := h.stateOf(id).ReadyAt
 	// 8 GB over the offer's link, unpacked at its disk's pace, plus
 	// 10–60 s of setup.
-	if boot := ready.Sub(t0); boot < 20*time.Second || boot > time.Duration((8*8000/o.InetDown+extractSeconds(8, o.DiskBW))*float64(time.Second))+71*time.Second {
+	if boot := ready.Sub(t0); boot < 20*time.Second || boot > time.Duration((8*8000/o.InetDown+market.ExtractSeconds(8, o.DiskBW))*float64(time.Second))+71*time.Second {
 		t.Errorf("boot took %v on a %v Mb/s link", boot, o.InetDown)
 	}
 	h.clock.Set(ready)

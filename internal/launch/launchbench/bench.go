@@ -7,12 +7,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -26,7 +29,7 @@ type Config struct {
 	Faults *sim.Faults
 	// Profile is the name Faults go by in the table.
 	Profile string
-	// Offers is the market size (default 4000).
+	// Offers is the market size (default sim.DefaultOffers, as the CLI's).
 	Offers int
 	// Dir holds the stores (default: a temporary directory, removed).
 	Dir string
@@ -73,7 +76,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		cfg.Deadline = 10 * time.Minute
 	}
 	if cfg.Offers <= 0 {
-		cfg.Offers = 4000
+		cfg.Offers = sim.DefaultOffers
 	}
 	faults := launchsim.Faults()
 	if cfg.Faults == nil && cfg.Profile == "" {
@@ -93,7 +96,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	}
 	var rows []Row
 	for i, strat := range []string{launch.StrategyStartAllWait, launch.StrategyManualPark, launch.StrategyVastfleet} {
-		sub := fmt.Sprintf("%s/%d", dir, i)
+		sub := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.MkdirAll(sub, 0o700); err != nil {
 			return nil, err
 		}
@@ -126,6 +129,9 @@ func RunProfiles(ctx context.Context, cfg Config, profiles []string) ([]Row, err
 		}
 		c := cfg
 		c.Faults, c.Profile = &faults, name
+		if cfg.Dir != "" {
+			c.Dir = filepath.Join(cfg.Dir, name) // each profile's stores apart
+		}
 		r, err := Run(ctx, c)
 		rows = append(rows, r...)
 		if err != nil {
@@ -143,11 +149,26 @@ func benchOne(ctx context.Context, cfg Config, faults sim.Faults, strat, dir str
 	defer e.Close()
 	spec := launch.BenchSpec(strat, cfg.Count, cfg.Deadline)
 	start := e.Clock.Now()
-	sum, err := launch.Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, spec.Create.Disk), nil)
+	// The candidates are found as the CLI finds them with no query: the
+	// default filter, swept over the real client, ranked by vCPU per $/hr.
+	q, err := launch.DefaultQuery(spec.Create.Disk)
 	if err != nil {
 		return Row{}, err
 	}
-	row := Row{Strategy: strat, Asked: cfg.Count, ReadyAtDeadline: sum.Ready, APICalls: e.Calls(),
+	by, err := market.ScoreBy(launch.DefaultBy)
+	if err != nil {
+		return Row{}, err
+	}
+	cands, _, err := launch.Candidates(ctx, e.M.P, q, by)
+	if err != nil {
+		return Row{}, err
+	}
+	calls := e.Calls()
+	sum, err := launch.Run(ctx, e.M, spec, cands, nil)
+	if err != nil {
+		return Row{}, err
+	}
+	row := Row{Strategy: strat, Asked: cfg.Count, ReadyAtDeadline: sum.Ready, APICalls: e.Calls() - calls,
 		SimMinutes: sum.EndedAt.Sub(start).Minutes(), Rented: sum.Rented}
 	for _, le := range e.Mkt.Ledger() {
 		amt := clip(le, sum.EndedAt)

@@ -10,7 +10,9 @@ import (
 	"github.com/vastfleet/vastfleet/internal/launch"
 )
 
-// TestBenchMustShow runs the strategy benchmark at 100 instances; for the
+// TestBenchMustShow runs the strategy benchmark at 100 instances on the
+// default simulated market (the realistic profile) and on the launch
+// issue's own (30% of hosts slow past 10 minutes, 10% never boot); for the
 // issue's 300:
 //
 //	VASTFLEET_BENCH_COUNT=300 go test ./internal/launch/launchbench -run TestBenchMustShow -v
@@ -19,27 +21,30 @@ func TestBenchMustShow(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("VASTFLEET_BENCH_COUNT")); err == nil && v > 0 {
 		count = v
 	}
-	rows, err := Run(context.Background(), Config{Seed: 3, Count: count, Deadline: 10 * time.Minute, Dir: t.TempDir()})
+	rows, err := RunProfiles(context.Background(), Config{Seed: 3, Count: count, Deadline: 10 * time.Minute, Dir: t.TempDir()},
+		[]string{"realistic", BenchProfile})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", Table(rows))
 	by := map[string]Row{}
 	for _, r := range rows {
-		by[r.Strategy] = r
+		by[r.Profile+"/"+r.Strategy] = r
 	}
-	vf, all := by[launch.StrategyVastfleet], by[launch.StrategyStartAllWait]
+	vf, all := by["realistic/"+launch.StrategyVastfleet], by["realistic/"+launch.StrategyStartAllWait]
 	if vf.ShareReady < 0.95 {
 		t.Errorf("vastfleet: %.1f%% of %d ready, want ≥ 95%%", 100*vf.ShareReady, count)
 	}
-	// Below start-all-wait's. It was under half before the simulated
-	// market took parked GPUs at the published rate (4% a minute): each
-	// lost GPU is now a replacement that boots again.
-	if vf.BootSpend >= all.BootSpend {
-		t.Errorf("vastfleet boot-phase spend $%.2f is not below start-all-wait's $%.2f", vf.BootSpend, all.BootSpend)
+	// Every ready instance costs less than start-all-wait's, image pulls
+	// of the spares and of the instances lost at the release included.
+	if vf.TotalPerReady >= all.TotalPerReady {
+		t.Errorf("vastfleet spends $%.4f per ready instance, not below start-all-wait's $%.4f", vf.TotalPerReady, all.TotalPerReady)
 	}
-	if all.ShareReady >= vf.ShareReady || by[launch.StrategyManualPark].ShareReady >= vf.ShareReady {
-		t.Errorf("vastfleet should beat both other strategies on share ready")
+	for _, p := range []string{"realistic", BenchProfile} {
+		v := by[p+"/"+launch.StrategyVastfleet].ShareReady
+		if by[p+"/"+launch.StrategyStartAllWait].ShareReady >= v || by[p+"/"+launch.StrategyManualPark].ShareReady >= v {
+			t.Errorf("%s: vastfleet should beat both other strategies on share ready", p)
+		}
 	}
 }
 
