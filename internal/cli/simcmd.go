@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -22,7 +24,10 @@ func newSimCmd(f *factory) *cobra.Command {
 }
 
 type simServeOptions struct {
-	Addr   string
+	Addr string
+	// Clock is "scaled" (wall time × --time-scale) or "manual" (still
+	// until POST /sim/advance?d=DURATION moves it).
+	Clock  string
 	Seed   int64
 	Offers int
 	Speed  float64
@@ -61,6 +66,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Int64Var(&opts.Seed, "seed", 1, "market seed: the same seed gives the same offers")
 	fl.IntVar(&opts.Offers, "offers", 0, "number of offers (0: the default population)")
 	fl.Float64Var(&opts.Speed, "time-scale", 60, "simulated seconds per wall second")
+	fl.StringVar(&opts.Clock, "clock", "scaled", "market time: scaled (wall time × --time-scale) or manual (still until a client POSTs /sim/advance?d=10m from loopback, so its results never depend on this machine's load)")
 	fl.StringVar(&opts.Faults, "faults", "realistic", "fault profile: none, realistic or harsh")
 	fl.StringVar(&opts.State, "state", "", "directory to keep the market's state in across restarts (default: memory only)")
 	fl.StringVar(&opts.APIKey, "api-key", simAPIKey, "the API key the simulator accepts (cannot be empty: auth is always on)")
@@ -163,6 +169,18 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
 	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log}
+	pace := fmt.Sprintf("%gx time", opts.Speed)
+	switch opts.Clock {
+	case "scaled":
+	case "manual":
+		if opts.State != "" {
+			return usagef("--clock manual with --state: a kept market's time runs on from where it was; leave out --state, or use --clock scaled")
+		}
+		cfg.Clock = clock.NewManual(time.Now().UTC().Truncate(time.Second))
+		pace = "manual time: POST /sim/advance?d=DURATION moves it"
+	default:
+		return usagef("--clock %q: use scaled or manual", opts.Clock)
+	}
 	if !opts.NoHosts {
 		// Instance directories live with the state, or for a memory-only
 		// market in a directory removed on exit.
@@ -191,8 +209,8 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", opts.Addr, err)
 	}
-	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %gx time; it accepts %s)\n",
-		ln.Addr(), opts.Seed, opts.Faults, opts.Speed, keyNote(opts.APIKey))
+	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %s; it accepts %s)\n",
+		ln.Addr(), opts.Seed, opts.Faults, pace, keyNote(opts.APIKey))
 	if cfg.HostDir != "" {
 		fmt.Fprintf(f.io.ErrOut, "instances run in %s and answer SSH on 127.0.0.1\n", cfg.HostDir)
 	}
