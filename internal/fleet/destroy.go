@@ -128,6 +128,26 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 	return fmt.Errorf("%w for instances %v: they stay \"destroy requested\" (run reconcile to confirm): %w", ErrNotConfirmed, ids, lastErr)
 }
 
+// Park stops one instance the caller has just seen listed under its own
+// label (storage keeps billing) and records it as parked: the launch's
+// primitive, which checks ownership by the listing it acts on instead of
+// a show per instance.
+func (m *Manager) Park(ctx context.Context, id int64) error {
+	if err := m.P.StopInstance(ctx, id); err != nil {
+		return err
+	}
+	return m.S.SetWanted(ctx, id, store.WantParked)
+}
+
+// Release starts one parked instance the caller has just seen listed under
+// its own label, and records it as meant to run.
+func (m *Manager) Release(ctx context.Context, id int64) error {
+	if err := m.P.StartInstance(ctx, id); err != nil {
+		return err
+	}
+	return m.S.SetWanted(ctx, id, store.WantRunning)
+}
+
 // Stop stops instances (storage keeps billing) and records them as parked.
 func (m *Manager) Stop(ctx context.Context, ids []int64) error {
 	return m.setRunning(ctx, ids, false)
@@ -150,9 +170,9 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 			errs = append(errs, fmt.Errorf("instance %d is destroyed or being destroyed", id))
 			continue
 		}
-		wanted, call, verb := store.WantParked, m.P.StopInstance, "stop"
+		act, verb := m.Park, "stop"
 		if run {
-			wanted, call, verb = store.WantRunning, m.P.StartInstance, "start"
+			act, verb = m.Release, "start"
 		}
 		if row, err := m.P.ShowInstance(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("%s %d: checking it is ours first: %w", verb, id, err))
@@ -161,12 +181,8 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 			errs = append(errs, fmt.Errorf("%s %d: the marketplace's instance %d carries label %q, not this store's %q: not touching it", verb, id, id, row.LabelText(), in.Label))
 			continue
 		}
-		if err := call(ctx, id); err != nil {
+		if err := act(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("%s %d: %w", verb, id, err))
-			continue
-		}
-		if err := m.S.SetWanted(ctx, id, wanted); err != nil {
-			errs = append(errs, fmt.Errorf("instance %d: %w", id, err))
 			continue
 		}
 		// Record the transition as of the call, so the cost timeline has it

@@ -773,10 +773,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 	}
 	r.parallel(ctx, stop, func(ctx context.Context, n *node) error {
 		n.stopSentAt = now
-		if err := r.m.P.StopInstance(ctx, n.id); err != nil {
-			return err
-		}
-		return r.m.S.SetWanted(ctx, n.id, store.WantParked)
+		return r.m.Park(ctx, n.id)
 	})
 	r.sendStart(ctx, start, now)
 	return out
@@ -1066,11 +1063,9 @@ func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
 func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.startSentAt, n.startOK = now, false
-		if err := r.m.P.StartInstance(ctx, n.id); err != nil {
-			return err
-		}
-		n.startOK = true
-		return r.m.S.SetWanted(ctx, n.id, store.WantRunning)
+		err := r.m.Release(ctx, n.id)
+		n.startOK = err == nil // a start re-sent after a failed record is harmless
+		return err
 	})
 }
 
