@@ -3,10 +3,25 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
+
+// AdoptIntent records row, created under this store's intent but never
+// recorded (a crash, a lost create response), as the intent's instance in
+// the intent's fleet: reconcile's and the launch's one way to take such a
+// rental in.
+func (m *Manager) AdoptIntent(ctx context.Context, intent store.Intent, row provider.Instance, now time.Time) error {
+	m.warnClamped(row, now)
+	rec := recordFromRow(row, intent, intent.Fleet, now)
+	if err := m.S.RecordCreated(ctx, intent.ID, rec, now); err != nil {
+		return fmt.Errorf("adopt instance %d: %w", row.ID, err)
+	}
+	m.seen(ctx, row)
+	return nil
+}
 
 // adopt records an orphan as an instance this store tracks, under the
 // fleet its label names, with no intent: the intent that rented it lives

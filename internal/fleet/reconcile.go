@@ -190,13 +190,10 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		}
 		// Created under our intent, never recorded (crash, lost response, or
 		// an intent given up on while the instance was still on its way).
-		m.warnClamped(row, now)
-		rec := recordFromRow(row, intent, intent.Fleet, now)
-		if err := m.S.RecordCreated(ctx, intent.ID, rec, now); err != nil {
-			rep.Errors = append(rep.Errors, fmt.Errorf("adopt instance %d: %w", row.ID, err))
+		if err := m.AdoptIntent(ctx, intent, row, now); err != nil {
+			rep.Errors = append(rep.Errors, err)
 			continue
 		}
-		m.seen(ctx, row)
 		rep.Changes = append(rep.Changes, Change{Kind: ChangeAdopted, Instance: row.ID, Intent: intent.ID,
 			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
 	}

@@ -620,12 +620,8 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, intentID int6
 		if r.inflight[it.OfferID].ID != 0 {
 			return
 		}
-		rec := store.Instance{ID: row.ID, Fleet: r.spec.Fleet, OfferID: it.OfferID, MachineID: row.MachineID,
-			GPUName: row.GPUName, NumGPUs: row.NumGPUs, CPUCores: float64(row.CPUCores), RAMMB: row.CPURAM,
-			DPHTotal: row.DPHTotal, StorageDPH: row.StorageTotalCost, Label: it.Label, State: row.Status(),
-			Wanted: store.WantRunning, CreatedAt: it.CreatedAt, SSHHost: row.SSHHost, SSHPort: row.SSHPort}
-		if err := r.m.S.RecordCreated(ctx, it.ID, rec, now); err != nil {
-			r.emit(Event{Event: EvWarn, At: now, InstanceID: row.ID, Msg: "adopt: " + err.Error()})
+		if err := r.m.AdoptIntent(ctx, it, row, now); err != nil {
+			r.emit(Event{Event: EvWarn, At: now, InstanceID: row.ID, Msg: err.Error()})
 			return
 		}
 		if in, err = r.m.S.Instance(ctx, row.ID); err != nil {
