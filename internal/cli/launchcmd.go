@@ -31,6 +31,7 @@ type launchOptions struct {
 	MinReady int
 	Deadline time.Duration
 	Park     bool
+	ParkAll  bool
 	Backfill bool
 	MaxDPH   float64
 	Budget   float64
@@ -132,7 +133,8 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.IntVar(&opts.Count, "count", 1, "instances to launch (1..500)")
 	fl.IntVar(&opts.MinReady, "min-ready", 0, "quorum: release the parked fleet once this many are ready (default: --count)")
 	fl.DurationVar(&opts.Deadline, "deadline", 10*time.Minute, "stop launching after this long (marketplace time); 0 for none")
-	fl.BoolVar(&opts.Park, "park", false, "stop each instance as soon as it boots, start all together at the quorum or deadline")
+	fl.BoolVar(&opts.Park, "park", false, "stop each instance as soon as it boots, start all together at the quorum or deadline; an instance whose $/hr saves less than parking risks (its GPUs taken meanwhile) is kept running")
+	fl.BoolVar(&opts.ParkAll, "park-all", false, "--park, and park every instance, cheap or not")
 	fl.BoolVar(&opts.Backfill, "backfill", true, "replace failed instances from the next offers")
 	fl.Float64Var(&opts.Spare, "spare", 0, "with --park: share of --count rented on top as parked spares, for GPUs taken before the release (default: from the share of releases that succeed, 21% lost at first; negative for none)")
 	fl.Float64Var(&opts.MaxDPH, "max-dph", 0, "hard cap on the fleet's $/hr (0: none)")
@@ -295,7 +297,7 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 	spec := launch.Spec{
 		Fleet: name, Count: o.Count, MinReady: o.MinReady, Deadline: o.Deadline,
 		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout,
-		Park: o.Park, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget, BudgetAuto: !o.BudgetSet,
+		Park: o.Park || o.ParkAll, ParkAll: o.ParkAll, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget, BudgetAuto: !o.BudgetSet,
 		MaxRentals: o.MaxRentals, ImageGB: o.ImageGB,
 		Create:   createFor(o.Image, o.Disk),
 		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,

@@ -198,3 +198,14 @@ func bootRatio(observed []float64) float64 {
 func bootsInTime(now, deadline time.Time, load, lead time.Duration) bool {
 	return deadline.IsZero() || !now.Add(load+lead).After(deadline)
 }
+
+// parkPays says whether stopping a just-booted instance until the release
+// saves more than it risks: what it would bill running for the minutes to
+// the release (dph $/hr) against the chance its GPUs are taken meanwhile
+// (perMinute) times value, what getting a booted instance costs.
+func parkPays(dph, perMinute, minutes, value float64) bool {
+	if minutes <= 0 {
+		return false
+	}
+	return dph*minutes/60 > (1-releaseShare(perMinute, minutes))*value
+}

@@ -190,3 +190,23 @@ func TestTakenPerMinuteAndReleaseShare(t *testing.T) {
 		t.Error("releaseShare bounds")
 	}
 }
+
+func TestParkPays(t *testing.T) {
+	cases := []struct {
+		dph, perMinute, minutes, value float64
+		want                           bool
+	}{
+		{0.60, 0.046, 4, 0.10, true},  // dear: 4 min save $0.04, risk 17% of $0.10
+		{0.10, 0.046, 4, 0.10, false}, // cheap: saves $0.0067, risks $0.017
+		{0.10, 0, 4, 0.10, true},      // nothing is ever taken: parking always pays
+		{0.60, 0.046, 0, 0.10, false}, // the release is now
+		{0.60, 0.046, 4, 10, false},   // a booted instance is precious here
+		{0.33, 0.046, 4, 0.107, true}, // the realistic market's typical node
+		{0.33, 0.046, 4, 0.15, false}, // the same where boots fail more
+	}
+	for _, c := range cases {
+		if got := parkPays(c.dph, c.perMinute, c.minutes, c.value); got != c.want {
+			t.Errorf("parkPays(%v, %v, %v, %v) = %v, want %v", c.dph, c.perMinute, c.minutes, c.value, got, c.want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func TestFailedStartIsResent(t *testing.T) {
 	t.Cleanup(e.Close)
 	rec := &recorder{}
 	spec := baseSpec("resend", 8)
-	spec.Park = true
+	spec.Park, spec.ParkAll = true, true
 	spec.Spare = -1
 	spec.Deadline = 30 * time.Minute
 	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)

@@ -135,6 +135,7 @@ type runner struct {
 	// What this run saw of boots and releases, for the shares that size
 	// the margins (bootShare, spares).
 	bootOK, bootFailed, releaseLost int
+	parkedOK, keptRunning           int // booted instances parked, and kept running because parking did not pay
 	parkedMinutes                   float64 // summed over released instances, up to their release
 	// releaseDur: how long released instances took to run again.
 	releaseDur []time.Duration
@@ -729,11 +730,18 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
 				// Past the deadline (a resume after it) the release is
 				// due: a stop now would only risk the GPUs.
-				if r.spec.Park && !r.released && (r.deadline.IsZero() || now.Before(r.deadline)) {
-					n.phase = phParking
-					stop = append(stop, n)
-				} else {
+				switch {
+				case !r.spec.Park || r.released || !r.deadline.IsZero() && !now.Before(r.deadline):
 					n.phase = phReady
+				case !r.parkPays(n, now):
+					n.phase = phReady
+					r.keptRunning++
+					r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, State: st,
+						Msg: fmt.Sprintf("kept running: at $%.3f/hr, parking risks more than it saves", n.offer.DPHTotal)})
+				default:
+					n.phase = phParking
+					r.parkedOK++
+					stop = append(stop, n)
 				}
 			} else if now.Sub(n.rentedAt) > r.spec.BootTimeout {
 				out = append(out, r.fail(ctx, n, "still "+stateName(st)+" after the "+r.spec.BootTimeout.String()+" boot timeout", now)...)
@@ -848,8 +856,29 @@ func (r *runner) counts() counts {
 
 // spares is how many spares the launch rents while parking.
 func (r *runner) spares() int {
-	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare,
-		releaseShare(takenPerMinute(r.releaseLost, r.parkedMinutes), r.parkMinutesAhead()), r.spec.Count)
+	// Only parked instances are lost at the release: the share expected
+	// to come back counts those kept running as sure.
+	parked := observedShare(1, r.parkedOK, r.parkedOK+r.keptRunning)
+	back := 1 - parked*(1-releaseShare(takenPerMinute(r.releaseLost, r.parkedMinutes), r.parkMinutesAhead()))
+	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare, back, r.spec.Count)
+}
+
+// parkPays decides for a node that just booted whether parking it until
+// the release is worth its risk: it saves its $/hr until the release
+// lead before the deadline, and risks, at the loss rate seen so far, what
+// a booted instance costs on this market (its own pull and boot, over the
+// share of boots that succeed). Without backfill (the manual recipe), or
+// asked to park all, every one is parked.
+func (r *runner) parkPays(n *node, now time.Time) bool {
+	if !r.spec.Backfill || r.spec.ParkAll {
+		return true
+	}
+	minutes := 5.0 // the published launch's, without a deadline
+	if !r.deadline.IsZero() {
+		minutes = r.deadline.Add(-r.releaseLead()).Sub(now).Minutes()
+	}
+	value := (n.offer.PullCost(r.spec.ImageGB) + n.offer.DPHTotal*n.load.Hours()) / r.bootShare(now)
+	return parkPays(n.offer.DPHTotal, takenPerMinute(r.releaseLost, r.parkedMinutes), minutes, value)
 }
 
 // parkMinutesAhead is how long the launch's instances are expected to stay

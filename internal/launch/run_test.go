@@ -18,6 +18,7 @@ func TestParkAndRelease(t *testing.T) {
 	rec := &recorder{}
 	spec := baseSpec("park", 20)
 	spec.Park = true
+	spec.ParkAll = true // every one parked, cheap or not
 	spec.Spare = -1 // exactly 20 rents: no fault needs a spare here,
 	// and the deadline leaves time to replace failures as they show, so
 	// no margin is rented for them either

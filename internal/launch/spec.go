@@ -88,8 +88,12 @@ type Spec struct {
 	// (the published launch's, moved by what this one observes); negative
 	// = none; only used with Park and Backfill.
 	Spare float64 `json:"spare,omitempty"`
-	// Park stops each instance as soon as it runs, until the release wave.
+	// Park stops each instance as soon as it runs, until the release wave,
+	// when parking pays: a cheap instance whose GPUs are likelier to be
+	// taken than its running bill is worth is kept running (parkPays).
 	Park bool `json:"park"`
+	// ParkAll parks every instance that boots, whether or not it pays.
+	ParkAll bool `json:"park_all,omitempty"`
 	// Backfill replaces failed instances from the next ranked offers. The
 	// CLI sets it from --backfill (default true); false is the "manual
 	// recipe" (rent Count offers once).
