@@ -3,12 +3,13 @@ package launch
 import (
 	"context"
 	"errors"
-	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"

@@ -3,8 +3,6 @@ package launch
 import (
 	"context"
 	"errors"
-	"github.com/vastfleet/vastfleet/internal/clock"
-	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -14,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"

@@ -3,10 +3,11 @@ package launch
 import (
 	"context"
 	"errors"
-	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -19,7 +20,7 @@ func TestParkAndRelease(t *testing.T) {
 	spec := baseSpec("park", 20)
 	spec.Park = true
 	spec.ParkAll = true // every one parked, cheap or not
-	spec.Spare = -1 // exactly 20 rents: no fault needs a spare here,
+	spec.Spare = -1     // exactly 20 rents: no fault needs a spare here,
 	// and the deadline leaves time to replace failures as they show, so
 	// no margin is rented for them either
 	spec.Deadline = 30 * time.Minute

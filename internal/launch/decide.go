@@ -1,0 +1,315 @@
+package launch
+
+// The decisions of each tick, made from the policies (policy.go) over the
+// nodes' counts: surplus, release, termination; and the actions they take.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// counts by phase, not counting doomed nodes.
+type counts struct{ booting, parking, parked, releasing, ready, doomed int }
+
+func (r *runner) counts() counts {
+	var c counts
+	for _, n := range r.nodes {
+		if n.dropping {
+			continue
+		}
+		if n.doomed {
+			c.doomed++
+			continue
+		}
+		switch n.phase {
+		case phBooting:
+			c.booting++
+		case phParking:
+			c.parking++
+		case phParked:
+			c.parked++
+		case phReleasing:
+			c.releasing++
+		case phReady:
+			c.ready++
+		}
+	}
+	return c
+}
+
+// spares is how many spares the launch rents while parking.
+func (r *runner) spares() int {
+	// Only parked instances are lost at the release: the share expected
+	// to come back counts those kept running as sure.
+	parked := observedShare(1, r.parkedOK, r.parkedOK+r.keptRunning)
+	back := 1 - parked*(1-releaseShare(takenPerMinute(r.releaseLost, r.parkedMinutes), r.parkMinutesAhead()))
+	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare, back, r.spec.Count)
+}
+
+// parkPays decides for a node that just booted whether parking it until
+// the release is worth its risk: it saves its $/hr until the release
+// lead before the deadline, and risks, at the loss rate seen so far, what
+// a booted instance costs on this market (its own pull and boot, over the
+// share of boots that succeed). Without backfill (the manual recipe), or
+// asked to park all, every one is parked.
+func (r *runner) parkPays(n *node, now time.Time) bool {
+	if !r.spec.Backfill || r.spec.ParkAll {
+		return true
+	}
+	minutes := 5.0 // the published launch's, without a deadline
+	if !r.deadline.IsZero() {
+		minutes = r.deadline.Add(-r.releaseLead()).Sub(now).Minutes()
+	}
+	value := (n.offer.PullCost(r.spec.ImageGB) + n.offer.DPHTotal*n.load.Hours()) / r.bootShare(now)
+	return parkPays(n.offer.DPHTotal, takenPerMinute(r.releaseLost, r.parkedMinutes), minutes, value)
+}
+
+// parkMinutesAhead is how long the launch's instances are expected to stay
+// parked: two thirds of the time between the first expected boots and the
+// release lead before the deadline (boots spread over it, and the
+// release may come only at the deadline), counted from the launch's start
+// so that the spares do not shrink as the parked ones wait; five minutes,
+// the published launch's, without a deadline.
+func (r *runner) parkMinutesAhead() float64 {
+	if r.deadline.IsZero() {
+		return 5
+	}
+	window := r.deadline.Add(-r.releaseLead()).Sub(r.start.Add(r.nextLoad()))
+	return max(window.Minutes()*2/3, 0.5)
+}
+
+// target is how many live slots the launch keeps.
+func (r *runner) target() int { return r.spec.Count + r.spares() }
+
+// bootShare is the share of loading instances expected to boot in time:
+// the published prior moved by this launch's boots and boot failures. A
+// launch with time to see a rental late and boot its replacement, twice
+// over (a replacement fails too), before the deadline, or without one,
+// rents no margin for failures: it replaces them as they show.
+func (r *runner) bootShare(now time.Time) float64 {
+	load := r.nextLoad()
+	if bootsInTime(now.Add(2*lateAfter(load, 1, r.spec.HedgeAfter, r.spec.PollEvery)), r.deadline, load, r.rentLead()) {
+		return 1
+	}
+	return observedShare(priorBootShare, r.bootOK, r.bootOK+r.bootFailed)
+}
+
+// worstFirst orders nodes by rank, worst first (what trimming drops).
+func (r *runner) worstFirst(ns []*node) {
+	sort.SliceStable(ns, func(i, j int) bool {
+		ri, rj := r.rankOf(ns[i].offerID), r.rankOf(ns[j].offerID)
+		if ri != rj {
+			return ri > rj
+		}
+		return ns[i].id > ns[j].id
+	})
+}
+
+func (r *runner) rankOf(offerID int64) int {
+	if i, ok := r.rank[offerID]; ok {
+		return i
+	}
+	return len(r.rank)
+}
+
+// decide runs the release wave, trims surplus and reports whether the
+// launch is over. It adds nodes to destroy.
+func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) bool {
+	c := r.counts()
+	booted := c.parking + c.parked + c.releasing + c.ready
+	pastDeadline := !r.deadline.IsZero() && !now.Before(r.deadline)
+	if r.spec.Budget > 0 && !r.finishing {
+		if total, bw := r.projected(now); total >= r.spec.Budget {
+			r.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f projected once what runs is stopped, $%.2f of it bandwidth)", r.spec.Budget, total, bw))
+			r.finishing = true
+		}
+	}
+	if pastDeadline && !r.finishing {
+		r.finishing = true
+		r.emit(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, r.spec.Count)})
+	}
+	drop := func(n *node, why string) {
+		if n.dropping {
+			return
+		}
+		n.dropping = true
+		*toDestroy = append(*toDestroy, n.id)
+		r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, OfferID: n.offerID, State: n.state, Msg: why})
+	}
+	// Complete: Count run and none is parked; everything else is surplus.
+	if (r.released || !r.spec.Park) && c.ready >= r.spec.Count {
+		var ready []*node
+		for _, n := range r.sorted() {
+			if n.dropping {
+				continue
+			}
+			if n.phase == phReady && !n.doomed {
+				ready = append(ready, n)
+			} else {
+				drop(n, "surplus: the fleet is complete")
+			}
+		}
+		r.worstFirst(ready)
+		for _, n := range ready[:len(ready)-r.spec.Count] {
+			drop(n, "surplus: more running than asked")
+		}
+		return true
+	}
+	// With backfill, hedged spares can boot beyond the target; those still
+	// loading are surplus once it is met, and so are the worst booted ones
+	// beyond it.
+	if target := r.target(); r.spec.Backfill && !r.released && booted >= target {
+		var up []*node
+		for _, n := range r.sorted() {
+			switch {
+			case n.doomed || n.dropping:
+			case n.phase == phBooting:
+				drop(n, "surplus: enough instances booted")
+			default:
+				up = append(up, n)
+			}
+		}
+		r.worstFirst(up)
+		if extra := len(up) - target; extra > 0 {
+			for _, n := range up[:extra] {
+				drop(n, "surplus: more booted than needed")
+			}
+		}
+		c = r.counts()
+	}
+	canRent := !r.finishing && r.capHit == "" && r.moreCandidates()
+	if r.spec.Park && !r.released {
+		due, why := releaseDue(releaseView{
+			park: r.spec.Park, released: r.released, finishing: r.finishing, backfill: r.spec.Backfill,
+			now: now, deadline: r.deadline, lead: r.releaseLead(),
+			booting: c.booting, booted: booted, up: c.parking + c.parked + c.ready,
+			quorum:  min(r.target(), r.spec.MinReady+r.spares()),
+			canRent: canRent, rentsOK: r.rentsOK, count: r.spec.Count,
+		})
+		if due {
+			r.releaseWave(ctx, now, c, why)
+			c = r.counts()
+		}
+	} else if r.released {
+		// Parked nodes left behind by a crash during the wave.
+		var late []*node
+		for _, n := range r.sorted() {
+			if n.phase == phParked && !n.doomed {
+				late = append(late, n)
+			}
+		}
+		r.start1(ctx, late, now)
+		c = r.counts()
+	}
+	if r.finishing {
+		// Unready instances are destroyed; released ones get their
+		// release timeout.
+		for _, n := range r.sorted() {
+			if n.phase == phBooting || n.doomed {
+				drop(n, "not running at the end of the launch")
+			}
+		}
+	}
+	switch ending(endView{
+		finishing: r.finishing,
+		booting:   c.booting, parking: c.parking, parked: c.parked, releasing: c.releasing, doomed: c.doomed,
+		canRent: canRent, backfill: r.spec.Backfill, rentsOK: r.rentsOK, count: r.spec.Count,
+		noDeadline: r.deadline.IsZero(),
+	}) {
+	case launchDone:
+		return true
+	case startEnd:
+		r.finishing = true
+	}
+	return false
+}
+
+// releaseLead is how long before the deadline this launch releases.
+func (r *runner) releaseLead() time.Duration {
+	return releaseLead(r.releaseDur, r.spec.Deadline, r.spec.ReleaseTimeout, r.spec.PollEvery)
+}
+
+func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts, why string) {
+	r.released = true
+	if err := r.m.S.SetMeta(ctx, releasedKey(r.spec.Fleet), now.UTC().Format(time.RFC3339Nano)); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+	}
+	var ns []*node
+	for _, n := range r.sorted() {
+		if (n.phase == phParked || n.phase == phParking) && !n.doomed {
+			ns = append(ns, n)
+		}
+	}
+	r.emit(Event{Event: EvRelease, At: now, Msg: fmt.Sprintf("releasing %d parked instances (%d booted of %d asked; %s)", len(ns), c.parking+c.parked+c.ready, r.spec.Count, why)})
+	r.start1(ctx, ns, now)
+}
+
+// start1 starts parked nodes and marks them releasing.
+func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
+	for _, n := range ns {
+		n.phase, n.releasedAt = phReleasing, now
+	}
+	r.sendStart(ctx, ns, now)
+}
+
+// sendStart sends a start to each node; a node whose start fails is sent
+// another at the next listing (transitions), until its release timeout.
+func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
+	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		n.startSentAt, n.startOK = now, false
+		err := r.m.Release(ctx, n.id)
+		n.startOK = err == nil // a start re-sent after a failed record is harmless
+		return err
+	})
+}
+
+func (r *runner) capStop(now time.Time, msg string) {
+	if r.capHit == "" {
+		r.capHit = msg
+		r.emit(Event{Event: EvCap, At: now, Msg: "stopped at " + msg})
+	}
+}
+
+// destroy destroys nodes through the manager (confirmed by listing); a
+// destroy not yet confirmed is retried at the next tick.
+func (r *runner) destroy(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	seen := map[int64]bool{}
+	var uniq []int64
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	now := r.now()
+	for _, id := range uniq {
+		if p := r.pulls[id]; p != nil && p.DestroyRequestedAt.IsZero() {
+			p.DestroyRequestedAt = now
+		}
+		if n, ok := r.nodes[id]; ok {
+			r.forget(n)
+			r.destroyed++
+			r.goingDPH[id] = n.offer.DPHTotal
+		}
+		r.destroying[id] = now
+	}
+	// In the background, so that the loop keeps ticking while listings
+	// confirm; bounded: an unconfirmed destroy stays "destroy requested"
+	// and later listings confirm it (observe marks it gone).
+	r.wg.Add(1)
+	r.busy(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.busy(-1)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.spec.PollEvery+30*time.Second)
+		defer cancel()
+		if err := r.m.Destroy(dctx, uniq); err != nil {
+			r.emit(Event{Event: EvWarn, At: now, Msg: "destroy: " + err.Error()})
+		}
+	}()
+}

@@ -1,0 +1,268 @@
+package launch
+
+// Renting: how many rentals the launch needs, which candidates fit the
+// caps, and the rents themselves, paced by the limiter.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// bootBudget is the load time an offer must be expected to beat to be
+// ranked with the others: 60% of the boot timeout, or of the deadline when
+// that is sooner, leaving room for a slow day and the release.
+func bootBudget(s Spec) time.Duration {
+	b := s.BootTimeout
+	if s.Deadline > 0 {
+		b = min(b, s.Deadline)
+	}
+	return b * 6 / 10
+}
+
+// bootableFirst moves the offers whose estimated load time (pull at their
+// download speed, extraction at their disk's, container start) exceeds
+// budget behind the others, keeping the ranking within each group:
+// renting them mostly buys a boot timeout.
+func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration) ([]market.Ranked, int) {
+	fast := make([]market.Ranked, 0, len(cands))
+	var slow []market.Ranked
+	for _, c := range cands {
+		if plan.LoadTime(imageGB, &c.Offer) > budget {
+			slow = append(slow, c)
+		} else {
+			fast = append(fast, c)
+		}
+	}
+	return append(fast, slow...), len(slow)
+}
+
+// dispatch starts rents while the fleet needs them, within the caps, at
+// most RentRate per second and Workers at once. Rents run in the background
+// (a lost create response can take minutes to settle) and land later. It
+// returns how long until the next rent may go, or 0 when none is due.
+func (r *runner) dispatch(ctx context.Context) time.Duration {
+	for ctx.Err() == nil {
+		now := r.now()
+		if r.finishing || r.capHit != "" {
+			return 0
+		}
+		if !bootsInTime(now, r.deadline, r.nextLoad(), r.rentLead()) {
+			return 0 // a new rental could not boot before the deadline
+		}
+		if r.need(now) <= 0 {
+			return 0
+		}
+		if r.rentsOK+len(r.inflight) >= r.spec.MaxRentals {
+			r.capStop(now, fmt.Sprintf("rental bound: %d rentals made (--max-rentals %d)", r.rentsOK+len(r.inflight), r.spec.MaxRentals))
+			return 0
+		}
+		if len(r.inflight) >= r.spec.Workers {
+			return time.Duration(float64(time.Second) / r.spec.RentRate)
+		}
+		if tok := r.lim.TokensAt(now); tok < 1 {
+			return time.Duration((1 - tok) / r.spec.RentRate * float64(time.Second))
+		}
+		picks := r.pick(1, now)
+		if len(picks) == 0 {
+			return 0
+		}
+		r.lim.AllowN(now, 1)
+		c := picks[0]
+		r.inflight[c.ID] = c
+		r.wg.Add(1)
+		r.busy(1)
+		go func() {
+			defer r.wg.Done()
+			defer r.busy(-1)
+			out := rentResult{c: c}
+			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create, ImageGB: r.spec.ImageGB})
+			r.resMu.Lock()
+			r.results = append(r.results, out)
+			r.resMu.Unlock()
+		}()
+	}
+	return 0
+}
+
+type rentResult struct {
+	c   market.Ranked
+	in  store.Instance
+	err error
+}
+
+// land takes in the rents that finished since the last tick.
+func (r *runner) land(ctx context.Context) {
+	r.resMu.Lock()
+	res := r.results
+	r.results = nil
+	r.resMu.Unlock()
+	for _, out := range res {
+		c := out.c
+		delete(r.inflight, c.ID)
+		r.unreserve(c) // track re-adds the machine when the rent worked
+		at := r.now()
+		if out.err != nil {
+			if ctx.Err() == nil {
+				r.emit(Event{Event: EvRentFailed, At: at, OfferID: c.ID, MachineID: c.MachineID, Msg: out.err.Error()})
+			}
+			if errors.Is(out.err, provider.ErrInsufficientBalance) || errors.Is(out.err, provider.ErrAuth) {
+				r.capStop(at, "account: "+out.err.Error())
+			}
+			continue
+		}
+		if _, ok := r.nodes[out.in.ID]; ok {
+			continue // adopted meanwhile
+		}
+		r.rentsOK++
+		n := r.track(out.in)
+		msg := ""
+		if r.rentsOK > r.spec.Count {
+			msg = "replacement #" + strconv.Itoa(r.rentsOK-r.spec.Count)
+		}
+		r.emit(Event{Event: EvRented, At: at, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: msg})
+	}
+}
+
+// need is how many rents the fleet needs now. Without backfill, each asked
+// slot gets one rental; with it, slots that failed or are hedged (loading
+// past HedgeAfter) are refilled.
+func (r *runner) need(now time.Time) int {
+	if !r.spec.Backfill {
+		return r.spec.Count - r.rentsOK - len(r.inflight)
+	}
+	// Late nodes give up their slot only while a spare could still boot
+	// in time; after that a spare is a pull that buys nothing.
+	hedge := r.spec.HedgeAfter >= 0 && bootsInTime(now, r.deadline, r.nextLoad(), r.rentLead())
+	ratio := bootRatio(r.bootRatios)
+	booted, loading := 0, len(r.inflight)
+	for _, n := range r.nodes {
+		switch {
+		case n.doomed:
+		case n.phase != phBooting:
+			booted++
+		case hedge && now.Sub(n.rentedAt) > lateAfter(n.load, ratio, r.spec.HedgeAfter, r.spec.PollEvery):
+		default:
+			loading++
+		}
+	}
+	return loadingWanted(r.target(), booted, r.bootShare(now)) - loading
+}
+
+// nextLoad is how long the next rental is expected to take to run: the
+// estimated load time of the best usable candidate, corrected by how this
+// launch's boots compared with their estimates.
+func (r *runner) nextLoad() time.Duration {
+	for _, c := range r.cands {
+		if r.usable(c) {
+			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer)) * bootRatio(r.bootRatios))
+		}
+	}
+	return 0
+}
+
+// rentLead is how long before the deadline a new rental must run: the
+// release lead while the fleet is parked, else one poll.
+func (r *runner) rentLead() time.Duration {
+	if r.spec.Park && !r.released {
+		return r.releaseLead()
+	}
+	return r.spec.PollEvery
+}
+
+// liveDPH is the $/hr of every live node, as rented.
+func (r *runner) liveDPH() float64 {
+	s := 0.0
+	for _, n := range r.nodes {
+		s += n.offer.DPHTotal
+	}
+	for _, c := range r.inflight {
+		s += c.DPHTotal
+	}
+	for _, d := range r.goingDPH {
+		s += d
+	}
+	return s
+}
+
+func (r *runner) remaining(now time.Time) time.Duration {
+	if !r.deadline.IsZero() {
+		return max(0, r.deadline.Sub(now))
+	}
+	return horizon(r.spec)
+}
+
+// pick chooses up to k candidates in rank order that fit the caps, and
+// reserves their offers and machines.
+func (r *runner) pick(k int, now time.Time) []market.Ranked {
+	dph := r.liveDPH()
+	rem := r.remaining(now).Hours()
+	bw, pending := r.bandwidth(now)
+	committed := r.spent + bw + pending + dph*rem
+	for _, c := range r.inflight {
+		committed += c.PullCost(r.spec.ImageGB) // not tracked until they land
+	}
+	var out []market.Ranked
+	blockedDPH, blockedBudget := false, false
+	for _, c := range r.cands {
+		if len(out) == k {
+			break
+		}
+		if !r.usable(c) {
+			continue
+		}
+		if r.spec.MaxDPH > 0 && dph+c.DPHTotal > r.spec.MaxDPH+1e-9 {
+			blockedDPH = true
+			continue
+		}
+		if r.spec.Budget > 0 && committed+c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) > r.spec.Budget+1e-9 {
+			blockedBudget = true
+			continue
+		}
+		out = append(out, c)
+		r.usedOffers[c.ID] = true
+		r.machines[c.MachineID]++
+		dph += c.DPHTotal
+		committed += c.DPHTotal*rem + c.PullCost(r.spec.ImageGB)
+	}
+	if len(out) < k {
+		switch {
+		case blockedBudget:
+			r.capStop(now, fmt.Sprintf("budget cap $%.2f: a replacement would bring spent + committed above it", r.spec.Budget))
+		case blockedDPH && r.dphCapped == "":
+			// Not sticky: destroying a failed instance frees room under
+			// the cap, and the next pick may fit.
+			r.dphCapped = fmt.Sprintf("max-dph cap $%.3f/hr: no remaining offer fits under it", r.spec.MaxDPH)
+			r.emit(Event{Event: EvCap, At: now, Msg: "rent held back by the " + r.dphCapped})
+		}
+	}
+	return out
+}
+
+func (r *runner) unreserve(c market.Ranked) {
+	if r.machines[c.MachineID]--; r.machines[c.MachineID] <= 0 {
+		delete(r.machines, c.MachineID)
+	}
+}
+
+func (r *runner) usable(c market.Ranked) bool {
+	return !r.usedOffers[c.ID] && !r.bad[c.MachineID] && c.DPHTotal > 0 &&
+		(r.spec.AllowSameMachine || r.machines[c.MachineID] == 0)
+}
+
+func (r *runner) moreCandidates() bool {
+	for _, c := range r.cands {
+		if r.usable(c) {
+			return true
+		}
+	}
+	return false
+}
