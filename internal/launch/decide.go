@@ -6,7 +6,6 @@ package launch
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -96,17 +95,6 @@ func (r *runner) bootShare(now time.Time) float64 {
 	return observedShare(priorBootShare, r.bootOK, r.bootOK+r.bootFailed)
 }
 
-// worstFirst orders nodes by rank, worst first (what trimming drops).
-func (r *runner) worstFirst(ns []*node) {
-	sort.SliceStable(ns, func(i, j int) bool {
-		ri, rj := r.rankOf(ns[i].offerID), r.rankOf(ns[j].offerID)
-		if ri != rj {
-			return ri > rj
-		}
-		return ns[i].id > ns[j].id
-	})
-}
-
 func (r *runner) rankOf(offerID int64) int {
 	if i, ok := r.rank[offerID]; ok {
 		return i
@@ -138,47 +126,22 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 		*toDestroy = append(*toDestroy, n.id)
 		r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, OfferID: n.offerID, State: n.state, Msg: why})
 	}
-	// Complete: Count run and none is parked; everything else is surplus.
-	if (r.released || !r.spec.Park) && c.ready >= r.spec.Count {
-		var ready []*node
-		for _, n := range r.sorted() {
-			if n.dropping {
-				continue
-			}
-			if n.phase == phReady && !n.doomed {
-				ready = append(ready, n)
-			} else {
-				drop(n, "surplus: the fleet is complete")
-			}
+	// Complete (Count run, none parked), or, with backfill, enough booted
+	// before the release: what is beyond goes.
+	complete := (r.released || !r.spec.Park) && c.ready >= r.spec.Count
+	var live []trimNode
+	for _, n := range r.sorted() {
+		if !n.dropping {
+			live = append(live, trimNode{id: n.id, phase: n.phase, rank: r.rankOf(n.offerID), failed: n.doomed})
 		}
-		r.worstFirst(ready)
-		for _, n := range ready[:len(ready)-r.spec.Count] {
-			drop(n, "surplus: more running than asked")
-		}
+	}
+	for _, x := range surplus(live, complete, r.spec.Backfill && !r.released, r.spec.Count, r.target()) {
+		drop(r.nodes[x.id], x.why)
+	}
+	if complete {
 		return true
 	}
-	// With backfill, hedged spares can boot beyond the target; those still
-	// loading are surplus once it is met, and so are the worst booted ones
-	// beyond it.
-	if target := r.target(); r.spec.Backfill && !r.released && booted >= target {
-		var up []*node
-		for _, n := range r.sorted() {
-			switch {
-			case n.doomed || n.dropping:
-			case n.phase == phBooting:
-				drop(n, "surplus: enough instances booted")
-			default:
-				up = append(up, n)
-			}
-		}
-		r.worstFirst(up)
-		if extra := len(up) - target; extra > 0 {
-			for _, n := range up[:extra] {
-				drop(n, "surplus: more booted than needed")
-			}
-		}
-		c = r.counts()
-	}
+	c = r.counts()
 	canRent := !r.finishing && r.capHit == "" && r.moreCandidates()
 	if r.spec.Park && !r.released {
 		due, why := releaseDue(releaseView{

@@ -209,3 +209,78 @@ func parkPays(dph, perMinute, minutes, value float64) bool {
 	}
 	return dph*minutes/60 > (1-releaseShare(perMinute, minutes))*value
 }
+
+// trimNode is a live node as the surplus policy sees it.
+type trimNode struct {
+	id     int64
+	phase  phase
+	rank   int  // place of its offer in the ranking; lower is better
+	failed bool // failed without backfill, kept until the end
+}
+
+// cut is one node the surplus policy drops, and why.
+type cut struct {
+	id  int64
+	why string
+}
+
+// surplus picks the live nodes (ns: not already dropping, in id order) a
+// launch no longer needs. Complete (count running and nothing parked):
+// every node failed or not running, then the worst running beyond count.
+// Before the release, with trimBooted (backfill) and target booted: every
+// node still loading, then the worst booted beyond target.
+func surplus(ns []trimNode, complete, trimBooted bool, count, target int) []cut {
+	var out []cut
+	var keep []trimNode
+	switch {
+	case complete:
+		for _, n := range ns {
+			if n.phase == phReady && !n.failed {
+				keep = append(keep, n)
+			} else {
+				out = append(out, cut{n.id, "surplus: the fleet is complete"})
+			}
+		}
+		return append(out, worst(keep, count, "surplus: more running than asked")...)
+	case trimBooted:
+		booted := 0
+		for _, n := range ns {
+			if n.phase != phBooting && !n.failed {
+				booted++
+			}
+		}
+		if booted < target {
+			return nil
+		}
+		for _, n := range ns {
+			switch {
+			case n.failed:
+			case n.phase == phBooting:
+				out = append(out, cut{n.id, "surplus: enough instances booted"})
+			default:
+				keep = append(keep, n)
+			}
+		}
+		return append(out, worst(keep, target, "surplus: more booted than needed")...)
+	}
+	return nil
+}
+
+// worst cuts the worst-ranked of ns beyond the best n (ties: the newest).
+func worst(ns []trimNode, n int, why string) []cut {
+	if len(ns) <= n {
+		return nil
+	}
+	ns = append([]trimNode(nil), ns...)
+	sort.SliceStable(ns, func(i, j int) bool {
+		if ns[i].rank != ns[j].rank {
+			return ns[i].rank > ns[j].rank
+		}
+		return ns[i].id > ns[j].id
+	})
+	out := make([]cut, 0, len(ns)-n)
+	for _, x := range ns[:len(ns)-n] {
+		out = append(out, cut{x.id, why})
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -207,6 +208,42 @@ func TestParkPays(t *testing.T) {
 	for _, c := range cases {
 		if got := parkPays(c.dph, c.perMinute, c.minutes, c.value); got != c.want {
 			t.Errorf("parkPays(%v, %v, %v, %v) = %v, want %v", c.dph, c.perMinute, c.minutes, c.value, got, c.want)
+		}
+	}
+}
+
+func TestSurplus(t *testing.T) {
+	n := func(id int64, ph phase, rank int) trimNode { return trimNode{id: id, phase: ph, rank: rank} }
+	failed := trimNode{id: 9, phase: phBooting, rank: 0, failed: true}
+	cases := []struct {
+		name             string
+		ns               []trimNode
+		complete, trimOn bool
+		count, target    int
+		want             []cut
+	}{
+		{"complete: loading and failed go, then the worst running beyond count",
+			[]trimNode{n(1, phReady, 5), n(2, phReady, 1), n(3, phBooting, 0), n(4, phReady, 3), failed},
+			true, true, 2, 3,
+			[]cut{{3, "surplus: the fleet is complete"}, {9, "surplus: the fleet is complete"}, {1, "surplus: more running than asked"}}},
+		{"complete, exactly count running",
+			[]trimNode{n(1, phReady, 5), n(2, phReady, 1)}, true, false, 2, 2, nil},
+		{"booted below target: nothing",
+			[]trimNode{n(1, phParked, 0), n(2, phBooting, 1), n(3, phBooting, 2)}, false, true, 2, 2, nil},
+		{"target booted: loading ones go, the worst booted beyond target too",
+			[]trimNode{n(1, phParked, 4), n(2, phBooting, 1), n(3, phParked, 0), n(4, phReady, 2), failed},
+			false, true, 2, 2,
+			[]cut{{2, "surplus: enough instances booted"}, {1, "surplus: more booted than needed"}}},
+		{"ties in rank: the newest goes first",
+			[]trimNode{n(1, phParked, 0), n(2, phParked, 0), n(3, phParked, 0)}, false, true, 2, 2,
+			[]cut{{3, "surplus: more booted than needed"}}},
+		{"no backfill before the release: nothing",
+			[]trimNode{n(1, phParked, 0), n(2, phParked, 1), n(3, phBooting, 2)}, false, false, 1, 1, nil},
+	}
+	for _, c := range cases {
+		got := surplus(c.ns, c.complete, c.trimOn, c.count, c.target)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }
