@@ -64,6 +64,12 @@ type node struct {
 
 	doomed   bool // failed, left until the end (no backfill)
 	dropping bool // chosen for destruction this tick
+
+	// Interruptible nodes: what the node bids ($/hr), whether a rival
+	// outbid it (until it runs again), and when the last change bid went.
+	bid     float64
+	outbid  bool
+	rebidAt time.Time
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
@@ -120,6 +126,8 @@ type runner struct {
 	destroyed int
 	capHit    string // a cap that stopped renting for good
 	dphCapped string // set once --max-dph held a rent back
+	outbids   int    // outbid episodes seen (interruptible launches)
+	rebids    int    // change bids sent
 	bootDur   []time.Duration
 	// releaseDur: how long released instances took to run again.
 	releaseDur []time.Duration
@@ -149,9 +157,26 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	candidates = priceAt(candidates, spec.Create.Disk)
+	bidNote := ""
+	if b := spec.Bid; b != nil {
+		n := len(candidates)
+		var skipped int
+		var lowest float64
+		candidates, skipped, lowest = bidAt(candidates, *b, spec.Create.Disk)
+		if len(candidates) == 0 {
+			return Summary{}, fmt.Errorf("%w: --bid $%.4f/hr per machine is below the min_bid of all %d offers (the lowest is $%.4f/hr); nothing was rented: bid at least that, or --bid min",
+				ErrBidTooLow, b.Price, n, lowest)
+		}
+		if skipped > 0 {
+			bidNote = fmt.Sprintf("%d offers skipped, their min_bid above the $%.4f/hr bid", skipped, b.Price)
+		}
+	}
 	candidates, slow := bootableFirst(candidates, spec.ImageGB, spec.BootTimeout/2)
 	caps, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
+		if bidNote != "" {
+			err = fmt.Errorf("%w (%s)", err, bidNote)
+		}
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
@@ -180,6 +205,12 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
 		msg += fmt.Sprintf("; %d offers that cannot pull a %.1f GB image within half the %s boot timeout ranked last", slow, spec.ImageGB, spec.BootTimeout)
+	}
+	if b := spec.Bid; b != nil {
+		msg += "; " + bidName(*b)
+		if bidNote != "" {
+			msg += "; " + bidNote
+		}
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
@@ -338,6 +369,10 @@ func (r *runner) track(in store.Instance) *node {
 	}
 	n := &node{id: in.ID, offerID: in.OfferID, machineID: in.MachineID, offer: o, rentedAt: in.CreatedAt,
 		state: in.State, sshHost: in.SSHHost, sshPort: in.SSHPort}
+	if r.spec.Bid != nil && in.DPHTotal > in.StorageDPH {
+		// The store holds the bid last set (rent, then change bid).
+		n.bid, n.offer.DPHTotal = in.DPHTotal-in.StorageDPH, in.DPHTotal
+	}
 	now := r.now()
 	switch {
 	case in.Wanted == store.WantParked && in.State == provider.StateStopped && r.released:
@@ -661,6 +696,7 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 	var out []int64
 	var stop, start []*node
+	var rebid []bidChange
 	for _, n := range r.sorted() {
 		if n.doomed || n.dropping || !n.seen {
 			continue
@@ -672,6 +708,16 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 			}
 		} else {
 			n.unknownSince = time.Time{}
+		}
+		if r.spec.Bid != nil {
+			if act, ok := r.outbidCheck(n, now); ok {
+				if act.drop {
+					out = append(out, r.failOutbid(n, now)...)
+				} else if act.price > 0 {
+					rebid = append(rebid, bidChange{n, act.price})
+				}
+				continue
+			}
 		}
 		switch {
 		case st == provider.StateExited:
@@ -739,6 +785,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		return r.m.S.SetWanted(ctx, n.id, store.WantParked)
 	})
 	r.sendStart(ctx, start, now)
+	r.changeBids(ctx, rebid, now)
 	return out
 }
 
@@ -795,6 +842,10 @@ func (r *runner) counts() counts {
 		}
 		if n.doomed {
 			c.doomed++
+			continue
+		}
+		if n.outbid && n.phase != phBooting {
+			c.booting++ // stopped by a rival: not serving until it runs again
 			continue
 		}
 		switch n.phase {
@@ -1094,7 +1145,7 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 			defer r.wg.Done()
 			defer r.busy(-1)
 			out := rentResult{c: c}
-			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create, ImageGB: r.spec.ImageGB})
+			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
 			r.resMu.Lock()
 			r.results = append(r.results, out)
 			r.resMu.Unlock()
@@ -1344,6 +1395,7 @@ func (r *runner) summary(ctx context.Context) Summary {
 	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
 		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
+	s.Outbid, s.Rebids = r.outbids, r.rebids
 	if !r.deadline.IsZero() {
 		past := math.Round(s.EndedAt.Sub(r.deadline).Seconds()*10) / 10
 		s.PastDeadlineS = &past
