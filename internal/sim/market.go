@@ -937,6 +937,12 @@ type InstanceState struct {
 	Destroyed   bool      `json:"destroyed"`
 	DestroyedAt time.Time `json:"destroyed_at"`
 	Spend       float64   `json:"spend"`
+	// Bid: interruptible; ComputeRate is its bid (or the on-demand
+	// dph_base), $/h while running.
+	Bid         bool    `json:"bid,omitempty"`
+	ComputeRate float64 `json:"compute_rate"`
+	// Outbids counts the times rivals stopped it.
+	Outbids int `json:"outbids,omitempty"`
 }
 
 // State lists every instance ever created, destroyed ones included, as of now.
@@ -953,7 +959,13 @@ func (m *Market) stateLocked() []InstanceState {
 	for _, in := range m.st.Instances {
 		s := InstanceState{ID: in.ID, OfferID: in.OfferID, Status: in.Status, Intended: in.Intended,
 			Scheduling: in.Scheduling, Fault: in.Fault, CreatedAt: in.CreatedAt, ReadyAt: in.ReadyAt,
-			Destroyed: in.Destroyed, DestroyedAt: in.DestroyedAt, Spend: spend[in.ID]}
+			Destroyed: in.Destroyed, DestroyedAt: in.DestroyedAt, Spend: spend[in.ID],
+			Bid: in.Bid, ComputeRate: in.ComputeRate}
+		for _, ev := range in.Events {
+			if strings.HasPrefix(ev.Msg, "outbid at") {
+				s.Outbids++
+			}
+		}
 		if in.Label != nil {
 			s.Label = *in.Label
 		}
