@@ -921,7 +921,7 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 			if n.dropping {
 				continue
 			}
-			if n.phase == phReady && !n.doomed {
+			if n.phase == phReady && !n.doomed && !n.outbid {
 				ready = append(ready, n)
 			} else {
 				drop(n, "surplus: the fleet is complete")
