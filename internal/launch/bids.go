@@ -13,6 +13,25 @@ import (
 // instance a rival outbids is replaced or re-bid (onOutbid decides; the
 // runner acts here).
 
+// atBid prices the candidates of a bid launch at its bid (bidAt); note says
+// what was skipped. A bid below every offer's min_bid is refused before
+// anything is rented or stored.
+func atBid(spec Spec, cands []market.Ranked) (out []market.Ranked, note string, err error) {
+	b := spec.Bid
+	if b == nil {
+		return cands, "", nil
+	}
+	out, skipped, lowest := bidAt(cands, *b, spec.Create.Disk)
+	if len(out) == 0 {
+		return nil, "", fmt.Errorf("%w: --bid $%.4f/hr per machine is below the min_bid of all %d offers (the lowest is $%.4f/hr); nothing was rented: bid at least that, or --bid min",
+			ErrBidTooLow, b.Price, len(cands), lowest)
+	}
+	if skipped > 0 {
+		note = fmt.Sprintf("%d offers skipped, their min_bid above the $%.4f/hr bid", skipped, b.Price)
+	}
+	return out, note, nil
+}
+
 // bidName says how a launch bids, for its start line.
 func bidName(b Bid) string {
 	how := fmt.Sprintf("interruptible, bidding each offer's min_bid + %.0f%%", MinBidMargin*100)

@@ -157,19 +157,9 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	candidates = priceAt(candidates, spec.Create.Disk)
-	bidNote := ""
-	if b := spec.Bid; b != nil {
-		n := len(candidates)
-		var skipped int
-		var lowest float64
-		candidates, skipped, lowest = bidAt(candidates, *b, spec.Create.Disk)
-		if len(candidates) == 0 {
-			return Summary{}, fmt.Errorf("%w: --bid $%.4f/hr per machine is below the min_bid of all %d offers (the lowest is $%.4f/hr); nothing was rented: bid at least that, or --bid min",
-				ErrBidTooLow, b.Price, n, lowest)
-		}
-		if skipped > 0 {
-			bidNote = fmt.Sprintf("%d offers skipped, their min_bid above the $%.4f/hr bid", skipped, b.Price)
-		}
+	candidates, bidNote, err := atBid(spec, candidates)
+	if err != nil {
+		return Summary{}, err
 	}
 	candidates, slow := bootableFirst(candidates, spec.ImageGB, spec.BootTimeout/2)
 	caps, err := CheckCaps(spec, candidates, bad)
@@ -206,11 +196,8 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	if slow > 0 {
 		msg += fmt.Sprintf("; %d offers that cannot pull a %.1f GB image within half the %s boot timeout ranked last", slow, spec.ImageGB, spec.BootTimeout)
 	}
-	if b := spec.Bid; b != nil {
-		msg += "; " + bidName(*b)
-		if bidNote != "" {
-			msg += "; " + bidNote
-		}
+	if spec.Bid != nil {
+		msg += "; " + bidName(*spec.Bid) + strings.TrimSuffix("; "+bidNote, "; ")
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
