@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,12 @@ type launchOptions struct {
 	WaitFor          string
 	WaitMax          time.Duration
 	JSON             bool
+	// Bid is --bid: min or a price ($/hr per machine); empty rents on
+	// demand. OnOutbid is --on-outbid (empty: replace).
+	Bid      string
+	OnOutbid string
+	// typeSet: a pricing flag (--type, -i, -r, -d) was given.
+	typeSet bool
 	// Query is the positional query the offers are searched with.
 	Query []string
 }
@@ -103,7 +110,18 @@ original deadline; 'cleanup FLEET' destroys what is not running.
 With --json the last line is the summary: fleet, asked, min_ready, ready,
 ready_ids, rented, replaced, failed, destroyed, boot_spend, dph_total,
 stopped_at_cap, interrupted, past_deadline_s (seconds the launch ended after
-its deadline; negative: before).
+its deadline; negative: before), and for --bid outbid and rebids.
+
+With --bid the instances are interruptible: offers are ranked at bid prices
+(as search -b) and every create carries the bid, vast's create "price":
+--bid min bids each offer's min_bid + 5% (min_bid moves; exactly it loses
+ties), --bid PRICE bids PRICE $/hr per machine (per rental, whatever its GPU
+count, as rent --bid), and offers whose min_bid is above PRICE are skipped.
+A higher bid from another renter stops an instance without notice:
+--on-outbid replace (default) destroys it and rents the next offer; rebid
+raises its bid (change bid) by a quarter of min_bid at a time, never above
+the offer's on-demand price, and replaces it when that does not win the
+machine back. --max-dph, --budget and the reported spend count the bids.
 
 Exit codes: 0 at least --min-ready instances are running (default: --count);
 3 the launch ended with fewer (the ready ones keep running: 'cleanup FLEET'
@@ -111,10 +129,14 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 130 interrupted (instances left as --on-interrupt says; --resume continues);
 1 any other error.`,
 		Example: `  vastfleet launch --count 300 --deadline 10m --park --by vcpu -n 'rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5'
+  vastfleet launch --count 20 --bid min --on-outbid rebid 'cpu_cores_effective>16'
   vastfleet search --by vcpu --all --save results.json 'cpu_cores_effective>16' && vastfleet launch --from results.json --count 50 --park
   vastfleet launch --resume myfleet`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.BudgetSet = cmd.Flags().Changed("budget")
+			for _, name := range []string{"type", "interruptible", "reserved", "on-demand"} {
+				opts.typeSet = opts.typeSet || cmd.Flags().Changed(name)
+			}
 			opts.Query = args
 			if err := opts.usage(); err != nil {
 				return err
@@ -125,9 +147,11 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 			return launchRun(cmd.Context(), f, opts)
 		},
 	}
-	opts.query.register(cmd)
+	opts.query.register(cmd, "bid") // --bid takes a price here; -i still means --type bid
 	opts.rank.register(cmd, launch.DefaultBy)
 	fl := cmd.Flags()
+	fl.StringVar(&opts.Bid, "bid", "", "`min|PRICE`: rent interruptible, bidding each offer's min_bid + 5% (min) or PRICE $/hr per machine (vast's create price, as rent --bid); ranks at bid prices")
+	fl.StringVar(&opts.OnOutbid, "on-outbid", "", "with --bid, when another renter outbids an instance: replace (destroy it, rent the next offer; default) or rebid (raise its bid up to the on-demand price, then replace)")
 	fl.StringVar(&opts.From, "from", "", "read the ranked offers from `FILE`, as written by vastfleet search --save")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the launch of FLEET after a crash or Ctrl+C")
 	fl.IntVar(&opts.Count, "count", 1, "instances to launch (1..500)")
@@ -187,11 +211,8 @@ func (o *launchOptions) usage() error {
 		}
 		return nil
 	}
-	// Instances are rented on demand (the create carries no bid): a
-	// ranking at bid or reserved prices would promise prices the
-	// rentals do not get.
-	if t := o.query.Type; t != "on-demand" {
-		return usagef("--type %s: launch rents on demand only; rank with the default --type on-demand", t)
+	if err := o.pricing(); err != nil {
+		return err
 	}
 	if o.Items != "" && o.Coord == "" {
 		return usagef("--items needs --coord: the coordinator hands the items out")
@@ -261,6 +282,38 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
 
+// pricing checks that the ranking's prices are the rentals' prices: --bid
+// rents interruptible and ranks at bid prices (the query type bid), and
+// without it the rentals are on demand, so a ranking at bid or reserved
+// prices would promise prices the rentals do not get.
+func (o *launchOptions) pricing() error {
+	bidType := o.query.Type == "bid" || o.query.Type == "interruptible"
+	if o.Bid == "" {
+		switch {
+		case bidType:
+			return usagef("--type %s ranks offers at interruptible prices, but without --bid the rentals would be on demand: add --bid min (each offer's min_bid + 5%%) or --bid PRICE", o.query.Type)
+		case o.query.Type != "on-demand":
+			return usagef("--type %s: launch rents on demand or, with --bid, interruptible; drop --type, or add --bid min for interruptible", o.query.Type)
+		case o.OnOutbid != "":
+			return usagef("--on-outbid is for interruptible launches: add --bid min or --bid PRICE")
+		}
+		return nil
+	}
+	if _, err := launch.ParseBid(o.Bid); err != nil {
+		return usageError{err}
+	}
+	switch o.OnOutbid {
+	case "", launch.OutbidReplace, launch.OutbidRebid:
+	default:
+		return usagef("--on-outbid %q: use replace or rebid", o.OnOutbid)
+	}
+	if o.typeSet && !bidType {
+		return usagef("--bid rents interruptible instances, but --type %s ranks offers at %s prices: drop --type (--bid ranks at bid prices) or use --type bid", o.query.Type, o.query.Type)
+	}
+	o.query.Type = "bid"
+	return nil
+}
+
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 	if o.Count < 1 || o.Count > launch.MaxCount {
 		return launch.Spec{}, usagef("--count %d: must be 1..%d", o.Count, launch.MaxCount)
@@ -306,6 +359,14 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 	spec.Create.Env = env
 	spec.Create.Onstart = launch.Onstart(o.Onstart, sessions)
 	spec.Create.Runtype = runtype
+	if o.Bid != "" {
+		b, err := launch.ParseBid(o.Bid)
+		if err != nil {
+			return launch.Spec{}, usageError{err}
+		}
+		b.OnOutbid = o.OnOutbid
+		spec.Bid = &b
+	}
 	if err := spec.WithDefaults().Validate(); err != nil {
 		return launch.Spec{}, usageError{err}
 	}
@@ -329,6 +390,9 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory, args []strin
 		}
 		if len(ranked) == 0 {
 			return nil, usagef("--from %s: holds no offers", o.From)
+		}
+		if o.Bid == "" && slices.ContainsFunc(ranked, func(r market.Ranked) bool { return r.IsBid }) {
+			return nil, usagef("--from %s holds offers priced at bids (searched with -b or -i), but without --bid the rentals would be on demand: add --bid min or --bid PRICE, or search again without -b", o.From)
 		}
 		return ranked, nil
 	}

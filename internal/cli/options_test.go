@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/launch"
 )
 
 // parseOnly runs cmd's flag and argument parsing with argv and nothing
@@ -242,12 +244,42 @@ func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
 		if got == nil || got.Resume != "f1" || got.OnInterrupt != "keep" {
 			t.Errorf("launch --resume: %+v", got)
 		}
+		// --bid rents interruptible and ranks at bid prices.
+		got = nil
+		if err := parseOnly(t, newLaunchCmd(f, capture(&got)), "--bid", "min", "--on-outbid", "rebid", "cpu_cores_effective>16"); err != nil {
+			t.Fatal(err)
+		}
+		if got == nil || got.Bid != "min" || got.OnOutbid != "rebid" || got.query.Type != "bid" {
+			t.Errorf("launch --bid min: %+v", got)
+		}
+		spec, err := got.spec(launch.InterruptKeep)
+		if err != nil || spec.Bid == nil || spec.Bid.Price != 0 || spec.Bid.OnOutbid != launch.OutbidRebid || spec.Create.Price != nil {
+			t.Errorf("launch --bid min spec: %+v %v", spec.Bid, err)
+		}
+		for _, argv := range [][]string{{"--bid", "0.35", "-i"}, {"--type", "bid", "--bid", "0.35"}, {"--bid=0.35", "--type=interruptible"}} {
+			got = nil
+			if err := parseOnly(t, newLaunchCmd(f, capture(&got)), argv...); err != nil {
+				t.Fatalf("%q: %v", argv, err)
+			}
+			if spec, err := got.spec(launch.InterruptKeep); err != nil || spec.Bid == nil || spec.Bid.Price != 0.35 || got.query.Type != "bid" {
+				t.Errorf("%q: type %q, bid %+v, %v", argv, got.query.Type, spec.Bid, err)
+			}
+		}
 		var ran bool
 		for _, argv := range [][]string{
 			{"--resume", "f1", "cpu_cores_effective>16"},
 			{"--resume", "f1", "--from", "results.json"},
 			{"--on-interrupt", "later"},
 			{"--type", "bid"},
+			{"-i"},
+			{"--type", "reserved"},
+			{"--bid", "min", "--type", "on-demand"},
+			{"--bid", "min", "-d"},
+			{"--bid", "0"},
+			{"--bid", "-0.5"},
+			{"--bid", "cheap"},
+			{"--bid", "min", "--on-outbid", "wait"},
+			{"--on-outbid", "rebid"},
 			{"--items", "0..9"},
 			{"--from", "results.json", "cpu_cores_effective>16"},
 			{"--by", "vcpu", "--score", "dph_total"},

@@ -7,6 +7,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,13 +54,18 @@ func (a typeAlias) Set(v string) error {
 	return nil
 }
 
-func (q *queryFlags) register(cmd *cobra.Command) {
+// register adds the flags to cmd; omit names pricing aliases the command
+// defines otherwise (launch's --bid takes a price).
+func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 	fl := cmd.Flags()
 	fl.BoolVarP(&q.NoDefault, "no-default", "n", false, "drop the default filters (verified, external=false, rentable)")
 	fl.StringVarP(&q.Type, "type", "t", "on-demand", "pricing: on-demand, reserved or bid (interruptible); sent as given, as the vastai CLI does")
 	for _, a := range []struct{ name, short, val string }{
 		{"interruptible", "i", "bid"}, {"bid", "b", "bid"}, {"reserved", "r", "reserved"}, {"on-demand", "d", "on-demand"},
 	} {
+		if slices.Contains(omit, a.name) {
+			continue
+		}
 		fl.VarPF(typeAlias{&q.Type, a.val}, a.name, a.short, "same as --type "+a.val+" (of several pricing flags, the last wins)").NoOptDefVal = "true"
 	}
 	fl.BoolVar(&q.New, "new", false, "search with the vastai CLI's --new request: PUT /api/v0/search/asks/ with {\"select_cols\":[\"*\"],\"q\":QUERY}")

@@ -53,8 +53,13 @@ func TestQueryParsePricingFlagsAndNewForm(t *testing.T) {
 	if r := e.run("query", "parse", "--bid=false", "num_gpus=1"); r.code != 2 {
 		t.Errorf("--bid=false: exit %d, want 2 (usage)", r.code)
 	}
-	// launch rents on demand: it refuses to rank at prices it cannot rent at.
-	if r := e.run("launch", "-b", "--count", "1", "num_gpus=1"); r.code != 2 || !strings.Contains(r.err, "on demand") {
+	// launch refuses to rank at prices it does not rent at: -i (bid
+	// prices) without --bid would rent on demand.
+	if r := e.run("launch", "-i", "--count", "1", "num_gpus=1"); r.code != 2 || !strings.Contains(r.err, "on demand") || !strings.Contains(r.err, "--bid min") {
+		t.Errorf("launch -i: exit %d (%s), want 2 naming --bid", r.code, r.err)
+	}
+	// launch's --bid takes a price: search's bare -b is no flag of launch.
+	if r := e.run("launch", "-b", "--count", "1", "num_gpus=1"); r.code != 2 {
 		t.Errorf("launch -b: exit %d (%s), want 2", r.code, r.err)
 	}
 }

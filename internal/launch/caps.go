@@ -176,3 +176,34 @@ func priceAt(cands []market.Ranked, disk float64) []market.Ranked {
 	}
 	return out
 }
+
+// ErrBidTooLow: a fixed --bid is below the min_bid of every candidate;
+// nothing was rented.
+var ErrBidTooLow = errors.New("bid below every offer's min_bid")
+
+// bidAt prices candidates at the launch's bid: dph_total becomes the bid
+// plus storage for disk, so that the caps, the budget and the spend count
+// what the rentals pay (dph_base keeps the on-demand compute price, the
+// bound of a rebid). Offers whose min_bid is above a fixed bid are dropped:
+// vast refuses such a create. skipped is how many; lowest is the lowest
+// min_bid among them.
+func bidAt(cands []market.Ranked, b Bid, disk float64) (out []market.Ranked, skipped int, lowest float64) {
+	out = make([]market.Ranked, 0, len(cands))
+	for _, c := range cands {
+		p, ok := b.For(c.Offer)
+		if !ok {
+			skipped++
+			if lowest == 0 || c.MinBid < lowest {
+				lowest = c.MinBid
+			}
+			continue
+		}
+		if disk > 0 && c.StorageCost > 0 {
+			c.StorageTotalCost = provider.StorageRate(c.StorageCost, disk)
+		}
+		c.DPHTotal = p + c.StorageTotalCost
+		c.IsBid = true
+		out = append(out, c)
+	}
+	return out, skipped, lowest
+}

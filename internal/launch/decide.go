@@ -22,6 +22,10 @@ func (r *runner) counts() counts {
 			c.doomed++
 			continue
 		}
+		if n.outbid && n.phase != phBooting {
+			c.booting++ // stopped by a rival: not serving until it runs again
+			continue
+		}
 		switch n.phase {
 		case phBooting:
 			c.booting++
@@ -132,7 +136,11 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 	var live []trimNode
 	for _, n := range r.sorted() {
 		if !n.dropping {
-			live = append(live, trimNode{id: n.id, phase: n.phase, rank: r.rankOf(n.offerID), failed: n.doomed})
+			ph := n.phase
+			if n.outbid {
+				ph = phBooting // stopped by a rival: not serving, as counts has it
+			}
+			live = append(live, trimNode{id: n.id, phase: ph, rank: r.rankOf(n.offerID), failed: n.doomed})
 		}
 	}
 	for _, x := range surplus(live, complete, r.spec.Backfill && !r.released, r.spec.Count, r.target()) {

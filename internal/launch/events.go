@@ -14,7 +14,9 @@ const (
 	EvParked      = "parked"      // stopped after booting, waiting for the release
 	EvRelease     = "release"     // the release wave starts
 	EvRunning     = "running"     // a released instance runs again
-	EvFailed      = "failed"      // an instance failed (boot, stall, offline, release timeout)
+	EvFailed      = "failed"      // an instance failed (boot, stall, offline, release timeout, outbid)
+	EvOutbid      = "outbid"      // a rival outbid an interruptible instance (stopped without notice)
+	EvRebid       = "rebid"       // an outbid instance's bid was raised (change bid)
 	EvDestroyed   = "destroyed"   // an instance was destroyed (failed, surplus, unready at the end)
 	EvCap         = "cap"         // a cap stopped a rent or the launch
 	EvDeadline    = "deadline"    // the deadline hit
@@ -92,6 +94,10 @@ type Summary struct {
 	// id order; never null in JSON, so scripts can iterate it.
 	ReadyIDs []int64 `json:"ready_ids"`
 	Rented   int     `json:"rented"` // instances rented into the fleet, replacements included
+	// Outbid counts the times a rival stopped one of the launch's
+	// interruptible instances; Rebids the change bids that answered them.
+	Outbid int `json:"outbid,omitempty"`
+	Rebids int `json:"rebids,omitempty"`
 	// Interrupted: the launch was cancelled (exit 130); --resume continues it.
 	Interrupted bool `json:"interrupted"`
 	// PastDeadlineS is how many marketplace seconds after the deadline the

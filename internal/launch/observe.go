@@ -198,6 +198,7 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 	var out []int64
 	var stop, start []*node
+	var rebid []bidChange
 	for _, n := range r.sorted() {
 		if n.doomed || n.dropping || !n.seen {
 			continue
@@ -209,6 +210,16 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 			}
 		} else {
 			n.unknownSince = time.Time{}
+		}
+		if r.spec.Bid != nil {
+			if act, ok := r.outbidCheck(n, now); ok {
+				if act.drop {
+					out = append(out, r.failOutbid(n, now)...)
+				} else if act.price > 0 {
+					rebid = append(rebid, bidChange{n, act.price})
+				}
+				continue
+			}
 		}
 		switch {
 		case st == provider.StateExited:
@@ -285,6 +296,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		return r.m.Park(ctx, n.id)
 	})
 	r.sendStart(ctx, start, now)
+	r.changeBids(ctx, rebid, now)
 	return out
 }
 

@@ -3,7 +3,10 @@ package launch
 import (
 	"math"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // The launch's decisions are pure functions of an observed snapshot, so
@@ -283,4 +286,62 @@ func worst(ns []trimNode, n int, why string) []cut {
 		out = append(out, cut{x.id, why})
 	}
 	return out
+}
+
+// outbidSeen says whether a listing row shows an interruptible instance a
+// rival outbid. vast stops such an instance without the renter asking
+// (vast-api.md §11, §15): actual_status "stopped" while intended_status
+// stays "running". A start waiting for its GPUs ("Scheduling" in
+// status_msg) looks the same and is not an outbid.
+func outbidSeen(isBid bool, state, intended, statusMsg string) bool {
+	return isBid && state == provider.StateStopped && intended == provider.StateRunning &&
+		!strings.HasPrefix(strings.ToLower(strings.TrimSpace(statusMsg)), "scheduling")
+}
+
+// RebidStep is what each change bid adds, as a share of the offer's
+// min_bid: from --bid min (min_bid + 5%) four steps reach twice min_bid,
+// and the bound (the on-demand price) usually comes first.
+const RebidStep = 0.25
+
+// outbidView is what the outbid policy looks at: one outbid instance.
+type outbidView struct {
+	mode    string  // OutbidReplace or OutbidRebid
+	canBid  bool    // the marketplace client can change bids
+	bid     float64 // what the instance bids now, $/hr
+	minBid  float64 // the offer's min_bid
+	ceiling float64 // the offer's on-demand compute price: no bid goes above it
+	// sinceRebid is how long ago the last change bid went; negative: none.
+	sinceRebid time.Duration
+	settle     time.Duration // how long a change bid gets to win the machine back
+}
+
+type outbidAction int
+
+const (
+	outbidWait    outbidAction = iota // a change bid is still settling
+	outbidReplace                     // destroy it and rent the next offer
+	outbidRebid                       // raise the bid to the price returned
+)
+
+// onOutbid decides what to do with an outbid instance: replace it, or
+// with rebid raise its bid by RebidStep × min_bid, never above the
+// on-demand price (an interruptible at the on-demand price pays for
+// priority it does not get: renting elsewhere is better), and replace it
+// once the bound is reached and the machine still is not won back.
+func onOutbid(v outbidView) (outbidAction, float64) {
+	if v.mode != OutbidRebid || !v.canBid {
+		return outbidReplace, 0
+	}
+	if v.sinceRebid >= 0 && v.sinceRebid < v.settle {
+		return outbidWait, 0
+	}
+	step := RebidStep * v.minBid
+	if step <= 0 {
+		step = RebidStep * v.bid
+	}
+	next := math.Min(math.Round((v.bid+step)*1e4)/1e4, v.ceiling)
+	if next <= v.bid+1e-9 {
+		return outbidReplace, 0
+	}
+	return outbidRebid, next
 }

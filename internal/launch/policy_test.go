@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 func TestReleaseDue(t *testing.T) {
@@ -245,5 +247,88 @@ func TestSurplus(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestOutbidSeen(t *testing.T) {
+	cases := []struct {
+		name                       string
+		isBid                      bool
+		state, intended, statusMsg string
+		want                       bool
+	}{
+		{"stopped by a rival", true, "stopped", "running", "Outbid: a higher bid holds the machine", true},
+		{"stopped by a rival, no message", true, "stopped", "running", "", true},
+		{"on demand, stopped while meant to run", false, "stopped", "running", "", false},
+		{"parked by us", true, "stopped", "stopped", "", false},
+		{"waiting for its GPUs after a start", true, "stopped", "running", "Scheduling: waiting for the GPU", false},
+		{"running", true, "running", "running", "", false},
+		{"loading again after a change bid", true, "loading", "running", "Starting container", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := outbidSeen(c.isBid, c.state, c.intended, c.statusMsg); got != c.want {
+				t.Errorf("outbidSeen = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestOnOutbid(t *testing.T) {
+	s := time.Second
+	base := outbidView{mode: OutbidRebid, canBid: true, bid: 0.105, minBid: 0.1, ceiling: 0.2, sinceRebid: -1, settle: 30 * s}
+	cases := []struct {
+		name  string
+		edit  func(*outbidView)
+		act   outbidAction
+		price float64
+	}{
+		{"replace mode", func(v *outbidView) { v.mode = OutbidReplace }, outbidReplace, 0},
+		{"rebid: first raise, a quarter of min_bid", func(*outbidView) {}, outbidRebid, 0.13},
+		{"rebid: the client cannot change bids", func(v *outbidView) { v.canBid = false }, outbidReplace, 0},
+		{"rebid: the last change still settling", func(v *outbidView) { v.sinceRebid = 29 * s }, outbidWait, 0},
+		{"rebid: settled and still outbid", func(v *outbidView) { v.sinceRebid = 30 * s; v.bid = 0.13 }, outbidRebid, 0.155},
+		{"rebid: capped at the on-demand price", func(v *outbidView) { v.bid = 0.19 }, outbidRebid, 0.2},
+		{"rebid: at the on-demand price, still outbid", func(v *outbidView) { v.bid = 0.2; v.sinceRebid = time.Minute }, outbidReplace, 0},
+		{"rebid: a bid above on-demand is never raised", func(v *outbidView) { v.bid = 0.3 }, outbidReplace, 0},
+		{"rebid: on-demand price unknown", func(v *outbidView) { v.ceiling = 0 }, outbidReplace, 0},
+		{"rebid: min_bid unknown, a quarter of the bid", func(v *outbidView) { v.minBid = 0; v.bid = 0.1 }, outbidRebid, 0.125},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := base
+			c.edit(&v)
+			act, p := onOutbid(v)
+			if act != c.act || math.Abs(p-c.price) > 1e-9 {
+				t.Errorf("onOutbid = %v %v, want %v %v", act, p, c.act, c.price)
+			}
+		})
+	}
+}
+
+func TestBidFor(t *testing.T) {
+	o := market.Offer{MinBid: 0.2}
+	if p, ok := (Bid{}).For(o); !ok || p != 0.21 {
+		t.Errorf("--bid min on min_bid 0.2: %v %v, want 0.21 (min_bid + 5%%)", p, ok)
+	}
+	if p, ok := (Bid{Price: 0.5}).For(o); !ok || p != 0.5 {
+		t.Errorf("--bid 0.5: %v %v", p, ok)
+	}
+	if _, ok := (Bid{Price: 0.19}).For(o); ok {
+		t.Error("--bid 0.19 under min_bid 0.2: accepted")
+	}
+	if _, ok := (Bid{}).For(market.Offer{}); ok {
+		t.Error("--bid min on an offer without min_bid: accepted")
+	}
+	for _, s := range []string{"0", "-1", "x", "NaN", "Inf", ""} {
+		if _, err := ParseBid(s); err == nil {
+			t.Errorf("ParseBid(%q) accepted", s)
+		}
+	}
+	if b, err := ParseBid("MIN"); err != nil || b.Price != 0 {
+		t.Errorf("ParseBid(MIN) = %+v %v", b, err)
+	}
+	if b, err := ParseBid("0.35"); err != nil || b.Price != 0.35 {
+		t.Errorf("ParseBid(0.35) = %+v %v", b, err)
 	}
 }

@@ -84,7 +84,7 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 			defer r.wg.Done()
 			defer r.busy(-1)
 			out := rentResult{c: c}
-			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.create, ImageGB: r.spec.ImageGB})
+			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
 			r.resMu.Lock()
 			r.results = append(r.results, out)
 			r.resMu.Unlock()

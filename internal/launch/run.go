@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,12 @@ type node struct {
 
 	doomed   bool // failed, left until the end (no backfill)
 	dropping bool // chosen for destruction this tick
+
+	// Interruptible nodes: what the node bids ($/hr), whether a rival
+	// outbid it (until it runs again), and when the last change bid went.
+	bid     float64
+	outbid  bool
+	rebidAt time.Time
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
@@ -124,6 +131,8 @@ type runner struct {
 	destroyed int
 	capHit    string // a cap that stopped renting for good
 	dphCapped string // set once --max-dph held a rent back
+	outbids   int    // outbid episodes seen (interruptible launches)
+	rebids    int    // change bids sent
 	bootDur   []time.Duration
 	// bootRatios: each timed boot over its offer's estimated load time.
 	bootRatios []float64
@@ -160,10 +169,17 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	candidates = priceAt(candidates, spec.Create.Disk)
+	candidates, bidNote, err := atBid(spec, candidates)
+	if err != nil {
+		return Summary{}, err
+	}
 	budget := bootBudget(spec)
 	candidates, slow := bootableFirst(candidates, spec.ImageGB, budget)
 	caps, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
+		if bidNote != "" {
+			err = fmt.Errorf("%w (%s)", err, bidNote)
+		}
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
@@ -192,6 +208,9 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
 		msg += fmt.Sprintf("; %d offers not expected to load a %.1f GB image within %s ranked last", slow, spec.ImageGB, budget.Round(time.Second))
+	}
+	if spec.Bid != nil {
+		msg += "; " + bidName(*spec.Bid) + strings.TrimSuffix("; "+bidNote, "; ")
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: msg})
 	return r.loop(ctx)
@@ -334,6 +353,10 @@ func (r *runner) track(in store.Instance) *node {
 	}
 	n := &node{id: in.ID, offerID: in.OfferID, machineID: in.MachineID, offer: o, rentedAt: in.CreatedAt,
 		state: in.State, sshHost: in.SSHHost, sshPort: in.SSHPort, load: plan.LoadTime(r.spec.ImageGB, &o)}
+	if r.spec.Bid != nil && in.DPHTotal > in.StorageDPH {
+		// The store holds the bid last set (rent, then change bid).
+		n.bid, n.offer.DPHTotal = in.DPHTotal-in.StorageDPH, in.DPHTotal
+	}
 	now := r.now()
 	switch {
 	case in.Wanted == store.WantParked && in.State == provider.StateStopped && r.released:

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,6 +131,60 @@ type Spec struct {
 	// (default: leave everything for --resume), destroy-unready or
 	// destroy-all. The CLI asks the user when the flag is not given.
 	OnInterrupt string `json:"on_interrupt,omitempty"`
+	// Bid rents interruptible instances (vast's create "price"); nil rents
+	// on demand. It is stored with the spec, so --resume bids the same.
+	Bid *Bid `json:"bid,omitempty"`
+}
+
+// Outbid modes (Bid.OnOutbid).
+const (
+	OutbidReplace = "replace"
+	OutbidRebid   = "rebid"
+)
+
+// MinBidMargin is what --bid min bids above an offer's min_bid. min_bid
+// moves as other renters bid: exactly min_bid loses every tie and is
+// refused outright when min_bid rises between the search and the create;
+// 5% absorbs that drift at a small fraction of the interruptible discount
+// (min_bid is typically a third to three quarters of the on-demand price).
+const MinBidMargin = 0.05
+
+// Bid is an interruptible launch's bid.
+type Bid struct {
+	// Price is the bid in $/hr per machine (per rental, whatever its GPU
+	// count), as vast's create "price" and `rent --bid` define it; 0 bids
+	// each offer's min_bid plus MinBidMargin (--bid min). An offer whose
+	// min_bid is above Price is not rented.
+	Price float64 `json:"price,omitempty"`
+	// OnOutbid is what the launch does with an instance a rival outbids:
+	// replace (destroy it and rent the next offer; the default) or rebid
+	// (raise its bid with change bid, up to the offer's on-demand price,
+	// and replace it when that does not win it back).
+	OnOutbid string `json:"on_outbid,omitempty"`
+}
+
+// ParseBid reads --bid: "min" or a price in $/hr per machine.
+func ParseBid(s string) (Bid, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "min") {
+		return Bid{}, nil
+	}
+	p, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || !(p > 0) || math.IsInf(p, 0) {
+		return Bid{}, fmt.Errorf("--bid %q: want min (each offer's min_bid + %.0f%%) or a price in $/hr per machine, e.g. --bid 0.35", s, MinBidMargin*100)
+	}
+	return Bid{Price: p}, nil
+}
+
+// For is what the launch bids on offer o ($/hr per machine), and false
+// when o's min_bid is above the fixed price (the create would be refused).
+func (b Bid) For(o market.Offer) (float64, bool) {
+	if b.Price > 0 {
+		return b.Price, b.Price >= o.MinBid
+	}
+	if o.MinBid <= 0 {
+		return 0, false
+	}
+	return math.Ceil(o.MinBid*(1+MinBidMargin)*1e4) / 1e4, true
 }
 
 // WithDefaults fills zero fields.
@@ -163,6 +218,11 @@ func (s Spec) WithDefaults() Spec {
 	}
 	if s.MaxRentals == 0 {
 		s.MaxRentals = DefaultMaxRentals(s.Count)
+	}
+	if s.Bid != nil && s.Bid.OnOutbid == "" {
+		b := *s.Bid
+		b.OnOutbid = OutbidReplace
+		s.Bid = &b
 	}
 	return s
 }
@@ -201,6 +261,20 @@ func (s Spec) Validate() error {
 	}
 	if s.Create.Image == "" {
 		return errors.New("an image is required (--image)")
+	}
+	if b := s.Bid; b != nil {
+		// vast's create accepts a price of 0.001 to 128 $/h.
+		if b.Price < 0 || b.Price > 128 || math.IsNaN(b.Price) || b.Price > 0 && b.Price < 0.001 {
+			return fmt.Errorf("--bid %g: must be min or a price of 0.001 to 128 $/hr per machine", b.Price)
+		}
+		switch b.OnOutbid {
+		case OutbidReplace, OutbidRebid:
+		default:
+			return fmt.Errorf("--on-outbid %q: want replace or rebid", b.OnOutbid)
+		}
+		if s.Create.Price != nil {
+			return errors.New("a bid launch sets each create's price itself: leave Create.Price nil")
+		}
 	}
 	seen := map[string]bool{}
 	for _, se := range s.Sessions {

@@ -9,10 +9,13 @@ import (
 )
 
 // Interruptible rentals. Other renters bid on each offer too: in any one
-// bidWindow a rival appears with rivalShare, bidding between min_bid and
-// twice it. A rival above an instance's price stops it without notice (the
-// listing says it was outbid); raising the bid (change bid) wins it back.
-// Rivals are drawn by offer and window, so every client sees the same
+// bidWindow a rival appears with rivalShare (Faults.RivalShare when set),
+// bidding between min_bid and twice it. A rival above an instance's price
+// stops it without notice (vast-api.md §11: stopped, data kept; the listing
+// shows actual_status stopped, intended_status running); raising the bid
+// (change bid) wins it back, and so does the rival leaving: the instance
+// resumes by itself at the start of the first window without a rival above
+// it. Rivals are drawn by offer and window, so every client sees the same
 // auction.
 const (
 	bidWindow  = 30 * time.Minute
@@ -23,7 +26,11 @@ const (
 
 // rivalBid is the highest other bid on the offer in window w, 0 for none.
 func (m *Market) rivalBid(offerID, w int64) float64 {
-	if draw(m.st.Seed, drawRival, offerID, w) >= rivalShare {
+	share := rivalShare
+	if f := m.cfg.Faults.RivalShare; f > 0 {
+		share = f
+	}
+	if draw(m.st.Seed, drawRival, offerID, w) >= share {
 		return 0
 	}
 	o := &m.offers[m.byID[offerID]]
@@ -45,6 +52,33 @@ func (m *Market) outbidAt(offerID int64, price float64, from time.Time) time.Tim
 		return at
 	}
 	return time.Time{}
+}
+
+// regainAt is when an instance bidding price, outbid at from, gets its
+// machine back: the start of the first later window whose rival bids no
+// more than price; zero when none does within bidHorizon.
+func (m *Market) regainAt(offerID int64, price float64, from time.Time) time.Time {
+	first := from.Unix()/int64(bidWindow/time.Second) + 1
+	for w := first; w < first+int64(bidHorizon/bidWindow); w++ {
+		if m.rivalBid(offerID, w) <= price {
+			return time.Unix(w*int64(bidWindow/time.Second), 0).UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// regain starts an outbid instance again at t, as vast does once it
+// regains priority (vast-api.md §11).
+func (m *Market) regain(in *instance, t time.Time) {
+	in.Outbid, in.RegainAt = false, time.Time{}
+	in.Status = "loading"
+	in.StatusMsg = "Starting container"
+	in.ReadyAt = t.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
+	if in.Fault == "stuck" {
+		in.ReadyAt = time.Time{}
+	}
+	in.OutbidAt = m.outbidAt(in.OfferID, in.ComputeRate, t)
+	in.log(t, "no rival above $%.4f/h any more: starting again", in.ComputeRate)
 }
 
 // winningBid is what a null price in change bid means: just above the
@@ -89,8 +123,10 @@ func (m *Market) changeBid(id int64, price *float64, now time.Time) error {
 	in.log(now, "bid changed to $%.4f/h", p)
 	switch {
 	case in.Outbid && in.Intended == "running":
-		if at := m.outbidAt(in.OfferID, p, now); !at.Equal(now) {
-			in.Outbid = false
+		if at := m.outbidAt(in.OfferID, p, now); at.Equal(now) {
+			in.RegainAt = m.regainAt(in.OfferID, p, now)
+		} else {
+			in.Outbid, in.RegainAt = false, time.Time{}
 			in.Status = "loading"
 			in.StatusMsg = "Starting container"
 			in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))

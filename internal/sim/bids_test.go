@@ -36,8 +36,8 @@ func TestBidsFollowTheAuction(t *testing.T) {
 		t.Fatalf("bid above every rival: %d %s", st, body)
 	}
 	var outbid *provider.Instance
-	for range 48 * 4 { // up to 4 days
-		h.clock.Advance(30 * time.Minute)
+	for range 48 * 4 * 6 { // up to 4 days, in steps shorter than a rival's window (an outbid instance resumes when its rival leaves)
+		h.clock.Advance(5 * time.Minute)
 		if in := h.show(low); in.Status() == provider.StateStopped {
 			outbid = in
 			break
@@ -65,6 +65,44 @@ func TestBidsFollowTheAuction(t *testing.T) {
 	demand := h.create(h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":1}`)[0].ID, "od")
 	if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/instances/bid_price/%d/", demand), map[string]any{"client_id": "me", "price": 1}, nil); st != 400 {
 		t.Errorf("change bid of an on-demand instance: %d %s", st, body)
+	}
+}
+
+// TestOutbidResumesWhenTheRivalLeaves: an outbid instance waits stopped,
+// still meant to run, and starts again by itself once no rival bids above
+// it (vast-api.md §11), billing storage only meanwhile.
+func TestOutbidResumesWhenTheRivalLeaves(t *testing.T) {
+	h := newHarness(t, Config{Seed: 23, Balance: 1e6, Faults: Faults{RivalShare: 0.5}})
+	o := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"bid","allocated_storage":20,"limit":1}`)[0]
+	var out struct {
+		NewContract int64 `json:"new_contract"`
+	}
+	if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", o.ID), map[string]any{"image": "ubuntu:22.04", "disk": 20, "price": o.MinBid}, &out); st != 200 {
+		t.Fatalf("bid at min_bid: %d %s", st, body)
+	}
+	id := out.NewContract
+	var outbidAt, resumedAt time.Time
+	for range 12 * 48 { // up to 2 days in 5-minute steps
+		h.clock.Advance(5 * time.Minute)
+		in := h.show(id)
+		switch st := in.Status(); {
+		case outbidAt.IsZero() && st == provider.StateStopped:
+			outbidAt = h.clock.Now()
+			if in.IntendedStatus != "running" || !strings.Contains(in.StatusMsg, "Outbid") {
+				t.Fatalf("outbid instance: intended %q, %q", in.IntendedStatus, in.StatusMsg)
+			}
+		case !outbidAt.IsZero() && st != provider.StateStopped:
+			resumedAt = h.clock.Now()
+		}
+		if !resumedAt.IsZero() {
+			break
+		}
+	}
+	if outbidAt.IsZero() || resumedAt.IsZero() {
+		t.Fatalf("outbid at %v, resumed at %v: want both within 2 days at a 50%% rival share", outbidAt, resumedAt)
+	}
+	if resumedAt.Sub(outbidAt) > 0 && resumedAt.Truncate(30*time.Minute).Equal(outbidAt.Truncate(30*time.Minute)) {
+		t.Errorf("resumed at %v within the rival's half hour (outbid at %v)", resumedAt, outbidAt)
 	}
 }
 

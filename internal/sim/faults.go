@@ -55,6 +55,10 @@ type Faults struct {
 	// CreateRace is the share of offers taken by someone else between a
 	// search and the create in a given hour (create answers no_such_ask).
 	CreateRace float64
+	// RivalShare is the share of offers on which a rival bids in any one
+	// half hour (0: the default, 0.15); a rival above an interruptible
+	// instance's bid stops it (bids.go).
+	RivalShare float64
 
 	// Last-mile faults, each a share of instances. SSHLate refuses the
 	// instance's keys for 5–60 s after it turns running (vast's gateway:

@@ -20,7 +20,11 @@
 //   - The v1 listing always pages in id order (order_by is validated, not
 //     applied); select_filters work on id, label, actual_status,
 //     intended_status, gpu_name and verification.
-//   - A bid (price set at create) bills the bid; outbidding is not modelled.
+//   - A bid (price set at create) bills the bid. Rival bids are drawn per
+//     offer and half hour (bids.go): one above the bid stops the instance
+//     (intended_status stays running), and it resumes by itself at the
+//     start of the first half hour whose rival bids no more than it, or
+//     when change bid raises it above the rival.
 package sim
 
 import (
@@ -164,8 +168,12 @@ type instance struct {
 	Taken      bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
 	// OutbidAt is when a rival bid stops this interruptible instance;
 	// Outbid says one did.
-	OutbidAt    time.Time `json:"outbid_at,omitempty"`
-	Outbid      bool      `json:"outbid,omitempty"`
+	OutbidAt time.Time `json:"outbid_at,omitempty"`
+	Outbid   bool      `json:"outbid,omitempty"`
+	// RegainAt is when an outbid instance gets its machine back (no rival
+	// above its bid any more) and starts again; zero: not within the
+	// horizon.
+	RegainAt    time.Time `json:"regain_at,omitempty"`
 	StoppedAt   time.Time `json:"stopped_at"`
 	Starts      int64     `json:"starts"`
 	Destroyed   bool      `json:"destroyed"`
@@ -371,6 +379,11 @@ func (in *instance) nextEvent() time.Time {
 		next = in.ReadyAt
 	case "running":
 		next = in.OfflineAt
+	case "stopped":
+		if in.Outbid && in.Intended == "running" {
+			return in.RegainAt
+		}
+		return time.Time{}
 	default:
 		return time.Time{}
 	}
@@ -460,7 +473,14 @@ func (m *Market) advance(now time.Time) {
 		m.st.BilledTo = next
 		for _, in := range m.st.Instances {
 			for e := in.nextEvent(); !e.IsZero() && !e.After(next); e = in.nextEvent() {
+				if in.Outbid && in.Status == "stopped" {
+					m.regain(in, e) // an outbid instance's only event
+					continue
+				}
 				in.step(e)
+				if in.Outbid {
+					in.RegainAt = m.regainAt(in.OfferID, in.ComputeRate, e)
+				}
 				if in.Status == "running" && in.Fault == "offline" && !in.OfflineSet {
 					in.OfflineSet = true
 					in.OfflineAt = e.Add(10*time.Minute + time.Duration(draw(m.st.Seed, drawOfflineAfter, in.fate(), in.Starts)*float64(5*time.Hour)))
@@ -549,7 +569,7 @@ func (m *Market) stop(in *instance, now time.Time, msg string) {
 	in.Status = "stopped"
 	in.Intended = "stopped"
 	in.Scheduling, in.Outbid = false, false
-	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt, in.RegainAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	in.StoppedAt = now
 	in.StatusMsg = msg
 	in.log(now, "%s", msg)
@@ -796,7 +816,7 @@ func (m *Market) start(in *instance, now time.Time) error {
 		in.ReadyAt = time.Time{}
 	}
 	if in.Bid {
-		in.Outbid = false
+		in.Outbid, in.RegainAt = false, time.Time{}
 		in.OutbidAt = m.outbidAt(in.OfferID, in.ComputeRate, now)
 	}
 	in.log(now, "starting")
@@ -908,6 +928,12 @@ type InstanceState struct {
 	Destroyed   bool      `json:"destroyed"`
 	DestroyedAt time.Time `json:"destroyed_at"`
 	Spend       float64   `json:"spend"`
+	// Bid: interruptible; ComputeRate is its bid (or the on-demand
+	// dph_base), $/h while running.
+	Bid         bool    `json:"bid,omitempty"`
+	ComputeRate float64 `json:"compute_rate"`
+	// Outbids counts the times rivals stopped it.
+	Outbids int `json:"outbids,omitempty"`
 }
 
 // State lists every instance ever created, destroyed ones included, as of now.
@@ -924,7 +950,13 @@ func (m *Market) stateLocked() []InstanceState {
 	for _, in := range m.st.Instances {
 		s := InstanceState{ID: in.ID, OfferID: in.OfferID, Status: in.Status, Intended: in.Intended,
 			Scheduling: in.Scheduling, Fault: in.Fault, CreatedAt: in.CreatedAt, ReadyAt: in.ReadyAt,
-			Destroyed: in.Destroyed, DestroyedAt: in.DestroyedAt, Spend: spend[in.ID]}
+			Destroyed: in.Destroyed, DestroyedAt: in.DestroyedAt, Spend: spend[in.ID],
+			Bid: in.Bid, ComputeRate: in.ComputeRate}
+		for _, ev := range in.Events {
+			if strings.HasPrefix(ev.Msg, "outbid at") {
+				s.Outbids++
+			}
+		}
 		if in.Label != nil {
 			s.Label = *in.Label
 		}
