@@ -19,7 +19,7 @@ import (
 
 func newSimCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "The built-in vast.ai-compatible simulated marketplace"}
-	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f, nil))
+	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f, nil), newSimDepthCmd(f, nil))
 	return cmd
 }
 

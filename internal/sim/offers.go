@@ -12,10 +12,29 @@ import (
 const DefaultOffers = 6000
 
 // bigHostShare is the share of mid-range cards sitting in a 64–512 thread host.
-var bigHostShare = 0.06
+var bigHostShare = 0.0563
 
-// cpuScoreLo and cpuScoreHi bound the vCPU per $/h a host asks for.
-var cpuScoreLo, cpuScoreHi = 200.0, 780.0
+// What a host asks per vCPU, as vCPUs per $/hr (the score of a $/vCPU
+// ranking): Pareto-distributed above cpuScoreMin with tail index
+// cpuScoreTail, so that a few hosts sell vCPUs very cheaply and each rank
+// further down the ranking costs more, as the published depth table falls
+// (about 600 vCPU per $/hr at rank 10, 330 at 100, 160 at 300); capped at
+// cpuScoreHi for small boxes and cpuScoreBigHi for 100+ thread servers,
+// whose best deals are rarer. A host's RAM per vCPU (ramPerCoreRef is the
+// typical GB) raises its price by its fourth root.
+var (
+	cpuScoreMin, cpuScoreTail = 186.4, 1.789
+	cpuScoreHi, cpuScoreBigHi = 724.8, 545.7
+	ramPerCoreRef             = 2.5
+	ramPriceExp               = 0.682
+	// goldenStep spreads a sequence evenly over [0, 1).
+	goldenStep = 0.6180339887498949
+	// cpuRichPerGPU is how many vCPUs per card make a host price by its
+	// threads, and cpuRichCardShare what its card alone then fetches.
+	cpuRichPerGPU, cpuRichCardShare  = 18.32, 0.3229
+	ramPerCoreLo, ramPerCoreHi       = 1.522, 15.40
+	bigRAMPerCoreLo, bigRAMPerCoreHi = 2.224, 4.595
+)
 
 // gpuProfile is how the generator draws one GPU model: how common it is, its
 // median on-demand price per GPU-hour (calibrated to market-facts.md) and its
@@ -124,6 +143,16 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		n = DefaultOffers
 	}
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eedfa11))
+	// A machine's place in the distribution of what hosts ask per vCPU is
+	// spread evenly within its class (big servers, other hosts) by a
+	// golden-ratio sequence from a seeded start, so that every seed has
+	// its handful of very cheap hosts of each kind rather than none or
+	// twenty: the top of a $/vCPU ranking is a few offers, and a lottery
+	// there would make one seed's market unlike another's.
+	var quantile [2]float64
+	for i := range quantile {
+		quantile[i] = r.Float64()
+	}
 	offers := make([]market.Offer, 0, n)
 	machineID := int64(10000 + r.IntN(5000))
 	for i, machines := 0, 0; machines < n; i, machines = i+1, machines+1 {
@@ -196,7 +225,10 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		o.CPUName = []string{"AMD EPYC 7742 64-Core Processor", "AMD Ryzen 9 5950X 16-Core Processor", "Intel Xeon Gold 6248R", "AMD Ryzen Threadripper PRO 3975WX", "Intel Core i9-12900K", "AMD EPYC 9654 96-Core Processor"}[r.IntN(6)]
 		o.CPUArch = "amd64"
 		o.CPUGHz = math.Round((2.2+r.Float64()*2.8)*10) / 10
-		ramPerCore := logUniform(r, 1, 6)
+		ramPerCore := logUniform(r, ramPerCoreLo, ramPerCoreHi)
+		if big {
+			ramPerCore = logUniform(r, bigRAMPerCoreLo, bigRAMPerCoreHi) // servers carry more memory per thread
+		}
 		o.CPURAM = math.Round(eff*ramPerCore) * 1024
 		if o.CPURAM < 8192 {
 			o.CPURAM = 8192
@@ -255,13 +287,27 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		spread := math.Exp(r.NormFloat64() * 0.28)
 		// Hosts rarely go below about 3 cents a GPU-hour.
 		perGPUPrice := math.Max(g.price*spread, math.Min(0.03, g.price))
-		// Hosts with many threads ask more: no host sells a vCPU-hour for
-		// much under $0.0013 (the best ~750 vCPU per $/h seen on the market).
+		// No host sells a vCPU-hour for much under $0.0013 (the best ~750
+		// vCPU per $/h seen on the market).
 		hi := cpuScoreHi
 		if eff > 100 {
-			hi *= 0.78 // the very best deals are small boxes
+			hi = cpuScoreBigHi
 		}
-		o.DPHBase = round4(math.Max(perGPUPrice*float64(o.NumGPUs), eff/logUniform(r, cpuScoreLo, hi)))
+		class := 0
+		if big {
+			class = 1
+		}
+		quantile[class] = math.Mod(quantile[class]+goldenStep, 1)
+		q := quantile[class]
+		score := math.Min(hi, cpuScoreMin*math.Pow(1-q, -1/cpuScoreTail)) / math.Pow(ramPerCore/ramPerCoreRef, ramPriceExp)
+		// A host with many threads per card prices by its threads: it
+		// lets the card go below the model's going rate (a 128-thread box
+		// with a 3090 at $0.17/h), where a bare card is priced as a card.
+		floor := perGPUPrice * float64(o.NumGPUs)
+		if eff/float64(o.NumGPUs) >= cpuRichPerGPU {
+			floor *= cpuRichCardShare
+		}
+		o.DPHBase = round4(math.Max(floor, eff/score))
 		o.MinBid = round4(o.DPHBase * (0.35 + 0.4*r.Float64()))
 		o.StorageCost = math.Round(logUniform(r, 0.05, 0.3)*1000) / 1000
 		rel := 0.95 + 0.045*r.Float64()

@@ -1,51 +1,34 @@
 package sim
 
 import (
+	"math"
 	"reflect"
-	"sort"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
-// depth ranks the market-facts.md filter by vCPU per $/hr and sums the
-// top N. The filter is written out by hand so the calibration does not
-// depend on the query engine.
-func depth(offers []market.Offer, ns ...int) (cpu, dph []float64) {
-	var pool []market.Offer
-	for _, o := range offers {
-		c := o.Country()
-		if o.Rentable && o.InetUp >= 200 && o.InetDown >= 200 && o.CPUCoresEffective > 16 &&
-			c != "CN" && c != "HK" && o.DPHTotal <= 5 {
-			pool = append(pool, o)
-		}
-	}
-	sort.SliceStable(pool, func(i, j int) bool {
-		return pool[i].CPUCoresEffective/pool[i].DPHTotal > pool[j].CPUCoresEffective/pool[j].DPHTotal
-	})
-	for _, n := range ns {
-		var c, d float64
-		for i := 0; i < n && i < len(pool); i++ {
-			c += pool[i].CPUCoresEffective
-			d += pool[i].DPHTotal
-		}
-		cpu, dph = append(cpu, c), append(dph, d)
-	}
-	return cpu, dph
-}
-
+// TestOffersCalibratedToMarketFacts: on seeds 1–5 the default market's
+// depth (market-facts.md's filter, ranked by vCPU per $/hr) lands within
+// ±30% of the published table on every row, for vCPU, RAM and $/hr.
+// `vastfleet sim depth --seeds 1-5` prints the same table.
 func TestOffersCalibratedToMarketFacts(t *testing.T) {
-	want := []struct {
-		n        int
-		cpu, dph float64
-	}{{10, 676, 1.12}, {100, 8272, 21.2}, {300, 20564, 86}}
-	for _, seed := range []int64{1, 2, 3} {
-		offers := GenerateOffers(seed, DefaultOffers)
-		cpu, dph := depth(offers, 10, 100, 300)
-		for i, w := range want {
-			t.Logf("seed %d top %d: %.0f vCPU $%.2f/h (target %.0f, $%.2f)", seed, w.n, cpu[i], dph[i], w.cpu, w.dph)
-			if cpu[i] < w.cpu*0.5 || cpu[i] > w.cpu*1.5 || dph[i] < w.dph*0.5 || dph[i] > w.dph*1.5 {
-				t.Errorf("seed %d top %d: %.0f vCPU $%.2f/h, want within ±50%% of %.0f vCPU $%.2f/h", seed, w.n, cpu[i], dph[i], w.cpu, w.dph)
+	var ns []int
+	for _, w := range PublishedDepth {
+		ns = append(ns, w.N)
+	}
+	for seed := int64(1); seed <= 5; seed++ {
+		rows := Depth(GenerateOffers(seed, DefaultOffers), ns...)
+		for i, r := range rows {
+			w := PublishedDepth[i]
+			t.Logf("seed %d top %3d: %6.0f vCPU %6.0f GB $%6.2f/h (published %6.0f, %6.0f, $%6.2f)", seed, r.N, r.VCPU, r.RAMGB, r.DPH, w.VCPU, w.RAMGB, w.DPH)
+			for _, c := range []struct {
+				what      string
+				got, want float64
+			}{{"vCPU", r.VCPU, w.VCPU}, {"RAM GB", r.RAMGB, w.RAMGB}, {"$/hr", r.DPH, w.DPH}} {
+				if dev := c.got/c.want - 1; math.Abs(dev) > 0.30 {
+					t.Errorf("seed %d top %d: %s %.2f is %+.0f%% off the published %.2f, want within ±30%%", seed, r.N, c.what, c.got, 100*dev, c.want)
+				}
 			}
 		}
 	}
