@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -173,15 +174,22 @@ type listPage struct {
 const orderByID = `[{"col": "id", "dir": "asc"}]`
 
 // ListInstances fetches every page of the v1 listing. Any page failing, a
-// total that changes between pages, a repeated row, or a row count that
-// differs from the total fails the whole listing: callers act on absence,
-// so a partial listing must never look complete.
+// repeated row, or a row count that differs from the last page's total
+// fails the whole listing: callers act on absence, so a partial listing
+// must never look complete. A total that changes between pages (rents
+// landing meanwhile) is accepted only when the rows came in ascending id
+// order, as the keyset asks: an instance created meanwhile has an id above
+// the cursor and is on a later page, so the count at the end still proves
+// that none was missed; out of order, it fails.
 func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 	var (
-		all   []provider.Instance
-		total = -1
-		after string
-		seen  = map[int64]bool{}
+		all     []provider.Instance
+		total   = -1
+		after   string
+		seen    = map[int64]bool{}
+		changed bool
+		inOrder = true
+		lastID  = int64(math.MinInt64)
 	)
 	for page := 1; ; page++ {
 		if page > maxPages {
@@ -211,8 +219,11 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 			return provider.Listing{}, fmt.Errorf("listing page %d has no total_instances: %w", page, provider.ErrIncompleteListing)
 		}
 		if total >= 0 && *p.TotalInstances != total {
-			return provider.Listing{}, fmt.Errorf("listing total changed from %d to %d on page %d: %w",
-				total, *p.TotalInstances, page, provider.ErrIncompleteListing)
+			if !inOrder {
+				return provider.Listing{}, fmt.Errorf("listing total changed from %d to %d on page %d: %w",
+					total, *p.TotalInstances, page, provider.ErrIncompleteListing)
+			}
+			changed = true
 		}
 		total = *p.TotalInstances
 		for _, in := range p.Instances {
@@ -220,7 +231,13 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 				return provider.Listing{}, fmt.Errorf("instance %d listed twice: %w", in.ID, provider.ErrIncompleteListing)
 			}
 			seen[in.ID] = true
+			inOrder = inOrder && in.ID > lastID
+			lastID = in.ID
 			all = append(all, in)
+		}
+		if changed && !inOrder {
+			return provider.Listing{}, fmt.Errorf("listing total changed to %d by page %d, rows out of id order: %w",
+				total, page, provider.ErrIncompleteListing)
 		}
 		next := tokenText(p.NextToken)
 		if next == "" {

@@ -520,7 +520,23 @@ func TestListingPagination(t *testing.T) {
 			t.Errorf("second page query %s", r[1].RawQuery)
 		}
 	})
+	// Rents landing between pages: a created instance has an id above the
+	// cursor and comes on a later page, so a listing whose total grew is
+	// complete when every row is there in id order.
+	t.Run("grew while listed", func(t *testing.T) {
+		c, _, _, _ := newStub(t, jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(200, listPageBody(ids(26, 6), 31, "")))
+		l, err := c.ListInstances(context.Background())
+		if err != nil || len(l.Instances) != 31 || l.Total != 31 {
+			t.Fatalf("listing: %d rows, total %d, %v", len(l.Instances), l.Total, err)
+		}
+	})
 	cases := map[string][]http.HandlerFunc{
+		// Grew, but the new row is missing (or another was missed).
+		"grew, a row short": {jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(200, listPageBody(ids(26, 5), 31, ""))},
+		// Grew, with rows out of id order: the keyset proves nothing.
+		"grew, out of order": {jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(200, listPageBody(append(ids(27, 5), 26), 31, ""))},
+		// Shrank: a row seen is gone now, and the count cannot tell.
+		"shrank":            {jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(200, listPageBody(ids(26, 5), 29, ""))},
 		"second page fails": {jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(400, `{"error":"invalid_token","msg":"bad after_token"}`)},
 		"short":             {jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(200, listPageBody(ids(26, 4), 30, ""))},
 		"total changes":     {jsonAnswer(200, listPageBody(ids(1, 25), 30, "tok1")), jsonAnswer(200, listPageBody(ids(26, 5), 31, ""))},
