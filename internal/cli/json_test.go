@@ -57,6 +57,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"balance", "--json"},
 		{"search", "--limit", "3", "--json"},
 		{"market", "depth", "--json"},
+		{"sim", "depth", "--seeds", "1", "--json"},
 		{"plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "1", "--json"},
 		{"launch", "--count", "2", "--deadline", "30m", "--fleet", "j", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1"},
 		{"bench", "launch", "--count", "3", "--json"},
@@ -126,7 +127,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 // ["market", "depth", "--json"]).
 func commandPath(args []string) string {
 	path := args[0]
-	if (args[0] == "market" || args[0] == "bench") && len(args) > 1 {
+	if (args[0] == "market" || args[0] == "bench" || args[0] == "sim") && len(args) > 1 {
 		path += " " + args[1]
 	}
 	return path
