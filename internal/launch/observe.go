@@ -236,11 +236,10 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		case phBooting:
 			if st == provider.StateRunning {
 				r.bootOK++
-				if !n.rentedAt.Before(r.since) {
-					r.bootDur = append(r.bootDur, now.Sub(n.rentedAt))
-					if n.load > 0 {
-						r.bootRatios = append(r.bootRatios, float64(now.Sub(n.rentedAt))/float64(n.load))
-					}
+				// Boots of instances rented before this process took
+				// over would include the pause: not timed.
+				if !n.rentedAt.Before(r.since) && n.load > 0 {
+					r.bootRatios = append(r.bootRatios, float64(now.Sub(n.rentedAt))/float64(n.load))
 				}
 				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})

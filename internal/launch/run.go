@@ -133,7 +133,6 @@ type runner struct {
 	dphCapped string // set once --max-dph held a rent back
 	outbids   int    // outbid episodes seen (interruptible launches)
 	rebids    int    // change bids sent
-	bootDur   []time.Duration
 	// bootRatios: each timed boot over its offer's estimated load time.
 	bootRatios []float64
 	// What this run saw of boots and releases, for the shares that size
