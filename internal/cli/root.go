@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -139,5 +138,3 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	}
 	return root
 }
-
-func (f *factory) logger() *slog.Logger { return f.log }

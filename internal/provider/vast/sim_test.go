@@ -25,15 +25,13 @@ import (
 // simEnv is a simulator behind a real loopback HTTP server and a client
 // for it.
 type simEnv struct {
-	m      *sim.Market
-	clock  *clock.Manual
-	srv    *httptest.Server
-	c      *Client
-	waits  *waits
-	logs   *bytes.Buffer
-	hits   atomic.Int64 // requests that reached the server
-	wrap   func(http.Handler) http.Handler
-	apiKey string
+	m     *sim.Market
+	clock *clock.Manual
+	srv   *httptest.Server
+	c     *Client
+	waits *waits
+	logs  *bytes.Buffer
+	hits  atomic.Int64 // requests that reached the server
 }
 
 var simStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
