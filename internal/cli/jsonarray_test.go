@@ -36,7 +36,7 @@ func TestWriteJSONArrayEqualsMarshalIndent(t *testing.T) {
 	strs := []string{"", `a"b`, `back\slash`, "tab\there", "new\nline", "<b>&amp;</b>", "\u2028\u2029", "émoji 🚀",
 		"ctl\x01\x1f", "bad utf8 \xff\xfe", `{"not":"json"}`, "[1,2]", "colon: comma, brace}", `\"`, `"`, `\`}
 	pick := func() string { return strs[r.IntN(len(strs))] }
-	nums := []float64{0, -0.0, 1, -1, 0.1, 1e21, 1e-7, 123456789.123, math.MaxFloat64, math.SmallestNonzeroFloat64, 3.0e20, -2.5e-9}
+	nums := []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 1e21, 1e-7, 123456789.123, math.MaxFloat64, math.SmallestNonzeroFloat64, 3.0e20, -2.5e-9}
 	num := func() float64 {
 		if r.IntN(3) == 0 {
 			return nums[r.IntN(len(nums))]

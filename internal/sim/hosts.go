@@ -92,9 +92,7 @@ func proxyShift(rt string) int {
 func requestedPorts(env map[string]string) []string {
 	var out []string
 	for k := range env {
-		for _, spec := range portSpecs(k) {
-			out = append(out, spec)
-		}
+		out = append(out, portSpecs(k)...)
 	}
 	sort.Strings(out)
 	return out

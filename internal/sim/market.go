@@ -741,9 +741,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 		inst.OutbidAt = m.outbidAt(offerID, compute, now)
 	}
 	m.lastMile(inst)
-	for _, k := range m.st.SSHKeys {
-		inst.Keys = append(inst.Keys, k)
-	}
+	inst.Keys = append(inst.Keys, m.st.SSHKeys...)
 	m.assignPorts(inst)
 	inst.log(now, "instance %d created on machine %d (offer %d)", id, o.MachineID, offerID)
 	m.st.Instances = append(m.st.Instances, inst)
