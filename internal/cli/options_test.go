@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 // parseOnly runs cmd's flag and argument parsing with argv and nothing
@@ -494,7 +495,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 	})
 }
 
-// The tools (demo, hashwork, query parse, sim reset, version, bench)
+// The tools (demo, hashwork, query parse, sim reset, sim depth, version, bench)
 // parse into options as the other commands do.
 func TestToolCommandsParseIntoOptions(t *testing.T) {
 	f := &factory{}
@@ -553,6 +554,21 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 			t.Errorf("version --json: err %v, options %+v", err, v)
 		}
 		refusedBeforeRun(t, "version", newVersionCmd(f, refuse[versionOptions](&ran)), &ran, "1.0")
+	})
+	t.Run("sim depth", func(t *testing.T) {
+		var got *simDepthOptions
+		if err := parseOnly(t, newSimDepthCmd(f, capture(&got)), "--seeds", "1,3,7", "--offers", "2000", "--json"); err != nil {
+			t.Fatal(err)
+		}
+		want := &simDepthOptions{Seeds: "1,3,7", Offers: 2000, JSON: true, seeds: []int64{1, 3, 7}}
+		if d := cmp.Diff(want, got, cmp.AllowUnexported(simDepthOptions{})); d != "" {
+			t.Errorf("sim depth options (-want +got):\n%s", d)
+		}
+		got = nil
+		if err := parseOnly(t, newSimDepthCmd(f, capture(&got))); err != nil || got == nil || !cmp.Equal(got.seeds, []int64{1, 2, 3, 4, 5}) || got.Offers != sim.DefaultOffers {
+			t.Errorf("sim depth defaults: err %v, options %+v", err, got)
+		}
+		refusedBeforeRun(t, "sim depth", newSimDepthCmd(f, refuse[simDepthOptions](&ran)), &ran, "--seeds", "5-1")
 	})
 	t.Run("bench", func(t *testing.T) {
 		var bl *benchLaunchOptions

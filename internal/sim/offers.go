@@ -21,7 +21,7 @@ var bigHostShare = 0.0563
 // (about 600 vCPU per $/hr at rank 10, 330 at 100, 160 at 300); capped at
 // cpuScoreHi for small boxes and cpuScoreBigHi for 100+ thread servers,
 // whose best deals are rarer. A host's RAM per vCPU (ramPerCoreRef is the
-// typical GB) raises its price by its fourth root.
+// typical GB) raises its price by its power ramPriceExp.
 var (
 	cpuScoreMin, cpuScoreTail = 186.4, 1.789
 	cpuScoreHi, cpuScoreBigHi = 724.8, 545.7
