@@ -125,6 +125,6 @@ func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "largest deviation from the published table: %.0f%%\n", worst)
+	fmt.Fprintf(f.io.ErrOut, "largest deviation from the published table: %.1f%%\n", worst)
 	return nil
 }
