@@ -128,8 +128,8 @@ takes over 5 minutes), then prints its ssh address.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Image, "image", "pytorch/pytorch:latest", "docker image")
-	fl.Float64Var(&opts.Disk, "disk", 20, "disk GB")
+	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
+	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB")
 	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when the instance starts")
 	fl.StringVar(&opts.Label, "label", "", "experiment name recorded with the instance")
@@ -151,7 +151,8 @@ func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
 	if o.Disk < 8 {
 		return provider.CreateRequest{}, usagef("--disk %v: the marketplace's minimum is 8 GB", o.Disk)
 	}
-	req := provider.CreateRequest{Image: o.Image, Disk: o.Disk, Env: env, Onstart: o.Onstart, Runtype: "ssh"}
+	req := launch.Create(o.Image, o.Disk)
+	req.Env, req.Onstart = env, o.Onstart
 	if o.Direct {
 		req.Runtype = "ssh_direc ssh_proxy"
 	}

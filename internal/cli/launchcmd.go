@@ -352,7 +352,7 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout,
 		Park: o.Park || o.ParkAll, ParkAll: o.ParkAll, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget, BudgetAuto: !o.BudgetSet,
 		MaxRentals: o.MaxRentals, ImageGB: o.ImageGB,
-		Create:   createFor(o.Image, o.Disk),
+		Create:   launch.Create(o.Image, o.Disk),
 		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,
 		Workers: o.Workers, RentRate: o.Rate, OnInterrupt: onInterrupt,
 	}

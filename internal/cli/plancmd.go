@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
-	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 type planOptions struct {
@@ -298,7 +298,7 @@ func askPick(ios *IOStreams, n int) int {
 func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req, o plan.Option) error {
 	image := opts.Task.Image
 	if image == "" {
-		image = "pytorch/pytorch:latest"
+		image = launch.DefaultImage
 	}
 	m, err := f.manager(ctx, holderName("plan", "--rent", strconv.Itoa(o.Rank)))
 	if err != nil {
@@ -310,7 +310,7 @@ func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req
 	hours, total := o.EstHours, o.EstTotal
 	rec, err := m.Rent(ctx, fleet.RentRequest{
 		Fleet: opts.Fleet, Offer: o.Offer, OfferID: o.OfferID,
-		Create:   createFor(image, req.DiskGB),
+		Create:   launch.Create(image, req.DiskGB),
 		EstHours: &hours, EstCost: &total, Experiment: opts.Task.Model,
 		ImageGB: req.ImageGB, // the size the plan's transfer cost was estimated at
 	})
@@ -369,10 +369,4 @@ func overlayTaskFlag(dst, src *plan.Task, name string) {
 	case "max-budget":
 		dst.MaxBudget = src.MaxBudget
 	}
-}
-
-// createFor is the create call for a planned single instance: SSH through
-// the marketplace's proxy.
-func createFor(image string, diskGB float64) provider.CreateRequest {
-	return provider.CreateRequest{Image: image, Disk: diskGB, Env: map[string]string{}, Runtype: "ssh"}
 }

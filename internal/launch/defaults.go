@@ -27,9 +27,10 @@ const (
 	DefaultSweepPage = 1000
 )
 
-// DefaultCreate is the create body of a launch given no --image or --disk.
-func DefaultCreate() provider.CreateRequest {
-	return provider.CreateRequest{Image: DefaultImage, Disk: DefaultDisk, Env: map[string]string{}, Runtype: DefaultRuntype}
+// Create is the create body for image on diskGB of disk, with SSH through
+// the marketplace's proxy: a launch's, and a single rental's (rent, plan).
+func Create(image string, diskGB float64) provider.CreateRequest {
+	return provider.CreateRequest{Image: image, Disk: diskGB, Env: map[string]string{}, Runtype: DefaultRuntype}
 }
 
 // DefaultSpec is the spec `vastfleet launch --count N --deadline D [--park]`
@@ -37,7 +38,7 @@ func DefaultCreate() provider.CreateRequest {
 func DefaultSpec(name string, count int, deadline time.Duration, park bool) Spec {
 	return Spec{Fleet: name, Count: count, Deadline: deadline, Park: park, Backfill: true, BudgetAuto: true,
 		BootTimeout: DefaultBootTimeout, ReleaseTimeout: DefaultReleaseTimeout, BadHostTTL: DefaultBadHostTTL,
-		Create: DefaultCreate()}
+		Create: Create(DefaultImage, DefaultDisk)}
 }
 
 // DefaultQuery is the search a launch makes when given no query: the
