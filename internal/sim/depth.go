@@ -2,6 +2,7 @@ package sim
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 )
@@ -28,10 +29,11 @@ var PublishedDepth = []DepthRow{
 
 // DepthFilter is the published table's query: `-n rentable=True
 // inet_up>=200 inet_down>=200 cpu_cores_effective>16 dph_total<=5`, CN and
-// HK excluded. It is written out by hand so that the calibration does not
-// depend on the query engine it is used to test.
+// HK excluded. It is written out by hand so that the calibration (and the
+// launch tests' candidates, launchsim.Candidates) do not depend on the
+// query engine they are used to test.
 func DepthFilter(o *market.Offer) bool {
-	c := o.Country()
+	c := strings.ToUpper(o.Country())
 	return o.Rentable && o.InetUp >= 200 && o.InetDown >= 200 && o.CPUCoresEffective > 16 &&
 		c != "CN" && c != "HK" && o.DPHTotal <= 5
 }

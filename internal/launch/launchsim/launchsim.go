@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -126,12 +125,9 @@ func (e *Env) Close() {
 func Candidates(mkt *sim.Market, disk float64) []market.Ranked {
 	var keep []market.Offer
 	for _, o := range mkt.Offers() {
-		c := strings.ToUpper(o.Country())
-		if !o.Rentable || o.InetUp < 200 || o.InetDown < 200 || o.CPUCoresEffective <= 16 ||
-			c == "CN" || c == "HK" || o.DPHTotal > 5 || o.DiskSpace < disk {
-			continue
+		if sim.DepthFilter(&o) && o.DiskSpace >= disk {
+			keep = append(keep, o)
 		}
-		keep = append(keep, o)
 	}
 	s, err := market.ScoreBy("vcpu")
 	if err != nil {
