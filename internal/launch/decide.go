@@ -65,7 +65,7 @@ func (r *runner) parkPays(n *node, now time.Time) bool {
 	if !r.deadline.IsZero() {
 		minutes = r.deadline.Add(-r.releaseLead()).Sub(now).Minutes()
 	}
-	value := (n.offer.PullCost(r.spec.ImageGB) + n.offer.DPHTotal*n.load.Hours()) / r.bootShare(now)
+	value := (n.offer.PullCost(r.spec.ImageGB) + n.offer.DPHTotal*n.load.Hours()) / r.bootShare(now, r.nextLoad(), r.rentLead())
 	return parkPays(n.offer.DPHTotal, takenPerMinute(r.releaseLost, r.parkedMinutes), minutes, value)
 }
 
@@ -91,9 +91,9 @@ func (r *runner) target() int { return r.spec.Count + r.spares() }
 // launch with time to see a rental late and boot its replacement, twice
 // over (a replacement fails too), before the deadline, or without one,
 // rents no margin for failures: it replaces them as they show.
-func (r *runner) bootShare(now time.Time) float64 {
-	load := r.nextLoad()
-	if bootsInTime(now.Add(2*lateAfter(load, 1, r.spec.HedgeAfter, r.spec.PollEvery)), r.deadline, load, r.rentLead()) {
+// load and lead are the next rental's, as nextLoad and rentLead give them.
+func (r *runner) bootShare(now time.Time, load, lead time.Duration) float64 {
+	if bootsInTime(now.Add(2*lateAfter(load, 1, r.spec.HedgeAfter, r.spec.PollEvery)), r.deadline, load, lead) {
 		return 1
 	}
 	return observedShare(priorBootShare, r.bootOK, r.bootOK+r.bootFailed)

@@ -240,6 +240,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 				// over would include the pause: not timed.
 				if !n.rentedAt.Before(r.since) && n.load > 0 {
 					r.bootRatios = append(r.bootRatios, float64(now.Sub(n.rentedAt))/float64(n.load))
+					r.ratio = bootRatio(r.bootRatios)
 				}
 				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})

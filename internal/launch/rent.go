@@ -141,20 +141,20 @@ func (r *runner) need(now time.Time) int {
 	}
 	// Late nodes give up their slot only while a spare could still boot
 	// in time; after that a spare is a pull that buys nothing.
-	hedge := r.spec.HedgeAfter >= 0 && bootsInTime(now, r.deadline, r.nextLoad(), r.rentLead())
-	ratio := bootRatio(r.bootRatios)
+	load, lead := r.nextLoad(), r.rentLead()
+	hedge := r.spec.HedgeAfter >= 0 && bootsInTime(now, r.deadline, load, lead)
 	booted, loading := 0, len(r.inflight)
 	for _, n := range r.nodes {
 		switch {
 		case n.doomed:
 		case n.phase != phBooting:
 			booted++
-		case hedge && now.Sub(n.rentedAt) > lateAfter(n.load, ratio, r.spec.HedgeAfter, r.spec.PollEvery):
+		case hedge && now.Sub(n.rentedAt) > lateAfter(n.load, r.ratio, r.spec.HedgeAfter, r.spec.PollEvery):
 		default:
 			loading++
 		}
 	}
-	return loadingWanted(r.target(), booted, r.bootShare(now)) - loading
+	return loadingWanted(r.target(), booted, r.bootShare(now, load, lead)) - loading
 }
 
 // nextLoad is how long the next rental is expected to take to run: the
@@ -163,7 +163,7 @@ func (r *runner) need(now time.Time) int {
 func (r *runner) nextLoad() time.Duration {
 	for _, c := range r.cands {
 		if r.usable(c) {
-			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer)) * bootRatio(r.bootRatios))
+			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer)) * r.ratio)
 		}
 	}
 	return 0

@@ -133,8 +133,11 @@ type runner struct {
 	dphCapped string // set once --max-dph held a rent back
 	outbids   int    // outbid episodes seen (interruptible launches)
 	rebids    int    // change bids sent
-	// bootRatios: each timed boot over its offer's estimated load time.
+	// bootRatios: each timed boot over its offer's estimated load time;
+	// ratio is their bootRatio, kept as boots are timed rather than
+	// sorted again by every rent.
 	bootRatios []float64
+	ratio      float64
 	// What this run saw of boots and releases, for the shares that size
 	// the margins (bootShare, spares).
 	bootOK, bootFailed, releaseLost int
@@ -331,7 +334,7 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		rank[c.ID] = i
 	}
 	r := &runner{
-		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create,
+		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create, ratio: 1,
 		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
 		pulls:    map[int64]*store.Instance{},
 		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
