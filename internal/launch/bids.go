@@ -101,25 +101,6 @@ func (r *runner) outbidCheck(n *node, now time.Time) (outbidDo, bool) {
 	return outbidDo{}, true
 }
 
-// failOutbid replaces an outbid node, as fail does a failed one, except
-// that its machine is skipped for this launch only: a rival holds it, and
-// the host is not at fault.
-func (r *runner) failOutbid(n *node, now time.Time) []int64 {
-	if n.doomed {
-		return nil
-	}
-	r.failed++
-	r.bad[n.machineID] = true
-	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
-		Msg: fmt.Sprintf("outbid at $%.4f/hr", n.bid)})
-	if !r.spec.Backfill {
-		n.doomed = true
-		return nil
-	}
-	n.dropping = true
-	return []int64{n.id}
-}
-
 type bidChange struct {
 	n     *node
 	price float64

@@ -172,7 +172,6 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 	if n.doomed {
 		return nil
 	}
-	r.failed++
 	switch n.phase {
 	case phBooting:
 		r.bootFailed++
@@ -183,6 +182,17 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 	if err := r.m.S.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
+	return r.giveUp(n, reason, now)
+}
+
+// giveUp counts a node as failed and skips its machine for the rest of
+// this launch; with backfill it is destroyed now (and replaced by fill),
+// without it is left until the end.
+func (r *runner) giveUp(n *node, reason string, now time.Time) []int64 {
+	if n.doomed {
+		return nil
+	}
+	r.failed++
 	r.bad[n.machineID] = true
 	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state, Msg: reason})
 	if !r.spec.Backfill {
@@ -214,7 +224,9 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		if r.spec.Bid != nil {
 			if act, ok := r.outbidCheck(n, now); ok {
 				if act.drop {
-					out = append(out, r.failOutbid(n, now)...)
+					// Its machine is skipped for this launch only: a
+					// rival holds it, and the host is not at fault.
+					out = append(out, r.giveUp(n, fmt.Sprintf("outbid at $%.4f/hr", n.bid), now)...)
 				} else if act.price > 0 {
 					rebid = append(rebid, bidChange{n, act.price})
 				}
