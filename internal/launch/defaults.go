@@ -23,8 +23,6 @@ const (
 	DefaultFilter = "inet_down>=200 reliability>0.95 geolocation notin [CN,HK]"
 	// DefaultBy is the ranking a launch uses without --by or --score.
 	DefaultBy = "vcpu"
-	// DefaultSweepPage is how many offers one search of a sweep asks for.
-	DefaultSweepPage = 1000
 )
 
 // Create is the create body for image on diskGB of disk, with SSH through
@@ -54,7 +52,7 @@ func DefaultQuery(disk float64) (market.Query, error) {
 // sweep took.
 func Candidates(ctx context.Context, p provider.Provider, q market.Query, s market.Scorer) ([]market.Ranked, int, error) {
 	q.Limit = 0
-	offers, requests, err := provider.SweepOffers(ctx, p, q, DefaultSweepPage)
+	offers, requests, err := provider.SweepOffers(ctx, p, q, provider.DefaultSweepPage)
 	if err != nil {
 		return nil, requests, err
 	}

@@ -27,6 +27,10 @@ const MinPriceSlice = 0.0001
 // maxSweepRequests bounds one sweep against a misbehaving marketplace.
 const maxSweepRequests = 5000
 
+// DefaultSweepPage is how many offers one search of a sweep asks for
+// (search --sweep-limit, and a launch's candidates).
+const DefaultSweepPage = 1000
+
 // idCeiling is the upper end of the id range split (ids stay JSON-safe).
 const idCeiling = int64(1) << 53
 
