@@ -35,6 +35,8 @@ type agent struct {
 	log    *slog.Logger
 	client *coordClient
 	spool  *spool[wire.Finding]
+	// findingsMu lets one sender at a time drain spool.
+	findingsMu sync.Mutex
 	// results holds item results until the coordinator acknowledges
 	// them; resultsMu lets one sender at a time drain it.
 	results     *spool[wire.ItemResult]
@@ -303,8 +305,8 @@ func (a *agent) apply(r wire.HeartbeatReply) {
 	}
 }
 
-// sendFindings drains the spool to the coordinator: in batches, retried
-// with capped backoff, each acknowledged key dropped from the spool.
+// sendFindings drains the spool to the coordinator whenever a finding
+// waits, retrying with capped backoff.
 func (a *agent) sendFindings(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
@@ -317,24 +319,9 @@ func (a *agent) sendFindings(ctx context.Context) {
 		} else if !sleep(ctx, jitter(backoff)) {
 			return
 		}
-		batch := a.spool.batch(findingsPerBatch, findingsBatchSize)
-		if len(batch) == 0 {
-			backoff = 0
-			continue
-		}
-		var ack wire.FindingsAck
-		err := a.client.post(ctx, wire.PathFindings, wire.Findings{
-			Fleet: a.cfg.Fleet, Node: a.cfg.Node, InstanceID: a.cfg.InstanceID, Items: batch,
-		}, &ack)
+		err := a.flushFindings(ctx)
 		if ctx.Err() != nil {
 			return
-		}
-		dropped := 0
-		if err == nil {
-			dropped, err = a.spool.ack(ack.Acked)
-			if err == nil && dropped == 0 {
-				err = errors.New("coordinator acknowledged none of the batch")
-			}
 		}
 		if err != nil {
 			backoff = min(max(2*backoff, a.cfg.retryBase), maxSendBackoff)
@@ -342,6 +329,33 @@ func (a *agent) sendFindings(ctx context.Context) {
 			continue
 		}
 		backoff = 0
+	}
+}
+
+// flushFindings sends the spooled findings in batches until none is left
+// or a batch fails; each acknowledged key is dropped from the spool.
+func (a *agent) flushFindings(ctx context.Context) error {
+	a.findingsMu.Lock()
+	defer a.findingsMu.Unlock()
+	for {
+		batch := a.spool.batch(findingsPerBatch, findingsBatchSize)
+		if len(batch) == 0 {
+			return nil
+		}
+		var ack wire.FindingsAck
+		err := a.client.post(ctx, wire.PathFindings, wire.Findings{
+			Fleet: a.cfg.Fleet, Node: a.cfg.Node, InstanceID: a.cfg.InstanceID, Items: batch,
+		}, &ack)
+		if err != nil {
+			return err
+		}
+		dropped, err := a.spool.ack(ack.Acked)
+		if err != nil {
+			return err
+		}
+		if dropped == 0 {
+			return errors.New("coordinator acknowledged none of the batch")
+		}
 	}
 }
 

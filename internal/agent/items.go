@@ -235,10 +235,19 @@ func resultKey(r wire.ItemResult) string {
 
 // flushResults sends the spooled results one by one, oldest first, until
 // none is left or one fails. One sender at a time: a result is never in
-// flight twice from this agent.
+// flight twice from this agent. The findings spooled before a result go
+// first: once the coordinator counts an item done, what the item found is
+// stored, so a job that ends on its last result (and destroys the fleet)
+// loses no finding.
 func (a *agent) flushResults(ctx context.Context) error {
 	a.resultsMu.Lock()
 	defer a.resultsMu.Unlock()
+	if a.results.len() == 0 {
+		return nil
+	}
+	if err := a.flushFindings(ctx); err != nil {
+		return fmt.Errorf("findings before the item result: %w", err)
+	}
 	for {
 		batch := a.results.batch(1, 1)
 		if len(batch) == 0 {
