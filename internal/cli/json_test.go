@@ -60,6 +60,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"sim", "depth", "--seeds", "1", "--json"},
 		{"plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "1", "--json"},
 		{"launch", "--count", "2", "--deadline", "30m", "--fleet", "j", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1"},
+		{"cleanup", "j", "--json"},
 		{"bench", "launch", "--count", "3", "--json"},
 		{"version", "--json"},
 		{"exec", id, "--json", "--", "true"},

@@ -556,15 +556,14 @@ func askInterrupt(ios *IOStreams) string {
 // cleanupOptions is what `cleanup` was asked.
 type cleanupOptions struct {
 	Fleet string
-	// JSON prints the destroyed ids as JSON; no flag sets it yet.
-	JSON bool
+	JSON  bool
 }
 
 // newCleanupCmd parses into cleanupOptions and hands them to runF (tests)
 // or cleanupRun.
 func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error) *cobra.Command {
 	opts := &cleanupOptions{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "cleanup FLEET",
 		Short: "Destroy every instance of a fleet that is not running",
 		Args:  cobra.ExactArgs(1),
@@ -576,6 +575,8 @@ func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error
 			return cleanupRun(cmd.Context(), f, opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the fleet and the destroyed instance ids as JSON")
+	return cmd
 }
 
 // cleanupRun is `cleanup` once its arguments are parsed.
@@ -592,7 +593,8 @@ func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, map[string]any{"fleet": opts.Fleet, "destroyed": ids})
+		// The keys of `destroy --json`, and the fleet.
+		return writeJSON(f.io.Out, map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
 	}
 	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
 	return nil

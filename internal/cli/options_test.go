@@ -404,6 +404,9 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newCleanupCmd(f, capture(&cl)), "f1"); err != nil || cl == nil || cl.Fleet != "f1" {
 			t.Errorf("cleanup f1: err %v, options %+v", err, cl)
 		}
+		if err := parseOnly(t, newCleanupCmd(f, capture(&cl)), "f1", "--json"); err != nil || cl == nil || !cl.JSON {
+			t.Errorf("cleanup f1 --json: err %v, options %+v", err, cl)
+		}
 		refusedBeforeRun(t, "cleanup", newCleanupCmd(f, refuse[cleanupOptions](&ran)), &ran)
 		var h *hostsOptions
 		if err := parseOnly(t, newHostsCmd(f, capture(&h)), "--clear", "11", "12"); err != nil {
