@@ -311,11 +311,11 @@ type instanceJSON struct {
 func instanceViews(ctx context.Context, m *fleet.Manager, recs []store.Instance, now time.Time) ([]instanceJSON, error) {
 	views := make([]instanceJSON, 0, len(recs))
 	for _, r := range recs {
-		evs, err := m.S.Events(ctx, r.ID)
+		c, err := m.CostOf(ctx, r, now)
 		if err != nil {
 			return nil, err
 		}
-		v := instanceView(r, fleet.InstanceCostOf(r, evs, now).Total, now)
+		v := instanceView(r, c.Total, now)
 		notes, err := m.S.Notes(ctx, r.ID)
 		if err != nil {
 			return nil, err

@@ -75,11 +75,10 @@ func (m *Manager) Cost(ctx context.Context, fleet string) (CostReport, error) {
 	}
 	byFleet := map[string]*FleetCost{}
 	for _, in := range ins {
-		evs, err := m.S.Events(ctx, in.ID)
+		c, err := m.CostOf(ctx, in, now)
 		if err != nil {
 			return rep, fmt.Errorf("cost: %w", err)
 		}
-		c := InstanceCostOf(in, evs, now)
 		rep.Instances = append(rep.Instances, c)
 		f := byFleet[in.Fleet]
 		if f == nil {
@@ -116,10 +115,12 @@ func (m *Manager) Cost(ctx context.Context, fleet string) (CostReport, error) {
 	return rep, nil
 }
 
-// InstanceCostOf prices one instance from its events up to now (or its
-// gone time). The state before the first event is that event's from-state
-// ("" = provisioning, which bills storage only).
-func InstanceCostOf(in store.Instance, evs []store.Event, now time.Time) InstanceCost {
+// InstanceCostOf prices one instance from its state changes and rate
+// changes up to now (or its gone time). The state before the first event
+// is that event's from-state ("" = provisioning, which bills storage
+// only); the rates before the first rate change are that change's
+// from-rates, and after the last one the instance's recorded rates.
+func InstanceCostOf(in store.Instance, evs []store.Event, rates []store.RateChange, now time.Time) InstanceCost {
 	c := InstanceCost{InstanceID: in.ID, Fleet: in.Fleet, Experiment: in.Experiment, State: in.State,
 		Live: in.GoneAt.IsZero(), Estimated: in.EstCost}
 	end := now
@@ -129,6 +130,10 @@ func InstanceCostOf(in store.Instance, evs []store.Event, now time.Time) Instanc
 	state := in.State
 	if len(evs) > 0 {
 		state = evs[0].From
+	}
+	dph, storageDPH := in.DPHTotal, in.StorageDPH
+	if len(rates) > 0 {
+		dph, storageDPH = rates[0].FromDPHTotal, rates[0].FromStorageDPH
 	}
 	at := in.CreatedAt
 	add := func(until time.Time) {
@@ -143,24 +148,38 @@ func InstanceCostOf(in store.Instance, evs []store.Event, now time.Time) Instanc
 			compute, storage := provider.Bills(state)
 			if compute {
 				c.Running += d
+				c.Compute += d.Hours() * (dph - storageDPH)
 			}
 			if storage {
 				c.Existed += d
+				c.Storage += d.Hours() * storageDPH
 			}
 		}
 		at = until
 	}
-	for _, e := range evs {
-		add(e.At)
-		if e.At.After(at) {
-			at = e.At
+	for i, j := 0, 0; i < len(evs) || j < len(rates); {
+		// The earlier of the next state change and the next rate change;
+		// a state change first on a tie, as it was seen by a listing that
+		// showed the old rate.
+		if j == len(rates) || (i < len(evs) && !evs[i].At.After(rates[j].At)) {
+			e := evs[i]
+			add(e.At)
+			if e.At.After(at) {
+				at = e.At
+			}
+			state = e.To
+			i++
+			continue
 		}
-		state = e.To
+		r := rates[j]
+		add(r.At)
+		dph, storageDPH = r.ToDPHTotal, r.ToStorageDPH
+		if j == len(rates)-1 {
+			dph, storageDPH = in.DPHTotal, in.StorageDPH
+		}
+		j++
 	}
 	add(end)
-	compute := in.DPHTotal - in.StorageDPH
-	c.Compute = c.Running.Hours() * compute
-	c.Storage = c.Existed.Hours() * in.StorageDPH
 	c.Bandwidth, c.BandwidthEstimated = BandwidthOf(in, now)
 	c.Total = c.Compute + c.Storage + c.Bandwidth
 	return c
@@ -213,11 +232,21 @@ func (m *Manager) InstanceCost(ctx context.Context, id int64) (InstanceCost, err
 	if err != nil {
 		return InstanceCost{}, err
 	}
-	evs, err := m.S.Events(ctx, id)
+	return m.CostOf(ctx, in, m.now())
+}
+
+// CostOf prices instance in, as recorded, at now: from its state changes
+// and its rate changes.
+func (m *Manager) CostOf(ctx context.Context, in store.Instance, now time.Time) (InstanceCost, error) {
+	evs, err := m.S.Events(ctx, in.ID)
 	if err != nil {
 		return InstanceCost{}, err
 	}
-	return InstanceCostOf(in, evs, m.now()), nil
+	rates, err := m.S.RateChanges(ctx, in.ID)
+	if err != nil {
+		return InstanceCost{}, err
+	}
+	return InstanceCostOf(in, evs, rates, now), nil
 }
 
 // MarshalJSON writes the durations as seconds.

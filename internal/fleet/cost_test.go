@@ -158,15 +158,33 @@ func TestInstanceCostOfTimeline(t *testing.T) {
 		{From: "stopped", To: "gone", At: at(10)},   // 5 h stopped: storage only
 		{From: "gone", To: "running", At: at(11)},   // after gone: ignored
 	}
-	c := InstanceCostOf(in, evs, at(20))
+	c := InstanceCostOf(in, evs, nil, at(20))
 	if c.Running != 3*time.Hour || c.Existed != 9*time.Hour {
 		t.Fatalf("running %s existed %s", c.Running, c.Existed)
 	}
 	if math.Abs(c.Compute-3) > 1e-9 || math.Abs(c.Storage-0.9) > 1e-9 || math.Abs(c.Total-3.9) > 1e-9 {
 		t.Fatalf("cost %+v", c)
 	}
-	if got := InstanceCostOf(store.Instance{CreatedAt: t0, DPHTotal: 1, StorageDPH: 0.5, State: "stopped"}, nil, at(2)); got.Total != 1 {
+	if got := InstanceCostOf(store.Instance{CreatedAt: t0, DPHTotal: 1, StorageDPH: 0.5, State: "stopped"}, nil, nil, at(2)); got.Total != 1 {
 		t.Fatalf("no events: %+v", got)
+	}
+	// Bids raised at 2 h (running) and 4.5 h (running again): each stretch
+	// is billed at the bid then in force, not the whole at the last one.
+	// Compute: 1 h at 1.0, 1 h at 1.5, 0.5 h at 1.5, 0.5 h at 2.0.
+	raised := in
+	raised.DPHTotal = 2.1
+	rates := []store.RateChange{
+		{At: at(2), FromDPHTotal: 1.1, FromStorageDPH: 0.1, ToDPHTotal: 1.6, ToStorageDPH: 0.1},
+		{At: at(4.5), FromDPHTotal: 1.6, FromStorageDPH: 0.1, ToDPHTotal: 2.1, ToStorageDPH: 0.1},
+	}
+	c = InstanceCostOf(raised, evs, rates, at(20))
+	if c.Running != 3*time.Hour || math.Abs(c.Compute-4.25) > 1e-9 || math.Abs(c.Storage-0.9) > 1e-9 {
+		t.Fatalf("with raised bids: running %s, compute $%.4f, storage $%.4f; want 3h, $4.25, $0.90", c.Running, c.Compute, c.Storage)
+	}
+	// A change while stopped bills nothing until the instance runs again.
+	stoppedRaise := []store.RateChange{{At: at(7), FromDPHTotal: 1.1, FromStorageDPH: 0.1, ToDPHTotal: 2.1, ToStorageDPH: 0.1}}
+	if c := InstanceCostOf(raised, evs, stoppedRaise, at(20)); math.Abs(c.Compute-3) > 1e-9 {
+		t.Fatalf("raised while stopped: compute $%.4f, want $3 at the old bid", c.Compute)
 	}
 }
 

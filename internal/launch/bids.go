@@ -140,12 +140,8 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 			Msg: fmt.Sprintf("bid raised from $%.4f/hr to $%.4f/hr", n.bid, p)})
 		n.bid, n.offer.DPHTotal = p, p+storage
 		r.rebids++
-		in, err := r.m.S.Instance(ctx, n.id)
-		if err == nil {
-			in.DPHTotal = p + in.StorageDPH
-			err = r.m.S.UpsertInstance(ctx, in, now)
-		}
-		if err != nil {
+		// From now on: the time before the change stays billed at the old bid.
+		if err := r.m.S.ChangeRates(ctx, n.id, p+storage, storage, now); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: "recording the new bid: " + err.Error()})
 		}
 	}

@@ -78,6 +78,15 @@ type Event struct {
 	At         time.Time
 }
 
+// RateChange is a change of an instance's $/hour while it lived: compute
+// and storage together (DPHTotal includes storage, as on the marketplace).
+type RateChange struct {
+	InstanceID                   int64
+	At                           time.Time
+	FromDPHTotal, ToDPHTotal     float64
+	FromStorageDPH, ToStorageDPH float64
+}
+
 // InstanceFilter selects instances: Fleet "" means every fleet.
 type InstanceFilter struct {
 	Fleet       string
@@ -556,6 +565,62 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, er
 // the set that may be billing.
 func (s *Store) LiveInstances(ctx context.Context) ([]Instance, error) {
 	return s.Instances(ctx, InstanceFilter{})
+}
+
+// ChangeRates records that instance id bills dphTotal (storage included)
+// and storageDPH from at on, keeping the old rates for the time before: a
+// raised bid is not billed backwards. A storageDPH of 0 keeps the old one.
+// Rates equal to the recorded ones change nothing.
+func (s *Store) ChangeRates(ctx context.Context, id int64, dphTotal, storageDPH float64, at time.Time) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		old, err := getInstance(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if storageDPH == 0 {
+			storageDPH = old.StorageDPH
+		}
+		if old.DPHTotal == dphTotal && old.StorageDPH == storageDPH {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rate_changes(instance_id, at, from_dph_total, from_storage_dph,
+			to_dph_total, to_storage_dph) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, fmtTime(at), old.DPHTotal, old.StorageDPH, dphTotal, storageDPH); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE instances SET dph_total = ?, storage_dph = ? WHERE id = ?", dphTotal, storageDPH, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: rates of instance %d: %w", id, err)
+	}
+	return nil
+}
+
+// RateChanges lists instance id's rate changes, oldest first.
+func (s *Store) RateChanges(ctx context.Context, id int64) ([]RateChange, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT at, from_dph_total, from_storage_dph, to_dph_total, to_storage_dph
+		FROM rate_changes WHERE instance_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []RateChange
+	for rows.Next() {
+		rc := RateChange{InstanceID: id}
+		var at string
+		if err := rows.Scan(&at, &rc.FromDPHTotal, &rc.FromStorageDPH, &rc.ToDPHTotal, &rc.ToStorageDPH); err != nil {
+			return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
+		}
+		if rc.At, err = parseTime(at); err != nil {
+			return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
+		}
+		out = append(out, rc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
+	}
+	return out, nil
 }
 
 // Events returns an instance's state changes in the order they were seen.

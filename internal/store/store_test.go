@@ -701,3 +701,50 @@ func TestRecordBandwidth(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A rate change keeps the old rates for the time before it, survives a
+// reopen, and the same rates again record nothing; an unknown instance
+// is an error that writes nothing.
+func TestChangeRates(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTest(t)
+	if err := s.UpsertInstance(ctx, Instance{ID: 5, State: "running", DPHTotal: 0.30, StorageDPH: 0.02}, t0); err != nil {
+		t.Fatal(err)
+	}
+	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	for _, c := range []struct {
+		dph, storage float64
+		at           time.Time
+	}{{0.40, 0.02, t1}, {0.40, 0, t2}, {0.55, 0, t2}} {
+		if err := s.ChangeRates(ctx, 5, c.dph, c.storage, c.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ChangeRates(ctx, 99, 1, 0, t2); !errors.Is(err, ErrNotFound) {
+		t.Errorf("rates of an unknown instance: err %v, want ErrNotFound", err)
+	}
+	s.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.RateChanges(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RateChange{
+		{InstanceID: 5, At: t1, FromDPHTotal: 0.30, FromStorageDPH: 0.02, ToDPHTotal: 0.40, ToStorageDPH: 0.02},
+		{InstanceID: 5, At: t2, FromDPHTotal: 0.40, FromStorageDPH: 0.02, ToDPHTotal: 0.55, ToStorageDPH: 0.02},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("rate changes (-want +got):\n%s", d)
+	}
+	in, err := s.Instance(ctx, 5)
+	if err != nil || in.DPHTotal != 0.55 || in.StorageDPH != 0.02 {
+		t.Errorf("instance after the changes: %+v, %v; want $0.55/hr with $0.02 storage", in, err)
+	}
+	if rc, err := s.RateChanges(ctx, 99); err != nil || len(rc) != 0 {
+		t.Errorf("rate changes of 99: %v, %v", rc, err)
+	}
+}
