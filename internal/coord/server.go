@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -467,6 +468,12 @@ func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Vastfleet-Sha256", sum)
 	if _, err := io.Copy(w, rc); err != nil {
+		if r.Context().Err() != nil || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			// The instance went away mid-download (a launch stops each
+			// one as it boots); it fetches the binary again when it runs.
+			s.log.Debug("agent binary download cut short by the instance", "err", err)
+			return
+		}
 		s.log.Warn("sending agent binary", "err", err)
 	}
 }

@@ -74,13 +74,17 @@ func (r *runner) parkPays(n *node, now time.Time) bool {
 // release lead before the deadline (boots spread over it, and the
 // release may come only at the deadline), counted from the launch's start
 // so that the spares do not shrink as the parked ones wait; five minutes,
-// the published launch's, without a deadline.
+// the published launch's, without a deadline. Never longer than a boot
+// takes to be late: with a distant deadline the fleet is released once
+// the count is up and the rest are late, so the first to boot wait about
+// that long, not until the deadline.
 func (r *runner) parkMinutesAhead() float64 {
 	if r.deadline.IsZero() {
 		return 5
 	}
 	window := r.deadline.Add(-r.releaseLead()).Sub(r.start.Add(r.nextLoad()))
-	return max(window.Minutes()*2/3, 0.5)
+	late := lateAfter(r.nextLoad(), r.ratio, r.spec.HedgeAfter, r.spec.PollEvery)
+	return max(min(window.Minutes()*2/3, late.Minutes()), 0.5)
 }
 
 // target is how many live slots the launch keeps.
@@ -150,12 +154,12 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 		return true
 	}
 	c = r.counts()
-	canRent := !r.finishing && r.capHit == "" && r.moreCandidates()
+	canRent := !r.finishing && r.capHit == "" && r.moreCandidates() && r.budgetFits(now)
 	if r.spec.Park && !r.released {
 		due, why := releaseDue(releaseView{
 			park: r.spec.Park, released: r.released, finishing: r.finishing, backfill: r.spec.Backfill,
 			now: now, deadline: r.deadline, lead: r.releaseLead(),
-			booting: c.booting, booted: booted, up: c.parking + c.parked + c.ready,
+			booting: c.booting, onTime: r.onTime(now), booted: booted, up: c.parking + c.parked + c.ready,
 			quorum:  min(r.target(), r.spec.MinReady+r.spares()),
 			canRent: canRent, rentsOK: r.rentsOK, count: r.spec.Count,
 		})
@@ -195,6 +199,17 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 		r.finishing = true
 	}
 	return false
+}
+
+// onTime counts the loading nodes not yet late.
+func (r *runner) onTime(now time.Time) int {
+	k := 0
+	for _, n := range r.nodes {
+		if n.phase == phBooting && !n.doomed && !n.dropping && now.Sub(n.rentedAt) <= lateAfter(n.load, r.ratio, r.spec.HedgeAfter, r.spec.PollEvery) {
+			k++
+		}
+	}
+	return k
 }
 
 // releaseLead is how long before the deadline this launch releases.

@@ -77,8 +77,13 @@ func (r *runner) summary(ctx context.Context) Summary {
 		past := math.Round(s.EndedAt.Sub(r.deadline).Seconds()*10) / 10
 		s.PastDeadlineS = &past
 	}
-	if s.StoppedAtCap == "" && r.dphCapped != "" && len(r.readyNodes()) < r.spec.Count {
-		s.StoppedAtCap = r.dphCapped
+	if s.StoppedAtCap == "" && len(r.readyNodes()) < r.spec.Count {
+		switch {
+		case r.budgetHeld != "" && !r.budgetFits(r.now()):
+			s.StoppedAtCap = r.budgetHeld
+		case r.dphCapped != "":
+			s.StoppedAtCap = r.dphCapped
+		}
 	}
 	for _, n := range r.readyNodes() {
 		s.Ready++

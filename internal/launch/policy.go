@@ -25,6 +25,7 @@ type releaseView struct {
 	now, deadline                       time.Time
 	lead                                time.Duration // start the wave this long before the deadline
 	booting                             int           // rented, still loading
+	onTime                              int           // of booting, those not yet late (lateAfter)
 	booted                              int           // parking, parked, releasing or ready
 	up                                  int           // parking, parked or ready (counts toward the quorum)
 	quorum                              int           // up needed to release early
@@ -48,6 +49,11 @@ func releaseDue(v releaseView) (bool, string) {
 	stuck := v.booting == 0 && (!v.canRent || !v.backfill && v.rentsOK >= v.count)
 	if stuck && v.booted > 0 {
 		return true, "nothing left to boot"
+	}
+	// Enough are up, and what still loads is late: waiting for stragglers
+	// only loses parked GPUs to other renters.
+	if v.up >= v.count && v.onTime == 0 && v.booting > 0 {
+		return true, "the rest are late"
 	}
 	return false, ""
 }

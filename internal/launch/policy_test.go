@@ -13,7 +13,7 @@ func TestReleaseDue(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	deadline := t0.Add(10 * time.Minute)
 	base := releaseView{park: true, backfill: true, now: t0.Add(5 * time.Minute), deadline: deadline,
-		lead: time.Minute, booting: 50, booted: 200, up: 200, quorum: 345, canRent: true, rentsOK: 250, count: 300}
+		lead: time.Minute, booting: 50, onTime: 40, booted: 200, up: 200, quorum: 345, canRent: true, rentsOK: 250, count: 300}
 	cases := []struct {
 		name string
 		edit func(*releaseView)
@@ -31,6 +31,9 @@ func TestReleaseDue(t *testing.T) {
 		{"no deadline", func(v *releaseView) { v.deadline = time.Time{}; v.now = deadline.Add(time.Hour) }, false, ""},
 		{"nothing loading, nothing to rent", func(v *releaseView) { v.booting = 0; v.canRent = false }, true, "nothing left to boot"},
 		{"nothing loading, still renting", func(v *releaseView) { v.booting = 0 }, false, ""},
+		{"the count up, the rest late", func(v *releaseView) { v.up, v.onTime = 300, 0 }, true, "the rest are late"},
+		{"the count up, some on time", func(v *releaseView) { v.up = 300 }, false, ""},
+		{"the rest late, short of the count", func(v *releaseView) { v.up, v.onTime = 299, 0 }, false, ""},
 		{"no backfill, every slot rented", func(v *releaseView) { v.booting = 0; v.backfill = false; v.rentsOK = 300 }, true, "nothing left to boot"},
 	}
 	for _, c := range cases {

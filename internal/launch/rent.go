@@ -205,11 +205,7 @@ func (r *runner) remaining(now time.Time) time.Duration {
 func (r *runner) pick(k int, now time.Time) []market.Ranked {
 	dph := r.liveDPH()
 	rem := r.remaining(now).Hours()
-	bw, pending := r.bandwidth(now)
-	committed := r.spent + bw + pending + dph*rem
-	for _, c := range r.inflight {
-		committed += c.PullCost(r.spec.ImageGB) // not tracked until they land
-	}
+	committed := r.committed(now, dph, rem)
 	var out []market.Ranked
 	blockedDPH, blockedBudget := false, false
 	for _, c := range r.cands {
@@ -235,8 +231,11 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 	}
 	if len(out) < k {
 		switch {
-		case blockedBudget:
-			r.capStop(now, fmt.Sprintf("budget cap $%.2f: a replacement would bring spent + committed above it", r.spec.Budget))
+		case blockedBudget && r.budgetHeld == "":
+			// Not sticky either: the committed part shrinks as the deadline
+			// nears and as failed instances are destroyed.
+			r.budgetHeld = fmt.Sprintf("budget cap $%.2f: a rental would bring spent + committed above it", r.spec.Budget)
+			r.emit(Event{Event: EvCap, At: now, Msg: "rent held back by the " + r.budgetHeld})
 		case blockedDPH && r.dphCapped == "":
 			// Not sticky: destroying a failed instance frees room under
 			// the cap, and the next pick may fit.
@@ -245,6 +244,35 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 		}
 	}
 	return out
+}
+
+// committed is what the launch has spent and would spend if everything
+// live (at dph $/hr) ran for rem hours more: spent, the bandwidth billed
+// and still pulling, and the pulls of rents in flight (not tracked until
+// they land).
+func (r *runner) committed(now time.Time, dph, rem float64) float64 {
+	bw, pending := r.bandwidth(now)
+	committed := r.spent + bw + pending + dph*rem
+	for _, c := range r.inflight {
+		committed += c.PullCost(r.spec.ImageGB)
+	}
+	return committed
+}
+
+// budgetFits says whether some usable candidate could be rented now
+// within the budget: while none can, the launch counts as unable to rent.
+func (r *runner) budgetFits(now time.Time) bool {
+	if r.spec.Budget <= 0 {
+		return true
+	}
+	rem := r.remaining(now).Hours()
+	room := r.spec.Budget + 1e-9 - r.committed(now, r.liveDPH(), rem)
+	for _, c := range r.cands {
+		if r.usable(c) && c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) <= room {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runner) unreserve(c market.Ranked) {

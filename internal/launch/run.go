@@ -131,8 +131,11 @@ type runner struct {
 	destroyed int
 	capHit    string // a cap that stopped renting for good
 	dphCapped string // set once --max-dph held a rent back
-	outbids   int    // outbid episodes seen (interruptible launches)
-	rebids    int    // change bids sent
+	// budgetHeld is set once the budget held a rent back; it is not a
+	// stop: room comes back as the deadline nears and failures go.
+	budgetHeld string
+	outbids    int // outbid episodes seen (interruptible launches)
+	rebids     int // change bids sent
 	// bootRatios: each timed boot over its offer's estimated load time;
 	// ratio is their bootRatio, kept as boots are timed rather than
 	// sorted again by every rent.

@@ -177,8 +177,14 @@ func TestBudgetStopsAtCap(t *testing.T) {
 	if len(got) == 5 || committed > spec.Budget {
 		t.Fatalf("picked %d offers, committing $%.2f of a $%.2f budget", len(got), committed, spec.Budget)
 	}
-	if !strings.Contains(r.capHit, "budget cap $") || rec.find(EvCap, "stopped at budget cap") == nil {
-		t.Fatalf("capHit %q", r.capHit)
+	if r.capHit != "" || !strings.Contains(r.budgetHeld, "budget cap $") || rec.find(EvCap, "held back by the budget cap") == nil {
+		t.Fatalf("capHit %q, budgetHeld %q: want the rent held back, not the launch stopped", r.capHit, r.budgetHeld)
+	}
+	// Held, not stopped: as the deadline nears, what runs commits less,
+	// and a rental fits again.
+	e.Clock.Advance(29 * time.Minute)
+	if !r.budgetFits(e.Clock.Now()) || len(r.pick(1, e.Clock.Now())) != 1 {
+		t.Error("a minute before the deadline, nothing fits the budget that was held back half an hour before")
 	}
 	// Spending the budget ends the launch: unready instances are dropped.
 	r2 := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
