@@ -156,10 +156,14 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 	c = r.counts()
 	canRent := !r.finishing && r.capHit == "" && r.moreCandidates() && r.budgetFits(now)
 	if r.spec.Park && !r.released {
+		back, backSD := r.expectedBack(now)
 		due, why := releaseDue(releaseView{
 			park: r.spec.Park, released: r.released, finishing: r.finishing, backfill: r.spec.Backfill,
 			now: now, deadline: r.deadline, lead: r.releaseLead(),
 			booting: c.booting, onTime: r.onTime(now), booted: booted, up: c.parking + c.parked + c.ready,
+			back: back, backSD: backSD,
+			replaceable: replaceableAfter(now, r.deadline, r.nextLoad(),
+				lateAfter(r.nextLoad(), r.ratio, r.spec.HedgeAfter, r.spec.PollEvery), r.releaseLead()),
 			quorum:  min(r.target(), r.spec.MinReady+r.spares()),
 			canRent: canRent, rentsOK: r.rentsOK, count: r.spec.Count,
 		})
@@ -199,6 +203,30 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 		r.finishing = true
 	}
 	return false
+}
+
+// expectedBack is how many of the nodes up are expected to run after a
+// release now (see expectedBack); a node still parking counts as parked
+// from now.
+func (r *runner) expectedBack(now time.Time) (mean, sd float64) {
+	running := 0
+	var parked []float64
+	for _, n := range r.nodes {
+		if n.doomed || n.dropping {
+			continue
+		}
+		switch n.phase {
+		case phReady:
+			running++
+		case phParking, phParked:
+			m := 0.0
+			if !n.stopSentAt.IsZero() {
+				m = now.Sub(n.stopSentAt).Minutes()
+			}
+			parked = append(parked, m)
+		}
+	}
+	return expectedBack(running, parked, takenPerMinute(r.releaseLost, r.parkedMinutes))
 }
 
 // onTime counts the loading nodes not yet late.

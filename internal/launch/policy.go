@@ -26,11 +26,16 @@ type releaseView struct {
 	lead                                time.Duration // start the wave this long before the deadline
 	booting                             int           // rented, still loading
 	onTime                              int           // of booting, those not yet late (lateAfter)
-	booted                              int           // parking, parked, releasing or ready
-	up                                  int           // parking, parked or ready (counts toward the quorum)
-	quorum                              int           // up needed to release early
-	canRent                             bool
-	rentsOK, count                      int
+	replaceable                         bool          // what a release now loses can be replaced in time
+	// back is how many of up are expected to run after a release now
+	// (parked ones lost at the rate seen so far, over how long each has
+	// been parked), and backSD its standard deviation.
+	back, backSD   float64
+	booted         int // parking, parked, releasing or ready
+	up             int // parking, parked or ready (counts toward the quorum)
+	quorum         int // up needed to release early
+	canRent        bool
+	rentsOK, count int
 }
 
 // releaseDue says whether the parked fleet is to be started now, and why.
@@ -41,6 +46,15 @@ func releaseDue(v releaseView) (bool, string) {
 	switch {
 	case v.up >= v.quorum:
 		return true, "quorum"
+	case v.up >= v.count && v.back-v.backSD >= float64(v.count):
+		// Parked GPUs go to other renters by the minute: once enough are
+		// expected back (one deviation to spare), waiting for the spares
+		// loses more than it adds.
+		return true, "enough expected to run again"
+	case v.up >= v.count && v.replaceable:
+		// Waiting for spares only loses parked GPUs to other renters
+		// when what the release loses can still be replaced.
+		return true, "the count is up, with time to replace what the release loses"
 	case v.finishing:
 		return true, "end of the launch"
 	case !v.deadline.IsZero() && v.booted > 0 && !v.now.Before(v.deadline.Add(-v.lead)):
@@ -206,6 +220,29 @@ func bootRatio(observed []float64) float64 {
 // parking): renting what cannot is paying for a pull that buys nothing.
 func bootsInTime(now, deadline time.Time, load, lead time.Duration) bool {
 	return deadline.IsZero() || !now.Add(load+lead).After(deadline)
+}
+
+// expectedBack is how many of the instances up would run after a release
+// now, and its standard deviation: running ones for sure, each parked one
+// with the chance its GPUs were not taken over the minutes it has been
+// parked (perMinute each).
+func expectedBack(running int, parkedMinutes []float64, perMinute float64) (mean, sd float64) {
+	mean = float64(running)
+	variance := 0.0
+	for _, m := range parkedMinutes {
+		p := releaseShare(perMinute, m)
+		mean += p
+		variance += p * (1 - p)
+	}
+	return mean, math.Sqrt(variance)
+}
+
+// replaceableAfter says whether an instance lost at a release at the
+// given time can be replaced before the deadline (with lead to spare):
+// the loss is seen as Scheduling after SchedulingFor, and its replacement
+// may itself be late once before it loads. Always, without a deadline.
+func replaceableAfter(release, deadline time.Time, load, late, lead time.Duration) bool {
+	return bootsInTime(release.Add(SchedulingFor+late), deadline, load, lead)
 }
 
 // parkPays says whether stopping a just-booted instance until the release

@@ -31,6 +31,10 @@ func TestReleaseDue(t *testing.T) {
 		{"no deadline", func(v *releaseView) { v.deadline = time.Time{}; v.now = deadline.Add(time.Hour) }, false, ""},
 		{"nothing loading, nothing to rent", func(v *releaseView) { v.booting = 0; v.canRent = false }, true, "nothing left to boot"},
 		{"nothing loading, still renting", func(v *releaseView) { v.booting = 0 }, false, ""},
+		{"enough expected back", func(v *releaseView) { v.up, v.back, v.backSD = 320, 305, 4 }, true, "enough expected to run again"},
+		{"expected back within a deviation of the count", func(v *releaseView) { v.up, v.back, v.backSD = 320, 303, 4 }, false, ""},
+		{"the count up, losses replaceable", func(v *releaseView) { v.up, v.replaceable = 300, true }, true, "the count is up, with time to replace what the release loses"},
+		{"losses replaceable, short of the count", func(v *releaseView) { v.up, v.replaceable = 299, true }, false, ""},
 		{"the count up, the rest late", func(v *releaseView) { v.up, v.onTime = 300, 0 }, true, "the rest are late"},
 		{"the count up, some on time", func(v *releaseView) { v.up = 300 }, false, ""},
 		{"the rest late, short of the count", func(v *releaseView) { v.up, v.onTime = 299, 0 }, false, ""},
@@ -333,5 +337,28 @@ func TestBidFor(t *testing.T) {
 	}
 	if b, err := ParseBid("0.35"); err != nil || b.Price != 0.35 {
 		t.Errorf("ParseBid(0.35) = %+v %v", b, err)
+	}
+}
+
+func TestExpectedBack(t *testing.T) {
+	// Nothing parked: the running ones, for sure.
+	if m, sd := expectedBack(7, nil, 0.05); m != 7 || sd != 0 {
+		t.Errorf("running only: %v ± %v, want 7 ± 0", m, sd)
+	}
+	// Just parked: all back. Parked long: fewer, and less sure.
+	m0, _ := expectedBack(0, []float64{0, 0}, 0.05)
+	m5, sd5 := expectedBack(0, []float64{5, 5}, 0.05)
+	want := 2 * math.Pow(0.95, 5)
+	if m0 != 2 || math.Abs(m5-want) > 1e-9 || sd5 <= 0 {
+		t.Errorf("parked 0 min: %v; parked 5 min: %v ± %v, want 2 and %.4f ± >0", m0, m5, sd5, want)
+	}
+	// The published launch: 218 parked about five minutes at the prior
+	// rate come back as about 172.
+	mins := make([]float64, 218)
+	for i := range mins {
+		mins[i] = 5
+	}
+	if m, _ := expectedBack(0, mins, priorTakenPerMinute); math.Abs(m-172) > 0.5 {
+		t.Errorf("the published launch: %.1f back, want 172", m)
 	}
 }
