@@ -127,14 +127,15 @@ func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: whole launches on the default market; the plain run covers them")
 	}
-	cases := []struct {
+	type launchCase struct {
 		name     string
 		seed     int64
 		count    int
 		deadline time.Duration
 		query    string // "" is the default filter
 		image    string
-	}{
+	}
+	cases := []launchCase{
 		{"demo", 1, 50, 45 * time.Minute, "rentable=True cpu_cores_effective>=4", "ubuntu:22.04"},
 		{"50 in 20m", 2, 50, 20 * time.Minute, "", DefaultImage},
 		{"100 in 20m", 5, 100, 20 * time.Minute, "", DefaultImage},
@@ -146,14 +147,7 @@ func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
 		for _, count := range []int{50, 100} {
 			for _, d := range []time.Duration{10 * time.Minute, 20 * time.Minute, 45 * time.Minute} {
 				for seed := int64(1); seed <= 5; seed++ {
-					cases = append(cases, struct {
-						name     string
-						seed     int64
-						count    int
-						deadline time.Duration
-						query    string
-						image    string
-					}{fmt.Sprintf("%d in %s seed %d", count, d, seed), seed, count, d, "", DefaultImage})
+					cases = append(cases, launchCase{fmt.Sprintf("%d in %s seed %d", count, d, seed), seed, count, d, "", DefaultImage})
 				}
 			}
 		}
