@@ -256,7 +256,13 @@ func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts, why s
 			ns = append(ns, n)
 		}
 	}
-	r.emit(Event{Event: EvRelease, At: now, Msg: fmt.Sprintf("releasing %d parked instances (%d booted of %d asked; %s)", len(ns), c.parking+c.parked+c.ready, r.spec.Count, why)})
+	up := c.parking + c.parked + c.ready
+	msg := fmt.Sprintf("releasing %d parked instances (%d booted of %d asked; %s)", len(ns), up, r.spec.Count, why)
+	if len(ns) == 0 {
+		// Every booted one was kept running: parking did not pay.
+		msg = fmt.Sprintf("nothing parked to release: %d booted of %d asked run already (%s)", up, r.spec.Count, why)
+	}
+	r.emit(Event{Event: EvRelease, At: now, Msg: msg})
 	r.start1(ctx, ns, now)
 }
 
