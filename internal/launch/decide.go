@@ -75,9 +75,9 @@ func (r *runner) parkPays(n *node, now time.Time) bool {
 // release may come only at the deadline), counted from the launch's start
 // so that the spares do not shrink as the parked ones wait; five minutes,
 // the published launch's, without a deadline. Never longer than a boot
-// takes to be late: with a distant deadline the fleet is released once
-// the count is up and the rest are late, so the first to boot wait about
-// that long, not until the deadline.
+// takes to be late: with a distant deadline the fleet is released about
+// when the count is up (releaseDue), so the first to boot wait about that
+// long, not until the deadline.
 func (r *runner) parkMinutesAhead() float64 {
 	if r.deadline.IsZero() {
 		return 5

@@ -362,3 +362,26 @@ func TestExpectedBack(t *testing.T) {
 		t.Errorf("the published launch: %.1f back, want 172", m)
 	}
 }
+
+func TestReplaceableAfter(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := time.Minute
+	cases := []struct {
+		name              string
+		release, deadline time.Time
+		load, late, lead  time.Duration
+		want              bool
+	}{
+		// 4 + 0.5 (Scheduling) + 6 (late once) + 4 (load) + 1 (lead) = 15.5.
+		{"a 20-minute deadline, released at 4", t0.Add(4 * m), t0.Add(20 * m), 4 * m, 6 * m, m, true},
+		{"just fits", t0.Add(4 * m), t0.Add(15*m + 30*time.Second), 4 * m, 6 * m, m, true},
+		{"a second short", t0.Add(4 * m), t0.Add(15*m + 29*time.Second), 4 * m, 6 * m, m, false},
+		{"the published 10 minutes", t0.Add(4 * m), t0.Add(10 * m), 4 * m, 6 * m, m, false},
+		{"no deadline", t0.Add(4 * m), time.Time{}, 4 * m, 6 * m, m, true},
+	}
+	for _, c := range cases {
+		if got := replaceableAfter(c.release, c.deadline, c.load, c.late, c.lead); got != c.want {
+			t.Errorf("%s: replaceableAfter = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
