@@ -89,7 +89,11 @@ func newLaunchCmd(f *factory, runF func(context.Context, *launchOptions) error) 
 		Long: `Rent --count instances from ranked offers (--from results.json, or a query
 ranked --by vcpu), in parallel and rate-limited. With --park each instance is
 stopped the moment it has booted (only storage bills) and all are started
-together when --min-ready are parked or the deadline hits. Offers that are
+together as soon as waiting would lose more than it adds: when --min-ready
+and a margin for the release's losses are up; when the count is up and
+enough are expected to run again (parked GPUs go to other renters by the
+minute), what the release loses can still be replaced, or what still loads
+is late; or when the deadline is near. Offers that are
 gone, hosts that never boot or stall, and restarts whose GPUs were taken are
 destroyed and replaced from the next offers, within --max-dph and --budget.
 
@@ -100,8 +104,10 @@ inet_down_cost). Without --budget the launch derives one, --count × the
 median $/hr of the first offers × the deadline (or the boot and release
 timeouts) plus the image pulls of every rental --max-rentals allows, ×1.5,
 and prints it before the first rent;
---budget 0 turns the cap off. Renting stops, and unready instances are
-destroyed, before the projected spend crosses the budget.
+--budget 0 turns the cap off. A rental that would bring spent plus
+committed (what runs, until the deadline) above the budget waits until it
+fits; when the projected spend reaches it, renting stops and unready
+instances are destroyed.
 
 Every rental is recorded before it is made: after a crash, 'launch --resume
 FLEET' continues without renting anything twice, within the launch's
