@@ -242,3 +242,51 @@ func TestStartTimeClamped(t *testing.T) {
 		}
 	}
 }
+
+// A bid changed outside vastfleet (the official CLI's change bid) shows in
+// the next listing: cost bills the hour before it at the old bid and the
+// hour after at the new one, as the simulator's ledger does.
+func TestCostDatesARateChangeSeenInAListing(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	req := e.rentReq(0)
+	bid := max(req.Offer.MinBid*1.1, 0.05)
+	req.Create.Price = &bid
+	rec, err := e.m.Rent(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.WaitRunning(ctx, rec.ID, WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	raised := 3 * bid
+	if err := e.m.P.(provider.Bidder).ChangeBid(ctx, rec.ID, &raised); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Reconcile(ctx, ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	if err := e.m.Destroy(ctx, []int64{rec.ID}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.m.InstanceCost(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := 0.0
+	for _, le := range e.mkt.Ledger() {
+		if le.InstanceID == rec.ID && le.Kind == "compute" {
+			ledger += le.Amount
+		}
+	}
+	backwards := c.Running.Hours() * raised // the whole run at the new bid
+	t.Logf("compute: cost $%.4f, ledger $%.4f (all at the raised bid: $%.4f)", c.Compute, ledger, backwards)
+	if math.Abs(c.Compute-ledger) > 0.005 {
+		t.Errorf("compute: cost $%.4f, ledger $%.4f", c.Compute, ledger)
+	}
+	if math.Abs(backwards-ledger) < 0.02 {
+		t.Fatalf("the raise changes too little to tell the rules apart: $%.4f against $%.4f", backwards, ledger)
+	}
+}

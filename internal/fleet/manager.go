@@ -146,6 +146,9 @@ func byID(l provider.Listing) map[int64]provider.Instance {
 
 // refreshRates takes the marketplace's own $/h figures for a rental when
 // they differ from what the store holds (the store starts from the offer).
+// A rate the store knew is changed from when the listing showed the
+// change (a bid changed with the official CLI is not billed backwards); an
+// unknown one (an adopted instance) is taken for the whole life.
 func (m *Manager) refreshRates(ctx context.Context, row provider.Instance) error {
 	if row.DPHTotal <= 0 {
 		return nil
@@ -154,11 +157,15 @@ func (m *Manager) refreshRates(ctx context.Context, row provider.Instance) error
 	if err != nil {
 		return err
 	}
-	if rec.DPHTotal == row.DPHTotal && rec.StorageDPH == row.StorageTotalCost {
+	if rec.DPHTotal == row.DPHTotal && (rec.StorageDPH == row.StorageTotalCost || row.StorageTotalCost == 0) {
 		return nil
 	}
+	now := m.now()
+	if rec.DPHTotal > 0 {
+		return m.S.ChangeRates(ctx, row.ID, row.DPHTotal, row.StorageTotalCost, store.ChangedAt(rec.LastSeenAt, now))
+	}
 	rec.DPHTotal, rec.StorageDPH = row.DPHTotal, row.StorageTotalCost
-	return m.S.UpsertInstance(ctx, rec, m.now())
+	return m.S.UpsertInstance(ctx, rec, now)
 }
 
 // sshHost and sshPort are the instance's SSH address, derived as the vastai
