@@ -82,9 +82,9 @@ func (r *runner) parkMinutesAhead() float64 {
 	if r.deadline.IsZero() {
 		return 5
 	}
-	window := r.deadline.Add(-r.releaseLead()).Sub(r.start.Add(r.nextLoad()))
-	late := lateAfter(r.nextLoad(), r.ratio, r.spec.HedgeAfter, r.spec.PollEvery)
-	return max(min(window.Minutes()*2/3, late.Minutes()), 0.5)
+	load := r.nextLoad()
+	window := r.deadline.Add(-r.releaseLead()).Sub(r.start.Add(load))
+	return max(min(window.Minutes()*2/3, r.lateAfter(load).Minutes()), 0.5)
 }
 
 // target is how many live slots the launch keeps.
@@ -157,15 +157,15 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 	canRent := !r.finishing && r.capHit == "" && r.moreCandidates() && r.budgetFits(now)
 	if r.spec.Park && !r.released {
 		back, backSD := r.expectedBack(now)
+		load := r.nextLoad()
 		due, why := releaseDue(releaseView{
 			park: r.spec.Park, released: r.released, finishing: r.finishing, backfill: r.spec.Backfill,
 			now: now, deadline: r.deadline, lead: r.releaseLead(),
 			booting: c.booting, onTime: r.onTime(now), booted: booted, up: c.parking + c.parked + c.ready,
 			back: back, backSD: backSD,
-			replaceable: replaceableAfter(now, r.deadline, r.nextLoad(),
-				lateAfter(r.nextLoad(), r.ratio, r.spec.HedgeAfter, r.spec.PollEvery), r.releaseLead()),
-			quorum:  min(r.target(), r.spec.MinReady+r.spares()),
-			canRent: canRent, rentsOK: r.rentsOK, count: r.spec.Count,
+			replaceable: replaceableAfter(now, r.deadline, load, r.lateAfter(load), r.releaseLead()),
+			quorum:      min(r.target(), r.spec.MinReady+r.spares()),
+			canRent:     canRent, rentsOK: r.rentsOK, count: r.spec.Count,
 		})
 		if due {
 			r.releaseWave(ctx, now, c, why)
@@ -229,11 +229,17 @@ func (r *runner) expectedBack(now time.Time) (mean, sd float64) {
 	return expectedBack(running, parked, takenPerMinute(r.releaseLost, r.parkedMinutes))
 }
 
+// lateAfter is how long a rental expected to load in load may take before
+// it is late, with this launch's boot ratio and hedge setting.
+func (r *runner) lateAfter(load time.Duration) time.Duration {
+	return lateAfter(load, r.ratio, r.spec.HedgeAfter, r.spec.PollEvery)
+}
+
 // onTime counts the loading nodes not yet late.
 func (r *runner) onTime(now time.Time) int {
 	k := 0
 	for _, n := range r.nodes {
-		if n.phase == phBooting && !n.doomed && !n.dropping && now.Sub(n.rentedAt) <= lateAfter(n.load, r.ratio, r.spec.HedgeAfter, r.spec.PollEvery) {
+		if n.phase == phBooting && !n.doomed && !n.dropping && now.Sub(n.rentedAt) <= r.lateAfter(n.load) {
 			k++
 		}
 	}

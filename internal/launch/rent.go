@@ -149,7 +149,7 @@ func (r *runner) need(now time.Time) int {
 		case n.doomed:
 		case n.phase != phBooting:
 			booted++
-		case hedge && now.Sub(n.rentedAt) > lateAfter(n.load, r.ratio, r.spec.HedgeAfter, r.spec.PollEvery):
+		case hedge && now.Sub(n.rentedAt) > r.lateAfter(n.load):
 		default:
 			loading++
 		}
@@ -219,7 +219,7 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 			blockedDPH = true
 			continue
 		}
-		if r.spec.Budget > 0 && committed+c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) > r.spec.Budget+1e-9 {
+		if !r.fitsBudget(committed, c, rem) {
 			blockedBudget = true
 			continue
 		}
@@ -266,13 +266,19 @@ func (r *runner) budgetFits(now time.Time) bool {
 		return true
 	}
 	rem := r.remaining(now).Hours()
-	room := r.spec.Budget + 1e-9 - r.committed(now, r.liveDPH(), rem)
+	committed := r.committed(now, r.liveDPH(), rem)
 	for _, c := range r.cands {
-		if r.usable(c) && c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) <= room {
+		if r.usable(c) && r.fitsBudget(committed, c, rem) {
 			return true
 		}
 	}
 	return false
+}
+
+// fitsBudget says whether renting c, running rem hours more and pulling
+// the image, keeps committed within the budget (none: always).
+func (r *runner) fitsBudget(committed float64, c market.Ranked, rem float64) bool {
+	return r.spec.Budget <= 0 || committed+c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) <= r.spec.Budget+1e-9
 }
 
 func (r *runner) unreserve(c market.Ranked) {
