@@ -21,21 +21,9 @@ func TestCostMatchesLedger(t *testing.T) {
 	req.EstCost = &est
 	// Transitions are priced when they are observed, so each rent waits
 	// for running, as the rent command does.
-	other, err := e.m.Rent(ctx, e.rentReq(4)) // still live at the end
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.m.WaitRunning(ctx, other.ID, WaitOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.rentRunning(e.rentReq(4)) // still live at the end
 	e.clock.Advance(17 * time.Minute)
-	rec, err := e.m.Rent(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.m.WaitRunning(ctx, rec.ID, WaitOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.rentRunning(req)
 	e.clock.Advance(time.Hour)
 	if err := e.m.Stop(ctx, []int64{rec.ID}); err != nil {
 		t.Fatal(err)
@@ -252,13 +240,7 @@ func TestCostDatesARateChangeSeenInAListing(t *testing.T) {
 	req := e.rentReq(0)
 	bid := max(req.Offer.MinBid*1.1, 0.05)
 	req.Create.Price = &bid
-	rec, err := e.m.Rent(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.m.WaitRunning(ctx, rec.ID, WaitOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.rentRunning(req)
 	e.clock.Advance(time.Hour)
 	raised := 3 * bid
 	if err := e.m.P.(provider.Bidder).ChangeBid(ctx, rec.ID, &raised); err != nil {

@@ -264,6 +264,19 @@ func (e *env) rentReq(i int) RentRequest {
 		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20, Runtype: "ssh"}}
 }
 
+// rentRunning rents req and waits until it runs, as the rent command does.
+func (e *env) rentRunning(req RentRequest) store.Instance {
+	e.t.Helper()
+	rec, err := e.m.Rent(context.Background(), req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if rec, err = e.m.WaitRunning(context.Background(), rec.ID, WaitOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
 // labelFor labels rentals of fleet as this env's store does.
 func (e *env) labelFor(fleet string) func(int64) string {
 	e.t.Helper()
