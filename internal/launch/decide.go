@@ -164,7 +164,7 @@ func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) 
 			booting: c.booting, onTime: r.onTime(now), booted: booted, up: c.parking + c.parked + c.ready,
 			back: back, backSD: backSD,
 			replaceable: replaceableAfter(now, r.deadline, load, r.lateAfter(load), r.releaseLead()),
-			quorum:      min(r.target(), r.spec.MinReady+r.spares()),
+			quorum:      min(r.spec.Count, r.spec.MinReady) + r.spares(),
 			canRent:     canRent, rentsOK: r.rentsOK, count: r.spec.Count,
 		})
 		if due {
