@@ -128,3 +128,51 @@ func TestReapActsOnlyOnThisFleetsSilentInstances(t *testing.T) {
 		t.Errorf("rb's silent instance was not destroyed: %+v", s)
 	}
 }
+
+// TestCoordinatorReapsEachFleetByItsOwnSwitch: the pass a running
+// coordinator makes reaps a fleet launched with --orphan-policy destroy
+// by destroying, whatever the coordinator's own flags say; a fleet that
+// recorded no switch gets the coordinator's (stop).
+func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
+	e := newEnv(t)
+	q := "rentable=True num_gpus=1 dph_total<1"
+	e.ok("launch", "--count", "1", "--fleet", "rd", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
+	e.ok("launch", "--count", "1", "--fleet", "rs", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
+	d, s := fleetIDs(t, e, "rd"), fleetIDs(t, e, "rs")
+	if len(d) != 1 || len(s) != 1 {
+		t.Fatalf("fleets rd %v, rs %v", d, s)
+	}
+	long := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	heardAt(t, e.home, "rd", long, d[0])
+	heardAt(t, e.home, "rs", long, s[0])
+
+	ctx := context.Background()
+	db, err := coord.OpenDB(ctx, filepath.Join(e.home, "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// As `launch --coord --orphan-after 10m --orphan-policy destroy` records it.
+	if err := db.SetFleetPolicy(ctx, "rd", 10*time.Minute, wire.PolicyDestroy); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	f := newFactory(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
+		if k == "VASTFLEET_HOME" {
+			return e.home
+		}
+		return ""
+	}})
+	f.opts = globalOptions{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
+	err = f.reapPass(ctx, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
+	f.Close()
+	if err != nil {
+		t.Fatalf("reap pass: %v\n%s", err, out.String())
+	}
+	if got := stateOf(t, e, d[0]); !got.Gone && !got.DestroyWait {
+		t.Errorf("rd (launched with destroy) was not destroyed: %+v\n%s", got, out.String())
+	}
+	if got := stateOf(t, e, s[0]); got.Wanted != "parked" || got.Gone {
+		t.Errorf("rs (no recorded switch) was not stopped by the coordinator's policy: %+v\n%s", got, out.String())
+	}
+}

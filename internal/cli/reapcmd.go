@@ -148,7 +148,8 @@ func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {
 }
 
 // reapWhileCoordinating reaps silent instances every `every` while the
-// coordinator runs, with the switch the coordinator tells agents. Silence
+// coordinator runs, with the switch the coordinator tells agents: each
+// fleet's own, after and policy only where a fleet recorded none. Silence
 // counts from the coordinator's start at the earliest (it heard nobody
 // while it was down), and the data dir's lock is taken only for a pass
 // that has something to do, so ls, launch and destroy in other terminals
@@ -188,11 +189,13 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 	}
 	var due []fleet.ReapOptions
 	for _, fl := range all {
-		heard, err := db.LastHeard(ctx, fl.Name)
-		if err != nil || len(heard) == 0 {
+		// Each fleet as it was launched; the coordinator's flags only
+		// for a fleet with no recorded switch.
+		o, err := reapOptionsFor(ctx, db, fl.Name, &reapOptions{After: after, Policy: policy})
+		if err != nil || len(o.LastHeard) == 0 {
 			continue
 		}
-		o := fleet.ReapOptions{Fleet: fl.Name, LastHeard: heard, After: after, Policy: policy, Since: since}
+		o.Since = since
 		recs, err := st.Instances(ctx, store.InstanceFilter{Fleet: fl.Name})
 		if err != nil {
 			return err

@@ -74,8 +74,8 @@ type Server struct {
 	log        *slog.Logger
 	flushEvery time.Duration
 	mux        *http.ServeMux
-	// heartbeatReply is the encoded wire.HeartbeatReply.
-	heartbeatReply []byte
+	// replies holds each fleet's encoded wire.HeartbeatReply.
+	replies replyCache
 
 	auth      authTable
 	limitMu   sync.Mutex
@@ -157,11 +157,7 @@ func New(cfg Config) (*Server, error) {
 		stop:       make(chan struct{}),
 	}
 	s.auth.db = cfg.DB
-	s.heartbeatReply, _ = json.Marshal(wire.HeartbeatReply{
-		IntervalS:    cfg.HeartbeatInterval.Seconds(),
-		OrphanAfterS: cfg.OrphanAfter.Seconds(),
-		OrphanPolicy: cfg.OrphanPolicy,
-	})
+	s.replies.m = map[string]cachedReply{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.auth.reload(ctx); err != nil {
@@ -395,12 +391,13 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 		writeError(w, http.StatusTooManyRequests, err.Error())
 		return
 	}
-	// The reply is the same for every heartbeat: encoded once, sent with
-	// a length rather than chunked.
+	// The reply is the same for every heartbeat of a fleet: encoded once
+	// a heartbeat interval, sent with a length rather than chunked.
+	reply := s.heartbeatReply(r.Context(), c.fleet)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(s.heartbeatReply)))
-	_, _ = w.Write(s.heartbeatReply)
+	h.Set("Content-Length", strconv.Itoa(len(reply)))
+	_, _ = w.Write(reply)
 }
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
