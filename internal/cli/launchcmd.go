@@ -266,6 +266,7 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 			return err
 		}
 	}
+	opts.rank.spec = &spec // --by useful ranks for this launch
 	cands, err := opts.candidates(ctx, f, args)
 	if err != nil {
 		return err

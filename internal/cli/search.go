@@ -4,18 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // queryFlags are the `vastai search offers` flags, shared by every command
@@ -101,11 +106,14 @@ type rankFlags struct {
 	Score string
 	// byDefault applies when neither --by nor --score is given.
 	byDefault string
+	// spec is the launch the ranking is for (--by useful weighs its
+	// image and deadline); nil: a default launch.
+	spec *launch.Spec
 }
 
 func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 	r.byDefault = defaultBy
-	help := "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr) or dlperf (DLPerf per $/hr)"
+	help := "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr), dlperf (DLPerf per $/hr) or useful (vCPU-hours per expected $ of a node ready in time and kept: failures, slow boots and pulls priced in)"
 	if defaultBy != "" {
 		help += " (default " + defaultBy + ")"
 	}
@@ -114,7 +122,7 @@ func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 }
 
 // scorer returns nil when no ranking is asked for and there is no default.
-func (r *rankFlags) scorer() (market.Scorer, error) {
+func (r *rankFlags) scorer(ctx context.Context, f *factory) (market.Scorer, error) {
 	if r.Score != "" {
 		if r.By != "" {
 			return nil, usagef("--by %s and --score: pick one", r.By)
@@ -136,7 +144,34 @@ func (r *rankFlags) scorer() (market.Scorer, error) {
 	if err != nil {
 		return nil, usagef("--by: %v", err)
 	}
+	if _, ok := s.(*market.Useful); ok {
+		return f.usefulScorer(ctx, r.spec)
+	}
 	return s, nil
+}
+
+// usefulScorer is --by useful for spec (nil: the default launch), with
+// this data dir's host records when it has a store.
+func (f *factory) usefulScorer(ctx context.Context, spec *launch.Spec) (market.Scorer, error) {
+	sp := launch.DefaultSpec("", 1, 10*time.Minute, false)
+	if spec != nil {
+		sp = *spec
+	}
+	if f.opts.Market == "sim" {
+		// The bans expire on the market's clock, which the simulator keeps.
+		if _, err := f.Provider(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var st *store.Store
+	if dir, err := f.dataDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "state.db")); err == nil {
+			if st, err = f.Store(ctx, false, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return launch.UsefulScorer(ctx, st, sp, f.Clock().Now())
 }
 
 // rankedOffers parses the query flags, searches (sweeping past the
@@ -146,7 +181,7 @@ func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := rf.scorer()
+	s, err := rf.scorer(ctx, f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -430,7 +465,7 @@ func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := opts.rank.scorer()
+	s, err := opts.rank.scorer(ctx, f)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -24,12 +25,16 @@ type Scorer interface {
 }
 
 // ScoreKinds are the built-in scorers ScoreBy knows.
-var ScoreKinds = []string{"vcpu", "gpu", "dlperf"}
+var ScoreKinds = []string{"vcpu", "gpu", "dlperf", "useful"}
 
 // ScoreBy returns a built-in scorer: "vcpu" (cpu_cores_effective per $/h),
-// "gpu" (relative GPU speed × num_gpus per $/h) or "dlperf" (dlperf per $/h).
+// "gpu" (relative GPU speed × num_gpus per $/h), "dlperf" (dlperf per $/h)
+// or "useful" (vCPU-hours per expected dollar of a useful node, see
+// Useful; the caller sets its image, deadline and host records).
 func ScoreBy(kind string) (Scorer, error) {
 	switch kind {
+	case "useful":
+		return &Useful{Deadline: 10 * time.Minute}, nil
 	case "vcpu":
 		return perDollar{"vcpu", "cpu_cores_effective", func(o *Offer) float64 { return o.CPUCoresEffective }}, nil
 	case "gpu":
