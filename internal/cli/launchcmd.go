@@ -57,6 +57,9 @@ type launchOptions struct {
 	Items        string
 	OrphanAfter  time.Duration
 	OrphanPolicy string
+	// Ladder is the fleet's teardown ladder (--max-lifetime, --idle-*,
+	// --stopped-for), applied by reap.
+	Ladder fleet.Ladder
 
 	Spare            float64
 	BootTimeout      time.Duration
@@ -179,6 +182,10 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.CoordSHA256, "coord-sha256", "", "with --coord https://…: the coordinator certificate's sha256 that agents pin (printed by `vastfleet coord --tls`)")
 	fl.DurationVar(&opts.OrphanAfter, "orphan-after", wire.DefaultOrphanAft, "with --coord: an agent stops its instance after this long without the coordinator (the dead-man switch)")
 	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "with --coord: what the dead-man switch does, stop or destroy")
+	fl.DurationVar(&opts.Ladder.MaxLifetime, "max-lifetime", 0, "teardown ladder: stop each instance this long after it first ran (0: none)")
+	fl.DurationVar(&opts.Ladder.IdleAfter, "idle-after", 0, "teardown ladder: stop an instance whose CPU and GPU stayed below --idle-below this long (0: none)")
+	fl.Float64Var(&opts.Ladder.IdleBelow, "idle-below", 0, "teardown ladder: the CPU and GPU percentage under which an instance is idle, with --idle-after")
+	fl.DurationVar(&opts.Ladder.StoppedFor, "stopped-for", 0, "teardown ladder: destroy an instance once it has been stopped this long (it bills storage meanwhile; 0: never)")
 	fl.StringArrayVar(&opts.Sessions, "session", nil, "name:command, a long-running named session per node (repeatable)")
 	fl.StringVar(&opts.Items, "items", "", "with --coord: work items shared by the sessions whose command names {item}: a file (one per line), a range 0..9999 or a grid lr=0.1,0.01;bs=32,64; each item runs once per fleet, and a lost node's items go to the others")
 	fl.StringVar(&opts.Fleet, "fleet", "", "fleet name (default: fleet-<time>)")
@@ -199,7 +206,8 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 		bounds{"max-dph", "0", "100000"}, bounds{"budget", "0", "1000000"}, bounds{"disk", ">0", "100000"},
 		bounds{"boot-timeout", "0", "720h"}, bounds{"release-timeout", "0", "720h"}, bounds{"bad-host-ttl", "0", "8760h"},
 		bounds{"workers", "0", "256"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"},
-		bounds{"image-size", "0", "10000"}, bounds{"orphan-after", "1m", "8760h"})
+		bounds{"image-size", "0", "10000"}, bounds{"orphan-after", "1m", "8760h"},
+		bounds{"max-lifetime", "0", "8760h"}, bounds{"idle-after", "0", "8760h"}, bounds{"idle-below", "0", "100"}, bounds{"stopped-for", "0", "8760h"})
 	return cmd
 }
 
@@ -219,6 +227,9 @@ func (o *launchOptions) usage() error {
 	}
 	if err := o.pricing(); err != nil {
 		return err
+	}
+	if err := o.Ladder.Validate(); err != nil {
+		return usagef("%v: --idle-after and --idle-below go together, durations are positive", err)
 	}
 	if o.Items != "" && o.Coord == "" {
 		return usagef("--items needs --coord: the coordinator hands the items out")
@@ -282,6 +293,12 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 	}
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before launching: %w", err)
+	}
+	if !opts.Ladder.IsZero() {
+		// Before renting: `vastfleet reap` applies it from the first boot.
+		if err := fleet.SaveLadder(ctx, m.S, spec.Fleet, opts.Ladder); err != nil {
+			return err
+		}
 	}
 	f.registerFleetKey(ctx, m.P)
 	view := newLaunchView(f, opts.JSON)

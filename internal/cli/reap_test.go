@@ -176,3 +176,43 @@ func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
 		t.Errorf("rs (no recorded switch) was not stopped by the coordinator's policy: %+v\n%s", got, out.String())
 	}
 }
+
+// TestReapAppliesTheTeardownLadder: a fleet launched with --max-lifetime
+// is stopped by reap once past it, without any coordinator, and ls says
+// why, then destroyed once stopped past --stopped-for; a fleet launched without a ladder is left alone; a ladder that
+// cannot mean anything is refused.
+func TestReapAppliesTheTeardownLadder(t *testing.T) {
+	e := newEnv(t)
+	q := "rentable=True num_gpus=1 dph_total<1"
+	if r := e.fails("launch", "--count", "1", "--idle-after", "30m", "-n", q); r.code != 2 || !strings.Contains(r.err, "idle-below") {
+		t.Fatalf("--idle-after alone: exit %d, %s", r.code, r.err)
+	}
+	e.ok("launch", "--count", "1", "--fleet", "la", "--image", "ubuntu:22.04", "--deadline", "30m", "--max-lifetime", "1m", "--stopped-for", "1m", "-n", q)
+	e.ok("launch", "--count", "1", "--fleet", "lb", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
+	a, b := fleetIDs(t, e, "la"), fleetIDs(t, e, "lb")
+	if len(a) != 1 || len(b) != 1 {
+		t.Fatalf("fleets la %v, lb %v", a, b)
+	}
+	// The market's clock runs 3000× between commands: the lifetime of a
+	// market minute is long past.
+	r := e.ok("reap")
+	if !strings.Contains(r.out, "instance "+strconv.FormatInt(a[0], 10)+" (fleet la): teardown ladder, max lifetime 1m0s: stopped") {
+		t.Fatalf("reap output:\n%s\n%s", r.out, r.err)
+	}
+	if got := stateOf(t, e, a[0]); got.Wanted != "parked" || !strings.Contains(got.Note, "teardown ladder (stop)") {
+		t.Fatalf("la's instance: wanted %q, note %q", got.Wanted, got.Note)
+	}
+	if got := stateOf(t, e, b[0]); got.Wanted != "running" || got.Note != "" {
+		t.Fatalf("lb's instance was touched: wanted %q, note %q", got.Wanted, got.Note)
+	}
+	// Seen stopped by the next pass, stopped for a market minute by the
+	// one after: destroyed, as it bills storage.
+	e.ok("reap")
+	r = e.ok("reap")
+	if got := stateOf(t, e, a[0]); !got.Gone && !got.DestroyWait {
+		t.Fatalf("la's stopped instance was not destroyed after --stopped-for: %+v\n%s\n%s", got, r.out, r.err)
+	}
+	if got := stateOf(t, e, b[0]); got.Wanted != "running" {
+		t.Fatalf("lb's instance was touched: wanted %q", got.Wanted)
+	}
+}

@@ -36,6 +36,9 @@ from outside; the coordinator does the same while it runs.
 
 Each fleet is reaped as it was launched (launch --coord --orphan-after and
 --orphan-policy, recorded in DATA_DIR/coord.db); the flags here override.
+The fleet's teardown ladder (launch --max-lifetime, --stopped-for) is
+applied first: an instance past its lifetime is stopped, one stopped for
+longer than --stopped-for is destroyed.
 Only instances whose label names this data dir and the fleet are touched,
 and only those whose agent reported at least once: silence from an agent
 never heard is not evidence. Every action is logged and noted on the
@@ -66,19 +69,10 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "coord.db")); errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
-		return nil
-	}
 	m, err := f.refreshed(ctx, holderName("reap"))
 	if err != nil {
 		return err
 	}
-	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	fleets := []string{opts.Fleet}
 	if opts.Fleet == "" {
 		all, err := m.S.ListFleets(ctx)
@@ -91,6 +85,32 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 		}
 	}
 	var errs []error
+	// The teardown ladder first: it needs no coordinator.
+	for _, name := range fleets {
+		l, err := fleet.FleetLadder(ctx, m.S, name)
+		if err != nil {
+			return err
+		}
+		done, err := m.ApplyLadder(ctx, name, l)
+		if err != nil {
+			return err
+		}
+		for _, d := range done {
+			f.reportLaddered(name, d)
+			if d.Err != nil {
+				errs = append(errs, d.Err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coord.db")); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
+		return errors.Join(errs...)
+	}
+	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	n := 0
 	for _, name := range fleets {
 		o, err := reapOptionsFor(ctx, db, name, opts)
@@ -136,6 +156,15 @@ func reapOptionsFor(ctx context.Context, db *coord.DB, name string, opts *reapOp
 		return fleet.ReapOptions{}, err
 	}
 	return fleet.ReapOptions{Fleet: name, LastHeard: heard, After: after, Policy: policy}, nil
+}
+
+func (f *factory) reportLaddered(fleetName string, d fleet.Laddered) {
+	verb := map[string]string{fleet.LadderStop: "stopped", fleet.LadderDestroy: "destroyed"}[d.Step.Action]
+	if d.Err != nil {
+		fmt.Fprintf(f.io.ErrOut, "instance %d (fleet %s): teardown ladder, %s; %s failed: %v\n", d.ID, fleetName, d.Step.Reason, d.Step.Action, d.Err)
+		return
+	}
+	fmt.Fprintf(f.io.Out, "instance %d (fleet %s): teardown ladder, %s: %s\n", d.ID, fleetName, d.Step.Reason, verb)
 }
 
 func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {

@@ -3,6 +3,8 @@ package fleet
 import (
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 func TestLadderNext(t *testing.T) {
@@ -78,6 +80,33 @@ func TestIdleSince(t *testing.T) {
 	for _, c := range cases {
 		if got := IdleSince(c.samples, 5); !got.Equal(c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestLadderStateOf(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	ev := func(from, to string, m int) store.Event { return store.Event{From: from, To: to, At: at(m)} }
+	cases := []struct {
+		name    string
+		r       store.Instance
+		evs     []store.Event
+		stopped bool
+		since   time.Time
+	}{
+		{"running", store.Instance{State: "running", RunningSince: at(1)}, []store.Event{ev("loading", "running", 1)}, false, time.Time{}},
+		{"stopped once", store.Instance{State: "stopped", RunningSince: at(1)},
+			[]store.Event{ev("loading", "running", 1), ev("running", "stopped", 10)}, true, at(10)},
+		{"restarted, stopped again: the last stretch", store.Instance{State: "exited", RunningSince: at(1)},
+			[]store.Event{ev("running", "stopped", 10), ev("stopped", "running", 20), ev("running", "stopped", 30), ev("stopped", "exited", 40)}, true, at(30)},
+		{"seen stopped, no change recorded", store.Instance{State: "stopped", LastSeenAt: at(7)}, nil, true, at(7)},
+	}
+	for _, c := range cases {
+		s := LadderStateOf(c.r, c.evs)
+		if s.Stopped != c.stopped || !s.StoppedSince.Equal(c.since) || !s.Booted.Equal(c.r.RunningSince) {
+			t.Errorf("%s: %+v, want stopped %v since %v", c.name, s, c.stopped, c.since)
 		}
 	}
 }
