@@ -216,3 +216,39 @@ func TestReapAppliesTheTeardownLadder(t *testing.T) {
 		t.Fatalf("lb's instance was touched: wanted %q", got.Wanted)
 	}
 }
+
+// The running coordinator's pass applies the teardown ladder too, with
+// no agent ever heard.
+func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
+	e := newEnv(t)
+	e.ok("launch", "--count", "1", "--fleet", "lc", "--image", "ubuntu:22.04", "--deadline", "30m", "--max-lifetime", "1m", "-n", "rentable=True num_gpus=1 dph_total<1")
+	ids := fleetIDs(t, e, "lc")
+	if len(ids) != 1 {
+		t.Fatalf("fleet lc %v", ids)
+	}
+	ctx := context.Background()
+	db, err := coord.OpenDB(ctx, filepath.Join(e.home, "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out bytes.Buffer
+	f := newFactory(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
+		if k == "VASTFLEET_HOME" {
+			return e.home
+		}
+		return ""
+	}})
+	f.opts = globalOptions{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
+	if _, err := f.Provider(ctx); err != nil { // the market's clock, as the coordinator holds it
+		t.Fatal(err)
+	}
+	err = f.reapPass(ctx, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
+	f.Close()
+	if err != nil {
+		t.Fatalf("reap pass: %v\n%s", err, out.String())
+	}
+	if got := stateOf(t, e, ids[0]); got.Wanted != "parked" || !strings.Contains(got.Note, "max lifetime") {
+		t.Fatalf("lc's instance past its lifetime: wanted %q, note %q\n%s", got.Wanted, got.Note, out.String())
+	}
+}

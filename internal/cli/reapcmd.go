@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -176,9 +177,10 @@ func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {
 	fmt.Fprintf(f.io.Out, "instance %d (fleet %s): agent silent for %s: %s\n", r.ID, fleetName, r.Silent.Round(time.Second), verb)
 }
 
-// reapWhileCoordinating reaps silent instances every `every` while the
-// coordinator runs, with the switch the coordinator tells agents: each
-// fleet's own, after and policy only where a fleet recorded none. Silence
+// reapWhileCoordinating applies the fleets' teardown ladders and reaps
+// silent instances every `every` while the coordinator runs, with the
+// switch the coordinator tells agents: each fleet's own, after and
+// policy only where a fleet recorded none. Silence
 // counts from the coordinator's start at the earliest (it heard nobody
 // while it was down), and the data dir's lock is taken only for a pass
 // that has something to do, so ls, launch and destroy in other terminals
@@ -217,7 +219,21 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 		return err
 	}
 	var due []fleet.ReapOptions
+	ladders := map[string]fleet.Ladder{}
+	look := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log} // reads only
 	for _, fl := range all {
+		// The fleet's teardown ladder, due steps only.
+		l, err := fleet.FleetLadder(ctx, st, fl.Name)
+		if err != nil {
+			return err
+		}
+		steps, err := look.LadderSteps(ctx, fl.Name, l)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(steps, func(s fleet.Laddered) bool { return s.Step.Due(f.Clock().Now()) }) {
+			ladders[fl.Name] = l
+		}
 		// Each fleet as it was launched; the coordinator's flags only
 		// for a fleet with no recorded switch.
 		o, err := reapOptionsFor(ctx, db, fl.Name, &reapOptions{After: after, Policy: policy})
@@ -233,7 +249,7 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 			due = append(due, o)
 		}
 	}
-	if len(due) == 0 {
+	if len(due) == 0 && len(ladders) == 0 {
 		return nil
 	}
 	lock, err := store.AcquireLock(dir, holderName("coord", "(reaping silent instances)"))
@@ -246,6 +262,15 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 		return err
 	}
 	m := &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}
+	for name, l := range ladders {
+		done, err := m.ApplyLadder(ctx, name, l)
+		if err != nil {
+			return err
+		}
+		for _, d := range done {
+			f.reportLaddered(name, d)
+		}
+	}
 	for _, o := range due {
 		res, err := m.Reap(ctx, o)
 		if err != nil {
