@@ -304,18 +304,33 @@ type instanceJSON struct {
 	// Note is the latest thing vastfleet did to the instance unasked
 	// (reaped after its agent fell silent), with its time.
 	Note string `json:"note,omitempty"`
+	// Next is what the fleet's teardown ladder does to it next, and when.
+	Next *fleet.Step `json:"next,omitempty"`
 }
 
 // instanceViews prices each instance from its whole recorded timeline, the
 // one cost rule `cost` uses too.
 func instanceViews(ctx context.Context, m *fleet.Manager, recs []store.Instance, now time.Time) ([]instanceJSON, error) {
 	views := make([]instanceJSON, 0, len(recs))
+	ladders := map[string]fleet.Ladder{}
 	for _, r := range recs {
 		c, err := m.CostOf(ctx, r, now)
 		if err != nil {
 			return nil, err
 		}
 		v := instanceView(r, c.Total, now)
+		l, ok := ladders[r.Fleet]
+		if !ok && r.Fleet != "" {
+			if l, err = fleet.FleetLadder(ctx, m.S, r.Fleet); err != nil {
+				return nil, err
+			}
+			ladders[r.Fleet] = l
+		}
+		if st, err := m.NextStep(ctx, r, l); err != nil {
+			return nil, err
+		} else if st.Action != "" {
+			v.Next = &st
+		}
 		notes, err := m.S.Notes(ctx, r.ID)
 		if err != nil {
 			return nil, err
@@ -374,6 +389,9 @@ func printInstances(f *factory, views []instanceJSON) error {
 	for _, v := range views {
 		if v.Note != "" {
 			fmt.Fprintf(f.io.Out, "instance %d: %s\n", v.ID, v.Note)
+		}
+		if v.Next != nil {
+			fmt.Fprintf(f.io.Out, "instance %d: teardown ladder: %s at %s (%s)\n", v.ID, v.Next.Action, v.Next.At.UTC().Format(time.RFC3339), v.Next.Reason)
 		}
 	}
 	return nil

@@ -193,6 +193,16 @@ func TestReapAppliesTheTeardownLadder(t *testing.T) {
 	if len(a) != 1 || len(b) != 1 {
 		t.Fatalf("fleets la %v, lb %v", a, b)
 	}
+	// ls says what the ladder does next, and when.
+	if ls := e.ok("ls").out; !strings.Contains(ls, "instance "+strconv.FormatInt(a[0], 10)+": teardown ladder: stop at ") || !strings.Contains(ls, "(max lifetime 1m0s)") {
+		t.Fatalf("ls does not show the ladder's next step:\n%s", ls)
+	}
+	if got := stateOf(t, e, a[0]); got.Next == nil || got.Next.Action != "stop" || got.Next.At.IsZero() {
+		t.Fatalf("ls --json next: %+v", got.Next)
+	}
+	if got := stateOf(t, e, b[0]); got.Next != nil {
+		t.Fatalf("lb has no ladder, ls --json shows next %+v", got.Next)
+	}
 	// The market's clock runs 3000× between commands: the lifetime of a
 	// market minute is long past.
 	r := e.ok("reap")
@@ -205,8 +215,9 @@ func TestReapAppliesTheTeardownLadder(t *testing.T) {
 	if got := stateOf(t, e, b[0]); got.Wanted != "running" || got.Note != "" {
 		t.Fatalf("lb's instance was touched: wanted %q, note %q", got.Wanted, got.Note)
 	}
-	// Seen stopped by the next pass, stopped for a market minute by the
-	// one after: destroyed, as it bills storage.
+	// Stopped for a market minute by the next pass or the one after
+	// (market time runs on between commands): destroyed, as it bills
+	// storage.
 	e.ok("reap")
 	r = e.ok("reap")
 	if got := stateOf(t, e, a[0]); !got.Gone && !got.DestroyWait {

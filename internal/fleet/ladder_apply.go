@@ -105,16 +105,29 @@ func (m *Manager) LadderSteps(ctx context.Context, fleetName string, l Ladder) (
 		if lb, ok := ParseLabel(r.Label); !ok || lb.Store != storeID || lb.Fleet != fleetName {
 			continue
 		}
-		evs, err := m.S.Events(ctx, r.ID)
+		st, err := m.NextStep(ctx, r, l)
 		if err != nil {
 			return nil, err
 		}
-		if st := l.Next(LadderStateOf(r, evs)); st.Action != "" {
+		if st.Action != "" {
 			out = append(out, Laddered{ID: r.ID, Step: st})
 		}
 	}
 	slices.SortFunc(out, func(a, b Laddered) int { return int(a.ID - b.ID) })
 	return out, nil
+}
+
+// NextStep is instance r's next rung under l (zero Step: none), from its
+// row and its recorded state changes.
+func (m *Manager) NextStep(ctx context.Context, r store.Instance, l Ladder) (Step, error) {
+	if l.IsZero() || !r.Live() || r.Wanted == store.WantDestroy {
+		return Step{}, nil
+	}
+	evs, err := m.S.Events(ctx, r.ID)
+	if err != nil {
+		return Step{}, err
+	}
+	return l.Next(LadderStateOf(r, evs)), nil
 }
 
 // ApplyLadder stops or destroys the fleet's instances whose next rung is
