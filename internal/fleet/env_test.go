@@ -34,6 +34,7 @@ type gate struct {
 	failLists    int                        // answer the next N listing requests with 500
 	shortLists   int                        // drop a row (total kept) from the next N listing answers
 	hide         map[int64]bool             // leave these out of listings, total adjusted (a consistent, lagging listing)
+	oddPorts     map[int64]bool             // list these rows with ports as a list of numbers (vast's show-instance docs)
 	eatDeletes   int                        // answer the next N destroys with success without destroying
 	userID       int64                      // non-zero: answer users/current with this id
 	onCreate     func(r *http.Request) bool // called before a create reaches the simulator; false drops it
@@ -72,6 +73,10 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range g.hide {
 		hide[k] = v
 	}
+	odd := make(map[int64]bool, len(g.oddPorts))
+	for k, v := range g.oddPorts {
+		odd[k] = v
+	}
 	userID := g.userID
 	onCreate, afterCreate, afterDelete, beforeDelete := g.onCreate, g.afterCreate, g.afterDelete, g.beforeDelete
 	g.mu.Unlock()
@@ -104,7 +109,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(rec.Body.Bytes())
 		return
 	}
-	if !(isList && (short || len(hide) > 0)) && !(userID != 0 && r.URL.Path == "/api/v0/users/current") {
+	if !(isList && (short || len(hide) > 0 || len(odd) > 0)) && !(userID != 0 && r.URL.Path == "/api/v0/users/current") {
 		g.next.ServeHTTP(w, r)
 		return
 	}
@@ -131,6 +136,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				dropped++
 				continue
 			}
+			if odd[id] {
+				row.(map[string]any)["ports"] = []int{22, 8080}
+			}
 			kept = append(kept, row)
 		}
 		body["total_instances"] = body["total_instances"].(float64) - float64(dropped)
@@ -149,7 +157,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // reset clears every fault; the caller holds g.mu.
 func (g *gate) reset() {
-	g.failLists, g.shortLists, g.hide, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, 0, 0, nil
+	g.failLists, g.shortLists, g.hide, g.oddPorts, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, nil, 0, 0, nil
 	g.afterCreate, g.afterDelete, g.beforeDelete = nil, nil, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -69,6 +70,9 @@ type Report struct {
 	// Redestroyed are instances the store wants destroyed that were still
 	// listed: their destroy was sent again (idempotent, not a store change).
 	Redestroyed []int64 `json:"redestroyed"`
+	// Quarantined are listed rows the client could not read: kept as
+	// "unknown", never counted gone, adopted or destroyed as orphans.
+	Quarantined []int64 `json:"quarantined"`
 	// Errors are per-instance failures that did not stop the reconcile.
 	Errors []error `json:"-"`
 }
@@ -84,6 +88,25 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		plain
 		Errors []string `json:"errors"`
 	}{plain(r), msgs})
+}
+
+// seeQuarantined records a known instance whose row the client could not
+// read: "unknown", with the last address it had, and destroyed again when
+// the store wants it destroyed (its id is all a destroy needs).
+func (m *Manager) seeQuarantined(ctx context.Context, rep *Report, known store.Instance, row provider.Instance, now time.Time, opts ReconcileOptions) {
+	if known.State != provider.StateUnknown || !known.GoneAt.IsZero() {
+		rep.Changes = append(rep.Changes, Change{Kind: ChangeState, Instance: row.ID, Intent: known.IntentID,
+			Detail: fmt.Sprintf("%s → unknown (row unreadable: %s)", stateName(known.State), row.Quarantine)})
+	}
+	if err := m.S.UpdateSeen(ctx, row.ID, provider.StateUnknown, known.SSHHost, known.SSHPort, "", now); err != nil {
+		rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
+	}
+	if known.Wanted == store.WantDestroy && !opts.LookOnly {
+		if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
+			rep.Errors = append(rep.Errors, fmt.Errorf("re-destroy instance %d: %w", row.ID, err))
+		}
+		rep.Redestroyed = append(rep.Redestroyed, row.ID)
+	}
 }
 
 // Reconcile makes the store agree with one complete listing of the account.
@@ -129,6 +152,14 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		if kerr == nil && !sameInstance(known, row) {
 			// Our id, someone else's instance: never touched as ours.
 			kerr = store.ErrNotFound
+		}
+		if row.Quarantined() {
+			// Listed but unreadable: it exists, and that is all we know.
+			rep.Quarantined = append(rep.Quarantined, row.ID)
+			if kerr == nil {
+				m.seeQuarantined(ctx, &rep, known, row, now, opts)
+			}
+			continue
 		}
 		switch {
 		case kerr == nil:

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -278,5 +279,70 @@ func TestReconcileOrphans(t *testing.T) {
 	rep, err = e.m.Reconcile(ctx, ReconcileOptions{DestroyOrphans: true, DestroyForeign: true})
 	if err != nil || len(rep.Changes) != 0 {
 		t.Fatalf("last reconcile: %+v, %v", rep, err)
+	}
+}
+
+// A row the client quarantined (ports as a list of numbers) is listed but
+// unreadable: reconcile keeps the instance, marks it "unknown" with its
+// last address, never counts it gone or adopts it, and uses the rest of
+// the listing (an instance destroyed behind our back is still found gone).
+func TestReconcileKeepsQuarantinedRowsUnknown(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	recs := rentN(t, e, 3)
+	if _, err := e.m.Reconcile(ctx, ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An intent whose instance exists but is only ever listed odd.
+	it, err := e.st.NewIntent(ctx, "f1", e.offers[5].ID, e.offers[5].MachineID, nil, e.clock.Now(), e.labelFor("f1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := e.client.CreateInstance(ctx, e.offers[5].ID, provider.CreateRequest{Image: "ubuntu", Disk: 20, Label: it.Label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := e.st.Instance(ctx, recs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.DestroyInstance(ctx, recs[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.gate.set(func(g *gate) { g.oddPorts = map[int64]bool{recs[0].ID: true, created.NewContract: true} })
+	e.clock.Advance(DefaultGrace + time.Minute)
+
+	rep, err := e.m.Reconcile(ctx, ReconcileOptions{DestroyOrphans: true})
+	if err != nil {
+		t.Fatalf("a quarantined row failed the reconcile: %v", err)
+	}
+	for _, c := range rep.Changes {
+		if c.Instance == recs[0].ID && c.Kind == ChangeGone || c.Instance == created.NewContract && c.Kind != "" {
+			t.Errorf("quarantined row acted on: %+v", c)
+		}
+	}
+	gone := false
+	for _, c := range rep.Changes {
+		gone = gone || c.Kind == ChangeGone && c.Instance == recs[1].ID
+	}
+	if !gone {
+		t.Errorf("the rest of the listing was not used: %d not found gone in %v", recs[1].ID, rep.Changes)
+	}
+	if !slices.Contains(rep.Quarantined, recs[0].ID) || !slices.Contains(rep.Quarantined, created.NewContract) {
+		t.Errorf("report's quarantined rows %v, want %d and %d", rep.Quarantined, recs[0].ID, created.NewContract)
+	}
+	after, err := e.st.Instance(ctx, recs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.GoneAt.IsZero() || after.State != provider.StateUnknown || after.SSHHost != before.SSHHost || after.SSHPort != before.SSHPort {
+		t.Errorf("quarantined instance recorded as gone %v state %q ssh %s:%d; want live, unknown, %s:%d",
+			after.GoneAt, after.State, after.SSHHost, after.SSHPort, before.SSHHost, before.SSHPort)
+	}
+	if _, err := e.st.Instance(ctx, created.NewContract); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a quarantined row was adopted: %v", err)
+	}
+	if in, err := e.client.ShowInstance(ctx, created.NewContract); err != nil || in.ID != created.NewContract {
+		t.Errorf("a quarantined row was destroyed: %v", err)
 	}
 }

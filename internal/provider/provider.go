@@ -155,7 +155,17 @@ type Instance struct {
 	Verification     string  `json:"verification,omitempty"`
 	Geolocation      string  `json:"geolocation"`
 	CUDAMaxGood      float64 `json:"cuda_max_good,omitempty"`
+
+	// Quarantine is why the client could not read this row (a field in a
+	// shape it does not know); "" for a row read whole. A quarantined row
+	// holds only its id, its label when readable, and the status
+	// "unknown": it is listed, so nobody counts it gone, and nothing else
+	// about it is known.
+	Quarantine string `json:"-"`
 }
+
+// Quarantined reports whether the row could not be read whole.
+func (i *Instance) Quarantined() bool { return i.Quarantine != "" }
 
 // Status is the instance's actual_status, "" while provisioning.
 func (i *Instance) Status() string {

@@ -164,10 +164,58 @@ const maxPages = 10000
 
 // listPage is one answer of GET /api/v1/instances/.
 type listPage struct {
-	Success        *bool               `json:"success"`
-	TotalInstances *int                `json:"total_instances"`
-	NextToken      json.RawMessage     `json:"next_token"`
-	Instances      []provider.Instance `json:"instances"`
+	Success        *bool             `json:"success"`
+	TotalInstances *int              `json:"total_instances"`
+	NextToken      json.RawMessage   `json:"next_token"`
+	Instances      []json.RawMessage `json:"instances"`
+}
+
+// readRow decodes one listing row. A row in a shape the client does not
+// read (vast's show-instance docs have ports as a list of numbers) is
+// quarantined: kept by its id and label with the status "unknown", so the
+// rest of the listing is used and the row is never taken for gone. A row
+// whose id cannot be read could be any instance: that fails the listing.
+func readRow(raw json.RawMessage) (provider.Instance, error) {
+	var in provider.Instance
+	err := json.Unmarshal(raw, &in)
+	if err == nil {
+		return in, nil
+	}
+	var head struct {
+		ID    json.RawMessage `json:"id"`
+		Label json.RawMessage `json:"label"`
+	}
+	if json.Unmarshal(raw, &head) != nil {
+		return provider.Instance{}, fmt.Errorf("a row is not a JSON object: %w", provider.ErrIncompleteListing)
+	}
+	var id int64
+	if json.Unmarshal(head.ID, &id) != nil || id <= 0 {
+		return provider.Instance{}, fmt.Errorf("a row without a readable id (%s): %w", trimMsg(string(head.ID)), provider.ErrIncompleteListing)
+	}
+	q := provider.Instance{ID: id, ActualStatus: new(provider.StateUnknown), Quarantine: err.Error()}
+	var label string
+	if json.Unmarshal(head.Label, &label) == nil && label != "" {
+		q.Label = &label
+	}
+	return q, nil
+}
+
+// noteQuarantine logs a quarantined row the first time this client sees it:
+// a poll loop lists every few seconds and must not flood the log.
+func (c *Client) noteQuarantine(ctx context.Context, in provider.Instance) {
+	c.qmu.Lock()
+	seen := c.quarantined[in.ID]
+	if !seen {
+		if c.quarantined == nil {
+			c.quarantined = map[int64]bool{}
+		}
+		c.quarantined[in.ID] = true
+	}
+	c.qmu.Unlock()
+	if !seen {
+		c.log.WarnContext(ctx, "instance row quarantined: the client cannot read it; it stays listed as unknown",
+			"instance", in.ID, "label", in.LabelText(), "error", c.redact(trimMsg(in.Quarantine)))
+	}
 }
 
 // orderByID is the order_by the CLI sends, in Python's json.dumps spacing.
@@ -226,7 +274,14 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 			changed = true
 		}
 		total = *p.TotalInstances
-		for _, in := range p.Instances {
+		for _, raw := range p.Instances {
+			in, err := readRow(raw)
+			if err != nil {
+				return provider.Listing{}, fmt.Errorf("listing page %d: %w", page, err)
+			}
+			if in.Quarantined() {
+				c.noteQuarantine(ctx, in)
+			}
 			if seen[in.ID] {
 				return provider.Listing{}, fmt.Errorf("instance %d listed twice: %w", in.ID, provider.ErrIncompleteListing)
 			}

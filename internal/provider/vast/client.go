@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -92,6 +93,9 @@ type Client struct {
 	limiter *rate.Limiter
 	rate    rate.Limit // the configured rate; 429s lower the limiter's below it
 	rnd     func() float64
+
+	qmu         sync.Mutex
+	quarantined map[int64]bool // instance rows already logged as unreadable
 }
 
 var (
