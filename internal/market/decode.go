@@ -2,10 +2,13 @@ package market
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -28,20 +31,67 @@ func DecodeOffers(data []byte) ([]Offer, error) {
 // is false when the answer is an object without an offers list (an error
 // answer, say).
 func DecodeSearchAnswer(data []byte) (offers []Offer, ok bool, err error) {
+	offers, ok, _, err = DecodeSearchAnswerNotes(data)
+	return offers, ok, err
+}
+
+// DecodeSearchAnswerNotes is DecodeSearchAnswer that also says which
+// offers it read leniently: a field of another type than the API's (a
+// marketplace's types drift: os_version as a number, dph_total as a
+// string) is read from its text when that works and is otherwise left
+// unknown (its zero value); an offer whose id or price cannot be read is
+// dropped. Only malformed JSON is an error: one odd offer never fails the
+// search.
+func DecodeSearchAnswerNotes(data []byte) (offers []Offer, ok bool, notes DecodeNotes, err error) {
 	var c collector
 	d := &offerDecoder{b: data, intern: map[string]string{}, fn: func(o *Offer, _ []byte) error { return c.add(o) }}
 	d.ws()
 	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		return nil, false, d.errorf("want the search answer, an object")
+		return nil, false, notes, d.errorf("want the search answer, an object")
 	}
 	if ok, err = d.object(true); err != nil {
-		return nil, false, err
+		return nil, false, d.notes, err
 	}
 	if d.ws(); d.i != len(d.b) {
-		return nil, false, d.errorf("unexpected data after the answer")
+		return nil, false, d.notes, d.errorf("unexpected data after the answer")
 	}
-	return c.offers(), ok, nil
+	return c.offers(), ok, d.notes, nil
 }
+
+// DecodeNotes counts what a lenient decode could not read as the API
+// types it.
+type DecodeNotes struct {
+	Odd     int            // offers kept with a field read from another type or left unknown
+	Dropped int            // offers dropped: their id or price could not be read
+	Fields  map[string]int // offers per odd field name
+}
+
+// String names the odd fields, most frequent first, for a warning.
+func (n DecodeNotes) String() string {
+	if n.Odd == 0 && n.Dropped == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(n.Fields))
+	for k := range n.Fields {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(n.Fields[b], n.Fields[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", k, n.Fields[k])
+	}
+	return fmt.Sprintf("%d offer(s) read leniently, %d dropped (id or price unreadable); odd fields: %s",
+		n.Odd, n.Dropped, strings.Join(parts, ", "))
+}
+
+// critical fields: an offer without them readable is dropped, not kept
+// with a zero that would rank it first or rent the wrong thing.
+func critical(key string) bool { return key == "id" || key == "dph_total" }
 
 // collector keeps decoded offers. Offers are ~700-byte structs: it grows in
 // chunks and copies once, rather than let append move the whole slice
@@ -108,6 +158,38 @@ type offerDecoder struct {
 	intern map[string]string
 	fn     func(o *Offer, raw []byte) error
 	o      Offer // the offer being decoded
+
+	// odd and drop describe the offer being decoded: a field read
+	// leniently, and an id or price that could not be read at all.
+	odd   bool
+	drop  bool
+	notes DecodeNotes
+}
+
+// emit hands the decoded offer to fn unless it must be dropped.
+func (d *offerDecoder) emit(raw []byte) error {
+	odd, drop := d.odd, d.drop
+	d.odd, d.drop = false, false
+	switch {
+	case drop:
+		d.notes.Dropped++
+		return nil
+	case odd:
+		d.notes.Odd++
+	}
+	return d.fn(&d.o, raw)
+}
+
+// noteOdd records a field read leniently (or not at all) in this offer.
+func (d *offerDecoder) noteOdd(key []byte, unread bool) {
+	if d.notes.Fields == nil {
+		d.notes.Fields = map[string]int{}
+	}
+	d.notes.Fields[string(key)]++
+	d.odd = true
+	if unread && critical(string(key)) {
+		d.drop = true
+	}
 }
 
 func (d *offerDecoder) errorf(format string, args ...any) error {
@@ -150,10 +232,11 @@ func (d *offerDecoder) array() error {
 		d.ws()
 		d.o = Offer{}
 		start := d.i
+		d.odd, d.drop = false, false
 		if _, err := d.object(false); err != nil {
 			return err
 		}
-		if err := d.fn(&d.o, d.b[start:d.i]); err != nil {
+		if err := d.emit(d.b[start:d.i]); err != nil {
 			return err
 		}
 		d.ws()
@@ -176,12 +259,13 @@ func (d *offerDecoder) array() error {
 // is the list, or one offer of a JSON-lines file.
 func (d *offerDecoder) top() error {
 	d.o = Offer{}
+	d.odd, d.drop = false, false
 	start := d.i
 	wrapped, err := d.object(true)
 	if err != nil || wrapped {
 		return err
 	}
-	return d.fn(&d.o, d.b[start:d.i])
+	return d.emit(d.b[start:d.i])
 }
 
 // object decodes one offer into d.o. At the top level, an "offers" array
@@ -238,8 +322,54 @@ func (d *offerDecoder) null() bool {
 	return false
 }
 
-// field decodes the value of key into o (the names are the API's).
+// field decodes the value of key into o (the names are the API's). A
+// value of another JSON type than the field's is read leniently.
 func (d *offerDecoder) field(o *Offer, key []byte) error {
+	start := d.i
+	err := d.typed(o, key)
+	if err == nil {
+		return nil
+	}
+	d.i = start
+	return d.lenient(o, key, err)
+}
+
+// lenient reads a value typed otherwise than the API says: a string's
+// text as a number or boolean ("0.45", "true"), a number or boolean as a
+// string's text (os_version 22.04); failing that the field stays unknown.
+// A value that is not JSON at all is still an error.
+func (d *offerDecoder) lenient(o *Offer, key []byte, typeErr error) error {
+	start := d.i
+	if err := d.skip(); err != nil {
+		return fmt.Errorf("%q: %w", key, typeErr)
+	}
+	raw := d.b[start:d.i]
+	var alt []byte
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			if t := strings.TrimSpace(s); t != "" && t[0] != '"' && t[0] != '{' && t[0] != '[' {
+				alt = []byte(strings.ToLower(t))
+			}
+		}
+	case '{', '[':
+	default: // a number or true/false
+		alt = append(append([]byte{'"'}, raw...), '"')
+	}
+	if alt != nil {
+		sub := &offerDecoder{b: alt, intern: d.intern}
+		if sub.typed(o, key) == nil && sub.i == len(alt) {
+			d.noteOdd(key, false)
+			return nil
+		}
+	}
+	d.noteOdd(key, true)
+	return nil
+}
+
+// typed decodes the value of key as the API types it.
+func (d *offerDecoder) typed(o *Offer, key []byte) error {
 	if d.null() {
 		return nil
 	}
@@ -406,10 +536,7 @@ func (d *offerDecoder) field(o *Offer, key []byte) error {
 	default:
 		err = d.skip()
 	}
-	if err != nil {
-		return fmt.Errorf("%q: %w", key, err)
-	}
-	return nil
+	return err
 }
 
 // rawString returns a string's bytes without the quotes; escapes are left

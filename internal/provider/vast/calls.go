@@ -61,7 +61,12 @@ func (c *Client) search(ctx context.Context, q market.Query, newForm bool) ([]ma
 	// Offer lists are the largest answers (a sweep reads the whole
 	// market): market's scanner reads them several times faster than
 	// encoding/json.
-	offers, ok, err := market.DecodeSearchAnswer(resp.body)
+	offers, ok, notes, err := market.DecodeSearchAnswerNotes(resp.body)
+	if n := notes.String(); n != "" {
+		// A marketplace whose types drift must not fail the search; the
+		// odd offers are read leniently or dropped, and said so.
+		c.log.WarnContext(ctx, "search answer: "+n, "method", cl.method, "path", cl.path)
+	}
 	if err != nil {
 		if derr := c.decode(cl, opOther, resp, &struct{}{}); derr != nil {
 			return nil, derr // not JSON at all: the usual message
