@@ -77,7 +77,7 @@ func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 	fl.StringVarP(&q.Order, "order", "o", "score-", "sort keys, comma separated, with +/- for ascending/descending (e.g. +dph_total,-num_gpus)")
 	fl.IntVar(&q.Limit, "limit", 0, "keep the N best offers by the ranking (by -o when nothing scores them); 0 keeps every offer found")
 	fl.Float64Var(&q.Storage, "storage", 5, "disk GiB to price into dph_total")
-	fl.IntVar(&q.SweepLimit, "sweep-limit", provider.DefaultSweepPage, "with --all: offers asked per search; a slice that returns this many is split further (the marketplace must not cap below it)")
+	fl.IntVar(&q.SweepLimit, "sweep-limit", provider.DefaultSweepPage, "with --all: offers asked per search; a slice that returns this many, or that a marketplace capping below it cut short, is split further")
 	limitFlags(fl, bounds{"limit", "0", "10000000"}, bounds{"storage", "0", "100000"}, bounds{"sweep-limit", "1", "1000000"})
 }
 

@@ -35,7 +35,8 @@ const DefaultSweepPage = 1000
 const idCeiling = int64(1) << 53
 
 // SweepOffers collects every offer matching q even though one search
-// returns at most cap offers: slices are asked cheapest first, so a full
+// returns at most cap offers (or fewer, when the marketplace caps its
+// answers lower: see full): slices are asked cheapest first, so a full
 // answer (cap offers) covers its slice up to its dearest price, and the
 // rest of the slice is split into two dph_total ranges, recursively,
 // within the user's own dph_total bounds (when the marketplace does not
@@ -91,6 +92,9 @@ type sweeper struct {
 	chunks     [][]market.Offer
 	requests   int
 	incomplete []string
+	// ceiling is the answer size the marketplace was found to cap at
+	// (0: none found); longest is the longest answer so far.
+	ceiling, longest int
 }
 
 // bounds is a slice: dph_total in [lo, hi) (or [lo, hi] when hiIncl) and
@@ -267,7 +271,76 @@ func (s *sweeper) search(ctx context.Context, b bounds) (res []market.Offer, ful
 		return nil, false, err
 	}
 	s.add(res)
-	return res, len(res) >= s.cap, nil
+	full, err = s.full(ctx, b, res)
+	return res, full, err
+}
+
+// full reports whether an answer may have been cut short. A marketplace
+// may cap answers below the limit asked (a proxy capping at 300 while the
+// sweep asks for 1,000), so an answer is trusted to hold the whole slice
+// only when it is shorter than any cap seen: one of cap offers is full; so
+// is one at the server's cap once a probe found it; so is one of a round
+// size (100, 250, 300, 256, ...), the caps servers use, which costs an
+// honest slice of that size one split. An answer as long as the longest
+// so far, of no round size, is probed: the offers at or above its dearest
+// price are asked again, and any the answer lacked prove it cut short.
+func (s *sweeper) full(ctx context.Context, b bounds, res []market.Offer) (bool, error) {
+	n := len(res)
+	if n >= s.cap {
+		return true, nil
+	}
+	if n == 0 {
+		return false, nil
+	}
+	s.mu.Lock()
+	ceiling, longest := s.ceiling, s.longest
+	s.longest = max(s.longest, n)
+	s.mu.Unlock()
+	switch {
+	case ceiling > 0:
+		return n >= ceiling, nil
+	case roundCap(n):
+		return true, nil
+	case n < longest, n < minProbe:
+		return false, nil
+	}
+	m, ok := cheapestFirst(res)
+	if !ok {
+		return false, nil // unordered: only round sizes can be told
+	}
+	q := s.slice(b)
+	tighten(q.Filters, "dph_total", "gte", m, true)
+	q.Order = sweepOrder
+	more, err := s.do(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	s.add(more)
+	had := make(map[int64]bool, n)
+	for i := range res {
+		had[res[i].ID] = true
+	}
+	for i := range more {
+		if !had[more[i].ID] {
+			s.mu.Lock()
+			if s.ceiling == 0 || n < s.ceiling {
+				s.ceiling = n
+			}
+			s.mu.Unlock()
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// minProbe is the shortest answer probed for a cap: a server capping
+// answers below it would be absurd, and a small search stays one request.
+const minProbe = 20
+
+// roundCap reports whether n is a size servers cap answers at: a multiple
+// of 50 from 50, or a power of two from 64.
+func roundCap(n int) bool {
+	return n >= 50 && n%50 == 0 || n >= 64 && n&(n-1) == 0
 }
 
 // do runs one search, counted, with at most sweepParallel in flight.
