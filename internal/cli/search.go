@@ -33,8 +33,8 @@ type queryFlags struct {
 	Storage   float64
 	// SweepLimit is the result size a sweep asks for per slice.
 	SweepLimit int
-	// sendUnknown sends a field the marketplace has no column for, with a
-	// warning, as the vastai CLI does, rather than refusing it.
+	// sendUnknown sends a field that looks like a typo of a known one, with
+	// a warning, as the vastai CLI does, rather than refusing it.
 	sendUnknown bool
 	// New sends the search in the CLI's --new form (PUT /search/asks/).
 	New bool
@@ -74,6 +74,7 @@ func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 		fl.VarPF(typeAlias{&q.Type, a.val}, a.name, a.short, "same as --type "+a.val+" (of several pricing flags, the last wins)").NoOptDefVal = "true"
 	}
 	fl.BoolVar(&q.New, "new", false, "search with the vastai CLI's --new request: PUT /api/v0/search/asks/ with {\"select_cols\":[\"*\"],\"q\":QUERY}")
+	fl.BoolVar(&q.sendUnknown, "send-unknown", q.sendUnknown, "send a field that looks like a typo of a known one as written (other unknown fields are always sent, with a warning)")
 	fl.StringVarP(&q.Order, "order", "o", "score-", "sort keys, comma separated, with +/- for ascending/descending (e.g. +dph_total,-num_gpus)")
 	fl.IntVar(&q.Limit, "limit", 0, "keep the N best offers by the ranking (by -o when nothing scores them); 0 keeps every offer found")
 	fl.Float64Var(&q.Storage, "storage", 5, "disk GiB to price into dph_total")

@@ -32,7 +32,8 @@ type ParseOptions struct {
 	Limit     int     // --limit, 0 means not sent
 	Storage   float64 // --storage GiB, 0 means the CLI default 5.0
 	// Strict refuses, instead of sending as the vastai CLI does: a field
-	// the marketplace has no column for (it would refuse it anyway), and a
+	// the client does not know that is a likely typo of one it does
+	// (others are sent with a warning: the marketplace decides), and a
 	// list left open (`geolocation in [US,`, which the CLI reads as [US]).
 	Strict bool
 }
@@ -283,11 +284,13 @@ func Parse(text string, opts ParseOptions) (Query, []Warning, error) {
 			stored, converted = v, true
 		}
 		// 4. Unknown fields are sent unchanged, with a warning.
+		//    Strict refuses only a likely typo of a known field: vast has
+		//    columns the client does not know (target_reliability,
+		//    reliability_mult), and only the marketplace can refuse those.
 		if opts.Strict && !knownFields[fieldName] && noColumn(fieldName) {
 			if s := suggestField(fieldName); s != "" {
-				return Query{}, nil, perr("unknown field %q: did you mean %s?", fieldName, s)
+				return Query{}, nil, perr("unknown field %q: did you mean %s? (to send it as written, add --send-unknown)", fieldName, s)
 			}
-			return Query{}, nil, perr("unknown field %q: the marketplace has no such column (see `vastfleet query parse --help`)", fieldName)
 		}
 		if !knownFields[fieldName] && !warned[fieldName] {
 			warned[fieldName] = true // once per field, not once per clause
@@ -589,7 +592,7 @@ func unknownFieldWarning(f string) Warning {
 			return Warning(fmt.Sprintf("unknown field %q — did you mean %s? (sent unchanged)", f, s))
 		}
 	}
-	return Warning(fmt.Sprintf("unknown field %q: not in the CLI's recognised set, sent unchanged", f))
+	return Warning(fmt.Sprintf("unknown field %q: not in the CLI's recognised set, sent unchanged (the marketplace decides whether it is a column)", f))
 }
 
 func suggestField(f string) string {

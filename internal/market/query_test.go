@@ -318,3 +318,31 @@ func TestQueryJSONRoundTripAndLenientRead(t *testing.T) {
 		}
 	}
 }
+
+// Columns the client does not know (vast has more than the CLI's list) are
+// sent with a warning even in strict mode: only the marketplace can say it
+// has no such column. A likely typo of a known field is still caught
+// before anything is sent, with the fix.
+func TestStrictSendsUnknownColumnsWithAWarning(t *testing.T) {
+	t.Parallel()
+	q, warns, err := Parse("target_reliability>0.9 reliability_mult<2 num_gpus=1", ParseOptions{NoDefault: true, Strict: true})
+	if err != nil {
+		t.Fatalf("an unknown column was refused: %v", err)
+	}
+	body := bodyOf(t, q)
+	for _, f := range []string{"target_reliability", "reliability_mult"} {
+		if _, ok := body[f]; !ok {
+			t.Errorf("%s not sent: %v", f, body)
+		}
+		found := false
+		for _, w := range warns {
+			found = found || strings.Contains(string(w), f) && strings.Contains(string(w), "sent")
+		}
+		if !found {
+			t.Errorf("no warning that %s is sent unchecked: %q", f, warns)
+		}
+	}
+	if _, _, err := Parse("gpu_rma>=24", ParseOptions{NoDefault: true, Strict: true}); err == nil || !strings.Contains(err.Error(), "did you mean gpu_ram") {
+		t.Errorf("typo: %v, want a did-you-mean refusal", err)
+	}
+}
