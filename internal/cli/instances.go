@@ -130,7 +130,7 @@ takes over 5 minutes), then prints its ssh address.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
 	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB")
-	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
+	fl.StringVar(&opts.Env, "env", "", "environment: 'KEY=V;KEY2=V2' (TCP_PORTS=8000 and UDP_PORTS=9000 open those ports), or the vastai CLI's Docker flags '-e KEY=V -p 8000:8000'")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when the instance starts")
 	fl.StringVar(&opts.Label, "label", "", "experiment name recorded with the instance")
 	fl.StringVar(&opts.Fleet, "fleet", "default", "fleet the instance belongs to")

@@ -176,7 +176,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
 	fl.Float64Var(&opts.ImageGB, "image-size", 0, "the image's size in GB, for the bandwidth estimate and the boot-time estimate that ranks slow-pulling offers last (default: guessed from the name)")
 	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB per instance")
-	fl.StringVar(&opts.Env, "env", "", "environment, 'KEY=V;KEY2=V2' (TCP_PORTS=8000;UDP_PORTS=; opens ports)")
+	fl.StringVar(&opts.Env, "env", "", "environment: 'KEY=V;KEY2=V2' (TCP_PORTS=8000 and UDP_PORTS=9000 open those ports), or the vastai CLI's Docker flags '-e KEY=V -p 8000:8000'")
 	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when each instance starts")
 	fl.StringVar(&opts.Coord, "coord", "", "run the agent on every instance, reporting to this coordinator: auto (the `vastfleet coord` running for this data dir) or its https://HOST:PORT")
 	fl.StringVar(&opts.CoordSHA256, "coord-sha256", "", "with --coord https://…: the coordinator certificate's sha256 that agents pin (printed by `vastfleet coord --tls`)")

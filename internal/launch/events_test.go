@@ -51,7 +51,7 @@ func TestParseEnvAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"TCP_PORTS": "8000", "UDP_PORTS": "", "HF_TOKEN": "a=b"}, env); diff != "" {
+	if diff := cmp.Diff(map[string]string{"TCP_PORTS": "8000", "UDP_PORTS": "", "HF_TOKEN": "a=b", "-p 8000:8000": "1"}, env); diff != "" {
 		t.Error(diff)
 	}
 	if _, err := ParseEnv("NOVALUE"); err == nil {

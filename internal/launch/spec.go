@@ -428,8 +428,15 @@ func (st stored) window(created time.Time) window {
 	return window{start: st.StartedAt, deadline: st.DeadlineAt}
 }
 
-// ParseEnv reads --env 'KEY=V;KEY2=V2;...'. Empty values are kept
-// (UDP_PORTS= is meaningful); a later key overrides an earlier one.
+// ParseEnv reads --env in either of two forms, which may be mixed across
+// ';'-separated parts:
+//   - the official CLI's Docker flags, `-e K=V -p 8000:8000 -p 9000:9000/udp`,
+//     read as its parse_env does (see dockerEnv);
+//   - vastfleet's 'KEY=V;KEY2=V2', where empty values are kept and a later
+//     key overrides an earlier one.
+//
+// vast opens a port only for a "-p H:C" key in the env dict, so TCP_PORTS
+// and UDP_PORTS (comma or space separated port numbers) add those keys too.
 func ParseEnv(s string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, part := range strings.Split(s, ";") {
@@ -437,14 +444,86 @@ func ParseEnv(s string) (map[string]string, error) {
 		if part == "" {
 			continue
 		}
+		if strings.HasPrefix(part, "-") {
+			dockerEnv(part, out)
+			continue
+		}
 		k, v, ok := strings.Cut(part, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" || strings.ContainsAny(k, " \t") {
-			return nil, fmt.Errorf("--env %q: want KEY=VALUE pairs separated by ';'", part)
+			return nil, fmt.Errorf("--env %q: want KEY=VALUE pairs separated by ';', or Docker flags (-e KEY=VALUE -p 8000:8000)", part)
 		}
 		out[k] = v
 	}
+	for k, proto := range map[string]string{"TCP_PORTS": "", "UDP_PORTS": "/udp"} {
+		for _, p := range strings.FieldsFunc(out[k], func(r rune) bool { return r == ',' || r == ' ' }) {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("--env %s=%s: %q is not a port number (1-65535)", k, out[k], p)
+			}
+			out["-p "+p+":"+p+proto] = "1"
+		}
+	}
 	return out, nil
+}
+
+// dockerEnv reads Docker flags as the vastai CLI's parse_env does: tokens
+// split on spaces outside quotes; -e K=V gives K: V (quotes around V
+// removed, '=' allowed in V); -p H:C[/udp] gives "-p H:C": "1" when it holds
+// only 0-9 : t c p / u d; -v a:b gives "-v a:b": "1"; -n name gives
+// "-n name": "1"; -h host gives "-h": host; anything else is dropped.
+func dockerEnv(s string, out map[string]string) {
+	var tokens []string
+	var cur strings.Builder
+	var inD, inS bool
+	for _, c := range s {
+		switch {
+		case c == ' ' && !inD && !inS:
+			tokens = append(tokens, cur.String())
+			cur.Reset()
+			continue
+		case c == '\'':
+			inS = !inS
+		case c == '"':
+			inD = !inD
+		}
+		cur.WriteRune(c)
+	}
+	tokens = append(tokens, cur.String())
+	only := func(s, set string) bool {
+		return strings.Trim(s, set) == ""
+	}
+	prev := ""
+	for _, e := range tokens {
+		if prev == "" {
+			switch e {
+			case "-e", "-p", "-h", "-v", "-n":
+				prev = e
+			}
+			continue
+		}
+		switch prev {
+		case "-p":
+			if only(e, "0123456789:tcp/udp") {
+				out["-p "+e] = "1"
+			}
+		case "-e":
+			if k, v, ok := strings.Cut(e, "="); ok {
+				out[k] = strings.Trim(v, `'"`)
+			}
+		case "-v":
+			if only(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:./_") {
+				out["-v "+e] = "1"
+			}
+		case "-n":
+			if only(e, "abcdefghijklmnopqrstuvwxyz0123456789-") {
+				out["-n "+e] = "1"
+			}
+		default:
+			out[prev] = e
+		}
+		prev = ""
+	}
 }
 
 // ParseSession reads --session name:command.
