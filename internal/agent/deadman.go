@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/vasterr"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -46,7 +47,10 @@ func selfAct(ctx context.Context, cfg Config, policy string, log *slog.Logger) e
 
 // callVast is one request; nil when the marketplace answered 2xx without
 // "success": false (vast answers 200 with success false for some
-// refusals), or 404: the instance is gone already, which is the goal.
+// refusals), or said the instance is gone, which is the goal. A 404 is
+// not always that: vast answers a revoked key or a stale session with 404
+// too, and a proxy's 404 page is no answer from vast at all; those are
+// errors, retried, since the instance may still run and bill.
 func callVast(ctx context.Context, client *http.Client, method, url, body, key string) error {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader([]byte(body)))
 	if err != nil {
@@ -60,10 +64,14 @@ func callVast(ctx context.Context, client *http.Client, method, url, body, key s
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode == http.StatusNotFound {
-		return nil
-	}
 	if resp.StatusCode/100 != 2 {
+		code, msg, isJSON := vasterr.Parse(b)
+		switch {
+		case vasterr.Auth(resp.StatusCode, code, msg):
+			return fmt.Errorf("%s %s: %d: the instance key was refused (%s); the instance is not known to be gone", method, url, resp.StatusCode, bytes.TrimSpace(b))
+		case vasterr.Gone(resp.StatusCode, code, msg, isJSON):
+			return nil
+		}
 		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
 	}
 	var r struct {

@@ -36,6 +36,12 @@ func TestDependencyDirection(t *testing.T) {
 		// What agents and the coordinator say to each other: stdlib only,
 		// so the agent binary stays small.
 		"wire": {mod + "provider", mod + "store", mod + "sim", mod + "fleet", mod + "launch", mod + "cli", mod + "market", "database/sql", "net/http"},
+		// What vast's error answers say (bad key, instance gone): stdlib
+		// only, shared by the client and the agent's dead-man switch.
+		"vasterr": {mod + "provider", mod + "market", mod + "store", mod + "wire", "net/http", "database/sql"},
+		// The agent binary runs on rented machines: no marketplace client,
+		// no store.
+		"agent": {mod + "provider", mod + "market", mod + "store", mod + "sim", "database/sql"},
 		// Pattern matching is a leaf: no files, no network, no project package.
 		"ignore": {"net", "os", mod + "remote", mod + "provider", mod + "store", mod + "market"},
 		// Time is a leaf: the clocks link no network and no project

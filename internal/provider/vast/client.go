@@ -29,6 +29,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/vasterr"
 )
 
 // DefaultBaseURL is where the official CLI sends its requests.
@@ -470,27 +471,6 @@ func (c *Client) redact(s string) string {
 	return strings.ReplaceAll(s, c.key, "[REDACTED]")
 }
 
-// errorBody is the union of the error shapes vast.ai sends.
-type errorBody struct {
-	Success *bool           `json:"success"`
-	Error   json.RawMessage `json:"error"`
-	Msg     json.RawMessage `json:"msg"`
-	Message json.RawMessage `json:"message"`
-	Detail  json.RawMessage `json:"detail"`
-}
-
-// text renders a JSON value as text: strings unquoted, others compact.
-func text(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
-
 // maxMsg bounds how much of a server's answer goes into an error.
 const maxMsg = 300
 
@@ -504,20 +484,8 @@ func trimMsg(s string) string {
 
 // parseErrorBody pulls the code and message out of an answer.
 func parseErrorBody(b []byte) (code, msg string, isJSON bool) {
-	var eb errorBody
-	if json.Unmarshal(b, &eb) == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		code = text(eb.Error)
-		if code == "true" || code == "false" {
-			code = "" // {"error": true, ...} is a flag, not a code
-		}
-		for _, m := range []json.RawMessage{eb.Msg, eb.Message, eb.Detail} {
-			if msg = text(m); msg != "" {
-				break
-			}
-		}
-		return code, trimMsg(msg), true
-	}
-	return "", trimMsg(string(b)), false
+	code, msg, isJSON = vasterr.Parse(b)
+	return code, trimMsg(msg), isJSON
 }
 
 // op says what a call was about, for classifying a 404.
@@ -539,11 +507,11 @@ func (c *Client) apiError(cl call, o op, status int, body []byte) *provider.APIE
 }
 
 func classify(o op, status int, code, msg string, isJSON bool) error {
-	lc, lm := strings.ToLower(code), strings.ToLower(msg)
+	lc := strings.ToLower(code)
 	switch {
-	case authSaid(status, lc, lm):
+	case vasterr.Auth(status, code, msg):
 		return provider.ErrAuth
-	case balanceSaid(lc, lm) && status >= 400 && status < 500:
+	case vasterr.Balance(code, msg) && status >= 400 && status < 500:
 		return provider.ErrInsufficientBalance
 	case status == 429:
 		return provider.ErrRateLimited
@@ -554,40 +522,10 @@ func classify(o op, status int, code, msg string, isJSON bool) error {
 		return provider.ErrServer
 	case o == opCreate && (status == 404 || status == 410 || lc == "no_such_ask"):
 		return provider.ErrOfferGone
-	case o == opInstance && (lc == "no_such_instance" || lc == "not_found" || lc == "invalid_id" ||
-		status == 404 && isJSON):
+	case o == opInstance && vasterr.Gone(status, code, msg, isJSON):
 		return provider.ErrNotFound
 	}
 	return nil
-}
-
-// authSaid: 401/403 always; other statuses only when the body says so,
-// because a revoked key has been seen as 404 auth_error and a stale 2FA
-// session as 404 "Session expired. Please log in again."
-func authSaid(status int, code, msg string) bool {
-	if status == 401 || status == 403 && !balanceSaid(code, msg) {
-		return true
-	}
-	if code == "auth_error" || code == "invalid_token" || code == "unauthorized" {
-		return true
-	}
-	if status == 404 || status == 400 {
-		for _, w := range []string{"api key", "user key", "invalid key", "session", "log in", "login", "sign up", "unauthorized", "authenticat"} {
-			if strings.Contains(msg, w) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func balanceSaid(code, msg string) bool {
-	for _, w := range []string{"insufficient", "balance", "credit", "not enough funds", "payment"} {
-		if strings.Contains(code, w) || strings.Contains(msg, w) {
-			return true
-		}
-	}
-	return false
 }
 
 // decode reads a 2xx JSON answer into v; anything else becomes an error.
@@ -607,7 +545,9 @@ func (c *Client) decode(cl call, o op, resp *response, v any) error {
 
 // checkSuccess turns a 2xx {"success": false, ...} into an error.
 func (c *Client) checkSuccess(cl call, o op, resp *response) error {
-	var eb errorBody
+	var eb struct {
+		Success *bool `json:"success"`
+	}
 	if json.Unmarshal(resp.body, &eb) == nil && eb.Success != nil && !*eb.Success {
 		e := c.apiError(cl, o, resp.status, resp.body)
 		if e.Msg == "" {
