@@ -350,15 +350,20 @@ func (c *Client) ShowInstance(ctx context.Context, id int64) (provider.Instance,
 		return provider.Instance{}, &provider.APIError{Method: cl.method, Path: cl.path, Status: resp.status,
 			Msg: fmt.Sprintf("instance %d does not exist", id), Kind: provider.ErrNotFound}
 	}
-	var inst provider.Instance
 	if raw[0] == '[' { // older servers answered a one-row list
-		var list []provider.Instance
+		var list []json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil || len(list) != 1 {
 			return provider.Instance{}, fmt.Errorf("%s %s: unexpected instances list: %v", cl.method, cl.path, err)
 		}
-		inst = list[0]
-	} else if err := json.Unmarshal(raw, &inst); err != nil {
+		raw = list[0]
+	}
+	// An odd row is quarantined as in a listing: its id, "unknown".
+	inst, err := readRow(raw)
+	if err != nil {
 		return provider.Instance{}, fmt.Errorf("%s %s: decode instance: %w", cl.method, cl.path, err)
+	}
+	if inst.Quarantined() {
+		c.noteQuarantine(ctx, inst)
 	}
 	if inst.ID != id {
 		return provider.Instance{}, fmt.Errorf("%s %s: answer is instance %d", cl.method, cl.path, inst.ID)
