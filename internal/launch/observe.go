@@ -79,6 +79,9 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		n.seen = true
 		st := row.Status()
 		host, port, _ := provider.SSHAddr(row)
+		if row.Quarantined() {
+			host, port = n.sshHost, n.sshPort // an unreadable row: keep the last address
+		}
 		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
 		if st != n.state || host != n.sshHost || port != n.sshPort {
 			if err := r.m.S.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
