@@ -283,7 +283,8 @@ func (s *sweeper) search(ctx context.Context, b bounds) (res []market.Offer, ful
 // size (100, 250, 300, 256, ...), the caps servers use, which costs an
 // honest slice of that size one split. An answer as long as the longest
 // so far, of no round size, is probed: the offers at or above its dearest
-// price are asked again, and any the answer lacked prove it cut short.
+// price are asked again, and any the answer lacked prove it cut short
+// (an answer not in price order is split instead).
 func (s *sweeper) full(ctx context.Context, b bounds, res []market.Offer) (bool, error) {
 	n := len(res)
 	if n >= s.cap {
@@ -306,7 +307,9 @@ func (s *sweeper) full(ctx context.Context, b bounds, res []market.Offer) (bool,
 	}
 	m, ok := cheapestFirst(res)
 	if !ok {
-		return false, nil // unordered: only round sizes can be told
+		// Unordered: nothing to probe past, so the slice is split; the
+		// halves come back shorter unless the server cut them too.
+		return true, nil
 	}
 	q := s.slice(b)
 	tighten(q.Filters, "dph_total", "gte", m, true)

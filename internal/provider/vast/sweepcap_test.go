@@ -99,6 +99,7 @@ func TestSweepThroughAServerThatCapsAnswers(t *testing.T) {
 		{"capped at 300", 300, false},
 		{"capped at 317", 317, false},
 		{"capped at 300, unordered", 300, true},
+		{"capped at 317, unordered", 317, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
