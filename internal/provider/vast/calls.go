@@ -184,6 +184,9 @@ func readRow(raw json.RawMessage) (provider.Instance, error) {
 	var in provider.Instance
 	err := json.Unmarshal(raw, &in)
 	if err == nil {
+		if in.ID <= 0 {
+			return provider.Instance{}, fmt.Errorf("a row without an id: %w", provider.ErrIncompleteListing)
+		}
 		return in, nil
 	}
 	var head struct {

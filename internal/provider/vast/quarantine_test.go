@@ -62,9 +62,14 @@ func TestListingRowWithoutIDIsIncomplete(t *testing.T) {
 	page := `{"success":true,"total_instances":2,"next_token":null,"instances":[
 	 {"id":11,"label":"a","actual_status":"running","extra_env":[]},
 	 {"id":"x-12","label":"b","actual_status":"running","extra_env":[]}]}`
-	c, _, _, _ := newStub(t, jsonAnswer(200, page))
-	_, err := c.ListInstances(context.Background())
-	if !errors.Is(err, provider.ErrIncompleteListing) {
-		t.Fatalf("err %v, want ErrIncompleteListing", err)
+	noID := `{"success":true,"total_instances":2,"next_token":null,"instances":[
+	 {"id":11,"label":"a","actual_status":"running","extra_env":[]},
+	 {"label":"b","actual_status":"running","extra_env":[]}]}`
+	for _, p := range []string{page, noID} {
+		c, _, _, _ := newStub(t, jsonAnswer(200, p))
+		_, err := c.ListInstances(context.Background())
+		if !errors.Is(err, provider.ErrIncompleteListing) {
+			t.Errorf("err %v, want ErrIncompleteListing", err)
+		}
 	}
 }
