@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -156,12 +155,7 @@ func syncNodes(ctx context.Context, f *factory, p provider.Provider, nodes []nod
 		reached = append(reached, remote.SyncNode{Target: jobs[i].Target, State: remote.ParseSyncProbe(probes[i].String())})
 		at = append(at, i)
 	}
-	opts := remote.SyncOptions{Dest: dest, Seeds: seeds, Parallel: parallel}
-	if !noRelay {
-		if opts.RelayKey, err = os.ReadFile(s.key.path); err != nil {
-			return nil, err
-		}
-	}
+	opts := remote.SyncOptions{Dest: dest, Seeds: seeds, Parallel: parallel, Relay: !noRelay}
 	sentBefore, _ := s.pool.Traffic()
 	relayed := 0
 	for k, r := range remote.Sync(ctx, s.pool, src, files, reached, opts) {

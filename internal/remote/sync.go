@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -132,11 +135,12 @@ type SyncOptions struct {
 	// Seeds is how many nodes of a group this process sends the archive
 	// to itself; the others get it relayed node to node [3].
 	Seeds int
-	// RelayKey is a private key (PEM, OpenSSH format) that every node
-	// accepts. It is placed on a relaying node for the time of one push
-	// (a temporary file removed when the push ends); nil turns relaying
-	// off and this process sends to every node.
-	RelayKey []byte
+	// Relay lets nodes pass the archive on to each other. No key of the
+	// account ever leaves this machine for it: each push gets a fresh key
+	// pair that opens only its target, only to receive that archive, for
+	// RelayKeyTTL at most, and is removed from the target when the push
+	// ends (see relay). False: this process sends to every node.
+	Relay bool
 	// Parallel bounds the sends this process makes at once without relay
 	// [16].
 	Parallel int
@@ -211,6 +215,8 @@ type distribution struct {
 	results []SyncResult
 	archive []byte
 	name    string // the archive's file name in dest
+	sum     string // the archive's hex SHA-256, checked by every receiver
+	tag     string // names this distribution's relay keys on the targets
 }
 
 type outcome struct {
@@ -221,7 +227,11 @@ type outcome struct {
 func (d *distribution) run(ctx context.Context, members []int) {
 	sum := sha256.Sum256(d.archive)
 	d.name = SyncManifest + "-" + hex.EncodeToString(sum[:6]) + ".tgz"
-	relay := d.opts.RelayKey != nil && len(members) > d.opts.Seeds
+	d.sum = hex.EncodeToString(sum[:])
+	var id [6]byte
+	rand.Read(id[:])
+	d.tag = relayTag + hex.EncodeToString(id[:]) + "-"
+	relay := d.opts.Relay && len(members) > d.opts.Seeds
 	// Seeds that can pass the archive on come first.
 	pending := slices.Clone(members)
 	slices.SortStableFunc(pending, func(a, b int) int {
@@ -295,14 +305,17 @@ func boolRank(b bool) int {
 }
 
 // receiveCmd unpacks an archive arriving on stdin into dest; keep leaves
-// the archive in dest for the node to relay.
-func receiveCmd(dest, name string, keep bool) string {
+// the archive in dest for the node to relay, once its SHA-256 is sum (a
+// relaying node cannot pass on anything else).
+func receiveCmd(dest, name, sum string, keep bool) string {
 	q := Quote(dest)
 	if !keep {
 		return "mkdir -p " + q + " && tar xzf - -C " + q
 	}
 	f := q + "/" + name
-	return "mkdir -p " + q + " && cat > " + f + ".part && mv " + f + ".part " + f + " && tar xzf " + f + " -C " + q
+	return "mkdir -p " + q + " && cat > " + f + ".part && " +
+		"{ sha256sum " + f + ".part | cut -c1-64 | grep -qx " + sum + " || { echo 'the relayed archive is not the one sent' >&2; rm -f " + f + ".part; exit 1; }; } && " +
+		"mv " + f + ".part " + f + " && tar xzf " + f + " -C " + q
 }
 
 // send streams the archive from this process to node t.
@@ -313,7 +326,7 @@ func (d *distribution) send(ctx context.Context, t int, keep bool) error {
 		return err
 	}
 	var stderr bytes.Buffer
-	code, err := c.Run(ctx, receiveCmd(d.opts.Dest, d.name, keep), bytes.NewReader(d.archive), io.Discard, &stderr)
+	code, err := c.Run(ctx, receiveCmd(d.opts.Dest, d.name, d.sum, keep), bytes.NewReader(d.archive), io.Discard, &stderr)
 	return unpackError(code, err, stderr.String())
 }
 
@@ -336,10 +349,29 @@ func lastLine(s string) string {
 // host key under, in a known_hosts file holding that one key.
 const relayAlias = "vastfleet-relay"
 
+// relayTag starts the comment of every relay key installed on a target,
+// so that what a push installs can be found and removed.
+const relayTag = "vastfleet-relay-"
+
+// RelayKeyTTL bounds how long a relay key opens its target if this process
+// dies before removing it: sshd refuses it after its expiry-time. An
+// established push is not cut by it.
+const RelayKeyTTL = 10 * time.Minute
+
 // relay has node s push its copy of the archive to node t with the
-// system ssh client. The private key comes on stdin into a directory
-// only the push can read, removed when it ends however it ends; the
-// target's host key is the one this process recorded, checked strictly.
+// system ssh client.
+//
+// The credential is made for this one push: a fresh ed25519 key pair.
+// Its public key goes into t's authorized_keys as
+// restrict,expiry-time=...,command="<receive this archive>", so it can
+// run nothing but the receive of an archive with this hash, opens no
+// forwarding and no terminal, and stops opening t after RelayKeyTTL; the
+// line is removed when the push ends however it ends. The private key
+// reaches s on stdin into a directory only the push can read, removed
+// when the push ends. A node that keeps it holds a key that opened one
+// target for one upload and opens nothing once the push is over; the
+// account's key never leaves this machine. The target's host key is the
+// one this process recorded, checked strictly.
 func (d *distribution) relay(ctx context.Context, s, t int) error {
 	src, dst := d.nodes[s].Target, d.nodes[t].Target
 	tc, err := d.p.Connect(ctx, dst)
@@ -350,6 +382,21 @@ func (d *distribution) relay(ctx context.Context, s, t int) error {
 	if err != nil {
 		return err
 	}
+	key, line, tag, err := d.edgeKey(s, t)
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	code, err := tc.Run(ctx, installKeyCmd(line), nil, io.Discard, &stderr)
+	if err != nil || code != 0 {
+		return fmt.Errorf("relay %s → %s: installing the transfer key: exit %d %v: %s", src.Name, dst.Name, code, err, lastLine(stderr.String()))
+	}
+	defer func() {
+		// Also after an interrupt: the key must not outlive the push.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		tc.Run(rctx, removeKeysCmd(tag), nil, io.Discard, io.Discard)
+	}()
 	known := relayAlias + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(tc.HostKey())))
 	archive := Quote(d.opts.Dest) + "/" + d.name
 	cmd := `umask 077; d=$(mktemp -d) || exit 1; trap 'rm -rf "$d"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM INT; ` +
@@ -357,10 +404,9 @@ func (d *distribution) relay(ctx context.Context, s, t int) error {
 		`ssh -F /dev/null -i "$d/k" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes ` +
 		`-o UserKnownHostsFile="$d/kh" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o HostKeyAlias=` + relayAlias + ` ` +
 		`-o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=3 -o LogLevel=ERROR ` +
-		`-p ` + strconv.Itoa(dst.Port) + ` -l ` + Quote(dst.User) + ` ` + Quote(dst.Host) + ` ` +
-		Quote(receiveCmd(d.opts.Dest, d.name, true)) + ` < ` + archive
-	var stderr bytes.Buffer
-	code, err := sc.Run(ctx, cmd, bytes.NewReader(d.opts.RelayKey), io.Discard, &stderr)
+		`-p ` + strconv.Itoa(dst.Port) + ` -l ` + Quote(dst.User) + ` ` + Quote(dst.Host) + ` receive < ` + archive
+	stderr.Reset()
+	code, err = sc.Run(ctx, cmd, bytes.NewReader(key), io.Discard, &stderr)
 	if err != nil {
 		return err
 	}
@@ -370,14 +416,54 @@ func (d *distribution) relay(ctx context.Context, s, t int) error {
 	return nil
 }
 
-// cleanup removes the kept archive, and any part of one a failed push
-// left, from every node of the group, also after an interrupt.
+// edgeKey makes the key pair for one push from s to t: the private key
+// (OpenSSH PEM), the public key's authorized_keys line without its
+// expiry (installKeyCmd adds it on the target, by the target's clock),
+// and the tag that line carries.
+func (d *distribution) edgeKey(s, t int) (priv []byte, line, tag string, err error) {
+	pub, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", "", err
+	}
+	block, err := ssh.MarshalPrivateKey(sk, "")
+	if err != nil {
+		return nil, "", "", err
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, "", "", err
+	}
+	tag = d.tag + strconv.Itoa(s) + "-" + strconv.Itoa(t)
+	forced := strings.ReplaceAll(receiveCmd(d.opts.Dest, d.name, d.sum, true), `"`, `\"`)
+	line = `,command="` + forced + `" ` + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " " + tag
+	return pem.EncodeToMemory(block), line, tag, nil
+}
+
+// installKeyCmd appends a relay key to the node's authorized_keys, its
+// expiry RelayKeyTTL from now on the node's clock (sshd compares it with
+// that clock, in the node's time zone).
+func installKeyCmd(line string) string {
+	ttl := strconv.Itoa(int(RelayKeyTTL / time.Second))
+	return `umask 077; mkdir -p "$HOME/.ssh" && e=$(date -d @$(( $(date +%s) + ` + ttl + ` )) +%Y%m%d%H%M%S) && ` +
+		`printf '%s%s%s\n' 'restrict,expiry-time="' "$e" ` + Quote(`"`+line) + ` >> "$HOME/.ssh/authorized_keys"`
+}
+
+// removeKeysCmd removes every authorized_keys line carrying tag (a relay
+// tag or a prefix of several), keeping the file's inode and mode.
+func removeKeysCmd(tag string) string {
+	return `f="$HOME/.ssh/authorized_keys"; [ -f "$f" ] || exit 0; t="$f.vastfleet-$$"; ` +
+		`grep -vF -- ` + Quote(tag) + ` "$f" > "$t"; cat "$t" > "$f" && rm -f "$t"`
+}
+
+// cleanup removes the kept archive, any part of one a failed push left,
+// and any relay key of this distribution still installed, from every node
+// of the group, also after an interrupt.
 func (d *distribution) cleanup(ctx context.Context, nodes []int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	jobs := make([]Job, len(nodes))
 	for i, n := range nodes {
-		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: "cd " + Quote(d.opts.Dest) + " 2>/dev/null && rm -f " + d.name + " " + d.name + ".part; true", Stdout: io.Discard, Stderr: io.Discard}
+		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: removeKeysCmd(d.tag) + "; cd " + Quote(d.opts.Dest) + " 2>/dev/null && rm -f " + d.name + " " + d.name + ".part; true", Stdout: io.Discard, Stderr: io.Discard}
 	}
 	d.p.RunAll(ctx, jobs, d.opts.Parallel)
 }

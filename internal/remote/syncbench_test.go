@@ -3,7 +3,6 @@ package remote
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,11 +39,6 @@ func TestBenchSyncRelay(t *testing.T) {
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	key, _ := ssh.NewSignerFromKey(priv)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := pem.EncodeToMemory(block)
 	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey())))
 
 	mgr, err := host.New(t.TempDir(), nil)
@@ -103,7 +97,7 @@ func TestBenchSyncRelay(t *testing.T) {
 		nodes := probe()
 		before, _ := p.Traffic()
 		start := time.Now()
-		res := Sync(t.Context(), p, src, files, nodes, SyncOptions{Dest: "project", RelayKey: keyPEM, Parallel: 64})
+		res := Sync(t.Context(), p, src, files, nodes, SyncOptions{Dest: "project", Relay: true, Parallel: 64})
 		wall := time.Since(start)
 		after, _ := p.Traffic()
 		var fileBytes int64

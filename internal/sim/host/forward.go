@@ -55,6 +55,9 @@ func (f *Forwards) handle(ctx gliderssh.Context, srv *gliderssh.Server, req *gos
 	if !ok {
 		return false, nil
 	}
+	if fk, ok := forcedCommand(ctx); ok && fk.restrict {
+		return false, nil // the key is restricted: no forwarding
+	}
 	var r forwardRequest
 	if err := gossh.Unmarshal(req.Payload, &r); err != nil {
 		return false, nil

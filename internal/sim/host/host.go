@@ -331,6 +331,7 @@ type machine struct {
 
 	mu      sync.Mutex
 	keys    []gossh.PublicKey
+	managed map[string]bool // every key vast ever set, marshalled (authkeys.go)
 	pgids   map[int]bool
 	stopped bool
 	// procs counts the goroutines that wait for the instance's processes;
@@ -350,6 +351,12 @@ func (mc *machine) setKeys(lines []string) {
 	}
 	mc.mu.Lock()
 	mc.keys = keys
+	if mc.managed == nil {
+		mc.managed = map[string]bool{}
+	}
+	for _, k := range keys {
+		mc.managed[string(k.Marshal())] = true
+	}
 	mc.mu.Unlock()
 }
 

@@ -25,8 +25,15 @@ func (mc *machine) serve(dropAfter int64) {
 		Handler:     mc.session,
 		HostSigners: []gliderssh.Signer{mc.mgr.signer},
 		Banner:      Banner,
-		PublicKeyHandler: func(_ gliderssh.Context, key gliderssh.PublicKey) bool {
-			return mc.authorized(key)
+		PublicKeyHandler: func(ctx gliderssh.Context, key gliderssh.PublicKey) bool {
+			if mc.authorized(key) {
+				return true
+			}
+			fk, ok := mc.fileAuthorized(key)
+			if ok {
+				ctx.SetValue(forcedKey{}, fk)
+			}
+			return ok
 		},
 		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": mc.sftp},
 	}
@@ -80,14 +87,27 @@ var signals = map[gliderssh.Signal]syscall.Signal{
 // directory, in a process group of its own, its output also appended to
 // the container log.
 func (mc *machine) session(s gliderssh.Session) {
+	raw := s.RawCommand()
+	var forcedEnv []string
+	if fk, ok := forcedCommand(s.Context()); ok {
+		if _, _, pty := s.Pty(); fk.restrict && pty {
+			fmt.Fprintln(s.Stderr(), "PTY allocation request failed: the key is restricted")
+			s.Exit(255)
+			return
+		}
+		if fk.command != "" {
+			// As sshd: the key's command runs whatever the client asked.
+			raw, forcedEnv = fk.command, []string{"SSH_ORIGINAL_COMMAND=" + raw}
+		}
+	}
 	var cmd *exec.Cmd
-	if raw := s.RawCommand(); raw != "" {
+	if raw != "" {
 		cmd = exec.Command("/bin/sh", "-c", raw)
 	} else {
 		cmd = exec.Command("/bin/sh", "-i")
 	}
 	cmd.Dir = mc.dir
-	cmd.Env = append(append(append([]string{}, mc.sessionEnv...), s.Environ()...), mc.marker)
+	cmd.Env = append(append(append(append([]string{}, mc.sessionEnv...), s.Environ()...), mc.marker), forcedEnv...)
 
 	logf, err := mc.openLog()
 	if err != nil {
@@ -226,6 +246,11 @@ func exitCode(err error) int {
 // sftp serves the SFTP subsystem, relative paths from the instance
 // directory.
 func (mc *machine) sftp(s gliderssh.Session) {
+	if fk, ok := forcedCommand(s.Context()); ok && fk.command != "" {
+		// sshd runs the key's command instead of any subsystem.
+		mc.session(s)
+		return
+	}
 	srv, err := sftp.NewServer(s, sftp.WithServerWorkingDirectory(mc.dir))
 	if err != nil {
 		fmt.Fprintf(s.Stderr(), "sftp: %v\n", err)
