@@ -1,16 +1,10 @@
 package cli
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,65 +23,10 @@ type collectRow struct {
 	Fetched   int    `json:"fetched"`
 	FileBytes int64  `json:"file_bytes"`
 	Dir       string `json:"dir"`
-	Error     string `json:"error,omitempty"`
-}
-
-// localHash is a file's sha256, "" when it is absent.
-func localHash(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// untarInto unpacks a gzip'd tar under dir, refusing names that leave it.
-func untarInto(dir string, r io.Reader) (int, int64, error) {
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return 0, 0, err
-	}
-	tr := tar.NewReader(zr)
-	n, size := 0, int64(0)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return n, size, nil
-		}
-		if err != nil {
-			return n, size, err
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		rel := filepath.Clean(filepath.FromSlash(h.Name))
-		if filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return n, size, fmt.Errorf("refusing %q: it leaves the results directory", h.Name)
-		}
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return n, size, err
-		}
-		tmp := p + ".vastfleet-tmp"
-		fh, err := os.Create(tmp)
-		if err != nil {
-			return n, size, err
-		}
-		w, err := io.Copy(fh, tr)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp, p)
-		}
-		if err != nil {
-			os.Remove(tmp)
-			return n, size, err
-		}
-		n++
-		size += w
-	}
+	// Skipped names what the node listed or sent that was not written:
+	// special files, and names that would leave the results directory.
+	Skipped []string `json:"skipped,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // collectOptions is what `collect` was asked, parsed.
@@ -131,8 +70,8 @@ func collectRun(ctx context.Context, f *factory, opts *collectOptions) error {
 		return err
 	}
 	return reportNodes(f, "collect", rows, opts.JSON, func(r collectRow) bool { return r.Error != "" },
-		[]string{"NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "ERROR"}, func(r collectRow) []string {
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(r.Error)}
+		[]string{"NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "SKIPPED", "ERROR"}, func(r collectRow) []string {
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(strings.Join(r.Skipped, "; ")), dash(r.Error)}
 		})
 }
 
@@ -148,11 +87,10 @@ func simRelative(p string) string {
 	return p
 }
 
-// Marks kept in a node's results directory: the last collect's start, and
-// the start of one in progress.
+// Marks kept in a node's results directory (remote.Collect owns them).
 const (
-	collectedMark  = ".vastfleet-collected"
-	collectStarted = ".vastfleet-collecting"
+	collectedMark  = remote.CollectedMark
+	collectStarted = remote.CollectStarted
 )
 
 // uncollected returns the running instances among ids whose results
@@ -220,77 +158,28 @@ func collectNodes(ctx context.Context, f *factory, p provider.Provider, nodes []
 	if err != nil {
 		return nil, err
 	}
-	q := remote.Quote(remoteDir)
-	// First the remote hashes, then a tar of what differs locally.
-	lists := make([]bytes.Buffer, len(nodes))
-	jobs := make([]remote.Job, len(nodes))
-	for i, n := range nodes {
-		jobs[i] = remote.Job{Target: s.target(n, known), Stdout: &lists[i], Stderr: io.Discard,
-			Cmd: "cd " + q + " 2>/dev/null || exit 0; touch " + collectStarted + "; find . -type f ! -name " + collectStarted + " ! -name " + collectedMark + " -exec sha256sum {} +"}
-	}
-	first := s.run(ctx, nodes, jobs, parallel)
+	cn := make([]remote.CollectNode, len(nodes))
 	rows := make([]collectRow, len(nodes))
-	archives := make([]bytes.Buffer, len(nodes))
 	for i, n := range nodes {
 		dir := filepath.Join(to, n.Name[:strings.LastIndex(n.Name, "-node-")], n.Name)
 		rows[i] = collectRow{Node: n.Name, ID: n.ID, Dir: dir}
-		jobs[i].Cmd, jobs[i].Stdout = "true", io.Discard
-		if !first[i].OK() {
-			rows[i].Error = fmt.Sprintf("the node did not answer (%v); a stopped instance's files can still be copied with vast's copy", first[i].Err)
-			continue
-		}
-		var want []string
-		for _, line := range strings.Split(lists[i].String(), "\n") {
-			h, rel, ok := strings.Cut(line, "  ")
-			if !ok {
-				continue
-			}
-			rows[i].Files++
-			if localHash(filepath.Join(dir, filepath.FromSlash(rel))) != h {
-				want = append(want, remote.Quote(rel))
-			}
-		}
-		if len(want) > 0 {
-			jobs[i].Cmd = "cd " + q + " && tar czf - " + strings.Join(want, " ")
-			jobs[i].Stdout = &archives[i]
-		}
+		cn[i] = remote.CollectNode{Target: s.target(n, known), Dir: dir}
 	}
-	var done []int
-	for i, r := range s.pool.RunAll(ctx, jobs, parallel) {
-		if rows[i].Error != "" {
-			continue
-		}
-		if !r.OK() {
-			rows[i].Error = fmt.Sprintf("packing results: exit %d %v", r.Exit, r.Err)
-			continue
-		}
-		if archives[i].Len() > 0 {
-			if err := os.MkdirAll(rows[i].Dir, 0o755); err != nil {
-				return nil, err
-			}
-			n, size, err := untarInto(rows[i].Dir, &archives[i])
-			rows[i].Fetched, rows[i].FileBytes = n, size
-			if err != nil {
-				rows[i].Error = err.Error()
-				continue
-			}
-		}
-		done = append(done, i)
+	res, err := remote.Collect(ctx, s.pool, remoteDir, cn, remote.CollectOptions{Parallel: parallel,
+		// The listing jobs are in nodes' order; a node that refused the
+		// fleet key gets it attached and is listed again.
+		List: func(ctx context.Context, jobs []remote.Job) []remote.Result { return s.run(ctx, nodes, jobs, parallel) }})
+	if err != nil {
+		return nil, err
 	}
-	// What was listed is now here: the start of this collect becomes
-	// the node's mark that destroy compares results against.
-	mark := make([]remote.Job, 0, len(done))
-	for _, i := range done {
-		mark = append(mark, remote.Job{Target: jobs[i].Target, Stdout: io.Discard, Stderr: io.Discard,
-			Cmd: "cd " + q + " 2>/dev/null || exit 0; mv -f " + collectStarted + " " + collectedMark})
-	}
-	for k, r := range s.pool.RunAll(ctx, mark, parallel) {
-		if !r.OK() {
-			rows[done[k]].Error = fmt.Sprintf("recording the collect on the node: exit %d %v", r.Exit, r.Err)
+	for i, r := range res {
+		rows[i].Files, rows[i].Fetched, rows[i].FileBytes = r.Files, r.Fetched, r.FileBytes
+		for _, sk := range r.Skipped {
+			rows[i].Skipped = append(rows[i].Skipped, sk.String())
 		}
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		if r.Err != nil {
+			rows[i].Error = r.Err.Error()
+		}
 	}
 	return rows, nil
 }
