@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/httpserver"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -246,7 +246,7 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 		ln.Close()
 		return fail(err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	hs := srv.HTTPServer(httpserver.Timeouts{})
 	c := &runningCoord{URL: url, Fingerprint: fingerprint, DB: db, Srv: srv, addr: addr, served: make(chan error, 1)}
 	go func() { c.served <- hs.Serve(ln) }()
 	c.close = func() {

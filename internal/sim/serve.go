@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/httpserver"
 )
 
 // Serve serves the market on addr until ctx ends, then shuts the server
@@ -47,11 +49,10 @@ func (m *Market) ServeListener(ctx context.Context, ln net.Listener) error {
 // many) cannot hold sockets and goroutines open for long. No call takes
 // near a minute: handlers answer from memory.
 func (m *Market) server() *http.Server {
-	return &http.Server{
-		Handler:           m.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       60 * time.Second,
-	}
+	return httpserver.New(m.Handler(), httpserver.Timeouts{
+		ReadHeader: 10 * time.Second,
+		Read:       60 * time.Second,
+		Write:      60 * time.Second,
+		Idle:       60 * time.Second,
+	})
 }
