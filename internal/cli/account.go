@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // balanceOptions is what `balance` was asked.
@@ -127,7 +128,7 @@ func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
 	if opts.JSON {
 		return writeJSON(f.io.Out, map[string]any{"id": opts.InstanceID, "log": text})
 	}
-	_, err = fmt.Fprint(f.io.Out, text)
+	_, err = fmt.Fprint(f.io.Out, termsafe.Text(text))
 	return err
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // jobStatus is one row of `vastfleet status`.
@@ -389,7 +390,7 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 		// drive this terminal.
 		for _, line := range strings.SplitAfter(l.Log, "\n") {
 			if line = strings.TrimSuffix(line, "\n"); line != "" {
-				fmt.Fprintln(f.io.Out, termSafe(line))
+				fmt.Fprintln(f.io.Out, termsafe.Text(line))
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // node is one instance reached over SSH, with its place in the fleet.
@@ -305,7 +306,8 @@ func (s *sshSession) run(ctx context.Context, nodes []node, jobs []remote.Job, p
 	return res
 }
 
-// prefixWriter writes whole lines as "[name] line" to a shared output.
+// prefixWriter writes whole lines as "[name] line" to a shared output,
+// safe for the terminal (termsafe.Text).
 type prefixWriter struct {
 	mu     *sync.Mutex
 	out    io.Writer
@@ -322,7 +324,7 @@ func (w *prefixWriter) Write(b []byte) (int, error) {
 		if i < 0 {
 			return len(b), nil
 		}
-		if _, err := fmt.Fprintf(w.out, "%s%s", w.prefix, w.buf.Next(i+1)); err != nil {
+		if _, err := fmt.Fprintf(w.out, "%s%s", w.prefix, termsafe.Text(string(w.buf.Next(i+1)))); err != nil {
 			return len(b), err
 		}
 	}
@@ -331,7 +333,7 @@ func (w *prefixWriter) Write(b []byte) (int, error) {
 func (w *prefixWriter) flush() {
 	if w.buf.Len() > 0 {
 		w.mu.Lock()
-		fmt.Fprintf(w.out, "%s%s\n", w.prefix, w.buf.Bytes())
+		fmt.Fprintf(w.out, "%s%s\n", w.prefix, termsafe.Text(w.buf.String()))
 		w.mu.Unlock()
 		w.buf.Reset()
 	}

@@ -54,3 +54,23 @@ func TestOfferFieldsNeutralisedInTable(t *testing.T) {
 		t.Errorf("--json changed the strings: %v", j)
 	}
 }
+
+// A node's output reaches the terminal with its escape sequences made
+// visible through exec (logs prints through the same termsafe.Text), while tabs, newlines and UTF-8 stay as
+// they are.
+func TestSafeNodeOutputInExec(t *testing.T) {
+	e := newEnv(t)
+	e.launchFleet("q", 1)
+	cmd := `printf 'col1\tcol2 東京\n\033]0;pwned\007\033]52;c;cGF5bG9hZA==\007\033[2Jafter\n'`
+	for _, args := range [][]string{{"exec", "--fleet", "q", "--", cmd}} {
+		out := e.ok(args...).out
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("%s prints raw escapes: %q", args[0], out)
+		}
+		for _, want := range []string{"col1\tcol2 東京\n", `\x1b]0;pwned\x07\x1b]52;c;cGF5bG9hZA==\x07\x1b[2Jafter`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s output %q lacks %q", args[0], out, want)
+			}
+		}
+	}
+}

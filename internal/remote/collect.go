@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // A node's results directory is read by collect, and what a node says
@@ -61,7 +63,9 @@ type Skipped struct {
 	Why  string
 }
 
-func (s Skipped) String() string { return s.Name + " (" + s.Why + ")" }
+// String names the entry for a person: the node's name made safe for a
+// terminal (it may hold any bytes).
+func (s Skipped) String() string { return termsafe.Line(s.Name + " (" + s.Why + ")") }
 
 var specialKinds = map[string]string{"p": "a FIFO", "c": "a character device", "b": "a block device", "s": "a socket", "l": "a symlink"}
 

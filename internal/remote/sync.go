@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // SyncManifest is the file in a node's destination naming the content
@@ -340,9 +342,11 @@ func unpackError(code int, err error, stderr string) error {
 	return nil
 }
 
+// lastLine is the last line of a node's stderr, for an error message:
+// made safe for the terminal, as a node may write anything there.
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
-	return s[strings.LastIndex(s, "\n")+1:]
+	return termsafe.Line(s[strings.LastIndex(s, "\n")+1:])
 }
 
 // relayAlias is the name the relaying node's ssh checks the target's
