@@ -56,8 +56,10 @@ then the .gitignore and .vastfleetignore files of the tree apply (a
 
 Your uplink is the bottleneck for a fleet: this machine sends each archive
 to --relay-seeds nodes, and every node that has it passes it on to another
-with its own ssh client (the fleet key placed on it for the time of one push,
-the target's recorded host key checked), so the bytes sent from here stay a
+with its own ssh client (a fresh key made for that one push, which opens the
+target only to receive that archive and is removed after; the fleet key
+never leaves this machine; the target's recorded host key checked), so the
+bytes sent from here stay a
 few times the archive however many nodes there are. A relay that fails is
 sent from here instead. --no-relay sends from here to every node.`,
 		Args: cobra.MaximumNArgs(1),
