@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -166,4 +168,103 @@ run: sleep 0.2; echo "item {item} done"
 			}
 		})
 	}
+}
+
+// TestUpKill9ThenDown: up is killed with SIGKILL while its job runs; down
+// JOB then writes items.jsonl (and findings.jsonl) from the coordinator's
+// database and reports the real counts, as a clean finish does, and
+// leaves nothing running.
+func TestUpKill9ThenDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fleets")
+	}
+	for _, tool := range []string{"curl", "sha256sum", "tar"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
+	bin := binary(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	file := filepath.Join(dir, "job.yaml")
+	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
+	// An item takes two seconds of this machine's time and reports a
+	// finding: the kill comes with items both done and left.
+	os.WriteFile(filepath.Join(dir, "work", "item.sh"), []byte(`sleep 2
+echo "{\"found\":{\"item\":\"$1\"}}"
+`), 0o644)
+	os.WriteFile(file, []byte(`name: k9d
+query: "rentable=True num_gpus=1 dph_total<1"
+count: 2
+image: ubuntu:22.04
+workdir: work
+items: 0..19
+run: sh item.sh {item}
+`), 0o644)
+	vf := func(args ...string) []string {
+		return append([]string{"--data-dir", data, "--sim-faults", "none", "--sim-speed", "120"}, args...)
+	}
+	up := exec.Command(bin, vf("up", file, "--results", filepath.Join(dir, "out"))...)
+	out := &lockedBuffer{}
+	up.Stdout, up.Stderr = out, out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { up.Wait(); close(exited) }()
+	var job string
+	// Killed once up's progress line shows items done (in coord.db).
+	someDone := regexp.MustCompile(`items [1-9][0-9]*/20 `)
+	eventually(t, "an item done", 3*time.Minute, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("up ended before it was killed:\n%s", out.String())
+		default:
+		}
+		job, _ = jobRecordOn(data)
+		return someDone.MatchString(out.String())
+	})
+	up.Process.Kill()
+	<-exited
+	t.Cleanup(func() { exec.Command(bin, vf("down", job, "--no-collect")...).Run() })
+
+	res := exec.Command(bin, vf("down", job, "--json")...)
+	var stderr strings.Builder
+	res.Stderr = &stderr
+	b, err := res.Output()
+	if err != nil {
+		t.Fatalf("down %s: %v\n%s\nstderr:\n%s", job, err, b, stderr.String())
+	}
+	var rep struct {
+		Findings  int `json:"findings"`
+		ItemsDone int `json:"items_done"`
+		Live      int `json:"instances_live"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Live != 0 {
+		t.Fatalf("down: %s (%v)\nstderr:\n%s", b, err, stderr.String())
+	}
+	items, _ := os.ReadFile(filepath.Join(dir, "out", job, "items.jsonl"))
+	finds, _ := os.ReadFile(filepath.Join(dir, "out", job, "findings.jsonl"))
+	if rep.ItemsDone == 0 || rep.Findings == 0 || strings.Count(string(items), "\n") != rep.ItemsDone || strings.Count(string(finds), "\n") != rep.Findings {
+		t.Errorf("report: %d items done, %d findings; items.jsonl %d lines, findings.jsonl %d lines\nstderr:\n%s",
+			rep.ItemsDone, rep.Findings, strings.Count(string(items), "\n"), strings.Count(string(finds), "\n"), stderr.String())
+	}
+}
+
+// lockedBuffer is a process's output, read while it is written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

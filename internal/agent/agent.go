@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/filelock"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -116,6 +116,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		acked:       make(chan struct{}, 1),
 	}
 	defer a.client.close()
+	if a.client.enroll != nil {
+		a.client.enroll.log = log
+	}
 	a.interval.Store(int64(a.scaledInterval(cfg.FirstInterval)))
 	a.orphanAfter.Store(int64(cfg.wall(cfg.OrphanAfter)))
 	a.orphanPolicy.Store(cfg.OrphanPolicy)
@@ -170,15 +173,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // lockDir keeps a second agent off the same state directory: two would
 // run every session twice.
 func lockDir(dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "agent.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := filelock.Acquire(filepath.Join(dir, "agent.lock"))
+	if errors.Is(err, filelock.ErrBusy) {
+		return nil, fmt.Errorf("another agent runs with state directory %s", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("agent lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("another agent runs with state directory %s", dir)
-	}
-	return func() { f.Close() }, nil
+	return func() { filelock.Release(f) }, nil
 }
 
 func randomID() string {

@@ -3,29 +3,94 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // requestTimeout bounds one call to the coordinator; the loops retry.
 const requestTimeout = 20 * time.Second
 
-// coordClient posts to the coordinator with the fleet's agent token.
+// coordClient posts to the coordinator. With an instance id it first
+// trades the fleet's bootstrap token for this instance's own credential
+// (once: the credential is kept in the state directory, as the
+// coordinator enrolls an instance only once) and sends everything with
+// that; without one (tests, a credential handed over by other means) it
+// uses the token it was given.
 type coordClient struct {
 	base  string
 	token string
 	http  *http.Client
+
+	enrollMu sync.Mutex
+	enroll   *enrollment // nil once enrolled, or when not enrolling
+}
+
+// enrollment is what the client needs to enroll, and where it keeps the
+// credential.
+type enrollment struct {
+	req  wire.EnrollRequest
+	path string
+	log  *slog.Logger
+}
+
+// savedCredential is the credential file (0600).
+type savedCredential struct {
+	Coord      string `json:"coord"`
+	Fleet      string `json:"fleet"`
+	InstanceID int64  `json:"instance_id"`
+	Node       string `json:"node"`
+	Token      string `json:"token"`
+}
+
+// credentialFile is where the credential is kept in the state directory.
+const credentialFile = "credential.json"
+
+// ensureEnrolled enrolls unless the client already has a credential: the
+// saved one, or a new one from the coordinator.
+func (c *coordClient) ensureEnrolled(ctx context.Context) error {
+	c.enrollMu.Lock()
+	defer c.enrollMu.Unlock()
+	e := c.enroll
+	if e == nil {
+		return nil
+	}
+	if b, err := os.ReadFile(e.path); err == nil {
+		var sc savedCredential
+		if json.Unmarshal(b, &sc) == nil && sc.Coord == c.base && sc.Fleet == e.req.Fleet &&
+			sc.InstanceID == e.req.InstanceID && sc.Node == e.req.Node && sc.Token != "" {
+			c.token, c.enroll = sc.Token, nil
+			return nil
+		}
+	}
+	var reply wire.EnrollReply
+	if _, err := c.send(ctx, wire.PathEnroll, c.token, e.req, &reply); err != nil {
+		return fmt.Errorf("enrolling instance %d: %w", e.req.InstanceID, err)
+	}
+	if reply.Token == "" || reply.Node != e.req.Node {
+		return fmt.Errorf("enrolling instance %d: the coordinator answered node %q without a credential or under another name", e.req.InstanceID, reply.Node)
+	}
+	b, _ := json.Marshal(savedCredential{Coord: c.base, Fleet: e.req.Fleet, InstanceID: e.req.InstanceID, Node: reply.Node, Token: reply.Token})
+	tmp := e.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("saving the credential: %w", err)
+	}
+	if err := os.Rename(tmp, e.path); err != nil {
+		return fmt.Errorf("saving the credential: %w", err)
+	}
+	e.log.Info("enrolled: reporting with this instance's own credential", "instance", e.req.InstanceID)
+	c.token, c.enroll = reply.Token, nil
+	return nil
 }
 
 // statusError is a non-2xx answer.
@@ -48,31 +113,17 @@ func newCoordClient(cfg Config) *coordClient {
 		ForceAttemptHTTP2:   false, // one small request at a time: HTTP/1.1 costs less memory
 	}
 	if cfg.Fingerprint != "" {
-		tr.TLSClientConfig = pinnedTLS(cfg.fingerprintBytes())
+		tr.TLSClientConfig = certpin.TLSConfig(cfg.Fingerprint)
 	}
-	return &coordClient{base: cfg.CoordURL, token: cfg.Token, http: &http.Client{Transport: tr}}
-}
-
-// pinnedTLS accepts exactly the certificate whose DER hashes to want, and
-// nothing else: not a CA-signed one for the same name, not an expired
-// or renamed one. The coordinator's certificate is self-signed, so chain
-// and name checks have nothing to add; VerifyConnection runs on every
-// handshake, resumed ones included.
-func pinnedTLS(want []byte) *tls.Config {
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: true, // replaced by the pin below
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("coordinator presented no certificate")
-			}
-			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
-			if subtle.ConstantTimeCompare(got[:], want) != 1 {
-				return fmt.Errorf("coordinator certificate sha256 %s does not match the pinned %s", hex.EncodeToString(got[:]), hex.EncodeToString(want))
-			}
-			return nil
-		},
+	c := &coordClient{base: cfg.CoordURL, token: cfg.Token, http: &http.Client{Transport: tr}}
+	if cfg.InstanceID != 0 {
+		c.enroll = &enrollment{
+			req:  wire.EnrollRequest{Fleet: cfg.Fleet, InstanceID: cfg.InstanceID, Node: cfg.Node},
+			path: filepath.Join(cfg.StateDir, credentialFile),
+			log:  slog.New(slog.DiscardHandler),
+		}
 	}
+	return c
 }
 
 // post sends in as JSON to path and decodes a 2xx answer into out.
@@ -84,6 +135,17 @@ func (c *coordClient) post(ctx context.Context, path string, in, out any) error 
 // postStatus is post that also says which 2xx status came back; a 204
 // leaves out as it was.
 func (c *coordClient) postStatus(ctx context.Context, path string, in, out any) (int, error) {
+	if err := c.ensureEnrolled(ctx); err != nil {
+		return 0, err
+	}
+	c.enrollMu.Lock()
+	tok := c.token
+	c.enrollMu.Unlock()
+	return c.send(ctx, path, tok, in, out)
+}
+
+// send posts in with token.
+func (c *coordClient) send(ctx context.Context, path, token string, in, out any) (int, error) {
 	// Findings are the sessions' own JSON: sent as written, not with
 	// <, > and & grown sixfold by HTML escaping.
 	var body bytes.Buffer
@@ -98,7 +160,7 @@ func (c *coordClient) postStatus(ctx context.Context, path string, in, out any) 
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {

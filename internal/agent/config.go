@@ -17,15 +17,14 @@
 package agent
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -86,11 +85,6 @@ const (
 	minHeartbeatInterval = 10 * time.Millisecond // floor once scaled, so a fast simulator cannot spin the agent
 )
 
-var (
-	sessionName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
-	hexSHA256   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
-
 // FromEnv reads the agent's configuration from the environment the onstart
 // exports (the wire.Env* variables). Each error names the variable at fault.
 func FromEnv(getenv func(string) string) (Config, error) {
@@ -116,7 +110,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("%s is not set: the fleet's agent token", wire.EnvToken)
 	}
 	if fp := getenv(wire.EnvFingerprint); fp != "" {
-		norm, err := normFingerprint(fp)
+		norm, err := certpin.Parse(fp)
 		if err != nil {
 			return Config{}, fmt.Errorf("%s: %v", wire.EnvFingerprint, err)
 		}
@@ -199,21 +193,11 @@ func checkCoordURL(s string) error {
 	return nil
 }
 
-// normFingerprint accepts hex in either case, with or without colons
-// (openssl prints AA:BB:…), and returns lowercase hex.
-func normFingerprint(s string) (string, error) {
-	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
-	if !hexSHA256.MatchString(s) {
-		return "", fmt.Errorf("want the certificate's sha256 as 64 hex digits, got %d characters", len(s))
-	}
-	return s, nil
-}
-
 func checkSessions(ss []wire.Session) error {
 	seen := map[string]bool{}
 	for i, s := range ss {
-		if !sessionName.MatchString(s.Name) {
-			return fmt.Errorf("session %d: name %q: want letters, digits, '.', '_' or '-' (it names a log file)", i, s.Name)
+		if !wire.ValidSessionName(s.Name) {
+			return fmt.Errorf("session %d: name %q: want %s (it names a tmux session and a log file)", i, s.Name, wire.SessionNameRule)
 		}
 		if seen[s.Name] {
 			return fmt.Errorf("session %q appears twice", s.Name)
@@ -244,7 +228,7 @@ func (c Config) check() (Config, error) {
 		return c, fmt.Errorf("agent config: no state directory")
 	}
 	if c.Fingerprint != "" {
-		fp, err := normFingerprint(c.Fingerprint)
+		fp, err := certpin.Parse(c.Fingerprint)
 		if err != nil {
 			return c, fmt.Errorf("agent config: fingerprint: %v", err)
 		}
@@ -293,10 +277,4 @@ func (c Config) wall(d time.Duration) time.Duration {
 		return time.Duration(float64(d) / c.TimeScale)
 	}
 	return d
-}
-
-// fingerprintBytes is the pinned digest, decoded.
-func (c Config) fingerprintBytes() []byte {
-	b, _ := hex.DecodeString(c.Fingerprint)
-	return b
 }

@@ -45,6 +45,19 @@ func newFakeCoord(t testing.TB, tls bool) *fakeCoord {
 		reply: wire.HeartbeatReply{IntervalS: 0.02}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+wire.PathHeartbeat, c.heartbeat)
+	mux.HandleFunc("POST "+wire.PathEnroll, func(w http.ResponseWriter, r *http.Request) {
+		// An agent with an instance id enrolls first; the fake hands
+		// back the one token it knows as the instance's credential.
+		if !c.authed(w, r) {
+			return
+		}
+		var req wire.EnrollRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, wire.MaxBody)).Decode(&req); err != nil {
+			http.Error(w, `{"error":"bad json"}`, http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, wire.EnrollReply{Token: testToken, Node: req.Node})
+	})
 	mux.HandleFunc("POST "+wire.PathFindings, c.findings)
 	mux.HandleFunc("GET "+wire.PathAgentBin, func(w http.ResponseWriter, r *http.Request) {
 		if !c.authed(w, r) {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/shell"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -36,14 +37,9 @@ type itemSource interface {
 	itemLine(session string, item int64, n int64, l wire.Line)
 }
 
-// shellQuote makes v one word for /bin/sh, whatever it contains.
-func shellQuote(v string) string {
-	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
-}
-
 // itemCommand is the session's command for one item.
 func itemCommand(command, value string) string {
-	return strings.ReplaceAll(command, wire.ItemPlaceholder, shellQuote(value))
+	return strings.ReplaceAll(command, wire.ItemPlaceholder, shell.Quote(value))
 }
 
 // runItems is an item worker's life: lease an item, run the command for

@@ -19,7 +19,7 @@ import (
 
 func TestItemCommandQuotes(t *testing.T) {
 	for v, want := range map[string]string{
-		"42":           `run '42' --out '42'.json`,
+		"42":           `run 42 --out 42.json`, // a plain word needs no quotes
 		"lr=0.1 bs=32": `run 'lr=0.1 bs=32' --out 'lr=0.1 bs=32'.json`,
 		"it's; rm -rf": `run 'it'\''s; rm -rf' --out 'it'\''s; rm -rf'.json`,
 	} {
@@ -47,7 +47,7 @@ func TestItemWorkersSurviveALostAgent(t *testing.T) {
 		values[i] = strconv.Itoa(100 + i)
 	}
 	db, token := fleetWithItems(t, values)
-	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond})
+	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond, Members: anyInstance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestItemWorkersSurviveALostAgent(t *testing.T) {
 			cmd = "sleep 60; " + work // killed before it finishes anything
 		}
 		cfg := Config{
-			CoordURL: hs.URL, Fleet: "f1", Node: fmt.Sprintf("n%d", i), Token: token,
+			CoordURL: hs.URL, Fleet: "f1", Node: fmt.Sprintf("n%d", i), Token: token, InstanceID: int64(i + 1),
 			Sessions: []wire.Session{{Name: "work", Command: cmd}},
 			StateDir: t.TempDir(), StopGrace: time.Second, FirstJitter: -1,
 			FirstInterval: 50 * time.Millisecond, restartBase: 10 * time.Millisecond, retryBase: 10 * time.Millisecond,
@@ -166,7 +166,7 @@ func TestItemWorkersSurviveALostAgent(t *testing.T) {
 func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
 	ctx := context.Background()
 	db, token := fleetWithItems(t, []string{"1", "2", "3"})
-	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond})
+	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond, Members: anyInstance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
 	defer hs.Close()
 	marker := filepath.Join(t.TempDir(), "go")
 	a := start(t, Config{
-		CoordURL: hs.URL, Fleet: "f1", Node: "n0", Token: token,
+		CoordURL: hs.URL, Fleet: "f1", Node: "n0", Token: token, InstanceID: 1,
 		Sessions: []wire.Session{{Name: "work", Command: "echo did {item}", After: marker}},
 		StateDir: t.TempDir(), StopGrace: time.Second, FirstJitter: -1,
 		FirstInterval: 50 * time.Millisecond, restartBase: 10 * time.Millisecond, retryBase: 10 * time.Millisecond,
@@ -200,6 +200,16 @@ func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
 		return d == 3
 	})
 }
+
+// anyInstance lets instances 1..99 of any fleet enroll, each on its own
+// machine.
+var anyInstance = coord.MembershipFunc(func(context.Context, string) (map[int64]coord.Instance, error) {
+	out := map[int64]coord.Instance{}
+	for id := int64(1); id < 100; id++ {
+		out[id] = coord.Instance{MachineID: 1000 + id}
+	}
+	return out, nil
+})
 
 // fleetWithItems is a coordinator database with fleet f1 holding the
 // items; it returns the database and the fleet's agent token.

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -188,7 +189,7 @@ func (s *session) once(ctx context.Context, run runSpec) (code int, err error) {
 	cmd.Dir = run.dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	// Its own group, so that a stop reaches every process it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	procgroup.Own(cmd)
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
@@ -212,20 +213,20 @@ func (s *session) once(ctx context.Context, run runSpec) (code int, err error) {
 	select {
 	case werr = <-waited:
 	case <-ctx.Done():
-		_ = syscall.Kill(-pid, syscall.SIGINT)
+		_ = procgroup.Kill(pid, syscall.SIGINT)
 		t := time.NewTimer(s.grace)
 		select {
 		case werr = <-waited:
 			t.Stop()
 		case <-t.C:
 			fmt.Fprintf(s.out, "[vastfleet] session %s ignored SIGINT for %s: killing it\n", s.spec.Name, s.grace)
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = procgroup.Kill(pid, syscall.SIGKILL)
 			werr = <-waited
 		}
 	}
 	// What the command left behind in its group ends with it, so that a
 	// restart never runs next to a previous run's children.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = procgroup.Kill(pid, syscall.SIGKILL)
 
 	// The readers end when every writer has gone; a process that left the
 	// group could hold a pipe open forever, so stop waiting after a while.

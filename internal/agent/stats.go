@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -186,14 +185,7 @@ func (s *sampler) meminfo() (used, total int64) {
 	return int64(t-a) * 1024, int64(t) * 1024
 }
 
-func (s *sampler) disk() (used, total int64) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.diskPath, &st); err != nil {
-		return 0, 0
-	}
-	bs := int64(st.Bsize)
-	return (int64(st.Blocks) - int64(st.Bfree)) * bs, int64(st.Blocks) * bs
-}
+func (s *sampler) disk() (used, total int64) { return diskUsage(s.diskPath) }
 
 // uptime is how long the container has run: the machine's uptime less
 // the start of PID 1 (the container's init), or the machine's on a host.

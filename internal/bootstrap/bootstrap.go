@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/shell"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -110,7 +111,7 @@ func AgentOnstart(user string, a Agent) (string, error) {
 	}
 	b.WriteString("# vastfleet agent\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(env[k]))
+		fmt.Fprintf(&b, "export %s=%s\n", k, shell.Quote(env[k]))
 	}
 	if a.TunnelPortBase > 0 {
 		scheme, _, _ := strings.Cut(a.CoordURL, "://")
@@ -132,7 +133,7 @@ get() { H="Authorization: Bearer $%s"; curl -fsS%s --retry 5 --connect-timeout 2
 i=0; until ok "$A" || [ $i -ge 90 ]; do i=$((i+1)); if get "$%s%s" "$A.tmp"; then ok "$A.tmp" && chmod 700 "$A.tmp" && mv "$A.tmp" "$A"; break; fi; sleep 2; done
 ok "$A" || echo "vastfleet: agent download failed" >&2
 if ! { [ -f "$D/agent.pid" ] && kill -0 "$(cat "$D/agent.pid")" 2>/dev/null; }; then nohup "$A" agent >>"$D/agent.out" 2>&1 & echo $! >"$D/agent.pid"; fi
-`, wire.EnvStateDir, wire.EnvStateDir, Quote(a.BinarySHA256), wire.EnvToken, insecure,
+`, wire.EnvStateDir, wire.EnvStateDir, shell.Quote(a.BinarySHA256), wire.EnvToken, insecure,
 		map[bool]string{true: " --no-check-certificate", false: ""}[a.Fingerprint != ""],
 		wire.EnvCoordURL, wire.PathAgentBin)
 	if n := b.Len(); n > MaxOnstart {
@@ -140,6 +141,3 @@ if ! { [ -f "$D/agent.pid" ] && kill -0 "$(cat "$D/agent.pid")" 2>/dev/null; }; 
 	}
 	return b.String(), nil
 }
-
-// Quote is s in single quotes for /bin/sh.
-func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -14,7 +14,7 @@ import (
 
 // balanceOptions is what `balance` was asked.
 type balanceOptions struct {
-	JSON bool
+	JSONFlags
 }
 
 // newBalanceCmd parses into balanceOptions and hands them to runF (tests)
@@ -31,7 +31,7 @@ func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error
 			return balanceRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -46,7 +46,7 @@ func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, u)
+		return writeJSON(opts.out(f.io.Out), u)
 	}
 	fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
 	return nil
@@ -61,7 +61,7 @@ type logsOptions struct {
 	Tail       int
 	Node       string
 	Session    string
-	JSON       bool
+	JSONFlags
 }
 
 // newLogsCmd parses into logsOptions and hands them to runF (tests) or
@@ -107,7 +107,7 @@ the node; a node that does not answer gives its container log instead.
 	cmd.Flags().StringVar(&opts.Node, "node", "", "with JOB: only this node (rank, node-RANK or instance id)")
 	cmd.Flags().StringVar(&opts.Session, "session", "", "with JOB: only this session's log (default: every session's)")
 	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -115,7 +115,7 @@ the node; a node that does not answer gives its container log instead.
 // instance's container log.
 func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
 	if opts.InstanceID == 0 {
-		return jobLogs(ctx, f, opts.Target, opts.Node, opts.Session, opts.Tail, opts.JSON)
+		return jobLogs(ctx, f, opts.Target, opts.Node, opts.Session, opts.Tail, opts.JSONFlags)
 	}
 	op, err := f.operator(ctx)
 	if err != nil {
@@ -126,7 +126,7 @@ func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, map[string]any{"id": opts.InstanceID, "log": text})
+		return writeJSON(opts.out(f.io.Out), map[string]any{"id": opts.InstanceID, "log": text})
 	}
 	_, err = fmt.Fprint(f.io.Out, termsafe.Text(text))
 	return err
@@ -160,7 +160,7 @@ type routeURLOptions struct {
 	// Scheme is ssh or scp.
 	Scheme string
 	ID     int64
-	JSON   bool
+	JSONFlags
 }
 
 // newRouteURLCmd is `ssh-url` or `scp-url` (scheme): it parses into
@@ -183,7 +183,7 @@ func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *route
 			return routeURLRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -210,7 +210,7 @@ func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
 		return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", id, inst.Status())
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, map[string]any{"id": id, scheme + "_url": urlOf(inst), "ssh_host": host, "ssh_port": port})
+		return writeJSON(opts.out(f.io.Out), map[string]any{"id": id, scheme + "_url": urlOf(inst), "ssh_host": host, "ssh_port": port})
 	}
 	_, err = fmt.Fprintln(f.io.Out, urlOf(inst))
 	return err

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,13 +27,23 @@ const benchRankQuery = "cpu_cores_effective>8 inet_up>=100 inet_down>=100 geoloc
 
 var benchRecipeArgs = []string{"--min-cpu", "8", "--min-inet", "100", "--exclude-geo", "CN,VN", "--max-dph", "1.5", "--top", "20"}
 
+// benchSearchQueries are the queries the simulator's search rate is
+// measured with, by name: the empty query is the index's best case, so
+// the rate is given for selective queries and one that matches nothing.
+var benchSearchQueries = []struct{ Name, Query string }{
+	{"default (every rentable offer)", ""},
+	{"the recipe's filter", benchRankQuery},
+	{"selective", "gpu_name=RTX_4090 num_gpus>=2 reliability>0.98 dph_total<=2"},
+	{"matches nothing", "cpu_cores_effective>100000"},
+}
+
 type benchRankOptions struct {
 	Offers  int
 	Pairs   int
 	Recipe  string
 	File    string
 	Seconds float64
-	JSON    bool
+	JSONFlags
 }
 
 // benchRankRow is one measure, vastfleet beside the recipe.
@@ -57,10 +66,12 @@ func newBenchRankCmd(f *factory, runF func(context.Context, *benchRankOptions) e
 (shared/bench/py_rank_baseline.py), alternating the two, and print medians:
 
   in-process   filter + score + sort of every offer (the recipe's rank())
-  process      load + rank + print, as a user runs each
-  simulator    searches/s for --limit 100 on a simulated market of the same size,
-               and search --all (every matching offer, as JSON) against the recipe's
-               whole process, with vastfleet's peak memory
+  process      load + rank + print, as a user runs each: the top 20, and every
+               match (both a table of every match of the same dump)
+  simulator    vastfleet alone: searches/s for --limit 100 with each named query,
+               and search --all --json (every match), its time and peak memory, on
+               a simulated market (sim serve --offers sets machines: about 1.26
+               offers each, so not the dump's size and no ratio)
 
 The dump is generated with the recipe's --gen unless --file names one.`,
 		Args: cobra.NoArgs,
@@ -77,7 +88,7 @@ The dump is generated with the recipe's --gen unless --file names one.`,
 	cmd.Flags().StringVar(&opts.File, "file", "", "rank this offers JSON array instead of a generated one")
 	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 3, "how long to measure the simulator's search rate")
 	limitFlags(cmd.Flags(), bounds{"offers", "1", "10000000"}, bounds{"pairs", "1", "1000"}, bounds{"seconds", ">0", "3600"})
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the rows as JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the rows as JSON")
 	return cmd
 }
 
@@ -148,9 +159,25 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 	}
 	rows = append(rows, pairRow("process: load + rank + print top 20", goProc, pyProc, "s"))
 	rows = append(rows, pairRow("process: peak memory", goRSS, pyRSS, "MiB"))
+	// Every match, like with like: the same dump, a table of every match
+	// on both sides (--limit 0 here, --top above the dump's size there).
+	allArgs := append(slices.Clone(benchRecipeArgs[:len(benchRecipeArgs)-1]), strconv.Itoa(opts.Offers+1))
+	var goAll, pyAll []float64
+	for range opts.Pairs {
+		pt, _, err := timeProcess(ctx, python, append([]string{recipe, dump}, allArgs...)...)
+		if err != nil {
+			return fmt.Errorf("recipe: %w", err)
+		}
+		gt, _, err := timeProcess(ctx, self, "search", "--from", dump, "-n", "--by", "vcpu", "--limit", "0", benchRankQuery)
+		if err != nil {
+			return fmt.Errorf("vastfleet search --from: %w", err)
+		}
+		pyAll, goAll = append(pyAll, pt), append(goAll, gt)
+	}
+	rows = append(rows, pairRow("process: load + rank + print every match (table)", goAll, pyAll, "s"))
 
-	// The simulator at the same size.
-	simRows, err := benchRankSim(ctx, f, opts, self, median(pyProc))
+	// The simulator, vastfleet alone.
+	simRows, err := benchRankSim(ctx, f, opts, self)
 	if err != nil {
 		return err
 	}
@@ -203,7 +230,7 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 	rows = slices.Insert(rows, 0, pairRow("in-process filter+score+sort (every match)", goRank, pyRank, "s"))
 
 	if opts.JSON {
-		return writeJSON(f.io.Out, rows)
+		return writeJSON(opts.out(f.io.Out), rows)
 	}
 	fmt.Fprintf(f.io.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", len(offers), opts.Pairs)
 	t := newTable(f.io.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
@@ -247,16 +274,13 @@ func timeProcess(ctx context.Context, name string, args ...string) (float64, flo
 		return 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	wall := time.Since(start).Seconds()
-	var rss float64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = float64(ru.Maxrss) / 1024 // kB on Linux
-	}
-	return wall, rss, nil
+	return wall, peakRSSMiB(cmd.ProcessState), nil
 }
 
-// benchRankSim serves a simulated market of the same size on loopback and
-// measures its search rate and a full `search --all --json` against it.
-func benchRankSim(ctx context.Context, f *factory, opts *benchRankOptions, self string, recipeProc float64) ([]benchRankRow, error) {
+// benchRankSim serves a simulated market of --offers machines on loopback
+// and measures its search rate for each of benchSearchQueries and a full
+// `search --all --json` against it.
+func benchRankSim(ctx context.Context, f *factory, opts *benchRankOptions, self string) ([]benchRankRow, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -293,12 +317,45 @@ func benchRankSim(ctx context.Context, f *factory, opts *benchRankOptions, self 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	var rows []benchRankRow
+	for _, bq := range benchSearchQueries {
+		q, _, err := market.Parse(bq.Query, market.ParseOptions{Limit: 100})
+		if err != nil {
+			return nil, fmt.Errorf("query %q: %w", bq.Query, err)
+		}
+		rate, n, err := searchRate(ctx, client, q, time.Duration(opts.Seconds*float64(time.Second)))
+		if err != nil {
+			return nil, fmt.Errorf("query %q: %w", bq.Query, err)
+		}
+		fmt.Fprintf(f.io.ErrOut, "simulator: %d searches (%s: %q)\n", n, bq.Name, bq.Query)
+		name := fmt.Sprintf("simulator: searches/s, --limit 100, %s", bq.Name)
+		if bq.Query != "" {
+			name += ": " + bq.Query
+		}
+		rows = append(rows, benchRankRow{Measure: name, Vastfleet: rate, Unit: "1/s"})
+	}
+
+	all, rss, err := timeProcess(ctx, self, "--market", "sim", "--api-url", url, "--data-dir", filepath.Join(simDir, "client"),
+		"search", "--all", "--json", "-n", "--by", "vcpu", benchRankQuery)
+	if err != nil {
+		return nil, fmt.Errorf("search --all: %w", err)
+	}
+	size := fmt.Sprintf("%d machines, ~%d offers", opts.Offers, opts.Offers*126/100)
+	rows = append(rows,
+		benchRankRow{Measure: "simulator (" + size + "): search --all --json, the recipe's filter", Vastfleet: all, Unit: "s"},
+		benchRankRow{Measure: "simulator: search --all --json: peak memory", Vastfleet: rss, Unit: "MiB"})
+	return rows, nil
+}
+
+// searchRate is how many searches q the client completes per second,
+// four at a time, over d.
+func searchRate(ctx context.Context, client *vast.Client, q market.Query, d time.Duration) (float64, int, error) {
 	var n int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(time.Duration(opts.Seconds * float64(time.Second)))
-	start := time.Now()
 	var firstErr error
+	start := time.Now()
+	deadline := start.Add(d)
 	for range 4 {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
@@ -317,20 +374,7 @@ func benchRankSim(ctx context.Context, f *factory, opts *benchRankOptions, self 
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return nil, firstErr
+		return 0, n, firstErr
 	}
-	rate := float64(n) / time.Since(start).Seconds()
-	fmt.Fprintf(f.io.ErrOut, "simulator: %d searches in %.1fs\n", n, time.Since(start).Seconds())
-
-	all, rss, err := timeProcess(ctx, self, "--market", "sim", "--api-url", url, "--data-dir", filepath.Join(simDir, "client"),
-		"search", "--all", "--json", "-n", "--by", "vcpu", benchRankQuery)
-	if err != nil {
-		return nil, fmt.Errorf("search --all: %w", err)
-	}
-	rows := []benchRankRow{
-		{Measure: "simulator: searches/s, --limit 100", Vastfleet: rate, Unit: "1/s"},
-		{Measure: "search --all --json on the simulator vs the recipe on the dump", Vastfleet: all, Recipe: recipeProc, Unit: "s", Ratio: recipeProc / all},
-		{Measure: "search --all --json: peak memory", Vastfleet: rss, Unit: "MiB"},
-	}
-	return rows, nil
+	return float64(n) / time.Since(start).Seconds(), n, nil
 }

@@ -373,6 +373,11 @@ func checkDemo(t *testing.T, args []string) {
 	if err != nil || strings.Contains(string(lsOut), `"id"`) {
 		t.Errorf("after the demo, ls shows instances (%v):\n%s", err, lsOut)
 	}
+	// Built as `go run` builds it, nothing beside it: the coordinator must
+	// still ship the small agent, built from this checkout (issue 28).
+	if strings.Contains(stderr.String(), "serving this vastfleet binary as the agent") || !strings.Contains(stderr.String(), "building the small agent") {
+		t.Errorf("the demo did not ship the small agent:\n%s", tail(stderr.String(), 30))
+	}
 	t.Logf("demo stderr tail:\n%s", tail(stderr.String(), 12))
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/shell"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -35,7 +36,7 @@ type collectOptions struct {
 	RemoteDir string
 	To        string
 	Parallel  int
-	JSON      bool
+	JSONFlags
 }
 
 func newCollectCmd(f *factory, runF func(context.Context, *collectOptions) error) *cobra.Command {
@@ -56,7 +57,7 @@ func newCollectCmd(f *factory, runF func(context.Context, *collectOptions) error
 	fl.StringVar(&opts.To, "to", "results", "local directory; files land in TO/<fleet>/<node>/")
 	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	limitFlags(fl, bounds{"parallel", "1", "1024"})
-	fl.BoolVar(&opts.JSON, "json", false, "print the per-node table as JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
 	return cmd
 }
 
@@ -69,7 +70,7 @@ func collectRun(ctx context.Context, f *factory, opts *collectOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportNodes(f, "collect", rows, opts.JSON, func(r collectRow) bool { return r.Error != "" },
+	return reportNodes(f, "collect", rows, opts.JSONFlags, func(r collectRow) bool { return r.Error != "" },
 		[]string{"NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "SKIPPED", "ERROR"}, func(r collectRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, dash(strings.Join(r.Skipped, "; ")), dash(r.Error)}
 		})
@@ -123,7 +124,7 @@ func (f *factory) uncollected(ctx context.Context, st *store.Store, ids []int64,
 	if err != nil {
 		return nil, err
 	}
-	q := remote.Quote(resultsDir)
+	q := shell.Quote(resultsDir)
 	found := make([]bytes.Buffer, len(nodes))
 	jobs := make([]remote.Job, len(nodes))
 	for i, n := range nodes {

@@ -12,11 +12,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/agentbin"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
@@ -109,7 +111,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8470", "address to listen on")
 	fl.BoolVar(&opts.TLS, "tls", false, "serve HTTPS with a self-signed certificate kept in the data dir (agents pin its fingerprint)")
-	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else this binary)")
+	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else built from the module source, else this binary)")
 	fl.DurationVar(&opts.OrphanAfter, "orphan-after", wire.DefaultOrphanAft, "agents stop their instance after this long without the coordinator")
 	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "what the dead-man switch does: stop or destroy")
 	fl.DurationVar(&opts.Interval, "heartbeat", 10*time.Second, "heartbeat interval told to agents (marketplace time)")
@@ -191,7 +193,7 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 	if err != nil {
 		return nil, err
 	}
-	agentBin, err := agentBinary(opts.AgentBin)
+	agentBin, err := agentBinary(ctx, f, dir, opts.AgentBin)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +212,7 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
 		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
 		MarketDepth: f.depthPlot(opts.DepthQuery),
+		Members:     coord.MembershipFunc(f.fleetMembers), BadHosts: badHosts{f},
 	})
 	if err != nil {
 		db.Close()
@@ -336,20 +339,23 @@ func (f *factory) fleetCosts(ctx context.Context, fleetName string) (float64, fl
 	return dph, rep.Total, per, nil
 }
 
-// agentBinary finds the agent to serve: the flag, vastfleet-agent beside
-// this executable, or this executable itself (it runs `vastfleet agent`).
-func agentBinary(flag string) (func() (io.ReadCloser, string, error), error) {
-	path := flag
-	if path == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		path = self
-		if small := filepath.Join(filepath.Dir(self), "vastfleet-agent"); fileExists(small) {
-			path = small
-		}
+// agentBinary finds the agent to serve (agentbin.Find): the flag, the
+// small vastfleet-agent beside this executable or built from the module
+// source into the data dir's cache, else this executable, with a warning.
+func agentBinary(ctx context.Context, f *factory, dir, flag string) (func() (io.ReadCloser, string, error), error) {
+	arch := "amd64" // vast.ai's hosts
+	if f.opts.Market == "sim" {
+		arch = runtime.GOARCH // the simulator's hosts are this machine
 	}
+	found, err := agentbin.Find(ctx, agentbin.Options{Flag: flag, CacheDir: filepath.Join(dir, "cache"), Arch: arch,
+		Log: func(s string) { fmt.Fprintln(f.io.ErrOut, s) }})
+	if err != nil {
+		return nil, err
+	}
+	if found.Warning != "" {
+		fmt.Fprintln(f.io.ErrOut, "warning: "+found.Warning)
+	}
+	path := found.Path
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--agent-bin: %w", err)
@@ -362,11 +368,6 @@ func agentBinary(flag string) (func() (io.ReadCloser, string, error), error) {
 	return func() (io.ReadCloser, string, error) {
 		return io.NopCloser(strings.NewReader(string(b))), sum, nil
 	}, nil
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }
 
 // readCoordInfo is the running coordinator, for --coord auto.

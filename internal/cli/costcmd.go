@@ -18,7 +18,7 @@ import (
 // costOptions is what `cost` was asked.
 type costOptions struct {
 	Fleet string
-	JSON  bool
+	JSONFlags
 }
 
 // newCostCmd parses into costOptions and hands them to runF (tests) or
@@ -43,7 +43,7 @@ never reported for is priced at its estimated image pull, marked with "~".`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -59,7 +59,7 @@ func costRun(ctx context.Context, f *factory, opts *costOptions) error {
 	}
 	orphans := f.orphanViews(f.orphans)
 	if opts.JSON {
-		return writeJSON(f.io.Out, struct {
+		return writeJSON(opts.out(f.io.Out), struct {
 			fleet.CostReport
 			Orphans []orphanJSON `json:"orphans"`
 		}{rep, orphans})

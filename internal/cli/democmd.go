@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/shell"
 )
 
 type demoOptions struct {
@@ -23,7 +26,7 @@ type demoOptions struct {
 	Prefix  string
 	Seconds float64
 	Keep    bool
-	JSON    bool
+	JSONFlags
 	// DataDirGiven and SimSpeedGiven say the user typed --data-dir and
 	// --sim-speed: the demo otherwise picks a fresh data dir and its
 	// own speed.
@@ -63,7 +66,7 @@ cost report printed. The simulated instances run on this machine.`,
 	fl.StringVar(&opts.Prefix, "prefix", "0000", "hex prefix the searched hashes start with")
 	fl.Float64Var(&opts.Seconds, "seconds", 6, "how long each node searches (wall seconds)")
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
-	fl.BoolVar(&opts.JSON, "json", false, "print the cost report as JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"})
 	return cmd
 }
@@ -73,18 +76,13 @@ func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
 	if f.opts.Market != "sim" {
 		return usagef("the demo runs on the simulated marketplace only (drop --market %s)", f.opts.Market)
 	}
+	scratch := !opts.DataDirGiven && !opts.Keep // the data dir goes when the demo ends
 	if !opts.DataDirGiven {
 		dir, err := os.MkdirTemp("", "vastfleet-demo-")
 		if err != nil {
 			return err
 		}
 		f.opts.DataDir = dir
-		if !opts.Keep {
-			defer func() {
-				f.Close() // the market and store live in it
-				os.RemoveAll(dir)
-			}()
-		}
 	}
 	if !opts.SimSpeedGiven {
 		f.opts.SimSpeed = 40 // a simulated minute per 1.5 s: API calls take wall time, and boots must fit the deadline
@@ -107,9 +105,10 @@ park: true
 deadline: 45m
 image: ubuntu:22.04
 run: nice -n 5 %s hashwork --prefix %s --seconds %g
+verify: exec %s hashcheck --prefix %s
 results: /workspace/project/results
 max_duration: 2h
-`, opts.Count, shellQuote(self), opts.Prefix, opts.Seconds)
+`, opts.Count, shell.Quote(self), opts.Prefix, opts.Seconds, shell.Quote(self), opts.Prefix)
 	if err := os.WriteFile(file, []byte(task), 0o600); err != nil {
 		return err
 	}
@@ -119,32 +118,112 @@ max_duration: 2h
 	}
 	w := f.io.ErrOut
 	fmt.Fprintf(w, "vastfleet demo: %d instances on the simulated marketplace, each searching sha256 hashes that start with %q for %gs\n", opts.Count, opts.Prefix, opts.Seconds)
-	fmt.Fprintf(w, "  data dir %s; the task file it runs: %s\n", dir, file)
+	if scratch {
+		fmt.Fprintf(w, "  in a temporary data dir, removed at the end (--keep keeps it: store, results, findings, reports)\n")
+		// Lines that name a path in it, or a command that reads it, would
+		// point at nothing once it is gone.
+		// (Not the JSON, which must stay whole, nor a terminal's stderr,
+		// which the live view must see as the terminal it is.)
+		out, errOut := f.io.Out, f.io.ErrOut
+		if !opts.JSON {
+			f.io.Out = &scratchFilter{w: out, dir: dir}
+		}
+		if !f.io.ErrTTY {
+			f.io.ErrOut = &scratchFilter{w: errOut, dir: dir}
+		}
+		defer func() { f.io.Out, f.io.ErrOut = out, errOut }()
+	} else {
+		fmt.Fprintf(w, "  data dir %s; the task file it runs: %s\n", dir, file)
+	}
 	fmt.Fprintf(w, "  1. rank every offer by vCPU per $/hr  2. launch parked, replace failed boots, release together\n")
 	fmt.Fprintf(w, "  3. the agent on every node runs the search and reports hashes/s and findings  4. collect, destroy, cost report\n")
-	uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: filepath.Join(dir, "results"), OnInterrupt: upCollect, JSON: opts.JSON, poll: 250 * time.Millisecond}
+	uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: filepath.Join(dir, "results"), OnInterrupt: upCollect, JSONFlags: opts.JSONFlags, poll: 250 * time.Millisecond}
 	rep, err := upRun(ctx, f, uo, job, file)
+	if err != nil && scratch {
+		// Whatever went wrong, the store knows what was rented: it stays.
+		err = fmt.Errorf("%w (the demo's data dir %s is kept)", err, dir)
+	}
 	if rep != nil && opts.JSON {
-		if jerr := writeJSON(f.io.Out, rep); jerr != nil && err == nil {
+		if jerr := writeJSON(opts.out(f.io.Out), rep); jerr != nil && err == nil {
 			err = jerr
 		}
 	}
 	if err != nil {
 		return err
 	}
+	if rep != nil && rep.Live > 0 {
+		// The store knows those instances: it stays, whatever --keep says.
+		return fmt.Errorf("%d instance(s) still live: `vastfleet --data-dir %s down %s`", rep.Live, dir, rep.Job)
+	}
+	if scratch {
+		f.Close() // the market and store live in it
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
 	if rep == nil || rep.Findings == 0 {
 		return fmt.Errorf("the demo found no hashes (try a shorter --prefix or more --seconds)")
 	}
-	if rep.Live > 0 {
-		return fmt.Errorf("%d instance(s) still live: `vastfleet --data-dir %s down %s`", rep.Live, dir, rep.Job)
-	}
-	if opts.Keep {
+	if !scratch {
 		fmt.Fprintf(w, "kept %s: try `vastfleet --data-dir %s cost --fleet %s` or `status`\n", dir, dir, rep.Job)
 	}
 	return nil
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// scratchFilter passes whole lines on, leaving out those that name a path
+// in dir or a vastfleet command to run later: the demo removes dir.
+type scratchFilter struct {
+	w   io.Writer
+	dir string
+	buf []byte
+}
+
+func (s *scratchFilter) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := s.buf[:i+1]
+		if !bytes.Contains(line, []byte(s.dir)) && !bytes.Contains(line, []byte("`vastfleet ")) {
+			if _, err := s.w.Write(line); err != nil {
+				return 0, err
+			}
+		}
+		s.buf = s.buf[i+1:]
+	}
+}
+
+// newHashcheckCmd is the demo's verify command: the coordinator runs it on
+// each finding (its JSON on stdin), which it accepts only when the hash is
+// the input's sha256 and starts with --prefix, so a node cannot report
+// hashes it did not find.
+func newHashcheckCmd(f *factory) *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:    "hashcheck --prefix HEX < finding.json",
+		Short:  "The demo's verify command: re-hash a finding",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var found struct {
+				Input  string `json:"input"`
+				SHA256 string `json:"sha256"`
+			}
+			if err := json.NewDecoder(io.LimitReader(f.io.In, 1<<20)).Decode(&found); err != nil {
+				return fmt.Errorf("hashcheck: the finding on stdin: %w", err)
+			}
+			sum := sha256.Sum256([]byte(found.Input))
+			if got := hex.EncodeToString(sum[:]); got != found.SHA256 || !strings.HasPrefix(got, strings.ToLower(prefix)) {
+				return fmt.Errorf("hashcheck: sha256(%q) is %s, not the reported %q with prefix %q", found.Input, got, found.SHA256, prefix)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "hex prefix every hash must start with")
+	return cmd
+}
 
 // newHashworkCmd is the demo's CPU job: sha256 of "<node>-<n>" for n = 0,
 // 1, ... until --seconds pass, printing the hash rate as a metric line

@@ -12,7 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/filelock"
+	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 )
 
 // A job's up process holds jobs/<job>/up.lock (flock) for as long as it
@@ -27,15 +30,14 @@ func lockJobRun(f *factory, id string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	fh, err := os.OpenFile(filepath.Join(d, upLockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	fh, err := filelock.Acquire(filepath.Join(d, upLockFile))
+	if errors.Is(err, filelock.ErrBusy) {
+		return nil, usagef("job %s: another `vastfleet up` runs it (stop it with `vastfleet down %s`)", id, id)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		fh.Close()
-		return nil, usagef("job %s: another `vastfleet up` runs it (stop it with `vastfleet down %s`)", id, id)
-	}
-	return func() { syscall.Flock(int(fh.Fd()), syscall.LOCK_UN); fh.Close() }, nil
+	return func() { filelock.Release(fh) }, nil
 }
 
 // jobRunAlive reports whether an up process still holds the job's lock.
@@ -63,12 +65,12 @@ type detachedUp struct {
 // coordinator (and, on the simulator, the market and its machines) alive,
 // watches, collects, destroys and reports as a foreground up would. It
 // returns once the job runs (or up has ended early, with its error).
-func detachUp(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job) error {
+func detachUp(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	id := jobID(job.Name)
+	id := jobID(jf.Name)
 	d, err := jobDir(f, id)
 	if err != nil {
 		return err
@@ -84,41 +86,53 @@ func detachUp(ctx context.Context, f *factory, opts *upOptions, job *jobfile.Job
 	})
 	cmd := exec.Command(exe, append(args, "--job-id", id)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	procgroup.Detach(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the job's background up: %w", err)
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- cmd.Wait() }()
+	bg := detachedUp{Job: id, PID: cmd.Process.Pid, Log: logPath}
+	rec, err := waitDetached(ctx, f, opts, bg, ended)
+	if rec == nil || err != nil {
+		return err
+	}
+	bg.State, bg.Dashboard = rec.State, rec.Dashboard
+	if opts.JSON {
+		return writeJSON(f.io.Out, bg)
+	}
+	fmt.Fprintf(f.io.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
+		id, rec.State, bg.PID, dash(rec.Dashboard), id, id, logPath, id)
+	return nil
+}
+
+// waitDetached waits until the background up's job runs (its record has
+// left launching) and returns its record; nil when the user stopped
+// waiting, an error when that up ended first.
+func waitDetached(ctx context.Context, f *factory, opts *upOptions, bg detachedUp, ended <-chan error) (*job.Record, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	shown := false
 	for {
-		rec, _ := loadJob(f, id)
+		rec, _ := loadJob(ctx, f, bg.Job)
 		if rec != nil && rec.Dashboard != "" && !shown && !opts.JSON {
 			shown = true
-			fmt.Fprintf(f.io.ErrOut, "job %s: launching in the background (pid %d, log %s); dashboard %s\n", id, cmd.Process.Pid, logPath, rec.Dashboard)
+			fmt.Fprintf(f.io.ErrOut, "job %s: launching in the background (pid %d, log %s); dashboard %s\n", bg.Job, bg.PID, bg.Log, rec.Dashboard)
 		}
-		if rec != nil && rec.State != "launching" {
-			out := detachedUp{Job: id, State: rec.State, Dashboard: rec.Dashboard, PID: cmd.Process.Pid, Log: logPath}
-			if opts.JSON {
-				return writeJSON(f.io.Out, out)
-			}
-			fmt.Fprintf(f.io.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
-				id, rec.State, cmd.Process.Pid, dash(rec.Dashboard), id, id, logPath, id)
-			return nil
+		if rec != nil && rec.State != job.StateLaunching {
+			return rec, nil
 		}
 		select {
 		case err := <-ended:
-			tail, _ := os.ReadFile(logPath)
+			tail, _ := os.ReadFile(bg.Log)
 			if len(tail) > 2000 {
 				tail = tail[len(tail)-2000:]
 			}
-			return fmt.Errorf("job %s: up ended before the job ran (%v); its output (%s) ends:\n%s", id, err, logPath, tail)
+			return nil, fmt.Errorf("job %s: up ended before the job ran (%v); its output (%s) ends:\n%s", bg.Job, err, bg.Log, tail)
 		case <-ctx.Done():
 			// The background up is on its own; the user stopped waiting.
-			fmt.Fprintf(f.io.ErrOut, "job %s: still launching in the background; `vastfleet down %s` stops it\n", id, id)
-			return nil
+			fmt.Fprintf(f.io.ErrOut, "job %s: still launching in the background; `vastfleet down %s` stops it\n", bg.Job, bg.Job)
+			return nil, nil
 		case <-tick.C:
 		}
 	}
@@ -132,7 +146,7 @@ func stopJobRun(ctx context.Context, f *factory, rec *jobRecord) (bool, error) {
 		return false, nil
 	}
 	fmt.Fprintf(f.io.ErrOut, "job %s: asking its up (pid %d) to collect, destroy and report\n", rec.ID, rec.PID)
-	if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := procgroup.Signal(rec.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return true, fmt.Errorf("job %s: signalling its up (pid %d): %w", rec.ID, rec.PID, err)
 	}
 	tick := time.NewTicker(200 * time.Millisecond)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/shell"
 )
 
 // natNote is what vast's network allows, said wherever nodes are exported
@@ -80,7 +81,7 @@ func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
 	}
 	argv := append(sshArgs(s.key, nodes[0]), opts.Command...)
 	if opts.Print {
-		fmt.Fprintln(f.io.Out, "ssh "+strings.Join(quoteAll(argv), " "))
+		fmt.Fprintln(f.io.Out, "ssh "+shell.Join(argv))
 		return nil
 	}
 	// Learn the host key and attach the fleet key in-process first,
@@ -101,14 +102,6 @@ func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
 		return err
 	}
 	return nil
-}
-
-func quoteAll(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = remote.Quote(a)
-	}
-	return out
 }
 
 // exportNodes writes a fleet in a format other engines read.

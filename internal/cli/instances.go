@@ -23,7 +23,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newDestroyCmd(f, nil), newReconcileCmd(f, nil), newCostCmd(f, nil), newExportCmd(f, nil), newImportCmd(f, nil),
 		newLaunchCmd(f, nil), newCleanupCmd(f, nil), newHostsCmd(f, nil), newLogsCmd(f, nil), newSSHURLCmd(f, nil), newSCPURLCmd(f, nil), newBalanceCmd(f, nil),
 		newSSHCmd(f, nil), newExecCmd(f, nil), newSyncCmd(f, nil), newSetupCmd(f, nil), newCollectCmd(f, nil), newReapCmd(f, nil),
-		newUpCmd(f, nil), newStatusCmd(f, nil), newDownCmd(f, nil), newDemoCmd(f, nil), newHashworkCmd(f, nil),
+		newUpCmd(f, nil), newStatusCmd(f, nil), newDownCmd(f, nil), newDemoCmd(f, nil), newHashworkCmd(f, nil), newHashcheckCmd(f),
 	}
 }
 
@@ -99,7 +99,7 @@ type rentOptions struct {
 	Bid     float64
 	Timeout time.Duration
 	NoWait  bool
-	JSON    bool
+	JSONFlags
 }
 
 // newRentCmd parses into rentOptions and hands them to runF (tests) or
@@ -138,7 +138,7 @@ takes over 5 minutes), then prints its ssh address.`,
 	fl.Float64Var(&opts.Bid, "bid", 0, "interruptible: bid $/hr per machine (0: on-demand)")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up waiting for running after this long (marketplace time)")
 	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
-	fl.BoolVar(&opts.JSON, "json", false, "print the instance as JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
 	limitFlags(fl, bounds{"disk", ">0", "100000"}, bounds{"bid", "0", "1000"}, bounds{"timeout", "0", "720h"})
 	return cmd
 }
@@ -200,7 +200,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, views[0])
+		return writeJSON(opts.out(f.io.Out), views[0])
 	}
 	return printInstances(f, views)
 }
@@ -222,7 +222,7 @@ func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, ti
 type lsOptions struct {
 	Fleet string
 	All   bool
-	JSON  bool
+	JSONFlags
 }
 
 // newLsCmd parses into lsOptions and hands them to runF (tests) or lsRun.
@@ -240,7 +240,7 @@ func newLsCmd(f *factory, runF func(context.Context, *lsOptions) error) *cobra.C
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "include destroyed instances")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -267,7 +267,7 @@ func lsRun(ctx context.Context, f *factory, opts *lsOptions) error {
 		for _, o := range orphans {
 			rows = append(rows, o)
 		}
-		return writeJSON(f.io.Out, rows)
+		return writeJSON(opts.out(f.io.Out), rows)
 	}
 	if len(views) > 0 || len(orphans) == 0 {
 		if err := printInstances(f, views); err != nil {
@@ -435,7 +435,7 @@ type stateOptions struct {
 	// Verb is stop or start.
 	Verb string
 	IDs  []int64
-	JSON bool
+	JSONFlags
 }
 
 // newStateCmd is `stop` or `start` (verb): it parses into stateOptions and
@@ -458,7 +458,7 @@ func newStateCmd(f *factory, verb, short string, runF func(context.Context, *sta
 			return stateRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the ids acted on as JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ids acted on as JSON")
 	return cmd
 }
 
@@ -493,7 +493,7 @@ func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, map[string]any{"action": verb, "ids": ids})
+		return writeJSON(opts.out(f.io.Out), map[string]any{"action": verb, "ids": ids})
 	}
 	fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
 	return nil
@@ -501,8 +501,8 @@ func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
 
 type destroyOptions struct {
 	// IDs are the instances given; empty with --all.
-	IDs   []int64
-	JSON  bool
+	IDs []int64
+	JSONFlags
 	All   bool
 	Yes   bool
 	Fleet string
@@ -540,7 +540,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the destroyed ids as JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the destroyed ids as JSON")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
 	cmd.Flags().BoolVar(&opts.Collect, "collect", false, "collect each running node's results into ./results/<fleet>/<node>/ first")
 	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
@@ -603,7 +603,7 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, map[string]any{"action": "destroy", "ids": ids})
+		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "ids": ids})
 	}
 	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
 	return nil
@@ -615,7 +615,7 @@ type reconcileOptions struct {
 	DestroyForeign bool
 	Adopt          bool
 	AdoptForeign   bool
-	JSON           bool
+	JSONFlags
 }
 
 // newReconcileCmd parses into reconcileOptions and hands them to runF
@@ -640,7 +640,7 @@ func newReconcileCmd(f *factory, runF func(context.Context, *reconcileOptions) e
 	cmd.Flags().BoolVar(&opts.DestroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
 	cmd.Flags().BoolVar(&opts.Adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
 	cmd.Flags().BoolVar(&opts.AdoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -663,7 +663,7 @@ func reconcileRun(ctx context.Context, f *factory, opts *reconcileOptions) error
 	}
 	f.warnOrphans(rep.Orphans)
 	if opts.JSON {
-		return writeJSON(f.io.Out, rep)
+		return writeJSON(opts.out(f.io.Out), rep)
 	}
 	fmt.Fprint(f.io.Out, rep.String())
 	return nil

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // keptJob runs a two-node job with auto_destroy: false, so that its nodes
@@ -56,21 +55,5 @@ func TestLogsOfAJob(t *testing.T) {
 	}
 	if r := e.fails("logs", job, "--node", "7"); r.code != 2 || !strings.Contains(r.err, "nodes 0..1") {
 		t.Errorf("--node 7: exit %d, %s", r.code, r.err)
-	}
-}
-
-func TestItemsETA(t *testing.T) {
-	for _, tc := range []struct {
-		done, left int64
-		elapsed    time.Duration
-		want       string
-	}{
-		{0, 40, time.Minute, "ETA -"},
-		{10, 30, time.Minute, "ETA 3m0s"},
-		{40, 0, time.Minute, "ETA 0s"},
-	} {
-		if got := itemsETA(tc.done, tc.left, tc.elapsed); got != tc.want {
-			t.Errorf("itemsETA(%d, %d, %v) = %q, want %q", tc.done, tc.left, tc.elapsed, got, tc.want)
-		}
 	}
 }

@@ -113,6 +113,9 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 	walk = func(c *cobra.Command) {
 		if c.Flags().Lookup("json") != nil {
 			path := strings.TrimPrefix(c.CommandPath(), "vastfleet ")
+			if c.Flags().Lookup("jq") == nil {
+				t.Errorf("%q takes --json but not --jq: declare both with addJSONFlags", path)
+			}
 			if !covered[path] && !notRun[path] {
 				t.Errorf("%q takes --json but this test never runs it: add it", path)
 			}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
+	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/launch"
@@ -124,7 +123,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 func agentDigest(ctx context.Context, base, token, fingerprint string) (string, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	if fingerprint != "" {
-		client.Transport = &http.Transport{TLSClientConfig: pinnedTLS(fingerprint)}
+		client.Transport = &http.Transport{TLSClientConfig: certpin.TLSConfig(fingerprint)}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathAgentSum, nil)
 	if err != nil {
@@ -141,17 +140,4 @@ func agentDigest(ctx context.Context, base, token, fingerprint string) (string, 
 		return "", fmt.Errorf("--coord %s: asking for the agent's digest: HTTP %d %s", base, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// pinnedTLS accepts exactly the certificate whose sha256 is fingerprint.
-func pinnedTLS(fingerprint string) *tls.Config {
-	return &tls.Config{
-		InsecureSkipVerify: true, // replaced by the pin below
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 || coord.Fingerprint(cs.PeerCertificates[0].Raw) != fingerprint {
-				return x509.UnknownAuthorityError{}
-			}
-			return nil
-		},
-	}
 }

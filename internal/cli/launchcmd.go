@@ -71,7 +71,7 @@ type launchOptions struct {
 	OnInterrupt      string
 	WaitFor          string
 	WaitMax          time.Duration
-	JSON             bool
+	JSONFlags
 	// Bid is --bid: min or a price ($/hr per machine); empty rents on
 	// demand. OnOutbid is --on-outbid (empty: replace).
 	Bid      string
@@ -199,7 +199,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, destroy-unready or destroy-all (default: ask on a terminal, else destroy-unready)")
 	fl.StringVar(&opts.WaitFor, "wait-for", "", "launch only when the top --count offers meet this, e.g. 'vcpu>=5000 dph_per_vcpu<=0.002'")
 	fl.DurationVar(&opts.WaitMax, "wait-max", 6*time.Hour, "with --wait-for: give up after this long")
-	fl.BoolVar(&opts.JSON, "json", false, "print one JSON event per line, ending with the summary")
+	addJSONFlags(fl, &opts.JSONFlags, "print one JSON event per line, ending with the summary")
 	limitFlags(fl,
 		bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"min-ready", "0", strconv.Itoa(launch.MaxCount)},
 		bounds{"deadline", "0", "720h"}, bounds{"spare", "-1", "10"},
@@ -263,7 +263,7 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 			return err
 		}
 		f.registerFleetKey(ctx, m.P)
-		view := newLaunchView(f, opts.JSON)
+		view := newLaunchView(f, opts.JSONFlags)
 		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
 		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
@@ -301,7 +301,7 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 		}
 	}
 	f.registerFleetKey(ctx, m.P)
-	view := newLaunchView(f, opts.JSON)
+	view := newLaunchView(f, opts.JSONFlags)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
@@ -460,10 +460,10 @@ type launchView struct {
 	lastLog time.Time
 }
 
-func newLaunchView(f *factory, asJSON bool) *launchView {
-	v := &launchView{f: f, json: asJSON, tty: f.io.ErrTTY && !asJSON}
-	if asJSON {
-		v.enc = json.NewEncoder(f.io.Out)
+func newLaunchView(f *factory, js JSONFlags) *launchView {
+	v := &launchView{f: f, json: js.JSON, tty: f.io.ErrTTY && !js.JSON}
+	if js.JSON {
+		v.enc = json.NewEncoder(js.out(f.io.Out))
 		v.enc.SetEscapeHTML(false)
 	}
 	return v
@@ -483,8 +483,8 @@ func (v *launchView) event(e launch.Event) {
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
 		if v.live != nil {
-			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left",
-				p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second)))
+			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d  parked %d  releasing %d", p.Booting, p.Parked, p.Releasing),
+				fmt.Sprintf("failed %d", p.Failed), fmt.Sprintf("$%.2f/hr now  $%.2f spent", p.DPH, p.Spent), fmt.Sprintf("%s left", p.TimeLeft.Round(time.Second)))
 			return
 		}
 		// Off a terminal, one progress line a minute of marketplace time.
@@ -580,7 +580,7 @@ func askInterrupt(ios *IOStreams) string {
 // cleanupOptions is what `cleanup` was asked.
 type cleanupOptions struct {
 	Fleet string
-	JSON  bool
+	JSONFlags
 }
 
 // newCleanupCmd parses into cleanupOptions and hands them to runF (tests)
@@ -599,7 +599,7 @@ func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error
 			return cleanupRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the fleet and the destroyed instance ids as JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
 	return cmd
 }
 
@@ -618,7 +618,7 @@ func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
 	}
 	if opts.JSON {
 		// The keys of `destroy --json`, and the fleet.
-		return writeJSON(f.io.Out, map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
+		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
 	}
 	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
 	return nil
@@ -629,7 +629,7 @@ type hostsOptions struct {
 	Clear bool
 	// MachineIDs are the machines --clear forgets (all when empty).
 	MachineIDs []int64
-	JSON       bool
+	JSONFlags
 }
 
 // newHostsCmd parses into hostsOptions and hands them to runF (tests) or
@@ -659,7 +659,7 @@ func newHostsCmd(f *factory, runF func(context.Context, *hostsOptions) error) *c
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Clear, "clear", false, "forget the given machines (all when none are given)")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -691,7 +691,7 @@ func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
 		if hs == nil {
 			hs = []store.BadHost{}
 		}
-		return writeJSON(f.io.Out, hs)
+		return writeJSON(opts.out(f.io.Out), hs)
 	}
 	t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
 	for _, h := range hs {
@@ -704,7 +704,7 @@ func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
 type benchLaunchOptions struct {
 	Config   launchbench.Config
 	Profiles []string
-	JSON     bool
+	JSONFlags
 }
 
 // newBenchCmd is `bench` with launch and rank; each parses into its
@@ -737,7 +737,7 @@ minutes.`,
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
 	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
-	bl.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
 	cmd.AddCommand(bl, newBenchRankCmd(f, rankF))
 	return cmd
 }
@@ -749,7 +749,7 @@ func benchLaunchRun(ctx context.Context, f *factory, opts *benchLaunchOptions) e
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, rows)
+		return writeJSON(opts.out(f.io.Out), rows)
 	}
 	fmt.Fprint(f.io.Out, launchbench.Table(rows))
 	return nil

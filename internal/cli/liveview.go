@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mattn/go-runewidth"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 )
@@ -21,7 +22,7 @@ type liveView struct {
 	p      *mpb.Progress
 	bar    *mpb.Bar
 	mu     sync.Mutex
-	status string
+	status []string     // the status's parts, least important first
 	buf    bytes.Buffer // a log line not yet ended
 }
 
@@ -32,26 +33,40 @@ func openLiveView(ios *IOStreams, label string) *liveView {
 		return nil
 	}
 	v := &liveView{io: ios, prev: ios.ErrOut}
-	v.p = mpb.New(mpb.WithOutput(v.prev), mpb.WithWidth(32), mpb.WithAutoRefresh())
-	v.bar = v.p.AddBar(0,
+	// The line is as wide as the terminal (mpb asks it at each redraw);
+	// the bar takes up to 32 columns of what the status leaves.
+	v.p = mpb.New(mpb.WithOutput(v.prev), mpb.WithAutoRefresh())
+	v.bar = v.p.AddBar(0, mpb.BarWidth(32),
 		mpb.PrependDecorators(decor.Name(label, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d", decor.WCSyncSpace)),
-		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+		mpb.AppendDecorators(decor.Any(func(st decor.Statistics) string {
 			v.mu.Lock()
 			defer v.mu.Unlock()
-			return v.status
+			return fitStatus(v.status, st.AvailableWidth-minBar-2)
 		})),
 	)
 	ios.ErrOut = v
 	return v
 }
 
-// update sets the bar to done of total and the status beside it.
-func (v *liveView) update(done, total int64, status string) {
+// minBar is the narrowest bar the status leaves room for.
+const minBar = 10
+
+// update sets the bar to done of total and the status beside it. The
+// status is parts, least important first: where the terminal is too
+// narrow for all of them, the first ones give way, so that the last
+// (findings, rate, spend, time) stay in sight.
+func (v *liveView) update(done, total int64, parts ...string) {
 	if v == nil {
 		return
 	}
+	safe := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p != "" {
+			safe = append(safe, termSafe(p))
+		}
+	}
 	v.mu.Lock()
-	v.status = termSafe(status)
+	v.status = safe
 	v.mu.Unlock()
 	v.bar.SetTotal(max(total, 1), false)
 	v.bar.SetCurrent(done)
@@ -92,4 +107,19 @@ func (v *liveView) close() {
 	if rest != "" {
 		io.WriteString(v.prev, rest+"\n")
 	}
+}
+
+// fitStatus joins parts with two spaces, leaving out the first ones until
+// the line fits width columns; a last part too wide alone is cut with "…".
+func fitStatus(parts []string, width int) string {
+	for i := range parts {
+		line := strings.Join(parts[i:], "  ")
+		if n := runewidth.StringWidth(line); n <= width {
+			return line
+		}
+	}
+	if len(parts) == 0 || width <= 0 {
+		return ""
+	}
+	return runewidth.Truncate(parts[len(parts)-1], width, "…")
 }

@@ -20,7 +20,7 @@ type depthOptions struct {
 	rank  rankFlags
 	Tops  []int
 	Plot  string
-	JSON  bool
+	JSONFlags
 }
 
 func newMarketCmd(f *factory, depthF func(context.Context, *depthOptions) error) *cobra.Command {
@@ -45,7 +45,7 @@ give together. --plot writes the same curve as an SVG or PNG image.`,
 	opts.rank.register(depth, "vcpu")
 	depth.Flags().IntSliceVar(&opts.Tops, "top", []int{10, 30, 50, 100, 200, 300}, "cumulative rows to print")
 	depth.Flags().StringVar(&opts.Plot, "plot", "", "write the depth curve to FILE (.svg or .png)")
-	depth.Flags().BoolVar(&opts.JSON, "json", false, "print the rows as JSON")
+	addJSONFlags(depth.Flags(), &opts.JSONFlags, "print the rows as JSON")
 	cmd.AddCommand(depth)
 	return cmd
 }
@@ -77,7 +77,7 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 		fmt.Fprintf(f.io.ErrOut, "wrote %s\n", opts.Plot)
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, rows)
+		return writeJSON(opts.out(f.io.Out), rows)
 	}
 	t := newTable(f.io.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
 	for _, r := range rows {

@@ -26,7 +26,7 @@ type planOptions struct {
 	Train   bool
 	Infer   bool
 	Explain bool
-	JSON    bool
+	JSONFlags
 	Rent    int
 	Image   string
 	Fleet   string
@@ -93,7 +93,7 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 	fl.Float64Var(&t.CUDA, "cuda", 0, "minimum CUDA version")
 	fl.Float64Var(&t.MaxBudget, "max-budget", 0, "dollars for the whole run: options above it are flagged and --rent refuses")
 	fl.BoolVar(&opts.Explain, "explain", false, "show the reasoning behind every requirement")
-	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print JSON")
 	fl.IntVar(&opts.Rent, "rent", 0, "rent option N (1-3), wait until it runs and record its estimate")
 	fl.StringVar(&opts.Fleet, "fleet", "default", "with --rent: fleet to record the instance in")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --rent: give up waiting for running after this long")
@@ -146,7 +146,7 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return err
 	}
 	if opts.JSON {
-		if err := writePlanJSON(f.io.Out, res); err != nil {
+		if err := writePlanJSON(opts.out(f.io.Out), res); err != nil {
 			return err
 		}
 	} else {

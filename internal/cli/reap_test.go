@@ -31,15 +31,44 @@ func heardAt(t *testing.T, home, fleetName string, at time.Time, ids ...int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := coord.New(coord.Config{DB: db, Clock: clock.Fixed{At: at}})
+	// The instances are the fleet's: each enrolls, then beats with its
+	// own credential.
+	members := coord.MembershipFunc(func(context.Context, string) (map[int64]coord.Instance, error) {
+		out := map[int64]coord.Instance{}
+		for _, id := range ids {
+			out[id] = coord.Instance{MachineID: id}
+		}
+		return out, nil
+	})
+	srv, err := coord.New(coord.Config{DB: db, Clock: clock.Fixed{At: at}, Members: members})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	for _, id := range ids {
-		b, _ := json.Marshal(wire.Heartbeat{Fleet: fleetName, Node: "C." + strconv.FormatInt(id, 10), InstanceID: id, Seq: 1, SentAt: at})
-		req, _ := http.NewRequest(http.MethodPost, hs.URL+wire.PathHeartbeat, bytes.NewReader(b))
+	post := func(path, token string, body, out any) int {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+path, bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out != nil {
+			_ = json.NewDecoder(resp.Body).Decode(out)
+		}
+		return resp.StatusCode
+	}
+	for _, id := range ids {
+		node := "C." + strconv.FormatInt(id, 10)
+		var cred wire.EnrollReply
+		if code := post(wire.PathEnroll, token, wire.EnrollRequest{Fleet: fleetName, InstanceID: id, Node: node}, &cred); code != http.StatusOK {
+			t.Fatalf("enrolling %d: HTTP %d", id, code)
+		}
+		b, _ := json.Marshal(wire.Heartbeat{Fleet: fleetName, Node: node, InstanceID: id, Seq: 1, SentAt: at})
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+wire.PathHeartbeat, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+cred.Token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -3,9 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +18,10 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/sshkey"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
@@ -57,35 +56,12 @@ func (f *factory) fleetKey() (*fleetKey, error) {
 		return nil, err
 	}
 	path := filepath.Join(sshDir, "id_ed25519")
-	pemBytes, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		_, priv, gerr := ed25519.GenerateKey(rand.Reader)
-		if gerr != nil {
-			return nil, gerr
-		}
-		block, merr := ssh.MarshalPrivateKey(priv, "vastfleet")
-		if merr != nil {
-			return nil, merr
-		}
-		pemBytes = pem.EncodeToMemory(block)
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, pemBytes, 0o600); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("fleet key: %w", err)
-	} else if err := os.Chmod(path, 0o600); err != nil { // one written by hand or an older vastfleet
-		return nil, fmt.Errorf("fleet key: %w", err)
-	}
-	signer, err := ssh.ParsePrivateKey(pemBytes)
+	signer, err := sshkey.LoadOrCreate(path, "vastfleet")
 	if err != nil {
-		return nil, fmt.Errorf("fleet key %s: %w (move it away and a new one is generated)", path, err)
+		return nil, fmt.Errorf("fleet key: %w", err)
 	}
 	pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " vastfleet"
-	if err := os.WriteFile(path+".pub", []byte(pub+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path+".pub", []byte(pub+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	return &fleetKey{signer: signer, path: path, authorized: pub, knownHosts: filepath.Join(sshDir, "known_hosts")}, nil
@@ -356,7 +332,7 @@ type execOptions struct {
 	Parallel int
 	Timeout  time.Duration
 	OutDir   string
-	JSON     bool
+	JSONFlags
 }
 
 // newExecCmd parses into execOptions and hands them to runF (tests) or
@@ -391,7 +367,7 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
 	fl.StringVar(&opts.OutDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
-	fl.BoolVar(&opts.JSON, "json", false, "print the result table as JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
 	return cmd
 }
 
@@ -404,7 +380,7 @@ func execRun(ctx context.Context, f *factory, opts *execOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportExec(f, rows, opts.JSON)
+	return reportExec(f, rows, opts.JSONFlags)
 }
 
 func execOnNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, command string, parallel int, timeout time.Duration, outDir string, quiet bool) ([]execRow, error) {
@@ -468,8 +444,8 @@ func execOnNodes(ctx context.Context, f *factory, p provider.Provider, nodes []n
 	return rows, nil
 }
 
-func reportExec(f *factory, rows []execRow, asJSON bool) error {
-	return reportNodes(f, "the command", rows, asJSON, func(r execRow) bool { return r.ExitCode != 0 || r.Error != "" },
+func reportExec(f *factory, rows []execRow, js JSONFlags) error {
+	return reportNodes(f, "the command", rows, js, func(r execRow) bool { return r.ExitCode != 0 || r.Error != "" },
 		[]string{"NODE", "ID", "EXIT", "DURATION", "ERROR"}, func(r execRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), dash(r.Error)}
 		})
@@ -477,15 +453,15 @@ func reportExec(f *factory, rows []execRow, asJSON bool) error {
 
 // reportNodes prints what an operation did on each node, as JSON or as a
 // table, and returns its outcome (fanOutError) from the rows that failed.
-func reportNodes[R any](f *factory, what string, rows []R, asJSON bool, failed func(R) bool, header []string, cells func(R) []string) error {
+func reportNodes[R any](f *factory, what string, rows []R, js JSONFlags, failed func(R) bool, header []string, cells func(R) []string) error {
 	n := 0
 	for _, r := range rows {
 		if failed(r) {
 			n++
 		}
 	}
-	if asJSON {
-		if err := writeJSON(f.io.Out, rows); err != nil {
+	if js.JSON {
+		if err := writeJSON(js.out(f.io.Out), rows); err != nil {
 			return err
 		}
 	} else {

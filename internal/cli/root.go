@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
@@ -67,6 +69,9 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 		// say, and the status a pipeline expects of a closed pipe.
 		return 141
 	}
+	if msg, ok := unknownCommand(err); ok {
+		err = usageError{errors.New(msg)}
+	}
 	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
 	var ue usageError
 	switch {
@@ -74,13 +79,34 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4
-	case errors.As(err, new(partialError)):
+	case errors.As(err, new(partialError)), errors.Is(err, job.ErrPartial):
 		return 3
 	case errors.Is(err, context.Canceled), errors.Is(err, launch.ErrInterrupted):
 		return 130 // as a shell reports a command ended by Ctrl+C
 	default:
 		return 1
 	}
+}
+
+// unknownCommand rewrites cobra's unknown-command error, which spreads
+// its suggestions over lines and tabs (shown escaped by termSafe), as one
+// line: a usage error, exit 2.
+func unknownCommand(err error) (string, bool) {
+	first, rest, _ := strings.Cut(err.Error(), "\n")
+	if !strings.HasPrefix(first, "unknown command ") {
+		return "", false
+	}
+	var maybe []string
+	for _, l := range strings.Split(rest, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasSuffix(l, ":") && !strings.HasSuffix(l, "?") {
+			maybe = append(maybe, l)
+		}
+	}
+	msg := first
+	if len(maybe) > 0 {
+		msg += "; did you mean " + strings.Join(maybe, ", ") + "?"
+	}
+	return msg + " (see vastfleet --help)", true
 }
 
 func newRootCmd(f *factory) *cobra.Command {
@@ -99,6 +125,9 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		Version:       readBuildInfo().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateFlags(cmd); err != nil {
+				return err
+			}
+			if err := checkJQ(cmd); err != nil {
 				return err
 			}
 			return f.init(cmd)

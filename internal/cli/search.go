@@ -208,9 +208,9 @@ type searchOptions struct {
 	rank    rankFlags
 	All     bool
 	Explain bool
-	JSON    bool
-	Save    string
-	From    string
+	JSONFlags
+	Save string
+	From string
 	// Query is the positional query (`offers` first is allowed, as the
 	// vastai CLI has it).
 	Query []string
@@ -249,7 +249,7 @@ slices until every matching offer is collected.`,
 	opts.query.register(cmd)
 	opts.rank.register(cmd, "")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "collect every matching offer, beyond the marketplace's per-search cap")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the ranked offers as a JSON array")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ranked offers as a JSON array")
 	cmd.Flags().StringVar(&opts.Save, "save", "", "also write the ranked offers as JSON to FILE (input for launch --from)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "rank offers from FILE (- for stdin) instead of the marketplace: a search answer, a `vastai search offers --raw` array, a --save'd ranking, or JSON lines")
 	cmd.Flags().BoolVar(&opts.Explain, "explain", false, "also print the query object sent and each offer's score factors")
@@ -364,7 +364,7 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
 	if opts.JSON {
-		return writeJSONArray(f.io.Out, ranked)
+		return writeJSONArray(opts.out(f.io.Out), ranked)
 	}
 	if err := printOffers(f.io.Out, ranked); err != nil {
 		return err

@@ -51,7 +51,7 @@ type setupOptions struct {
 	Force    bool
 	Parallel int
 	Timeout  time.Duration
-	JSON     bool
+	JSONFlags
 }
 
 func newSetupCmd(f *factory, runF func(context.Context, *setupOptions) error) *cobra.Command {
@@ -88,7 +88,7 @@ Exit status: 0 when every node is set up, 3 when some failed, 1 when all did.`,
 	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node's phase after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
-	fl.BoolVar(&opts.JSON, "json", false, "print the result table as JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
 	return cmd
 }
 
@@ -101,7 +101,7 @@ func setupRun(ctx context.Context, f *factory, opts *setupOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportSetup(f, rows, opts.JSON)
+	return reportSetup(f, rows, opts.JSONFlags)
 }
 
 func setupNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, phases []string, verify string, force bool, parallel int, timeout time.Duration, quiet bool) ([]setupRow, error) {
@@ -236,8 +236,8 @@ func setupNodes(ctx context.Context, f *factory, p provider.Provider, nodes []no
 	return rows, nil
 }
 
-func reportSetup(f *factory, rows []setupRow, asJSON bool) error {
-	return reportNodes(f, "setup", rows, asJSON, func(r setupRow) bool { return r.Status == "failed" },
+func reportSetup(f *factory, rows []setupRow, js JSONFlags) error {
+	return reportNodes(f, "setup", rows, js, func(r setupRow) bool { return r.Status == "failed" },
 		[]string{"NODE", "ID", "STATUS", "PHASES RUN", "VERIFY", "ERROR"}, func(r setupRow) []string {
 			v := "-"
 			if r.VerifyExit != nil {

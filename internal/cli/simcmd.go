@@ -64,7 +64,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8765", "listen address (loopback unless --public)")
 	fl.BoolVar(&opts.Public, "public", false, "allow a non-loopback --addr (other machines can reach it); needs a non-default --api-key")
 	fl.Int64Var(&opts.Seed, "seed", 1, "market seed: the same seed gives the same offers")
-	fl.IntVar(&opts.Offers, "offers", 0, "number of offers (0: the default population)")
+	fl.IntVar(&opts.Offers, "offers", 0, "number of machines, each listing one or more offers: about 1.26 offers per machine (0: the default population)")
 	fl.Float64Var(&opts.Speed, "time-scale", 60, "simulated seconds per wall second")
 	fl.StringVar(&opts.Clock, "clock", "scaled", "market time: scaled (wall time × --time-scale) or manual (still until a client POSTs /sim/advance?d=10m from loopback, so its results never depend on this machine's load)")
 	fl.StringVar(&opts.Faults, "faults", "realistic", "fault profile: none, realistic or harsh")

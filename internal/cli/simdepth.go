@@ -16,8 +16,8 @@ import (
 type simDepthOptions struct {
 	Seeds  string
 	Offers int
-	JSON   bool
-	seeds  []int64
+	JSONFlags
+	seeds []int64
 }
 
 // simDepthRow is one seed's sum over the top N, beside the published one.
@@ -61,7 +61,7 @@ ones, with the deviation of each in percent.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Seeds, "seeds", "1-5", "market seeds: a range 1-5 or a list 1,3,7")
 	fl.IntVar(&opts.Offers, "offers", sim.DefaultOffers, "offers in each market")
-	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print JSON")
 	limitFlags(fl, bounds{"offers", "1", "1000000"})
 	return cmd
 }
@@ -111,7 +111,7 @@ func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
 		}
 	}
 	if opts.JSON {
-		return writeJSONArray(f.io.Out, rows)
+		return writeJSONArray(opts.out(f.io.Out), rows)
 	}
 	t := newTable(f.io.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
 	worst := 0.0

@@ -39,7 +39,7 @@ type syncOptions struct {
 	Parallel   int
 	RelaySeeds int
 	NoRelay    bool
-	JSON       bool
+	JSONFlags
 }
 
 func newSyncCmd(f *factory, runF func(context.Context, *syncOptions) error) *cobra.Command {
@@ -82,7 +82,7 @@ sent from here instead. --no-relay sends from here to every node.`,
 	fl.IntVar(&opts.RelaySeeds, "relay-seeds", 3, "nodes this machine sends each archive to; the rest get it relayed")
 	fl.BoolVar(&opts.NoRelay, "no-relay", false, "send from this machine to every node")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"relay-seeds", "1", "1024"})
-	fl.BoolVar(&opts.JSON, "json", false, "print the per-node table as JSON")
+	addJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
 	return cmd
 }
 
@@ -105,7 +105,7 @@ func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportNodes(f, "sync", rows, opts.JSON, func(r syncRow) bool { return r.Error != "" },
+	return reportNodes(f, "sync", rows, opts.JSONFlags, func(r syncRow) bool { return r.Error != "" },
 		[]string{"NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR"}, func(r syncRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error)}
 		})

@@ -1,11 +1,20 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/sim"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 func needAgentTools(t *testing.T) {
@@ -67,5 +76,113 @@ max_duration: 2h
 	st := e.ok("status")
 	if !strings.Contains(st.out, "done") {
 		t.Errorf("status:\n%s", st.out)
+	}
+}
+
+// TestUpChecksTheTaskFileBeforeRenting: a workdir that is not there fails
+// up before anything is rented (it used to fail once a node had booted).
+func TestUpChecksTheTaskFileBeforeRenting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "job.yaml")
+	os.WriteFile(file, []byte(`name: t
+query: "rentable=True num_gpus=1 dph_total<1"
+count: 1
+image: ubuntu:22.04
+workdir: not-here
+run: echo hi
+`), 0o644)
+	r := e.fails("up", file, "--results", filepath.Join(dir, "out"))
+	if r.code != 2 || !strings.Contains(r.err, "not-here") || !strings.Contains(r.err, "nothing was rented") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.err)
+	}
+	if ls := decode[[]map[string]any](t, e.ok("ls", "--json").out); len(ls) != 0 {
+		t.Errorf("rented %v", ls)
+	}
+}
+
+// TestStatusShowsTheMarketsSpend: status counts a running job's spend to
+// the market's now, read from the process that serves the market (up
+// does, while its job runs), not to this machine's: the simulated market
+// runs ahead of it, and status showed a stale cent.
+func TestStatusShowsTheMarketsSpend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("launch", "--count", "2", "--deadline", "30m", "--fleet", "spendy", "--image", "ubuntu:22.04", "-n", launchQuery)
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(e.home, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := &job.Records{Store: st, Dir: filepath.Join(e.home, "jobs")}
+	if err := recs.Save(ctx, &job.Record{ID: "spendy", State: job.StateRunning, StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	// The market is served, as up serves it, an hour on from the launch.
+	mc := clock.NewManual(time.Now())
+	mkt, err := sim.Open(filepath.Join(e.home, "sim"), sim.Config{APIKey: simAPIKey, Clock: mc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.Advance(time.Hour)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- mkt.ServeListener(sctx, ln) }()
+	defer func() { stop(); <-served; mkt.Close() }()
+	os.WriteFile(filepath.Join(e.home, "sim", servedSimFile), []byte("http://"+ln.Addr().String()+"\n"), 0o600)
+
+	rows := decode[[]jobStatus](t, e.ok("status", "spendy", "--json").out)
+	if len(rows) != 1 || rows[0].Live != 2 {
+		t.Fatalf("status %+v", rows)
+	}
+	if r := rows[0]; r.Spent < 0.9*r.DPH || r.Spent > 1.5*r.DPH {
+		t.Errorf("spent $%.4f at $%.4f/hr an hour on: want about an hour's", r.Spent, r.DPH)
+	}
+}
+
+// TestUpValidatesItemResults: a job whose task file asks for 2-of-2
+// replication and a verify command runs every item on two machines, an
+// honest fleet sees no rejection, and the report gives each host's
+// validated results.
+func TestUpValidatesItemResults(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "job.yaml")
+	os.WriteFile(file, []byte(`name: v
+query: "rentable=True num_gpus=1 dph_total<1"
+count: 3
+image: ubuntu:22.04
+items: 1..6
+run: x={item}; echo $((x * 2))
+validate: {replicas: 2, quorum: 2}
+verify: read x; [ "$x" = "$(( VASTFLEET_ITEM * 2 ))" ]
+max_duration: 2h
+`), 0o644)
+	r := e.ok("up", file, "--agent-bin", agentBin, "--results", filepath.Join(dir, "out"), "--json")
+	var rep job.Report
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("report %q: %v\nstderr:\n%s", r.out, err, r.err)
+	}
+	if rep.ItemsDone != 6 || rep.ItemsLeft != 0 || rep.Live != 0 {
+		t.Fatalf("report: %d done, %d left, %d live\nstderr:\n%s", rep.ItemsDone, rep.ItemsLeft, rep.Live, r.err)
+	}
+	validated := 0
+	for _, h := range rep.Hosts {
+		if h.Rejected != 0 || h.Caught != "" {
+			t.Errorf("honest host %+v was rejected", h)
+		}
+		validated += h.Validated
+	}
+	if validated != 12 {
+		t.Errorf("hosts %+v: %d validated results, want 12 (6 items on 2 machines each)", rep.Hosts, validated)
 	}
 }

@@ -60,7 +60,7 @@ func (b buildInfo) String() string {
 
 // versionOptions is what `version` was asked.
 type versionOptions struct {
-	JSON bool
+	JSONFlags
 }
 
 // newVersionCmd parses into versionOptions and hands them to runF (tests)
@@ -78,7 +78,7 @@ func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error
 			return versionRun(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -86,7 +86,7 @@ func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error
 func versionRun(_ context.Context, f *factory, opts *versionOptions) error {
 	b := readBuildInfo()
 	if opts.JSON {
-		return writeJSON(f.io.Out, b)
+		return writeJSON(opts.out(f.io.Out), b)
 	}
 	_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
 	return err

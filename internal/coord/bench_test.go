@@ -51,19 +51,45 @@ func benchHeartbeats(b *testing.B, agents int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The per-token limit is a guard against a leaked token; here every
-	// agent shares one token and the coordinator's capacity is measured.
-	srv, err := New(Config{DB: db, TokenRate: 1e9})
+	// Each agent enrolls its own credential first, as on a real fleet.
+	members := MembershipFunc(func(context.Context, string) (map[int64]Instance, error) {
+		out := map[int64]Instance{}
+		for a := range agents {
+			out[int64(1000+a)] = Instance{MachineID: int64(1000 + a)}
+		}
+		return out, nil
+	})
+	srv, err := New(Config{DB: db, TokenRate: 1e9, Members: members})
 	if err != nil {
 		b.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: agents, MaxIdleConnsPerHost: agents}}
+	creds := map[string]string{}
+	for a := range agents {
+		node := fmt.Sprintf("node-%04d", a)
+		body, _ := json.Marshal(wire.EnrollRequest{Fleet: "bench", InstanceID: int64(1000 + a), Node: node})
+		req, _ := http.NewRequest("POST", hs.URL+wire.PathEnroll, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rep wire.EnrollReply
+		err = json.NewDecoder(resp.Body).Decode(&rep)
+		resp.Body.Close()
+		if err != nil || rep.Token == "" {
+			b.Fatalf("enrolling %s: %d %v", node, resp.StatusCode, err)
+		}
+		creds[node] = rep.Token
+	}
 
 	post := func(path string, body []byte) error {
+		var who struct{ Node string }
+		_ = json.Unmarshal(body, &who)
 		req, _ := http.NewRequest("POST", hs.URL+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+creds[who.Node])
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {

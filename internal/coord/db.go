@@ -100,6 +100,80 @@ var schema = []string{
 	CREATE INDEX items_queue ON items (fleet, state, id);
 	CREATE INDEX items_expiry ON items (state, lease_expires);
 	ALTER TABLE findings ADD COLUMN item INTEGER NOT NULL DEFAULT 0;`,
+	// Per-instance credentials (hashed): an instance enrolls once with its
+	// fleet's bootstrap token; revoked_at (Unix ns, 0 while it stands) is
+	// set when the instance leaves the fleet.
+	`CREATE TABLE credentials (
+		token_hash  BLOB PRIMARY KEY,
+		fleet       TEXT NOT NULL,
+		instance_id INTEGER NOT NULL,
+		node        TEXT NOT NULL,
+		machine_id  INTEGER NOT NULL DEFAULT 0,
+		image       TEXT NOT NULL DEFAULT '',
+		issued_at   INTEGER NOT NULL,
+		revoked_at  INTEGER NOT NULL DEFAULT 0,
+		reason      TEXT NOT NULL DEFAULT ''
+	);
+	CREATE UNIQUE INDEX credentials_instance ON credentials (fleet, instance_id) WHERE revoked_at = 0;
+	CREATE UNIQUE INDEX credentials_node ON credentials (fleet, node) WHERE revoked_at = 0;`,
+	// Validation. A run is one lease of an item and its result: a result
+	// is taken only for a run its node holds. need is how many runs an
+	// item wants, quorum how many must agree (0: adaptive has not chosen);
+	// digest is the kept answer's (see resultDigest), validated whether
+	// it was checked. trust counts a host's consecutive valid results per
+	// image; caught is every host that returned a wrong one.
+	`CREATE TABLE runs (
+		fleet       TEXT NOT NULL,
+		item        INTEGER NOT NULL,
+		lease       TEXT NOT NULL,
+		node        TEXT NOT NULL,
+		session     TEXT NOT NULL DEFAULT '',
+		host        TEXT NOT NULL,
+		machine_id  INTEGER NOT NULL DEFAULT 0,
+		image       TEXT NOT NULL DEFAULT '',
+		state       TEXT NOT NULL DEFAULT 'leased',
+		spot        INTEGER NOT NULL DEFAULT 0,
+		expires     INTEGER NOT NULL DEFAULT 0,
+		exit_code   INTEGER NOT NULL DEFAULT 0,
+		stdout_tail TEXT NOT NULL DEFAULT '',
+		outputs     TEXT NOT NULL DEFAULT '',
+		digest      TEXT NOT NULL DEFAULT '',
+		verdict     TEXT NOT NULL DEFAULT '',
+		at          INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (fleet, item, lease)
+	);
+	CREATE INDEX runs_expiry ON runs (state, expires);
+	CREATE INDEX runs_holder ON runs (fleet, node, session, state);
+	CREATE INDEX runs_host ON runs (host, state);
+	INSERT INTO runs (fleet, item, lease, node, session, host, state, expires)
+		SELECT fleet, id, lease, owner_node, owner_session, 'node ' || owner_node, 'leased', lease_expires
+		FROM items WHERE state = 'leased';
+	ALTER TABLE items ADD COLUMN need INTEGER NOT NULL DEFAULT 1;
+	ALTER TABLE items ADD COLUMN quorum INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE items ADD COLUMN digest TEXT NOT NULL DEFAULT '';
+	ALTER TABLE items ADD COLUMN validated INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE fleet_validation (
+		fleet    TEXT PRIMARY KEY,
+		mode     TEXT NOT NULL,
+		replicas INTEGER NOT NULL,
+		quorum   INTEGER NOT NULL,
+		spot     REAL NOT NULL,
+		verify   TEXT NOT NULL
+	);
+	CREATE TABLE trust (
+		host        TEXT NOT NULL,
+		image       TEXT NOT NULL,
+		consecutive INTEGER NOT NULL DEFAULT 0,
+		valid       INTEGER NOT NULL DEFAULT 0,
+		invalid     INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (host, image)
+	);
+	CREATE TABLE caught (
+		host       TEXT PRIMARY KEY,
+		machine_id INTEGER NOT NULL,
+		reason     TEXT NOT NULL,
+		at         INTEGER NOT NULL
+	);`,
 }
 
 // synchronous=FULL because a finding is acknowledged only after its
@@ -287,16 +361,20 @@ func (d *DB) writeTokens(m map[string]tokenPair) error {
 	return atomicfile.WriteFile(d.TokensPath(), append(b, '\n'), 0o600)
 }
 
-// Token roles.
+// Token roles. The fleet's agent token is the bootstrap token: it may
+// only enroll an instance (and fetch the agent binary). Each enrolled
+// instance's credential is an agent token bound to its node.
 const (
-	roleAgent  = "agent"
-	roleViewer = "viewer"
+	roleBootstrap = "bootstrap"
+	roleAgent     = "agent"
+	roleViewer    = "viewer"
 )
 
 type tokenEntry struct {
 	hash  []byte
 	fleet string
 	role  string
+	cred  credential // roleAgent only
 }
 
 // tokenHashes lists every fleet's token hashes, for the server's
@@ -314,7 +392,7 @@ func (d *DB) tokenHashes(ctx context.Context) ([]tokenEntry, error) {
 		if err := rows.Scan(&name, &a, &v); err != nil {
 			return nil, err
 		}
-		out = append(out, tokenEntry{a, name, roleAgent}, tokenEntry{v, name, roleViewer})
+		out = append(out, tokenEntry{hash: a, fleet: name, role: roleBootstrap}, tokenEntry{hash: v, fleet: name, role: roleViewer})
 	}
 	return out, rows.Err()
 }

@@ -2,11 +2,18 @@
 // (heartbeats, findings, the agent binary), live fleet totals, a dashboard
 // fed by server-sent events, and Prometheus /metrics.
 //
-// Tokens: each fleet has an agent token, which may only POST heartbeats
-// and findings and fetch the agent binary, and a viewer token, which may
-// only read state, events, metrics and the dashboard. A token never
-// reaches another fleet: the fleet named in a body must be the token's.
-// Tokens are checked, and rate-limited, before any of the body is read.
+// Tokens: each fleet has a bootstrap (agent) token, which may only enroll
+// an instance and fetch the agent binary, and a viewer token, which may
+// only read state, events, metrics and the dashboard. An agent enrolls
+// once (POST /api/v1/enroll with its CONTAINER_ID): the caller's
+// Membership (its store and the marketplace listing) must put the
+// instance in the fleet, and the coordinator then issues a credential
+// bound to that instance and node, kept hashed in coord.db and revoked
+// when the instance leaves the fleet. Heartbeats, findings, leases and
+// results are the credential's node's: a body naming another node is
+// 403, counted per node (/metrics, dashboard). A token never reaches
+// another fleet. Tokens are checked, and rate-limited, before any of the
+// body is read.
 //
 // Durability: a findings batch is committed to SQLite (synchronous=FULL,
 // in a group commit with the batches that arrived meanwhile) before it is
@@ -16,11 +23,25 @@
 //
 // Work items: DB.AddItems queues a fleet's items (idempotent by value).
 // An item-worker session leases one at a time (POST /api/v1/items/lease);
-// a lease lasts Config.ItemLease past its node's latest heartbeat, so a
-// node that goes quiet loses its items to the queue, checked on each
-// lease request and once a second. The first result for an item (POST
-// /api/v1/items/result) is kept; later ones are acknowledged and ignored.
-// DB.ItemCounts, DB.Items and DB.ItemResults read them back.
+// a lease lasts Config.ItemLease past its node's latest heartbeat (only
+// its own node's), so a node that goes quiet loses its items to the
+// queue, checked on each lease request and once a second. A result (POST
+// /api/v1/items/result) is taken only from the node holding that lease
+// (403 otherwise); a replay or a lease lost meanwhile is acknowledged and
+// not stored. DB.ItemCounts, DB.Items and DB.ItemResults read them back.
+//
+// Validation (DB.SetValidation, from the task file; validation.go): plain
+// replication on distinct machines with a quorum, BOINC's adaptive
+// replication, unmarked spot checks, and a verify command run here. A
+// host that disagrees is caught (Config.BadHosts), gets no more items,
+// and its unchecked results are run again elsewhere; DB.HostResults gives
+// each host's validated, rejected and unchecked results.
+//
+// Trust benchmark (forged requests; a liar campaign, 300 items, 5 % of
+// the nodes always lying and one wrong 1 % of the time):
+//
+//	go test -run 'TestForgedRequests|TestLiarCampaign' -v ./internal/coord
+//	VASTFLEET_TRUST_BENCH=10 go test -run TestLiarCampaign -v ./internal/coord
 //
 // Load benchmark (N simulated agents over loopback HTTP, real SQLite file;
 // reports heartbeats/s and p99 latency, and checks findings stored equal

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -41,7 +42,7 @@ func TestCoordinatorChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{DB: db, TokenRate: 1e6})
+	srv, err := New(Config{DB: db, TokenRate: 1e6, Members: testMembers{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +54,23 @@ func TestCoordinatorChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = http.Serve(ln, srv.Handler()) // until the parent kills this process
+}
+
+// enrollHTTP trades the bootstrap token for instance id's credential.
+func enrollHTTP(c *http.Client, url, bootstrap string, id int64, node string) (string, error) {
+	b, _ := json.Marshal(wire.EnrollRequest{Fleet: "alpha", InstanceID: id, Node: node})
+	req, _ := http.NewRequest("POST", url+wire.PathEnroll, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+bootstrap)
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var rep wire.EnrollReply
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&rep) != nil {
+		return "", fmt.Errorf("enroll %s: status %d", node, resp.StatusCode)
+	}
+	return rep.Token, nil
 }
 
 // postFindings sends one batch and says whether it was acknowledged.
@@ -141,6 +159,12 @@ func TestFindingsSurviveKill9(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := &http.Client{Timeout: 30 * time.Second}
+	creds := make([]string, 4)
+	for w := range creds {
+		if creds[w], err = enrollHTTP(client, url, agent, int64(w+1), fmt.Sprintf("n%d", w)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -156,7 +180,7 @@ func TestFindingsSurviveKill9(t *testing.T) {
 					sent[it.Key] = true
 				}
 				mu.Unlock()
-				ok, err := postFindings(ctx, client, url, agent, fs)
+				ok, err := postFindings(ctx, client, url, creds[w], fs)
 				if err != nil {
 					return // the coordinator is gone
 				}
@@ -199,19 +223,23 @@ func TestFindingsSurviveKill9(t *testing.T) {
 
 	// Restart: the agents send everything again, as their spools hold
 	// whatever was not acked (and some that was, for good measure).
-	srv, err := New(Config{DB: db, TokenRate: 1e6})
+	srv, err := New(Config{DB: db, TokenRate: 1e6, Members: testMembers{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
+	replay, err := enrollHTTP(hs.Client(), hs.URL, agent, 99, "replay")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var batch []wire.Finding
 	flush := func() {
 		if len(batch) == 0 {
 			return
 		}
-		ok, err := postFindings(ctx, hs.Client(), hs.URL, agent, wire.Findings{Fleet: "alpha", Node: "replay", Items: batch})
+		ok, err := postFindings(ctx, hs.Client(), hs.URL, replay, wire.Findings{Fleet: "alpha", Node: "replay", Items: batch})
 		if err != nil || !ok {
 			t.Fatalf("replay: ok %v err %v", ok, err)
 		}
@@ -274,7 +302,7 @@ func TestEventsStreamSnapshotsAndDropAStalledSubscriber(t *testing.T) {
 	if s := readEvent(t, rd); s.Totals.NodesAlive != 0 {
 		t.Fatalf("first snapshot: %+v", s.Totals)
 	}
-	r.do("POST", wire.PathHeartbeat, r.agent, heartbeat("alpha", "n1"), nil)
+	r.do("POST", wire.PathHeartbeat, r.node("n1"), heartbeat("alpha", "n1"), nil)
 	for i := 0; ; i++ {
 		if s := readEvent(t, rd); s.Totals.NodesAlive == 1 && s.Totals.Metrics["keys_per_s"] == 1000 {
 			break
@@ -310,7 +338,7 @@ func TestEventsStreamSnapshotsAndDropAStalledSubscriber(t *testing.T) {
 		}
 		hb := heartbeat("alpha", fmt.Sprintf("node-%04d", beats%400))
 		hb.Metrics = metrics
-		if code, _ := r.do("POST", wire.PathHeartbeat, r.agent, hb, nil); code != 200 {
+		if code, _ := r.do("POST", wire.PathHeartbeat, r.node(hb.Node), hb, nil); code != 200 {
 			t.Fatalf("heartbeat %d while a subscriber stalls: %d", beats, code)
 		}
 	}
@@ -349,7 +377,7 @@ func TestSelfSignedCertificateIsReusedAndPinnable(t *testing.T) {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			InsecureSkipVerify: true, // the pin below replaces CA and name checks
 			VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-				if len(raw) == 0 || Fingerprint(raw[0]) != pin {
+				if len(raw) == 0 || certpin.Of(raw[0]) != pin {
 					return errors.New("certificate does not match the pin")
 				}
 				return nil
@@ -357,9 +385,10 @@ func TestSelfSignedCertificateIsReusedAndPinnable(t *testing.T) {
 		}}}
 	}
 	body, _ := json.Marshal(heartbeat("alpha", "n1"))
+	n1 := r.node("n1")
 	post := func(c *http.Client) (int, error) {
 		req, _ := http.NewRequest("POST", hs.URL+wire.PathHeartbeat, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+r.agent)
+		req.Header.Set("Authorization", "Bearer "+n1)
 		resp, err := c.Do(req)
 		if err != nil {
 			return 0, err

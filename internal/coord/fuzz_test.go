@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -31,19 +32,27 @@ func FuzzIngest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	srv, err := New(Config{DB: db, TokenRate: 1e9})
+	srv, err := New(Config{DB: db, TokenRate: 1e9, Members: testMembers{}})
 	if err != nil {
 		f.Fatal(err)
 	}
 	defer srv.Close()
 	h := srv.Handler()
+	enroll := httptest.NewRequest("POST", wire.PathEnroll, strings.NewReader(`{"fleet":"alpha","instance_id":1,"node":"n1"}`))
+	enroll.Header.Set("Authorization", "Bearer "+agent)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, enroll)
+	var cred wire.EnrollReply
+	if err := json.Unmarshal(rec.Body.Bytes(), &cred); err != nil || cred.Token == "" {
+		f.Fatalf("enroll: %d %s", rec.Code, rec.Body.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, body []byte, asFindings bool) {
 		path := wire.PathHeartbeat
 		if asFindings {
 			path = wire.PathFindings
 		}
 		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+agent)
+		req.Header.Set("Authorization", "Bearer "+cred.Token)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 {

@@ -28,8 +28,61 @@ type rig struct {
 	db     *DB
 	srv    *Server
 	http   *httptest.Server
-	agent  string // fleet "alpha"
+	agent  string // fleet "alpha"'s bootstrap token
 	viewer string
+	creds  map[string]string // node → credential, enrolled by node
+	nextID int64
+}
+
+// testMembers lets instances 1..999 of any fleet enroll; instance N runs
+// on machine 100+N, or on the machine sameMachine maps it to.
+type testMembers struct{ sameMachine map[int64]int64 }
+
+func (m testMembers) Instances(ctx context.Context, fleet string) (map[int64]Instance, error) {
+	out := map[int64]Instance{}
+	for id := int64(1); id < 1000; id++ {
+		machine := 100 + id
+		if mm, ok := m.sameMachine[id]; ok {
+			machine = mm
+		}
+		out[id] = Instance{MachineID: machine, Image: "img"}
+	}
+	return out, nil
+}
+
+// node is the credential of the named node of fleet alpha, enrolling it
+// (as the next instance id) the first time.
+func (r *rig) node(name string) string {
+	r.t.Helper()
+	if tok, ok := r.creds[name]; ok {
+		return tok
+	}
+	r.nextID++
+	tok := r.enroll("alpha", r.agent, r.nextID, name)
+	r.creds[name] = tok
+	return tok
+}
+
+// nodeAs is node enrolled as instance id (0: the next free one).
+func (r *rig) nodeAs(name string, id int64) string {
+	r.t.Helper()
+	if _, ok := r.creds[name]; ok || id == 0 {
+		return r.node(name)
+	}
+	tok := r.enroll("alpha", r.agent, id, name)
+	r.creds[name] = tok
+	return tok
+}
+
+// enroll trades a bootstrap token for instance id's credential.
+func (r *rig) enroll(fleet, bootstrap string, id int64, name string) string {
+	r.t.Helper()
+	var rep wire.EnrollReply
+	code, _ := r.do("POST", wire.PathEnroll, bootstrap, wire.EnrollRequest{Fleet: fleet, InstanceID: id, Node: name}, &rep)
+	if code != http.StatusOK || rep.Token == "" || rep.Node != name {
+		r.t.Fatalf("enrolling %s as instance %d: %d %+v", name, id, code, rep)
+	}
+	return rep.Token
 }
 
 func openTestDB(t testing.TB, path string) *DB {
@@ -44,7 +97,7 @@ func openTestDB(t testing.TB, path string) *DB {
 // newRig starts a coordinator; edit adjusts its Config.
 func newRig(t *testing.T, edit func(*Config)) *rig {
 	t.Helper()
-	r := &rig{t: t, dbPath: filepath.Join(t.TempDir(), "coord.db")}
+	r := &rig{t: t, dbPath: filepath.Join(t.TempDir(), "coord.db"), creds: map[string]string{}}
 	r.db = openTestDB(t, r.dbPath)
 	t.Cleanup(func() { r.db.Close() })
 	var err error
@@ -57,7 +110,7 @@ func newRig(t *testing.T, edit func(*Config)) *rig {
 }
 
 func (r *rig) start(edit func(*Config)) {
-	cfg := Config{DB: r.db}
+	cfg := Config{DB: r.db, Members: testMembers{}}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -188,19 +188,35 @@ func (d *DB) Items(ctx context.Context, fleet string) ([]ItemStatus, error) {
 	return out, rows.Err()
 }
 
-// leaseItem gives the session the fleet's lowest queued item, until
-// expires, first putting back whatever that session held: a worker runs
-// one item at a time, so an item it still holds when it asks again was
-// abandoned (its agent restarted, or its result was already sent). With
-// no item queued, leased says how many are out with other sessions.
-func (d *DB) leaseItem(ctx context.Context, fleet, node, session string, expires time.Time) (it *wire.Item, lease string, left int64, err error) {
+// errNotHolder is a result for a lease its sender never held.
+var errNotHolder = errors.New("this node holds no such lease of the item")
+
+// errCaught is a lease request from a host caught returning wrong results.
+var errCaught = errors.New("this machine returned wrong results and gets no more items")
+
+// leaseItem gives the session the fleet's lowest queued item that its
+// machine has not run, until expires, first putting back whatever that
+// session held: a worker runs one item at a time, so an item it still
+// holds when it asks again was abandoned (its agent restarted, or its
+// result was already sent). Under spot checks a share of the leases are
+// items already validated, sent again unmarked. With no item for it, left
+// says how many are not done.
+func (d *DB) leaseItem(ctx context.Context, fleet string, h holder, expires time.Time, rnd func() float64) (it *wire.Item, lease string, left int64, err error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, "", 0, err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', owner_node = '', lease = '', lease_expires = 0
-		WHERE fleet = ? AND state = 'leased' AND owner_node = ? AND owner_session = ?`, fleet, node, session); err != nil {
+	if why, err := banned(ctx, tx, h.host()); err != nil {
+		return nil, "", 0, err
+	} else if why != "" {
+		return nil, "", 0, fmt.Errorf("%w (%s)", errCaught, why)
+	}
+	v, err := validationOf(ctx, tx, fleet)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	if err := releaseHeld(ctx, tx, fleet, h); err != nil {
 		return nil, "", 0, err
 	}
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM items WHERE fleet = ? AND state != 'done'`, fleet).Scan(&left); err != nil {
@@ -208,18 +224,45 @@ func (d *DB) leaseItem(ctx context.Context, fleet, node, session string, expires
 	}
 	var item wire.Item
 	var attempts int
-	err = tx.QueryRowContext(ctx, `SELECT id, value, attempts FROM items WHERE fleet = ? AND state = 'queued' ORDER BY id LIMIT 1`, fleet).
-		Scan(&item.ID, &item.Value, &attempts)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", left, tx.Commit()
+	spot := false
+	notMine := ` AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.fleet = i.fleet AND r.item = i.id AND r.state != 'lost' AND r.host = ?)`
+	if left > 0 && v.Spot > 0 && rnd() < v.Spot {
+		err = tx.QueryRowContext(ctx, `SELECT id, value, attempts FROM items i WHERE fleet = ? AND state = 'done' AND validated = 1`+notMine+
+			` ORDER BY random() LIMIT 1`, fleet, h.host()).Scan(&item.ID, &item.Value, &attempts)
+		switch {
+		case err == nil:
+			spot = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, "", 0, err
+		}
 	}
-	if err != nil {
-		return nil, "", 0, err
+	if !spot {
+		err = tx.QueryRowContext(ctx, `SELECT id, value, attempts FROM items i WHERE fleet = ? AND state = 'queued'`+notMine+
+			` ORDER BY id LIMIT 1`, fleet, h.host()).Scan(&item.ID, &item.Value, &attempts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, "", left, tx.Commit()
+		}
+		if err != nil {
+			return nil, "", 0, err
+		}
 	}
 	lease = strconv.Itoa(attempts + 1)
-	if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'leased', lease = ?, owner_node = ?, owner_session = ?,
-		lease_expires = ?, attempts = attempts + 1 WHERE fleet = ? AND id = ?`,
-		lease, node, session, expires.UnixNano(), fleet, item.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runs (fleet, item, lease, node, session, host, machine_id, image, spot, expires)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		fleet, item.ID, lease, h.node, h.session, h.host(), h.machineID, h.image, spot, expires.UnixNano()); err != nil {
+		return nil, "", 0, err
+	}
+	if spot {
+		_, err = tx.ExecContext(ctx, `UPDATE items SET attempts = attempts + 1 WHERE fleet = ? AND id = ?`, fleet, item.ID)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE items SET lease = ?, owner_node = ?, owner_session = ?,
+			lease_expires = ?, attempts = attempts + 1 WHERE fleet = ? AND id = ?`,
+			lease, h.node, h.session, expires.UnixNano(), fleet, item.ID)
+		if err == nil {
+			err = settle(ctx, tx, fleet, item.ID, v, rnd, new([]caughtHost))
+		}
+	}
+	if err != nil {
 		return nil, "", 0, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -228,48 +271,118 @@ func (d *DB) leaseItem(ctx context.Context, fleet, node, session string, expires
 	return &item, lease, left, nil
 }
 
-// recordResult keeps the item's first result; stored says whether this
-// was it. A result is taken whatever lease it names, even one that has
-// expired: the work was done, and nobody else has reported it yet.
-func (d *DB) recordResult(ctx context.Context, r *wire.ItemResult, now time.Time) (stored bool, err error) {
-	outputs := ""
-	if len(r.Outputs) > 0 {
-		b, err := json.Marshal(r.Outputs)
-		if err != nil {
-			return false, err
+// releaseHeld puts back in the queue what the session holds.
+func releaseHeld(ctx context.Context, tx *sql.Tx, fleet string, h holder) error {
+	rows, err := tx.QueryContext(ctx, `SELECT item FROM runs WHERE fleet = ? AND node = ? AND session = ? AND state = 'leased'`,
+		fleet, h.node, h.session)
+	if err != nil {
+		return err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
 		}
-		outputs = string(b)
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'lost' WHERE fleet = ? AND node = ? AND session = ? AND state = 'leased'`,
+		fleet, h.node, h.session); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', owner_node = '', lease = '', lease_expires = 0
+			WHERE fleet = ? AND id = ? AND state = 'leased'`, fleet, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordResult takes a result for a run its sender holds: errNotHolder
+// for any other (an item it never leased, another node's lease). A replay,
+// or a result for a lease that was lost meanwhile, is acknowledged and not
+// stored. Under validation the item is done once a quorum agrees; the
+// hosts that disagreed come back in caught. verdict is the verify
+// command's ("" when the job has none).
+func (d *DB) recordResult(ctx context.Context, fleet string, h holder, r *wire.ItemResult, verdict string, now time.Time,
+	rnd func() float64) (stored bool, caught []caughtHost, err error) {
+	outputs, err := marshalOutputs(r.Outputs)
+	if err != nil {
+		return false, nil, err
 	}
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE items SET state = 'done', exit_code = ?, stdout_tail = ?, outputs = ?,
-		result_node = ?, owner_session = ?, result_lease = ?, done_at = ?, lease_expires = 0, results = results + 1
-		WHERE fleet = ? AND id = ? AND state != 'done'`,
-		r.ExitCode, r.StdoutTail, outputs, r.Node, r.Session, r.Lease, now.UnixNano(), r.Fleet, r.ID)
+	res, err := tx.ExecContext(ctx, `UPDATE items SET results = results + 1 WHERE fleet = ? AND id = ?`, fleet, r.ID)
 	if err != nil {
-		return false, err
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return true, tx.Commit()
-	}
-	res, err = tx.ExecContext(ctx, `UPDATE items SET results = results + 1 WHERE fleet = ? AND id = ?`, r.Fleet, r.ID)
-	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return false, ErrNoSuchItem
+		return false, nil, ErrNoSuchItem
 	}
-	return false, tx.Commit()
+	var node, state string
+	var spot bool
+	err = tx.QueryRowContext(ctx, `SELECT node, state, spot FROM runs WHERE fleet = ? AND item = ? AND lease = ?`, fleet, r.ID, r.Lease).
+		Scan(&node, &state, &spot)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && node != h.node) {
+		return false, nil, errNotHolder
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	if state != "leased" {
+		return false, nil, tx.Commit()
+	}
+	digest := resultDigest(r)
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'reported', exit_code = ?, stdout_tail = ?, outputs = ?, digest = ?, at = ?
+		WHERE fleet = ? AND item = ? AND lease = ?`,
+		r.ExitCode, r.StdoutTail, outputs, digest, now.UnixNano(), fleet, r.ID, r.Lease); err != nil {
+		return false, nil, err
+	}
+	v, err := validationOf(ctx, tx, fleet)
+	if err != nil {
+		return false, nil, err
+	}
+	me := run{lease: r.Lease, node: h.node, host: h.host(), machineID: h.machineID, image: h.image, state: "reported", spot: spot, digest: digest}
+	if spot {
+		var known string
+		if err := tx.QueryRowContext(ctx, `SELECT digest FROM items WHERE fleet = ? AND id = ?`, fleet, r.ID).Scan(&known); err != nil {
+			return false, nil, err
+		}
+		verdict := verdictValid
+		if digest != known {
+			verdict = verdictInvalid
+		}
+		if err := setVerdict(ctx, tx, fleet, r.ID, me, verdict, &caught, "its result disagreed with a known answer (spot check)"); err != nil {
+			return false, nil, err
+		}
+		return true, caught, tx.Commit()
+	}
+	if verdict != "" {
+		if err := setVerdict(ctx, tx, fleet, r.ID, me, verdict, &caught, "the job's verify command rejected its result"); err != nil {
+			return false, nil, err
+		}
+	}
+	if err := settle(ctx, tx, fleet, r.ID, v, rnd, &caught); err != nil {
+		return false, nil, err
+	}
+	return true, caught, tx.Commit()
 }
 
 // expireLeases looks at every lease (of fleet, or of all fleets when
 // fleet is "") whose time has passed. Heartbeats renew their node's
-// leases: lastSeen gives a node's latest, and a lease whose node was heard
-// from within ttl is extended to ttl past that heartbeat. The others go
-// back to the queue. It reports how many did.
+// leases, and only its own: lastSeen gives a node's latest (the node of
+// the credential that sent it), and a lease whose node was heard from
+// within ttl is extended to ttl past that heartbeat. The others are lost
+// and their items go back to the queue. It reports how many did.
 func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl time.Duration,
 	lastSeen func(fleet, node string) (time.Time, bool)) (requeued int, err error) {
 	tx, err := d.db.BeginTx(ctx, nil)
@@ -277,7 +390,7 @@ func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl 
 		return 0, err
 	}
 	defer tx.Rollback()
-	q := `SELECT fleet, id, owner_node FROM items WHERE state = 'leased' AND lease_expires < ?`
+	q := `SELECT fleet, item, lease, node FROM runs WHERE state = 'leased' AND expires < ?`
 	args := []any{now.UnixNano()}
 	if fleet != "" {
 		q += ` AND fleet = ?`
@@ -288,13 +401,13 @@ func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl 
 		return 0, err
 	}
 	type due struct {
-		fleet, node string
-		id          int64
+		fleet, lease, node string
+		id                 int64
 	}
 	var dues []due
 	for rows.Next() {
 		var x due
-		if err := rows.Scan(&x.fleet, &x.id, &x.node); err != nil {
+		if err := rows.Scan(&x.fleet, &x.id, &x.lease, &x.node); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -309,17 +422,28 @@ func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl 
 	}
 	for _, x := range dues {
 		if seen, ok := lastSeen(x.fleet, x.node); ok && now.Sub(seen) < ttl {
-			if _, err := tx.ExecContext(ctx, `UPDATE items SET lease_expires = ? WHERE fleet = ? AND id = ? AND state = 'leased'`,
-				seen.Add(ttl).UnixNano(), x.fleet, x.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET expires = ? WHERE fleet = ? AND item = ? AND lease = ?`,
+				seen.Add(ttl).UnixNano(), x.fleet, x.id, x.lease); err != nil {
+				return 0, err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE items SET lease_expires = ? WHERE fleet = ? AND id = ? AND lease = ? AND state = 'leased'`,
+				seen.Add(ttl).UnixNano(), x.fleet, x.id, x.lease); err != nil {
 				return 0, err
 			}
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', owner_node = '', lease = '', lease_expires = 0
-			WHERE fleet = ? AND id = ? AND state = 'leased'`, x.fleet, x.id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'lost' WHERE fleet = ? AND item = ? AND lease = ?`,
+			x.fleet, x.id, x.lease); err != nil {
 			return 0, err
 		}
-		requeued++
+		res, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', owner_node = '', lease = '', lease_expires = 0
+			WHERE fleet = ? AND id = ? AND state = 'leased'`, x.fleet, x.id)
+		if err != nil {
+			return 0, err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			requeued++
+		}
 	}
 	return requeued, tx.Commit()
 }

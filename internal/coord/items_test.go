@@ -43,21 +43,21 @@ func TestAddItemsIsIdempotent(t *testing.T) {
 func (r *rig) lease(node, session string) (int, wire.ItemLease) {
 	r.t.Helper()
 	var l wire.ItemLease
-	code, _ := r.do("POST", wire.PathItemsLease, r.agent, wire.ItemLeaseRequest{Fleet: "alpha", Node: node, Session: session}, &l)
+	code, _ := r.do("POST", wire.PathItemsLease, r.node(node), wire.ItemLeaseRequest{Fleet: "alpha", Node: node, Session: session}, &l)
 	return code, l
 }
 
 func (r *rig) result(node string, id int64, lease string, exit int, tail string) (int, wire.ItemResultAck) {
 	r.t.Helper()
 	var ack wire.ItemResultAck
-	code, _ := r.do("POST", wire.PathItemsResult, r.agent, wire.ItemResult{Fleet: "alpha", Node: node, Session: "work",
+	code, _ := r.do("POST", wire.PathItemsResult, r.node(node), wire.ItemResult{Fleet: "alpha", Node: node, Session: "work",
 		ID: id, Lease: lease, ExitCode: exit, StdoutTail: tail}, &ack)
 	return code, ack
 }
 
 func (r *rig) beat(node string) {
 	r.t.Helper()
-	if code, _ := r.do("POST", wire.PathHeartbeat, r.agent, heartbeat("alpha", node), nil); code != http.StatusOK {
+	if code, _ := r.do("POST", wire.PathHeartbeat, r.node(node), heartbeat("alpha", node), nil); code != http.StatusOK {
 		r.t.Fatalf("heartbeat of %s: %d", node, code)
 	}
 }
@@ -176,15 +176,15 @@ func TestItemEndpointsRefuseStrangers(t *testing.T) {
 		{"no token", "", req, http.StatusUnauthorized},
 		{"viewer token", r.viewer, req, http.StatusForbidden},
 		{"another fleet's token", otherAgent, req, http.StatusForbidden},
-		{"malformed JSON", r.agent, `{"fleet":`, http.StatusBadRequest},
-		{"no session", r.agent, wire.ItemLeaseRequest{Fleet: "alpha", Node: "n"}, http.StatusBadRequest},
+		{"malformed JSON", r.node("n"), `{"fleet":`, http.StatusBadRequest},
+		{"no session", r.node("n"), wire.ItemLeaseRequest{Fleet: "alpha", Node: "n"}, http.StatusBadRequest},
 	} {
 		if code, _ := r.do("POST", wire.PathItemsLease, c.token, c.body, nil); code != c.want {
 			t.Errorf("lease with %s: %d, want %d", c.name, code, c.want)
 		}
 	}
 	bad := wire.ItemResult{Fleet: "alpha", Node: "n", ID: 1, Lease: "1", StdoutTail: strings.Repeat("x", wire.MaxStdoutTail+1)}
-	if code, _ := r.do("POST", wire.PathItemsResult, r.agent, bad, nil); code != http.StatusBadRequest {
+	if code, _ := r.do("POST", wire.PathItemsResult, r.node(bad.Node), bad, nil); code != http.StatusBadRequest {
 		t.Errorf("oversized stdout tail: %d, want 400", code)
 	}
 	if q, l, d, _ := r.db.ItemCounts(ctx, "alpha"); q != 1 || l != 0 || d != 0 {

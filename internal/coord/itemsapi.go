@@ -62,12 +62,18 @@ func (s *Server) sweepItems() {
 func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c caller) {
 	var req wire.ItemLeaseRequest
 	valid := func() error {
+		if req.Node == "" {
+			req.Node = c.node
+		}
 		if err := validName("node", req.Node); err != nil {
 			return err
 		}
 		return validName("session", req.Session)
 	}
 	if !admit(w, r, c, &req, &req.Fleet, "lease request", valid) {
+		return
+	}
+	if !s.sameNode(w, c, &req.Node) {
 		return
 	}
 	// Leases of quiet nodes first, so that their items can go out now.
@@ -77,7 +83,12 @@ func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c calle
 		return
 	}
 	now := s.now()
-	it, lease, left, err := s.db.leaseItem(r.Context(), c.fleet, req.Node, req.Session, now.Add(s.cfg.ItemLease))
+	h := holder{node: c.node, session: req.Session, machineID: c.machineID, image: c.image}
+	it, lease, left, err := s.db.leaseItem(r.Context(), c.fleet, h, now.Add(s.cfg.ItemLease), s.cfg.Rand)
+	if errors.Is(err, errCaught) {
+		s.forbid(w, c, err.Error())
+		return
+	}
 	if err != nil {
 		s.log.Error("leasing an item failed", "fleet", c.fleet, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "items unavailable, ask again")
@@ -97,14 +108,37 @@ func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c caller) {
 	var res wire.ItemResult
-	if !admit(w, r, c, &res, &res.Fleet, "item result", func() error { return validateItemResult(&res) }) {
+	if !admit(w, r, c, &res, &res.Fleet, "item result", func() error {
+		if res.Node == "" {
+			res.Node = c.node
+		}
+		return validateItemResult(&res)
+	}) {
 		return
 	}
-	stored, err := s.db.recordResult(r.Context(), &res, s.now())
+	if !s.sameNode(w, c, &res.Node) {
+		return
+	}
+	v, err := s.db.FleetValidation(r.Context(), c.fleet)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "result not stored, send it again")
+		return
+	}
+	verdict := ""
+	if v.Verify != "" && s.db.holds(r.Context(), c.fleet, c.node, res.ID, res.Lease) {
+		verdict = s.verifyResult(r.Context(), c.fleet, v, c, &res)
+	}
+	h := holder{node: c.node, session: res.Session, machineID: c.machineID, image: c.image}
+	stored, caught, err := s.db.recordResult(r.Context(), c.fleet, h, &res, verdict, s.now(), s.cfg.Rand)
 	if errors.Is(err, ErrNoSuchItem) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("item %d: %v", res.ID, err))
 		return
 	}
+	if errors.Is(err, errNotHolder) {
+		s.forbid(w, c, fmt.Sprintf("item %d lease %q: %v", res.ID, res.Lease, err))
+		return
+	}
+	s.reportCaught(r.Context(), caught)
 	if err != nil {
 		s.log.Error("storing an item result failed", "fleet", c.fleet, "item", res.ID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "result not stored, send it again")
@@ -158,4 +192,13 @@ func isHex64(s string) bool {
 		}
 	}
 	return true
+}
+
+// holds says whether node holds the item's lease now (so that verify runs
+// only for results that will be taken).
+func (d *DB) holds(ctx context.Context, fleet, node string, item int64, lease string) bool {
+	var n int
+	err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE fleet = ? AND item = ? AND lease = ? AND node = ? AND state = 'leased'`,
+		fleet, item, lease, node).Scan(&n)
+	return err == nil && n > 0
 }

@@ -32,7 +32,8 @@ type fleetLive struct {
 	duplicates int64
 	items      itemCounts // refreshed from the database once a second
 	heartbeats int64
-	recent     []wire.Finding // newest first, at most recentFindings
+	refused    map[string]int64 // 403s by node (or "instance N" before enrolling)
+	recent     []wire.Finding   // newest first, at most recentFindings
 	subs       map[*subscriber]struct{}
 	history    []HistoryPoint // oldest first, at most historyPoints
 
@@ -168,6 +169,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 		if hb.InstanceID != 0 {
 			node.DPH = f.perNode[hb.InstanceID]
 		}
+		node.Refused = f.refused[hb.Node]
 		snap.Nodes = append(snap.Nodes, node)
 		switch node.State {
 		case StateAlive:

@@ -38,7 +38,7 @@ func TestTotalsFollowHeartbeatAgeOnTheInjectedClock(t *testing.T) {
 			RAMUsedBytes: 2 << 30, RAMTotalBytes: 8 << 30, GPUs: gpus,
 			Metrics: map[string]float64{"keys_per_s": keys, "batches": 1}}
 		var reply wire.HeartbeatReply
-		if code, _ := r.do("POST", wire.PathHeartbeat, r.agent, hb, &reply); code != 200 {
+		if code, _ := r.do("POST", wire.PathHeartbeat, r.nodeAs(node, id), hb, &reply); code != 200 {
 			t.Fatalf("heartbeat %s: %d", node, code)
 		}
 		if reply.IntervalS != 10 || reply.OrphanAfterS != 1800 || reply.OrphanPolicy != wire.PolicyDestroy {
@@ -104,10 +104,10 @@ func TestTotalsFollowHeartbeatAgeOnTheInjectedClock(t *testing.T) {
 
 func TestMetricsEndpointParses(t *testing.T) {
 	r := newRig(t, nil)
-	r.do("POST", wire.PathHeartbeat, r.agent, heartbeat("alpha", "n1"), nil)
-	r.do("POST", wire.PathHeartbeat, r.agent, heartbeat("alpha", "n2"), nil)
-	r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n1", "k1", "k2"), nil)
-	r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n1", "k2"), nil)
+	r.do("POST", wire.PathHeartbeat, r.node("n1"), heartbeat("alpha", "n1"), nil)
+	r.do("POST", wire.PathHeartbeat, r.node("n2"), heartbeat("alpha", "n2"), nil)
+	r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "k1", "k2"), nil)
+	r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "k2"), nil)
 
 	req, _ := http.NewRequest("GET", r.http.URL+wire.PathMetrics, nil)
 	req.Header.Set("Authorization", "Bearer "+r.viewer)
@@ -175,9 +175,9 @@ func TestMetricsEndpointParses(t *testing.T) {
 func TestStateAndFindingsSurviveARestart(t *testing.T) {
 	clk := newFakeClock()
 	r := newRig(t, func(c *Config) { c.Clock = clk })
-	r.do("POST", wire.PathHeartbeat, r.agent, heartbeat("alpha", "n1"), nil)
+	r.do("POST", wire.PathHeartbeat, r.node("n1"), heartbeat("alpha", "n1"), nil)
 	var ack wire.FindingsAck
-	if code, _ := r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n1", "k1", "k2", "k3"), &ack); code != 200 || ack.Stored != 3 {
+	if code, _ := r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "k1", "k2", "k3"), &ack); code != 200 || ack.Stored != 3 {
 		t.Fatalf("%d %+v", code, ack)
 	}
 	r.http.Close()
@@ -197,7 +197,7 @@ func TestStateAndFindingsSurviveARestart(t *testing.T) {
 	}
 	// The agent did not hear the ack and sends again: acked, not stored.
 	ack = wire.FindingsAck{}
-	r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n1", "k1", "k2", "k3", "k4"), &ack)
+	r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "k1", "k2", "k3", "k4"), &ack)
 	if ack.Stored != 1 || ack.Duplicates != 3 || len(ack.Acked) != 4 {
 		t.Fatalf("replay after restart: %+v", ack)
 	}
@@ -310,7 +310,7 @@ func TestHistoryKeepsTenMinutesOfTotals(t *testing.T) {
 	for i := range historyPoints + 10 {
 		hb := heartbeat("alpha", "n1")
 		hb.Metrics = map[string]float64{"keys_per_s": float64(i)}
-		r.do("POST", wire.PathHeartbeat, r.agent, hb, nil)
+		r.do("POST", wire.PathHeartbeat, r.node("n1"), hb, nil)
 		r.srv.sampleHistory(ctx)
 		r.srv.sampleHistory(ctx) // no time passed: no second sample
 		clk.Advance(historyEvery)

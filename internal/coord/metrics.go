@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"time"
 
@@ -31,11 +32,13 @@ var (
 	descMetric  = prometheus.NewDesc("vastfleet_metric", "A custom session metric summed over alive nodes.", []string{"fleet", "name"}, nil)
 	descDPH     = prometheus.NewDesc("vastfleet_dollars_per_hour", "What the fleet costs per hour now.", labelsFleet, nil)
 	descSpent   = prometheus.NewDesc("vastfleet_spent_dollars", "What the fleet has cost so far.", labelsFleet, nil)
+	descRefused = prometheus.NewDesc("vastfleet_refused_total", "Requests answered 403 since the coordinator started, by the node (or enrolling instance) that sent them: another node's name, a result for an item it does not hold.", []string{"fleet", "node"}, nil)
+	descResults = prometheus.NewDesc("vastfleet_item_results", "Item results by validation verdict (validated, rejected, unchecked).", []string{"fleet", "verdict"}, nil)
 )
 
 func (c fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNodes, descCPU, descCores, descRAMUsed, descRAMTot, descGPUs,
-		descGPUUtil, descFinds, descDups, descBeats, descMetric, descDPH, descSpent} {
+		descGPUUtil, descFinds, descDups, descBeats, descMetric, descDPH, descSpent, descRefused, descResults} {
 		ch <- d
 	}
 }
@@ -46,10 +49,22 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	cancel()
 	c.s.mu.Lock()
 	var beats, dups int64
+	refused := map[string]int64{}
 	if f := c.s.fleets[c.fleet]; f != nil {
 		beats, dups = f.heartbeats, f.duplicates
+		maps.Copy(refused, f.refused)
 	}
 	c.s.mu.Unlock()
+	for node, n := range refused {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), c.fleet, node)
+	}
+	vctx, vcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer vcancel()
+	if v, err := c.s.db.verdictCounts(vctx, c.fleet); err == nil {
+		for verdict, n := range v {
+			ch <- prometheus.MustNewConstMetric(descResults, prometheus.GaugeValue, float64(n), c.fleet, verdict)
+		}
+	}
 	t := snap.Totals
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{c.fleet}, labels...)...)

@@ -32,7 +32,7 @@ func TestHeartbeatReplyCarriesTheFleetsOwnDeadManSwitch(t *testing.T) {
 	}
 	// No recorded policy (a fleet from before fleet_policy): the
 	// coordinator's own.
-	if got := beat("alpha", r.agent); got.OrphanAfterS != 1800 || got.OrphanPolicy != wire.PolicyStop {
+	if got := beat("alpha", r.node("n1")); got.OrphanAfterS != 1800 || got.OrphanPolicy != wire.PolicyStop {
 		t.Fatalf("alpha without a policy: %+v, want the coordinator's 1800 s stop", got)
 	}
 	// A launch beside the running coordinator records its own switch.
@@ -43,6 +43,7 @@ func TestHeartbeatReplyCarriesTheFleetsOwnDeadManSwitch(t *testing.T) {
 	if err := r.db.SetFleetPolicy(ctx, "beta", 10*time.Minute, wire.PolicyDestroy); err != nil {
 		t.Fatal(err)
 	}
+	betaTok = r.enroll("beta", betaTok, 500, "n1") // beta's instance's own credential
 	if got := beat("beta", betaTok); got.OrphanAfterS != 600 || got.OrphanPolicy != wire.PolicyDestroy {
 		t.Fatalf("beta launched with 10m destroy: got %+v", got)
 	}
@@ -51,7 +52,7 @@ func TestHeartbeatReplyCarriesTheFleetsOwnDeadManSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(11 * time.Second) // past the cached answer
-	if got := beat("alpha", r.agent); got.OrphanAfterS != 300 || got.OrphanPolicy != wire.PolicyStop {
+	if got := beat("alpha", r.node("n1")); got.OrphanAfterS != 300 || got.OrphanPolicy != wire.PolicyStop {
 		t.Fatalf("alpha launched with 5m stop: got %+v", got)
 	}
 	if got := beat("beta", betaTok); got.OrphanAfterS != 600 || got.OrphanPolicy != wire.PolicyDestroy {

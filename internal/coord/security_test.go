@@ -80,7 +80,7 @@ func TestFleetTokensAreStablePrivateAndHashed(t *testing.T) {
 	if _, ok := srv.auth.lookup(ctx, a1); ok {
 		t.Error("the replaced agent token is still accepted")
 	}
-	if e, ok := srv.auth.lookup(ctx, a4); !ok || e.fleet != "alpha" || e.role != roleAgent {
+	if e, ok := srv.auth.lookup(ctx, a4); !ok || e.fleet != "alpha" || e.role != roleBootstrap {
 		t.Errorf("new token: %+v %v", e, ok)
 	}
 }
@@ -92,6 +92,7 @@ func TestRequestsAreRefusedWithClearErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	hb := heartbeat("alpha", "n1")
+	n1 := r.node("n1")
 	big := `{"fleet":"alpha","node":"n1","pad":"` + strings.Repeat("x", wire.MaxBody) + `"}`
 	withNode := func(edit func(*wire.Heartbeat)) wire.Heartbeat {
 		h := heartbeat("alpha", "n1")
@@ -115,23 +116,24 @@ func TestRequestsAreRefusedWithClearErrors(t *testing.T) {
 		{"viewer fetches the agent binary", "GET", wire.PathAgentBin, r.viewer, nil, 403},
 		{"other fleet's agent token", "POST", wire.PathHeartbeat, otherAgent, hb, 403},
 		{"other fleet's agent token, findings", "POST", wire.PathFindings, otherAgent, findings("alpha", "n1", "x"), 403},
-		{"oversized body", "POST", wire.PathHeartbeat, r.agent, big, 413},
-		{"malformed JSON", "POST", wire.PathHeartbeat, r.agent, `{"fleet":"alpha",`, 400},
-		{"not an object", "POST", wire.PathHeartbeat, r.agent, `[1,2]`, 400},
-		{"trailing data", "POST", wire.PathHeartbeat, r.agent, `{"fleet":"alpha","node":"n1"} {}`, 400},
-		{"empty body", "POST", wire.PathHeartbeat, r.agent, ``, 400},
-		{"empty node", "POST", wire.PathHeartbeat, r.agent, withNode(func(h *wire.Heartbeat) { h.Node = "" }), 400},
-		{"control character in node", "POST", wire.PathHeartbeat, r.agent, withNode(func(h *wire.Heartbeat) { h.Node = "n\x1b[31m" }), 400},
-		{"negative CPU", "POST", wire.PathHeartbeat, r.agent, withNode(func(h *wire.Heartbeat) { h.CPUPercent = -1 }), 400},
-		{"negative RAM", "POST", wire.PathHeartbeat, r.agent, withNode(func(h *wire.Heartbeat) { h.RAMUsedBytes = -5 }), 400},
-		{"GPU over 100 %", "POST", wire.PathHeartbeat, r.agent, withNode(func(h *wire.Heartbeat) { h.GPUs = []wire.GPU{{UtilPercent: 101}} }), 400},
-		{"long metric name", "POST", wire.PathHeartbeat, r.agent, withNode(func(h *wire.Heartbeat) { h.Metrics = map[string]float64{strings.Repeat("m", 65): 1} }), 400},
-		{"finding without key", "POST", wire.PathFindings, r.agent, findings("alpha", "n1", ""), 400},
-		{"finding without data", "POST", wire.PathFindings, r.agent, `{"fleet":"alpha","node":"n1","items":[{"key":"k1","data":null}]}`, 400},
-		{"no findings", "POST", wire.PathFindings, r.agent, `{"fleet":"alpha","node":"n1","items":[]}`, 400},
-		{"wrong content type", "POST", wire.PathHeartbeat, r.agent, "text", 415},
+		{"oversized body", "POST", wire.PathHeartbeat, n1, big, 413},
+		{"malformed JSON", "POST", wire.PathHeartbeat, n1, `{"fleet":"alpha",`, 400},
+		{"not an object", "POST", wire.PathHeartbeat, n1, `[1,2]`, 400},
+		{"trailing data", "POST", wire.PathHeartbeat, n1, `{"fleet":"alpha","node":"n1"} {}`, 400},
+		{"empty body", "POST", wire.PathHeartbeat, n1, ``, 400},
+		{"another node's name", "POST", wire.PathHeartbeat, n1, withNode(func(h *wire.Heartbeat) { h.Node = "n2" }), 403},
+		{"bootstrap token posts a heartbeat", "POST", wire.PathHeartbeat, r.agent, hb, 403},
+		{"control character in node", "POST", wire.PathHeartbeat, n1, withNode(func(h *wire.Heartbeat) { h.Node = "n\x1b[31m" }), 400},
+		{"negative CPU", "POST", wire.PathHeartbeat, n1, withNode(func(h *wire.Heartbeat) { h.CPUPercent = -1 }), 400},
+		{"negative RAM", "POST", wire.PathHeartbeat, n1, withNode(func(h *wire.Heartbeat) { h.RAMUsedBytes = -5 }), 400},
+		{"GPU over 100 %", "POST", wire.PathHeartbeat, n1, withNode(func(h *wire.Heartbeat) { h.GPUs = []wire.GPU{{UtilPercent: 101}} }), 400},
+		{"long metric name", "POST", wire.PathHeartbeat, n1, withNode(func(h *wire.Heartbeat) { h.Metrics = map[string]float64{strings.Repeat("m", 65): 1} }), 400},
+		{"finding without key", "POST", wire.PathFindings, n1, findings("alpha", "n1", ""), 400},
+		{"finding without data", "POST", wire.PathFindings, n1, `{"fleet":"alpha","node":"n1","items":[{"key":"k1","data":null}]}`, 400},
+		{"no findings", "POST", wire.PathFindings, n1, `{"fleet":"alpha","node":"n1","items":[]}`, 400},
+		{"wrong content type", "POST", wire.PathHeartbeat, n1, "text", 415},
 		{"unknown path", "GET", "/api/v1/nothing", r.viewer, nil, 404},
-		{"wrong method", "GET", wire.PathHeartbeat, r.agent, nil, 405},
+		{"wrong method", "GET", wire.PathHeartbeat, n1, nil, 405},
 		{"post to the dashboard", "POST", "/", r.viewer, `{}`, 405},
 	}
 	for _, c := range cases {
@@ -216,7 +218,7 @@ func TestTokenIsCheckedBeforeTheBodyIsRead(t *testing.T) {
 	body := &countingBody{}
 	req := httptest.NewRequest("POST", wire.PathHeartbeat, nil)
 	req.Body = body
-	req.Header.Set("Authorization", "Bearer "+r.agent)
+	req.Header.Set("Authorization", "Bearer "+r.node("n1"))
 	rec := httptest.NewRecorder()
 	r.srv.Handler().ServeHTTP(rec, req)
 	if rec.Code != 413 && rec.Code != 400 {
@@ -230,13 +232,14 @@ func TestTokenIsCheckedBeforeTheBodyIsRead(t *testing.T) {
 func TestRateLimitPerToken(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.TokenRate = 0.001; c.TokenBurst = 2 })
 	hb := heartbeat("alpha", "n1")
+	n1 := r.node("n1")
 	for i := range 2 {
-		if code, _ := r.do("POST", wire.PathHeartbeat, r.agent, hb, nil); code != 200 {
+		if code, _ := r.do("POST", wire.PathHeartbeat, n1, hb, nil); code != 200 {
 			t.Fatalf("request %d: %d", i, code)
 		}
 	}
 	var e wire.Error
-	code, h := r.do("POST", wire.PathHeartbeat, r.agent, hb, &e)
+	code, h := r.do("POST", wire.PathHeartbeat, n1, hb, &e)
 	if code != 429 {
 		t.Fatalf("third request: %d, want 429", code)
 	}
@@ -255,14 +258,14 @@ func TestRateLimitPerToken(t *testing.T) {
 func TestReplayedFindingsAreAckedAgainAndStoredOnce(t *testing.T) {
 	r := newRig(t, nil)
 	var ack wire.FindingsAck
-	if code, _ := r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n1", "a", "b", "b"), &ack); code != 200 {
+	if code, _ := r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "a", "b", "b"), &ack); code != 200 {
 		t.Fatalf("first batch: %d", code)
 	}
 	if ack.Stored != 2 || ack.Duplicates != 1 || strings.Join(ack.Acked, ",") != "a,b,b" {
 		t.Fatalf("first ack %+v", ack)
 	}
 	ack = wire.FindingsAck{}
-	if code, _ := r.do("POST", wire.PathFindings, r.agent, findings("alpha", "n2", "a", "b", "c"), &ack); code != 200 {
+	if code, _ := r.do("POST", wire.PathFindings, r.node("n2"), findings("alpha", "n2", "a", "b", "c"), &ack); code != 200 {
 		t.Fatalf("replay: %d", code)
 	}
 	if ack.Stored != 1 || ack.Duplicates != 2 || strings.Join(ack.Acked, ",") != "a,b,c" {

@@ -9,9 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +66,21 @@ type Config struct {
 	PushEvery time.Duration
 	// Secure marks the viewer cookie Secure (set it when serving TLS).
 	Secure bool
+	// Members says which instances belong to a fleet (the caller's store
+	// and marketplace listing): only those enroll, and a credential whose
+	// instance left is revoked, checked every RevokeEvery (default 1 min,
+	// wall time). Without it no instance can enroll.
+	Members     Membership
+	RevokeEvery time.Duration
+	// BadHosts, when set, hears of machines caught returning wrong results
+	// (see validation.go), for the store's bad-host list.
+	BadHosts BadHostSink
+	// Verify runs a job's verify command on this machine (default
+	// ShellVerifier).
+	Verify Verifier
+	// Rand draws adaptive replication's and spot checks' coin flips, in
+	// [0, 1) (default math/rand/v2; tests seed their own).
+	Rand func() float64
 }
 
 // Server is the coordinator: the HTTP API of package wire, the live
@@ -78,6 +95,7 @@ type Server struct {
 	replies replyCache
 
 	auth      authTable
+	members   members
 	limitMu   sync.Mutex
 	limiters  map[string]*rate.Limiter // by token hash
 	findingsQ chan *findingsReq
@@ -144,6 +162,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PushEvery <= 0 {
 		cfg.PushEvery = time.Second
 	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	if cfg.RevokeEvery <= 0 {
+		cfg.RevokeEvery = time.Minute
+	}
 	s := &Server{
 		cfg:        cfg,
 		db:         cfg.DB,
@@ -158,6 +182,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.auth.db = cfg.DB
 	s.replies.m = map[string]cachedReply{}
+	s.members.src = cfg.Members
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.auth.reload(ctx); err != nil {
@@ -167,9 +192,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("coord: loading last known state: %w", err)
 	}
 	s.routes()
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.writer()
 	go s.pusher()
+	go s.revoker()
 	return s, nil
 }
 
@@ -195,6 +221,7 @@ func (s *Server) now() time.Time { return s.cfg.Clock.Now() }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
+	m.HandleFunc("POST "+wire.PathEnroll, s.withAuth(roleBootstrap, s.handleEnroll))
 	m.HandleFunc("POST "+wire.PathHeartbeat, s.withAuth(roleAgent, s.handleHeartbeat))
 	m.HandleFunc("POST "+wire.PathFindings, s.withAuth(roleAgent, s.handleFindings))
 	m.HandleFunc("POST "+wire.PathItemsLease, s.withAuth(roleAgent, s.handleItemLease))
@@ -206,13 +233,13 @@ func (s *Server) routes() {
 	}))
 	m.HandleFunc("GET "+PathDepth, s.withAuth(roleViewer, s.handleDepth))
 	m.HandleFunc("GET "+wire.PathMetrics, s.withAuth(roleViewer, s.handleMetrics))
-	m.HandleFunc("GET "+wire.PathAgentBin, s.withAuth(roleAgent, s.handleAgentBin))
-	m.HandleFunc("GET "+wire.PathAgentSum, s.withAuth(roleAgent, s.handleAgentSum))
+	m.HandleFunc("GET "+wire.PathAgentBin, s.withAuth(roleBootstrap+","+roleAgent, s.handleAgentBin))
+	m.HandleFunc("GET "+wire.PathAgentSum, s.withAuth(roleBootstrap+","+roleAgent, s.handleAgentSum))
 	m.HandleFunc("GET /static/", s.handleStatic)
 	m.HandleFunc("GET /{$}", s.handleDashboard)
 	// Everything else: a JSON 404/405 rather than the mux's plain text.
 	allowed := map[string]string{
-		wire.PathHeartbeat: "POST", wire.PathFindings: "POST", wire.PathState: "GET", wire.PathEvents: "GET",
+		wire.PathEnroll: "POST", wire.PathHeartbeat: "POST", wire.PathFindings: "POST", wire.PathState: "GET", wire.PathEvents: "GET",
 		wire.PathItemsLease: "POST", wire.PathItemsResult: "POST",
 		wire.PathMetrics: "GET", wire.PathAgentBin: "GET", wire.PathAgentSum: "GET", PathHistory: "GET", PathDepth: "GET", "/": "GET",
 	}
@@ -248,11 +275,16 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// caller is who a request authenticated as.
+// caller is who a request authenticated as: for an agent, the node its
+// credential was issued to (never what a body says).
 type caller struct {
-	fleet string
-	role  string
-	hash  string
+	fleet      string
+	role       string
+	hash       string
+	node       string
+	instanceID int64
+	machineID  int64
+	image      string
 }
 
 const viewerCookie = "vastfleet_viewer"
@@ -291,11 +323,20 @@ func (s *Server) withAuth(role string, h func(http.ResponseWriter, *http.Request
 			writeError(w, http.StatusUnauthorized, "unknown token")
 			return
 		}
-		if e.role != role {
-			writeError(w, http.StatusForbidden, fmt.Sprintf("a %s token cannot %s %s", e.role, r.Method, r.URL.Path))
+		c := caller{fleet: e.fleet, role: e.role, hash: string(e.hash),
+			node: e.cred.node, instanceID: e.cred.instanceID, machineID: e.cred.machineID, image: e.cred.image}
+		if !slices.Contains(strings.Split(role, ","), e.role) {
+			msg := fmt.Sprintf("a %s token cannot %s %s", e.role, r.Method, r.URL.Path)
+			if e.role == roleBootstrap {
+				msg += ": enroll first (POST " + wire.PathEnroll + ") and use the instance's own credential"
+			}
+			if e.role == roleViewer {
+				writeError(w, http.StatusForbidden, msg)
+			} else {
+				s.forbid(w, c, msg)
+			}
 			return
 		}
-		c := caller{fleet: e.fleet, role: e.role, hash: string(e.hash)}
 		if wait, ok := s.allow(c.hash); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			writeError(w, http.StatusTooManyRequests, "rate limit exceeded for this token")
@@ -384,9 +425,18 @@ func admit(w http.ResponseWriter, r *http.Request, c caller, v any, fleet *strin
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
 	var hb wire.Heartbeat
-	if !admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error { return validateHeartbeat(&hb) }) {
+	if !admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error {
+		if hb.Node == "" {
+			hb.Node = c.node
+		}
+		return validateHeartbeat(&hb)
+	}) {
 		return
 	}
+	if !s.sameNode(w, c, &hb.Node) {
+		return
+	}
+	hb.InstanceID = c.instanceID
 	if err := s.recordHeartbeat(&hb); err != nil {
 		writeError(w, http.StatusTooManyRequests, err.Error())
 		return
@@ -402,7 +452,24 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
 	var fs wire.Findings
-	if !admit(w, r, c, &fs, &fs.Fleet, "findings", func() error { return validateFindings(&fs) }) {
+	if !admit(w, r, c, &fs, &fs.Fleet, "findings", func() error {
+		if fs.Node == "" {
+			fs.Node = c.node
+		}
+		return validateFindings(&fs)
+	}) {
+		return
+	}
+	if !s.sameNode(w, c, &fs.Node) {
+		return
+	}
+	fs.InstanceID = c.instanceID
+	rejected, ok := s.verifyFindings(w, r, c, &fs)
+	if !ok {
+		return
+	}
+	if len(fs.Items) == 0 {
+		writeJSON(w, wire.FindingsAck{Acked: rejected, Rejected: rejected})
 		return
 	}
 	now := s.now()
@@ -423,10 +490,11 @@ func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller
 		writeError(w, http.StatusServiceUnavailable, "findings not stored, send them again")
 		return
 	}
-	ack := wire.FindingsAck{Acked: make([]string, len(fs.Items)), Stored: req.stored, Duplicates: len(fs.Items) - req.stored}
+	ack := wire.FindingsAck{Acked: make([]string, len(fs.Items)), Stored: req.stored, Duplicates: len(fs.Items) - req.stored, Rejected: rejected}
 	for i, it := range fs.Items {
 		ack.Acked[i] = it.Key
 	}
+	ack.Acked = append(ack.Acked, rejected...)
 	writeJSON(w, ack)
 }
 
@@ -498,6 +566,10 @@ type authTable struct {
 	db      *DB
 	mu      sync.RWMutex
 	entries []tokenEntry
+	// creds are the instances' credentials by token hash: a map, as the
+	// key is the sha256 of 256 random bits, so lookup timing tells an
+	// attacker nothing it could use to come closer.
+	creds   map[string]credential
 	reloads *rate.Limiter
 }
 
@@ -506,8 +578,13 @@ func (a *authTable) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	creds, err := a.db.liveCredentials(ctx)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	a.entries = es
+	a.creds = creds
 	if a.reloads == nil {
 		a.reloads = rate.NewLimiter(5, 5)
 	}
@@ -515,9 +592,21 @@ func (a *authTable) reload(ctx context.Context) error {
 	return nil
 }
 
+func (a *authTable) addCredential(h []byte, c credential) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.creds == nil {
+		a.creds = map[string]credential{}
+	}
+	a.creds[string(h)] = c
+}
+
 func (a *authTable) find(h []byte) (tokenEntry, bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	if c, ok := a.creds[string(h)]; ok {
+		return tokenEntry{hash: h, fleet: c.fleet, role: roleAgent, cred: c}, true
+	}
 	var found tokenEntry
 	ok := false
 	// Every entry is compared, in constant time, so the answer's timing

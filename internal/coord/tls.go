@@ -4,11 +4,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/certpin"
 )
 
 // Files SelfSigned keeps in its directory.
@@ -38,7 +37,7 @@ func SelfSigned(dir string) (tls.Certificate, string, error) {
 	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
 	switch {
 	case err == nil:
-		return cert, Fingerprint(cert.Certificate[0]), nil
+		return cert, certpin.Of(cert.Certificate[0]), nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return tls.Certificate{}, "", fmt.Errorf("coord: TLS certificate in %s: %w", dir, err)
 	}
@@ -89,11 +88,5 @@ func SelfSigned(dir string) (tls.Certificate, string, error) {
 	if err != nil {
 		return tls.Certificate{}, "", fmt.Errorf("coord: reading back the new certificate: %w", err)
 	}
-	return cert, Fingerprint(der), nil
-}
-
-// Fingerprint is the hex sha256 of a certificate's DER, the form agents pin.
-func Fingerprint(der []byte) string {
-	h := sha256.Sum256(der)
-	return hex.EncodeToString(h[:])
+	return cert, certpin.Of(der), nil
 }

@@ -23,6 +23,17 @@ func (m *Manager) AdoptIntent(ctx context.Context, intent store.Intent, row prov
 	return nil
 }
 
+// OwnFleet picks, for ReconcileOptions.Adopt, the orphans a store that
+// lost its recent writes should take back into fleetName: labelled by this
+// store (storeID) for that fleet, under an intent the store no longer
+// has. Another store's instances are never picked.
+func OwnFleet(storeID, fleetName string) func(Orphan) bool {
+	return func(o Orphan) bool {
+		l, ok := ParseLabel(o.Instance.LabelText())
+		return ok && !o.Foreign && l.Store == storeID && l.Fleet == fleetName
+	}
+}
+
 // adopt records an orphan as an instance this store tracks, under the
 // fleet its label names, with no intent: the intent that rented it lives
 // in a store that was lost (or in another data dir that gave it up). From

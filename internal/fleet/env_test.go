@@ -215,7 +215,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	for _, off := range mkt.Offers() {
 		if off.DiskSpace >= 20 && off.NumGPUs > 0 && !machines[off.MachineID] {
 			machines[off.MachineID] = true
-			e.offers = append(e.offers, off)
+			e.offers = append(e.offers, clientOffer(t, off))
 		}
 	}
 	if !o.noStore {
@@ -348,4 +348,19 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return string(s.b)
+}
+
+// clientOffer reads a simulator offer as the client does, through its
+// JSON: the two sides share no offer type.
+func clientOffer(t *testing.T, o sim.Offer) market.Offer {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out market.Offer
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

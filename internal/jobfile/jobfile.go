@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // DefaultName is the task file `vastfleet up` reads when given none.
@@ -70,7 +72,24 @@ type Job struct {
 	AutoDestroy bool
 	MaxDuration time.Duration
 	OrphanAfter time.Duration
+
+	// Validate is how the coordinator checks the items' results (and,
+	// with Verify, the findings): a host's word is not taken as is.
+	Validate Validation
 }
+
+// Validation is a job's choice of result checks (validate:, spot_checks:
+// and verify: in the task file); the zero value checks nothing.
+type Validation struct {
+	Replicas   int     // validate: {replicas: N, quorum: M}: each item on N distinct machines
+	Quorum     int     // ... of which M must agree
+	Adaptive   bool    // validate: adaptive: replicate until a host has earned trust
+	SpotChecks float64 // spot_checks: share of leases that re-run a validated item, unmarked
+	Verify     string  // verify: a command run on this machine per result and finding; exit 0 = valid
+}
+
+// MaxReplicas is the most runs of one item validate: asks for.
+const MaxReplicas = 8
 
 // Session is one named, long-running command on every node.
 type Session struct {
@@ -141,6 +160,9 @@ type raw struct {
 	AutoDestroy *bool             `yaml:"auto_destroy"`
 	MaxDuration string            `yaml:"max_duration"`
 	OrphanAfter string            `yaml:"orphan_after"`
+	Validate    any               `yaml:"validate"`
+	SpotChecks  any               `yaml:"spot_checks"`
+	Verify      string            `yaml:"verify"`
 }
 
 // rawTask is the planner's task description.
@@ -241,7 +263,7 @@ func yamlError(name string, err error) error {
 func knownKeys() []string {
 	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
 		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
-		"auto_destroy", "max_duration", "orphan_after"}
+		"auto_destroy", "max_duration", "orphan_after", "validate", "spot_checks", "verify"}
 }
 
 // closest is the known key at edit distance ≤ 2 from k, if any.
@@ -441,8 +463,8 @@ func (v *validator) job(r *raw) (*Job, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if !sessionName.MatchString(n) || n == "run" {
-			return nil, v.fail("sessions", "session names of letters, digits, '_' and '-' (run is the run command's)", "session name %q", n)
+		if !wire.ValidSessionName(n) || n == "run" {
+			return nil, v.fail("sessions", "session names of "+wire.SessionNameRule+" (run is the run command's)", "session name %q", n)
 		}
 		if strings.TrimSpace(r.Sessions[n]) == "" {
 			return nil, v.fail("sessions."+n, "give the command the session runs", "empty command")
@@ -475,7 +497,94 @@ func (v *validator) job(r *raw) (*Job, error) {
 	if j.Results != "" && !strings.HasPrefix(j.Results, "/") {
 		return nil, v.fail("results", "an absolute path on the nodes, e.g. /workspace/project/results", "%q is relative", j.Results)
 	}
+	if err := v.validation(j, r); err != nil {
+		return nil, err
+	}
 	return j, nil
+}
+
+// validation reads validate:, spot_checks: and verify:.
+func (v *validator) validation(j *Job, r *raw) error {
+	const fix = "validate: adaptive, or validate: {replicas: 2, quorum: 2}"
+	switch x := r.Validate.(type) {
+	case nil:
+	case string:
+		if x != "adaptive" {
+			return v.fail("validate", fix, "%q is not a validation", x)
+		}
+		j.Validate.Adaptive = true
+	case map[string]any:
+		for k := range x {
+			if k != "replicas" && k != "quorum" {
+				return v.fail("validate", fix, "unknown key %q", k)
+			}
+		}
+		n, ok := whole(x["replicas"])
+		if !ok || n < 2 || n > MaxReplicas {
+			return v.fail("validate", fmt.Sprintf("replicas from 2 to %d: how many distinct machines run each item", MaxReplicas), "replicas %v", x["replicas"])
+		}
+		q := n/2 + 1
+		if _, given := x["quorum"]; given {
+			if q, ok = whole(x["quorum"]); !ok || q < 1 || q > n {
+				return v.fail("validate", fmt.Sprintf("a quorum from 1 to replicas (%d): how many must agree", n), "quorum %v", x["quorum"])
+			}
+		}
+		j.Validate.Replicas, j.Validate.Quorum = n, q
+	default:
+		return v.fail("validate", fix, "%v is not a validation", x)
+	}
+	if r.SpotChecks != nil {
+		share, ok := fraction(r.SpotChecks)
+		if !ok || share < 0 || share >= 1 {
+			return v.fail("spot_checks", "a share of the leases below 1, e.g. 0.05 or 5%", "%v", r.SpotChecks)
+		}
+		j.Validate.SpotChecks = share
+	}
+	j.Validate.Verify = strings.TrimSpace(r.Verify)
+	if (j.Validate.Replicas > 0 || j.Validate.Adaptive || j.Validate.SpotChecks > 0) && j.Items == "" {
+		key := "validate"
+		if r.Validate == nil {
+			key = "spot_checks"
+		}
+		return v.fail(key, "add items: (the results checked are the items'), or use verify: for findings", "no items to check")
+	}
+	return nil
+}
+
+// whole is a YAML integer.
+func whole(x any) (int, bool) {
+	switch n := x.(type) {
+	case uint64:
+		return int(min(n, math.MaxInt32)), true
+	case int64:
+		return int(max(min(n, math.MaxInt32), math.MinInt32)), true
+	case int:
+		return n, true
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < math.MaxInt32 {
+			return int(n), true
+		}
+	}
+	return 0, false
+}
+
+// fraction is a share as a number (0.05) or a percentage ("5%").
+func fraction(x any) (float64, bool) {
+	switch n := x.(type) {
+	case string:
+		p, ok := strings.CutSuffix(strings.TrimSpace(n), "%")
+		if !ok {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		return f / 100, err == nil && !math.IsNaN(f)
+	case float64:
+		return n, !math.IsNaN(n)
+	}
+	if w, ok := whole(x); ok {
+		return float64(w), true
+	}
+	return 0, false
 }
 
 func sessionsName(ss []Session, s string) bool {
@@ -488,8 +597,7 @@ func sessionsName(ss []Session, s string) bool {
 }
 
 var (
-	envKey      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	sessionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func (v *validator) task(j *Job, r *raw) error {

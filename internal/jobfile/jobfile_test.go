@@ -118,3 +118,50 @@ func TestPathsResolveAgainstTheTaskFile(t *testing.T) {
 		}
 	}
 }
+
+// validate:, spot_checks: and verify: choose how results are checked; a
+// mistake names the key and the fix.
+func TestParseValidation(t *testing.T) {
+	base := "image: ubuntu:22.04\nrun: ./work {item}\nitems: 1..300\n"
+	for _, c := range []struct {
+		yaml string
+		want Validation
+		bad  string // the key the error names
+	}{
+		{yaml: "validate: {replicas: 2, quorum: 2}\n", want: Validation{Replicas: 2, Quorum: 2}},
+		{yaml: "validate: {replicas: 3}\n", want: Validation{Replicas: 3, Quorum: 2}},
+		{yaml: "validate: adaptive\nspot_checks: 5%\n", want: Validation{Adaptive: true, SpotChecks: 0.05}},
+		{yaml: "spot_checks: 0.1\nverify: ./check.sh\n", want: Validation{SpotChecks: 0.1, Verify: "./check.sh"}},
+		{yaml: "validate: {replicas: 1}\n", bad: "validate"},
+		{yaml: "validate: {replicas: 3, quorum: 4}\n", bad: "validate"},
+		{yaml: "validate: {replicas: 2, qorum: 2}\n", bad: "validate"},
+		{yaml: "validate: always\n", bad: "validate"},
+		{yaml: "spot_checks: 1.5\n", bad: "spot_checks"},
+		{yaml: "spot_checks: lots\n", bad: "spot_checks"},
+	} {
+		j, err := Parse("f.yaml", []byte(base+c.yaml))
+		if c.bad != "" {
+			var e *Error
+			if !errors.As(err, &e) || e.Key != c.bad || e.Fix == "" {
+				t.Errorf("%q: err %v, want an error naming %s with a fix", c.yaml, err, c.bad)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.yaml, err)
+			continue
+		}
+		if j.Validate != c.want {
+			t.Errorf("%q: %+v, want %+v", c.yaml, j.Validate, c.want)
+		}
+	}
+	// Replication checks item results: without items it has nothing to do.
+	if _, err := Parse("f.yaml", []byte("image: ubuntu:22.04\nrun: ./work\nvalidate: adaptive\n")); err == nil ||
+		!strings.Contains(err.Error(), "validate") {
+		t.Errorf("validate without items: %v", err)
+	}
+	// verify alone checks findings: no items needed.
+	if j, err := Parse("f.yaml", []byte("image: ubuntu:22.04\nrun: ./work\nverify: ./check\n")); err != nil || j.Validate.Verify != "./check" {
+		t.Errorf("verify without items: %+v %v", j, err)
+	}
+}

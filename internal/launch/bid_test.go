@@ -18,9 +18,13 @@ import (
 // bidCandidates ranks the launch bench's offers at interruptible prices,
 // as `search -b` does (dph_total from min_bid).
 func bidCandidates(mkt *sim.Market, disk float64) []market.Ranked {
-	var offers []market.Offer
+	byID := map[int64]sim.Offer{}
+	for _, o := range mkt.Offers() {
+		byID[o.ID] = o
+	}
+	var offers []sim.Offer
 	for _, c := range launchsim.Candidates(mkt, disk) {
-		o := c.Offer
+		o := byID[c.Offer.ID]
 		sim.PriceOffer(&o, disk, true)
 		offers = append(offers, o)
 	}
@@ -28,7 +32,7 @@ func bidCandidates(mkt *sim.Market, disk float64) []market.Ranked {
 	if err != nil {
 		panic(err)
 	}
-	return market.Rank(offers, s)
+	return market.Rank(launchsim.ClientOffers(offers), s)
 }
 
 // bidLaunch runs an interruptible launch of count on a market where rivals

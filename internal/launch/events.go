@@ -10,6 +10,7 @@ const (
 	EvStart       = "start"       // the launch begins (or resumes)
 	EvRented      = "rented"      // an instance was rented
 	EvRentFailed  = "rent-failed" // a rent failed (offer gone, ...); the next offer is tried
+	EvSubstitute  = "substitute"  // about to rent other than the announced offer (Spec.Accepted), re-costed
 	EvReady       = "ready"       // an instance runs for the first time
 	EvParked      = "parked"      // stopped after booting, waiting for the release
 	EvRelease     = "release"     // the release wave starts

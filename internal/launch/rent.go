@@ -77,6 +77,7 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		}
 		r.lim.AllowN(now, 1)
 		c := picks[0]
+		r.substitute(now, c)
 		r.inflight[c.ID] = c
 		r.wg.Add(1)
 		r.busy(1)
@@ -91,6 +92,43 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		}()
 	}
 	return 0
+}
+
+// keep is cands less the offers a not accepted; all of them when a is nil.
+func (a *Accepted) keep(cands []market.Ranked) []market.Ranked {
+	if a == nil {
+		return cands
+	}
+	out := make([]market.Ranked, 0, len(a.Est))
+	for _, c := range cands {
+		if _, ok := a.Est[c.ID]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// substitute says, before c is rented, that c is not the offer the user
+// was announced, and what running on it is estimated to cost against the
+// announced estimate: a hedge beside the announced instance, or a
+// replacement for it.
+func (r *runner) substitute(now time.Time, c market.Ranked) {
+	a := r.spec.Accepted
+	if a == nil || c.ID == a.Offer {
+		return
+	}
+	role := "replacement for"
+	for _, n := range r.nodes {
+		if n.offerID == a.Offer && !n.doomed {
+			role = "hedge beside"
+		}
+	}
+	if _, ok := r.inflight[a.Offer]; ok {
+		role = "hedge beside"
+	}
+	r.emit(Event{Event: EvSubstitute, At: now, OfferID: c.ID, MachineID: c.MachineID,
+		Msg: fmt.Sprintf("%s the announced offer %d: offer %d, %dx %s at $%.3f/hr (announced $%.3f/hr), estimated $%.2f against $%.2f announced",
+			role, a.Offer, c.ID, c.NumGPUs, c.GPUName, c.DPHTotal, r.byOff[a.Offer].DPHTotal, a.Est[c.ID], a.Est[a.Offer])})
 }
 
 type rentResult struct {

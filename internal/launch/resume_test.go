@@ -2,6 +2,9 @@ package launch
 
 import (
 	"context"
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +129,88 @@ func TestStoredWindow(t *testing.T) {
 	if st, _ = decodeStored(raw, nil); !st.window(start).deadline.IsZero() || strings.Contains(string(raw), "deadline_at") {
 		t.Errorf("no deadline stored as %s", raw)
 	}
+}
+
+// Issue 22: a resume after the store lost its recent writes (a lost WAL,
+// a restored backup) keeps the fleet row but none of the intents and
+// instances rented since. The instances still run under this store's
+// labels: the resume adopts them by label before it rents anything, says
+// so, and never rents a second fleet beside the first.
+func TestResumeAfterLostWALAdoptsByLabel(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, 4, sim.Faults{})
+	ctx := context.Background()
+	spec := baseSpec("lostwal", 10)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	snap := func(ev Event) {
+		if ev.Event != EvStart {
+			return
+		}
+		// The fleet row is written; nothing is rented yet.
+		s, err := e.St.Snapshot(ctx, backup)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s.Close()
+	}
+	if _, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 10), snap); err != nil {
+		t.Fatal(err)
+	}
+	liveOurs := func() int {
+		n := 0
+		for _, in := range e.Mkt.State() {
+			if _, ok := fleet.ParseLabel(in.Label); ok && !in.Destroyed {
+				n++
+			}
+		}
+		return n
+	}
+	before := liveOurs()
+	if before < spec.Count {
+		t.Fatalf("%d live after the first launch, want %d", before, spec.Count)
+	}
+	// Lose the WAL: the backup replaces the database.
+	dbPath := e.St.Path()
+	if err := e.St.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Remove(dbPath + suffix)
+	}
+	raw, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.St = st
+	e.M = &fleet.Manager{P: e.M.P, S: st, Clock: e.Clock, PollEvery: e.M.PollEvery}
+	if ins, _ := st.Instances(ctx, store.InstanceFilter{Fleet: "lostwal"}); len(ins) != 0 {
+		t.Fatalf("the rolled-back store still knows %d instances (the test no longer loses the WAL)", len(ins))
+	}
+	creates := len(e.Mkt.CreatesPerOffer())
+	rec := &recorder{}
+	sum, err := Resume(ctx, e.M, "lostwal", rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.Mkt.CreatesPerOffer()) - creates; got != 0 {
+		t.Errorf("the resume rented %d more instances beside the %d still running", got, before)
+	}
+	if n := liveOurs(); n > spec.Count {
+		t.Errorf("%d live for a count of %d after the resume", n, spec.Count)
+	}
+	if sum.Ready != spec.Count {
+		t.Errorf("ready %d, want %d (%+v)", sum.Ready, spec.Count, sum)
+	}
+	if rec.find(EvWarn, "adopted") == nil {
+		t.Errorf("the resume does not say it adopted instances the store had lost (%d events)", len(rec.evs))
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
 }

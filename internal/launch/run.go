@@ -173,6 +173,7 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	if err != nil {
 		return Summary{}, err
 	}
+	candidates = spec.Accepted.keep(candidates)
 	candidates = priceAt(candidates, spec.Create.Disk)
 	candidates, bidNote, err := atBid(spec, candidates)
 	if err != nil {
@@ -192,6 +193,14 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	raw, secret, err := encodeStored(spec, candidates, win)
 	if err != nil {
 		return Summary{}, err
+	}
+	// The store's id labels every rental. Drawn before the fleet row is
+	// written, it survives whatever the fleet row survives (a lost WAL
+	// drops a suffix of commits), so a resume can find this fleet's
+	// instances by label; drawn at the first rent, it could be lost with
+	// the rentals and the instances would read as another store's.
+	if _, err := m.S.ID(ctx); err != nil {
+		return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 	}
 	// The secrets go first: a fleet row whose secrets are missing cannot
 	// be resumed. The data dir's lock and the check above keep another
@@ -239,8 +248,23 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
 	spec, cands := st.Spec.WithDefaults(), st.Candidates
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+	storeID, err := m.S.ID(ctx)
+	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
+	}
+	// Adopt by label before renting: a store that lost its recent writes
+	// (a lost WAL, a restored backup) still has the fleet row but not the
+	// instances rented since, which run on under this store's labels.
+	// Without them the resume would rent a second fleet beside the first.
+	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
+	if err != nil {
+		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
+	}
+	var adopted []int64
+	for _, c := range rep.Changes {
+		if c.Kind == fleet.ChangeAdopted && c.Intent == 0 {
+			adopted = append(adopted, c.Instance)
+		}
 	}
 	now := m.Clock.Now()
 	bad, err := badHosts(ctx, m, now)
@@ -258,6 +282,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			r.rentsOK++
 		}
 	}
+	r.rentsOK += len(adopted) // rentals all the same: --max-rentals counts them
 	if v, err := m.S.GetMeta(ctx, releasedKey(fleetName)); err == nil && v != "" {
 		r.released = true
 	}
@@ -289,6 +314,10 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		msg += fmt.Sprintf("; the deadline passed %s ago: releasing what is parked, destroying what is not running", now.Sub(r.deadline).Round(time.Second))
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: msg})
+	if len(adopted) > 0 {
+		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf("adopted %d running instances of fleet %s that the store had lost (its recent writes are gone: a lost WAL or a restored backup); found by their labels, counted in the fleet, not rented again: %v",
+			len(adopted), fleetName, adopted)})
+	}
 	return r.loop(ctx)
 }
 

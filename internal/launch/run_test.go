@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -429,4 +430,48 @@ func TestAfterInterruptDestroyUnready(t *testing.T) {
 	if n := len(e.Mkt.Instances()); n != 0 {
 		t.Errorf("%d left after destroy-all", n)
 	}
+}
+
+// A launch of an announced option (Spec.Accepted) rents nothing outside
+// what the user accepted, even while boots fail and hedges are rented,
+// and says each rental of another offer, re-costed, before it is sent
+// (issue 22: a job announced on an RTX 4090 ran on an H200).
+func TestAcceptedOffersOnly(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, 5, sim.Faults{BootFail: 0.4})
+	cands := launchsim.Candidates(e.Mkt, 10)
+	acc := &Accepted{Offer: cands[0].ID, Est: map[int64]float64{}}
+	for i, c := range cands[:8] {
+		acc.Est[c.ID] = 1 + float64(i)/10
+	}
+	spec := baseSpec("accepted", 1)
+	spec.Deadline = 10 * time.Minute
+	spec.Accepted = acc
+	rec := &recorder{}
+	if _, err := Run(context.Background(), e.M, spec, cands, rec.add); err != nil {
+		t.Fatal(err)
+	}
+	said := map[int64]bool{}
+	rented := 0
+	for _, ev := range rec.evs {
+		switch ev.Event {
+		case EvSubstitute:
+			said[ev.OfferID] = true
+			if !strings.Contains(ev.Msg, fmt.Sprintf("estimated $%.2f against $%.2f announced", acc.Est[ev.OfferID], acc.Est[acc.Offer])) {
+				t.Errorf("substitute event without its re-costing: %s", ev.Msg)
+			}
+		case EvRented:
+			rented++
+			if _, ok := acc.Est[ev.OfferID]; !ok {
+				t.Errorf("offer %d rented, not among the %d accepted", ev.OfferID, len(acc.Est))
+			}
+			if ev.OfferID != acc.Offer && !said[ev.OfferID] {
+				t.Errorf("offer %d rented in place of the announced %d without a substitute event before it", ev.OfferID, acc.Offer)
+			}
+		}
+	}
+	if rented < 2 {
+		t.Errorf("%d rentals: the test wants a hedge or a replacement to check", rented)
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/shell"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // Defaults for zero Spec fields.
@@ -134,6 +136,21 @@ type Spec struct {
 	// Bid rents interruptible instances (vast's create "price"); nil rents
 	// on demand. It is stored with the spec, so --resume bids the same.
 	Bid *Bid `json:"bid,omitempty"`
+	// Accepted, when set, is what the user accepted for this launch (a
+	// planner's announced option and the offers of its class): no other
+	// offer is rented, and a rental of any but the announced offer, a
+	// hedge or a replacement, is said and re-costed (EvSubstitute) before
+	// it is sent.
+	Accepted *Accepted `json:"accepted,omitempty"`
+}
+
+// Accepted is the offers a launch may rent, each with the estimated total
+// the user was (or would be) quoted for running on it.
+type Accepted struct {
+	Offer int64 `json:"offer_id"` // the announced offer
+	// Est is the estimated total ($) per accepted offer id, the announced
+	// one's included.
+	Est map[int64]float64 `json:"est"`
 }
 
 // Outbid modes (Bid.OnOutbid).
@@ -236,6 +253,11 @@ func (s Spec) Validate() error {
 	if err := fleet.ValidateFleetName(s.Fleet); err != nil {
 		return err
 	}
+	if a := s.Accepted; a != nil {
+		if _, ok := a.Est[a.Offer]; !ok {
+			return fmt.Errorf("accepted offers: the announced offer %d has no estimate", a.Offer)
+		}
+	}
 	if s.Count < 1 || s.Count > MaxCount {
 		return fmt.Errorf("count %d: must be 1 to %d", s.Count, MaxCount)
 	}
@@ -278,8 +300,8 @@ func (s Spec) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, se := range s.Sessions {
-		if !validSessionName(se.Name) || seen[se.Name] {
-			return fmt.Errorf("session %q: names must be unique, 1-32 characters of a-z A-Z 0-9 - _", se.Name)
+		if !wire.ValidSessionName(se.Name) || seen[se.Name] {
+			return fmt.Errorf("session %q: names must be unique, %s", se.Name, wire.SessionNameRule)
 		}
 		seen[se.Name] = true
 		if strings.TrimSpace(se.Command) == "" {
@@ -287,18 +309,6 @@ func (s Spec) Validate() error {
 		}
 	}
 	return nil
-}
-
-func validSessionName(n string) bool {
-	if n == "" || len(n) > 32 {
-		return false
-	}
-	for _, r := range n {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // stored is the fleet row's spec JSON.
@@ -529,8 +539,8 @@ func dockerEnv(s string, out map[string]string) {
 // ParseSession reads --session name:command.
 func ParseSession(s string) (Session, error) {
 	name, cmd, ok := strings.Cut(s, ":")
-	if !ok || !validSessionName(name) || strings.TrimSpace(cmd) == "" {
-		return Session{}, fmt.Errorf("--session %q: want name:command (name of a-z A-Z 0-9 - _)", s)
+	if !ok || !wire.ValidSessionName(name) || strings.TrimSpace(cmd) == "" {
+		return Session{}, fmt.Errorf("--session %q: want name:command (name of %s)", s, wire.SessionNameRule)
 	}
 	return Session{Name: name, Command: cmd}, nil
 }
@@ -557,9 +567,7 @@ func Onstart(onstart string, sessions []Session) string {
 }
 
 func sessionLine(se Session) string {
-	q := shellQuote(se.Command)
+	q := shell.Quote(se.Command)
 	return fmt.Sprintf("if command -v tmux >/dev/null 2>&1; then tmux new-session -d -s %s %s; else nohup sh -c %s >/var/log/vastfleet-%s.log 2>&1 & fi\n",
-		se.Name, shellQuote("sh -c "+q), q, se.Name)
+		se.Name, shell.Quote("sh -c "+q), q, se.Name)
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

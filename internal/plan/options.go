@@ -217,10 +217,7 @@ func Options(t Task, r Req, offers []market.Offer) (Result, error) {
 			continue
 		}
 		// The same machine listed twice with the same GPUs is one choice.
-		key := [2]int64{o.ID, -1}
-		if o.MachineID != 0 {
-			key = [2]int64{o.MachineID, int64(o.NumGPUs)}
-		}
+		key := boxKey(o)
 		if seen[key] {
 			continue
 		}
@@ -398,4 +395,55 @@ func noFit(t Task, r Req, offers int, largestGB float64, filtered map[string]int
 		}
 	}
 	return e
+}
+
+// AcceptSlack is how far above the announced option's estimate another
+// offer may be estimated and still be what the user accepted: the same
+// GPUs at about the same price.
+const AcceptSlack = 0.10
+
+// Accepted are the offers a job that announced option o may run on: o
+// first, then every other offer that meets r with o's GPU model and
+// count, estimated at most AcceptSlack above o's total, cheapest first,
+// each costed as o was. They are the job's only hedges and replacements:
+// a job announced on an RTX 4090 never runs on an H200 at seven times
+// the price, and a rental other than o comes with its own estimate.
+func Accepted(t Task, r Req, o Option, offers []market.Offer) []Option {
+	out := []Option{o}
+	limit := o.EstTotal * (1 + AcceptSlack)
+	seen := map[[2]int64]bool{boxKey(o.Offer): true}
+	for _, c := range offers {
+		if c.ID == o.OfferID || c.GPUName != o.GPUName || c.NumGPUs != o.NumGPUs || rejects(r, c) != "" {
+			continue
+		}
+		key := boxKey(c)
+		if seen[key] {
+			continue
+		}
+		e, w := estimate(t, r, c)
+		if e.Total > limit {
+			continue
+		}
+		seen[key] = true
+		out = append(out, Option{Label: "accepted replacement", OfferID: c.ID, GPUName: c.GPUName, NumGPUs: c.NumGPUs,
+			DPHTotal: c.DPHTotal, EstHours: round(e.Hours, 2), EstTotal: round(e.Total, 3), Reliability: c.Reliability,
+			Warnings: w, Estimate: e, Offer: c})
+	}
+	rest := out[1:]
+	sort.SliceStable(rest, func(i, j int) bool {
+		if rest[i].EstTotal != rest[j].EstTotal {
+			return rest[i].EstTotal < rest[j].EstTotal
+		}
+		return rest[i].OfferID < rest[j].OfferID
+	})
+	return out
+}
+
+// boxKey tells two listings of one machine with the same GPUs apart from
+// two machines: one choice, not two.
+func boxKey(o market.Offer) [2]int64 {
+	if o.MachineID == 0 {
+		return [2]int64{o.ID, -1}
+	}
+	return [2]int64{o.MachineID, int64(o.NumGPUs)}
 }

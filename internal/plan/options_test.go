@@ -390,3 +390,44 @@ func TestNoFitExplainsA70BFullFineTune(t *testing.T) {
 		t.Errorf("want LoRA offered and the 8-bit optimizer (11 GPUs) left out:\n%s", msg)
 	}
 }
+
+// A job announced on one option runs on it or on what the user accepted
+// with it: the same GPU model and count at about the same estimate, never
+// the fastest option at several times the price (issue 22).
+func TestAcceptedStaysInTheAnnouncedClass(t *testing.T) {
+	task := Task{Model: "7b", Mode: "inference", Hours: 2}
+	r := mustReq(t, task)
+	offers := append(hand(),
+		offer(7, "RTX 4090", 1, 24, 0.36, 0.99, 1000),  // same class, 3% dearer: accepted
+		offer(8, "RTX 4090", 1, 24, 0.60, 0.99, 1000),  // same class, far dearer: not
+		offer(9, "RTX 4090", 2, 24, 0.36, 0.99, 1000),  // two cards: another class
+		offer(10, "RTX 4090", 1, 24, 0.30, 0.99, 1000), // cheaper: accepted, first
+	)
+	res, err := Options(task, r, offers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best Option
+	for _, o := range res.Options {
+		if o.Label == "best value" {
+			best = o
+		}
+	}
+	if best.GPUName != "RTX 4090" {
+		t.Fatalf("best value is %s (offer %d), the test expects an RTX 4090", best.GPUName, best.OfferID)
+	}
+	acc := Accepted(task, r, best, offers)
+	var got []int64
+	for _, o := range acc {
+		got = append(got, o.OfferID)
+		if o.GPUName != best.GPUName || o.NumGPUs != best.NumGPUs {
+			t.Errorf("offer %d (%dx %s) accepted for an announced %dx %s", o.OfferID, o.NumGPUs, o.GPUName, best.NumGPUs, best.GPUName)
+		}
+		if o.EstTotal > best.EstTotal*(1+AcceptSlack) || o.EstTotal <= 0 {
+			t.Errorf("offer %d estimated $%.3f, announced $%.3f", o.OfferID, o.EstTotal, best.EstTotal)
+		}
+	}
+	if want := []int64{best.OfferID, 10, 7}; !slices.Equal(got, want) {
+		t.Errorf("accepted %v, want %v (the announced first, then the class by estimate)", got, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vastfleet/vastfleet/internal/shell"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
@@ -46,7 +47,7 @@ const CollectManifest = ".vastfleet-collect-manifest"
 // each regular file, and "<type> <name>" for each entry that is neither a
 // regular file nor a directory (p FIFO, c/b device, s socket, l symlink).
 func CollectListCmd(dir string) string {
-	return "cd " + Quote(dir) + " 2>/dev/null || exit 0; touch " + CollectStarted + " && " +
+	return "cd " + shell.Quote(dir) + " 2>/dev/null || exit 0; touch " + CollectStarted + " && " +
 		"find . -type f ! -name " + CollectStarted + " ! -name " + CollectedMark + " -exec sha256sum {} + && " +
 		"for t in p c b s l; do find . -type $t -exec printf \"$t %s\\n\" {} + || exit 1; done"
 }
@@ -338,7 +339,7 @@ func Collect(ctx context.Context, p *Pool, remoteDir string, nodes []CollectNode
 	if opts.List == nil {
 		opts.List = func(ctx context.Context, jobs []Job) []Result { return p.RunAll(ctx, jobs, opts.Parallel) }
 	}
-	q := Quote(remoteDir)
+	q := shell.Quote(remoteDir)
 	lists := make([]bytes.Buffer, len(nodes))
 	jobs := make([]Job, len(nodes))
 	for i, n := range nodes {
@@ -379,7 +380,7 @@ func Collect(ctx context.Context, p *Pool, remoteDir string, nodes []CollectNode
 		if len(wants[i]) > 0 {
 			names := make([]string, len(wants[i]))
 			for k, f := range wants[i] {
-				names[k] = Quote("./" + f.Rel)
+				names[k] = shell.Quote("./" + f.Rel)
 			}
 			jobs[i].Cmd = "cd " + q + " && tar czf - " + strings.Join(names, " ")
 			jobs[i].Stdout = &archives[i]

@@ -6,8 +6,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/shell"
 )
 
 // Result is one node's outcome of a fan-out.
@@ -85,17 +86,9 @@ func WithEnv(env map[string]string, cmd string) string {
 	sort.Strings(names)
 	var b strings.Builder
 	for _, k := range names {
-		b.WriteString("export " + k + "=" + Quote(env[k]) + "; ")
+		b.WriteString("export " + k + "=" + shell.Quote(env[k]) + "; ")
 	}
 	return b.String() + cmd
-}
-
-// Quote is s as one POSIX shell word.
-func Quote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 var fdOnce sync.Once
@@ -106,17 +99,9 @@ var fdBudget = 1024
 // process's other files. Each node needs one socket.
 func FDBudget() int {
 	fdOnce.Do(func() {
-		var lim syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			return
+		if n, ok := raiseFileLimit(); ok {
+			fdBudget = max(int(min(n, 1<<20))-128, 16)
 		}
-		if lim.Cur < lim.Max {
-			lim.Cur = lim.Max
-			if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
-				syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-			}
-		}
-		fdBudget = max(int(min(lim.Cur, 1<<20))-128, 16)
 	})
 	return fdBudget
 }

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/vastfleet/vastfleet/internal/shell"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
@@ -34,7 +35,7 @@ const SyncManifest = ".vastfleet-sync"
 // whether it can relay (it has an ssh client).
 func SyncProbe(dest string) string {
 	return "if command -v ssh >/dev/null 2>&1; then echo relay=yes; else echo relay=no; fi; cat " +
-		Quote(dest) + "/" + SyncManifest + " 2>/dev/null; true"
+		shell.Quote(dest) + "/" + SyncManifest + " 2>/dev/null; true"
 }
 
 // NodeState is what SyncProbe found on a node.
@@ -310,7 +311,7 @@ func boolRank(b bool) int {
 // the archive in dest for the node to relay, once its SHA-256 is sum (a
 // relaying node cannot pass on anything else).
 func receiveCmd(dest, name, sum string, keep bool) string {
-	q := Quote(dest)
+	q := shell.Quote(dest)
 	if !keep {
 		return "mkdir -p " + q + " && tar xzf - -C " + q
 	}
@@ -402,13 +403,13 @@ func (d *distribution) relay(ctx context.Context, s, t int) error {
 		tc.Run(rctx, removeKeysCmd(tag), nil, io.Discard, io.Discard)
 	}()
 	known := relayAlias + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(tc.HostKey())))
-	archive := Quote(d.opts.Dest) + "/" + d.name
+	archive := shell.Quote(d.opts.Dest) + "/" + d.name
 	cmd := `umask 077; d=$(mktemp -d) || exit 1; trap 'rm -rf "$d"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM INT; ` +
-		`cat > "$d/k" && printf '%s\n' ` + Quote(known) + ` > "$d/kh" && ` +
+		`cat > "$d/k" && printf '%s\n' ` + shell.Quote(known) + ` > "$d/kh" && ` +
 		`ssh -F /dev/null -i "$d/k" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes ` +
 		`-o UserKnownHostsFile="$d/kh" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o HostKeyAlias=` + relayAlias + ` ` +
 		`-o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=3 -o LogLevel=ERROR ` +
-		`-p ` + strconv.Itoa(dst.Port) + ` -l ` + Quote(dst.User) + ` ` + Quote(dst.Host) + ` receive < ` + archive
+		`-p ` + strconv.Itoa(dst.Port) + ` -l ` + shell.Quote(dst.User) + ` ` + shell.Quote(dst.Host) + ` receive < ` + archive
 	stderr.Reset()
 	code, err = sc.Run(ctx, cmd, bytes.NewReader(key), io.Discard, &stderr)
 	if err != nil {
@@ -449,14 +450,14 @@ func (d *distribution) edgeKey(s, t int) (priv []byte, line, tag string, err err
 func installKeyCmd(line string) string {
 	ttl := strconv.Itoa(int(RelayKeyTTL / time.Second))
 	return `umask 077; mkdir -p "$HOME/.ssh" && e=$(date -d @$(( $(date +%s) + ` + ttl + ` )) +%Y%m%d%H%M%S) && ` +
-		`printf '%s%s%s\n' 'restrict,expiry-time="' "$e" ` + Quote(`"`+line) + ` >> "$HOME/.ssh/authorized_keys"`
+		`printf '%s%s%s\n' 'restrict,expiry-time="' "$e" ` + shell.Quote(`"`+line) + ` >> "$HOME/.ssh/authorized_keys"`
 }
 
 // removeKeysCmd removes every authorized_keys line carrying tag (a relay
 // tag or a prefix of several), keeping the file's inode and mode.
 func removeKeysCmd(tag string) string {
 	return `f="$HOME/.ssh/authorized_keys"; [ -f "$f" ] || exit 0; t="$f.vastfleet-$$"; ` +
-		`grep -vF -- ` + Quote(tag) + ` "$f" > "$t"; cat "$t" > "$f" && rm -f "$t"`
+		`grep -vF -- ` + shell.Quote(tag) + ` "$f" > "$t"; cat "$t" > "$f" && rm -f "$t"`
 }
 
 // cleanup removes the kept archive, any part of one a failed push left,
@@ -467,7 +468,7 @@ func (d *distribution) cleanup(ctx context.Context, nodes []int) {
 	defer cancel()
 	jobs := make([]Job, len(nodes))
 	for i, n := range nodes {
-		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: removeKeysCmd(d.tag) + "; cd " + Quote(d.opts.Dest) + " 2>/dev/null && rm -f " + d.name + " " + d.name + ".part; true", Stdout: io.Discard, Stderr: io.Discard}
+		jobs[i] = Job{Target: d.nodes[n].Target, Cmd: removeKeysCmd(d.tag) + "; cd " + shell.Quote(d.opts.Dest) + " 2>/dev/null && rm -f " + d.name + " " + d.name + ".part; true", Stdout: io.Discard, Stderr: io.Discard}
 	}
 	d.p.RunAll(ctx, jobs, d.opts.Parallel)
 }

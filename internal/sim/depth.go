@@ -3,8 +3,6 @@ package sim
 import (
 	"sort"
 	"strings"
-
-	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // DepthRow is the sum over the top N offers of a ranking.
@@ -32,16 +30,16 @@ var PublishedDepth = []DepthRow{
 // HK excluded. It is written out by hand so that the calibration (and the
 // launch tests' candidates, launchsim.Candidates) do not depend on the
 // query engine they are used to test.
-func DepthFilter(o *market.Offer) bool {
-	c := strings.ToUpper(o.Country())
+func DepthFilter(o *Offer) bool {
+	c := strings.ToUpper(o.country())
 	return o.Rentable && o.InetUp >= 200 && o.InetDown >= 200 && o.CPUCoresEffective > 16 &&
 		c != "CN" && c != "HK" && o.DPHTotal <= 5
 }
 
 // Depth ranks the offers matching DepthFilter by vCPUs per $/hr and sums
 // the top N of each of ns (RAM in GB of 1024 MB, as cpu_ram is in MB).
-func Depth(offers []market.Offer, ns ...int) []DepthRow {
-	var pool []market.Offer
+func Depth(offers []Offer, ns ...int) []DepthRow {
+	var pool []Offer
 	for i := range offers {
 		if DepthFilter(&offers[i]) {
 			pool = append(pool, offers[i])

@@ -63,25 +63,38 @@ func settle(f func() int, want int) int {
 }
 
 // fleetOf rents n instances of the cheapest offers with a trivial onstart
-// and brings them to running.
+// and brings them to running. An offer gone by the time it is rented (the
+// market churns; a sibling offer of one machine took its GPUs) answers
+// 404 and the next one is tried, as a launch does.
 func fleetOf(h *harness, n int, runtype string) []int64 {
 	h.t.Helper()
-	offers := h.search(fmt.Sprintf(`{"limit": %d, "rentable": {"eq": true}, "order": [["dph_total", "asc"]]}`, n))
-	if len(offers) < n {
-		h.t.Fatalf("%d offers for %d instances", len(offers), n)
-	}
+	offers := h.search(fmt.Sprintf(`{"limit": %d, "rentable": {"eq": true}, "order": [["dph_total", "asc"]]}`, 2*n))
 	ids := make([]int64, 0, n)
-	for _, o := range offers[:n] {
+	gone := 0
+	for _, o := range offers {
+		if len(ids) == n {
+			break
+		}
 		var out struct {
 			Success     bool  `json:"success"`
 			NewContract int64 `json:"new_contract"`
 		}
 		st, _, b := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", o.ID), map[string]any{
 			"image": "alpine:3", "disk": 8, "runtype": runtype, "onstart": "true"}, &out)
+		if st == 404 && strings.Contains(string(b), "no_such_ask") {
+			gone++
+			continue
+		}
 		if st != 200 || !out.Success {
 			h.t.Fatalf("create on %d: %d %s", o.ID, st, b)
 		}
 		ids = append(ids, out.NewContract)
+	}
+	if len(ids) < n {
+		h.t.Fatalf("%d instances of %d rented from %d offers (%d gone when rented)", len(ids), n, len(offers), gone)
+	}
+	if gone > 0 {
+		h.t.Logf("%d offers were gone when rented; the next ones were taken", gone)
 	}
 	h.clock.Advance(2 * time.Hour) // every boot done (no faults)
 	h.m.Sync()
@@ -147,18 +160,24 @@ func TestHostsReleaseResources(t *testing.T) {
 }
 
 // TestHostResources500 measures the issue's figure: 500 running instances
-// with idle SSH listeners and a trivial onstart. It takes ~10 s of real
+// with idle SSH listeners and a trivial onstart. That takes ~10 s of real
 // work, so it runs on request:
 //
 //	VASTFLEET_SIM_HOSTS=500 go test -run TestHostResources500 -v ./internal/sim
+//
+// Without the variable it runs a reduced form (reducedHosts instances),
+// so that CI still sees it break.
 func TestHostResources500(t *testing.T) {
+	const reducedHosts = 25
 	n, _ := strconv.Atoi(os.Getenv("VASTFLEET_SIM_HOSTS"))
 	if n <= 0 {
-		t.Skip("set VASTFLEET_SIM_HOSTS=500 to measure")
+		n = reducedHosts
 	}
 	for _, rt := range []string{"ssh", "ssh_direc ssh_proxy"} {
 		t.Run(strings.Fields(rt)[0], func(t *testing.T) {
-			h := newHarness(t, Config{Seed: 9, Offers: 6000, HostDir: t.TempDir()})
+			// Offers raced away at create (as on the real market) must
+			// not stop the fleet: the next offer is rented.
+			h := newHarness(t, Config{Seed: 9, Offers: 6000, HostDir: t.TempDir(), Faults: Faults{CreateRace: 0.1}})
 			defer h.m.Close()
 			runtime.GC()
 			fd0, g0, rss0 := fds(t), runtime.NumGoroutine(), rssMB(t)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
-	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // reply is what a handler decided; the wrapper saves state before writing
@@ -57,6 +55,10 @@ func (m *Market) Handler() http.Handler {
 	api("PUT /api/v0/instances/{id}/{$}", m.hManage)
 	api("PUT /api/v0/instances/{$}", m.hBulkState)
 	api("PUT /api/v0/instances/reboot/{id}/{$}", m.hReboot)
+	api("PUT /api/v0/instances/recycle/{id}/{$}", m.hRecycle)
+	api("PUT /api/v0/instances/update_template/{id}/{$}", m.hUpdateInstance)
+	api("PUT /api/v0/launch_instance/{$}", m.hLaunch)
+	api("GET /api/v0/template/{$}", m.hTemplates)
 	api("PUT /api/v0/instances/bid_price/{id}/{$}", m.hChangeBid)
 	api("DELETE /api/v0/instances/{id}/{$}", m.hDestroy)
 	api("DELETE /api/v0/instances/{$}", m.hBulkDestroy)
@@ -70,6 +72,10 @@ func (m *Market) Handler() http.Handler {
 	api("GET /api/v0/instances/{id}/ssh/{$}", m.hInstanceKeys)
 	api("DELETE /api/v0/instances/{id}/ssh/{key}/{$}", m.hDetachKey)
 	api("GET /api/v0/users/current", m.hUser)
+	api("GET /api/v0/charges/{$}", m.hCharges)
+	api("GET /api/v1/invoices/{$}", m.hInvoicesV1)
+	api("GET /api/v0/users/me/invoices", m.hUserInvoices)
+	api("GET /api/v0/users/me/invoices/{$}", m.hUserInvoices)
 	open("GET /api/v0/gpu_names/unique/{$}", m.hGPUNames)
 
 	open("GET /sim/logs/{token}", m.hLogs)
@@ -292,21 +298,15 @@ func (m *Market) hSearch(wrapped bool) apiHandler {
 			}
 			raw = w.Q
 		}
-		if len(bytes.TrimSpace(raw)) == 0 {
-			raw = []byte("{}")
-		}
-		var q market.Query
-		if err := json.Unmarshal(raw, &q); err != nil {
-			return badArgs("invalid query: %v", err)
-		}
-		limit := m.cfg.ResultCap
-		if q.Limit > 0 {
-			limit = min(q.Limit, MaxResultCap)
-		}
-		out, err := m.searchOffers(q, now, limit)
+		q, err := parseRequest(raw)
 		if err != nil {
 			return badArgs("%v", err)
 		}
+		limit := m.cfg.ResultCap
+		if q.limit > 0 {
+			limit = min(q.limit, MaxResultCap)
+		}
+		out := m.searchOffers(q, now, limit)
 		return jsonReply(200, map[string]any{"offers": out})
 	}
 }
@@ -487,12 +487,12 @@ func (m *Market) hList(r *http.Request, _ []byte, now time.Time) reply {
 		rest = rest[:limit]
 		next = encodeToken(rest[len(rest)-1].ID)
 	}
-	var page []instanceJSON
+	var page []InstanceRow
 	for _, in := range rest {
 		page = append(page, m.row(in, now))
 	}
 	if page == nil {
-		page = []instanceJSON{}
+		page = []InstanceRow{}
 	}
 	return jsonReply(200, map[string]any{
 		"success": true, "instances_found": len(page), "total_instances": total,
@@ -515,9 +515,9 @@ func decodeToken(tok string) (int64, bool) {
 
 // filterRow is an instance's row with only the columns listFields names
 // filled in, as row fills them.
-func (m *Market) filterRow(in *instance) instanceJSON {
+func (m *Market) filterRow(in *instance) InstanceRow {
 	o := &m.offers[m.byID[in.OfferID]]
-	r := instanceJSON{ID: in.ID, Label: in.Label, IntendedStatus: in.Intended, GPUName: o.GPUName, Verification: o.Verification}
+	r := InstanceRow{ID: in.ID, Label: in.Label, IntendedStatus: in.Intended, GPUName: o.GPUName, Verification: o.Verification}
 	if in.Status != "" {
 		s := in.Status
 		r.ActualStatus = &s
@@ -525,7 +525,7 @@ func (m *Market) filterRow(in *instance) instanceJSON {
 	return r
 }
 
-func matchAll(row *instanceJSON, filters []listFilter) bool {
+func matchAll(row *InstanceRow, filters []listFilter) bool {
 	for _, f := range filters {
 		var have any
 		switch f.field {
@@ -712,7 +712,11 @@ func (m *Market) hRequestLogs(r *http.Request, body []byte, now time.Time) reply
 		if req.Tail == "" {
 			req.Tail = "1000" // the CLI's documented default
 		}
-	} else {
+	}
+	if len(lines) == 0 {
+		// The daemon's lines: what vast shows with daemon_logs, and what
+		// a container that printed nothing yet (no onstart) still has,
+		// its start, so that logs are never empty.
 		for _, e := range in.Events {
 			lines = append(lines, e.At.UTC().Format(time.RFC3339)+" "+e.Msg)
 		}
@@ -759,9 +763,9 @@ func (m *Market) hUser(r *http.Request, _ []byte, _ time.Time) reply {
 }
 
 func (m *Market) hGPUNames(r *http.Request, _ []byte, _ time.Time) reply {
-	names := make([]string, 0, len(market.GPUModels))
-	for _, g := range market.GPUModels {
-		names = append(names, g.Name)
+	names := make([]string, 0, len(gpuProfiles))
+	for _, g := range gpuProfiles {
+		names = append(names, g.name)
 	}
 	// The CLI reads r.json()["gpu_names"].
 	return jsonReply(200, map[string]any{"success": true, "gpu_names": names})

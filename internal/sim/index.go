@@ -4,11 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // searchIndex serves offer searches without copying or re-sorting the
@@ -18,7 +14,7 @@ import (
 // that permutation and stops as soon as it holds as many matches as it
 // returns, so asking for the top 100 of 100,000 touches a few hundred.
 type searchIndex struct {
-	base  *market.Offer // m.offers' backing array the views were built from
+	base  *Offer // m.offers' backing array the views were built from
 	n     int
 	views map[viewKey]*pricedView
 }
@@ -33,7 +29,7 @@ type viewKey struct {
 const maxViews = 4
 
 type pricedView struct {
-	offers []market.Offer // disk_space >= the allocated storage, priced
+	offers []Offer // disk_space >= the allocated storage, priced
 	orders map[string][]int32
 	// byPrice is the view's indices by dph_total (then index), prices
 	// their dph_total in that order: a search bounded in price reads
@@ -42,8 +38,8 @@ type pricedView struct {
 	prices  []float64
 }
 
-func (ix *searchIndex) view(all []market.Offer, storage float64, bid bool) *pricedView {
-	var base *market.Offer
+func (ix *searchIndex) view(all []Offer, storage float64, bid bool) *pricedView {
+	var base *Offer
 	if len(all) > 0 {
 		base = &all[0]
 	}
@@ -106,82 +102,35 @@ func (v *pricedView) inPrice(lo, hi float64) (idx []int32, ok bool) {
 	return idx, true
 }
 
-// priceRange is the dph_total range the query's price terms allow: an
-// offer outside it fails one of them. ok is false when nothing bounds the
-// price (or a bound is not a plain number, which the filter alone judges).
-func priceRange(q market.Query) (lo, hi float64, ok bool) {
-	lo, hi = math.Inf(-1), math.Inf(1)
-	for _, name := range []string{"dph_total", "dphtotal", "dph"} {
-		for op, val := range q.Filters[name] {
-			var v float64
-			switch x := val.(type) {
-			case float64:
-				v = x
-			case int:
-				v = float64(x)
-			case int64:
-				v = float64(x)
-			case string:
-				f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-				if err != nil {
-					continue
-				}
-				v = f
-			default:
-				continue
-			}
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				continue
-			}
-			switch op {
-			case "gt", "gte":
-				lo, ok = max(lo, v), true
-			case "lt", "lte":
-				hi, ok = min(hi, v), true
-			case "eq":
-				lo, hi, ok = max(lo, v), min(hi, v), true
-			}
-		}
-	}
-	return lo, hi, ok
-}
-
-// order is the view's offers sorted (stably) by the query's order keys.
-func (v *pricedView) order(order [][2]string, cmp func(a, b *market.Offer) int) []int32 {
-	var key strings.Builder
-	for _, k := range order {
-		key.WriteString(k[0] + " " + k[1] + ",")
-	}
-	if p, ok := v.orders[key.String()]; ok {
+// order is the view's offers sorted (stably) by the request's order keys.
+func (v *pricedView) order(keys []orderKey) []int32 {
+	name := orderName(keys)
+	if p, ok := v.orders[name]; ok {
 		return p
 	}
 	p := make([]int32, len(v.offers))
 	for i := range p {
 		p[i] = int32(i)
 	}
-	slices.SortStableFunc(p, func(a, b int32) int { return cmp(&v.offers[a], &v.offers[b]) })
-	v.orders[key.String()] = p
+	slices.SortStableFunc(p, func(a, b int32) int { return compareOffers(keys, &v.offers[a], &v.offers[b]) })
+	v.orders[name] = p
 	return p
 }
 
 // searchOffers is the server's search: filter, order, cap. Offers held by
 // an instance or taken by another renter show as not rentable.
-func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]market.Offer, error) {
-	f, err := market.Compile(q)
-	if err != nil {
-		return nil, err
-	}
-	storage := q.AllocatedStorage
+func (m *Market) searchOffers(q *request, now time.Time, limit int) []Offer {
+	storage := q.storage
 	if storage <= 0 {
 		storage = 5
 	}
-	v := m.index.view(m.offers, storage, q.Type == "bid" || q.Type == "interruptible")
+	v := m.index.view(m.offers, storage, q.bid)
 	held, used := m.holders(), m.gpusInUse()
 	// With no instance live, no offer is held, and one is crowded only
 	// if it needs more GPUs than its machine has: no map lookups.
 	quiet := len(held) == 0 && len(used) == 0
-	var scratch market.Offer
-	shown := func(i int32) *market.Offer {
+	var scratch Offer
+	shown := func(i int32) *Offer {
 		o := &v.offers[i]
 		if quiet && o.NumGPUs <= MachineGPUs(o) && !m.churned(o.ID, now) {
 			return o
@@ -193,68 +142,65 @@ func (m *Market) searchOffers(q market.Query, now time.Time, limit int) ([]marke
 		}
 		return o
 	}
-	cmp := market.OrderFunc(q.Order)
-	availabilitySorted := false
-	for _, k := range q.Order {
-		availabilitySorted = availabilitySorted || k[0] == "rentable" || k[0] == "rented"
+	capped := func(out []Offer) []Offer {
+		if limit > 0 && len(out) > limit {
+			out = out[:limit]
+		}
+		return out
 	}
-	if availabilitySorted {
+	if q.sortsByAvailability() {
 		// The order reads what holders change per request: no permutation
 		// can be kept, so sort this request's matches.
-		var matched []market.Offer
+		matched := []Offer{}
 		for i := range v.offers {
-			if o := shown(int32(i)); f.Match(o) {
+			if o := shown(int32(i)); q.matches(o) {
 				matched = append(matched, *o)
 			}
 		}
-		return market.Select(matched, market.Query{Order: q.Order}, limit)
+		slices.SortStableFunc(matched, func(a, b Offer) int { return compareOffers(q.order, &a, &b) })
+		return capped(matched)
 	}
-	if lo, hi, ok := priceRange(q); ok {
+	if lo, hi, ok := q.priceBounds(); ok {
 		if in, ok := v.inPrice(lo, hi); ok {
 			// A price slice (a sweep's): filter only the offers in it,
-			// then pick the best limit by the order, ties in view order,
-			// as the walk below would.
+			// then order them, ties in view order as the walk below.
 			var matched []int32
 			for _, i := range in {
-				if f.Match(shown(i)) {
+				if q.matches(shown(i)) {
 					matched = append(matched, i)
 				}
 			}
-			if cmp != nil {
-				best := market.BestK(len(matched), limit, func(a, b int32) int {
-					return cmp(&v.offers[matched[a]], &v.offers[matched[b]])
-				})
-				for n, j := range best {
-					best[n] = matched[j]
-				}
-				matched = best
+			if len(q.order) > 0 {
+				// Order does not read availability here: the view's
+				// offers compare as shown.
+				slices.SortStableFunc(matched, func(a, b int32) int { return compareOffers(q.order, &v.offers[a], &v.offers[b]) })
 			}
 			if limit > 0 && len(matched) > limit {
 				matched = matched[:limit]
 			}
-			out := make([]market.Offer, len(matched))
+			out := make([]Offer, len(matched))
 			for n, i := range matched {
 				out[n] = *shown(i)
 			}
-			return out, nil
+			return out
 		}
 	}
 	var perm []int32
-	if cmp != nil {
-		perm = v.order(q.Order, cmp)
+	if len(q.order) > 0 {
+		perm = v.order(q.order)
 	}
-	out := []market.Offer{}
+	out := []Offer{}
 	for j := range v.offers {
 		i := int32(j)
 		if perm != nil {
 			i = perm[j]
 		}
-		if o := shown(i); f.Match(o) {
+		if o := shown(i); q.matches(o) {
 			out = append(out, *o)
 			if limit > 0 && len(out) == limit {
 				break
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,14 +15,14 @@ import (
 
 // referenceSearch is the search as a plain copy-filter-sort of the whole
 // market: what the index must answer, offer for offer.
-func referenceSearch(m *Market, q market.Query, limit int) []market.Offer {
-	storage := q.AllocatedStorage
+func referenceSearch(m *Market, q *request, limit int) []Offer {
+	storage := q.storage
 	if storage <= 0 {
 		storage = 5
 	}
 	now := m.cfg.Clock.Now()
 	held, used := m.holders(), m.gpusInUse()
-	var view []market.Offer
+	view := []Offer{}
 	for _, o := range m.offers {
 		if o.DiskSpace < storage {
 			continue
@@ -28,14 +30,35 @@ func referenceSearch(m *Market, q market.Query, limit int) []market.Offer {
 		if _, taken := held[o.ID]; taken || crowded(&o, used) || m.churned(o.ID, now) {
 			o.Rentable, o.Rented = false, taken
 		}
-		PriceOffer(&o, storage, q.Type == "bid")
-		view = append(view, o)
+		PriceOffer(&o, storage, q.bid)
+		if q.matches(&o) {
+			view = append(view, o)
+		}
 	}
-	out, err := market.Select(view, q, limit)
+	sort.SliceStable(view, func(i, j int) bool { return compareOffers(q.order, &view[i], &view[j]) < 0 })
+	if limit > 0 && len(view) > limit {
+		view = view[:limit]
+	}
+	return view
+}
+
+// clientRequest is the body the client's parser posts for a query in
+// the CLI's syntax, as the server reads it.
+func clientRequest(t *testing.T, query string, opts market.ParseOptions) *request {
+	t.Helper()
+	q, _, err := market.Parse(query, opts)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	return out
+	b, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseRequest(b)
+	if err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return r
 }
 
 func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
@@ -71,17 +94,11 @@ func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
 	for _, tc := range queries {
 		for _, typ := range []string{"on-demand", "bid"} {
 			for _, storage := range []float64{5, 200} {
-				q, _, err := market.Parse(tc.q, market.ParseOptions{NoDefault: true, Type: typ, Order: tc.order, Storage: storage})
-				if err != nil {
-					t.Fatal(err)
-				}
+				q := clientRequest(t, tc.q, market.ParseOptions{NoDefault: true, Type: typ, Order: tc.order, Storage: storage})
 				h.m.mu.Lock()
 				want := referenceSearch(h.m, q, tc.limit)
-				got, err := h.m.searchOffers(q, h.m.cfg.Clock.Now(), tc.limit)
+				got := h.m.searchOffers(q, h.m.cfg.Clock.Now(), tc.limit)
 				h.m.mu.Unlock()
-				if err != nil {
-					t.Fatal(err)
-				}
 				if len(want) == 0 {
 					t.Fatalf("%q: the reference found nothing; the case tests nothing", tc.q)
 				}
@@ -110,11 +127,8 @@ func TestPriceIndexRange(t *testing.T) {
 		t.Fatal("no NaN price in the view")
 	}
 	for _, r := range [][2]float64{{0.2, 0.4}, {0.1, 0.3}, {0.25, 0.6}, {0.3, 0.3}, {5, 1}} {
-		q, _, err := market.Parse(fmt.Sprintf("dph_total>=%g dph_total<=%g", r[0], r[1]), market.ParseOptions{NoDefault: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		lo, hi, ok := priceRange(q)
+		q := clientRequest(t, fmt.Sprintf("dph_total>=%g dph_total<=%g", r[0], r[1]), market.ParseOptions{NoDefault: true})
+		lo, hi, ok := q.priceBounds()
 		if !ok || lo != r[0] || hi != r[1] {
 			t.Fatalf("%v: priceRange %v %v %v", r, lo, hi, ok)
 		}
@@ -190,17 +204,11 @@ func TestIndexedSearchQuietMarket(t *testing.T) {
 		{"dph_total>=0.2 dph_total<0.5 rentable=True", "score-"},
 		{"dph_total<=0.4 rented=False", "+dph_total"},
 	} {
-		q, _, err := market.Parse(tc.q, market.ParseOptions{NoDefault: true, Order: tc.order})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := clientRequest(t, tc.q, market.ParseOptions{NoDefault: true, Order: tc.order})
 		h.m.mu.Lock()
 		want := referenceSearch(h.m, q, 1000)
-		got, err := h.m.searchOffers(q, h.m.cfg.Clock.Now(), 1000)
+		got := h.m.searchOffers(q, h.m.cfg.Clock.Now(), 1000)
 		h.m.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
 		if len(want) == 0 {
 			t.Fatalf("%q: nothing found; the case tests nothing", tc.q)
 		}

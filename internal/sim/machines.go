@@ -3,8 +3,6 @@ package sim
 import (
 	"math"
 	"time"
-
-	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // Host failures belong to machines, as on vast: a machine's reliability
@@ -16,7 +14,7 @@ import (
 // machineRiskBase is the part of a machine's risk its listing shows: the
 // unreliable share (1 - reliability, with a floor, since even 0.999 hosts
 // fail) weighted by verification.
-func machineRiskBase(o *market.Offer) float64 {
+func machineRiskBase(o *Offer) float64 {
 	r := 1.01 - o.Reliability
 	switch o.Verification {
 	case "verified":
@@ -31,7 +29,7 @@ func machineRiskBase(o *market.Offer) float64 {
 
 // meanRiskBase is the population mean of machineRiskBase, so that risks
 // average 1 and the profile's shares keep their meaning.
-func meanRiskBase(offers []market.Offer) float64 {
+func meanRiskBase(offers []Offer) float64 {
 	if len(offers) == 0 {
 		return 1
 	}
@@ -48,7 +46,7 @@ func meanRiskBase(offers []market.Offer) float64 {
 // (each earlier rental on it that failed, before now, doubles the odds once
 // more, up to 4×). Everything is keyed by machine, never by arrival order
 // within one instant.
-func (m *Market) machineRisk(o *market.Offer, now time.Time) float64 {
+func (m *Market) machineRisk(o *Offer, now time.Time) float64 {
 	listed := machineRiskBase(o) / m.riskNorm
 	hidden := 0.4 + 0.6*-math.Log(1-draw(m.st.Seed, drawMachine, o.MachineID, 0))
 	failed := 0

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
-	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
@@ -101,12 +100,12 @@ func TestFailuresFollowMachines(t *testing.T) {
 // rental lists them again.
 func TestSiblingOffersShareTheMachine(t *testing.T) {
 	h := newHarness(t, Config{Seed: 4, Offers: 2000, Balance: 1e6})
-	byMachine := map[int64][]market.Offer{}
+	byMachine := map[int64][]Offer{}
 	for _, o := range h.m.offers {
 		byMachine[o.MachineID] = append(byMachine[o.MachineID], o)
 	}
 	// A machine with 1, 2 and 4 or 8-GPU slices.
-	var slices []market.Offer
+	var slices []Offer
 	for _, os := range byMachine {
 		if len(os) >= 3 && MachineGPUs(&os[0]) >= 4 && (slices == nil || os[0].MachineID < slices[0].MachineID) {
 			slices = os

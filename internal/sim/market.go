@@ -1,7 +1,11 @@
 // Package sim is a simulated vast.ai marketplace: an HTTP server that speaks
 // the endpoints vastfleet's real client uses (vast-api.md §2, §5–§7, §10,
-// §15, §17), with a seeded offer population, a virtual clock, per-second
-// billing and injectable faults. Everything is computed lazily from the
+// §15, §17) and the official CLI's billing history, launch, recycle, update
+// and template routes, with a seeded offer population, a virtual clock,
+// per-second billing and injectable faults. It is written from vast's
+// documented behaviour and shares no code with the client (its offers,
+// query evaluator, ledger rules and boot model are its own), so that tests
+// comparing the two compare two implementations. Everything is computed lazily from the
 // clock whenever state is observed, so a manual clock makes every timeline
 // exact. With Config.HostDir a machine (package host) runs behind every
 // running instance; the machines follow the market's state, and a served
@@ -28,7 +32,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,8 +44,6 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
-	"github.com/vastfleet/vastfleet/internal/market"
-	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/sim/host"
 )
 
@@ -211,7 +212,7 @@ type instance struct {
 type Market struct {
 	mu     sync.Mutex
 	cfg    Config
-	offers []market.Offer
+	offers []Offer
 	index  searchIndex // offer searches, see index.go
 	byID   map[int64]int
 	st     *state
@@ -257,6 +258,9 @@ type state struct {
 	// Gen counts the market's snapshots; its journal names the one it
 	// follows (journal.go).
 	Gen int64 `json:"gen,omitempty"`
+	// OpenedAt is when the account was opened (its opening credit's
+	// date in the invoices); zero in states saved before it was kept.
+	OpenedAt time.Time `json:"opened_at,omitzero"`
 }
 
 // New builds an in-memory market.
@@ -294,7 +298,7 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 	}
 	m.st = &state{
 		Version: 1, Seed: cfg.Seed, Offers: cfg.Offers, SimTime: now, Balance: cfg.Balance,
-		NextID: 1000 + int64(draw(cfg.Seed, drawKey, 0, 0)*9000), BilledTo: now,
+		NextID: 1000 + int64(draw(cfg.Seed, drawKey, 0, 0)*9000), BilledTo: now, OpenedAt: now,
 		Logs: map[string]string{}, Creates: map[int64]int{}, IDBase: cfg.IDBase,
 	}
 	if m.st.IDBase == 0 {
@@ -360,8 +364,8 @@ func (m *Market) Clock() clock.Clock { return m.cfg.Clock }
 
 // Offers returns the generated offer population (as generated, before
 // availability); the slice is a copy.
-func (m *Market) Offers() []market.Offer {
-	return append([]market.Offer(nil), m.offers...)
+func (m *Market) Offers() []Offer {
+	return append([]Offer(nil), m.offers...)
 }
 
 // ---- lifecycle ----
@@ -434,7 +438,7 @@ func (in *instance) rates() (compute, storage float64) {
 	}
 	// Loading does not bill compute: one vast page says so, and billing
 	// it would only make leaks look worse than the docs promise.
-	c, s := provider.Bills(in.Status)
+	c, s := billsIn(in.Status)
 	if c {
 		compute = in.ComputeRate
 	}
@@ -601,7 +605,7 @@ func (m *Market) gpusInUse() map[int64]int {
 
 // crowded reports whether o's machine has fewer GPUs free than o needs:
 // renting a slice of a machine hides the siblings that no longer fit.
-func crowded(o *market.Offer, used map[int64]int) bool {
+func crowded(o *Offer, used map[int64]int) bool {
 	return used[o.MachineID]+o.NumGPUs > MachineGPUs(o)
 }
 
@@ -687,7 +691,7 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 		}
 		compute = *in.Price
 	}
-	storage := provider.StorageRate(o.StorageCost, in.Disk)
+	storage := storageRate(o.StorageCost, in.Disk)
 	if m.st.Balance < compute+storage {
 		return nil, &apiError{400, "insufficient_credit", "Your account balance is too low to rent this instance: add credit first."}
 	}
@@ -715,9 +719,9 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 		inst.Fault = "offline"
 	}
 	inst.LoadingAt = now.Add(time.Duration((2 + 8*draw(m.st.Seed, drawCreated, fate, 0)) * float64(time.Second)))
-	pull := gb * 8000 / math.Max(o.InetDown, 1) // seconds: GB → Mb over Mb/s
+	pull := pullSeconds(gb, o.InetDown)
 	setup := 10 + 50*draw(m.st.Seed, drawSetup, fate, 0)
-	extract := market.ExtractSeconds(gb, o.DiskBW)
+	extract := extractSeconds(gb, o.DiskBW)
 	if f.SlowBoot > 0 && draw(m.st.Seed, drawSlow, fate, 0) < f.SlowBoot {
 		// A slow host (throttled link, busy disk) is slow with the image
 		// only: a multi-GB one takes it past 10 minutes, a small one not.
@@ -849,9 +853,9 @@ func (m *Market) destroy(id int64, now time.Time) error {
 }
 
 // row renders an instance the way the v1 listing and show instance do.
-func (m *Market) row(in *instance, now time.Time) instanceJSON {
+func (m *Market) row(in *instance, now time.Time) InstanceRow {
 	o := m.offers[m.byID[in.OfferID]]
-	r := instanceJSON{
+	r := InstanceRow{
 		ID: in.ID, MachineID: o.MachineID, HostID: o.HostID, BundleID: o.BundleID,
 		IntendedStatus: in.Intended, StatusMsg: in.StatusMsg, Label: in.Label,
 		ImageUUID: in.Image, ImageArgs: []string{}, ImageRuntype: in.Runtype, Onstart: in.Onstart, ExtraEnv: [][]string{},
@@ -964,23 +968,17 @@ func (m *Market) stateLocked() []InstanceState {
 }
 
 // Instances returns every live instance as the API would show it,
-// regardless of key, read back through the client's model.
-func (m *Market) Instances() []provider.Instance {
+// regardless of key.
+func (m *Market) Instances() []InstanceRow {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()
 	m.advance(now)
-	var out []provider.Instance
+	var out []InstanceRow
 	for _, in := range m.st.Instances {
-		if in.Destroyed {
-			continue
+		if !in.Destroyed {
+			out = append(out, m.row(in, now))
 		}
-		var p provider.Instance
-		b, _ := json.Marshal(m.row(in, now))
-		if err := json.Unmarshal(b, &p); err != nil {
-			panic(fmt.Sprintf("sim: instance row does not read back: %v", err))
-		}
-		out = append(out, p)
 	}
 	return out
 }

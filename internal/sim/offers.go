@@ -3,9 +3,6 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
-
-	"github.com/vastfleet/vastfleet/internal/market"
-	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // DefaultOffers is the size of the default offer population.
@@ -48,6 +45,25 @@ type gpuProfile struct {
 	datacenter bool    // datacenter card: more GPUs per offer, better hosts
 }
 
+// gpuHardware is what the listings say of each card: its memory in MB (MiB,
+// as vast reports it) and a relative speed (RTX 3090 = 1) that sets the
+// listing's dlperf, memory bandwidth and power limit.
+var gpuHardware = map[string]struct{ vramMB, speed float64 }{
+	"GTX 1060": {6144, 0.15}, "GTX 1070": {8192, 0.2}, "GTX 1080 Ti": {11264, 0.3},
+	"RTX 2070": {8192, 0.4}, "RTX 2080 Ti": {11264, 0.6},
+	"RTX 3060": {12288, 0.5}, "RTX 3060 Ti": {8192, 0.55}, "RTX 3070": {8192, 0.6},
+	"RTX 3080": {10240, 0.8}, "RTX 3080 Ti": {12288, 0.9}, "RTX 3090": {24576, 1.0}, "RTX 3090 Ti": {24576, 1.1},
+	"RTX 4060 Ti": {16384, 0.55}, "RTX 4070": {12288, 0.8}, "RTX 4080": {16384, 1.25}, "RTX 4090": {24576, 1.6},
+	"RTX 5090": {32768, 2.2}, "RTX A4000": {16384, 0.6}, "RTX A5000": {24576, 0.9}, "RTX A6000": {49152, 1.1},
+	"RTX 6000Ada": {49152, 1.7}, "Tesla V100": {16384, 0.8}, "A10": {24576, 0.7}, "L4": {24576, 0.6},
+	"A40": {49152, 1.0}, "L40": {49152, 1.4}, "L40S": {49152, 1.5},
+	"A100 PCIE": {40960, 1.8}, "A100 SXM4": {81920, 2.0}, "H100 PCIE": {81920, 2.6}, "H100 SXM": {81920, 3.3}, "H200": {143360, 3.6},
+}
+
+// nvlinkGBps is the NVLink bandwidth between the GPUs of an SXM board;
+// other cards talk over PCIe (bw_nvlink 0).
+var nvlinkGBps = map[string]float64{"A100 SXM4": 600, "H100 SXM": 900, "H200": 900}
+
 var gpuProfiles = []gpuProfile{
 	{"GTX 1060", 3, 0.05, 610, 4.4, false},
 	{"GTX 1070", 2, 0.06, 610, 6.5, false},
@@ -82,16 +98,6 @@ var gpuProfiles = []gpuProfile{
 	{"H100 SXM", 4, 2.10, 900, 267, true},
 	{"H200", 1, 2.60, 900, 267, true},
 }
-
-// modelByName indexes market.GPUModels by exact name (LookupGPU's fuzzy
-// matching is too slow to call per generated offer).
-var modelByName = func() map[string]market.GPUModel {
-	m := make(map[string]market.GPUModel, len(market.GPUModels))
-	for _, g := range market.GPUModels {
-		m[g.Name] = g
-	}
-	return m
-}()
 
 type place struct {
 	name   string
@@ -138,7 +144,7 @@ func logUniform(r *rand.Rand, lo, hi float64) float64 {
 // by consumer cards, a few of them on very large hosts (which is what makes
 // $/vCPU hunting pay). Prices are on-demand with 5 GiB storage included in
 // dph_total; the search recomputes them for the query's allocated_storage.
-func GenerateOffers(seed int64, n int) []market.Offer {
+func GenerateOffers(seed int64, n int) []Offer {
 	if n <= 0 {
 		n = DefaultOffers
 	}
@@ -153,12 +159,12 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 	for i := range quantile {
 		quantile[i] = r.Float64()
 	}
-	offers := make([]market.Offer, 0, n)
+	offers := make([]Offer, 0, n)
 	machineID := int64(10000 + r.IntN(5000))
 	for i, machines := 0, 0; machines < n; i, machines = i+1, machines+1 {
 		g := pickWeighted(r, gpuProfiles, func(p gpuProfile) float64 { return p.weight })
-		model := modelByName[g.name]
-		o := market.Offer{ID: int64(1000000 + i*7 + r.IntN(7))}
+		model := gpuHardware[g.name]
+		o := Offer{ID: int64(1000000 + i*7 + r.IntN(7))}
 		o.AskContractID = o.ID
 		o.BundleID = o.ID + 50000000
 		machineID += int64(1 + r.IntN(40))
@@ -181,11 +187,11 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		}
 		o.GPUFrac = float64(o.NumGPUs) / float64(machGPUs)
 		o.GPUName = g.name
-		o.GPURAM = model.VRAMMB
-		o.GPUTotalRAM = model.VRAMMB * float64(o.NumGPUs)
+		o.GPURAM = model.vramMB
+		o.GPUTotalRAM = model.vramMB * float64(o.NumGPUs)
 		o.GPUArch = "nvidia"
-		o.GPUMemBW = math.Round(300 + 3000*model.Speed/3.6)
-		o.GPUMaxPower = math.Round(150 + 120*model.Speed)
+		o.GPUMemBW = math.Round(300 + 3000*model.speed/3.6)
+		o.GPUMaxPower = math.Round(150 + 120*model.speed)
 		o.GPUMaxTemp = 83
 		o.GPULanes = 16
 		o.ComputeCap = g.cc
@@ -320,8 +326,9 @@ func GenerateOffers(seed int64, n int) []market.Offer {
 		o.Reliability = math.Round(math.Min(0.999, math.Max(0.80, rel))*10000) / 10000
 		o.Reliability2 = o.Reliability
 		o.TotalFlops = math.Round(g.tflops*float64(o.NumGPUs)*10) / 10
-		o.DLPerf = math.Round(model.Speed*25*float64(o.NumGPUs)*100) / 100
+		o.DLPerf = math.Round(model.speed*25*float64(o.NumGPUs)*100) / 100
 		o.Duration = math.Round(logUniform(r, 3, 180) * 86400)
+		derive(&o)
 		PriceOffer(&o, 5, false)
 		offers = append(offers, o)
 		// The odd card in a big server is that server's one listing (its
@@ -349,7 +356,7 @@ var siblingShare = 0.6
 // and price in proportion. Their own generator keeps the main stream, and
 // so every other offer, as it was. Each sibling's ID holds only its offset
 // (0–6) within its slot; the caller places it.
-func siblings(seed int64, o market.Offer, machGPUs int) []market.Offer {
+func siblings(seed int64, o Offer, machGPUs int) []Offer {
 	if machGPUs <= o.NumGPUs {
 		return nil
 	}
@@ -357,7 +364,7 @@ func siblings(seed int64, o market.Offer, machGPUs int) []market.Offer {
 	if r.Float64() >= siblingShare {
 		return nil
 	}
-	var out []market.Offer
+	var out []Offer
 	for _, n := range []int{1, 2, 4, 8} {
 		if n > machGPUs || n == o.NumGPUs {
 			continue
@@ -378,6 +385,7 @@ func siblings(seed int64, o market.Offer, machGPUs int) []market.Offer {
 		s.MinBid = round4(o.MinBid * k)
 		s.TotalFlops = math.Round(o.TotalFlops*k*10) / 10
 		s.DLPerf = math.Round(o.DLPerf*k*100) / 100
+		derive(&s)
 		PriceOffer(&s, 5, false)
 		out = append(out, s)
 	}
@@ -385,17 +393,31 @@ func siblings(seed int64, o market.Offer, machGPUs int) []market.Offer {
 }
 
 // MachineGPUs is the number of GPUs on the offer's machine.
-func MachineGPUs(o *market.Offer) int {
+func MachineGPUs(o *Offer) int {
 	if o.GPUFrac <= 0 {
 		return o.NumGPUs
 	}
 	return int(math.Round(float64(o.NumGPUs) / o.GPUFrac))
 }
 
+// derive fills the columns that follow from the others, without a draw (a
+// seed's market stays as it was): NVLink between an SXM board's GPUs, the
+// bandwidth prices per TB, and the reliability vast expects (taken as the
+// listed one: the simulator has no history to adjust it by).
+func derive(o *Offer) {
+	o.BWNVLink = 0
+	if o.NumGPUs > 1 {
+		o.BWNVLink = nvlinkGBps[o.GPUName]
+	}
+	o.InetUpCostTB, o.InetDownCostTB = o.InetUpCost*1000, o.InetDownCost*1000
+	o.ExpectedReliability, o.ReliabilityMult = o.Reliability, 1
+	o.ResourceType = "gpu"
+}
+
 // PriceOffer recomputes the offer's price columns for allocated GiB of disk:
 // dph_total = compute (dph_base, or min_bid for bid searches) + storage.
-func PriceOffer(o *market.Offer, allocated float64, bid bool) {
-	o.StorageTotalCost = provider.StorageRate(o.StorageCost, allocated)
+func PriceOffer(o *Offer, allocated float64, bid bool) {
+	o.StorageTotalCost = storageRate(o.StorageCost, allocated)
 	compute := o.DPHBase
 	if bid {
 		compute = o.MinBid
@@ -405,7 +427,7 @@ func PriceOffer(o *market.Offer, allocated float64, bid bool) {
 	if o.DPHTotal > 0 {
 		o.DLPerfPerDPH = o.DLPerf / o.DPHTotal
 		o.FlopsPerDPH = o.TotalFlops / o.DPHTotal
-		o.VastScore = o.DLPerf / o.DPHTotal * o.Reliability
+		o.Score = o.DLPerf / o.DPHTotal * o.Reliability
 	}
 }
 

@@ -50,13 +50,13 @@ func TestGenerateOffersDeterministic(t *testing.T) {
 	}
 	cncount := 0
 	for _, o := range GenerateOffers(1, DefaultOffers) {
-		if o.Country() == "CN" || o.Country() == "HK" {
+		if o.country() == "CN" || o.country() == "HK" {
 			cncount++
 		}
 		if o.Reliability < 0.8 || o.Reliability > 0.999 || o.MinBid >= o.DPHBase || o.DPHTotal <= o.DPHBase {
 			t.Fatalf("implausible offer %+v", o)
 		}
-		if _, ok := modelByName[o.GPUName]; !ok {
+		if _, ok := gpuHardware[o.GPUName]; !ok {
 			t.Fatalf("unknown GPU %q", o.GPUName)
 		}
 	}

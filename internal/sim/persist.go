@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/filelock"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -35,8 +35,7 @@ func Open(dir string, cfg Config) (*Market, error) {
 		return nil, err
 	}
 	fail := func(err error) (*Market, error) {
-		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		lock.Close()
+		filelock.Release(lock)
 		return nil, err
 	}
 	saved, err := loadState(dir)
@@ -86,17 +85,13 @@ func Open(dir string, cfg Config) (*Market, error) {
 
 func acquire(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	f, err := filelock.Acquire(path)
+	if errors.Is(err, filelock.ErrBusy) {
 		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: market in %s is open in another process (pid %s)", ErrInUse, dir, strings.TrimSpace(string(holder)))
-		}
-		return nil, fmt.Errorf("sim: locking %s: %w", path, err)
+		return nil, fmt.Errorf("%w: market in %s is open in another process (pid %s)", ErrInUse, dir, strings.TrimSpace(string(holder)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
 	}
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -146,8 +141,7 @@ func (m *Market) Close() error {
 	m.jr.compact = true
 	err := m.saveLocked()
 	m.jr.close()
-	syscall.Flock(int(m.lock.Fd()), syscall.LOCK_UN)
-	if cerr := m.lock.Close(); err == nil {
+	if cerr := filelock.Release(m.lock); err == nil {
 		err = cerr
 	}
 	m.lock = nil
@@ -166,8 +160,7 @@ func Reset(dir string) error {
 		return err
 	}
 	defer func() {
-		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		lock.Close()
+		filelock.Release(lock)
 	}()
 	// The new market starts an hour after the old one's last moment, so
 	// that none of the old market's instances can look too recent to be

@@ -314,7 +314,7 @@ func TestLostCreateAppliesAndDropsConnection(t *testing.T) {
 		t.Fatalf("got a response (%d), want a dropped connection", resp.StatusCode)
 	}
 	inst := h.m.Instances()
-	if len(inst) != 1 || inst[0].LabelText() != "lost" {
+	if len(inst) != 1 || inst[0].Label == nil || *inst[0].Label != "lost" {
 		t.Fatalf("create not applied: %+v", inst)
 	}
 }

@@ -252,4 +252,18 @@ func TestOfficialVastCLI(t *testing.T) {
 	if out := vastai("logs", idArg); !strings.Contains(out, "onstart says hello "+idArg) {
 		t.Errorf("logs: %q", out)
 	}
+	// Billing history: the window is the simulated days, not the wall
+	// clock's last seven the CLI defaults to.
+	h.clock.Advance(2 * time.Hour)
+	from, to := strconv.FormatInt(t0.Add(-24*time.Hour).Unix(), 10), strconv.FormatInt(t0.Add(48*time.Hour).Unix(), 10)
+	if out := vastai("show", "invoices-v1", "--charges", "-s", from, "-e", to, "--raw"); !strings.Contains(out, `"source": "instance-`+idArg+`"`) {
+		t.Errorf("show invoices-v1 --charges: %q", out)
+	}
+	if out := vastai("show", "invoices-v1", "--invoices", "-s", from, "-e", to, "--raw"); !strings.Contains(out, `"type": "credit"`) {
+		t.Errorf("show invoices-v1 --invoices: %q", out)
+	}
+	day := func(d time.Duration) string { return t0.Add(d).Format(time.DateOnly) }
+	if out := vastai("show", "invoices", "-s", day(-24*time.Hour), "-e", day(48*time.Hour), "--raw"); !strings.Contains(out, `"type": "charge"`) {
+		t.Errorf("show invoices: %q", out)
+	}
 }

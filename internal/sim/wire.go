@@ -1,10 +1,10 @@
 package sim
 
-// instanceJSON is one instance as the simulator answers it (the v1 listing
+// InstanceRow is one instance as the simulator answers it (the v1 listing
 // rows and show instance), written from vast-api.md §7.2 and kept apart
-// from the client's provider.Instance: a test comparing the two compares
-// two independent readings of the API.
-type instanceJSON struct {
+// from the client's model: a test comparing the two compares two
+// independent readings of the API.
+type InstanceRow struct {
 	ID             int64   `json:"id"`
 	MachineID      int64   `json:"machine_id"`
 	HostID         int64   `json:"host_id"`
@@ -76,4 +76,12 @@ type instanceJSON struct {
 type portEntry struct {
 	HostIP   string `json:"HostIp"`
 	HostPort string `json:"HostPort"`
+}
+
+// Status is the row's actual_status, "" while it is null.
+func (r *InstanceRow) Status() string {
+	if r.ActualStatus == nil {
+		return ""
+	}
+	return *r.ActualStatus
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/vastfleet/vastfleet/internal/filelock"
 )
 
 // LockFileName is the writer lock's name inside the data directory.
@@ -83,14 +85,12 @@ func AcquireLock(dir, holder string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: lock: %w", err)
 	}
-	busy, err := tryFlock(d)
-	if err != nil {
+	if err := filelock.TryLock(d); err != nil {
 		d.Close()
+		if errors.Is(err, filelock.ErrBusy) {
+			return nil, readHolder(path)
+		}
 		return nil, fmt.Errorf("store: lock %s: %w", dir, err)
-	}
-	if busy {
-		d.Close()
-		return nil, readHolder(path)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err == nil {
@@ -105,7 +105,7 @@ func AcquireLock(dir, holder string) (*Lock, error) {
 		if f != nil {
 			f.Close()
 		}
-		unflock(d)
+		filelock.Unlock(d)
 		d.Close()
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}
@@ -145,7 +145,7 @@ func (l *Lock) Unlock() error {
 	}
 	_ = l.f.Truncate(0) // no stale holder name for the next reader
 	_ = l.f.Close()
-	err := unflock(l.dir)
+	err := filelock.Unlock(l.dir)
 	if cerr := l.dir.Close(); err == nil {
 		err = cerr
 	}

@@ -10,10 +10,13 @@ import (
 	"time"
 )
 
-// Paths on the coordinator. Agents authenticate with their fleet's agent
-// token (write-only), viewers with the viewer token (read-only), both as
-// "Authorization: Bearer TOKEN".
+// Paths on the coordinator. An agent enrolls once with its fleet's agent
+// token (the bootstrap token, which can do nothing else but fetch the
+// agent binary) and then sends everything with the per-instance
+// credential it got back; viewers use the viewer token (read-only); all
+// as "Authorization: Bearer TOKEN".
 const (
+	PathEnroll    = "/api/v1/enroll"    // POST EnrollRequest (bootstrap token) → EnrollReply
 	PathHeartbeat = "/api/v1/heartbeat" // POST Heartbeat → HeartbeatReply
 	PathFindings  = "/api/v1/findings"  // POST Findings → FindingsAck
 	PathState     = "/api/v1/state"     // GET (viewer) → Snapshot
@@ -52,6 +55,22 @@ const (
 	PolicyDestroy    = "destroy"
 	DefaultOrphanAft = 30 * time.Minute
 )
+
+// EnrollRequest trades the fleet's bootstrap token for this instance's
+// own credential. An instance enrolls once: the coordinator refuses a
+// second enrollment of the same instance id while its credential stands.
+type EnrollRequest struct {
+	Fleet      string `json:"fleet"`
+	InstanceID int64  `json:"instance_id"` // CONTAINER_ID
+	Node       string `json:"node"`        // the name to report under
+}
+
+// EnrollReply is the instance's credential: every later request names
+// this node, whatever its body says.
+type EnrollReply struct {
+	Token string `json:"token"`
+	Node  string `json:"node"`
+}
 
 // Session is one named, supervised command on a node.
 type Session struct {
@@ -220,6 +239,9 @@ type FindingsAck struct {
 	Acked      []string `json:"acked"`
 	Stored     int      `json:"stored"`
 	Duplicates int      `json:"duplicates"`
+	// Rejected are acknowledged keys the job's verify command refused:
+	// not stored, and their node's host is on the bad-host list.
+	Rejected []string `json:"rejected,omitempty"`
 }
 
 // Error is every non-2xx answer's body.
@@ -269,6 +291,10 @@ type Node struct {
 	Sessions      []SessionState     `json:"sessions,omitempty"`
 	Metrics       map[string]float64 `json:"metrics,omitempty"`
 	DPH           float64            `json:"dph"`
+	// Refused counts this node's requests answered 403 (a result for an
+	// item it does not hold, another node's name) since the coordinator
+	// started.
+	Refused int64 `json:"refused,omitempty"`
 }
 
 // Totals are the fleet's live sums.
@@ -296,4 +322,24 @@ type Snapshot struct {
 	Totals   Totals    `json:"totals"`
 	Nodes    []Node    `json:"nodes"`
 	Findings []Finding `json:"findings"` // the most recent, newest first
+}
+
+// SessionNameRule is the session-name grammar in words, for error messages.
+const SessionNameRule = "1-32 letters, digits, '_' or '-'"
+
+// ValidSessionName reports whether name may name a session: 1 to 32
+// ASCII letters, digits, '_' and '-'. The name becomes a tmux session
+// (where '.' and ':' separate window and pane in a target) and a log file
+// name, so nothing else is allowed. The job file, launch --session, logs
+// --session and the agent all check this one rule.
+func ValidSessionName(name string) bool {
+	if name == "" || len(name) > 32 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -136,6 +136,7 @@ function renderNodes(nodes, now) {
       [gpus.length ? gpus.length + " × " + num(gpuUse, 0) + " %" : "–", "num"],
       [ago(n.last_seen, now), ""],
       [n.dph ? "$" + n.dph.toFixed(3) : "–", "num"],
+      [n.refused ? String(n.refused) : "0", n.refused ? "num refused" : "num"],
       [sessions, ""],
     ];
     for (const [text, cls] of cells) tr.appendChild(el("td", cls, text));
@@ -144,7 +145,7 @@ function renderNodes(nodes, now) {
   if (!rows.length) {
     const tr = el("tr");
     const td = el("td", "empty", "no node has reported yet");
-    td.colSpan = 8;
+    td.colSpan = 9;
     tr.appendChild(td);
     rows.push(tr);
   }

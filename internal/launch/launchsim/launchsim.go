@@ -7,6 +7,7 @@ package launchsim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -123,12 +124,31 @@ func (e *Env) Close() {
 // market-facts filter (rentable, inet both ways ≥ 200 Mb/s, more than 16
 // effective cores, not CN or HK, dph_total ≤ 5, disk for the image).
 func Candidates(mkt *sim.Market, disk float64) []market.Ranked {
-	var keep []market.Offer
+	var keep []sim.Offer
 	for _, o := range mkt.Offers() {
 		if sim.DepthFilter(&o) && o.DiskSpace >= disk {
 			keep = append(keep, o)
 		}
 	}
+	return rankByVCPU(ClientOffers(keep))
+}
+
+// ClientOffers reads the simulator's offers as the client does, through
+// their JSON: the two sides share no offer type.
+func ClientOffers(offers []sim.Offer) []market.Offer {
+	b, err := json.Marshal(offers)
+	if err != nil {
+		panic(fmt.Sprintf("launchsim: %v", err))
+	}
+	var out []market.Offer
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(fmt.Sprintf("launchsim: the simulator's offers do not decode: %v", err))
+	}
+	return out
+}
+
+// rankByVCPU ranks offers by vCPUs per $/hr.
+func rankByVCPU(keep []market.Offer) []market.Ranked {
 	s, err := market.ScoreBy("vcpu")
 	if err != nil {
 		panic(fmt.Sprintf("launchsim: %v", err))

@@ -3,6 +3,7 @@ package vast
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,7 +97,7 @@ func TestSimSearchMatchesServerSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := market.Select(e.m.Offers(), q, 0)
+	want, err := market.Select(clientOffers(t, e.m.Offers()), q, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestSimSweepFindsEveryOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := market.Select(e.m.Offers(), q, 0)
+	all, err := market.Select(clientOffers(t, e.m.Offers()), q, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,4 +482,19 @@ func TestSimChangeBid(t *testing.T) {
 	if err := b.ChangeBid(ctx, 424242, &raised); !errors.Is(err, provider.ErrNotFound) {
 		t.Errorf("change bid of a missing instance: %v", err)
 	}
+}
+
+// clientOffers reads the simulator's offers as the client does, through
+// their JSON: the two sides share no offer type.
+func clientOffers(t *testing.T, offers []sim.Offer) []market.Offer {
+	t.Helper()
+	b, err := json.Marshal(offers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []market.Offer
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

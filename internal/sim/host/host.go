@@ -17,9 +17,6 @@
 package host
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +32,9 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/vastfleet/vastfleet/internal/procgroup"
+	"github.com/vastfleet/vastfleet/internal/sshkey"
 )
 
 // Dark is how an instance's SSH port behaves while the instance does not
@@ -102,21 +102,7 @@ func New(root string, log *slog.Logger) (*Manager, error) {
 // hostKey loads or creates the machines' SSH host key, so a restarted
 // simulator keeps its identity for clients that pinned it.
 func hostKey(path string) (gossh.Signer, error) {
-	if b, err := os.ReadFile(path); err == nil {
-		return gossh.ParsePrivateKey(b)
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := gossh.MarshalPrivateKey(priv, "vastfleet simulator host")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, err
-	}
-	return gossh.NewSignerFromKey(priv)
+	return sshkey.LoadOrCreate(path, "vastfleet simulator host")
 }
 
 // Dir is the instance's directory: its /root and /workspace.
@@ -437,7 +423,7 @@ func (mc *machine) runOnstart(spec Spec) {
 	cmd.Env = append(append([]string{}, mc.env...), mc.marker)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	procgroup.Own(cmd)
 	err = mc.start(cmd)
 	if err != nil {
 		fmt.Fprintf(logf, "onstart: %v\n", err)
@@ -513,9 +499,9 @@ func (mc *machine) stop(dark Dark) {
 	// once: otherwise a supervisor (the agent) killed after its child
 	// sees the child die and reports it, which a real host never lets it.
 	everyBoot := mc.marker[:strings.LastIndex(mc.marker, "/")+1]
-	for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+	for _, sig := range []syscall.Signal{procgroup.SIGSTOP, syscall.SIGKILL} {
 		for _, p := range pgids {
-			syscall.Kill(-p, sig)
+			procgroup.Kill(p, sig)
 		}
 		signalMarked(everyBoot, sig)
 	}
@@ -548,6 +534,6 @@ func signalMarked(marker string, sig syscall.Signal) {
 		if err != nil || !strings.Contains("\x00"+string(b), string(needle)) {
 			continue
 		}
-		syscall.Kill(pid, sig)
+		procgroup.Signal(pid, sig)
 	}
 }

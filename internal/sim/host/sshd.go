@@ -14,6 +14,8 @@ import (
 	"github.com/creack/pty"
 	gliderssh "github.com/gliderlabs/ssh"
 	"github.com/pkg/sftp"
+
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 )
 
 // Banner is what vast's SSH gateway says before authentication.
@@ -79,8 +81,8 @@ var signals = map[gliderssh.Signal]syscall.Signal{
 	gliderssh.SIGABRT: syscall.SIGABRT, gliderssh.SIGALRM: syscall.SIGALRM, gliderssh.SIGFPE: syscall.SIGFPE,
 	gliderssh.SIGHUP: syscall.SIGHUP, gliderssh.SIGILL: syscall.SIGILL, gliderssh.SIGINT: syscall.SIGINT,
 	gliderssh.SIGKILL: syscall.SIGKILL, gliderssh.SIGPIPE: syscall.SIGPIPE, gliderssh.SIGQUIT: syscall.SIGQUIT,
-	gliderssh.SIGSEGV: syscall.SIGSEGV, gliderssh.SIGTERM: syscall.SIGTERM, gliderssh.SIGUSR1: syscall.SIGUSR1,
-	gliderssh.SIGUSR2: syscall.SIGUSR2,
+	gliderssh.SIGSEGV: syscall.SIGSEGV, gliderssh.SIGTERM: syscall.SIGTERM, gliderssh.SIGUSR1: procgroup.SIGUSR1,
+	gliderssh.SIGUSR2: procgroup.SIGUSR2,
 }
 
 // session runs one exec or shell request as /bin/sh in the instance
@@ -131,7 +133,7 @@ func (mc *machine) session(s gliderssh.Session) {
 		}
 		pty.Setsize(p, &pty.Winsize{Rows: uint16(ptyReq.Window.Height), Cols: uint16(ptyReq.Window.Width)})
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		procgroup.WithTTY(cmd)
 		ptmx = p
 		err = mc.start(cmd)
 		tty.Close()
@@ -172,7 +174,7 @@ func (mc *machine) session(s gliderssh.Session) {
 	} else {
 		cmd.Stdout = io.MultiWriter(s, logf)
 		cmd.Stderr = io.MultiWriter(s.Stderr(), logf)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		procgroup.Own(cmd)
 		// A pipe we copy into ourselves: exec's own stdin copier would keep
 		// Wait blocked on a client that never closes its input.
 		w, err := cmd.StdinPipe()
@@ -203,11 +205,11 @@ func (mc *machine) session(s gliderssh.Session) {
 			select {
 			case sig := <-sigs:
 				if n, ok := signals[sig]; ok {
-					syscall.Kill(-pgid, n)
+					procgroup.Kill(pgid, n)
 				}
 			case <-s.Context().Done():
 				// The client went away: hang up on the session, as sshd does.
-				syscall.Kill(-pgid, syscall.SIGHUP)
+				procgroup.Kill(pgid, syscall.SIGHUP)
 				return
 			case <-done:
 				return

@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/ignore"
+	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// The job package's types under the names this package's commands and
+// tests use.
+type (
+	jobRecord = job.Record
+	jobReport = job.Report
+	jobNode   = job.ReportNode
+	itemLine  = job.ItemLine
+	nodeLog   = job.NodeLog
+	jobStatus = job.Status
+)
+
+// jobRecords are the data dir's job records (in the store, exported to
+// jobs/<job>/job.json).
+func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return nil, err
+	}
+	return &job.Records{Store: st, Dir: filepath.Join(dir, "jobs")}, nil
+}
+
+// loadJob is a job's record; an unknown job is the user's mistake.
+func loadJob(ctx context.Context, f *factory, id string) (*job.Record, error) {
+	recs, err := f.jobRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := recs.Load(ctx, id)
+	if errors.Is(err, job.ErrNotFound) {
+		return nil, usageError{err}
+	}
+	return rec, err
+}
+
+// jobDir is the job's directory in the data dir (logs, lock, exports).
+func jobDir(f *factory, id string) (string, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", err
+	}
+	d := filepath.Join(dir, "jobs", id)
+	return d, os.MkdirAll(d, 0o700)
+}
+
+// syncExcludes are what a job's workdir sync leaves out by default.
+func syncExcludes() []ignore.Rule {
+	return ignore.Parse("", strings.Join(defaultExcludes, "\n"))
+}
+
+// scanWorkdir reads a job's workdir as its sync will, every file hashed.
+func scanWorkdir(dir string) error {
+	_, err := remote.ScanTree(dir, syncExcludes(), nil)
+	return err
+}
+
+// workdirOnNode is where a job's workdir lands on a node (inside the
+// simulated machine's sandbox on the simulator).
+func (f *factory) workdirOnNode() string {
+	if f.opts.Market == "sim" {
+		return simRelative(job.RemoteWorkdir)
+	}
+	return job.RemoteWorkdir
+}
+
+// jobNodes are the job's node operations over SSH: exec, sync and collect
+// as the commands of those names run them.
+type jobNodes struct {
+	f    *factory
+	p    provider.Provider
+	byID map[int64]node
+}
+
+func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) {
+	args := make([]string, len(ids))
+	for i, id := range ids {
+		args[i] = strconv.FormatInt(id, 10)
+	}
+	nodes, _, err := n.f.selectNodes(ctx, "", false, args, true)
+	if err != nil {
+		return nil, err
+	}
+	if n.byID == nil {
+		n.byID = map[int64]node{}
+	}
+	out := make([]job.Node, len(nodes))
+	for i, nd := range nodes {
+		n.byID[nd.ID] = nd
+		out[i] = job.Node{ID: nd.ID, Name: nd.Name}
+	}
+	return out, nil
+}
+
+func (n *jobNodes) nodes(in []job.Node) []node {
+	out := make([]node, 0, len(in))
+	for _, j := range in {
+		out = append(out, n.byID[j.ID])
+	}
+	return out
+}
+
+func (n *jobNodes) Sync(ctx context.Context, nodes []job.Node, src, dest string) (int, []job.StepResult, error) {
+	files, err := remote.ScanTree(src, syncExcludes(), nil)
+	if err != nil {
+		return 0, nil, usagef("workdir %s: %v", src, err)
+	}
+	rows, err := syncNodes(ctx, n.f, n.p, n.nodes(nodes), src, files, dest, 64, 3, false)
+	out := make([]job.StepResult, len(rows))
+	for i, r := range rows {
+		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Bytes: r.WireBytes}
+	}
+	return len(files), out, err
+}
+
+func (n *jobNodes) Exec(ctx context.Context, nodes []job.Node, script, logDir string) ([]job.StepResult, error) {
+	rows, err := execOnNodes(ctx, n.f, n.p, n.nodes(nodes), script, 64, 0, logDir, true)
+	out := make([]job.StepResult, len(rows))
+	for i, r := range rows {
+		out[i] = job.StepResult{ID: r.ID, Node: r.Node, LogFile: r.OutputFile}
+		if r.Error != "" || r.ExitCode != 0 {
+			out[i].Error = fmt.Sprintf("exit %d %s (log: %s)", r.ExitCode, r.Error, r.OutputFile)
+		}
+	}
+	return out, err
+}
+
+func (n *jobNodes) Collect(ctx context.Context, nodes []job.Node, remoteDir, localParent string) ([]job.StepResult, error) {
+	rows, err := collectNodes(ctx, n.f, n.p, n.nodes(nodes), remoteDir, localParent, 64)
+	out := make([]job.StepResult, len(rows))
+	for i, r := range rows {
+		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Files: r.Fetched}
+	}
+	return out, err
+}
+
+// jobLauncher rents a job's fleet with the launch engine, its progress on
+// the launch's own view.
+type jobLauncher struct {
+	f       *factory
+	m       *fleet.Manager
+	spec    launch.Spec
+	jf      *jobfile.Job
+	id      string
+	running sync.Once
+}
+
+func (l *jobLauncher) Candidates(ctx context.Context) ([]market.Ranked, job.Estimate, error) {
+	cands, est, acc, err := upCandidates(ctx, l.f, l.jf)
+	l.spec.Accepted = acc
+	return cands, est, err
+}
+
+func (l *jobLauncher) Launch(ctx context.Context, cands []market.Ranked) (launch.Summary, error) {
+	view := newLaunchView(l.f, JSONFlags{})
+	defer view.stop()
+	return launch.Run(ctx, l.m, l.spec, cands, view.event)
+}
+
+func (l *jobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
+	view := newLaunchView(l.f, JSONFlags{})
+	defer view.stop()
+	return launch.Resume(ctx, l.m, l.id, view.event)
+}
+
+func (l *jobLauncher) Running() { l.running.Do(l.f.keepMarketMoving) }
+
+// coordDB opens the data dir's coordinator database (findings, items),
+// for a job whose coordinator no longer runs.
+func (f *factory) coordDB(ctx context.Context) (*coord.DB, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	return coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+}
+
+// viewClock is the market's now for a command that only reads the store:
+// on the simulator, the clock of the process that serves the market, else
+// the last time the store saw the market (its time stands still while no
+// process has it open); wall time on vast.ai.
+func (f *factory) viewClock(ctx context.Context, st *store.Store) clock.Clock {
+	if f.opts.Market != "sim" {
+		return clock.Wall{}
+	}
+	url, served := f.opts.APIURL, f.opts.APIURL != ""
+	if !served {
+		url, served = f.servedSim()
+	}
+	if served {
+		if c, err := remoteclock.New(ctx, url); err == nil {
+			return c
+		}
+	}
+	if asOf, err := lastRecorded(ctx, st); err == nil && !asOf.IsZero() {
+		return clock.Fixed{At: asOf}
+	}
+	return clock.Wall{}
+}

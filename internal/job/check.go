@@ -1,0 +1,32 @@
+package job
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+)
+
+// Check finds, before anything is rented, what in a task file would fail
+// only once nodes bill: a workdir that is missing, not a directory, or
+// that scan (the sync's reading of the tree, every file hashed) cannot
+// read.
+func Check(j *jobfile.Job, scan func(dir string) error) error {
+	if j.Workdir == "" {
+		return nil
+	}
+	fi, err := os.Stat(j.Workdir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("workdir %s: %w (fix the path in the task file; nothing was rented)", j.Workdir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("workdir %s is not a directory (name the directory to sync; nothing was rented)", j.Workdir)
+	}
+	if scan == nil {
+		return nil
+	}
+	if err := scan(j.Workdir); err != nil {
+		return fmt.Errorf("workdir %s: %w (make it readable or ignore it in .vastfleetignore; nothing was rented)", j.Workdir, err)
+	}
+	return nil
+}

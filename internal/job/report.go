@@ -1,0 +1,209 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// Report is a job's cost, per node and in all, against the estimate.
+type Report struct {
+	Job       string       `json:"job"`
+	At        time.Time    `json:"at"`
+	Nodes     []ReportNode `json:"nodes"`
+	Ran       int          `json:"nodes_ran"`
+	Compute   float64      `json:"compute"`
+	Storage   float64      `json:"storage"`
+	Bandwidth float64      `json:"bandwidth"`
+	// Waste is what instances that never ran the job cost: failed
+	// boots, surplus spares, replaced nodes.
+	Waste      float64 `json:"failed_launch_waste"`
+	Total      float64 `json:"total"`
+	Estimate   float64 `json:"estimate"`
+	EstimateOf string  `json:"estimate_of"`
+	Findings   int64   `json:"findings"`
+	// Work items: done (a result recorded once each), of which failed
+	// (non-zero exit), and left (never finished: queued or leased).
+	ItemsDone   int    `json:"items_done"`
+	ItemsFailed int    `json:"items_failed"`
+	ItemsLeft   int    `json:"items_left"`
+	Live        int    `json:"instances_live"`
+	Dashboard   string `json:"dashboard,omitempty"`
+	// Hosts are each host's results by verdict, when the job validates.
+	Hosts []coord.HostResults `json:"hosts,omitempty"`
+}
+
+// ReportNode is one instance's part of the report.
+type ReportNode struct {
+	ID        int64   `json:"id"`
+	Ran       bool    `json:"ran"`
+	State     string  `json:"state"`
+	Running   float64 `json:"running_seconds"`
+	Compute   float64 `json:"compute"`
+	Storage   float64 `json:"storage"`
+	Bandwidth float64 `json:"bandwidth"`
+	Total     float64 `json:"total"`
+}
+
+// report is the job's cost report as of now, also written to
+// jobs/<job>/report.json.
+func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
+	cr, err := d.Fleet.Cost(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	ran := map[int64]bool{}
+	for _, id := range rec.RunIDs {
+		ran[id] = true
+	}
+	rep := &Report{Job: rec.ID, At: cr.At, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard}
+	for _, in := range cr.Instances {
+		n := ReportNode{ID: in.InstanceID, Ran: ran[in.InstanceID], State: in.State, Running: in.Running.Seconds(),
+			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total}
+		if !in.Live {
+			n.State = "destroyed"
+		}
+		rep.add(n, in.Live)
+	}
+	var errs []error
+	if d.Results != nil {
+		errs = append(errs, countResults(ctx, d.Results, rep))
+	}
+	dir, err := d.Records.JobDir(rec.ID)
+	if err == nil {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		err = atomicfile.WriteFile(filepath.Join(dir, "report.json"), b, 0o600)
+	}
+	return rep, errors.Join(append(errs, err)...)
+}
+
+func (rep *Report) add(n ReportNode, live bool) {
+	rep.Nodes = append(rep.Nodes, n)
+	rep.Compute += n.Compute
+	rep.Storage += n.Storage
+	rep.Bandwidth += n.Bandwidth
+	rep.Total += n.Total
+	if n.Ran {
+		rep.Ran++
+	} else {
+		rep.Waste += n.Total
+	}
+	if live {
+		rep.Live++
+	}
+}
+
+// countResults puts the coordinator's counts of findings and items in rep.
+func countResults(ctx context.Context, r Results, rep *Report) error {
+	n, err := r.CountFindings(ctx, rep.Job)
+	if err != nil {
+		return err
+	}
+	rep.Findings = n
+	queued, leased, _, err := r.ItemCounts(ctx, rep.Job)
+	if err != nil {
+		return err
+	}
+	rep.ItemsLeft = queued + leased
+	results, err := r.ItemResults(ctx, rep.Job)
+	if err != nil {
+		return err
+	}
+	rep.ItemsDone = len(results)
+	for _, r := range results {
+		if r.ExitCode != 0 {
+			rep.ItemsFailed++
+		}
+	}
+	if v, ok := r.(Verdicts); ok {
+		if val, err := v.FleetValidation(ctx, rep.Job); err == nil && val != (coord.Validation{}) {
+			if rep.Hosts, err = v.HostResults(ctx, rep.Job); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Verdicts is what a coordinator's database that validates results adds:
+// the job's validation and each host's results by verdict.
+type Verdicts interface {
+	FleetValidation(ctx context.Context, fleet string) (coord.Validation, error)
+	HostResults(ctx context.Context, fleet string) ([]coord.HostResults, error)
+}
+
+// SavedReport is the cost report the job wrote when it last finished.
+func SavedReport(recs *Records, id string) (*Report, bool) {
+	b, err := os.ReadFile(filepath.Join(recs.Dir, id, "report.json"))
+	if err != nil {
+		return nil, false
+	}
+	var rep Report
+	if json.Unmarshal(b, &rep) != nil {
+		return nil, false
+	}
+	return &rep, true
+}
+
+// writeFindings writes every finding the coordinator holds to
+// LOCAL/findings.jsonl, oldest first.
+func writeFindings(ctx context.Context, r Results, rec *Record) (int, error) {
+	total, err := r.CountFindings(ctx, rec.ID)
+	if err != nil || total == 0 {
+		return 0, err
+	}
+	all, err := r.Findings(ctx, rec.ID, int(total))
+	if err != nil {
+		return 0, err
+	}
+	var b strings.Builder
+	for i := len(all) - 1; i >= 0; i-- {
+		line, _ := json.Marshal(all[i])
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return len(all), writeLocal(rec.LocalDir, "findings.jsonl", b.String())
+}
+
+// ItemLine is one work item's recorded result in items.jsonl.
+type ItemLine struct {
+	ID         int64         `json:"id"`
+	Value      string        `json:"value"`
+	ExitCode   int           `json:"exit_code"`
+	Node       string        `json:"node"`
+	StdoutTail string        `json:"stdout_tail"`
+	Outputs    []wire.Output `json:"outputs,omitempty"`
+	DoneAt     time.Time     `json:"done_at"`
+}
+
+// writeItemResults writes every item's one recorded result to
+// LOCAL/items.jsonl, by item id.
+func writeItemResults(ctx context.Context, r Results, rec *Record) (int, error) {
+	results, err := r.ItemResults(ctx, rec.ID)
+	if err != nil || len(results) == 0 {
+		return 0, err
+	}
+	var b strings.Builder
+	for _, r := range results {
+		line, _ := json.Marshal(ItemLine{ID: r.ID, Value: r.Value, ExitCode: r.ExitCode, Node: r.Node,
+			StdoutTail: r.StdoutTail, Outputs: r.Outputs, DoneAt: r.DoneAt})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return len(results), writeLocal(rec.LocalDir, "items.jsonl", b.String())
+}
+
+func writeLocal(dir, name, text string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
+}

@@ -1,0 +1,146 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// end is why a run is over, the run command's exit code per instance, and
+// a partial outcome (nodes lost) as an error.
+type end struct {
+	why   string
+	exits map[int64]int
+	lost  error
+}
+
+// watch follows the run until it ends: run exited on every node (or its
+// node died), every item done, no node left alive with items left,
+// max_duration passed, or ctx ended.
+func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node) end {
+	began := d.Clock.Now()
+	exits := map[int64]int{}
+	want := map[int64]bool{}
+	for _, n := range nodes {
+		want[n.ID] = true
+	}
+	poll := d.Poll
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		snap := d.Coord.Snapshot(ctx, id)
+		dead, unheard := tally(snap, want, exits)
+		v := runView{nodes: len(nodes), ended: len(exits), dead: dead, t: snap.Totals, elapsed: d.Clock.Now().Sub(began)}
+		if d.LostAfter > 0 && v.elapsed >= d.LostAfter {
+			// Agents had as long as the coordinator gives a silent node
+			// to report (after a resume, to come back): one never heard
+			// from is as lost as a dead one.
+			v.lost = dead + unheard
+		}
+		d.emit(Progress{About: About{id}, At: d.Clock.Now(), Elapsed: v.elapsed, Totals: snap.Totals, Ended: v.ended, Nodes: v.nodes})
+		if e, done := decide(j, v); done {
+			e.exits = exits
+			return e
+		}
+		select {
+		case <-ctx.Done():
+			return end{why: "interrupted", exits: exits}
+		case <-tick.C:
+		}
+	}
+}
+
+// tally records the run's exit codes of the watched nodes into exits and
+// returns how many of the others stopped reporting, and how many were
+// never heard from.
+func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int) (dead, unheard int) {
+	heard := map[int64]bool{}
+	for _, n := range snap.Nodes {
+		heard[n.InstanceID] = true
+		if !want[n.InstanceID] {
+			continue
+		}
+		for _, s := range n.Sessions {
+			if s.Name == RunSession && (s.State == "exited" || s.State == "failed") && s.ExitCode != nil {
+				exits[n.InstanceID] = *s.ExitCode
+			}
+		}
+		if _, ok := exits[n.InstanceID]; !ok && n.State == "dead" {
+			dead++
+		}
+	}
+	for id := range want {
+		if !heard[id] {
+			unheard++
+		}
+	}
+	return dead, unheard
+}
+
+// errNodesLost: the job ends short, its nodes lost.
+var errNodesLost = errors.New("nodes lost")
+
+// runView is the run at one moment: the nodes watched, those whose run
+// exited, those that stopped reporting, those counted lost (dead or never
+// heard from, once agents had time to report), the totals and the time
+// run.
+type runView struct {
+	nodes, ended, dead, lost int
+	t                        wire.Totals
+	elapsed                  time.Duration
+}
+
+// decide says whether the run is over.
+func decide(j *jobfile.Job, v runView) (end, bool) {
+	nodes, ended, dead, t := v.nodes, v.ended, v.dead, v.t
+	switch {
+	case j.Run != "" && ended+dead >= nodes:
+		if dead > 0 {
+			why := fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, dead)
+			return end{why: why, lost: partial(fmt.Errorf("%w: %s", errNodesLost, why))}, true
+		}
+		return end{why: fmt.Sprintf("run exited on all %d node(s); %d finding(s)", ended, t.Findings)}, true
+	case t.ItemsDone > 0 && t.ItemsLeft == 0:
+		// Every item has its one result: what runs on is spare (a node
+		// whose agent never came back, say), and is destroyed.
+		return end{why: fmt.Sprintf("all %d item(s) done; run exited on %d of %d node(s)", t.ItemsDone, ended, nodes)}, true
+	case t.ItemsLeft > 0 && nodes > 0 && v.lost >= nodes-ended:
+		// No agent left to lease an item: waiting would only bill.
+		why := fmt.Sprintf("no node alive: %d of %d node(s) lost with %d item(s) left", v.lost, nodes, t.ItemsLeft)
+		return end{why: why, lost: partial(fmt.Errorf("%w: %s", errNodesLost, why))}, true
+	case j.MaxDuration > 0 && v.elapsed >= j.MaxDuration:
+		return end{why: fmt.Sprintf("max_duration %s reached; %d finding(s)", j.MaxDuration, t.Findings)}, true
+	}
+	return end{}, false
+}
+
+// runOutcome is the run's error: the nodes lost, and the nodes whose run
+// failed (a node still running at max_duration was stopped, not failed).
+func runOutcome(j *jobfile.Job, nodes []Node, e end) error {
+	if j.Run == "" {
+		return e.lost
+	}
+	failed := 0
+	for _, n := range nodes {
+		if code, ok := e.exits[n.ID]; ok && code != 0 {
+			failed++
+		}
+	}
+	return errors.Join(e.lost, fanOut("the run command", failed, len(nodes)))
+}
+
+// ItemsETA is the market time the items left need at the rate so far
+// ("ETA -" before the first is done).
+func ItemsETA(done, left int64, elapsed time.Duration) string {
+	if done == 0 || elapsed <= 0 {
+		return "ETA -"
+	}
+	return "ETA " + (time.Duration(float64(elapsed) / float64(done) * float64(left))).Round(time.Second).String()
+}
