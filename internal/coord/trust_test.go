@@ -424,7 +424,10 @@ func TestLiarCampaign(t *testing.T) {
 		for _, h := range cold.hosts {
 			t.Logf("  first job, %s (%s): %d validated, %d rejected, %d unchecked %s", h.Host, h.Nodes, h.Validated, h.Rejected, h.Unchecked, h.Caught)
 		}
-		if ratio := float64(warm.runs) / float64(items); ratio > 1.15 {
+		// Trust is earned after K validated results per machine: the
+		// short run's 100 items over 40 machines give each too few to
+		// earn it, so only the full run holds the second job to 1.15x.
+		if ratio := float64(warm.runs) / float64(items); ratio > 1.15 && !testing.Short() {
 			t.Errorf("adaptive, second job: %.3fx the honest job's compute, want <= 1.15x", ratio)
 		}
 		sumCold += float64(cold.runs) / float64(items)
