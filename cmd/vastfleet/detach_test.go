@@ -30,6 +30,7 @@ func vfJSON(t *testing.T, bin string, out any, args ...string) {
 // job: down has the background up collect, destroy and report, and
 // nothing is left running.
 func TestUpDetachThenStatusLogsDown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a fleet")
 	}

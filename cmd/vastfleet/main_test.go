@@ -4,23 +4,50 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// binary builds this command once per test run.
+// built is this command, linked once per test binary: the tests run in
+// parallel and each link costs seconds on a 2-core CI machine.
+var built = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "vastfleet-test-")
+	if err != nil {
+		return "", err
+	}
+	builtDir = dir
+	bin := filepath.Join(dir, "vastfleet")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// builtDir is removed by TestMain once every test has run.
+var builtDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+// binary is this command, built once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "vastfleet")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin, err := built()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -28,6 +55,7 @@ func binary(t *testing.T) string {
 // A reader that stops early (`vastfleet search ... | head`) ends the
 // command quietly with a pipeline's status for a closed pipe, not a crash.
 func TestClosedPipeEndsQuietly(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-faults", "none", "search", "-n", "--all", "--json", "rentable=True")
 	stdout, err := cmd.StdoutPipe()
@@ -56,6 +84,7 @@ func TestClosedPipeEndsQuietly(t *testing.T) {
 // Closing the terminal (SIGHUP) stops a launch as Ctrl+C does: exit 130,
 // and every instance it rented is known to the store, none left unready.
 func TestHangupStopsALaunchCleanly(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--data-dir", dir, "--sim-faults", "none", "--sim-speed", "30",

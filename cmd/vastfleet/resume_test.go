@@ -45,6 +45,7 @@ func jobRecordOn(dataDir string) (id, state string) {
 //
 //	VASTFLEET_KILL_UP_RUNS=10 go test ./cmd/vastfleet -run TestUpKill9ThenResume -v -timeout 60m
 func TestUpKill9ThenResume(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs fleets")
 	}
@@ -175,6 +176,7 @@ run: sleep 0.2; echo "item {item} done"
 // database and reports the real counts, as a clean finish does, and
 // leaves nothing running.
 func TestUpKill9ThenDown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs fleets")
 	}

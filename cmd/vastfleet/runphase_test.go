@@ -172,6 +172,7 @@ func (r *runPhase) state() (snapshot, error) {
 // started again on the same address. Every finding ends up stored, each
 // exactly once.
 func TestCoordinatorKill9LosesNoFinding(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds binaries and runs several processes")
 	}
@@ -224,6 +225,7 @@ func TestCoordinatorKill9LosesNoFinding(t *testing.T) {
 // for good; after --orphan-after of market time every agent stops its own
 // instance, and the marketplace bills no more compute for the fleet.
 func TestDeadmanStopsTheFleetWithoutItsCoordinator(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds binaries and runs several processes")
 	}

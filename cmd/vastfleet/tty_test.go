@@ -19,6 +19,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 // status beside it, and its log lines above the bar: each log line starts
 // its own line, never inside the bar's.
 func TestLaunchOnATerminalShowsABarWithTheLogAbove(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-faults", "none",
 		"launch", "--by", "vcpu", "--count", "5", "--deadline", "10m", "--park")

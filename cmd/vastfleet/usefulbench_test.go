@@ -67,6 +67,7 @@ func runLaunch(t *testing.T, bin string, seed, count int, by string) launchFigur
 //	VASTFLEET_USEFUL_BENCH_SEEDS=1,2,3,4,5 VASTFLEET_USEFUL_BENCH_COUNT=300 \
 //	  go test ./cmd/vastfleet -run TestUsefulRankingBench -v -timeout 30m
 func TestUsefulRankingBench(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: two launches per seed")
 	}

@@ -20,6 +20,7 @@ import (
 //
 //	VASTFLEET_USER_LAUNCH_SEEDS=1,2,3,4,5 go test ./cmd/vastfleet -run TestUserLaunchCommand -v
 func TestUserLaunchCommand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: two 300-instance launches")
 	}

@@ -15,6 +15,7 @@ import (
 // The fleet key goes on the account before instances are created, once:
 // instances boot accepting it, so exec never attaches it per instance.
 func TestFleetKeyRegisteredOnAccountBeforeCreate(t *testing.T) {
+	t.Parallel()
 	// This market runs on wall time, as a shared one does: slow enough that
 	// a busy machine still boots two instances well inside the deadline.
 	mkt, err := sim.New(sim.Config{Seed: 5, APIKey: simAPIKey, TimeScale: 100, HostDir: t.TempDir()})

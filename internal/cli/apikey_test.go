@@ -22,6 +22,7 @@ func runWithEnv(t *testing.T, env map[string]string, args ...string) result {
 }
 
 func TestAPIKeyHandling(t *testing.T) {
+	t.Parallel()
 	const key = "real-looking-key-0123456789"
 	mkt, err := sim.New(sim.Config{Seed: 1, APIKey: key, Offers: 10})
 	if err != nil {
@@ -65,6 +66,7 @@ func TestAPIKeyHandling(t *testing.T) {
 }
 
 func TestAPIURLCredentialsAreNotEchoed(t *testing.T) {
+	t.Parallel()
 	const secret = "SECRET-in-the-url"
 	home := t.TempDir()
 	env := map[string]string{"VASTFLEET_HOME": home, "HOME": home, "VAST_API_KEY": "k"}

@@ -17,6 +17,7 @@ import (
 // same dump in the same output form, the simulator's rows carry none, and
 // the rate is given for each named query.
 func TestBenchRankComparesLikeWithLike(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("the recipe needs python3")
 	}

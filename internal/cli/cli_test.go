@@ -96,6 +96,7 @@ func decode[T any](t *testing.T, s string) T {
 const mustShowQuery = `verified=any reliability=any external=any rented=any rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation!=HK geolocation!=CN dph_total>=0.000 dph_total<=5.000`
 
 func TestQueryParseMatchesCLIObject(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.ok("query", "parse", "-n", "--limit", "100", "-o", "+dph_total,+id", mustShowQuery)
 	got := decode[map[string]any](t, r.out)
@@ -120,6 +121,7 @@ func TestQueryParseMatchesCLIObject(t *testing.T) {
 }
 
 func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	args := []string{"search", "-n", "--limit", "100", "-o", "+dph_total,+id", "--by", "vcpu", mustShowQuery}
 	js := decode[[]map[string]any](t, e.ok(append(args, "--json")...).out)
@@ -170,6 +172,7 @@ func TestSearchRanksByVCPUWithoutExcludedCountries(t *testing.T) {
 }
 
 func TestSearchExplainShowsQueryAndFactors(t *testing.T) {
+	t.Parallel()
 	out := newEnv(t).ok("search", "--by", "vcpu", "--limit", "3", "gpu_name=RTX_3090", "--explain").out
 	if !strings.Contains(out, `query sent (POST /api/v0/bundles/): {`) || !strings.Contains(out, `"gpu_name":{"eq":"RTX 3090"}`) {
 		t.Errorf("--explain should print the query object sent:\n%s", out)
@@ -180,6 +183,7 @@ func TestSearchExplainShowsQueryAndFactors(t *testing.T) {
 }
 
 func TestSearchSweepAllAndSave(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	capped := decode[[]map[string]any](t, e.ok("search", "-n", "rentable=True", "--json").out)
 	save := filepath.Join(e.home, "results.json")
@@ -209,6 +213,7 @@ func TestSearchSweepAllAndSave(t *testing.T) {
 }
 
 func TestSearchBadQueryNamesTheTerm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.fails("search", "num_gpus=>2")
 	if r.code != 2 || !strings.Contains(r.err, "=>") {
@@ -227,6 +232,7 @@ func TestSearchBadQueryNamesTheTerm(t *testing.T) {
 }
 
 func TestMarketDepthTableAndPlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	plot := filepath.Join(e.home, "depth.svg")
 	r := e.ok("market", "depth", "-n", "rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5", "--plot", plot, "--json")
@@ -296,6 +302,7 @@ func TestMarketDepthTableAndPlot(t *testing.T) {
 // its agents and CPU job run that binary). The search line that follows it
 // runs too, in-process.
 func TestReadmeQuickStart(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -418,6 +425,7 @@ func shellWords(s string) ([]string, error) {
 
 // Every command on the real API goes through one paced client.
 func TestRealAPIIsPaced(t *testing.T) {
+	t.Parallel()
 	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(string) string { return "" }})
 	f.opts = globalOptions{Market: "vast", APIKey: "k", APIURL: "http://127.0.0.1:1", APIRate: 3, SimSpeed: 60}
 	p, err := f.Provider(context.Background())
@@ -436,6 +444,7 @@ func TestRealAPIIsPaced(t *testing.T) {
 }
 
 func TestVersionComesFromBuildInfo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := decode[map[string]any](t, e.ok("version", "--json").out)
 	if b["version"] == "" || b["version"] == "dev" || b["go_version"] == "" {
@@ -449,6 +458,7 @@ func TestVersionComesFromBuildInfo(t *testing.T) {
 
 // Documented exit codes: 2 usage, 3 partial, 4 auth.
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("rent"); r.code != 2 {
 		t.Errorf("rent without an offer: exit %d, want 2 (usage)", r.code)
@@ -477,6 +487,7 @@ func TestExitCodes(t *testing.T) {
 
 // Search mistakes are caught before anything is sent, with the fix.
 func TestSearchInputHelp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.fails("search", "gpu_nam=RTX_4090"); r.code != 2 || !strings.Contains(r.err, "did you mean gpu_name") || strings.Contains(r.err, "HTTP") {
 		t.Errorf("unknown field: exit %d %q, want a usage error naming gpu_name, before any request", r.code, r.err)
@@ -501,6 +512,7 @@ func TestSearchInputHelp(t *testing.T) {
 // whole market was searched, as with --from; it never ranks only the first
 // N in the marketplace's order.
 func TestSearchLimitMeansTheSameWithAndWithoutAll(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ids := func(args ...string) []float64 {
 		t.Helper()
@@ -577,6 +589,7 @@ func checkPNGLabelled(t *testing.T, b []byte) {
 // Off a terminal a table is tab-separated lines, header first, so `cut -f`
 // and awk read it; on a terminal it is aligned (TestLaunchOnATerminal...).
 func TestTablesArePlainOffATerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.ok("search", "--by", "vcpu", "--limit", "5", "cpu_cores_effective>16")
 	lines := strings.Split(strings.TrimRight(r.out, "\n"), "\n")

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,13 +43,39 @@ func (e *env) startCmd(args ...string) (out, errOut *syncBuffer) {
 }
 
 // buildAgent builds the small agent binary the coordinator serves.
-func buildAgent(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "vastfleet-agent")
+// agentBuild builds the agent once per test binary: tests run in
+// parallel, and each linking its own copy cost seconds of a 2-core CI.
+var agentBuild = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "vastfleet-agent-test-")
+	if err != nil {
+		return "", err
+	}
+	agentBuildDir = dir
+	bin := filepath.Join(dir, "vastfleet-agent")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet-agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build vastfleet-agent: %v\n%s", err, out)
+		return "", fmt.Errorf("go build vastfleet-agent: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// agentBuildDir is removed by TestMain once every test has run.
+var agentBuildDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if agentBuildDir != "" {
+		os.RemoveAll(agentBuildDir)
+	}
+	os.Exit(code)
+}
+
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	bin, err := agentBuild()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -78,6 +106,7 @@ func chromium(t *testing.T) string {
 // headless Chromium showing both nodes, the metric's total, the finding and
 // the market depth plot.
 func TestDashboardShowsTheLiveFleet(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the agent and drives Chromium")
 	}

@@ -11,6 +11,7 @@ import (
 // packages never link the adapters. It is the one place these rules live;
 // a forbidden path also forbids the packages below it.
 func TestDependencyDirection(t *testing.T) {
+	t.Parallel()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not on PATH")

@@ -57,6 +57,7 @@ func example(t *testing.T, name string, replace ...string) string {
 // 3 nodes instead of 300: parked launch, the search on every node, the
 // findings kept, results collected, nothing left running.
 func TestExampleSearchFleet(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)
@@ -104,6 +105,7 @@ func itemsRecordedOnce(t *testing.T, path string, n int) []itemLine {
 // reads their session logs from another invocation, and `down JOB` ends
 // them.
 func TestExampleSweep(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)
@@ -158,6 +160,7 @@ func TestExampleSweep(t *testing.T) {
 // and still every item done exactly once, every finding kept, no
 // instance left.
 func TestSweepSurvivesLostNodes(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)
@@ -246,6 +249,7 @@ func TestExampleFinetuneRunsOnTheDefaultMarket(t *testing.T) {
 // train.py run, its result collected, the instance destroyed, and the
 // report set against the planner's estimate.
 func TestExampleFinetune(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("train.py needs python3")

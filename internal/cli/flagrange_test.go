@@ -12,6 +12,7 @@ import (
 // every one exits 2 before anything is rented, and the message names the
 // flag and the accepted range.
 func TestBadNumericFlagsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct {
 		flag string
@@ -58,6 +59,7 @@ func TestBadNumericFlagsRefused(t *testing.T) {
 }
 
 func TestFlagRangeMessage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for args, want := range map[string]string{
 		"rent 1 --bid NaN":             "error: --bid NaN: want a finite number from 0 to 1000\n",
@@ -75,6 +77,7 @@ func TestFlagRangeMessage(t *testing.T) {
 // declared range would accept 1e308 or -720h unchecked; every one in the
 // tree must have one, and every default must lie in it.
 func TestEveryNumericFlagHasARange(t *testing.T) {
+	t.Parallel()
 	root := newRootCmd(newFactory(&IOStreams{Getenv: func(string) string { return "" }}))
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -25,6 +25,7 @@ func (e *env) cheapestOffer(query string, global ...string) string {
 }
 
 func TestRentLsDestroyAcrossCommands(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	offer := e.cheapestOffer("gpu_name=RTX_3090")
 	rent := e.ok("rent", offer, "--image", "ubuntu:22.04", "--label", "exp1", "--json")
@@ -111,6 +112,7 @@ func sorted(s []string) []string {
 }
 
 func TestInstanceCommandsRejectBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.fails("destroy", "424242"); r.code != 2 || !strings.Contains(r.err, "not one vastfleet tracks") {
 		t.Errorf("destroy unknown id: exit %d, stderr %q", r.code, r.err)
@@ -149,6 +151,7 @@ func TestInstanceCommandsRejectBadInput(t *testing.T) {
 }
 
 func TestPlanOptionsAndRent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	res := decode[map[string]any](t, e.ok("plan", "--model", "7b", "--precision", "bf16", "--train", "--hours", "4", "--json").out)
 	req := res["requirements"].(map[string]any)
@@ -204,6 +207,7 @@ func TestPlanOptionsAndRent(t *testing.T) {
 }
 
 func TestPlanBadInputRentsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.fails("plan", "--model", "lama-7b"); !strings.Contains(r.err, "llama") {
 		t.Errorf("unknown model: stderr %q should list close matches", r.err)
@@ -223,6 +227,7 @@ func TestPlanBadInputRentsNothing(t *testing.T) {
 }
 
 func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	offer := e.cheapestOffer("gpu_name=RTX_3090")
 	e.ok("rent", offer, "--image", "ubuntu:22.04")
@@ -260,6 +265,7 @@ func serveSim(t *testing.T) (*sim.Market, *httptest.Server) {
 // A simulator served elsewhere (`vastfleet sim serve`) is reached with
 // --api-url; costs are then computed in that simulator's time.
 func TestRemoteSimulator(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mkt, srv := serveSim(t)
 	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
@@ -282,6 +288,7 @@ func TestRemoteSimulator(t *testing.T) {
 // machine behind a running instance (its onstart.sh is written at boot);
 // without it the instance is a row only.
 func TestSimHostsFlag(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	offer := e.cheapestOffer("gpu_name=RTX_3090")
 	inst := decode[map[string]any](t, e.ok("--sim-hosts", "rent", offer, "--image", "ubuntu:22.04", "--onstart", "echo hi", "--json").out)
@@ -303,6 +310,7 @@ func TestSimHostsFlag(t *testing.T) {
 // stretches included: a stopped, restarted and destroyed instance shows one
 // figure in both.
 func TestLsCostIsCostsFigure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	offer := e.cheapestOffer("gpu_name=RTX_3090")
 	inst := decode[map[string]any](t, e.ok("rent", offer, "--image", "ubuntu:22.04", "--json").out)
@@ -332,6 +340,7 @@ func TestLsCostIsCostsFigure(t *testing.T) {
 // After the simulated market is reset, the instances the store remembers
 // are gone, not ghosts running with a negative uptime.
 func TestNoGhostsAfterSimReset(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("rent", e.cheapestOffer("gpu_name=RTX_3090"), "--image", "ubuntu:22.04")
 	e.ok("sim", "reset")
@@ -349,6 +358,7 @@ func TestNoGhostsAfterSimReset(t *testing.T) {
 // writes nothing: the store keeps what the holder recorded. ls never needs
 // the writer lock, so it says nothing of it.
 func TestLsWhileLockedShowsTheLiveListing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, srv := serveSim(t)
 	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }
@@ -392,6 +402,7 @@ func TestLsWhileLockedShowsTheLiveListing(t *testing.T) {
 // back, and its cost) while the store keeps what writers recorded, until
 // `reconcile` records it.
 func TestLsAndCostShowFreshStateAndNeverWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, srv := serveSim(t)
 	remote := func(args ...string) []string { return append([]string{"--api-url", srv.URL}, args...) }

@@ -22,6 +22,7 @@ import (
 // it. Every item is done exactly once, by the results table, and every
 // item's finding is stored once.
 func TestItemsSurviveLostNodes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the agent and runs five simulated instances")
 	}

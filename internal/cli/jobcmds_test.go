@@ -29,6 +29,7 @@ auto_destroy: false
 // node's run session output; --node picks one node by rank or instance
 // id; an unknown node is a usage error.
 func TestLogsOfAJob(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)

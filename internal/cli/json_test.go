@@ -39,6 +39,7 @@ func snakeKeys(v any, path string, bad map[string]bool) {
 // Every command that takes --json prints snake_case keys. The test walks
 // the whole command tree, so a new --json command must be added here.
 func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	offer := e.cheapestOffer("gpu_name=RTX_3090")
 	inst := decode[map[string]any](t, e.ok("rent", offer, "--image", "ubuntu:22.04", "--json").out)

@@ -32,6 +32,7 @@ type jsonOdd struct {
 // for ranked offers with awkward strings and numbers and for rows of
 // other shapes.
 func TestWriteJSONArrayEqualsMarshalIndent(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	strs := []string{"", `a"b`, `back\slash`, "tab\there", "new\nline", "<b>&amp;</b>", "\u2028\u2029", "émoji 🚀",
 		"ctl\x01\x1f", "bad utf8 \xff\xfe", `{"not":"json"}`, "[1,2]", "colon: comma, brace}", `\"`, `"`, `\`}

@@ -14,6 +14,7 @@ import (
 const launchQuery = "rentable=True inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5"
 
 func TestLaunchParksReleasesAndSummarises(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.speed = "300" // a simulated minute in 0.2 s of wall time; the quorum ends it early
 	r := e.ok("launch", "--count", "6", "--deadline", "60m", "--park", "--fleet", "f1", "--json", "-n", launchQuery)
@@ -76,6 +77,7 @@ func TestLaunchParksReleasesAndSummarises(t *testing.T) {
 }
 
 func TestLaunchRefusesCapsBeforeRenting(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.fails("launch", "--count", "20", "--deadline", "10m", "--budget", "0.01", "--fleet", "cap", "-n", launchQuery)
 	if !strings.Contains(r.err, "--budget") {
@@ -106,6 +108,7 @@ func TestLaunchRefusesCapsBeforeRenting(t *testing.T) {
 }
 
 func TestLaunchFromSavedRanking(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.speed = "300"
 	saved := filepath.Join(e.home, "results.json")
@@ -141,6 +144,7 @@ func TestLaunchFromSavedRanking(t *testing.T) {
 // moves only while the launch waits, so the ready count is the same
 // within 2% (goroutine order may still differ by an instance).
 func TestLaunchOutcomeDoesNotDependOnLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("two 40-instance launches")
 	}

@@ -28,6 +28,7 @@ func parseOnly(t *testing.T, cmd *cobra.Command, argv ...string) error {
 // can read without a marketplace, SSH or a store: what a user typed is
 // checked apart from what the command then does.
 func TestFanOutCommandsParseIntoOptions(t *testing.T) {
+	t.Parallel()
 	f := &factory{}
 	t.Run("exec", func(t *testing.T) {
 		var got *execOptions
@@ -99,6 +100,7 @@ func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 // Flags whose default means "the fleet's own setting" are told apart from
 // the same value typed out: the options record which were given.
 func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
+	t.Parallel()
 	f := &factory{}
 	var reap *reapOptions
 	if err := parseOnly(t, newReapCmd(f, func(_ context.Context, o *reapOptions) error { reap = o; return nil }), "--fleet", "a", "--orphan-after", "10m"); err != nil {
@@ -125,6 +127,7 @@ func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
 }
 
 func TestUpParsesItsFileAndRefusesResumeWithOne(t *testing.T) {
+	t.Parallel()
 	f := &factory{}
 	var got *upOptions
 	capture := func(_ context.Context, o *upOptions) error { got = o; return nil }
@@ -174,6 +177,7 @@ func refuse[T any](ran *bool) func(context.Context, *T) error {
 // test reads without a marketplace; contradicting flags stop them before
 // anything is searched.
 func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
+	t.Parallel()
 	f := &factory{}
 	t.Run("search", func(t *testing.T) {
 		var got *searchOptions
@@ -294,6 +298,7 @@ func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
 // store or a marketplace; bad ids, a wrong number of arguments and flags
 // that contradict each other are usage errors before anything runs.
 func TestInstanceCommandsParseIntoOptions(t *testing.T) {
+	t.Parallel()
 	f := &factory{}
 	var ran bool
 	t.Run("rent", func(t *testing.T) {
@@ -501,6 +506,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 // The tools (demo, hashwork, query parse, sim reset, sim depth, version, bench)
 // parse into options as the other commands do.
 func TestToolCommandsParseIntoOptions(t *testing.T) {
+	t.Parallel()
 	f := &factory{}
 	var ran bool
 	t.Run("demo and hashwork", func(t *testing.T) {

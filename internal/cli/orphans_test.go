@@ -12,6 +12,7 @@ import (
 // skipped them. Now the loss is said loudly, the three are shown as
 // orphans, and adoption brings them back under destroy --all.
 func TestLostStoreShowsOrphansAndAdoptsThem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("launch", "--count", "3", "--deadline", "60m", "--fleet", "lost", "--image", "ubuntu:22.04", "-n", launchQuery)
 	launched := decode[[]map[string]any](t, e.ok("ls", "--json").out)
@@ -85,6 +86,7 @@ func TestLostStoreShowsOrphansAndAdoptsThem(t *testing.T) {
 
 // An empty (0-byte) store file in a data dir that had one is reported too.
 func TestEmptyStoreFileIsReported(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("reconcile") // a writer: the data dir now has had a store
 	if err := os.Remove(filepath.Join(e.home, "state.db-wal")); err != nil && !os.IsNotExist(err) {

@@ -9,6 +9,7 @@ import (
 // how far the biggest machine is from it, and the ways out the planner
 // knows with the flags that take them; each way out then plans.
 func TestPlanExplainsAJobNoMachineHolds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.fails("plan", "--model", "70b", "--full", "--precision", "bf16", "--hours", "10")
 	if r.code != 1 {

@@ -116,6 +116,7 @@ func stateOf(t *testing.T, e *env, id int64) instanceJSON {
 // says why; one heard recently, one never heard, and a silent one of
 // another fleet are left alone.
 func TestReapActsOnlyOnThisFleetsSilentInstances(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	q := "rentable=True num_gpus=1 dph_total<1"
 	e.ok("launch", "--count", "3", "--fleet", "ra", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
@@ -163,6 +164,7 @@ func TestReapActsOnlyOnThisFleetsSilentInstances(t *testing.T) {
 // by destroying, whatever the coordinator's own flags say; a fleet that
 // recorded no switch gets the coordinator's (stop).
 func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	q := "rentable=True num_gpus=1 dph_total<1"
 	e.ok("launch", "--count", "1", "--fleet", "rd", "--image", "ubuntu:22.04", "--deadline", "30m", "-n", q)
@@ -211,6 +213,7 @@ func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
 // why, then destroyed once stopped past --stopped-for; a fleet launched without a ladder is left alone; a ladder that
 // cannot mean anything is refused.
 func TestReapAppliesTheTeardownLadder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	q := "rentable=True num_gpus=1 dph_total<1"
 	if r := e.fails("launch", "--count", "1", "--idle-after", "30m", "-n", q); r.code != 2 || !strings.Contains(r.err, "idle-below") {
@@ -260,6 +263,7 @@ func TestReapAppliesTheTeardownLadder(t *testing.T) {
 // The running coordinator's pass applies the teardown ladder too, with
 // no agent ever heard.
 func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.ok("launch", "--count", "1", "--fleet", "lc", "--image", "ubuntu:22.04", "--deadline", "30m", "--max-lifetime", "1m", "-n", "rentable=True num_gpus=1 dph_total<1")
 	ids := fleetIDs(t, e, "lc")

@@ -30,6 +30,7 @@ func (e *env) launchFleet(name string, n int) {
 }
 
 func TestExecOnFiftySimulatedNodesOneFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.launchFleet("f", 50)
 	// Rank 17 fails; every node prints its rank variables.
@@ -82,6 +83,7 @@ func regexpLine(s, pattern string) bool {
 }
 
 func TestExportedSSHConfigWorksWithOpenSSH(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("OpenSSH client not installed")
 	}
@@ -152,6 +154,7 @@ func sortInts(a []int64) { slices.Sort(a) }
 // (instances rented without --fleet are fleet "default"),
 // with the host key vastfleet recorded (StrictHostKeyChecking=yes).
 func TestOpenSSHThroughExportedConfig(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("OpenSSH client not installed")
 	}
@@ -186,6 +189,7 @@ func TestOpenSSHThroughExportedConfig(t *testing.T) {
 }
 
 func TestSyncSendsOnlyChangedFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.launchFleet("s", 3)
 	src := t.TempDir()
@@ -227,6 +231,7 @@ func TestSyncSendsOnlyChangedFiles(t *testing.T) {
 }
 
 func TestCollectOnlyChangedThenDestroy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.launchFleet("c", 2)
 	e.ok("exec", "--fleet", "c", "--", `d=project/results; mkdir -p $d/logs && echo "loss $VASTFLEET_NODE_RANK" > $d/metrics.txt && echo run > $d/logs/run.log`)
@@ -271,6 +276,7 @@ func TestCollectOnlyChangedThenDestroy(t *testing.T) {
 }
 
 func TestDestroyForceSkipsTheResultsCheck(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.launchFleet("d", 1)
 	e.ok("exec", "--fleet", "d", "--", "mkdir -p project/results && echo x > project/results/x")
@@ -294,6 +300,7 @@ func TestDestroyCollectFirst(t *testing.T) {
 // nodes relay it to each other with their own ssh client; every node ends
 // up with the tree, and no relay archive or key is left behind.
 func TestSyncRelaysNodeToNode(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("OpenSSH client not installed (the nodes relay with it)")
 	}

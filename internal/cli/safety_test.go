@@ -17,6 +17,7 @@ import (
 // `launch --resume` of the same fleet, and a new launch, must be refused
 // and rent nothing.
 func TestLaunchRefusedAfterLockFileDeleted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.speed = "300" // launches pace their rents in wall time
 	e.ok("launch", "--count", "2", "--deadline", "30m", "--fleet", "f1", "-n", launchQuery)
@@ -51,6 +52,7 @@ func TestLaunchRefusedAfterLockFileDeleted(t *testing.T) {
 // in it is 0600 (state.db and its WAL, the lock, keys, launch secrets, the
 // simulator's state), every directory 0700.
 func TestDataDirAndFilesPrivate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.speed = "300" // launches pace their rents in wall time
 	if err := os.Chmod(e.home, 0o755); err != nil {
@@ -103,6 +105,7 @@ func TestDataDirAndFilesPrivate(t *testing.T) {
 // given to launch (and rent's onstart) never reach state.db or any
 // command's output; launch keeps them for --resume in a 0600 file only.
 func TestLaunchSecretsNotAtRest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.speed = "300" // launches pace their rents in wall time
 	secrets := []string{"hf_envsecret_1", "onstartsecret_2", "sessionsecret_3", "rentonstartsecret_4"}

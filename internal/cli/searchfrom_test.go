@@ -28,6 +28,7 @@ func recipeOrSkip(t *testing.T) (python, recipe string) {
 // The ranking of a saved offers dump is the Python recipe's, offer for
 // offer, with the recipe's filters written in the query language.
 func TestSearchFromRanksAsTheRecipeDoes(t *testing.T) {
+	t.Parallel()
 	py, recipe := recipeOrSkip(t)
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "offers.json")
@@ -90,6 +91,7 @@ func TestSearchFromRanksAsTheRecipeDoes(t *testing.T) {
 }
 
 func TestSearchFromRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")

@@ -12,6 +12,7 @@ import (
 // through unvalidated (interruptible becomes bid), and --new wraps the
 // body for PUT /api/v0/search/asks/.
 func TestQueryParsePricingFlagsAndNewForm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct {
 		args []string
@@ -67,6 +68,7 @@ func TestQueryParsePricingFlagsAndNewForm(t *testing.T) {
 // Searches against the simulator over loopback: --new finds the same
 // offers as the POST form, and -b lists them at bid prices.
 func TestSearchNewFormAndBidPricing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	query := []string{"-n", "--limit", "20", "-o", "id", "rentable=True num_gpus=1"}
 	ids := func(rows []map[string]any) []float64 {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSetupPhasesInOrderOncePerSpec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.launchFleet("u", 3)
 	phase1 := "echo one >> phases.log"

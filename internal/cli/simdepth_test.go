@@ -10,6 +10,7 @@ import (
 // sim depth prints each seed's depth beside the published table, as the
 // calibration test computes it; bad --seeds are refused.
 func TestSimDepth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.ok("sim", "depth", "--seeds", "1-2", "--json")
 	var rows []simDepthRow

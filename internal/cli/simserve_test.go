@@ -13,6 +13,7 @@ import (
 )
 
 func TestSimServeRefusesExposure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, tc := range []struct {
 		args []string
@@ -50,6 +51,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestSimServeBannerHidesTheKey(t *testing.T) {
+	t.Parallel()
 	const key = "s3cret-key-of-mine-0123"
 	for _, args := range [][]string{
 		{"--api-key", key},
@@ -84,6 +86,7 @@ func TestSimServeBannerHidesTheKey(t *testing.T) {
 // sim serve --clock manual: market time stands still however long the
 // client takes, and moves only when the client says so.
 func TestSimServeManualClock(t *testing.T) {
+	t.Parallel()
 	var errb syncBuffer
 	home := t.TempDir()
 	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,

@@ -9,6 +9,7 @@ import (
 )
 
 func TestTermSafe(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"RTX 4090", "RTX 4090"},
 		{"Ünïcode 東京", "Ünïcode 東京"},
@@ -30,6 +31,7 @@ func TestTermSafe(t *testing.T) {
 // terminal escapes prints them as visible escapes in the table, and
 // unchanged (JSON-escaped) with --json.
 func TestOfferFieldsNeutralisedInTable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	model, geo := "RTX 4090\x1b]0;pwned\x07", "US\x1b[2J"
 	offer := map[string]any{"id": 7, "ask_contract_id": 7, "machine_id": 70, "gpu_name": model, "num_gpus": 1,
@@ -59,6 +61,7 @@ func TestOfferFieldsNeutralisedInTable(t *testing.T) {
 // visible through exec (logs prints through the same termsafe.Text), while tabs, newlines and UTF-8 stay as
 // they are.
 func TestSafeNodeOutputInExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.launchFleet("q", 1)
 	cmd := `printf 'col1\tcol2 東京\n\033]0;pwned\007\033]52;c;cGF5bG9hZA==\007\033[2Jafter\n'`

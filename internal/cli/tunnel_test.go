@@ -45,6 +45,7 @@ func snapshot(t *testing.T, link string) wire.Snapshot {
 // only vastfleet's reverse tunnel over SSH serves; heartbeats and findings
 // arrive, from both nodes.
 func TestAgentsReachTheCoordinatorOnlyThroughTunnels(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the agent")
 	}

@@ -33,6 +33,7 @@ func needAgentTools(t *testing.T) {
 // command that prints a finding and writes a result file; up rents,
 // syncs, sets up, runs, collects, destroys and reports.
 func TestUpRunsAFleetJobEndToEnd(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)
@@ -151,6 +152,7 @@ func TestStatusShowsTheMarketsSpend(t *testing.T) {
 // honest fleet sees no rejection, and the report gives each host's
 // validated results.
 func TestUpValidatesItemResults(t *testing.T) {
+	t.Parallel()
 	needAgentTools(t)
 	agentBin := buildAgent(t)
 	e := newEnv(t)

@@ -14,6 +14,7 @@ import (
 // useful node, and a machine on the data dir's bad-host list has no chance
 // of one: it ranks behind every offer that has some, with p_useful 0.
 func TestSearchByUsefulExplainsTermsAndHeedsBadHosts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	q := "rentable=True inet_down>=200 reliability>0.95"
 	out := e.ok("search", "--by", "useful", "--limit", "5", "-n", q, "--explain").out
