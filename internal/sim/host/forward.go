@@ -28,8 +28,7 @@ type Forwards struct {
 // Install adds the forwarding handlers to srv.
 func (f *Forwards) Install(srv *gliderssh.Server) {
 	srv.ReversePortForwardingCallback = func(_ gliderssh.Context, host string, _ uint32) bool {
-		ip := net.ParseIP(host)
-		return host == "localhost" || (ip != nil && ip.IsLoopback())
+		return isLoopback(host)
 	}
 	if srv.RequestHandlers == nil {
 		srv.RequestHandlers = map[string]gliderssh.RequestHandler{}
@@ -152,4 +151,57 @@ func (f *Forwards) carry(conn *gossh.ServerConn, c net.Conn, bindAddr string, po
 	<-done
 	ch.Close()
 	c.Close()
+}
+
+// isLoopback reports whether a forward's host names this machine's
+// loopback, the only place a simulated container may reach.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// directTCPIP serves a local forward (ssh -L, ssh -W) as sshd does: each
+// direction closes on its own, so a client that ends its input still
+// gets the server's answer. gliderlabs' handler closes both at once.
+func directTCPIP(srv *gliderssh.Server, _ *gossh.ServerConn, newChan gossh.NewChannel, ctx gliderssh.Context) {
+	var d forwardedChannel
+	if err := gossh.Unmarshal(newChan.ExtraData(), &d); err != nil {
+		newChan.Reject(gossh.ConnectionFailed, "parsing the forward: "+err.Error())
+		return
+	}
+	if srv.LocalPortForwardingCallback == nil || !srv.LocalPortForwardingCallback(ctx, d.DestAddr, d.DestPort) {
+		newChan.Reject(gossh.Prohibited, "forwards reach only the container's loopback")
+		return
+	}
+	var dialer net.Dialer
+	dconn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(d.DestAddr, strconv.FormatUint(uint64(d.DestPort), 10)))
+	if err != nil {
+		newChan.Reject(gossh.ConnectionFailed, err.Error())
+		return
+	}
+	ch, reqs, err := newChan.Accept()
+	if err != nil {
+		dconn.Close()
+		return
+	}
+	go gossh.DiscardRequests(reqs)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		io.Copy(ch, dconn)
+		ch.CloseWrite()
+	}()
+	go func() {
+		defer wg.Done()
+		io.Copy(dconn, ch)
+		if tc, ok := dconn.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}()
+	go func() {
+		wg.Wait()
+		ch.Close()
+		dconn.Close()
+	}()
 }

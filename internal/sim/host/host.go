@@ -1,7 +1,7 @@
 // Package host is the machine behind a simulated vast.ai instance: a
 // directory that serves as the container's /root and /workspace, the
-// instance's onstart run with /bin/sh -c and vast's variables, an SSH server
-// (exec, shell, PTY, signals, SFTP) on a loopback port, and process groups
+// instance's onstart run with bash -c and vast's variables, an SSH server
+// (exec, shell, PTY, signals, SFTP, -L and -R forwards) on a loopback port, and process groups
 // so that stop and destroy end everything the instance started.
 //
 // The package knows nothing of the market: the simulator tells it when an
@@ -181,6 +181,15 @@ func listen(port int) (net.Listener, error) {
 	return net.Listen("tcp", "127.0.0.1:0")
 }
 
+// Shell runs onstart and SSH commands: bash, as in vast's images, where
+// this machine has it, else /bin/sh.
+var Shell = func() string {
+	if p, err := exec.LookPath("bash"); err == nil {
+		return p
+	}
+	return "/bin/sh"
+}()
+
 // baseEnv is what every process of an instance starts from.
 func baseEnv(dir string) []string {
 	path := os.Getenv("PATH")
@@ -189,7 +198,7 @@ func baseEnv(dir string) []string {
 	}
 	// TMUX_TMPDIR: each instance has its own tmux server, as each
 	// container would.
-	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=/bin/sh", "LANG=C.UTF-8", "TMUX_TMPDIR=" + dir}
+	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=" + Shell, "LANG=C.UTF-8", "TMUX_TMPDIR=" + dir}
 }
 
 // SetKeys replaces the keys a running machine accepts (a key attached).
@@ -418,7 +427,7 @@ func (mc *machine) runOnstart(spec Spec) {
 		mc.mgr.log.Warn("sim host: container log", "id", mc.id, "err", err)
 		return
 	}
-	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd := exec.Command(Shell, "-c", script)
 	cmd.Dir = mc.dir
 	cmd.Env = append(append([]string{}, mc.env...), mc.marker)
 	cmd.Stdin = nil

@@ -42,6 +42,19 @@ func (mc *machine) serve(dropAfter int64) {
 	// Remote forwards (ssh -R): vastfleet's reverse tunnel to a
 	// coordinator on the user's machine binds the node's loopback.
 	(&Forwards{}).Install(srv)
+	// Local forwards (ssh -L), the usual way to Jupyter or TensorBoard on
+	// vast: only to the container's own loopback, so nothing the
+	// simulator derives points off this machine.
+	srv.ChannelHandlers = map[string]gliderssh.ChannelHandler{
+		"session":      gliderssh.DefaultSessionHandler,
+		"direct-tcpip": directTCPIP,
+	}
+	srv.LocalPortForwardingCallback = func(ctx gliderssh.Context, host string, _ uint32) bool {
+		if fk, ok := forcedCommand(ctx); ok && fk.restrict {
+			return false
+		}
+		return isLoopback(host)
+	}
 	if dropAfter > 0 {
 		srv.ConnCallback = func(_ gliderssh.Context, c net.Conn) net.Conn {
 			return &dropConn{Conn: c, left: dropAfter}
@@ -85,9 +98,10 @@ var signals = map[gliderssh.Signal]syscall.Signal{
 	gliderssh.SIGUSR2: procgroup.SIGUSR2,
 }
 
-// session runs one exec or shell request as /bin/sh in the instance
-// directory, in a process group of its own, its output also appended to
-// the container log.
+// session runs one exec or shell request with the container's shell in
+// the instance directory, in a process group of its own. As on vast, its
+// output goes to the client only: the container log holds the image's
+// and onstart's output, not what SSH sessions print.
 func (mc *machine) session(s gliderssh.Session) {
 	raw := s.RawCommand()
 	var forcedEnv []string
@@ -104,20 +118,12 @@ func (mc *machine) session(s gliderssh.Session) {
 	}
 	var cmd *exec.Cmd
 	if raw != "" {
-		cmd = exec.Command("/bin/sh", "-c", raw)
+		cmd = exec.Command(Shell, "-c", raw)
 	} else {
-		cmd = exec.Command("/bin/sh", "-i")
+		cmd = exec.Command(Shell, "-i")
 	}
 	cmd.Dir = mc.dir
 	cmd.Env = append(append(append(append([]string{}, mc.sessionEnv...), s.Environ()...), mc.marker), forcedEnv...)
-
-	logf, err := mc.openLog()
-	if err != nil {
-		fmt.Fprintf(s.Stderr(), "container log: %v\n", err)
-		s.Exit(255)
-		return
-	}
-	defer logf.Close()
 
 	ptyReq, winCh, isPty := s.Pty()
 	var ptmx *os.File
@@ -168,12 +174,12 @@ func (mc *machine) session(s gliderssh.Session) {
 		go io.Copy(ptmx, s)
 		go func() {
 			// Ends with EIO once every holder of the terminal is gone.
-			io.Copy(io.MultiWriter(s, logf), ptmx)
+			io.Copy(s, ptmx)
 			close(drained)
 		}()
 	} else {
-		cmd.Stdout = io.MultiWriter(s, logf)
-		cmd.Stderr = io.MultiWriter(s.Stderr(), logf)
+		cmd.Stdout = s
+		cmd.Stderr = s.Stderr()
 		procgroup.Own(cmd)
 		// A pipe we copy into ourselves: exec's own stdin copier would keep
 		// Wait blocked on a client that never closes its input.
@@ -217,7 +223,7 @@ func (mc *machine) session(s gliderssh.Session) {
 		}
 	}()
 
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if isPty {
 		// What the command wrote last may still sit in the terminal; a
 		// background process that keeps the terminal open is not waited
@@ -258,8 +264,14 @@ func (mc *machine) sftp(s gliderssh.Session) {
 		fmt.Fprintf(s.Stderr(), "sftp: %v\n", err)
 		return
 	}
+	// Serve leaves the channel open on a clean end, so the exit status
+	// below still reaches the client; sshd's sftp-server exits 0 when the client ends the session; scp
+	// (SFTP mode since OpenSSH 9) reports a channel without a status as a
+	// failure even though the file arrived.
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		mc.mgr.log.Debug("sim host: sftp session", "id", mc.id, "err", err)
+		s.Exit(1)
+		return
 	}
-	srv.Close()
+	s.Exit(0)
 }
