@@ -14,6 +14,7 @@ import (
 // so; change bid with a null price wins the machine back; a bid above every
 // rival runs on.
 func TestBidsFollowTheAuction(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 21, Balance: 1e6})
 	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"bid","allocated_storage":20,"limit":2}`)
 	bid := func(o int, price float64) (int, int64, string) {
@@ -72,6 +73,7 @@ func TestBidsFollowTheAuction(t *testing.T) {
 // still meant to run, and starts again by itself once no rival bids above
 // it (vast-api.md §11), billing storage only meanwhile.
 func TestOutbidResumesWhenTheRivalLeaves(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 23, Balance: 1e6, Faults: Faults{RivalShare: 0.5}})
 	o := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"bid","allocated_storage":20,"limit":1}`)[0]
 	var out struct {
@@ -109,6 +111,7 @@ func TestOutbidResumesWhenTheRivalLeaves(t *testing.T) {
 // TestRateLimitFollowsRequestRate: a key that sends its burst at one market
 // instant is refused with 429 until the market's clock refills its bucket.
 func TestRateLimitFollowsRequestRate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 22, Faults: Faults{RateLimit: 2, RateBurst: 5}})
 	get := func() int {
 		st, _, _ := h.do("GET", "/api/v0/users/current", nil, nil)

@@ -47,7 +47,7 @@ type Faults struct {
 
 	// TakenWhileStopped is the chance, per minute stopped, that another
 	// renter takes the GPU so that a later start waits in "Scheduling"
-	// forever.
+	// until that renter's rental ends (rivalHold).
 	TakenWhileStopped float64
 	// OfferChurnPerHour is the share of offers rented by others in any
 	// one simulated hour (they vanish from search and refuse creates).
@@ -150,6 +150,7 @@ const (
 	drawMachine
 	drawRival
 	drawSpell
+	drawRivalHold
 )
 
 // lastMile draws the instance's last-mile faults.

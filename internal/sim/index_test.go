@@ -62,6 +62,7 @@ func clientRequest(t *testing.T, query string, opts market.ParseOptions) *reques
 }
 
 func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
 	}
@@ -114,6 +115,7 @@ func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
 // it (NaN prices never), and the sweep-like slices of the test above take
 // that path rather than the full walk.
 func TestPriceIndexRange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 4, Offers: 3000})
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
@@ -155,6 +157,7 @@ func TestPriceIndexRange(t *testing.T) {
 // column a filter may name must read as the full row has it, whatever
 // state the instance is in.
 func TestFilterRowMatchesRow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 6})
 	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":12}`)
 	var ids []int64
@@ -196,6 +199,7 @@ func TestFilterRowMatchesRow(t *testing.T) {
 // the held and crowded lookups; it must still answer as the plain sort,
 // churn included.
 func TestIndexedSearchQuietMarket(t *testing.T) {
+	t.Parallel()
 	faults, _ := Profile("none")
 	faults.OfferChurnPerHour = 0.3
 	h := newHarness(t, Config{Seed: 9, Offers: 3000, Faults: faults})

@@ -16,6 +16,7 @@ import (
 // machine that failed its first renter fails the second more often than
 // one that did not.
 func TestFailuresFollowMachines(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
 	}
@@ -99,6 +100,7 @@ func TestFailuresFollowMachines(t *testing.T) {
 // longer fit, and a create on one answers no_such_ask; destroying the
 // rental lists them again.
 func TestSiblingOffersShareTheMachine(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 4, Offers: 2000, Balance: 1e6})
 	byMachine := map[int64][]Offer{}
 	for _, o := range h.m.offers {
@@ -152,10 +154,11 @@ func TestSiblingOffersShareTheMachine(t *testing.T) {
 	}
 }
 
-// TestGPUTakenWhileStoppedStaysTaken stops an instance until another renter
-// takes its GPU: every later start waits in Scheduling, even once the
-// chance of a new taking is nil.
-func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
+// TestGPUTakenWhileStoppedWaitsForTheRival stops an instance until another
+// renter takes its GPU: the start waits in Scheduling for that rental's
+// length, at least half an hour, and then loads and runs by itself.
+func TestGPUTakenWhileStoppedWaitsForTheRival(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 8, Faults: Faults{TakenWhileStopped: 1}})
 	a := h.create(h.cheapOffer().ID, "a")
 	h.clock.Set(h.stateOf(a).ReadyAt)
@@ -166,11 +169,21 @@ func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
 		t.Fatalf("start after the GPU was taken: %q %q", in.Status(), in.StatusMsg)
 	}
 	h.m.cfg.Faults.TakenWhileStopped = 0
-	h.setState(a, "stopped")
-	h.setState(a, "running")
-	h.clock.Advance(time.Hour)
-	if in := h.show(a); in.Status() != "stopped" || !strings.Contains(in.StatusMsg, "Scheduling") {
-		t.Errorf("second start of a taken instance: %q %q", in.Status(), in.StatusMsg)
+	free := h.stateOf(a).FreeAt
+	if d := free.Sub(h.clock.Now()); d < 30*time.Minute || d > 12*time.Hour {
+		t.Fatalf("the rival holds the GPU for %s, want 30m to 12h", d)
+	}
+	h.clock.Advance(29 * time.Minute)
+	if in := h.show(a); in.Status() != "stopped" || in.IntendedStatus != "running" || !strings.Contains(in.StatusMsg, "Scheduling") {
+		t.Fatalf("while the rival holds the GPU: %q/%q %q", in.Status(), in.IntendedStatus, in.StatusMsg)
+	}
+	h.clock.Set(free.Add(time.Second))
+	if in := h.show(a); in.Status() != "loading" {
+		t.Fatalf("once the rival let go: %q %q, want loading", in.Status(), in.StatusMsg)
+	}
+	h.clock.Set(h.stateOf(a).ReadyAt)
+	if in := h.show(a); in.Status() != "running" {
+		t.Errorf("after loading: %q %q", in.Status(), in.StatusMsg)
 	}
 }
 
@@ -179,6 +192,7 @@ func TestGPUTakenWhileStoppedStaysTaken(t *testing.T) {
 // extraction, slowest on the slow hosts, leave clearly fewer running after
 // 10 minutes.
 func TestImageSizeShapesBootYield(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
 	}
@@ -218,6 +232,7 @@ func TestImageSizeShapesBootYield(t *testing.T) {
 // minute for two hours: offers come and go at many different minutes, not
 // all together on the hour, and about the profile's share is held at once.
 func TestOfferChurnIsPerOffer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 23, Offers: 2000, Faults: Faults{OfferChurnPerHour: 0.05}})
 	prev := map[int64]bool{}
 	changed, held := map[int]bool{}, 0

@@ -20,7 +20,10 @@
 //   - An offer is rented by one instance at a time. Stopping gives the GPU
 //     up (the offer is rentable again); a later start finds it taken when
 //     someone holds it, when it churned, or by Faults.TakenWhileStopped,
-//     and then waits in "Scheduling" forever.
+//     and then waits in "Scheduling" until the GPU frees up: when one of
+//     this account's instances holds it, until that one stops or goes;
+//     when another renter does, for that rental's drawn length
+//     (rivalHold: 30 minutes to 12 hours). Then it loads as any start.
 //   - The v1 listing always pages in id order (order_by is validated, not
 //     applied); select_filters work on id, label, actual_status,
 //     intended_status, gpu_name and verification.
@@ -166,7 +169,10 @@ type instance struct {
 	Fault      string    `json:"fault,omitempty"`
 	OfflineSet bool      `json:"offline_set,omitempty"` // the host failure was scheduled (once per instance)
 	Scheduling bool      `json:"scheduling,omitempty"`
-	Taken      bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
+	// FreeAt is when another renter's hold on a Scheduling instance's GPU
+	// ends; zero while this account's own instances hold it.
+	FreeAt time.Time `json:"free_at,omitzero"`
+	Taken  bool      `json:"taken,omitempty"` // another renter took the GPU while it was stopped
 	// OutbidAt is when a rival bid stops this interruptible instance;
 	// Outbid says one did.
 	OutbidAt time.Time `json:"outbid_at,omitempty"`
@@ -387,6 +393,9 @@ func (in *instance) nextEvent() time.Time {
 		if in.Outbid && in.Intended == "running" {
 			return in.RegainAt
 		}
+		if in.Scheduling {
+			return in.FreeAt
+		}
 		return time.Time{}
 	default:
 		return time.Time{}
@@ -481,6 +490,10 @@ func (m *Market) advance(now time.Time) {
 					m.regain(in, e) // an outbid instance's only event
 					continue
 				}
+				if in.Scheduling && in.Status == "stopped" {
+					m.schedule(in, e) // the rival's hold ended
+					continue
+				}
 				in.step(e)
 				if in.Outbid {
 					in.RegainAt = m.regainAt(in.OfferID, in.ComputeRate, e)
@@ -573,7 +586,7 @@ func (m *Market) stop(in *instance, now time.Time, msg string) {
 	in.Status = "stopped"
 	in.Intended = "stopped"
 	in.Scheduling, in.Outbid = false, false
-	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt, in.RegainAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	in.ReadyAt, in.LoadingAt, in.OfflineAt, in.OutbidAt, in.RegainAt, in.FreeAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	in.StoppedAt = now
 	in.StatusMsg = msg
 	in.log(now, "%s", msg)
@@ -776,6 +789,7 @@ func (m *Market) setState(id int64, want string, now time.Time) error {
 	case "stopped":
 		if in.Status != "stopped" || in.Scheduling {
 			m.stop(in, now, "stopped by user")
+			m.wakeScheduled(now)
 		}
 		return nil
 	case "running":
@@ -800,17 +814,63 @@ func (m *Market) start(in *instance, now time.Time) error {
 	if in.Status == "stopped" {
 		mins := now.Sub(in.StoppedAt).Minutes()
 		pTaken := 1 - math.Pow(1-m.cfg.Faults.TakenWhileStopped, mins)
-		_, held := m.holders()[in.OfferID]
-		if held || in.Taken || crowded(&m.offers[m.byID[in.OfferID]], m.gpusInUse()) || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.fate(), in.Starts) < pTaken {
-			// Someone else has the GPU: vast waits for it, possibly forever,
-			// and it stays taken for every later start.
+		if m.ownHold(in) {
 			in.Scheduling = true
-			in.Taken = true
+			in.StatusMsg = "Scheduling: waiting for the GPU on this machine; another renter holds it"
+			in.log(now, "start requested; GPU busy, scheduling")
+			return nil
+		}
+		if in.Taken || m.churned(in.OfferID, now) || draw(m.st.Seed, drawTaken, in.fate(), in.Starts) < pTaken {
+			// Another renter has the GPU: vast waits until their rental
+			// ends, which may be hours.
+			in.Scheduling, in.Taken = true, true
+			in.FreeAt = now.Add(m.rivalHold(in))
 			in.StatusMsg = "Scheduling: waiting for the GPU on this machine; another renter holds it"
 			in.log(now, "start requested; GPU busy, scheduling")
 			return nil
 		}
 	}
+	m.load(in, now)
+	return nil
+}
+
+// ownHold reports whether one of this account's live instances holds the
+// GPUs in's start needs.
+func (m *Market) ownHold(in *instance) bool {
+	h, held := m.holders()[in.OfferID]
+	return (held && h != in) || crowded(&m.offers[m.byID[in.OfferID]], m.gpusInUse())
+}
+
+// rivalHold is how much longer another renter keeps the GPU a Scheduling
+// instance waits for: 30 minutes to 12 hours, drawn per start.
+func (m *Market) rivalHold(in *instance) time.Duration {
+	return time.Duration((0.5 + 11.5*draw(m.st.Seed, drawRivalHold, in.fate(), in.Starts)) * float64(time.Hour))
+}
+
+// schedule tries a Scheduling instance's start again at t, once the GPU it
+// waited for may be free: it loads, or waits on this account's holder.
+func (m *Market) schedule(in *instance, t time.Time) {
+	in.FreeAt = time.Time{}
+	if m.ownHold(in) {
+		return // woken when that instance lets go (wakeScheduled)
+	}
+	in.Scheduling, in.Taken = false, false
+	in.log(t, "GPU free again; starting")
+	m.load(in, t)
+}
+
+// wakeScheduled gives each Scheduling instance waiting on this account's
+// own holder a turn at now, after an instance stopped or went.
+func (m *Market) wakeScheduled(now time.Time) {
+	for _, in := range m.st.Instances {
+		if !in.Destroyed && in.Scheduling && in.Status == "stopped" && in.FreeAt.IsZero() {
+			m.schedule(in, now)
+		}
+	}
+}
+
+// load starts the container of a started instance at now.
+func (m *Market) load(in *instance, now time.Time) {
 	in.Status = "loading"
 	in.StatusMsg = "Starting container"
 	in.ReadyAt = now.Add(time.Duration((10 + 30*draw(m.st.Seed, drawRestart, in.fate(), in.Starts)) * float64(time.Second)))
@@ -822,7 +882,6 @@ func (m *Market) start(in *instance, now time.Time) error {
 		in.OutbidAt = m.outbidAt(in.OfferID, in.ComputeRate, now)
 	}
 	in.log(now, "starting")
-	return nil
 }
 
 func (m *Market) reboot(id int64, now time.Time) error {
@@ -849,6 +908,7 @@ func (m *Market) destroy(id int64, now time.Time) error {
 	in.Destroyed = true
 	in.DestroyedAt = now
 	in.log(now, "destroyed")
+	m.wakeScheduled(now)
 	return nil
 }
 
@@ -918,12 +978,15 @@ func (m *Market) row(in *instance, now time.Time) InstanceRow {
 // InstanceState is the simulator's view of one rental, destroyed ones
 // included.
 type InstanceState struct {
-	ID          int64     `json:"id"`
-	OfferID     int64     `json:"offer_id"`
-	Label       string    `json:"label"`
-	Status      string    `json:"actual_status"`
-	Intended    string    `json:"intended_status"`
-	Scheduling  bool      `json:"scheduling"`
+	ID         int64  `json:"id"`
+	OfferID    int64  `json:"offer_id"`
+	Label      string `json:"label"`
+	Status     string `json:"actual_status"`
+	Intended   string `json:"intended_status"`
+	Scheduling bool   `json:"scheduling"`
+	// FreeAt is when another renter lets go of a Scheduling instance's
+	// GPU; zero while this account's own instances hold it.
+	FreeAt      time.Time `json:"free_at,omitzero"`
 	Fault       string    `json:"fault,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	ReadyAt     time.Time `json:"ready_at"` // zero unless booting
@@ -951,7 +1014,7 @@ func (m *Market) stateLocked() []InstanceState {
 	out := make([]InstanceState, 0, len(m.st.Instances))
 	for _, in := range m.st.Instances {
 		s := InstanceState{ID: in.ID, OfferID: in.OfferID, Status: in.Status, Intended: in.Intended,
-			Scheduling: in.Scheduling, Fault: in.Fault, CreatedAt: in.CreatedAt, ReadyAt: in.ReadyAt,
+			Scheduling: in.Scheduling, FreeAt: in.FreeAt, Fault: in.Fault, CreatedAt: in.CreatedAt, ReadyAt: in.ReadyAt,
 			Destroyed: in.Destroyed, DestroyedAt: in.DestroyedAt, Spend: spend[in.ID],
 			Bid: in.Bid, ComputeRate: in.ComputeRate}
 		for _, ev := range in.Events {

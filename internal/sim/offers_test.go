@@ -13,6 +13,7 @@ import (
 // ±30% of the published table on every row, for vCPU, RAM and $/hr.
 // `vastfleet sim depth --seeds 1-5` prints the same table.
 func TestOffersCalibratedToMarketFacts(t *testing.T) {
+	t.Parallel()
 	var ns []int
 	for _, w := range PublishedDepth {
 		ns = append(ns, w.N)
@@ -35,6 +36,7 @@ func TestOffersCalibratedToMarketFacts(t *testing.T) {
 }
 
 func TestGenerateOffersDeterministic(t *testing.T) {
+	t.Parallel()
 	a, b := GenerateOffers(7, 500), GenerateOffers(7, 500)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same seed gave different offers")

@@ -31,6 +31,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func (b *countingBody) Close() error { return nil }
 
 func TestKeyIsCheckedBeforeTheBodyIsRead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 1})
 	send := func(method, path, key string) (int, int64) {
 		body := &countingBody{left: 4 << 20}
@@ -69,6 +70,7 @@ func TestKeyIsCheckedBeforeTheBodyIsRead(t *testing.T) {
 }
 
 func TestServerBoundsEveryConnectionPhase(t *testing.T) {
+	t.Parallel()
 	srv := newHarness(t, Config{Seed: 1}).m.server()
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,

@@ -157,6 +157,7 @@ func (h *harness) cheapOffer() market.Offer {
 }
 
 func TestSearchFiltersOrdersAndCaps(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 1})
 	offers := h.search(`{"gpu_name":{"eq":"RTX 3090"},"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":5,"limit":10}`)
 	if len(offers) != 10 {
@@ -196,6 +197,7 @@ func TestSearchFiltersOrdersAndCaps(t *testing.T) {
 }
 
 func TestCreateBootsToRunningAndHoldsTheOffer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 2})
 	o := h.cheapOffer()
 	id := h.create(o.ID, "vf-test-1")
@@ -251,6 +253,7 @@ func TestCreateBootsToRunningAndHoldsTheOffer(t *testing.T) {
 }
 
 func TestLedgerForScriptedTimeline(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 3})
 	o := h.cheapOffer()
 	id := h.create(o.ID, "ledger")
@@ -303,6 +306,7 @@ func TestLedgerForScriptedTimeline(t *testing.T) {
 }
 
 func TestLostCreateAppliesAndDropsConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 4, Faults: Faults{LostCreate: 1}})
 	o := h.cheapOffer()
 	b, _ := json.Marshal(map[string]any{"image": "ubuntu:22.04", "disk": 10, "label": "lost"})
@@ -320,6 +324,7 @@ func TestLostCreateAppliesAndDropsConnection(t *testing.T) {
 }
 
 func TestRateLimitHasNoRetryAfter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 5, Faults: Faults{Rate429: 1}})
 	st, hdr, body := h.do("GET", "/api/v0/users/current", nil, nil)
 	if st != 429 || hdr.Get("Retry-After") != "" || !strings.Contains(string(body), "API requests too frequent") {
@@ -345,6 +350,7 @@ type listPage struct {
 }
 
 func TestV1ListingPaginates(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 6})
 	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":30}`)
 	for i, o := range offers {
@@ -389,6 +395,7 @@ func TestV1ListingPaginates(t *testing.T) {
 }
 
 func TestAuthFailures(t *testing.T) {
+	t.Parallel()
 	for _, as404 := range []bool{false, true} {
 		h := newHarness(t, Config{Seed: 7, Faults: Faults{AuthAs404: as404}})
 		h.key = "wrong"
@@ -415,7 +422,11 @@ func TestAuthFailures(t *testing.T) {
 	}
 }
 
-func TestStartAfterOfferTakenStaysScheduling(t *testing.T) {
+// TestStartWaitsWhileOwnInstanceHoldsTheGPU: a start whose GPU another of
+// the account's instances took waits in Scheduling for as long as that one
+// holds it, and loads as soon as it is destroyed.
+func TestStartWaitsWhileOwnInstanceHoldsTheGPU(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 8})
 	o := h.cheapOffer()
 	a := h.create(o.ID, "a")
@@ -425,7 +436,7 @@ func TestStartAfterOfferTakenStaysScheduling(t *testing.T) {
 		t.Fatalf("after stop: %q/%q", in.Status(), in.IntendedStatus)
 	}
 	h.clock.Advance(time.Minute)
-	h.create(o.ID, "b") // the stopped instance gave up its GPU
+	b := h.create(o.ID, "b") // the stopped instance gave up its GPU
 	h.setState(a, "running")
 	for range 3 {
 		h.clock.Advance(time.Hour)
@@ -434,9 +445,16 @@ func TestStartAfterOfferTakenStaysScheduling(t *testing.T) {
 			t.Fatalf("start of a taken instance: %q/%q %q", in.Status(), in.IntendedStatus, in.StatusMsg)
 		}
 	}
+	if st, _, body := h.do("DELETE", fmt.Sprintf("/api/v0/instances/%d/", b), nil, nil); st != 200 {
+		t.Fatalf("destroy %d: %d %s", b, st, body)
+	}
+	if in := h.show(a); in.Status() != "loading" {
+		t.Fatalf("after the holder went: %q %q, want loading", in.Status(), in.StatusMsg)
+	}
 }
 
 func TestBalanceExhaustionStopsInstances(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 9, Balance: 2})
 	o := h.cheapOffer()
 	id := h.create(o.ID, "poor")
@@ -451,6 +469,7 @@ func TestBalanceExhaustionStopsInstances(t *testing.T) {
 }
 
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 10})
 	id := h.create(h.cheapOffer().ID, "logs")
 	var out struct {
@@ -470,6 +489,7 @@ func TestLogs(t *testing.T) {
 }
 
 func TestPersistenceAndLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := clock.NewManual(t0)
 	m, err := Open(dir, Config{Seed: 11, Offers: 500, Clock: clk, APIKey: testKey})
@@ -515,6 +535,7 @@ func TestPersistenceAndLock(t *testing.T) {
 }
 
 func TestScaledClockContinuesAcrossOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wall := clock.NewManual(t0)
 	m, err := Open(dir, Config{Seed: 12, Offers: 200, Clock: clock.NewScaled(t0, wall.Now(), 60, wall)})
@@ -538,6 +559,7 @@ func TestScaledClockContinuesAcrossOpen(t *testing.T) {
 }
 
 func TestAdminSurface(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 13})
 	id := h.create(h.cheapOffer().ID, "admin")
 	resp, err := http.Post(h.srv.URL+"/sim/advance?d=2h", "", nil)
@@ -565,6 +587,7 @@ func TestAdminSurface(t *testing.T) {
 }
 
 func TestRealisticProfileBootShares(t *testing.T) {
+	t.Parallel()
 	f, err := Profile("realistic")
 	if err != nil {
 		t.Fatal(err)
@@ -602,6 +625,7 @@ func TestRealisticProfileBootShares(t *testing.T) {
 }
 
 func TestInstanceFaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		faults Faults
@@ -634,6 +658,7 @@ func TestInstanceFaults(t *testing.T) {
 }
 
 func TestOfferChurnHidesOffers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 16, Faults: Faults{OfferChurnPerHour: 1}})
 	if got := h.search(`{"rentable":{"eq":true},"order":[],"type":"on-demand","allocated_storage":5}`); len(got) != 0 {
 		t.Fatalf("%d rentable offers while every offer churned", len(got))
@@ -646,6 +671,7 @@ func TestOfferChurnHidesOffers(t *testing.T) {
 }
 
 func TestBulkCallsAndReboot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 17})
 	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":3}`)
 	var ids []int64

@@ -88,6 +88,7 @@ func pyQuery(args [][2]any) string {
 // `ssh-url ID`, `attach ssh ID KEY`, `execute ID ls` and `logs ID`
 // (vast-cli 5567983, vast.py), and reads the answers as it does.
 func TestVastCLIRequests(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Seed: 21, HostDir: t.TempDir()})
 	defer h.m.Close()
 	id := cliInstance(t, h)
@@ -189,6 +190,7 @@ func TestVastCLIRequests(t *testing.T) {
 //
 //	VASTFLEET_VAST_CLI=/path/to/vast-cli/vast.py go test -run TestOfficialVastCLI -v ./internal/sim
 func TestOfficialVastCLI(t *testing.T) {
+	t.Parallel()
 	script := os.Getenv("VASTFLEET_VAST_CLI")
 	if script == "" {
 		t.Skip("set VASTFLEET_VAST_CLI to the official CLI's vast.py")
