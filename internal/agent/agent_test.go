@@ -17,6 +17,7 @@ import (
 // coordinator: metrics in the heartbeat (latest value), findings once
 // each, plain lines in the session's log, and the session states.
 func TestSessionsReportMetricsAndFindings(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, false)
 	dir := t.TempDir()
 	cfg := c.testConfig(t, dir,
@@ -91,6 +92,7 @@ exec sleep 1000`},
 // one that commits but loses its answer: every finding ends up stored,
 // each exactly once, and the spool empties.
 func TestCoordinatorErrorsLoseNothing(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, false)
 	c.set(func(c *fakeCoord) { c.failFinds, c.storeNoAck = 4, 2 })
 	dir := t.TempDir()
@@ -130,6 +132,7 @@ func TestCoordinatorErrorsLoseNothing(t *testing.T) {
 // down survive the agent's end; a new agent on the same state directory
 // sends them, and the coordinator ends with the complete set once each.
 func TestSpoolResentAfterRestart(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, false)
 	dir := t.TempDir()
 	const n = 30
@@ -189,6 +192,7 @@ func TestSpoolResentAfterRestart(t *testing.T) {
 // TestStopEndsTheWholeGroup: a session that ignores SIGINT is killed after
 // the grace, together with the children it started.
 func TestStopEndsTheWholeGroup(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, false)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
@@ -234,6 +238,7 @@ func zombie(pid int) bool {
 
 // TestSecondAgentOnOneDirRefused: two agents would run every session twice.
 func TestSecondAgentOnOneDirRefused(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, false)
 	dir := t.TempDir()
 	start(t, c.testConfig(t, dir))

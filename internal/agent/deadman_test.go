@@ -177,6 +177,7 @@ func (s *simInstance) agentConfig(t *testing.T) Config {
 // why in agent.log, and the simulator bills no more compute for it. With
 // the destroy policy the instance is destroyed.
 func TestDeadmanStopsItsInstance(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{wire.PolicyStop, wire.PolicyDestroy} {
 		t.Run(policy, func(t *testing.T) {
 			c := newFakeCoord(t, false)
@@ -237,6 +238,7 @@ func TestDeadmanStopsItsInstance(t *testing.T) {
 // while, far shorter than orphan-after, then answers again: the agent
 // goes on and the instance keeps running.
 func TestShortCutChangesNothing(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, false)
 	c.reply = wire.HeartbeatReply{IntervalS: 1} // 16 ms at 60x
 	s := rentOne(t, map[string]string{
@@ -275,6 +277,7 @@ func TestShortCutChangesNothing(t *testing.T) {
 // coordinator goes away, the agent stops its own instance, the simulator
 // stops the machine (the agent with it) and bills no more compute.
 func TestInstalledAgentInASimulatedInstance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the agent binary")
 	}

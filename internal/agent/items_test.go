@@ -18,6 +18,7 @@ import (
 )
 
 func TestItemCommandQuotes(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]string{
 		"42":           `run 42 --out 42.json`, // a plain word needs no quotes
 		"lr=0.1 bs=32": `run 'lr=0.1 bs=32' --out 'lr=0.1 bs=32'.json`,
@@ -40,6 +41,7 @@ func TestItemCommandQuotes(t *testing.T) {
 // agents send them again. Every item is done exactly once, by a live
 // agent, with its output, and every finding is stored once.
 func TestItemWorkersSurviveALostAgent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const items = 40
 	values := make([]string, items)
@@ -164,6 +166,7 @@ func TestItemWorkersSurviveALostAgent(t *testing.T) {
 // An item worker whose After file is missing leases nothing, so a node
 // left out of a job's run holds no item; it starts once the file exists.
 func TestItemWorkerWaitsForItsAfterFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, token := fleetWithItems(t, []string{"1", "2", "3"})
 	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond, Members: anyInstance})

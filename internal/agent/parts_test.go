@@ -19,6 +19,7 @@ import (
 )
 
 func TestFromEnv(t *testing.T) {
+	t.Parallel()
 	base := map[string]string{
 		wire.EnvCoordURL:     "https://coord.example:8443/",
 		wire.EnvFleet:        "f1",
@@ -102,6 +103,7 @@ func TestFromEnv(t *testing.T) {
 // partial last line; the next run keeps every whole finding and appends
 // after them cleanly.
 func TestSpoolDropsATornLine(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "spool.jsonl")
 	good := `{"key":"a","at":"2026-01-01T00:00:00Z","data":{"x":1}}` + "\n" + `{"key":"b","at":"2026-01-01T00:00:00Z","data":2}` + "\n"
 	if err := os.WriteFile(path, []byte(good+`{"key":"c","at":"2026-0`), 0o600); err != nil {
@@ -142,6 +144,7 @@ func TestSpoolDropsATornLine(t *testing.T) {
 }
 
 func TestLogRotates(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "w.log")
 	l, err := openLog(path, 100)
 	if err != nil {
@@ -168,6 +171,7 @@ func TestLogRotates(t *testing.T) {
 // container's: CPU from usage_usec over wall time, cores from cpu.max,
 // memory as the working set against memory.max.
 func TestSamplerReadsCgroupV2(t *testing.T) {
+	t.Parallel()
 	cg, proc := t.TempDir(), t.TempDir()
 	write := func(dir, name, text string) {
 		t.Helper()
@@ -209,6 +213,7 @@ func TestSamplerReadsCgroupV2(t *testing.T) {
 // TestSamplerReadsProc: on a host, CPU is busy over all jiffies times the
 // number of CPUs, so a full machine reads 100% per core.
 func TestSamplerReadsProc(t *testing.T) {
+	t.Parallel()
 	proc := t.TempDir()
 	stat := func(user, idle int) {
 		text := "cpu  " + strconv.Itoa(user) + " 0 0 " + strconv.Itoa(idle) + " 0 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0\ncpu1 1 0 0 1 0 0 0 0\nintr 1\n"
@@ -234,6 +239,7 @@ func TestSamplerReadsProc(t *testing.T) {
 // TestGPUsFromNvidiaSMI runs a stand-in nvidia-smi that answers only the
 // exact query the agent is meant to make.
 func TestGPUsFromNvidiaSMI(t *testing.T) {
+	t.Parallel()
 	smi := filepath.Join(t.TempDir(), "nvidia-smi")
 	script := `#!/bin/sh
 [ "$*" = "--query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits" ] || { echo "unexpected: $*" >&2; exit 2; }
@@ -251,6 +257,7 @@ echo "0, 55, 1000, 143771"
 }
 
 func TestParseNvidiaSMI(t *testing.T) {
+	t.Parallel()
 	got := parseNvidiaSMI([]byte("0, 97, 70123, 81559\n1, [N/A], 0, 81559\ngarbage\n"))
 	if len(got) != 2 || got[0] != (wire.GPU{Index: 0, UtilPercent: 97, MemUsedMB: 70123, MemTotalMB: 81559}) ||
 		got[1] != (wire.GPU{Index: 1, MemTotalMB: 81559}) {
@@ -262,6 +269,7 @@ func TestParseNvidiaSMI(t *testing.T) {
 // certificate it names: the right one works, any other is refused, even
 // one the system would trust.
 func TestTLSPinning(t *testing.T) {
+	t.Parallel()
 	c := newFakeCoord(t, true)
 	sum := sha256.Sum256(c.srv.Certificate().Raw)
 	cfg := c.testConfig(t, t.TempDir())
@@ -302,6 +310,7 @@ var agentMayLink = map[string]bool{"internal/wire": true, "internal/vasterr": tr
 // harmless: no SQLite, no database/sql, no store, no marketplace client,
 // no simulator.
 func TestAgentLinksNoStoreOrMarketplace(t *testing.T) {
+	t.Parallel()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not on PATH")

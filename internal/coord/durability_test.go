@@ -34,6 +34,7 @@ const (
 // TestCoordinatorChildProcess is the coordinator the kill -9 test runs in
 // a process of its own; run directly it does nothing.
 func TestCoordinatorChildProcess(t *testing.T) {
+	t.Parallel()
 	dbPath := os.Getenv(childDBEnv)
 	if dbPath == "" {
 		t.Skip("only run as the child of TestFindingsSurviveKill9")
@@ -111,6 +112,7 @@ func storedKeys(t *testing.T, db *DB, fleet string) map[string]bool {
 }
 
 func TestFindingsSurviveKill9(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
@@ -286,6 +288,7 @@ func readEvent(t *testing.T, rd *bufio.Reader) wire.Snapshot {
 }
 
 func TestEventsStreamSnapshotsAndDropAStalledSubscriber(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, func(c *Config) { c.PushEvery = 20 * time.Millisecond; c.TokenRate = 1e6 })
 
 	// A reading subscriber sees the fleet change.
@@ -356,6 +359,7 @@ func TestEventsStreamSnapshotsAndDropAStalledSubscriber(t *testing.T) {
 }
 
 func TestSelfSignedCertificateIsReusedAndPinnable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, fp, err := SelfSigned(dir)
 	if err != nil {

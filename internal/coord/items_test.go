@@ -11,6 +11,7 @@ import (
 )
 
 func TestAddItemsIsIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTestDB(t, t.TempDir()+"/coord.db")
 	defer db.Close()
@@ -66,6 +67,7 @@ func (r *rig) beat(node string) {
 // a node that keeps beating keeps its item however long it runs, a node
 // that goes quiet loses it to the queue, and the next lease request gets it.
 func TestItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	r := newRig(t, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
 	if err := r.db.AddItems(context.Background(), "alpha", []string{"x", "y", "z"}); err != nil {
@@ -110,6 +112,7 @@ func TestItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T) {
 // The first result for an item is the one kept: a late one from the node
 // that lost the lease and a replay are acknowledged and ignored.
 func TestItemResultIsStoredOnce(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	r := newRig(t, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
 	ctx := context.Background()
@@ -158,6 +161,7 @@ func TestItemResultIsStoredOnce(t *testing.T) {
 }
 
 func TestItemEndpointsRefuseStrangers(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, nil)
 	ctx := context.Background()
 	otherAgent, _, err := r.db.FleetTokens(ctx, "beta")
@@ -195,6 +199,7 @@ func TestItemEndpointsRefuseStrangers(t *testing.T) {
 // Leases and results live in coord.db: a restarted coordinator knows who
 // holds what and which results are in.
 func TestItemsSurviveACoordinatorRestart(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	edit := func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second }
 	r := newRig(t, edit)

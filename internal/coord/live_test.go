@@ -17,6 +17,7 @@ import (
 )
 
 func TestTotalsFollowHeartbeatAgeOnTheInjectedClock(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	costCalls := 0
 	r := newRig(t, func(c *Config) {
@@ -103,6 +104,7 @@ func TestTotalsFollowHeartbeatAgeOnTheInjectedClock(t *testing.T) {
 }
 
 func TestMetricsEndpointParses(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, nil)
 	r.do("POST", wire.PathHeartbeat, r.node("n1"), heartbeat("alpha", "n1"), nil)
 	r.do("POST", wire.PathHeartbeat, r.node("n2"), heartbeat("alpha", "n2"), nil)
@@ -173,6 +175,7 @@ func TestMetricsEndpointParses(t *testing.T) {
 }
 
 func TestStateAndFindingsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	r := newRig(t, func(c *Config) { c.Clock = clk })
 	r.do("POST", wire.PathHeartbeat, r.node("n1"), heartbeat("alpha", "n1"), nil)
@@ -207,6 +210,7 @@ func TestStateAndFindingsSurviveARestart(t *testing.T) {
 }
 
 func TestDashboardSwapsTheLinkTokenForACookie(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, nil)
 	c := r.http.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -282,6 +286,7 @@ func TestDashboardSwapsTheLinkTokenForACookie(t *testing.T) {
 }
 
 func TestAgentBinaryIsServedToAgents(t *testing.T) {
+	t.Parallel()
 	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	r := newRig(t, func(c *Config) {
 		c.AgentBinary = func() (io.ReadCloser, string, error) {
@@ -304,6 +309,7 @@ func TestAgentBinaryIsServedToAgents(t *testing.T) {
 }
 
 func TestHistoryKeepsTenMinutesOfTotals(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	r := newRig(t, func(c *Config) { c.Clock = clk; c.PushEvery = time.Hour })
 	ctx := context.Background()
@@ -331,6 +337,7 @@ func TestHistoryKeepsTenMinutesOfTotals(t *testing.T) {
 }
 
 func TestMarketDepthIsDrawnForViewersAndCached(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	r := newRig(t, func(c *Config) {
 		c.MarketDepth = func(context.Context) ([]byte, error) {

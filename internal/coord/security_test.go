@@ -15,6 +15,7 @@ import (
 )
 
 func TestFleetTokensAreStablePrivateAndHashed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/coord.db"
 	db := openTestDB(t, path)
@@ -86,6 +87,7 @@ func TestFleetTokensAreStablePrivateAndHashed(t *testing.T) {
 }
 
 func TestRequestsAreRefusedWithClearErrors(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, nil)
 	otherAgent, otherViewer, err := r.db.FleetTokens(context.Background(), "beta")
 	if err != nil {
@@ -197,6 +199,7 @@ func (c *countingBody) Read(p []byte) (int, error) {
 func (c *countingBody) Close() error { return nil }
 
 func TestTokenIsCheckedBeforeTheBodyIsRead(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, nil)
 	for _, tok := range []string{"", "nope", r.viewer} {
 		body := &countingBody{}
@@ -230,6 +233,7 @@ func TestTokenIsCheckedBeforeTheBodyIsRead(t *testing.T) {
 }
 
 func TestRateLimitPerToken(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, func(c *Config) { c.TokenRate = 0.001; c.TokenBurst = 2 })
 	hb := heartbeat("alpha", "n1")
 	n1 := r.node("n1")
@@ -256,6 +260,7 @@ func TestRateLimitPerToken(t *testing.T) {
 }
 
 func TestReplayedFindingsAreAckedAgainAndStoredOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, nil)
 	var ack wire.FindingsAck
 	if code, _ := r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "a", "b", "b"), &ack); code != 200 {

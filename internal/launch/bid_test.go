@@ -110,6 +110,7 @@ func bidLaunch(t *testing.T, seed int64, rivals float64, count int, bid Bid) (*l
 // the simulator's ledger. (Seed 31: 13 outbid and replaced, 33 rented,
 // spend $1.67 against a ledger of $1.67.)
 func TestBidLaunchReplacesOutbid(t *testing.T) {
+	t.Parallel()
 	e, sum, rec, _ := bidLaunch(t, 31, 0.35, 20, Bid{OnOutbid: OutbidReplace})
 	outbid, failedOutbid := rec.count(EvOutbid), 0
 	rec.mu.Lock()
@@ -139,6 +140,7 @@ func TestBidLaunchReplacesOutbid(t *testing.T) {
 // their on-demand price are replaced. (Seed 31: 10 outbid, 24 change
 // bids, 9 of the 20 end at a raised bid, 1 replaced.)
 func TestBidLaunchRebids(t *testing.T) {
+	t.Parallel()
 	e, sum, rec, offers := bidLaunch(t, 31, 0.35, 20, Bid{OnOutbid: OutbidRebid})
 	if rec.count(EvOutbid) < 5 || rec.count(EvRebid) == 0 || sum.Rebids != rec.count(EvRebid) {
 		t.Fatalf("outbid %d, rebid events %d, summary rebids %d: want outbids answered by rebids", rec.count(EvOutbid), rec.count(EvRebid), sum.Rebids)
@@ -175,6 +177,7 @@ func checkSpend(t *testing.T, e *launchsim.Env, sum Summary) {
 // A fixed bid below every offer's min_bid rents nothing and says why; one
 // between them skips the offers it cannot win and rents only the others.
 func TestBidBelowMinBid(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 32, sim.Faults{})
 	ctx := context.Background()
 	cands := bidCandidates(e.Mkt, 10)
@@ -229,6 +232,7 @@ func TestBidBelowMinBid(t *testing.T) {
 // A bid launch interrupted and resumed keeps bidding: the spec's bid is
 // stored, and every rental after the resume is interruptible at it.
 func TestBidLaunchResumes(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 33, sim.Faults{})
 	spec := baseSpec("bidresume", 8)
 	spec.Bid = &Bid{OnOutbid: OutbidRebid}

@@ -16,6 +16,7 @@ import (
 )
 
 func TestSummaryEventJSON(t *testing.T) {
+	t.Parallel()
 	s := &Summary{Asked: 300, Ready: 291, MinReady: 295, Replaced: 12, Failed: 14, Destroyed: 20, BootSpend: 1.5, DPHTotal: 80.25,
 		VCPU: 20000, RAMGB: 69000, GPUs: 300, StoppedAtCap: "", Fleet: "x", Rented: 312, ReadyIDs: []int64{41, 42}}
 	b, err := json.Marshal(Event{Event: EvSummary, At: time.Now(), Summary: s})
@@ -47,6 +48,7 @@ func TestSummaryEventJSON(t *testing.T) {
 }
 
 func TestParseEnvAndSessions(t *testing.T) {
+	t.Parallel()
 	env, err := ParseEnv("TCP_PORTS=8000;UDP_PORTS=; HF_TOKEN=a=b ;")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +82,7 @@ func TestParseEnvAndSessions(t *testing.T) {
 }
 
 func TestSpecValidate(t *testing.T) {
+	t.Parallel()
 	good := baseSpec("ok", 10).WithDefaults()
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
@@ -104,6 +107,7 @@ func TestSpecValidate(t *testing.T) {
 }
 
 func TestParseWaitForAndWait(t *testing.T) {
+	t.Parallel()
 	c, err := ParseWaitFor("vcpu>=5000 dph_per_vcpu<=0.002")
 	if err != nil {
 		t.Fatal(err)

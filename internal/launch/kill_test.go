@@ -83,6 +83,7 @@ func (h *handoffClock) set(c clock.Clock) {
 // TestKillChild is the child's side; it does nothing unless the parent
 // started it.
 func TestKillChild(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv("VASTFLEET_KILL_CHILD_URL")
 	if url == "" {
 		t.Skip("run by TestKill9Resume")
@@ -111,6 +112,7 @@ func TestKillChild(t *testing.T) {
 }
 
 func TestKill9Resume(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -128,7 +130,8 @@ func TestKill9Resume(t *testing.T) {
 		// child rents before its deadline (its renting is rate-limited in
 		// wall time, so a few dozen at this scale).
 		killAt := rng.IntN(50)
-		t.Run(strconv.Itoa(i), func(t *testing.T) { killOnce(t, killAt, base) })
+		// Each kill owns its market, store and child process.
+		t.Run(strconv.Itoa(i), func(t *testing.T) { t.Parallel(); killOnce(t, killAt, base) })
 	}
 }
 

@@ -39,6 +39,7 @@ func ledgerByKind(t *testing.T, e *launchsim.Env, fleetName string) map[string]f
 // ledger to the cent on compute, storage and bandwidth each, and says so in
 // its JSON under one name per part.
 func TestCostMatchesLedgerForLaunchOf50(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
 	}
@@ -105,6 +106,7 @@ func TestCostMatchesLedgerForLaunchOf50(t *testing.T) {
 // With no deadline and every boot failing, replacements stop at the rental
 // bound and the summary names it.
 func TestRentalsStopAtTheBound(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 6, sim.Faults{BootFail: 1})
 	spec := baseSpec("bounded", 3)
 	spec.Deadline = 0
@@ -131,6 +133,7 @@ func TestRentalsStopAtTheBound(t *testing.T) {
 // the launch stops before the marketplace's bill (bandwidth included)
 // crosses it.
 func TestBudgetCountsBandwidth(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 8, sim.Faults{StuckLoading: 0.3, BootFail: 0.2})
 	ctx := context.Background()
 	cands := launchsim.Candidates(e.Mkt, 10)

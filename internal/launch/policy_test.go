@@ -10,6 +10,7 @@ import (
 )
 
 func TestReleaseDue(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	deadline := t0.Add(10 * time.Minute)
 	base := releaseView{park: true, backfill: true, now: t0.Add(5 * time.Minute), deadline: deadline,
@@ -53,6 +54,7 @@ func TestReleaseDue(t *testing.T) {
 }
 
 func TestReleaseLead(t *testing.T) {
+	t.Parallel()
 	s := time.Second
 	cases := []struct {
 		name                    string
@@ -77,6 +79,7 @@ func TestReleaseLead(t *testing.T) {
 }
 
 func TestEnding(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		v    endView
@@ -103,6 +106,7 @@ func TestEnding(t *testing.T) {
 }
 
 func TestSpareCount(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		park, backfill, released bool
 		share, pRelease          float64
@@ -128,6 +132,7 @@ func TestSpareCount(t *testing.T) {
 }
 
 func TestObservedShare(t *testing.T) {
+	t.Parallel()
 	if got := observedShare(0.7, 0, 0); got != 0.7 {
 		t.Errorf("no observation: %v, want the prior 0.7", got)
 	}
@@ -140,6 +145,7 @@ func TestObservedShare(t *testing.T) {
 }
 
 func TestLoadingWanted(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		want, booted int
 		pBoot        float64
@@ -160,6 +166,7 @@ func TestLoadingWanted(t *testing.T) {
 }
 
 func TestLateAfterAndBootsInTime(t *testing.T) {
+	t.Parallel()
 	est, poll := 4*time.Minute, 15*time.Second
 	if got := lateAfter(est, 1, 0, poll); got != 6*time.Minute+poll {
 		t.Errorf("lateAfter = %v, want 1.5 × the estimate + a poll", got)
@@ -187,6 +194,7 @@ func TestLateAfterAndBootsInTime(t *testing.T) {
 }
 
 func TestTakenPerMinuteAndReleaseShare(t *testing.T) {
+	t.Parallel()
 	if got := releaseShare(takenPerMinute(0, 0), 5); math.Abs(got-172.0/218) > 1e-9 {
 		t.Errorf("prior over five minutes: %v, want the published 172/218", got)
 	}
@@ -202,6 +210,7 @@ func TestTakenPerMinuteAndReleaseShare(t *testing.T) {
 }
 
 func TestParkPays(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		dph, perMinute, minutes, value float64
 		want                           bool
@@ -222,6 +231,7 @@ func TestParkPays(t *testing.T) {
 }
 
 func TestSurplus(t *testing.T) {
+	t.Parallel()
 	n := func(id int64, ph phase, rank int) trimNode { return trimNode{id: id, phase: ph, rank: rank} }
 	failed := trimNode{id: 9, phase: phBooting, rank: 0, failed: true}
 	cases := []struct {
@@ -258,6 +268,7 @@ func TestSurplus(t *testing.T) {
 }
 
 func TestOutbidSeen(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name                       string
 		isBid                      bool
@@ -282,6 +293,7 @@ func TestOutbidSeen(t *testing.T) {
 }
 
 func TestOnOutbid(t *testing.T) {
+	t.Parallel()
 	s := time.Second
 	base := outbidView{mode: OutbidRebid, canBid: true, bid: 0.105, minBid: 0.1, ceiling: 0.2, sinceRebid: -1, settle: 30 * s}
 	cases := []struct {
@@ -314,6 +326,7 @@ func TestOnOutbid(t *testing.T) {
 }
 
 func TestBidFor(t *testing.T) {
+	t.Parallel()
 	o := market.Offer{MinBid: 0.2}
 	if p, ok := (Bid{}).For(o); !ok || p != 0.21 {
 		t.Errorf("--bid min on min_bid 0.2: %v %v, want 0.21 (min_bid + 5%%)", p, ok)
@@ -341,6 +354,7 @@ func TestBidFor(t *testing.T) {
 }
 
 func TestExpectedBack(t *testing.T) {
+	t.Parallel()
 	// Nothing parked: the running ones, for sure.
 	if m, sd := expectedBack(7, nil, 0.05); m != 7 || sd != 0 {
 		t.Errorf("running only: %v ± %v, want 7 ± 0", m, sd)
@@ -364,6 +378,7 @@ func TestExpectedBack(t *testing.T) {
 }
 
 func TestReplaceableAfter(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := time.Minute
 	cases := []struct {

@@ -21,6 +21,7 @@ import (
 // taken while it was parked) is replaced as soon as it has waited
 // SchedulingFor, not at the release timeout.
 func TestSchedulingReplacedAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 3, sim.Faults{TakenWhileStopped: 0.5})
 	rec := &recorder{}
 	spec := baseSpec("sched", 10)
@@ -84,6 +85,7 @@ func (f *failFirstStart) wrap(next http.Handler) http.Handler {
 // listing: the instance runs, instead of waiting out its release timeout
 // and being replaced.
 func TestFailedStartIsResent(t *testing.T) {
+	t.Parallel()
 	ff := &failFirstStart{starts: map[string]int{}}
 	e, err := launchsim.NewWrapped(context.Background(), 5, 3000, sim.Faults{}, t.TempDir(), ff.wrap)
 	if err != nil {
@@ -124,6 +126,7 @@ func TestFailedStartIsResent(t *testing.T) {
 // demo`'s), 48 of 50, 94 of 100 and 86 of 100. VASTFLEET_PARKED_GRID=1
 // runs 50 and 100 with 10-, 20- and 45-minute deadlines on seeds 1-5 too.
 func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: whole launches on the default market; the plain run covers them")
 	}

@@ -19,6 +19,7 @@ import (
 // deadline it started with, and still rents: the boots that happened
 // during the pause say nothing about how long a new rental takes.
 func TestResumeKeepsTheDeadlineAndRentsAgain(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 8, sim.Faults{BootFail: 0.1, CreateRace: 0.05})
 	spec := baseSpec("pause", 40)
 	spec.Park = true
@@ -63,6 +64,7 @@ func TestResumeKeepsTheDeadlineAndRentsAgain(t *testing.T) {
 // A resume after the deadline rents nothing: it releases what is parked,
 // destroys what is not running, and reports the fleet as it stands.
 func TestResumeAfterTheDeadlineReleasesAndCleansUp(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 3, sim.Faults{StuckLoading: 0.2})
 	spec := baseSpec("late", 30)
 	spec.Park = true
@@ -107,6 +109,7 @@ func TestResumeAfterTheDeadlineReleasesAndCleansUp(t *testing.T) {
 // The window is stored with the spec; a row written before it was falls
 // back to the fleet's creation time.
 func TestStoredWindow(t *testing.T) {
+	t.Parallel()
 	start := launchsim.Start
 	raw, _, err := encodeStored(baseSpec("w", 2), nil, newWindow(start, 10*time.Minute))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestParkAndRelease(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 1, sim.Faults{})
 	rec := &recorder{}
 	spec := baseSpec("park", 20)
@@ -56,6 +57,7 @@ func TestParkAndRelease(t *testing.T) {
 }
 
 func TestBackfillAfterBootFailure(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 2, sim.Faults{BootFail: 0.3, StuckLoading: 0.1})
 	rec := &recorder{}
 	spec := baseSpec("backfill", 20)
@@ -87,6 +89,7 @@ func TestBackfillAfterBootFailure(t *testing.T) {
 }
 
 func TestReleaseTimeoutReplaces(t *testing.T) {
+	t.Parallel()
 	// Half the parked GPUs are taken per minute: many restarts wait forever.
 	e := newTestEnv(t, 3, sim.Faults{TakenWhileStopped: 0.5})
 	rec := &recorder{}
@@ -115,6 +118,7 @@ func TestReleaseTimeoutReplaces(t *testing.T) {
 }
 
 func TestMaxDPHRefusedBeforeRenting(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 4, sim.Faults{})
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("capped", 50)
@@ -132,6 +136,7 @@ func TestMaxDPHRefusedBeforeRenting(t *testing.T) {
 }
 
 func TestBudgetJustBelowRefused(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 4, sim.Faults{})
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("budget", 30)
@@ -154,6 +159,7 @@ func TestBudgetJustBelowRefused(t *testing.T) {
 // reaches the budget only when failed instances spent money before they
 // failed; this drives the runner's cap logic directly with such a state.
 func TestBudgetStopsAtCap(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 5, sim.Faults{})
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("budgetstop", 5)
@@ -203,6 +209,7 @@ func TestBudgetStopsAtCap(t *testing.T) {
 }
 
 func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: statistics over many rentals, not concurrency; the plain run covers it")
 	}
@@ -247,6 +254,7 @@ func TestBadHostsSkippedByLaterLaunch(t *testing.T) {
 }
 
 func TestOneOfferPerMachine(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 7, sim.Faults{})
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("machines", 40)
@@ -264,6 +272,7 @@ func TestOneOfferPerMachine(t *testing.T) {
 }
 
 func TestResumeAfterInterrupt(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 8, sim.Faults{BootFail: 0.1, CreateRace: 0.05, LostCreate: 0.05, Rate5xx: 0.02, Rate429: 0.02})
 	spec := baseSpec("resume", 40)
 	spec.Park = true
@@ -285,6 +294,7 @@ func TestResumeAfterInterrupt(t *testing.T) {
 }
 
 func TestInterruptDestroyAll(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 9, sim.Faults{})
 	spec := baseSpec("abort", 10)
 	spec.OnInterrupt = InterruptDestroyAll
@@ -296,6 +306,7 @@ func TestInterruptDestroyAll(t *testing.T) {
 }
 
 func TestCleanupDestroysNotRunning(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 10, sim.Faults{})
 	spec := baseSpec("clean", 10)
 	spec.Park = true
@@ -316,6 +327,7 @@ func TestCleanupDestroysNotRunning(t *testing.T) {
 }
 
 func TestRunRefusesExistingFleet(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 11, sim.Faults{})
 	spec := baseSpec("twice", 2)
 	cands := launchsim.Candidates(e.Mkt, 10)
@@ -328,6 +340,7 @@ func TestRunRefusesExistingFleet(t *testing.T) {
 }
 
 func TestQuorumReleasesEarly(t *testing.T) {
+	t.Parallel()
 	// A third of the hosts boot past 10 minutes; a quorum of 10 of 15
 	// releases the parked ones without waiting for them, and instances that
 	// boot after the release run straight away.
@@ -373,6 +386,7 @@ func TestQuorumReleasesEarly(t *testing.T) {
 }
 
 func TestMaxDPHNeverExceeded(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 13, sim.Faults{BootFail: 0.3, StuckLoading: 0.1})
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("dphcap", 12)
@@ -410,6 +424,7 @@ func TestMaxDPHNeverExceeded(t *testing.T) {
 }
 
 func TestAfterInterruptDestroyUnready(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 14, sim.Faults{SlowBoot: 0.5})
 	spec := baseSpec("ask", 10)
 	spec.Park = true

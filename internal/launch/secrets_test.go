@@ -34,6 +34,7 @@ func (c *createRecorder) CreateInstance(ctx context.Context, offerID int64, req 
 // whose creates carry the real values; with that file gone, resume refuses
 // rather than rent machines with "<redacted>" in their env.
 func TestResumeGetsSecretsBack(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, 8, sim.Faults{})
 	rec := &createRecorder{Provider: e.M.P}
 	m := *e.M

@@ -116,6 +116,7 @@ func target(ts *testServer, key ssh.Signer, name string) Target {
 }
 
 func TestRunOutputAndExitStatus(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	p := NewPool(Options{})
@@ -132,6 +133,7 @@ func TestRunOutputAndExitStatus(t *testing.T) {
 }
 
 func TestRefusedPortIsRetriedUntilTheNodeListens(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ln := listen(t)
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -170,6 +172,7 @@ func TestRefusedPortIsRetriedUntilTheNodeListens(t *testing.T) {
 }
 
 func TestHandshakeThatHangsIsCutAtTheDeadline(t *testing.T) {
+	t.Parallel()
 	ln := listen(t)
 	defer ln.Close()
 	go func() { // accepts and never speaks, like a wedged proxy
@@ -203,6 +206,7 @@ func TestHandshakeThatHangsIsCutAtTheDeadline(t *testing.T) {
 }
 
 func TestWrongKeyNamesTheKeyOffered(t *testing.T) {
+	t.Parallel()
 	good, bad := newSigner(t), newSigner(t)
 	ts := startServer(t, listen(t), good.PublicKey())
 	p := NewPool(Options{})
@@ -219,6 +223,7 @@ func TestWrongKeyNamesTheKeyOffered(t *testing.T) {
 }
 
 func TestHostKeyAcceptNewThenChangedKeyRefused(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	var learned ssh.PublicKey
@@ -243,6 +248,7 @@ func TestHostKeyAcceptNewThenChangedKeyRefused(t *testing.T) {
 }
 
 func TestOneConnectionPerNodeAndBoundedSessions(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	p := NewPool(Options{MaxSessions: 2})
@@ -272,6 +278,7 @@ func TestOneConnectionPerNodeAndBoundedSessions(t *testing.T) {
 }
 
 func TestRunAllFiftyNodesOneFails(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	var jobs []Job
 	outs := make([]*bytes.Buffer, 50)
@@ -300,6 +307,7 @@ func TestRunAllFiftyNodesOneFails(t *testing.T) {
 }
 
 func TestCancelStopsARunningCommand(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	p := NewPool(Options{})
@@ -321,6 +329,7 @@ func TestCancelStopsARunningCommand(t *testing.T) {
 // "if authentication fails, try again after a few seconds") is retried;
 // with AuthRetries -1 the refusal is reported at once.
 func TestKeyRefusedAtFirstIsRetried(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	var attempts atomic.Int32
 	ln := listen(t)

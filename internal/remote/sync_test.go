@@ -50,6 +50,7 @@ func simFleet(t *testing.T, n int, env func(i int, dir string) []string) (*host.
 // directly, the broken node relays no more, and every node gets the
 // tree. No relay key is left in any machine's temporary directory.
 func TestSyncRelayFailureFallsBackToDirect(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("OpenSSH client not installed (the nodes relay with it)")
 	}

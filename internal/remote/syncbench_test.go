@@ -26,6 +26,7 @@ import (
 //
 //	VASTFLEET_BENCH_SYNC=300 VASTFLEET_BENCH_SYNC_MB=50 go test -run TestBenchSyncRelay -v -timeout 60m ./internal/remote
 func TestBenchSyncRelay(t *testing.T) {
+	t.Parallel()
 	n, _ := strconv.Atoi(os.Getenv("VASTFLEET_BENCH_SYNC"))
 	if n <= 0 {
 		t.Skip("set VASTFLEET_BENCH_SYNC=300 (and VASTFLEET_BENCH_SYNC_MB=50) to run")

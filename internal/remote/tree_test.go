@@ -23,6 +23,7 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 }
 
 func TestScanTreeHonoursIgnoreFiles(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
 		".gitignore":        "*.log\n/build/\nsecrets.env\ncache/**\n",
@@ -65,6 +66,7 @@ func TestScanTreeHonoursIgnoreFiles(t *testing.T) {
 
 // An --exclude beats a re-include in the tree's files.
 func TestScanTreeCommandLineOverTreeFiles(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{".vastfleetignore": "!*.pt\n", "a.pt": "x", "b.py": "x"})
 	defaults := ignore.Parse("", "*.pt")
@@ -80,6 +82,7 @@ func TestScanTreeCommandLineOverTreeFiles(t *testing.T) {
 
 // A workdir given as a symlink to a directory syncs the directory's files.
 func TestScanTreeFollowsASymlinkedRoot(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real")
 	if err := os.MkdirAll(filepath.Join(real, "sub"), 0o755); err != nil {

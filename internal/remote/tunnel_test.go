@@ -51,6 +51,7 @@ func waitUp(t *testing.T, ups <-chan net.Addr) net.Addr {
 }
 
 func TestKeepForwardCarriesConnectionsAndReconnectsAfterADrop(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	// A port on the node that the tunnel binds again after each reconnect,
@@ -117,6 +118,7 @@ func TestKeepForwardCarriesConnectionsAndReconnectsAfterADrop(t *testing.T) {
 }
 
 func TestForwardOnPortZeroReportsThePortTheNodePicked(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	p := NewPool(Options{})
@@ -139,6 +141,7 @@ func TestForwardOnPortZeroReportsThePortTheNodePicked(t *testing.T) {
 }
 
 func TestForwardOffLoopbackIsRefused(t *testing.T) {
+	t.Parallel()
 	key := newSigner(t)
 	ts := startServer(t, listen(t), key.PublicKey())
 	p := NewPool(Options{})
