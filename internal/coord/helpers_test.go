@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +193,29 @@ func countRows(t testing.TB, db *DB, fleet string) (rows, distinct int64) {
 		t.Fatal(err)
 	}
 	return rows, distinct
+}
+
+// metrics is the coordinator's /metrics page as the viewer scrapes it.
+func (r *rig) metrics() string {
+	r.t.Helper()
+	req, _ := http.NewRequest("GET", r.http.URL+wire.PathMetrics, nil)
+	req.Header.Set("Authorization", "Bearer "+r.viewer)
+	resp, err := r.http.Client().Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -165,7 +165,7 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 		return validName("node", req.Node)
 	}
-	if !admit(w, r, c, &req, &req.Fleet, "enrollment", valid) {
+	if !s.admit(w, r, c, &req, &req.Fleet, "enrollment", valid) {
 		return
 	}
 	if s.members.src == nil {
@@ -274,14 +274,38 @@ func (s *Server) refuse(fleet, who string) {
 	f.refused[who]++
 }
 
+// who names the caller in counts: its node, or the kind of token it holds
+// before it has one.
+func (c caller) who() string {
+	if c.node == "" {
+		return c.role + " token"
+	}
+	return c.node
+}
+
 // forbid answers 403 and counts it against the caller's node.
 func (s *Server) forbid(w http.ResponseWriter, c caller, msg string) {
-	who := c.node
-	if who == "" {
-		who = c.role + " token"
-	}
-	s.refuse(c.fleet, who)
+	s.refuse(c.fleet, c.who())
 	writeError(w, http.StatusForbidden, msg)
+}
+
+// badKey is one count of bad input: who sent it and what was wrong.
+type badKey struct{ who, reason string }
+
+// countBad counts a malformed, oversized or invalid request against the
+// node that sent it.
+func (s *Server) countBad(c caller, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fleet(c.fleet)
+	if f.bad == nil {
+		f.bad = map[badKey]int64{}
+	}
+	k := badKey{c.who(), reason}
+	if _, ok := f.bad[k]; !ok && len(f.bad) >= maxNodesPerFleet {
+		k.who = "other"
+	}
+	f.bad[k]++
 }
 
 // sameNode checks the node a body names against the credential's: empty

@@ -139,6 +139,12 @@ func TestItemResultIsStoredOnce(t *testing.T) {
 	if code, ack := r.result("fast", 1, fast.Lease, 0, "fast's output"); code != 200 || ack.Stored {
 		t.Fatalf("replayed result: %d %+v, want acknowledged, not stored", code, ack)
 	}
+	m := r.metrics()
+	for _, want := range []string{`vastfleet_result_replays_total{fleet="alpha",node="fast"} 1`, `vastfleet_result_replays_total{fleet="alpha",node="slow"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "vastfleet_result_replays_total"))
+		}
+	}
 	if code, _ := r.lease("other", "work"); code != http.StatusNoContent {
 		t.Fatalf("lease with every item done: %d, want 204", code)
 	}

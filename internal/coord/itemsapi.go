@@ -70,7 +70,7 @@ func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c calle
 		}
 		return validName("session", req.Session)
 	}
-	if !admit(w, r, c, &req, &req.Fleet, "lease request", valid) {
+	if !s.admit(w, r, c, &req, &req.Fleet, "lease request", valid) {
 		return
 	}
 	if !s.sameNode(w, c, &req.Node) {
@@ -108,7 +108,7 @@ func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c caller) {
 	var res wire.ItemResult
-	if !admit(w, r, c, &res, &res.Fleet, "item result", func() error {
+	if !s.admit(w, r, c, &res, &res.Fleet, "item result", func() error {
 		if res.Node == "" {
 			res.Node = c.node
 		}
@@ -143,6 +143,9 @@ func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c call
 		s.log.Error("storing an item result failed", "fleet", c.fleet, "item", res.ID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "result not stored, send it again")
 		return
+	}
+	if !stored {
+		s.countBad(c, badReplay)
 	}
 	writeJSON(w, wire.ItemResultAck{ID: res.ID, Stored: stored})
 }

@@ -33,6 +33,7 @@ type fleetLive struct {
 	items      itemCounts // refreshed from the database once a second
 	heartbeats int64
 	refused    map[string]int64 // 403s by node (or "instance N" before enrolling)
+	bad        map[badKey]int64 // malformed, oversized or invalid requests by node
 	recent     []wire.Finding   // newest first, at most recentFindings
 	subs       map[*subscriber]struct{}
 	history    []HistoryPoint // oldest first, at most historyPoints

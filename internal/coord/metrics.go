@@ -33,12 +33,14 @@ var (
 	descDPH     = prometheus.NewDesc("vastfleet_dollars_per_hour", "What the fleet costs per hour now.", labelsFleet, nil)
 	descSpent   = prometheus.NewDesc("vastfleet_spent_dollars", "What the fleet has cost so far.", labelsFleet, nil)
 	descRefused = prometheus.NewDesc("vastfleet_refused_total", "Requests answered 403 since the coordinator started, by the node (or enrolling instance) that sent them: another node's name, a result for an item it does not hold.", []string{"fleet", "node"}, nil)
+	descBad     = prometheus.NewDesc("vastfleet_bad_requests_total", "Requests refused as bad input since the coordinator started (400 or 413), by the node that sent them and what was wrong: malformed, oversized or invalid.", []string{"fleet", "node", "reason"}, nil)
+	descReplays = prometheus.NewDesc("vastfleet_result_replays_total", "Item results acknowledged but not stored since the coordinator started, by node: sent again, or for a lease lost meanwhile.", []string{"fleet", "node"}, nil)
 	descResults = prometheus.NewDesc("vastfleet_item_results", "Item results by validation verdict (validated, rejected, unchecked).", []string{"fleet", "verdict"}, nil)
 )
 
 func (c fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNodes, descCPU, descCores, descRAMUsed, descRAMTot, descGPUs,
-		descGPUUtil, descFinds, descDups, descBeats, descMetric, descDPH, descSpent, descRefused, descResults} {
+		descGPUUtil, descFinds, descDups, descBeats, descMetric, descDPH, descSpent, descRefused, descBad, descReplays, descResults} {
 		ch <- d
 	}
 }
@@ -49,14 +51,22 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	cancel()
 	c.s.mu.Lock()
 	var beats, dups int64
-	refused := map[string]int64{}
+	refused, bad := map[string]int64{}, map[badKey]int64{}
 	if f := c.s.fleets[c.fleet]; f != nil {
 		beats, dups = f.heartbeats, f.duplicates
 		maps.Copy(refused, f.refused)
+		maps.Copy(bad, f.bad)
 	}
 	c.s.mu.Unlock()
 	for node, n := range refused {
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), c.fleet, node)
+	}
+	for k, n := range bad {
+		if k.reason == badReplay {
+			ch <- prometheus.MustNewConstMetric(descReplays, prometheus.CounterValue, float64(n), c.fleet, k.who)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descBad, prometheus.CounterValue, float64(n), c.fleet, k.who, k.reason)
 	}
 	vctx, vcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer vcancel()

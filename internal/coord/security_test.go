@@ -156,6 +156,17 @@ func TestRequestsAreRefusedWithClearErrors(t *testing.T) {
 			}
 		})
 	}
+	// Each bad body is counted against the node whose credential sent it.
+	m := r.metrics()
+	for _, want := range []string{
+		`vastfleet_bad_requests_total{fleet="alpha",node="n1",reason="malformed"} 5`,
+		`vastfleet_bad_requests_total{fleet="alpha",node="n1",reason="oversized"} 1`,
+		`vastfleet_bad_requests_total{fleet="alpha",node="n1",reason="invalid"} 8`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "vastfleet_bad_requests_total"))
+		}
+	}
 	// Nothing of the refused requests reached any fleet.
 	if rows, _ := countRows(t, r.db, "alpha"); rows != 0 {
 		t.Errorf("%d findings stored from refused requests", rows)

@@ -346,11 +346,13 @@ func (s *Server) withAuth(role string, h func(http.ResponseWriter, *http.Request
 			if ct := r.Header.Get("Content-Type"); ct != "" {
 				if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 					writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+					s.countBad(c, badMalformed)
 					return
 				}
 			}
 			if r.ContentLength > wire.MaxBody {
 				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", wire.MaxBody))
+				s.countBad(c, badOversized)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, wire.MaxBody)
@@ -380,7 +382,9 @@ func (s *Server) allow(hash string) (time.Duration, bool) {
 
 // decode reads one JSON value of the body, mapping each failure to its
 // status: 413 over the limit, 400 for anything not a single valid value.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// It returns what was wrong ("" when nothing was): "oversized" or
+// "malformed".
+func decode(w http.ResponseWriter, r *http.Request, v any) (bad string) {
 	dec := json.NewDecoder(r.Body)
 	err := dec.Decode(v)
 	if err == nil && dec.More() {
@@ -394,30 +398,46 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
-		return true
+		return ""
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", wire.MaxBody))
+		return badOversized
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, "empty body: want a JSON object")
 	default:
 		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 	}
-	return false
+	return badMalformed
 }
+
+// Why a request was refused as bad input, as counted on /metrics.
+const (
+	badMalformed = "malformed"
+	badOversized = "oversized"
+	badInvalid   = "invalid"
+	// badReplay is a result acknowledged but not stored: sent again, or
+	// for a lease lost meanwhile. Counted apart: an honest agent retrying
+	// after a dropped answer sends them too.
+	badReplay = "replay"
+)
 
 // admit decodes an agent's request into v, checks that it speaks for the
 // token's own fleet (*fleet, read after decoding) and that validate passes;
-// when it returns false it has answered the request.
-func admit(w http.ResponseWriter, r *http.Request, c caller, v any, fleet *string, what string, validate func() error) bool {
-	if !decode(w, r, v) {
+// when it returns false it has answered the request, and bad input is
+// counted against the caller's node.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, c caller, v any, fleet *string, what string, validate func() error) bool {
+	if bad := decode(w, r, v); bad != "" {
+		s.countBad(c, bad)
 		return false
 	}
 	if *fleet != c.fleet {
 		writeError(w, http.StatusForbidden, "this token belongs to another fleet than "+strconv.Quote(*fleet))
+		s.refuse(c.fleet, c.who())
 		return false
 	}
 	if err := validate(); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid "+what+": "+err.Error())
+		s.countBad(c, badInvalid)
 		return false
 	}
 	return true
@@ -425,7 +445,7 @@ func admit(w http.ResponseWriter, r *http.Request, c caller, v any, fleet *strin
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
 	var hb wire.Heartbeat
-	if !admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error {
+	if !s.admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error {
 		if hb.Node == "" {
 			hb.Node = c.node
 		}
@@ -452,7 +472,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
 	var fs wire.Findings
-	if !admit(w, r, c, &fs, &fs.Fleet, "findings", func() error {
+	if !s.admit(w, r, c, &fs, &fs.Fleet, "findings", func() error {
 		if fs.Node == "" {
 			fs.Node = c.node
 		}
