@@ -46,6 +46,7 @@ type globalOptions struct {
 	SimSpeed  float64
 	APIRate   float64
 	SimFaults string
+	SimLiars  float64 // < 0: the profile's share
 	SimSeed   int64
 	Verbose   bool
 }
@@ -280,6 +281,9 @@ func (f *factory) startSim() (string, error) {
 	faults, err := sim.Profile(f.opts.SimFaults)
 	if err != nil {
 		return "", usagef("--sim-faults: %v", err)
+	}
+	if f.opts.SimLiars >= 0 {
+		faults.Liars = f.opts.SimLiars
 	}
 	cfg := sim.Config{
 		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,

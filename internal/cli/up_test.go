@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +189,90 @@ max_duration: 2h
 	if validated != 12 {
 		t.Errorf("hosts %+v: %d validated results, want 12 (6 items on 2 machines each)", rep.Hosts, validated)
 	}
+}
+
+// TestUpCatchesLyingHosts: on a market where some machines' operators lie
+// with the agent's own credential (wrong results, forged findings, results
+// for items never leased, heartbeats as other nodes), a job that
+// validates by 2-of-2 replication keeps only right results and names every
+// lying machine that ran for it.
+func TestUpCatchesLyingHosts(t *testing.T) {
+	t.Parallel()
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "job.yaml")
+	os.WriteFile(file, []byte(`name: liars
+query: "rentable=True num_gpus=1 dph_total<1"
+count: 5
+image: ubuntu:22.04
+items: 1..12
+run: x={item}; sleep 1; echo $((x * 2))
+validate: {replicas: 2, quorum: 2}
+max_duration: 2h
+`), 0o644)
+	res := filepath.Join(dir, "out")
+	r := e.ok("--sim-liars", "0.25", "up", file, "--agent-bin", agentBin, "--results", res, "--json")
+	var rep job.Report
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("report %q: %v\nstderr:\n%s", r.out, err, r.err)
+	}
+	if rep.ItemsDone != 12 || rep.Live != 0 {
+		t.Fatalf("report: %d done, %d left, %d live\nstderr:\n%s", rep.ItemsDone, rep.ItemsLeft, rep.Live, r.err)
+	}
+	// Every kept result is the right one.
+	items, _ := filepath.Glob(filepath.Join(res, "liars-*", "items.jsonl"))
+	if len(items) != 1 {
+		t.Fatalf("items.jsonl: %v", items)
+	}
+	kept := 0
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, items[0])), "\n") {
+		var it job.ItemLine
+		if err := json.Unmarshal([]byte(line), &it); err != nil {
+			t.Fatal(err)
+		}
+		x, _ := strconv.Atoi(it.Value)
+		if strings.TrimSpace(it.StdoutTail) != strconv.Itoa(2*x) {
+			t.Errorf("item %s kept %q from %s, want %d", it.Value, it.StdoutTail, it.Node, 2*x)
+		}
+		kept++
+	}
+	if kept != 12 {
+		t.Errorf("%d results kept, want 12", kept)
+	}
+	// The market's own account of who lied, beside the job's.
+	mkt, err := sim.Open(filepath.Join(e.home, "sim"), sim.Config{Faults: sim.Faults{Liars: 0.25}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liars := mkt.LyingMachines()
+	mkt.Close()
+	caught := map[int64]bool{}
+	for _, h := range rep.Hosts {
+		if h.Caught != "" {
+			caught[h.MachineID] = true
+		}
+	}
+	ran := map[int64]bool{}
+	for _, h := range rep.Hosts {
+		ran[h.MachineID] = h.Validated+h.Rejected+h.Unchecked > 0
+	}
+	lied := 0
+	for _, m := range liars {
+		if !ran[m] {
+			continue // rented, but never reported a result
+		}
+		lied++
+		if !caught[m] {
+			t.Errorf("lying machine %d not caught: %+v", m, rep.Hosts)
+		}
+	}
+	for m := range caught {
+		if !slices.Contains(liars, m) {
+			t.Errorf("honest machine %d caught: %+v", m, rep.Hosts)
+		}
+	}
+	t.Logf("%d lying machines ran for the job, %d caught; hosts %+v", lied, len(caught), rep.Hosts)
 }

@@ -45,6 +45,12 @@ type Faults struct {
 	// 10 minutes for a multi-GB image, a few minutes for a small one.
 	SlowBoot float64
 
+	// Liars is the share of machines whose operators lie: they read the
+	// vastfleet agent's credential off the container's disk and send
+	// wrong results, forged findings, results for items never leased and
+	// heartbeats in other nodes' names (liar.go).
+	Liars float64
+
 	// TakenWhileStopped is the chance, per minute stopped, that another
 	// renter takes the GPU so that a later start waits in "Scheduling"
 	// until that renter's rental ends (rivalHold).
@@ -84,6 +90,9 @@ type Faults struct {
 // renter at 4 % a minute, which loses about a fifth of a parked fleet over
 // a 10-minute launch, as in the published one (218 parked, 172 running). Each key may send 10 requests a market
 // second, 100 at once.
+//
+// "harsh" has more of everything, and 5 % of machines run by operators who
+// lie with the agent's credential (Liars).
 func Profile(name string) (Faults, error) {
 	switch name {
 	case "", "none":
@@ -101,6 +110,7 @@ func Profile(name string) (Faults, error) {
 			StuckLoading: 0.10, BootFail: 0.10, HostOffline: 0.08, SlowBoot: 0.45,
 			TakenWhileStopped: 0.05, OfferChurnPerHour: 0.15, CreateRace: 0.10,
 			SSHLate: 0.6, SSHHang: 0.05, SSHDrop: 0.05, OnstartFail: 0.05, DarkHang: 0.5,
+			Liars: 0.05,
 		}, nil
 	}
 	return Faults{}, fmt.Errorf("sim: unknown fault profile %q (want none, realistic or harsh)", name)
@@ -151,6 +161,7 @@ const (
 	drawRival
 	drawSpell
 	drawRivalHold
+	drawLiar
 )
 
 // lastMile draws the instance's last-mile faults.

@@ -186,6 +186,7 @@ func (m *Market) syncHosts(now time.Time) {
 	for _, in := range m.st.Instances {
 		if in.Destroyed {
 			if !in.HostGone {
+				m.stopLiar(in.ID)
 				delete(m.booted, in.ID)
 				if err := m.hosts.Destroy(in.ID); err != nil {
 					m.log.Warn("sim: removing instance directory", "id", in.ID, "err", err)
@@ -209,6 +210,7 @@ func (m *Market) syncHosts(now time.Time) {
 				dark = host.Hang
 			}
 			m.hosts.Stop(in.ID, dark)
+			m.stopLiar(in.ID)
 			delete(m.booted, in.ID)
 		}
 	}
@@ -239,6 +241,9 @@ func (m *Market) boot(in *instance, open bool) {
 	}
 	m.booted[in.ID] = in.Starts
 	m.keysOpen[in.ID] = open
+	if m.lies(in) {
+		m.startLiar(in, m.hosts.Dir(in.ID))
+	}
 }
 
 // runHostSync observes the clock for a served market, so that instances

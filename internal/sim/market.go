@@ -237,6 +237,7 @@ type Market struct {
 	apiURL   string          // where the market is served, for VAST_URL
 	keyOwner map[string]int64
 	buckets  map[string]*bucket // per API key, for Faults.RateLimit
+	liars    liars              // lying hosts' operators (liar.go)
 }
 
 // state is everything a Market persists; offers are regenerated from Seed.

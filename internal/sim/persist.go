@@ -126,6 +126,7 @@ func (m *Market) saveLocked() error {
 
 // Close saves the state as a snapshot and releases the directory lock.
 func (m *Market) Close() error {
+	m.closeLiars()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.hosts != nil {
