@@ -448,7 +448,35 @@ func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl 
 	return requeued, tx.Commit()
 }
 
-type itemCounts struct{ done, left int64 }
+// itemCounts are a fleet's items: done, not done, and of those not done
+// the starved ones, queued with no enrolled machine left that may run
+// them.
+type itemCounts struct{ done, left, starved int64 }
+
+// starvedItems counts, per fleet, the queued items that no enrolled,
+// uncaught machine may take: each has run on every such machine already
+// (its results disagreed and it needs one more), or none is left. Items
+// never run can starve only when no eligible machine is left, so the
+// per-item check is confined to items already run. A fleet with no
+// machine enrolled at all starves nothing: that is the job's "no node
+// alive", not a dispute.
+const starvedItems = `
+WITH eligible AS (
+	SELECT c.fleet, c.machine_id,
+		CASE WHEN c.machine_id != 0 THEN 'machine ' || c.machine_id ELSE 'node ' || c.node END AS host
+	FROM credentials c
+	WHERE c.revoked_at = 0
+		AND NOT EXISTS (SELECT 1 FROM caught k WHERE k.host =
+			CASE WHEN c.machine_id != 0 THEN 'machine ' || c.machine_id ELSE 'node ' || c.node END)
+)
+SELECT i.fleet, count(*) FROM items i
+WHERE i.state = 'queued'
+	AND EXISTS (SELECT 1 FROM credentials c WHERE c.fleet = i.fleet AND c.revoked_at = 0)
+	AND (NOT EXISTS (SELECT 1 FROM eligible e WHERE e.fleet = i.fleet)
+	OR (i.attempts > 0 AND NOT EXISTS (
+		SELECT 1 FROM eligible e WHERE e.fleet = i.fleet AND NOT EXISTS (
+			SELECT 1 FROM runs r WHERE r.fleet = i.fleet AND r.item = i.id AND r.state != 'lost' AND r.host = e.host))))
+GROUP BY i.fleet`
 
 // allItemCounts is every fleet's done and not-done item counts, for the
 // live totals.
@@ -474,5 +502,24 @@ func (d *DB) allItemCounts(ctx context.Context) (map[string]itemCounts, error) {
 		}
 		out[fleet] = c
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	starved, err := d.db.QueryContext(ctx, starvedItems)
+	if err != nil {
+		return nil, err
+	}
+	defer starved.Close()
+	for starved.Next() {
+		var fleet string
+		var n int64
+		if err := starved.Scan(&fleet, &n); err != nil {
+			return nil, err
+		}
+		c := out[fleet]
+		c.starved = n
+		out[fleet] = c
+	}
+	return out, starved.Err()
 }

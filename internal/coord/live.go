@@ -198,7 +198,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 		t.GPUUtilAvg = gpuUtil / float64(t.GPUs)
 	}
 	t.Findings = f.findings
-	t.ItemsDone, t.ItemsLeft = f.items.done, f.items.left
+	t.ItemsDone, t.ItemsLeft, t.ItemsStarved = f.items.done, f.items.left, f.items.starved
 	t.DPH, t.Spent = f.dph, f.spent
 	slices.SortFunc(snap.Nodes, func(a, b wire.Node) int { return strings.Compare(a.Node, b.Node) })
 	snap.Findings = append(snap.Findings, f.recent...)

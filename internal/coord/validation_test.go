@@ -67,6 +67,40 @@ func TestReplicasGoToDistinctMachines(t *testing.T) {
 	}
 }
 
+// An item whose results disagree on every machine of the fleet is
+// starved: validation needs one more machine and none may take it. The
+// live totals say so, so the job can stop waiting.
+func TestItemsStarvedWhenEveryMachineDisagrees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t, nil)
+	if err := r.db.SetValidation(ctx, "alpha", Validation{Mode: ValidateReplicas, Replicas: 2, Quorum: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.db.AddItems(ctx, "alpha", []string{"one", "two"}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := r.node("a"), r.node("b")
+	_, la := r.leaseAs(a)
+	_, lb := r.leaseAs(b)
+	if la.Item == nil || lb.Item == nil || la.Item.ID != lb.Item.ID {
+		t.Fatalf("leases %+v %+v, want both replicas of one item", la, lb)
+	}
+	r.report(a, la, "41")
+	r.report(b, lb, "42")
+	r.srv.sweepItems()
+	tot := r.srv.Snapshot(ctx, "alpha").Totals
+	if tot.ItemsLeft != 2 || tot.ItemsStarved != 1 {
+		t.Fatalf("totals %+v: want 2 left, 1 starved (the disputed item; the other may still run)", tot)
+	}
+	// A third machine enrolls: the item may run there, nothing is starved.
+	r.node("c")
+	r.srv.sweepItems()
+	if tot := r.srv.Snapshot(ctx, "alpha").Totals; tot.ItemsStarved != 0 {
+		t.Fatalf("totals %+v with a third machine: want none starved", tot)
+	}
+}
+
 // A verify command (run here, with the result's stdout tail on stdin)
 // rejects a wrong result: the item is leased again to another machine,
 // the host goes on the bad-host list, and gets no more items. A finding

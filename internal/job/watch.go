@@ -34,10 +34,20 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	var starvedSince time.Time
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
 		dead, unheard := tally(snap, want, exits)
-		v := runView{nodes: len(nodes), ended: len(exits), dead: dead, t: snap.Totals, elapsed: d.Clock.Now().Sub(began)}
+		now := d.Clock.Now()
+		v := runView{nodes: len(nodes), ended: len(exits), dead: dead, t: snap.Totals, elapsed: now.Sub(began)}
+		switch {
+		case snap.Totals.ItemsLeft == 0 || snap.Totals.ItemsStarved < snap.Totals.ItemsLeft:
+			starvedSince = time.Time{}
+		case starvedSince.IsZero():
+			starvedSince = now
+		default:
+			v.starvedFor = now.Sub(starvedSince)
+		}
 		if d.LostAfter > 0 && v.elapsed >= d.LostAfter {
 			// Agents had as long as the coordinator gives a silent node
 			// to report (after a resume, to come back): one never heard
@@ -87,6 +97,9 @@ func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int) (dead, 
 // errNodesLost: the job ends short, its nodes lost.
 var errNodesLost = errors.New("nodes lost")
 
+// errItemsStarved: the job ends short, no machine left to settle its items.
+var errItemsStarved = errors.New("items cannot be validated on this fleet")
+
 // runView is the run at one moment: the nodes watched, those whose run
 // exited, those that stopped reporting, those counted lost (dead or never
 // heard from, once agents had time to report), the totals and the time
@@ -95,7 +108,15 @@ type runView struct {
 	nodes, ended, dead, lost int
 	t                        wire.Totals
 	elapsed                  time.Duration
+	// starvedFor is how long every item left has had no machine of the
+	// fleet that may run it.
+	starvedFor time.Duration
 }
+
+// starveGrace is how long the job waits with every item left starved
+// before it gives up: long enough for a refreshed count or a late
+// enrollment to change the picture.
+const starveGrace = time.Minute
 
 // decide says whether the run is over.
 func decide(j *jobfile.Job, v runView) (end, bool) {
@@ -115,6 +136,12 @@ func decide(j *jobfile.Job, v runView) (end, bool) {
 		// No agent left to lease an item: waiting would only bill.
 		why := fmt.Sprintf("no node alive: %d of %d node(s) lost with %d item(s) left", v.lost, nodes, t.ItemsLeft)
 		return end{why: why, lost: partial(fmt.Errorf("%w: %s", errNodesLost, why))}, true
+	case t.ItemsLeft > 0 && v.starvedFor >= starveGrace:
+		// Validation needs another machine for each item left, and every
+		// machine of the fleet has run it or was caught lying.
+		why := fmt.Sprintf("%d item(s) left that no machine of this fleet may run: their results disagreed on every machine that could, "+
+			"and validation needs one more (see the hosts in the report; a larger count gives it more machines)", t.ItemsLeft)
+		return end{why: why, lost: partial(fmt.Errorf("%w: %s", errItemsStarved, why))}, true
 	case j.MaxDuration > 0 && v.elapsed >= j.MaxDuration:
 		return end{why: fmt.Sprintf("max_duration %s reached; %d finding(s)", j.MaxDuration, t.Findings)}, true
 	}

@@ -36,6 +36,11 @@ func TestDecide(t *testing.T) {
 		// max_duration would only cost.
 		{"no node alive, items left", items, runView{nodes: 10, dead: 10, lost: 10, t: wire.Totals{ItemsLeft: 10}, elapsed: 15 * time.Minute}, true, true},
 		{"max_duration", items, runView{nodes: 3, t: wire.Totals{ItemsLeft: 10}, elapsed: time.Hour}, true, false},
+		// Validation needs another machine for every item left and the
+		// fleet has none: after a grace, the job ends short, not at
+		// max_duration.
+		{"items starved, in grace", items, runView{nodes: 4, t: wire.Totals{ItemsDone: 4, ItemsLeft: 8, ItemsStarved: 8}, elapsed: 5 * time.Minute, starvedFor: 30 * time.Second}, false, false},
+		{"items starved", items, runView{nodes: 4, t: wire.Totals{ItemsDone: 4, ItemsLeft: 8, ItemsStarved: 8}, elapsed: 5 * time.Minute, starvedFor: starveGrace}, true, true},
 	} {
 		e, done := decide(tc.j, tc.v)
 		if done != tc.done || errors.Is(e.lost, ErrPartial) != tc.partial {

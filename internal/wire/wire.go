@@ -312,8 +312,11 @@ type Totals struct {
 	Findings      int64              `json:"findings"`
 	ItemsDone     int64              `json:"items_done"`
 	ItemsLeft     int64              `json:"items_left"` // queued or leased
-	DPH           float64            `json:"dph"`
-	Spent         float64            `json:"spent"`
+	// ItemsStarved are queued items no enrolled, uncaught machine of the
+	// fleet may run: their results disagreed on every machine that could.
+	ItemsStarved int64   `json:"items_starved,omitempty"`
+	DPH          float64 `json:"dph"`
+	Spent        float64 `json:"spent"`
 }
 
 // Snapshot is the dashboard's whole view at one moment.
