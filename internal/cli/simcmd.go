@@ -39,7 +39,10 @@ type simServeOptions struct {
 	// Knobs override single shares of the fault profile; <0 means unset.
 	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
 	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang, Liars      float64
-	AuthAs404                                                    bool
+	OddRows                                                      float64
+	// Cap answers every search with at most this many offers (0: no cap).
+	Cap       int
+	AuthAs404 bool
 	// NoHosts serves rows only: no machine behind the instances.
 	NoHosts bool
 }
@@ -84,11 +87,13 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.OnstartFail, "onstart-fail", -1, "share of instances whose onstart exits 1")
 	fl.Float64Var(&opts.DarkHang, "dark-hang", -1, "share of hosts gone offline whose SSH port hangs rather than refuses")
 	fl.Float64Var(&opts.Liars, "liars", -1, "share of machines whose operators lie with the agent's credential: wrong results, forged findings, results for items never leased, heartbeats as other nodes")
+	fl.Float64Var(&opts.OddRows, "odd-rows", -1, "share of offer and instance rows sent in shapes vast has been seen to send: ports as a list, a price as a string, a version as a number, an unknown column, a null")
+	fl.IntVar(&opts.Cap, "cap", 0, "answer every search with at most N offers, whatever limit it asks (as a server that cuts answers short); 0: no cap")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
-	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"time-scale", ">0", "1000000"})
+	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"})
 	// -1 leaves the share to the profile.
 	for _, share := range []string{"stuck", "boot-fail", "offline", "slow", "rate-429", "rate-5xx", "lost-create",
-		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "liars"} {
+		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "liars", "odd-rows"} {
 		limitFlags(fl, bounds{share, "-1", "1"})
 	}
 	return cmd
@@ -160,6 +165,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		{"--ssh-drop", opts.SSHDrop, &faults.SSHDrop}, {"--onstart-fail", opts.OnstartFail, &faults.OnstartFail},
 		{"--dark-hang", opts.DarkHang, &faults.DarkHang},
 		{"--liars", opts.Liars, &faults.Liars},
+		{"--odd-rows", opts.OddRows, &faults.OddRows},
 	} {
 		if k.v == -1 {
 			continue
@@ -170,7 +176,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		*k.dst = k.v
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
-	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log}
+	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap}
 	pace := fmt.Sprintf("%gx time", opts.Speed)
 	switch opts.Clock {
 	case "scaled":

@@ -5,7 +5,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 )
@@ -98,6 +102,46 @@ type PortBinding struct {
 	HostPort string `json:"HostPort"`
 }
 
+// Ports maps a container port ("22/tcp") to where the host publishes it.
+// vast sends it as that object, and also (its own show-instance example)
+// as a bare list of port numbers, which names the ports but publishes
+// none; both read, so one odd field does not cost the whole row.
+type Ports map[string][]PortBinding
+
+func (p *Ports) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var list []json.RawMessage
+		if err := json.Unmarshal(b, &list); err != nil {
+			return err
+		}
+		out := Ports{}
+		for _, raw := range list {
+			var n json.Number
+			var s string
+			switch {
+			case json.Unmarshal(raw, &n) == nil:
+				out[n.String()+"/tcp"] = nil
+			case json.Unmarshal(raw, &s) == nil && s != "":
+				if !strings.Contains(s, "/") {
+					s += "/tcp"
+				}
+				out[s] = nil
+			default:
+				return fmt.Errorf("ports: %s is neither a port number nor a name", raw)
+			}
+		}
+		*p = out
+		return nil
+	}
+	var m map[string][]PortBinding
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*p = m
+	return nil
+}
+
 // Instance is one row of GET /api/v1/instances/ (and of show instance), with
 // the API's names and units.
 type Instance struct {
@@ -117,10 +161,10 @@ type Instance struct {
 	Onstart      string     `json:"onstart,omitempty"`
 	ExtraEnv     [][]string `json:"extra_env"`
 
-	SSHHost      string                   `json:"ssh_host"`
-	SSHPort      int                      `json:"ssh_port"`
-	PublicIPAddr string                   `json:"public_ipaddr"`
-	Ports        map[string][]PortBinding `json:"ports,omitempty"`
+	SSHHost      string `json:"ssh_host"`
+	SSHPort      int    `json:"ssh_port"`
+	PublicIPAddr string `json:"public_ipaddr"`
+	Ports        Ports  `json:"ports,omitempty"`
 
 	StartDate  float64 `json:"start_date"` // epoch seconds
 	EndDate    float64 `json:"end_date,omitempty"`

@@ -45,6 +45,11 @@ type Faults struct {
 	// 10 minutes for a multi-GB image, a few minutes for a small one.
 	SlowBoot float64
 
+	// OddRows is the share of offer and instance rows sent in a shape
+	// vast has been seen to send: ports as a list, a price as a string,
+	// a version as a number, an unknown column, a null (oddrows.go).
+	OddRows float64
+
 	// Liars is the share of machines whose operators lie: they read the
 	// vastfleet agent's credential off the container's disk and send
 	// wrong results, forged findings, results for items never leased and
@@ -162,6 +167,7 @@ const (
 	drawSpell
 	drawRivalHold
 	drawLiar
+	drawOddRow
 )
 
 // lastMile draws the instance's last-mile faults.

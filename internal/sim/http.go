@@ -306,8 +306,18 @@ func (m *Market) hSearch(wrapped bool) apiHandler {
 		if q.limit > 0 {
 			limit = min(q.limit, MaxResultCap)
 		}
+		if m.cfg.AnswerCap > 0 {
+			limit = min(limit, m.cfg.AnswerCap)
+		}
 		out := m.searchOffers(q, now, limit)
-		return jsonReply(200, map[string]any{"offers": out})
+		if m.cfg.Faults.OddRows <= 0 {
+			return jsonReply(200, map[string]any{"offers": out})
+		}
+		rows := make([]any, len(out))
+		for i := range out {
+			rows[i] = m.oddRow(out[i], out[i].ID, offerOddities)
+		}
+		return jsonReply(200, map[string]any{"offers": rows})
 	}
 }
 
@@ -487,12 +497,9 @@ func (m *Market) hList(r *http.Request, _ []byte, now time.Time) reply {
 		rest = rest[:limit]
 		next = encodeToken(rest[len(rest)-1].ID)
 	}
-	var page []InstanceRow
+	page := []any{}
 	for _, in := range rest {
-		page = append(page, m.row(in, now))
-	}
-	if page == nil {
-		page = []InstanceRow{}
+		page = append(page, m.oddRow(m.row(in, now), in.ID, instanceOddities))
 	}
 	return jsonReply(200, map[string]any{
 		"success": true, "instances_found": len(page), "total_instances": total,
@@ -588,7 +595,7 @@ func (m *Market) hShow(r *http.Request, _ []byte, now time.Time) reply {
 	if in == nil {
 		return jsonReply(200, map[string]any{"instances": nil})
 	}
-	return jsonReply(200, map[string]any{"instances": m.row(in, now)})
+	return jsonReply(200, map[string]any{"instances": m.oddRow(m.row(in, now), in.ID, instanceOddities)})
 }
 
 // ---- manage ----

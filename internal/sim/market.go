@@ -82,6 +82,10 @@ type Config struct {
 	Balance float64
 	// ResultCap caps searches without a limit; 0 means DefaultResultCap.
 	ResultCap int
+	// AnswerCap, when > 0, caps every search answer at that many offers,
+	// whatever limit the request asks, as a server or proxy that cuts
+	// answers short would.
+	AnswerCap int
 	// MaxLogs bounds the stored log snapshots; 0 means 256.
 	MaxLogs int
 	// ImageSizes maps an image name (exact, or without its tag) to GB.
