@@ -28,11 +28,11 @@ func (f *factory) registerFleetKey(ctx context.Context, p provider.Provider) {
 	keys, err := km.ListSSHKeys(ctx)
 	if err == nil {
 		for _, k := range keys {
-			if sameSSHKey(k.PublicKey, key.authorized) {
+			if sameSSHKey(k.PublicKey, key.Authorized) {
 				return
 			}
 		}
-		_, err = km.RegisterSSHKey(ctx, key.authorized)
+		_, err = km.RegisterSSHKey(ctx, key.Authorized)
 	}
 	if err != nil && ctx.Err() == nil {
 		f.warnOnce(fmt.Sprintf("registering the fleet SSH key on the account: %v (instances will get it attached when first reached)", err))

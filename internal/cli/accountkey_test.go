@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -61,7 +62,7 @@ func TestFleetKeyRegisteredOnAccountBeforeCreate(t *testing.T) {
 	}
 
 	r := e.ok(at("exec", "--fleet", "k", "--json", "--", "echo $VASTFLEET_NODE_RANK")...)
-	rows := decode[[]execRow](t, r.out)
+	rows := decode[[]nodes.ExecRow](t, r.out)
 	if len(rows) != 3 {
 		t.Fatalf("%d rows, want 3", len(rows))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/shell"
 )
@@ -23,9 +24,9 @@ talks only to this machine or to a server you run) needs neither.`
 
 // sshArgs is the OpenSSH command line for a node, using the fleet key and
 // the host key vastfleet recorded for the instance.
-func sshArgs(k *fleetKey, n node) []string {
-	return []string{"-i", k.path, "-o", "IdentitiesOnly=yes", "-p", strconv.Itoa(n.Port),
-		"-o", "HostKeyAlias=" + hostKeyAlias(n.ID), "-o", "UserKnownHostsFile=" + k.knownHosts,
+func sshArgs(k *nodes.Key, n nodes.Node) []string {
+	return []string{"-i", k.Path, "-o", "IdentitiesOnly=yes", "-p", strconv.Itoa(n.Port),
+		"-o", "HostKeyAlias=" + nodes.HostKeyAlias(n.ID), "-o", "UserKnownHostsFile=" + k.KnownHosts,
 		"-o", "StrictHostKeyChecking=accept-new", "root@" + n.Host}
 }
 
@@ -71,22 +72,22 @@ a terminal behaves as it always does. --print prints the command instead.`,
 
 // sshRun is `ssh` once its flags are parsed.
 func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
-	nodes, p, err := f.selectNodes(ctx, "", false, []string{opts.ID}, !opts.Print)
+	ns, p, err := f.selectNodes(ctx, "", false, []string{opts.ID}, !opts.Print)
 	if err != nil {
 		return err
 	}
-	s, err := f.sshSession(ctx, p, 1)
+	key, err := f.fleetKey()
 	if err != nil {
 		return err
 	}
-	argv := append(sshArgs(s.key, nodes[0]), opts.Command...)
+	argv := append(sshArgs(key, ns[0]), opts.Command...)
 	if opts.Print {
 		fmt.Fprintln(f.io.Out, "ssh "+shell.Join(argv))
 		return nil
 	}
 	// Learn the host key and attach the fleet key in-process first,
 	// so OpenSSH meets a known host that accepts its key.
-	rows, err := execOnNodes(ctx, f, p, nodes, "true", 1, 0, "", true)
+	rows, err := execOnNodes(ctx, f, p, ns, "true", 1, 0, "", true)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
 
 // exportNodes writes a fleet in a format other engines read.
 func exportNodes(ctx context.Context, f *factory, w io.Writer, format, fleetName string, ids []string, mpich bool, script string) error {
-	nodes, _, err := f.selectNodes(ctx, fleetName, fleetName == "" && len(ids) == 0, ids, false)
+	ns, _, err := f.selectNodes(ctx, fleetName, fleetName == "" && len(ids) == 0, ids, false)
 	if err != nil {
 		return err
 	}
@@ -117,16 +118,16 @@ func exportNodes(ctx context.Context, f *factory, w io.Writer, format, fleetName
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "# vastfleet: %d nodes. Include this file from ~/.ssh/config (Include PATH), then `ssh %s`.\n%s", len(nodes), nodes[0].Name, comment)
-		for _, n := range nodes {
+		fmt.Fprintf(w, "# vastfleet: %d nodes. Include this file from ~/.ssh/config (Include PATH), then `ssh %s`.\n%s", len(ns), ns[0].Name, comment)
+		for _, n := range ns {
 			fmt.Fprintf(w, "\nHost %s\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n  HostKeyAlias %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n  ServerAliveInterval 30\n  ServerAliveCountMax 3\n",
-				n.Name, n.Host, n.Port, k.path, hostKeyAlias(n.ID), k.knownHosts)
+				n.Name, n.Host, n.Port, k.Path, nodes.HostKeyAlias(n.ID), k.KnownHosts)
 		}
 	case "hostfile":
 		// Host names are the ssh-config aliases: each node's address and port
 		// live there, and mpirun reaches nodes through ssh.
 		fmt.Fprintf(w, "# hosts are the aliases of `vastfleet export --format ssh-config`; include that file from ~/.ssh/config\n%s", comment)
-		for _, n := range nodes {
+		for _, n := range ns {
 			slots := n.NumGPU
 			if slots == 0 {
 				slots = max(int(n.CPUs), 1)
@@ -138,14 +139,14 @@ func exportNodes(ctx context.Context, f *factory, w io.Writer, format, fleetName
 			}
 		}
 	case "env":
-		for _, n := range nodes {
-			fmt.Fprintf(w, "# %s (instance %d)\n%s\n", n.Name, n.ID, strings.ReplaceAll(remote.WithEnv(rankEnv(nodes, n), ""), "; ", "\n"))
+		for _, n := range ns {
+			fmt.Fprintf(w, "# %s (instance %d)\n%s\n", n.Name, n.ID, strings.ReplaceAll(remote.WithEnv(nodes.RankEnv(ns, n), ""), "; ", "\n"))
 		}
 	case "torchrun":
 		fmt.Fprint(w, comment)
-		for _, n := range nodes {
+		for _, n := range ns {
 			fmt.Fprintf(w, "%s: torchrun --nnodes=%d --node_rank=%d --nproc_per_node=%d --master_addr=%s --master_port=29500 %s\n",
-				n.Name, len(nodes), n.Rank, max(n.NumGPU, 1), nodes[0].Host, script)
+				n.Name, len(ns), n.Rank, max(n.NumGPU, 1), ns[0].Host, script)
 		}
 	default:
 		return usagef("--format %q: use vast-instances, ssh-config, hostfile, env or torchrun", format)

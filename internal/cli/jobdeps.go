@@ -19,6 +19,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -87,7 +88,7 @@ func scanWorkdir(dir string) error {
 // simulated machine's sandbox on the simulator).
 func (f *factory) workdirOnNode() string {
 	if f.opts.Market == "sim" {
-		return simRelative(job.RemoteWorkdir)
+		return nodes.SimRelative(job.RemoteWorkdir)
 	}
 	return job.RemoteWorkdir
 }
@@ -97,7 +98,7 @@ func (f *factory) workdirOnNode() string {
 type jobNodes struct {
 	f    *factory
 	p    provider.Provider
-	byID map[int64]node
+	byID map[int64]nodes.Node
 }
 
 func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) {
@@ -105,35 +106,35 @@ func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) 
 	for i, id := range ids {
 		args[i] = strconv.FormatInt(id, 10)
 	}
-	nodes, _, err := n.f.selectNodes(ctx, "", false, args, true)
+	ns, _, err := n.f.selectNodes(ctx, "", false, args, true)
 	if err != nil {
 		return nil, err
 	}
 	if n.byID == nil {
-		n.byID = map[int64]node{}
+		n.byID = map[int64]nodes.Node{}
 	}
-	out := make([]job.Node, len(nodes))
-	for i, nd := range nodes {
+	out := make([]job.Node, len(ns))
+	for i, nd := range ns {
 		n.byID[nd.ID] = nd
 		out[i] = job.Node{ID: nd.ID, Name: nd.Name}
 	}
 	return out, nil
 }
 
-func (n *jobNodes) nodes(in []job.Node) []node {
-	out := make([]node, 0, len(in))
+func (n *jobNodes) nodes(in []job.Node) []nodes.Node {
+	out := make([]nodes.Node, 0, len(in))
 	for _, j := range in {
 		out = append(out, n.byID[j.ID])
 	}
 	return out
 }
 
-func (n *jobNodes) Sync(ctx context.Context, nodes []job.Node, src, dest string) (int, []job.StepResult, error) {
+func (n *jobNodes) Sync(ctx context.Context, sel []job.Node, src, dest string) (int, []job.StepResult, error) {
 	files, err := remote.ScanTree(src, syncExcludes(), nil)
 	if err != nil {
 		return 0, nil, usagef("workdir %s: %v", src, err)
 	}
-	rows, err := syncNodes(ctx, n.f, n.p, n.nodes(nodes), src, files, dest, 64, 3, false)
+	rows, err := syncNodes(ctx, n.f, n.p, n.nodes(sel), src, files, dest, 64, 3, false)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Bytes: r.WireBytes}
@@ -141,8 +142,8 @@ func (n *jobNodes) Sync(ctx context.Context, nodes []job.Node, src, dest string)
 	return len(files), out, err
 }
 
-func (n *jobNodes) Exec(ctx context.Context, nodes []job.Node, script, logDir string) ([]job.StepResult, error) {
-	rows, err := execOnNodes(ctx, n.f, n.p, n.nodes(nodes), script, 64, 0, logDir, true)
+func (n *jobNodes) Exec(ctx context.Context, sel []job.Node, script, logDir string) ([]job.StepResult, error) {
+	rows, err := execOnNodes(ctx, n.f, n.p, n.nodes(sel), script, 64, 0, logDir, true)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, LogFile: r.OutputFile}
@@ -153,8 +154,8 @@ func (n *jobNodes) Exec(ctx context.Context, nodes []job.Node, script, logDir st
 	return out, err
 }
 
-func (n *jobNodes) Collect(ctx context.Context, nodes []job.Node, remoteDir, localParent string) ([]job.StepResult, error) {
-	rows, err := collectNodes(ctx, n.f, n.p, n.nodes(nodes), remoteDir, localParent, 64)
+func (n *jobNodes) Collect(ctx context.Context, sel []job.Node, remoteDir, localParent string) ([]job.StepResult, error) {
+	rows, err := collectNodes(ctx, n.f, n.p, n.nodes(sel), remoteDir, localParent, 64)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Files: r.Fetched}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -39,7 +40,7 @@ func TestExecOnFiftySimulatedNodesOneFails(t *testing.T) {
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3 (partial)\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
 	}
-	rows := decode[[]execRow](t, r.out)
+	rows := decode[[]nodes.ExecRow](t, r.out)
 	if len(rows) != 50 {
 		t.Fatalf("%d rows, want 50", len(rows))
 	}
@@ -204,9 +205,9 @@ func TestSyncSendsOnlyChangedFiles(t *testing.T) {
 	write("pkg/util.py", "X = 1\n")
 	write("model.pt", "weights")
 	write("__pycache__/x.pyc", "cache")
-	sync := func() []syncRow {
+	sync := func() []nodes.SyncRow {
 		t.Helper()
-		return decode[[]syncRow](t, e.ok("sync", src, "--fleet", "s", "--json").out)
+		return decode[[]nodes.SyncRow](t, e.ok("sync", src, "--fleet", "s", "--json").out)
 	}
 	for _, r := range sync() {
 		if r.FilesSent != 2 || r.Error != "" {
@@ -236,9 +237,9 @@ func TestCollectOnlyChangedThenDestroy(t *testing.T) {
 	e.launchFleet("c", 2)
 	e.ok("exec", "--fleet", "c", "--", `d=project/results; mkdir -p $d/logs && echo "loss $VASTFLEET_NODE_RANK" > $d/metrics.txt && echo run > $d/logs/run.log`)
 	to := t.TempDir()
-	collect := func() []collectRow {
+	collect := func() []nodes.CollectRow {
 		t.Helper()
-		return decode[[]collectRow](t, e.ok("collect", "--fleet", "c", "--to", to, "--json").out)
+		return decode[[]nodes.CollectRow](t, e.ok("collect", "--fleet", "c", "--to", to, "--json").out)
 	}
 	for _, r := range collect() {
 		if r.Files != 2 || r.Fetched != 2 || r.Error != "" {
@@ -317,7 +318,7 @@ func TestSyncRelaysNodeToNode(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "scratch", "tmp"), []byte("x"), 0o644)
 
 	r := e.ok("sync", src, "--fleet", "r", "--relay-seeds", "1", "--json")
-	rows := decode[[]syncRow](t, r.out)
+	rows := decode[[]nodes.SyncRow](t, r.out)
 	relayed := 0
 	for _, row := range rows {
 		if row.Error != "" || row.FilesSent != 3 {
@@ -348,7 +349,7 @@ func TestSyncRelaysNodeToNode(t *testing.T) {
 		t.Errorf("relay leftovers or ignored files on the nodes:\n%s", out)
 	}
 	// Unchanged: nothing is sent.
-	for _, row := range decode[[]syncRow](t, e.ok("sync", src, "--fleet", "r", "--relay-seeds", "1", "--json").out) {
+	for _, row := range decode[[]nodes.SyncRow](t, e.ok("sync", src, "--fleet", "r", "--relay-seeds", "1", "--json").out) {
 		if row.FilesSent != 0 || row.FileBytes != 0 || row.WireBytes != 0 {
 			t.Errorf("unchanged re-sync %+v, want nothing sent", row)
 		}

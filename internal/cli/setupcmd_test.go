@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/nodes"
 )
 
 func TestSetupPhasesInOrderOncePerSpec(t *testing.T) {
@@ -12,13 +14,13 @@ func TestSetupPhasesInOrderOncePerSpec(t *testing.T) {
 	phase1 := "echo one >> phases.log"
 	phase2 := `echo two >> phases.log; [ "$VASTFLEET_NODE_RANK" != 1 ] || [ -e fixed ] || exit 4`
 	verify := "echo verified; tr '\\n' , < phases.log; echo"
-	setup := func(wantCode int, args ...string) []setupRow {
+	setup := func(wantCode int, args ...string) []nodes.SetupRow {
 		t.Helper()
 		r := e.run(append([]string{"setup", "--fleet", "u", "--json", "--phase", phase1, "--phase", phase2, "--verify", verify}, args...)...)
 		if r.code != wantCode {
 			t.Fatalf("setup: exit %d, want %d\n%s\n%s", r.code, wantCode, r.out, r.err)
 		}
-		return decode[[]setupRow](t, r.out)
+		return decode[[]nodes.SetupRow](t, r.out)
 	}
 	// Node 1 fails phase 2: the table says so, exit 3, the others pass.
 	rows := setup(3)

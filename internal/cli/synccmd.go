@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/ignore"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 )
@@ -19,16 +18,6 @@ import (
 // .gitignore syntax; the tree's .gitignore and .vastfleetignore files
 // come over them and may re-include (!data/), and --exclude over all.
 var defaultExcludes = []string{"*.pt", "*.pth", "*.ckpt", "__pycache__", ".git", "data/", "wandb/", "outputs/"}
-
-type syncRow struct {
-	Node      string `json:"node"`
-	ID        int64  `json:"id"`
-	FilesSent int    `json:"files_sent"`
-	FileBytes int64  `json:"file_bytes"`
-	WireBytes int64  `json:"wire_bytes"`
-	Via       string `json:"via,omitempty"` // the node that relayed the archive
-	Error     string `json:"error,omitempty"`
-}
 
 // syncOptions is what `sync` was asked, parsed.
 type syncOptions struct {
@@ -97,16 +86,16 @@ func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", opts.Src, err)
 	}
-	nodes, p, err := opts.Nodes.resolve(ctx, f)
+	ns, p, err := opts.Nodes.resolve(ctx, f)
 	if err != nil {
 		return err
 	}
-	rows, err := syncNodes(ctx, f, p, nodes, opts.Src, files, opts.Dest, opts.Parallel, opts.RelaySeeds, opts.NoRelay)
+	rows, err := syncNodes(ctx, f, p, ns, opts.Src, files, opts.Dest, opts.Parallel, opts.RelaySeeds, opts.NoRelay)
 	if err != nil {
 		return err
 	}
-	return reportNodes(f, "sync", rows, opts.JSONFlags, func(r syncRow) bool { return r.Error != "" },
-		[]string{"NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR"}, func(r syncRow) []string {
+	return reportNodes(f, "sync", rows, opts.JSONFlags, func(r nodes.SyncRow) bool { return r.Error != "" },
+		[]string{"NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR"}, func(r nodes.SyncRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error)}
 		})
 }
@@ -126,59 +115,17 @@ func humanBytes(n int64) string {
 }
 
 // syncNodes sends each node the files of src (as scanned) that it lacks
-// under dest, relayed node to node unless noRelay.
-func syncNodes(ctx context.Context, f *factory, p provider.Provider, nodes []node, src string, files []remote.TreeFile, dest string, parallel, seeds int, noRelay bool) ([]syncRow, error) {
-	s, err := f.sshSession(ctx, p, parallel)
+// under dest, relayed node to node unless noRelay, and says what it cost.
+func syncNodes(ctx context.Context, f *factory, p provider.Provider, ns []nodes.Node, src string, files []remote.TreeFile, dest string, parallel, seeds int, noRelay bool) ([]nodes.SyncRow, error) {
+	o, err := f.nodeOps(p, parallel)
 	if err != nil {
 		return nil, err
 	}
-	known, err := s.key.hostKeys()
+	rows, sum, err := o.Sync(ctx, ns, nodes.SyncOptions{Src: src, Files: files, Dest: dest, Parallel: parallel, Seeds: seeds, NoRelay: noRelay})
 	if err != nil {
 		return nil, err
-	}
-	if f.opts.Market == "sim" {
-		dest = simRelative(dest)
-	}
-	probes := make([]bytes.Buffer, len(nodes))
-	jobs := make([]remote.Job, len(nodes))
-	for i, n := range nodes {
-		jobs[i] = remote.Job{Target: s.target(n, known), Cmd: remote.SyncProbe(dest), Stdout: &probes[i], Stderr: io.Discard}
-	}
-	first := s.run(ctx, nodes, jobs, parallel)
-	rows := make([]syncRow, len(nodes))
-	var reached []remote.SyncNode
-	var at []int
-	for i, n := range nodes {
-		rows[i] = syncRow{Node: n.Name, ID: n.ID}
-		if !first[i].OK() {
-			rows[i].Error = fmt.Sprint(first[i].Err)
-			continue
-		}
-		reached = append(reached, remote.SyncNode{Target: jobs[i].Target, State: remote.ParseSyncProbe(probes[i].String())})
-		at = append(at, i)
-	}
-	opts := remote.SyncOptions{Dest: dest, Seeds: seeds, Parallel: parallel, Relay: !noRelay}
-	sentBefore, _ := s.pool.Traffic()
-	relayed := 0
-	for k, r := range remote.Sync(ctx, s.pool, src, files, reached, opts) {
-		row := &rows[at[k]]
-		row.FilesSent, row.FileBytes, row.WireBytes, row.Via = r.Files, r.FileBytes, r.WireBytes, r.Via
-		if r.Err != nil {
-			row.Error = r.Err.Error()
-		}
-		if r.Via != "" {
-			relayed++
-		}
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	sent, _ := s.pool.Traffic()
-	var treeBytes int64
-	for _, fl := range files {
-		treeBytes += fl.Size
 	}
 	fmt.Fprintf(f.io.ErrOut, "synced %d files (%s) to %d nodes, %d of them relayed by other nodes; this machine sent %s over SSH (%s for the archives)\n",
-		len(files), humanBytes(treeBytes), len(nodes), relayed, humanBytes(sent), humanBytes(sent-sentBefore))
+		sum.Files, humanBytes(sum.TreeBytes), sum.Nodes, sum.Relayed, humanBytes(sum.Sent), humanBytes(sum.Archives))
 	return rows, nil
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -26,7 +27,7 @@ const tunnelSyncEvery = 2 * time.Second
 type tunnelKeeper struct {
 	f      *factory
 	p      provider.Provider
-	sess   *sshSession
+	ops    *nodes.Ops
 	base   int
 	local  string   // the coordinator's address on this machine
 	fleets []string // empty: every fleet
@@ -45,11 +46,11 @@ func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleet
 	if err != nil {
 		return err
 	}
-	sess, err := f.sshSession(ctx, p, 64)
+	ops, err := f.nodeOps(p, 64)
 	if err != nil {
 		return err
 	}
-	k := &tunnelKeeper{f: f, p: p, sess: sess, base: base, local: local, fleets: fleets, runs: map[int64]*tunnelRun{}}
+	k := &tunnelKeeper{f: f, p: p, ops: ops, base: base, local: local, fleets: fleets, runs: map[int64]*tunnelRun{}}
 	defer func() {
 		for _, r := range k.runs {
 			r.cancel()
@@ -88,11 +89,11 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 	for _, in := range listing.Instances {
 		listed[in.ID] = in
 	}
-	known, err := k.sess.key.hostKeys()
+	known, err := k.ops.Key().HostKeys()
 	if err != nil {
 		return err
 	}
-	want := map[int64]node{}
+	want := map[int64]nodes.Node{}
 	for _, r := range recs {
 		if !r.GoneAt.IsZero() || (len(k.fleets) > 0 && !slices.Contains(k.fleets, r.Fleet)) {
 			continue
@@ -105,7 +106,7 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		want[r.ID] = node{Name: fmt.Sprintf("%s tunnel", r.Fleet), ID: r.ID, Host: host, Port: port}
+		want[r.ID] = nodes.Node{Name: fmt.Sprintf("%s tunnel", r.Fleet), ID: r.ID, Host: host, Port: port}
 	}
 	for id, run := range k.runs {
 		if n, ok := want[id]; !ok || run.addr != net.JoinHostPort(n.Host, fmt.Sprint(n.Port)) {
@@ -121,15 +122,15 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 	return nil
 }
 
-func (k *tunnelKeeper) start(ctx context.Context, n node, known map[string]ssh.PublicKey) {
+func (k *tunnelKeeper) start(ctx context.Context, n nodes.Node, known map[string]ssh.PublicKey) {
 	rctx, cancel := context.WithCancel(ctx)
 	run := &tunnelRun{addr: net.JoinHostPort(n.Host, fmt.Sprint(n.Port)), cancel: cancel}
 	k.runs[n.ID] = run
 	nodeAddr := net.JoinHostPort("127.0.0.1", fmt.Sprint(bootstrap.TunnelPort(k.base, n.ID)))
 	log := k.f.log.With("instance", n.ID, "node_addr", nodeAddr)
 	km, canAttach := k.p.(provider.KeyManager)
-	go k.sess.pool.KeepForward(rctx, remote.Tunnel{
-		Target:     k.sess.target(n, known),
+	go k.ops.Pool().KeepForward(rctx, remote.Tunnel{
+		Target:     k.ops.Target(n, known),
 		RemoteAddr: nodeAddr,
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			var d net.Dialer
@@ -141,7 +142,7 @@ func (k *tunnelKeeper) start(ctx context.Context, n node, known map[string]ssh.P
 			// The fleet key is attached on first need, as exec does.
 			if errors.Is(err, remote.ErrAuth) && canAttach && !run.attached {
 				run.attached = true
-				if aerr := km.AttachSSHKey(rctx, n.ID, k.sess.key.authorized); aerr != nil {
+				if aerr := km.AttachSSHKey(rctx, n.ID, k.ops.Key().Authorized); aerr != nil {
 					log.Warn("tunnel: attaching the fleet key", "err", aerr)
 				}
 			}

@@ -1,0 +1,93 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/vastfleet/vastfleet/internal/remote"
+)
+
+// SyncRow is what sync sent one node.
+type SyncRow struct {
+	Node      string `json:"node"`
+	ID        int64  `json:"id"`
+	FilesSent int    `json:"files_sent"`
+	FileBytes int64  `json:"file_bytes"`
+	WireBytes int64  `json:"wire_bytes"`
+	Via       string `json:"via,omitempty"` // the node that relayed the archive
+	Error     string `json:"error,omitempty"`
+}
+
+// SyncOptions is a scanned tree and where it goes.
+type SyncOptions struct {
+	Src      string
+	Files    []remote.TreeFile
+	Dest     string
+	Parallel int
+	Seeds    int  // nodes this machine sends each archive to
+	NoRelay  bool // send from this machine to every node
+}
+
+// SyncSummary is what a sync cost this machine.
+type SyncSummary struct {
+	Files, Nodes, Relayed int
+	TreeBytes             int64
+	// Sent is what this machine sent over SSH; Archives the part that
+	// carried the archives.
+	Sent, Archives int64
+}
+
+// Sync sends each node the files of the tree that it lacks under Dest,
+// relayed node to node unless NoRelay.
+func (o *Ops) Sync(ctx context.Context, nodes []Node, opts SyncOptions) ([]SyncRow, SyncSummary, error) {
+	known, err := o.key.HostKeys()
+	if err != nil {
+		return nil, SyncSummary{}, err
+	}
+	dest := opts.Dest
+	if o.cfg.Sim {
+		dest = SimRelative(dest)
+	}
+	probes := make([]bytes.Buffer, len(nodes))
+	jobs := make([]remote.Job, len(nodes))
+	for i, n := range nodes {
+		jobs[i] = remote.Job{Target: o.Target(n, known), Cmd: remote.SyncProbe(dest), Stdout: &probes[i], Stderr: io.Discard}
+	}
+	first := o.Run(ctx, nodes, jobs, opts.Parallel)
+	rows := make([]SyncRow, len(nodes))
+	var reached []remote.SyncNode
+	var at []int
+	for i, n := range nodes {
+		rows[i] = SyncRow{Node: n.Name, ID: n.ID}
+		if !first[i].OK() {
+			rows[i].Error = fmt.Sprint(first[i].Err)
+			continue
+		}
+		reached = append(reached, remote.SyncNode{Target: jobs[i].Target, State: remote.ParseSyncProbe(probes[i].String())})
+		at = append(at, i)
+	}
+	sentBefore, _ := o.pool.Traffic()
+	sum := SyncSummary{Files: len(opts.Files), Nodes: len(nodes)}
+	ro := remote.SyncOptions{Dest: dest, Seeds: opts.Seeds, Parallel: opts.Parallel, Relay: !opts.NoRelay}
+	for k, r := range remote.Sync(ctx, o.pool, opts.Src, opts.Files, reached, ro) {
+		row := &rows[at[k]]
+		row.FilesSent, row.FileBytes, row.WireBytes, row.Via = r.Files, r.FileBytes, r.WireBytes, r.Via
+		if r.Err != nil {
+			row.Error = r.Err.Error()
+		}
+		if r.Via != "" {
+			sum.Relayed++
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, sum, ctx.Err()
+	}
+	sent, _ := o.pool.Traffic()
+	sum.Sent, sum.Archives = sent, sent-sentBefore
+	for _, fl := range opts.Files {
+		sum.TreeBytes += fl.Size
+	}
+	return rows, sum, nil
+}
