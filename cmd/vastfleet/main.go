@@ -11,7 +11,10 @@ import (
 	"github.com/vastfleet/vastfleet/internal/cli"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is the command, its exit code returned.
+func run() int {
 	// Ctrl+C, kill (SIGTERM), a closed terminal (SIGHUP) and a closed
 	// output pipe (`vastfleet launch ... | head`) all get the same clean
 	// stop: ctx is cancelled, commands stop, a launch decides what to keep,
@@ -44,5 +47,5 @@ func main() {
 	}()
 	code := cli.Main(ctx, cli.System(), os.Args[1:])
 	cancel()
-	os.Exit(code)
+	return code
 }

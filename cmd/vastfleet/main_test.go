@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // built is this command, linked once per test binary: the tests run in
@@ -35,11 +37,20 @@ var built = sync.OnceValues(func() (string, error) {
 var builtDir string
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// testscript runs the scripts' "vastfleet" as this test binary,
+	// entering main instead of the tests.
+	testscript.Main(cleaningUp{m}, map[string]func(){"vastfleet": main})
+}
+
+// cleaningUp removes what the tests built once they have all run.
+type cleaningUp struct{ m *testing.M }
+
+func (c cleaningUp) Run() int {
+	code := c.m.Run()
 	if builtDir != "" {
 		os.RemoveAll(builtDir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // binary is this command, built once per test run.

@@ -99,7 +99,7 @@ func detachUp(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job)
 	}
 	bg.State, bg.Dashboard = rec.State, rec.Dashboard
 	if opts.JSON {
-		return writeJSON(f.io.Out, bg)
+		return writeJSON(opts.out(f.io.Out), bg)
 	}
 	fmt.Fprintf(f.io.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
 		id, rec.State, bg.PID, dash(rec.Dashboard), id, id, logPath, id)

@@ -27,6 +27,11 @@ func TestJqFiltersAndPrintsRaw(t *testing.T) {
 			t.Errorf("line %d = %q, want %q", i, lines[i], want)
 		}
 	}
+	// status went through --json's writer alone and printed the whole
+	// array: found by the testscript scenarios.
+	if got := e.ok("status", "--jq", "length").out; got != "0\n" {
+		t.Fatalf("status --jq length = %q, want 0", got)
+	}
 	if got := e.ok("search", "--limit", "3", "--jq", "{n: length, first: .[0].id}").out; !strings.HasPrefix(got, `{"first":`) || !strings.HasSuffix(got, `,"n":3}`+"\n") {
 		t.Fatalf("an object result = %q, want one compact JSON line", got)
 	}
