@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -121,6 +123,20 @@ func (m *Market) changeBid(id int64, price *float64, now time.Time) error {
 	}
 	in.ComputeRate = p
 	in.log(now, "bid changed to $%.4f/h", p)
+	if in.TakenBy != 0 && in.Outbid && in.Intended == "running" {
+		// Taken by the account's own instance: the machine comes back
+		// only when the new bid beats that one's.
+		taker := m.find(in.TakenBy)
+		if taker != nil && taker.Status != "stopped" {
+			if !taker.Bid || p <= taker.ComputeRate {
+				return nil
+			}
+			taker.takenBy(in, now)
+		}
+		in.TakenBy = 0
+		m.regain(in, now)
+		return nil
+	}
 	switch {
 	case in.Outbid && in.Intended == "running":
 		if at := m.outbidAt(in.OfferID, p, now); at.Equal(now) {
@@ -154,4 +170,72 @@ func (m *Market) hChangeBid(r *http.Request, body []byte, now time.Time) reply {
 		return errReply(err)
 	}
 	return okReply()
+}
+
+// preemptFor is what a create on o at price (nil: on-demand) must stop of
+// the account's own instances on o's machine: whoever holds o itself, and
+// then the interruptible ones bidding least, until the new one fits. Only
+// a lower bid gives way; a holder it cannot displace (on-demand, or a bid
+// at least as high) refuses the create.
+func (m *Market) preemptFor(o *Offer, price *float64) ([]*instance, error) {
+	var same, others []*instance
+	used := 0
+	for _, in := range m.st.Instances {
+		if in.Destroyed || in.Status == "stopped" {
+			continue
+		}
+		ho := &m.offers[m.byID[in.OfferID]]
+		if ho.MachineID != o.MachineID {
+			continue
+		}
+		used += ho.NumGPUs
+		if in.OfferID == o.ID {
+			same = append(same, in)
+		} else {
+			others = append(others, in)
+		}
+	}
+	fits := func() bool { return used+o.NumGPUs <= MachineGPUs(o) }
+	if len(same) == 0 && fits() {
+		return nil, nil
+	}
+	beats := func(h *instance) bool { return h.Bid && (price == nil || *price > h.ComputeRate) }
+	refuse := func(h *instance) error {
+		if price != nil && h.Bid {
+			return &apiError{400, "invalid_price", fmt.Sprintf("Your bid of $%.4f/h does not beat the $%.4f/h bid that holds this machine: bid more.", *price, h.ComputeRate)}
+		}
+		return &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d is no longer available: it was rented by another client.", o.ID)}
+	}
+	var out []*instance
+	for _, h := range same {
+		if !beats(h) {
+			return nil, refuse(h)
+		}
+		out = append(out, h)
+		used -= o.NumGPUs
+	}
+	slices.SortFunc(others, func(a, b *instance) int { return cmp.Compare(a.ComputeRate, b.ComputeRate) })
+	for _, h := range others {
+		if fits() {
+			break
+		}
+		if !beats(h) {
+			return nil, refuse(h)
+		}
+		out = append(out, h)
+		used -= m.offers[m.byID[h.OfferID]].NumGPUs
+	}
+	if !fits() {
+		return nil, refuse(&instance{})
+	}
+	return out, nil
+}
+
+// takenBy stops in: taker, a higher bid or an on-demand rental of the
+// same account, took its machine. It resumes when taker lets go.
+func (in *instance) takenBy(taker *instance, t time.Time) {
+	in.outbid(t)
+	in.TakenBy = taker.ID
+	in.RegainAt = time.Time{}
+	in.StatusMsg = fmt.Sprintf("Outbid: instance %d took the machine; it resumes when that one stops, or raise your bid (change bid)", taker.ID)
 }

@@ -136,3 +136,74 @@ func TestRateLimitFollowsRequestRate(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnBidsGiveWay: on one machine, on-demand beats interruptible and a
+// higher bid beats a lower one; an equal bid is refused with the price to
+// beat; the displaced instance resumes when the one that took its machine
+// lets go, or when it bids more. (Rivals are switched off: only the
+// account's own instances compete.)
+func TestOwnBidsGiveWay(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Seed: 21, Balance: 1e6, Faults: Faults{RivalShare: 1e-12}})
+	o := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"bid","allocated_storage":20,"limit":1}`)[0]
+	create := func(price any) (int, int64, string) {
+		var out struct {
+			NewContract int64 `json:"new_contract"`
+		}
+		st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", o.ID), map[string]any{"image": "ubuntu:22.04", "disk": 20, "price": price}, &out)
+		return st, out.NewContract, string(body)
+	}
+	running := func(id int64) {
+		t.Helper()
+		h.clock.Advance(time.Hour)
+		if in := h.show(id); in.Status() != provider.StateRunning {
+			t.Fatalf("instance %d: %q %q, want running", id, in.Status(), in.StatusMsg)
+		}
+	}
+	taken := func(id, by int64) {
+		t.Helper()
+		in := h.show(id)
+		if in.Status() != provider.StateStopped || in.IntendedStatus != "running" || !strings.Contains(in.StatusMsg, fmt.Sprintf("instance %d took the machine", by)) {
+			t.Fatalf("instance %d: %q/%q %q, want stopped, taken by %d", id, in.Status(), in.IntendedStatus, in.StatusMsg, by)
+		}
+	}
+	p := o.MinBid
+	st, low, body := create(p)
+	if st != 200 {
+		t.Fatalf("bid at min_bid: %d %s", st, body)
+	}
+	running(low)
+	if st, _, body := create(p); st != 400 || !strings.Contains(body, "invalid_price") || !strings.Contains(body, fmt.Sprintf("$%.4f/h bid that holds this machine", p)) {
+		t.Fatalf("an equal bid: %d %s, want 400 naming the bid to beat", st, body)
+	}
+	st, high, body := create(p + 0.01)
+	if st != 200 {
+		t.Fatalf("a higher bid: %d %s", st, body)
+	}
+	taken(low, high)
+	running(high)
+	// The lower bid raises its bid above the higher one's: it takes the
+	// machine back.
+	if st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/instances/bid_price/%d/", low), map[string]any{"client_id": "me", "price": p + 0.02}, nil); st != 200 {
+		t.Fatalf("change bid: %d %s", st, body)
+	}
+	taken(high, low)
+	running(low)
+	// On-demand beats every bid, and nothing outbids it.
+	st, od, body := create(nil)
+	if st != 200 {
+		t.Fatalf("on-demand over a bid: %d %s", st, body)
+	}
+	taken(low, od)
+	if st, _, body := create(p + 1); st != 404 || !strings.Contains(body, "no_such_ask") {
+		t.Fatalf("a bid over on-demand: %d %s, want no_such_ask", st, body)
+	}
+	running(od)
+	// The on-demand instance goes: the bids it displaced come back, the
+	// highest first (one offer, one machine: the other waits on it).
+	if st, _, body := h.do("DELETE", fmt.Sprintf("/api/v0/instances/%d/", od), nil, nil); st != 200 {
+		t.Fatalf("destroy: %d %s", st, body)
+	}
+	running(low)
+	taken(high, low)
+}

@@ -31,15 +31,22 @@
 //     offer and half hour (bids.go): one above the bid stops the instance
 //     (intended_status stays running), and it resumes by itself at the
 //     start of the first half hour whose rival bids no more than it, or
-//     when change bid raises it above the rival.
+//     when change bid raises it above the rival. Among the account's own
+//     instances on one machine, on-demand beats interruptible and a higher
+//     bid beats a lower one: a create that outbids stops the holder, which
+//     resumes when the taker lets go (highest bid first) or outbids it; an
+//     equal or lower bid is refused with the price to beat. Listed min_bid
+//     does not move with these bids (left out).
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -181,6 +188,10 @@ type instance struct {
 	// Outbid says one did.
 	OutbidAt time.Time `json:"outbid_at,omitempty"`
 	Outbid   bool      `json:"outbid,omitempty"`
+	// TakenBy is the account's own instance whose higher bid, or
+	// on-demand rental, took this one's machine: it resumes when that one
+	// lets go (wakeScheduled).
+	TakenBy int64 `json:"taken_by,omitempty"`
 	// RegainAt is when an outbid instance gets its machine back (no rival
 	// above its bid any more) and starts again; zero: not within the
 	// horizon.
@@ -695,9 +706,15 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d does not exist or is no longer available.", offerID)}
 	}
 	o := m.offers[idx]
-	if _, taken := m.holders()[offerID]; taken || crowded(&o, m.gpusInUse()) || m.churned(offerID, now) ||
+	if m.churned(offerID, now) ||
 		(m.cfg.Faults.CreateRace > 0 && draw(m.st.Seed, drawRace, offerID, m.offerSpell(offerID, now)) < m.cfg.Faults.CreateRace) {
 		return nil, &apiError{404, "no_such_ask", fmt.Sprintf("Offer %d is no longer available: it was rented by another client.", offerID)}
+	}
+	// The account's own instances on the machine: on-demand beats
+	// interruptible, and a higher bid beats a lower one.
+	preempt, err := m.preemptFor(&o, in.Price)
+	if err != nil {
+		return nil, err
 	}
 	if in.Disk > o.DiskSpace {
 		return nil, &apiError{400, "invalid_args", fmt.Sprintf("disk %.0f GB exceeds the offer's %.0f GB", in.Disk, o.DiskSpace)}
@@ -713,12 +730,21 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	if m.st.Balance < compute+storage {
 		return nil, &apiError{400, "insufficient_credit", "Your account balance is too low to rent this instance: add credit first."}
 	}
+	var inst *instance
+	defer func() {
+		if inst == nil {
+			return
+		}
+		for _, h := range preempt {
+			h.takenBy(inst, now)
+		}
+	}()
 	seq := m.st.NextID
 	m.st.NextID += 1 + int64(draw(m.st.Seed, drawKey, seq, 1)*3)
 	id := seq + m.st.IDBase
 	fate := offerID<<10 | int64(m.rentals(offerID)&1023)
 	gb := m.imageGB(in.Image)
-	inst := &instance{
+	inst = &instance{
 		ID: id, Seq: seq, Fate: fate, OfferID: offerID, Label: in.Label, Image: in.Image, Runtype: in.Runtype, Onstart: in.Onstart,
 		Env: in.Env, Disk: in.Disk, Bid: in.Price != nil, ImageGB: gb, ComputeRate: compute, StorageRate: storage,
 		APIKey:    instanceKey(),
@@ -870,6 +896,21 @@ func (m *Market) wakeScheduled(now time.Time) {
 	for _, in := range m.st.Instances {
 		if !in.Destroyed && in.Scheduling && in.Status == "stopped" && in.FreeAt.IsZero() {
 			m.schedule(in, now)
+		}
+	}
+	// Displaced bids come back highest first, each as the machine has
+	// room again.
+	var displaced []*instance
+	for _, in := range m.st.Instances {
+		if !in.Destroyed && in.TakenBy != 0 && in.Outbid && in.Status == "stopped" && in.Intended == "running" {
+			displaced = append(displaced, in)
+		}
+	}
+	slices.SortStableFunc(displaced, func(a, b *instance) int { return cmp.Compare(b.ComputeRate, a.ComputeRate) })
+	for _, in := range displaced {
+		if !m.ownHold(in) {
+			in.TakenBy = 0
+			m.regain(in, now)
 		}
 	}
 }
