@@ -41,8 +41,8 @@ type simServeOptions struct {
 	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang, Liars      float64
 	OddRows                                                      float64
 	// Cap answers every search with at most this many offers (0: no cap).
-	Cap       int
-	AuthAs404 bool
+	Cap                       int
+	AuthAs404, EndpointLimits bool
 	// NoHosts serves rows only: no machine behind the instances.
 	NoHosts bool
 }
@@ -80,6 +80,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.Rate429, "rate-429", -1, "share of requests answered 429 at random, on top of the profile's per-key rate limit")
 	fl.Float64Var(&opts.Rate5xx, "rate-5xx", -1, "share of requests answered 500/502")
 	fl.Float64Var(&opts.LostCreate, "lost-create", -1, "share of creates applied whose response is lost")
+	fl.BoolVar(&opts.EndpointLimits, "endpoint-limits", false, "limit each endpoint per key as vast does: about one call a market second on most, search ten a minute (429 'endpoint threshold=N')")
 	fl.BoolVar(&opts.AuthAs404, "auth-as-404", false, "answer a wrong key with 404 auth_error (as seen for revoked keys) instead of 401")
 	fl.Float64Var(&opts.SSHLate, "ssh-late", -1, "share of instances that refuse their SSH keys for 5-60 s after running")
 	fl.Float64Var(&opts.SSHHang, "ssh-hang", -1, "share of instances whose SSH handshake hangs")
@@ -176,6 +177,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		*k.dst = k.v
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
+	faults.EndpointLimits = faults.EndpointLimits || opts.EndpointLimits
 	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap}
 	pace := fmt.Sprintf("%gx time", opts.Speed)
 	switch opts.Clock {

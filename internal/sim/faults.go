@@ -20,6 +20,10 @@ type Faults struct {
 	// the official CLI fetches back to back.
 	RateLimit float64
 	RateBurst float64
+	// EndpointLimits adds vast's per-endpoint limits on top: about one
+	// call a market second on most endpoints, search ten a minute
+	// (endpointlimits.go).
+	EndpointLimits bool
 	// Rate429 answers a share of requests 429 at random, on top of the
 	// rate limit (to test a client's handling of them).
 	Rate429 float64

@@ -226,6 +226,9 @@ func (m *Market) injectFault(r *http.Request) (reply, bool) {
 	if !followUp && !m.admit(requestKey(r), m.cfg.Clock.Now()) {
 		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
 	}
+	if !followUp && !m.admitEndpoint(requestKey(r), r.Pattern, m.cfg.Clock.Now()) {
+		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent endpoint threshold=" + strconv.FormatFloat(endpointLimits[r.Pattern], 'g', 3, 64)}, true
+	}
 	if u < f.Rate429 && !followUp {
 		return reply{status: http.StatusTooManyRequests, text: "API requests too frequent"}, true
 	}

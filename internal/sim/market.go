@@ -252,7 +252,9 @@ type Market struct {
 	apiURL   string          // where the market is served, for VAST_URL
 	keyOwner map[string]int64
 	buckets  map[string]*bucket // per API key, for Faults.RateLimit
-	liars    liars              // lying hosts' operators (liar.go)
+	// endpoints: per API key and route, for Faults.EndpointLimits
+	endpoints map[[2]string]*endpointBucket
+	liars     liars // lying hosts' operators (liar.go)
 }
 
 // state is everything a Market persists; offers are regenerated from Seed.
