@@ -47,8 +47,10 @@ type globalOptions struct {
 	APIRate   float64
 	SimFaults string
 	SimLiars  float64 // < 0: the profile's share
-	SimSeed   int64
-	Verbose   bool
+	// SimEndpointLimits turns on vast's per-endpoint rate limits.
+	SimEndpointLimits bool
+	SimSeed           int64
+	Verbose           bool
 }
 
 // factory builds the adapters a command needs, lazily, and closes them when
@@ -285,6 +287,7 @@ func (f *factory) startSim() (string, error) {
 	if f.opts.SimLiars >= 0 {
 		faults.Liars = f.opts.SimLiars
 	}
+	faults.EndpointLimits = faults.EndpointLimits || f.opts.SimEndpointLimits
 	cfg := sim.Config{
 		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,
 	}

@@ -34,7 +34,7 @@ type gate struct {
 	failLists    int                        // answer the next N listing requests with 500
 	shortLists   int                        // drop a row (total kept) from the next N listing answers
 	hide         map[int64]bool             // leave these out of listings, total adjusted (a consistent, lagging listing)
-	oddPorts     map[int64]bool             // list these rows with ports as a list of numbers (vast's show-instance docs)
+	oddRows      map[int64]bool             // list these rows with a count the client cannot read (num_gpus as a word)
 	eatDeletes   int                        // answer the next N destroys with success without destroying
 	userID       int64                      // non-zero: answer users/current with this id
 	onCreate     func(r *http.Request) bool // called before a create reaches the simulator; false drops it
@@ -73,8 +73,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range g.hide {
 		hide[k] = v
 	}
-	odd := make(map[int64]bool, len(g.oddPorts))
-	for k, v := range g.oddPorts {
+	odd := make(map[int64]bool, len(g.oddRows))
+	for k, v := range g.oddRows {
 		odd[k] = v
 	}
 	userID := g.userID
@@ -137,7 +137,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if odd[id] {
-				row.(map[string]any)["ports"] = []int{22, 8080}
+				row.(map[string]any)["num_gpus"] = "two"
 			}
 			kept = append(kept, row)
 		}
@@ -157,7 +157,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // reset clears every fault; the caller holds g.mu.
 func (g *gate) reset() {
-	g.failLists, g.shortLists, g.hide, g.oddPorts, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, nil, 0, 0, nil
+	g.failLists, g.shortLists, g.hide, g.oddRows, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, nil, 0, 0, nil
 	g.afterCreate, g.afterDelete, g.beforeDelete = nil, nil, nil
 }
 

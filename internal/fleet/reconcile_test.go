@@ -282,7 +282,7 @@ func TestReconcileOrphans(t *testing.T) {
 	}
 }
 
-// A row the client quarantined (ports as a list of numbers) is listed but
+// A row the client quarantined (a count as a word) is listed but
 // unreadable: reconcile keeps the instance, marks it "unknown" with its
 // last address, never counts it gone or adopts it, and uses the rest of
 // the listing (an instance destroyed behind our back is still found gone).
@@ -309,7 +309,7 @@ func TestReconcileKeepsQuarantinedRowsUnknown(t *testing.T) {
 	if err := e.client.DestroyInstance(ctx, recs[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	e.gate.set(func(g *gate) { g.oddPorts = map[int64]bool{recs[0].ID: true, created.NewContract: true} })
+	e.gate.set(func(g *gate) { g.oddRows = map[int64]bool{recs[0].ID: true, created.NewContract: true} })
 	e.clock.Advance(DefaultGrace + time.Minute)
 
 	rep, err := e.m.Reconcile(ctx, ReconcileOptions{DestroyOrphans: true})

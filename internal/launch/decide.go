@@ -283,6 +283,22 @@ func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
 // sendStart sends a start to each node; a node whose start fails is sent
 // another at the next listing (transitions), until its release timeout.
 func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
+	if len(ns) > 1 {
+		ids := make([]int64, len(ns))
+		for i, n := range ns {
+			ids[i] = n.id
+		}
+		if errs, ok := r.m.ReleaseAll(ctx, ids); ok {
+			for _, n := range ns {
+				n.startSentAt = now
+				n.startOK = errs[n.id] == nil
+				if err := errs[n.id]; err != nil {
+					r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+				}
+			}
+			return
+		}
+	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.startSentAt, n.startOK = now, false
 		err := r.m.Release(ctx, n.id)

@@ -306,13 +306,34 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 			}
 		}
 	}
-	r.parallel(ctx, stop, func(ctx context.Context, n *node) error {
-		n.stopSentAt = now
-		return r.m.Park(ctx, n.id)
-	})
+	r.sendStop(ctx, stop, now)
 	r.sendStart(ctx, start, now)
 	r.changeBids(ctx, rebid, now)
 	return out
+}
+
+// sendStop parks nodes: in bulk calls where the marketplace takes them
+// (vast allows about one single stop a second), else one by one.
+func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
+	if len(ns) > 1 {
+		ids := make([]int64, len(ns))
+		for i, n := range ns {
+			ids[i] = n.id
+			n.stopSentAt = now
+		}
+		if errs, ok := r.m.ParkAll(ctx, ids); ok {
+			for _, n := range ns {
+				if err := errs[n.id]; err != nil {
+					r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+				}
+			}
+			return
+		}
+	}
+	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		n.stopSentAt = now
+		return r.m.Park(ctx, n.id)
+	})
 }
 
 // SchedulingFor is how long a released instance may show "Scheduling"

@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,7 +56,9 @@ func TestSchedulingReplacedAtOnce(t *testing.T) {
 }
 
 // failFirstStart answers the first start of every instance with HTTP 500,
-// as a marketplace having a bad moment does, and counts the starts.
+// as a marketplace having a bad moment does, and counts the starts per
+// instance, sent one by one or in bulk (a bulk call holding any
+// instance's first start fails whole).
 type failFirstStart struct {
 	mu     sync.Mutex
 	starts map[string]int
@@ -67,9 +70,23 @@ func (f *failFirstStart) wrap(next http.Handler) http.Handler {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if strings.Contains(string(body), `"state":"running"`) {
+				var bulk struct {
+					IDs []int64 `json:"ids"`
+				}
+				json.Unmarshal(body, &bulk)
+				keys := []string{r.URL.Path}
+				if r.URL.Path == "/api/v0/instances/" {
+					keys = keys[:0]
+					for _, id := range bulk.IDs {
+						keys = append(keys, fmt.Sprintf("/api/v0/instances/%d/", id))
+					}
+				}
 				f.mu.Lock()
-				f.starts[r.URL.Path]++
-				first := f.starts[r.URL.Path] == 1
+				first := false
+				for _, k := range keys {
+					f.starts[k]++
+					first = first || f.starts[k] == 1
+				}
 				f.mu.Unlock()
 				if first {
 					http.Error(w, `{"success":false,"error":"server_error"}`, http.StatusInternalServerError)

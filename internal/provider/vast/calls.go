@@ -507,3 +507,37 @@ func (c *Client) InstanceLogs(ctx context.Context, id int64, tail int) (string, 
 	}
 	return "", fmt.Errorf("instance %d logs not ready after %d polls: %w", id, logPolls, errors.Join(last))
 }
+
+// SetStates starts or stops instances with PUT /api/v0/instances/ and
+// {"state", "ids"}, provider.BulkChunk ids a call, as the vastai CLI's
+// start/stop instances do. An answer {"success": false} names the ids it
+// could not change in "failed"; without that list the whole chunk failed.
+func (c *Client) SetStates(ctx context.Context, ids []int64, running bool) ([]int64, error) {
+	state := "stopped"
+	if running {
+		state = "running"
+	}
+	var failed []int64
+	for start := 0; start < len(ids); start += provider.BulkChunk {
+		chunk := ids[start:min(start+provider.BulkChunk, len(ids))]
+		cl := call{method: http.MethodPut, path: "/api/v0/instances/", body: map[string]any{"state": state, "ids": chunk}, policy: retryWrite}
+		resp, err := c.do(ctx, cl)
+		if err == nil {
+			err = c.decode(cl, opInstance, resp, nil)
+		}
+		if err != nil {
+			return append(failed, ids[start:]...), err
+		}
+		var ans struct {
+			Success *bool   `json:"success"`
+			Failed  []int64 `json:"failed"`
+		}
+		if json.Unmarshal(resp.body, &ans) == nil && ans.Success != nil && !*ans.Success {
+			if ans.Failed == nil {
+				return append(failed, ids[start:]...), c.checkSuccess(cl, opInstance, resp)
+			}
+			failed = append(failed, ans.Failed...)
+		}
+	}
+	return failed, nil
+}

@@ -48,9 +48,17 @@ type Options struct {
 	Timeout    time.Duration
 	UserAgent  string // default "vastfleet/<Version>"
 	// MaxAttempts is the total number of tries of one retryable call.
-	MaxAttempts int           // default 5
-	BaseBackoff time.Duration // default 250ms
-	MaxBackoff  time.Duration // default 20s
+	MaxAttempts int // default 5
+	// MaxRefusedAttempts is the total number of tries of a call the
+	// marketplace keeps refusing with 429, which did nothing and is safe
+	// to send again: vast allows some endpoints only a few calls a minute
+	// (search: ten), so refusals are waited out longer, their backoff
+	// starting at RefusedBackoff (default 8 tries from 1s, about half a
+	// minute in all).
+	MaxRefusedAttempts int
+	RefusedBackoff     time.Duration
+	BaseBackoff        time.Duration // default 250ms
+	MaxBackoff         time.Duration // default 20s
 	// Clock is the marketplace's time: the client waits on it between
 	// attempts and reads it for Retry-After dates (default clock.Wall).
 	// A clock that also has InFlight(delta int) (clock.Virtual) is told
@@ -88,6 +96,8 @@ type Client struct {
 	max     int
 	baseBO  time.Duration
 	maxBO   time.Duration
+	max429  int           // tries while the answer is 429
+	base429 time.Duration // the first backoff after a 429
 	clock   clock.Clock
 	flight  inFlight // the clock, when it counts requests; else nil
 	log     *slog.Logger
@@ -139,6 +149,8 @@ func New(opts Options) (*Client, error) {
 		timeout: opts.Timeout,
 		ua:      opts.UserAgent,
 		max:     opts.MaxAttempts,
+		max429:  opts.MaxRefusedAttempts,
+		base429: opts.RefusedBackoff,
 		baseBO:  opts.BaseBackoff,
 		maxBO:   opts.MaxBackoff,
 		clock:   opts.Clock,
@@ -159,6 +171,12 @@ func New(opts Options) (*Client, error) {
 	}
 	if c.max <= 0 {
 		c.max = 5
+	}
+	if c.max429 <= 0 {
+		c.max429 = 8
+	}
+	if c.base429 <= 0 {
+		c.base429 = time.Second
 	}
 	if c.baseBO <= 0 {
 		c.baseBO = 250 * time.Millisecond
@@ -303,10 +321,15 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			}
 			continue
 		}
+		wait := c.backoff(attempt, c.retryAfter(resp.header))
+		if resp.status == http.StatusTooManyRequests {
+			last = attempt >= max(c.max429, c.max)
+			wait = c.backoffFrom(c.base429, attempt, c.retryAfter(resp.header))
+		}
 		if last || !retryable(cl.policy, provider.ClassifyStatus(resp.status), resp.status) {
 			return resp, nil
 		}
-		if err := c.clock.Sleep(ctx, c.backoff(attempt, c.retryAfter(resp.header))); err != nil {
+		if err := c.clock.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
@@ -357,10 +380,15 @@ func retryable(p retryPolicy, c provider.Class, status int) bool {
 // backoff is capped exponential backoff with full jitter; a server's
 // Retry-After wins when it is given.
 func (c *Client) backoff(attempt int, after time.Duration) time.Duration {
+	return c.backoffFrom(c.baseBO, attempt, after)
+}
+
+// backoffFrom is backoff starting at base.
+func (c *Client) backoffFrom(base time.Duration, attempt int, after time.Duration) time.Duration {
 	if after > 0 {
 		return after
 	}
-	d := c.baseBO << min(attempt-1, 30)
+	d := base << min(attempt-1, 30)
 	if d <= 0 || d > c.maxBO {
 		d = c.maxBO
 	}

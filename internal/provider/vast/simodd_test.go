@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -91,4 +92,52 @@ func grepLog(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestBulkStatesAgainstTheSimulator: 70 instances stopped and started in
+// bulk, two calls of up to 64 ids each way; an id the marketplace does
+// not know comes back failed, the rest change.
+func TestBulkStatesAgainstTheSimulator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newSimEnv(t, sim.Config{Seed: 5, Offers: 800}, nil)
+	q, _, _ := market.Parse("rentable=True", market.ParseOptions{NoDefault: true, Limit: 200})
+	offers, err := e.c.SearchOffers(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, o := range offers {
+		if len(ids) == 70 {
+			break
+		}
+		c, err := e.c.CreateInstance(ctx, o.ID, provider.CreateRequest{Image: "ubuntu:22.04", Disk: 10})
+		if err == nil {
+			ids = append(ids, c.NewContract)
+		}
+	}
+	if len(ids) < 70 {
+		t.Fatalf("only %d creates", len(ids))
+	}
+	e.clock.Advance(time.Hour)
+	before := e.hits.Load()
+	failed, err := e.c.SetStates(ctx, append(ids, 424242), false)
+	if err != nil || len(failed) != 1 || failed[0] != 424242 {
+		t.Fatalf("bulk stop: failed %v, err %v; want only the unknown id", failed, err)
+	}
+	if calls := e.hits.Load() - before; calls != 2 {
+		t.Errorf("bulk stop of 71 ids took %d calls, want 2", calls)
+	}
+	l, err := e.c.ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range l.Instances {
+		if in.Status() != provider.StateStopped {
+			t.Fatalf("instance %d after bulk stop: %s", in.ID, in.Status())
+		}
+	}
+	if failed, err := e.c.SetStates(ctx, ids, true); err != nil || len(failed) != 0 {
+		t.Fatalf("bulk start: failed %v, err %v", failed, err)
+	}
 }

@@ -358,11 +358,11 @@ func TestBackoffWithoutRetryAfter(t *testing.T) {
 	if !errors.Is(err, provider.ErrRateLimited) || !provider.Classify(err).Transient {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(s.requests()); n != 5 {
-		t.Fatalf("%d attempts, want 5", n)
+	if n := len(s.requests()); n != 8 {
+		t.Fatalf("%d attempts, want 8", n)
 	}
-	// Rand is fixed at 0.5: half of 250ms, 500ms, 1s, 2s.
-	want := []time.Duration{125 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	// Rand is fixed at 0.5: half of 1s, 2s, 4s, 8s, 16s, then the 20s cap.
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	got := w.all()
 	if len(got) != len(want) {
 		t.Fatalf("waits %v", got)

@@ -1,0 +1,19 @@
+package provider
+
+import "context"
+
+// BulkStateChanger starts or stops many instances in one call (vast: PUT
+// /api/v0/instances/ with {"state", "ids"}, in chunks of 64), where the
+// marketplace allows single starts and stops about one a second per
+// account: releasing 300 parked instances one by one would take five
+// minutes.
+type BulkStateChanger interface {
+	// SetStates asks every instance of ids to run (running) or stop. It
+	// returns the ids the marketplace said it could not change; err is a
+	// call that failed as a whole (then nothing is known of its chunk).
+	SetStates(ctx context.Context, ids []int64, running bool) (failed []int64, err error)
+}
+
+// BulkChunk is how many ids one bulk call carries, as the vastai CLI
+// sends them.
+const BulkChunk = 64
