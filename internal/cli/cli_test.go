@@ -56,6 +56,9 @@ func (e *env) runIn(stdin string, args ...string) result {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
+		if k == "VASTFLEET_CONFIG" {
+			return filepath.Join(e.home, "config")
+		}
 		return ""
 	}}
 	// A fast clock keeps boots to a tenth of a second of wall time, with a

@@ -23,6 +23,9 @@ func (e *env) startCmd(args ...string) (out, errOut *syncBuffer) {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
+		if k == "VASTFLEET_CONFIG" {
+			return filepath.Join(e.home, "config")
+		}
 		return ""
 	}}
 	done := make(chan int, 1)

@@ -69,7 +69,7 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(f.io.Out, rows)
+		return writeJSON(opts.out(f.io.Out), rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
