@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -415,12 +416,42 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, who Identity) {
 			return
 		}
 	}
+	if op == "status" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--jq") }) && s.queued(r.Context(), firstPositional(args)) {
+		// Submitted, and its up has not recorded it yet.
+		fw := newStreamWriter(w)
+		id, code := firstPositional(args), 0
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--json") }) {
+			b, _ := json.Marshal([]map[string]any{{"id": id, "state": JobQueued, "up_running": false}})
+			fw.Frame(frame{Out: string(b) + "\n"})
+		} else {
+			fw.Frame(frame{Out: fmt.Sprintf("%s\tqueued on the server: it starts once the job before it is done\n", id)})
+		}
+		fw.Frame(frame{Exit: &code})
+		return
+	}
 	fw := newStreamWriter(w)
 	code := s.cfg.Run(r.Context(), req.Args, fw.Writer("out"), fw.Writer("err"))
 	fw.Frame(frame{Exit: &code})
 	if Ops[op].Role == RoleOperator {
 		s.audit(r.Context(), who, op, target, "exit "+strconv.Itoa(code))
 	}
+}
+
+// queued says whether id is a job the server was given whose up has not
+// recorded it in the store yet.
+func (s *Server) queued(ctx context.Context, id string) bool {
+	jr := s.job(id)
+	if id == "" || jr == nil || jr.log == nil {
+		return false
+	}
+	s.mu.Lock()
+	ended := jr.row.State == JobEnded
+	s.mu.Unlock()
+	if ended {
+		return false
+	}
+	state, err := s.cfg.JobState(ctx, id)
+	return err == nil && state == ""
 }
 
 func firstPositional(args []string) string {
