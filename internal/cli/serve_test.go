@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"io"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,12 +25,17 @@ import (
 
 // itemsJob writes a task file whose n items each print one finding
 // naming the item, from a workdir sent with the job.
-func itemsJob(t *testing.T, name string, count, items int) string {
+// An item waits for the file gate, when one is given.
+func itemsJob(t *testing.T, name string, count, items int, gate string) string {
 	t.Helper()
 	dir := t.TempDir()
 	wd := filepath.Join(dir, "work")
 	os.MkdirAll(wd, 0o755)
-	os.WriteFile(filepath.Join(wd, "item.sh"), []byte("printf '{\"found\":{\"n\":%s}}\\n' \"$1\"\nsleep 0.2\necho did $1\n"), 0o644)
+	wait := ""
+	if gate != "" {
+		wait = "while [ ! -e " + gate + " ]; do sleep 0.1; done\n"
+	}
+	os.WriteFile(filepath.Join(wd, "item.sh"), []byte(wait+"printf '{\"found\":{\"n\":%s}}\\n' \"$1\"\nsleep 0.2\necho did $1\n"), 0o644)
 	file := filepath.Join(dir, "job.yaml")
 	os.WriteFile(file, fmt.Appendf(nil, `name: %s
 query: "rentable=True num_gpus=1 dph_total<1"
@@ -84,7 +91,8 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 		return m != nil
 	})
 	op, viewer := client(t, opTok), client(t, viewTok)
-	file := itemsJob(t, "shared", 2, 12)
+	gate := filepath.Join(t.TempDir(), "gate")
+	file := itemsJob(t, "shared", 2, 12, gate)
 
 	if r := viewer.fails("--server", url, "up", file); !strings.Contains(r.err, "role viewer may not submit") {
 		t.Errorf("viewer up: exit %d %s", r.code, r.err)
@@ -99,6 +107,32 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 	if a, b := serverJob(t, op, url, id), serverJob(t, viewer, url, id); a.ID != id || b.ID != id {
 		t.Errorf("operator sees %+v, viewer %+v", a, b)
 	}
+	// The items wait at the gate: the job runs while both look at its
+	// dashboard, which the server serves from its own address.
+	waitFor(t, "the job to run", 3*time.Minute, func() bool { return serverJob(t, viewer, url, id).State == "running" })
+	for _, tok := range []string{viewTok, opTok} {
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar}
+		page, err := browser.Get(url + "/dashboard/" + id + "/?token=" + tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(page.Body)
+		page.Body.Close()
+		state, err := browser.Get(url + "/api/v1/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, _ := io.ReadAll(state.Body)
+		state.Body.Close()
+		if page.StatusCode != 200 || !strings.Contains(string(body), "<html") || state.StatusCode != 200 || !strings.Contains(string(snap), `"totals"`) {
+			t.Errorf("dashboard through the server: page %d (%.80q), state %d %.200q", page.StatusCode, body, state.StatusCode, snap)
+		}
+	}
+	if resp, err := http.Get(url + "/api/v1/state"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("dashboard state without a token: %v %v", resp.StatusCode, err)
+	}
+	os.WriteFile(gate, nil, 0o600)
 	waitFor(t, "the job to finish", 3*time.Minute, func() bool { return serverJob(t, viewer, url, id).State == "done" })
 	st := serverJob(t, viewer, url, id)
 	items := strings.Count(readFile(t, filepath.Join(e.home, "serve", "results", id, "items.jsonl")), "\n")
@@ -131,7 +165,8 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 	for _, a := range audit {
 		got = append(got, a.Who+" "+a.Action+" "+a.Outcome)
 	}
-	want := []string{"vic submit denied", "ann submit queued", "vic destroy denied", "vic launch denied", "vic down denied"}
+	want := []string{"vic submit denied", "ann submit queued", "vic destroy denied", "vic launch denied", "vic down denied",
+		"vic dashboard opened", "ann dashboard opened"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -190,7 +225,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 
 	const items = 30
 	op := client(t, strings.TrimSpace(string(tok)))
-	file := itemsJob(t, "durable", 3, items)
+	file := itemsJob(t, "durable", 3, items, "")
 	var upRes result
 	var wg sync.WaitGroup
 	wg.Add(1)

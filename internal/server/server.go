@@ -20,7 +20,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -237,7 +240,7 @@ func (s *Server) end(jr *jobRun, code int) {
 //	GET  /v1/jobs/{id}/follow?offset= a job's output frames, as they come
 //	POST /v1/run                      run a command ({"args": [...]}), its output as frames
 //	GET  /v1/audit                    the audit log (operator)
-//	GET  /dashboard/{id}/...          a job's live dashboard
+//	GET  /dashboard/{id}/?token=T     a job's live dashboard, then served from /
 //
 // Output frames are JSON lines: {"out": text}, {"err": text}, and last
 // {"exit": code}.
@@ -274,7 +277,8 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, log)
 	}))
-	mux.HandleFunc("/dashboard/{id}/", s.dashboard)
+	mux.HandleFunc("GET /dashboard/{id}/", s.dashboard)
+	mux.HandleFunc("/", s.proxyDashboard)
 	return mux
 }
 
@@ -550,26 +554,111 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, jr *jobRun, offs
 	}
 }
 
-// dashboard proxies a job's live dashboard (the coordinator in the
-// server, which listens on loopback) for a viewer or operator token, given
-// as the token query parameter (a browser link) or a bearer header.
+// Cookies of the dashboard the server serves: the job whose dashboard
+// this browser views, and the server token it was opened with (checked on
+// every request, so a revoked token loses the dashboard too).
+const (
+	dashJobCookie   = "vastfleet_dash_job"
+	dashTokenCookie = "vastfleet_dash_token"
+)
+
+// dashboardPaths are the coordinator's dashboard paths the server passes
+// on (GET only): the page, its static files, and the viewer's API.
+var dashboardPaths = []string{"/", "/api/v1/state", "/api/v1/events", "/api/v1/history", "/api/v1/depth.svg"}
+
+// dashboard opens a job's live dashboard for a viewer or operator token,
+// given as the token query parameter (a browser link) or a bearer header:
+// the browser is sent to the job's coordinator's dashboard, which the
+// server then serves from its own address (the coordinator listens on
+// loopback).
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if tok == "" {
 		tok = r.URL.Query().Get("token")
 	}
-	if _, err := s.cfg.DB.Authenticate(r.Context(), strings.TrimSpace(tok)); err != nil {
+	who, err := s.cfg.DB.Authenticate(r.Context(), strings.TrimSpace(tok))
+	if err != nil {
 		s.fail(w, http.StatusUnauthorized, "unauthorized", err)
 		return
 	}
-	if s.cfg.Dashboard == nil {
-		s.fail(w, http.StatusNotFound, "not_found", errors.New("no dashboard"))
-		return
-	}
-	u, err := s.cfg.Dashboard(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	_, viewer, err := s.coordDashboard(r.Context(), id)
 	if err != nil {
 		s.fail(w, http.StatusNotFound, "not_found", err)
 		return
 	}
-	http.Redirect(w, r, u, http.StatusFound)
+	s.audit(r.Context(), who, "dashboard", id, "opened")
+	secure := r.TLS != nil
+	for _, c := range []*http.Cookie{{Name: dashJobCookie, Value: id}, {Name: dashTokenCookie, Value: strings.TrimSpace(tok)}} {
+		c.Path, c.HttpOnly, c.Secure, c.SameSite = "/", true, secure, http.SameSiteStrictMode
+		http.SetCookie(w, c)
+	}
+	http.Redirect(w, r, "/?token="+url.QueryEscape(viewer), http.StatusSeeOther)
+}
+
+// coordDashboard is where a job's coordinator serves its dashboard and
+// the job's viewer token there. Only a coordinator on plain-HTTP loopback
+// is served through; one on TLS is reached at its own address.
+func (s *Server) coordDashboard(ctx context.Context, id string) (*url.URL, string, error) {
+	if s.cfg.Dashboard == nil {
+		return nil, "", errors.New("no dashboard")
+	}
+	link, err := s.cfg.Dashboard(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		return nil, "", err
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); u.Scheme != "http" || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return nil, "", fmt.Errorf("job %s's dashboard is at its coordinator's own address: %s", id, link)
+	}
+	viewer := u.Query().Get("token")
+	u.RawQuery, u.Path = "", ""
+	return u, viewer, nil
+}
+
+// proxyDashboard passes a dashboard request on to the coordinator of the
+// job the browser opened, once the server token it was opened with still
+// stands.
+func (s *Server) proxyDashboard(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || !(slices.Contains(dashboardPaths, r.URL.Path) || strings.HasPrefix(r.URL.Path, "/static/")) {
+		s.fail(w, http.StatusNotFound, "not_found", errors.New("no such path (the API is under /v1/, a job's dashboard at /dashboard/JOB/?token=TOKEN)"))
+		return
+	}
+	jc, err1 := r.Cookie(dashJobCookie)
+	tc, err2 := r.Cookie(dashTokenCookie)
+	if err1 != nil || err2 != nil {
+		s.fail(w, http.StatusUnauthorized, "unauthorized", errors.New("open a job's dashboard with /dashboard/JOB/?token=TOKEN"))
+		return
+	}
+	if _, err := s.cfg.DB.Authenticate(r.Context(), tc.Value); err != nil {
+		s.fail(w, http.StatusUnauthorized, "unauthorized", err)
+		return
+	}
+	target, _, err := s.coordDashboard(r.Context(), jc.Value)
+	if err != nil {
+		s.fail(w, http.StatusNotFound, "not_found", err)
+		return
+	}
+	p := httputil.NewSingleHostReverseProxy(target)
+	p.FlushInterval = -1 // the event stream, as it comes
+	p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		s.fail(w, http.StatusBadGateway, "bad_gateway", fmt.Errorf("job %s's coordinator does not answer (the job is not running?)", jc.Value))
+	}
+	// The server's own cookies stay here.
+	r = r.Clone(r.Context())
+	var keep []string
+	for _, c := range r.Cookies() {
+		if c.Name != dashJobCookie && c.Name != dashTokenCookie {
+			keep = append(keep, c.String())
+		}
+	}
+	r.Header.Del("Cookie")
+	if len(keep) > 0 {
+		r.Header.Set("Cookie", strings.Join(keep, "; "))
+	}
+	p.ServeHTTP(w, r)
 }
