@@ -2,10 +2,10 @@ package cli
 
 import (
 	"bufio"
-	"io"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
