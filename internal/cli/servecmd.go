@@ -250,6 +250,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 	}
 	create.Flags().StringVar(&role, "role", "", "viewer (reads) or operator (also submits, launches, ends and destroys)")
 	create.Flags().DurationVar(&ttl, "expires", 0, "the token expires after this long (0: when revoked)")
+	limitFlags(create.Flags(), bounds{"expires", "0", "87600h"})
 	revoke := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke NAME's token: it is refused from now on",
