@@ -34,7 +34,7 @@ type serveOptions struct {
 func newServeCmd(f *factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
 	opts := &serveOptions{}
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:8480] [--tls] [--db sqlite:PATH]",
+		Use:   "serve [--addr 127.0.0.1:8480] [--tls] [--db sqlite:PATH|postgres://...]",
 		Short: "Run the controller as a service: jobs run on the server, clients submit and follow them",
 		Long: `Run vastfleet as a long-running server until Ctrl+C. It holds this data dir's
 store and market, runs every job submitted to it as an up inside the server
@@ -60,7 +60,7 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8480", "where the server listens (an address other machines reach needs --tls)")
 	fl.BoolVar(&opts.TLS, "tls", false, "serve HTTPS with a self-signed certificate kept in the data dir (its sha256 pin is printed: `context add --pin`)")
-	fl.StringVar(&opts.DB, "db", "", "the server's database: sqlite:PATH (default sqlite:DATA_DIR/serve.db)")
+	fl.StringVar(&opts.DB, "db", "", "the server's database (tokens, audit log, jobs): sqlite:PATH (default sqlite:DATA_DIR/serve.db) or postgres://USER:PASSWORD@HOST:PORT/DB")
 	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary the jobs' coordinators serve (as up --agent-bin)")
 	fl.StringVar(&opts.CoordAddr, "coord-addr", "", "where the jobs' coordinators listen (as up --coord-addr; default 127.0.0.1:0)")
 	cmd.AddCommand(newServeTokenCmd(f), newServeAuditCmd(f))
@@ -78,22 +78,25 @@ func serveDBPath(f *factory, spec string) (string, error) {
 		return filepath.Join(dir, "serve.db"), nil
 	case strings.HasPrefix(spec, "sqlite:"):
 		return strings.TrimPrefix(spec, "sqlite:"), nil
-	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-		return "", usagef("--db %s: PostgreSQL is not built into this vastfleet; use sqlite:PATH", redactDSN(spec))
 	}
-	return "", usagef("--db %q: want sqlite:PATH", spec)
+	return "", usagef("--db %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DB", redactDSN(spec))
 }
 
 // redactDSN hides a password in a database URL.
 func redactDSN(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "postgres://…"
+		return "(unparsable)"
 	}
 	return u.Redacted()
 }
 
+// serveDB opens the server's database: SQLite, or PostgreSQL for a
+// postgres:// URL.
 func (f *factory) serveDB(ctx context.Context, spec string) (*server.DB, error) {
+	if strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://") {
+		return server.OpenPostgres(ctx, spec, clock.Wall{})
+	}
 	path, err := serveDBPath(f, spec)
 	if err != nil {
 		return nil, err

@@ -39,12 +39,15 @@ var (
 // recognisable in logs and secret scanners.
 const tokenPrefix = "vfs_"
 
-// DB is the server's own SQLite file (serve.db in the data dir): API
-// tokens (only their sha256), the audit log and the jobs the server was
-// given. The plain token is shown once, when it is created.
+// DB is the server's own database: API tokens (only their sha256), the
+// audit log and the jobs the server was given. The plain token is shown
+// once, when it is created. It is an SQLite file (serve.db in the data
+// dir) or a PostgreSQL database; the same conformance suite runs on both.
 type DB struct {
 	db    *sql.DB
 	clock clock.Clock
+	// pg: PostgreSQL ($n placeholders, its own schema).
+	pg bool
 }
 
 var schema = []string{
@@ -71,7 +74,7 @@ var schema = []string{
 		task         TEXT NOT NULL,
 		submitted_by TEXT NOT NULL,
 		submitted_at INTEGER NOT NULL,
-		json         INTEGER NOT NULL DEFAULT 0,
+		as_json      INTEGER NOT NULL DEFAULT 0,
 		state        TEXT NOT NULL,
 		exit_code    INTEGER NOT NULL DEFAULT 0
 	);`,
@@ -107,7 +110,41 @@ func OpenDB(ctx context.Context, path string, clk clock.Clock) (*DB, error) {
 	return d, nil
 }
 
+// exec, query and queryRow take SQLite's ? placeholders, rewritten as $n
+// for PostgreSQL.
+func (d *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return d.db.ExecContext(ctx, d.rebind(q), args...)
+}
+
+func (d *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return d.db.QueryContext(ctx, d.rebind(q), args...)
+}
+
+func (d *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return d.db.QueryRowContext(ctx, d.rebind(q), args...)
+}
+
+func (d *DB) rebind(q string) string {
+	if !d.pg {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 func (d *DB) migrate(ctx context.Context) error {
+	if d.pg {
+		return d.migratePG(ctx)
+	}
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -164,17 +201,28 @@ func (d *DB) CreateToken(ctx context.Context, name, role string, ttl time.Durati
 	if ttl > 0 {
 		exp = now.Add(ttl).UnixNano()
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO tokens (name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		name, role, hashToken(tok), now.UnixNano(), exp)
-	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
-		return "", fmt.Errorf("a token named %q exists (revoke it first, or pick another name)", name)
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", err
 	}
-	return tok, err
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM tokens WHERE name = ?`), name).Scan(&n); err != nil {
+		return "", err
+	}
+	if n > 0 {
+		return "", fmt.Errorf("a token named %q exists (pick another name; a revoked one keeps its name in the audit log)", name)
+	}
+	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO tokens (name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`),
+		name, role, hashToken(tok), now.UnixNano(), exp); err != nil {
+		return "", err
+	}
+	return tok, tx.Commit()
 }
 
 // RevokeToken revokes name's token; it is refused from then on.
 func (d *DB) RevokeToken(ctx context.Context, name string) error {
-	res, err := d.db.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, d.clock.Now().UnixNano(), name)
+	res, err := d.exec(ctx, `UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at = 0`, d.clock.Now().UnixNano(), name)
 	if err != nil {
 		return err
 	}
@@ -195,7 +243,7 @@ type TokenInfo struct {
 
 // Tokens lists every token.
 func (d *DB) Tokens(ctx context.Context) ([]TokenInfo, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT name, role, created_at, expires_at, revoked_at FROM tokens ORDER BY name`)
+	rows, err := d.query(ctx, `SELECT name, role, created_at, expires_at, revoked_at FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +277,7 @@ func (d *DB) Authenticate(ctx context.Context, tok string) (Identity, error) {
 	}
 	var id Identity
 	var exp, rev int64
-	err := d.db.QueryRowContext(ctx, `SELECT name, role, expires_at, revoked_at FROM tokens WHERE hash = ?`, hashToken(tok)).
+	err := d.queryRow(ctx, `SELECT name, role, expires_at, revoked_at FROM tokens WHERE hash = ?`, hashToken(tok)).
 		Scan(&id.Name, &id.Role, &exp, &rev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -256,14 +304,14 @@ type AuditEntry struct {
 
 // Audit records that who did action on target, with its outcome.
 func (d *DB) Audit(ctx context.Context, who Identity, action, target, outcome string) error {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO audit (at, who, role, action, target, outcome) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := d.exec(ctx, `INSERT INTO audit (at, who, role, action, target, outcome) VALUES (?, ?, ?, ?, ?, ?)`,
 		d.clock.Now().UnixNano(), who.Name, who.Role, action, target, outcome)
 	return err
 }
 
 // AuditLog is the audit log, oldest first.
 func (d *DB) AuditLog(ctx context.Context) ([]AuditEntry, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT at, who, role, action, target, outcome FROM audit ORDER BY id`)
+	rows, err := d.query(ctx, `SELECT at, who, role, action, target, outcome FROM audit ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -303,20 +351,20 @@ type JobRow struct {
 
 // AddJob records a job accepted (queued).
 func (d *DB) AddJob(ctx context.Context, j JobRow) error {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO jobs (id, dir, task, submitted_by, submitted_at, json, state) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err := d.exec(ctx, `INSERT INTO jobs (id, dir, task, submitted_by, submitted_at, as_json, state) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		j.ID, j.Dir, j.Task, j.SubmittedBy, d.clock.Now().UnixNano(), j.JSON, JobQueued)
 	return err
 }
 
 // SetJobState records a job's server state (and exit code once ended).
 func (d *DB) SetJobState(ctx context.Context, id, state string, code int) error {
-	_, err := d.db.ExecContext(ctx, `UPDATE jobs SET state = ?, exit_code = ? WHERE id = ?`, state, code, id)
+	_, err := d.exec(ctx, `UPDATE jobs SET state = ?, exit_code = ? WHERE id = ?`, state, code, id)
 	return err
 }
 
 // Jobs are the server's jobs, oldest first.
 func (d *DB) Jobs(ctx context.Context) ([]JobRow, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT id, dir, task, submitted_by, submitted_at, json, state, exit_code FROM jobs ORDER BY submitted_at, id`)
+	rows, err := d.query(ctx, `SELECT id, dir, task, submitted_by, submitted_at, as_json, state, exit_code FROM jobs ORDER BY submitted_at, id`)
 	if err != nil {
 		return nil, err
 	}

@@ -56,14 +56,13 @@ type fixture struct {
 	states sync.Map
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureOn(t, openSQLite) }
+
+func newFixtureOn(t *testing.T, open opener) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	clk := clock.NewManual(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	db, err := OpenDB(context.Background(), filepath.Join(dir, "serve.db"), clk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := open(t, clk)
 	fx := &fixture{t: t, db: db, clk: clk, runner: &fakeRunner{release: make(chan struct{})}}
 	fx.srv = New(Config{DB: db, Run: fx.runner.run, Dir: dir, ResultsDir: filepath.Join(dir, "results"), Version: "v-test", Clock: clk,
 		JobState: func(ctx context.Context, id string) (string, error) {
@@ -80,7 +79,6 @@ func newFixture(t *testing.T) *fixture {
 		close(fx.runner.release)
 		ts.Close()
 		fx.srv.Stop()
-		db.Close()
 	})
 	return fx
 }
@@ -110,7 +108,10 @@ func bundle(t *testing.T) *bytes.Buffer {
 // from the token, whatever the request says.
 func TestRolesAreEnforced(t *testing.T) {
 	t.Parallel()
-	fx := newFixture(t)
+	rolesScenario(t, newFixture(t))
+}
+
+func rolesScenario(t *testing.T, fx *fixture) {
 	ctx := context.Background()
 	op, viewer := fx.client(RoleOperator), fx.client(RoleViewer)
 	for _, c := range []*Client{op, viewer} {
@@ -133,8 +134,10 @@ func TestRolesAreEnforced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.Run(ctx, []string{"status", "--data-dir=/etc"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "not taken by the server") {
-		t.Errorf("a global flag through the server: %v", err)
+	for _, flag := range []string{"--data-dir=/etc", "--api-key=k", "--api-url=http://x", "--market=vast", "-v"} {
+		if _, err := op.Run(ctx, []string{"status", flag}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "not taken by the server") {
+			t.Errorf("a global flag through the server (%s): %v", flag, err)
+		}
 	}
 	if _, err := viewer.Audit(ctx); !errors.Is(err, ErrForbidden) {
 		t.Errorf("viewer audit: %v", err)
