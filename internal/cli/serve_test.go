@@ -60,9 +60,15 @@ func client(t *testing.T, token string) *env {
 
 var servingOn = regexp.MustCompile(`serving on (http://\S+)`)
 
+// serverJob is a job's status on the server (url "": the current
+// context's).
 func serverJob(t *testing.T, c *env, url, id string) jobStatus {
 	t.Helper()
-	rows := decode[[]jobStatus](t, c.ok("--server", url, "status", id, "--json").out)
+	args := []string{"status", id, "--json"}
+	if url != "" {
+		args = append([]string{"--server", url}, args...)
+	}
+	rows := decode[[]jobStatus](t, c.ok(args...).out)
 	if len(rows) != 1 {
 		t.Fatalf("status %s: %+v", id, rows)
 	}
@@ -90,21 +96,33 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 		}
 		return m != nil
 	})
-	op, viewer := client(t, opTok), client(t, viewTok)
+	// The operator talks to the server through a context, the viewer
+	// with --server and VASTFLEET_TOKEN.
+	op, viewer := newEnv(t), client(t, viewTok)
+	tokFile := filepath.Join(t.TempDir(), "ann.token")
+	os.WriteFile(tokFile, []byte(opTok+"\n"), 0o600)
+	op.ok("context", "add", "lab", url, "--token-file", tokFile)
+	ctxs := decode[[]map[string]any](t, op.ok("context", "ls", "--json").out)
+	if len(ctxs) != 2 || ctxs[1]["name"] != "lab" || ctxs[1]["current"] != true || ctxs[1]["has_token"] != true {
+		t.Errorf("contexts: %v", ctxs)
+	}
+	if fi, err := os.Stat(filepath.Join(op.home, "config", "contexts.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("contexts file: %v %v", fi.Mode(), err)
+	}
 	gate := filepath.Join(t.TempDir(), "gate")
 	file := itemsJob(t, "shared", 2, 12, gate)
 
 	if r := viewer.fails("--server", url, "up", file); !strings.Contains(r.err, "role viewer may not submit") {
 		t.Errorf("viewer up: exit %d %s", r.code, r.err)
 	}
-	id := strings.TrimSpace(op.ok("--server", url, "up", file, "--detach").out)
+	id := strings.TrimSpace(op.ok("up", file, "--detach").out)
 	for _, args := range [][]string{{"destroy", "--all", "--yes"}, {"launch", "--count", "1", "rentable=True"}, {"down", id}} {
 		r := viewer.fails(append([]string{"--server", url}, args...)...)
 		if !strings.Contains(r.err, "role viewer may not "+args[0]) {
 			t.Errorf("viewer %s: exit %d %s", args[0], r.code, r.err)
 		}
 	}
-	if a, b := serverJob(t, op, url, id), serverJob(t, viewer, url, id); a.ID != id || b.ID != id {
+	if a, b := serverJob(t, op, "", id), serverJob(t, viewer, url, id); a.ID != id || b.ID != id {
 		t.Errorf("operator sees %+v, viewer %+v", a, b)
 	}
 	// The items wait at the gate: the job runs while both look at its
@@ -139,10 +157,27 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 	if st.Live != 0 || items != 12 {
 		t.Errorf("done with %d live instances, %d item results (want 0, 12)", st.Live, items)
 	}
-	if ls := op.ok("--server", url, "ls", "--json"); strings.Contains(ls.out, `"state": "running"`) {
+	if ls := op.ok("ls", "--json"); strings.Contains(ls.out, `"state": "running"`) {
 		t.Errorf("instances left: %s", ls.out)
 	}
+	// --server local (or context use local) runs here, on this client's
+	// own empty data dir.
+	if ls := op.ok("--server", "local", "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
+		t.Errorf("--server local: %s", ls.out)
+	}
 
+	// The marketplace key the server uses is in nothing a client gets.
+	for _, c := range []*env{op, viewer} {
+		for _, args := range [][]string{{"status", "--json"}, {"ls", "--all", "--json"}, {"cost", "--json"}, {"logs", id, "--json"}} {
+			if c == viewer {
+				args = append([]string{"--server", url}, args...)
+			}
+			r := c.run(args...)
+			if strings.Contains(r.out+r.err, simAPIKey) {
+				t.Errorf("%v sent the API key to a client", args)
+			}
+		}
+	}
 	e.ok("serve", "token", "revoke", "vic")
 	if r := viewer.fails("--server", url, "status"); !strings.Contains(r.err, "API token revoked") {
 		t.Errorf("revoked viewer: exit %d %s", r.code, r.err)
