@@ -356,3 +356,37 @@ func lines(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// TestServeTLSPinned: a server on TLS prints its certificate's pin; a
+// context with the pin talks to it, one with another pin is refused
+// before any token is sent.
+func TestServeTLSPinned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := strings.TrimSpace(e.ok("serve", "token", "create", "ann", "--role", "viewer").out)
+	out, errOut := e.startCmd("serve", "--addr", "127.0.0.1:0", "--tls")
+	var url, pin string
+	pinRe := regexp.MustCompile(`pin: ([0-9a-f]{64})`)
+	httpsOn := regexp.MustCompile(`serving on (https://\S+)`)
+	waitFor(t, "the server", 30*time.Second, func() bool {
+		m, p := httpsOn.FindStringSubmatch(out.String()), pinRe.FindStringSubmatch(errOut.String())
+		if m != nil && p != nil {
+			url, pin = m[1], p[1]
+		}
+		return url != ""
+	})
+	tokFile := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(tokFile, []byte(tok), 0o600)
+	good, bad := newEnv(t), newEnv(t)
+	good.ok("context", "add", "lab", url, "--token-file", tokFile, "--pin", pin)
+	bad.ok("context", "add", "lab", url, "--token-file", tokFile, "--pin", strings.Repeat("0", 64))
+	if r := good.ok("status", "--json"); strings.TrimSpace(r.out) != "[]" {
+		t.Errorf("status over TLS: %q", r.out)
+	}
+	if r := bad.fails("status"); !strings.Contains(r.err, "certificate") {
+		t.Errorf("wrong pin: exit %d %s", r.code, r.err)
+	}
+	if r := e.fails("serve", "--addr", "0.0.0.0:0"); r.code != 2 || !strings.Contains(r.err, "add --tls") {
+		t.Errorf("a public address without TLS: exit %d %s", r.code, r.err)
+	}
+}

@@ -322,11 +322,21 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, Identity)) ht
 				s.fail(w, http.StatusUnauthorized, "unauthorized", err)
 				return
 			}
-			s.fail(w, http.StatusInternalServerError, "internal", err)
+			s.unavailable(w, err)
 			return
 		}
 		h(w, r, who)
 	}
+}
+
+// unavailable answers a request the server cannot take because its
+// database does not answer: 503, and no new work is accepted (nothing is
+// queued, nothing acknowledged) until it does.
+func (s *Server) unavailable(w http.ResponseWriter, err error) {
+	s.cfg.Log.Error("the server's database does not answer", "err", err)
+	w.Header().Set("Retry-After", "10")
+	writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "unavailable",
+		Error: "the server's database does not answer, so it takes no new work until it does (its log says why); nothing already accepted is lost"})
 }
 
 // permit says whether who may do action; a refusal is answered (403) and

@@ -262,6 +262,26 @@ func TestSubmittedJobRunsAndIsFollowed(t *testing.T) {
 	}
 }
 
+// TestNoDatabaseNoNewWork: a server whose database does not answer
+// refuses requests with 503 and says why, queueing nothing.
+func TestNoDatabaseNoNewWork(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	ctx := context.Background()
+	op := fx.client(RoleOperator)
+	fx.db.Close()
+	_, err := op.Submit(ctx, "t", bundle(t), false)
+	var api *APIError
+	if !errors.As(err, &api) || api.Status != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "database does not answer") {
+		t.Errorf("submit without a database: %v", err)
+	}
+	fx.runner.mu.Lock()
+	defer fx.runner.mu.Unlock()
+	if len(fx.runner.ran) != 0 {
+		t.Errorf("ran %v", fx.runner.ran)
+	}
+}
+
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
