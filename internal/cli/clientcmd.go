@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vastfleet/vastfleet/internal/certpin"
-	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/server"
@@ -120,7 +119,7 @@ func flagArgs(c *cobra.Command) []string {
 	return out
 }
 
-// remoteUp sends the task file, its workdir and items file to the server,
+// remoteUp sends the task file, its workdir and items file to the server
 // which runs the job, and follows its output to the end (or, with
 // --detach, returns once it is queued).
 func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) error {
@@ -133,26 +132,16 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	if len(args) == 1 {
 		path = args[0]
 	}
-	jf, err := jobfile.Load(path)
+	name, spec, err := server.TaskBundle(path, func(dir string) ([]string, error) {
+		files, err := remote.ScanTree(dir, syncExcludes(), nil)
+		rels := make([]string, len(files))
+		for i, tf := range files {
+			rels[i] = tf.Rel
+		}
+		return rels, err
+	})
 	if err != nil {
 		return usageError{err}
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	spec := server.BundleSpec{Task: raw, Workdir: jf.Workdir}
-	if jf.Workdir != "" {
-		files, err := remote.ScanTree(jf.Workdir, syncExcludes(), nil)
-		if err != nil {
-			return usagef("workdir %s: %v", jf.Workdir, err)
-		}
-		for _, tf := range files {
-			spec.Files = append(spec.Files, tf.Rel)
-		}
-	}
-	if p, ok := itemspec.FilePath(jf.Items); ok {
-		spec.Items = p
 	}
 	var bundle bytes.Buffer
 	if err := server.Pack(&bundle, spec); err != nil {
@@ -160,7 +149,7 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	}
 	asJSON := c.Flags().Changed("json") || c.Flags().Changed("jq")
 	ctx := c.Context()
-	id, err := cl.Submit(ctx, jf.Name, &bundle, asJSON)
+	id, err := cl.Submit(ctx, name, &bundle, asJSON)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,9 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/vastfleet/vastfleet/internal/itemspec"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
 )
 
 // A submitted job travels as a bundle: a gzip'd tar holding the task file
@@ -161,4 +164,28 @@ func Unpack(r io.Reader, dir string) error {
 	}
 	// A workdir with no file to send is still a directory.
 	return os.MkdirAll(filepath.Join(dir, WorkdirName), 0o700)
+}
+
+// TaskBundle is what a task file sends to a server: the file as written,
+// its workdir's files (as files lists them: the sync's ignore rules) and
+// its items file; name is the task's name, the job's prefix.
+func TaskBundle(path string, files func(dir string) ([]string, error)) (name string, spec BundleSpec, err error) {
+	jf, err := jobfile.Load(path)
+	if err != nil {
+		return "", spec, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", spec, err
+	}
+	spec = BundleSpec{Task: raw, Workdir: jf.Workdir}
+	if jf.Workdir != "" {
+		if spec.Files, err = files(jf.Workdir); err != nil {
+			return "", spec, fmt.Errorf("workdir %s: %w", jf.Workdir, err)
+		}
+	}
+	if p, ok := itemspec.FilePath(jf.Items); ok {
+		spec.Items = p
+	}
+	return jf.Name, spec, nil
 }
