@@ -210,8 +210,9 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 // TestServeSurvivesKill9: kill -9 the server mid-job, with items and
 // findings flowing, and start it again on the same data dir: the job is
 // resumed (the agents come back to its coordinator), the client that
-// submitted it follows it through the restart to its end, and no item or
-// finding is lost.
+// submitted it follows it through the restart to its end, no item or
+// finding is lost, no instance is left, and the cost report agrees with
+// the simulator's ledger to the cent.
 func TestServeSurvivesKill9(t *testing.T) {
 	needAgentTools(t)
 	agentBin := buildAgent(t)
@@ -311,6 +312,28 @@ func TestServeSurvivesKill9(t *testing.T) {
 	if st.State != "done" || st.Live != 0 {
 		t.Errorf("after the restart: %+v", st)
 	}
+	if ls := op.ok("--server", url, "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
+		t.Errorf("instances left after the job (orphans): %s", ls.out)
+	}
+	// Money: what vastfleet reports is what the market billed.
+	cost := decode[map[string]any](t, op.ok("--server", url, "cost", "--json").out)
+	served, err := os.ReadFile(filepath.Join(e.home, "sim", servedSimFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(strings.TrimSpace(string(served)) + "/sim/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ledger struct {
+		Total float64 `json:"total"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ledger)
+	resp.Body.Close()
+	if got := cost["total"].(float64); got < ledger.Total-0.01 || got > ledger.Total+0.01 || got == 0 {
+		t.Errorf("cost total $%.4f, the simulator's ledger $%.4f: want agreement to the cent", got, ledger.Total)
+	}
+	t.Logf("cost $%.4f, ledger $%.4f", cost["total"].(float64), ledger.Total)
 	res := filepath.Join(e.home, "serve", "results", id)
 	seenItems := map[string]int{}
 	for _, line := range lines(t, filepath.Join(res, "items.jsonl")) {
