@@ -14,6 +14,18 @@ import (
 	"time"
 )
 
+// TestMain keeps the tests off the user's contexts: with a current
+// context, every command here would run on that server.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vastfleet-config-")
+	if err == nil {
+		os.Setenv("VASTFLEET_CONFIG", dir)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // binary builds this command once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
