@@ -14,20 +14,23 @@ import (
 type Op struct {
 	Role  string
 	Flags []string
+	// AnyArgs: positionals are free text (a launch's query); otherwise
+	// each is a job's name or an instance id, never a path.
+	AnyArgs bool
 }
 
 // Ops are the commands the server runs for clients. `up` is not among
 // them: a job is submitted (POST /v1/jobs) and runs in the server's job
 // runner.
 var Ops = map[string]Op{
-	"status":  {RoleViewer, []string{"json", "jq"}},
-	"ls":      {RoleViewer, []string{"json", "jq", "fleet", "all"}},
-	"cost":    {RoleViewer, []string{"json", "jq", "fleet"}},
-	"logs":    {RoleViewer, []string{"json", "jq", "node", "session", "tail"}},
-	"down":    {RoleOperator, []string{"json", "jq", "no-collect"}},
-	"destroy": {RoleOperator, []string{"all", "yes", "fleet", "force"}},
-	"launch": {RoleOperator, []string{"json", "jq", "count", "min-ready", "deadline", "park", "max-dph", "budget",
-		"image", "disk", "fleet", "no-default", "type", "order", "limit", "by"}},
+	"status":  {Role: RoleViewer, Flags: []string{"json", "jq"}},
+	"ls":      {Role: RoleViewer, Flags: []string{"json", "jq", "fleet", "all"}},
+	"cost":    {Role: RoleViewer, Flags: []string{"json", "jq", "fleet"}},
+	"logs":    {Role: RoleViewer, Flags: []string{"json", "jq", "node", "session", "tail"}},
+	"down":    {Role: RoleOperator, Flags: []string{"json", "jq", "no-collect"}},
+	"destroy": {Role: RoleOperator, Flags: []string{"all", "yes", "fleet", "force"}},
+	"launch": {Role: RoleOperator, Flags: []string{"json", "jq", "count", "min-ready", "deadline", "park", "max-dph", "budget",
+		"image", "disk", "fleet", "no-default", "type", "order", "limit", "by"}, AnyArgs: true},
 }
 
 // ActionSubmit is the audit log's name for a submitted job.
@@ -55,6 +58,9 @@ func checkArgs(op string, args []string) error {
 			return fmt.Errorf("%s: -- is not taken by the server", op)
 		}
 		if !strings.HasPrefix(a, "-") {
+			if !o.AnyArgs && !jobName.MatchString(a) {
+				return fmt.Errorf("%s: %q is not a job's name or an instance id", op, a)
+			}
 			continue
 		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
