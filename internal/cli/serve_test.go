@@ -76,10 +76,10 @@ func serverJob(t *testing.T, c *env, url, id string) jobStatus {
 }
 
 // TestServeTwoUsersOneJob: a server on loopback runs an operator's job on
-// the simulator to its end; a viewer sees the same job, is refused (403)
-// submit, launch, destroy and down, and once its token is revoked gets
-// 401 saying so; a client of another version is told; the audit log says
-// who did what.
+// the simulator to its end; a viewer sees the same job and its dashboard,
+// is refused (403) submit, launch, destroy and down, and once its token is
+// revoked gets 401 saying so; the operator ends a second job with down; a
+// client of another version is told; the audit log says who did what.
 func TestServeTwoUsersOneJob(t *testing.T) {
 	needAgentTools(t)
 	agentBin := buildAgent(t)
@@ -160,6 +160,18 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 	if ls := op.ok("ls", "--json"); strings.Contains(ls.out, `"state": "running"`) {
 		t.Errorf("instances left: %s", ls.out)
 	}
+	// A second job, ended by down while its items wait: its up on the
+	// server stops with the nodes kept, then down collects, destroys and
+	// reports to the client that asked.
+	gate2 := filepath.Join(t.TempDir(), "gate")
+	id2 := strings.TrimSpace(op.ok("up", itemsJob(t, "ended", 1, 4, gate2), "--detach").out)
+	waitFor(t, "the second job to run", 3*time.Minute, func() bool { return serverJob(t, op, "", id2).State == "running" })
+	if r := op.ok("down", id2); !strings.Contains(r.out, "cost report for job "+id2) || !strings.Contains(r.out, "instances still live 0") {
+		t.Errorf("down through the server:\n%s\n%s", r.out, r.err)
+	}
+	if st := serverJob(t, viewer, url, id2); st.State != "done" || st.Live != 0 {
+		t.Errorf("after down: %+v", st)
+	}
 	// --server local (or context use local) runs here, on this client's
 	// own empty data dir.
 	if ls := op.ok("--server", "local", "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
@@ -201,7 +213,7 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 		got = append(got, a.Who+" "+a.Action+" "+a.Outcome)
 	}
 	want := []string{"vic submit denied", "ann submit queued", "vic destroy denied", "vic launch denied", "vic down denied",
-		"vic dashboard opened", "ann dashboard opened"}
+		"vic dashboard opened", "ann dashboard opened", "ann submit queued", "ann down exit 0"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
