@@ -36,19 +36,31 @@ var built = sync.OnceValues(func() (string, error) {
 // builtDir is removed by TestMain once every test has run.
 var builtDir string
 
+// TestMain keeps the tests off the user's contexts (with a current
+// context, every command here would run on that server), and lets
+// testscript run the scripts' "vastfleet" as this test binary, entering
+// main instead of the tests.
 func TestMain(m *testing.M) {
-	// testscript runs the scripts' "vastfleet" as this test binary,
-	// entering main instead of the tests.
-	testscript.Main(cleaningUp{m}, map[string]func(){"vastfleet": main})
+	dir, err := os.MkdirTemp("", "vastfleet-config-")
+	if err == nil {
+		os.Setenv("VASTFLEET_CONFIG", dir)
+	}
+	testscript.Main(cleaningUp{m, dir}, map[string]func(){"vastfleet": main})
 }
 
-// cleaningUp removes what the tests built once they have all run.
-type cleaningUp struct{ m *testing.M }
+// cleaningUp removes what the tests made once they have all run.
+type cleaningUp struct {
+	m      *testing.M
+	config string
+}
 
 func (c cleaningUp) Run() int {
 	code := c.m.Run()
 	if builtDir != "" {
 		os.RemoveAll(builtDir)
+	}
+	if c.config != "" {
+		os.RemoveAll(c.config)
 	}
 	return code
 }

@@ -29,6 +29,8 @@ type env struct {
 	// speed is the simulator's time scale. Commands whose pace is set by
 	// wall-time work (many API calls) need a slower clock than single rents.
 	speed string
+	// vars are more environment variables (VASTFLEET_TOKEN).
+	vars map[string]string
 }
 
 func newEnv(t *testing.T) *env {
@@ -55,6 +57,12 @@ func (e *env) runIn(stdin string, args ...string) result {
 	ios := &IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errb, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
+		}
+		if k == "VASTFLEET_CONFIG" {
+			return filepath.Join(e.home, "config")
+		}
+		if v, ok := e.vars[k]; ok {
+			return v
 		}
 		return ""
 	}}

@@ -25,6 +25,12 @@ func (e *env) startCmd(args ...string) (out, errOut *syncBuffer) {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
+		if k == "VASTFLEET_CONFIG" {
+			return filepath.Join(e.home, "config")
+		}
+		if v, ok := e.vars[k]; ok {
+			return v
+		}
 		return ""
 	}}
 	done := make(chan int, 1)

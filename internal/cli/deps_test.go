@@ -57,6 +57,10 @@ func TestDependencyDirection(t *testing.T) {
 		// it names no adapter, no SSH layer (Deps.Nodes is) and no command-line
 		// library, so it builds wherever the contracts do.
 		"job": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "clock/remoteclock", mod + "remote", "github.com/spf13/cobra"},
+		// The server takes what runs a command as a function: it names no
+		// adapter, holds no market or store of its own (its tokens, audit log
+		// and jobs are its own database), and no command-line library.
+		"server": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "fleet", mod + "launch", mod + "job", mod + "coord", "github.com/spf13/cobra"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

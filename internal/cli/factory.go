@@ -51,6 +51,9 @@ type globalOptions struct {
 	SimEndpointLimits bool
 	SimSeed           int64
 	Verbose           bool
+	// Server is the vastfleet server commands run on (--server URL);
+	// "local" runs them here whatever the current context.
+	Server string
 }
 
 // factory builds the adapters a command needs, lazily, and closes them when

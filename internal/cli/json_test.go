@@ -70,6 +70,9 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"collect", "--id", id, "--to", t.TempDir(), "--json"},
 		{"destroy", id, "--yes", "--json"},
 		{"status", "--json"},
+		{"serve", "token", "ls", "--json"},
+		{"serve", "audit", "--json"},
+		{"context", "ls", "--json"},
 	}
 	// bench rank runs the vastfleet binary and the Python recipe as child
 	// processes, which a test binary cannot stand in for; its rows are
@@ -132,8 +135,11 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 // ["market", "depth", "--json"]).
 func commandPath(args []string) string {
 	path := args[0]
-	if (args[0] == "market" || args[0] == "bench" || args[0] == "sim") && len(args) > 1 {
+	if (args[0] == "market" || args[0] == "bench" || args[0] == "sim" || args[0] == "serve" || args[0] == "context") && len(args) > 1 {
 		path += " " + args[1]
+	}
+	if args[0] == "serve" && args[1] == "token" && len(args) > 2 {
+		path += " " + args[2]
 	}
 	return path
 }

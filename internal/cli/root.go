@@ -51,6 +51,10 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// serverRuns are the commands that run on a server when there is one
+// (--server, or a current context).
+var serverRuns = map[string]bool{"up": true, "status": true, "logs": true, "down": true, "ls": true, "cost": true, "destroy": true, "launch": true}
+
 // Main runs vastfleet with args and returns the process exit code.
 func Main(ctx context.Context, ios *IOStreams, args []string) int {
 	f := newFactory(ios)
@@ -63,6 +67,11 @@ func Main(ctx context.Context, ios *IOStreams, args []string) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		// A server ran the command and sent its output, error included.
+		return int(code)
 	}
 	if errors.Is(err, syscall.EPIPE) && !errors.Is(err, context.Canceled) {
 		// The reader went away (`vastfleet search | head`): nothing to
@@ -151,6 +160,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
 	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator while the command runs")
 	pf.BoolVarP(&f.opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
+	pf.StringVar(&f.opts.Server, "server", "", "run up, status, logs, down, ls, cost, destroy and launch on this vastfleet server (token: $VASTFLEET_TOKEN or the context for its URL; default: the current context; local: this process)")
 	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"}, bounds{"sim-liars", "-1", "1"})
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
@@ -163,8 +173,11 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}
-	for _, c := range append(instanceCommands(f), newCoordCmd(f, nil)) {
+	for _, c := range append(instanceCommands(f), newCoordCmd(f, nil), newServeCmd(f, nil), newContextCmd(f)) {
 		c.GroupID = "instances"
+		if serverRuns[c.Name()] {
+			remotable(f, c)
+		}
 		root.AddCommand(c)
 	}
 	return root

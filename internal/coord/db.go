@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/sqlschema"
 	"github.com/vastfleet/vastfleet/internal/wire"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
@@ -223,29 +224,7 @@ func OpenDB(ctx context.Context, path string) (*DB, error) {
 	return d, nil
 }
 
-func (d *DB) migrate(ctx context.Context) error {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var v int
-	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return err
-	}
-	if v > len(schema) {
-		return fmt.Errorf("schema version %d is newer than this vastfleet knows (%d)", v, len(schema))
-	}
-	for i := v; i < len(schema); i++ {
-		if _, err := tx.ExecContext(ctx, schema[i]); err != nil {
-			return fmt.Errorf("schema step %d: %w", i+1, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(schema))); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
+func (d *DB) migrate(ctx context.Context) error { return sqlschema.Migrate(ctx, d.db, schema) }
 
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }

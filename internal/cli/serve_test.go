@@ -1,0 +1,427 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/server"
+)
+
+// itemsJob writes a task file whose n items each print one finding
+// naming the item, from a workdir sent with the job.
+// An item waits for the file gate, when one is given.
+func itemsJob(t *testing.T, name string, count, items int, gate string) string {
+	t.Helper()
+	dir := t.TempDir()
+	wd := filepath.Join(dir, "work")
+	os.MkdirAll(wd, 0o755)
+	wait := ""
+	if gate != "" {
+		wait = "while [ ! -e " + gate + " ]; do sleep 0.1; done\n"
+	}
+	os.WriteFile(filepath.Join(wd, "item.sh"), []byte(wait+"printf '{\"found\":{\"n\":%s}}\\n' \"$1\"\nsleep 0.2\necho did $1\n"), 0o644)
+	file := filepath.Join(dir, "job.yaml")
+	os.WriteFile(file, fmt.Appendf(nil, `name: %s
+query: "rentable=True num_gpus=1 dph_total<1"
+count: %d
+deadline: 30m
+image: ubuntu:22.04
+workdir: work
+items: 0..%d
+run: sh item.sh {item}
+max_duration: 4h
+`, name, count, items-1), 0o644)
+	return file
+}
+
+// client is a command line of its own (its own home) talking to a server
+// with a token.
+func client(t *testing.T, token string) *env {
+	c := newEnv(t)
+	c.vars = map[string]string{"VASTFLEET_TOKEN": token}
+	return c
+}
+
+var servingOn = regexp.MustCompile(`serving on (http://\S+)`)
+
+// serverJob is a job's status on the server (url "": the current
+// context's).
+func serverJob(t *testing.T, c *env, url, id string) jobStatus {
+	t.Helper()
+	args := []string{"status", id, "--json"}
+	if url != "" {
+		args = append([]string{"--server", url}, args...)
+	}
+	rows := decode[[]jobStatus](t, c.ok(args...).out)
+	if len(rows) != 1 {
+		t.Fatalf("status %s: %+v", id, rows)
+	}
+	return rows[0]
+}
+
+// TestServeTwoUsersOneJob: a server on loopback runs an operator's job on
+// the simulator to its end; a viewer sees the same job and its dashboard,
+// is refused (403) submit, launch, destroy and down, and once its token is
+// revoked gets 401 saying so; the operator ends a second job with down; a
+// client of another version is told; the audit log says who did what.
+func TestServeTwoUsersOneJob(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	opTok := strings.TrimSpace(e.ok("serve", "token", "create", "ann", "--role", "operator").out)
+	viewTok := strings.TrimSpace(e.ok("serve", "token", "create", "vic", "--role", "viewer").out)
+	out, _ := e.startCmd("serve", "--addr", "127.0.0.1:0", "--agent-bin", agentBin)
+	var url string
+	waitFor(t, "the server", 30*time.Second, func() bool {
+		m := servingOn.FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	// The operator talks to the server through a context, the viewer
+	// with --server and VASTFLEET_TOKEN.
+	op, viewer := newEnv(t), client(t, viewTok)
+	tokFile := filepath.Join(t.TempDir(), "ann.token")
+	os.WriteFile(tokFile, []byte(opTok+"\n"), 0o600)
+	op.ok("context", "add", "lab", url, "--token-file", tokFile)
+	ctxs := decode[[]map[string]any](t, op.ok("context", "ls", "--json").out)
+	if len(ctxs) != 2 || ctxs[1]["name"] != "lab" || ctxs[1]["current"] != true || ctxs[1]["has_token"] != true {
+		t.Errorf("contexts: %v", ctxs)
+	}
+	if fi, err := os.Stat(filepath.Join(op.home, "config", "contexts.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("contexts file: %v %v", fi.Mode(), err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	file := itemsJob(t, "shared", 2, 12, gate)
+
+	if r := viewer.fails("--server", url, "up", file); !strings.Contains(r.err, "role viewer may not submit") {
+		t.Errorf("viewer up: exit %d %s", r.code, r.err)
+	}
+	id := strings.TrimSpace(op.ok("up", file, "--detach").out)
+	for _, args := range [][]string{{"destroy", "--all", "--yes"}, {"launch", "--count", "1", "rentable=True"}, {"down", id}} {
+		r := viewer.fails(append([]string{"--server", url}, args...)...)
+		if !strings.Contains(r.err, "role viewer may not "+args[0]) {
+			t.Errorf("viewer %s: exit %d %s", args[0], r.code, r.err)
+		}
+	}
+	if a, b := serverJob(t, op, "", id), serverJob(t, viewer, url, id); a.ID != id || b.ID != id {
+		t.Errorf("operator sees %+v, viewer %+v", a, b)
+	}
+	// The items wait at the gate: the job runs while both look at its
+	// dashboard, which the server serves from its own address.
+	waitFor(t, "the job to run", 3*time.Minute, func() bool { return serverJob(t, viewer, url, id).State == "running" })
+	for _, tok := range []string{viewTok, opTok} {
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar}
+		page, err := browser.Get(url + "/dashboard/" + id + "/?token=" + tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(page.Body)
+		page.Body.Close()
+		state, err := browser.Get(url + "/api/v1/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, _ := io.ReadAll(state.Body)
+		state.Body.Close()
+		if page.StatusCode != 200 || !strings.Contains(string(body), "<html") || state.StatusCode != 200 || !strings.Contains(string(snap), `"totals"`) {
+			t.Errorf("dashboard through the server: page %d (%.80q), state %d %.200q", page.StatusCode, body, state.StatusCode, snap)
+		}
+	}
+	if resp, err := http.Get(url + "/api/v1/state"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("dashboard state without a token: %v %v", resp.StatusCode, err)
+	}
+	os.WriteFile(gate, nil, 0o600)
+	waitFor(t, "the job to finish", 3*time.Minute, func() bool { return serverJob(t, viewer, url, id).State == "done" })
+	st := serverJob(t, viewer, url, id)
+	items := strings.Count(readFile(t, filepath.Join(e.home, "serve", "results", id, "items.jsonl")), "\n")
+	if st.Live != 0 || items != 12 {
+		t.Errorf("done with %d live instances, %d item results (want 0, 12)", st.Live, items)
+	}
+	if ls := op.ok("ls", "--json"); strings.Contains(ls.out, `"state": "running"`) {
+		t.Errorf("instances left: %s", ls.out)
+	}
+	// A second job, ended by down while its items wait: its up on the
+	// server stops with the nodes kept, then down collects, destroys and
+	// reports to the client that asked.
+	gate2 := filepath.Join(t.TempDir(), "gate")
+	id2 := strings.TrimSpace(op.ok("up", itemsJob(t, "ended", 1, 4, gate2), "--detach").out)
+	waitFor(t, "the second job to run", 3*time.Minute, func() bool { return serverJob(t, op, "", id2).State == "running" })
+	if r := op.ok("down", id2); !strings.Contains(r.out, "cost report for job "+id2) || !strings.Contains(r.out, "instances still live 0") {
+		t.Errorf("down through the server:\n%s\n%s", r.out, r.err)
+	}
+	if st := serverJob(t, viewer, url, id2); st.State != "done" || st.Live != 0 {
+		t.Errorf("after down: %+v", st)
+	}
+	// --server local (or context use local) runs here, on this client's
+	// own empty data dir.
+	if ls := op.ok("--server", "local", "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
+		t.Errorf("--server local: %s", ls.out)
+	}
+
+	// The marketplace key the server uses is in nothing a client gets.
+	for _, c := range []*env{op, viewer} {
+		for _, args := range [][]string{{"status", "--json"}, {"ls", "--all", "--json"}, {"cost", "--json"}, {"logs", id, "--json"}} {
+			if c == viewer {
+				args = append([]string{"--server", url}, args...)
+			}
+			r := c.run(args...)
+			if strings.Contains(r.out+r.err, simAPIKey) {
+				t.Errorf("%v sent the API key to a client", args)
+			}
+		}
+	}
+	e.ok("serve", "token", "revoke", "vic")
+	if r := viewer.fails("--server", url, "status"); !strings.Contains(r.err, "API token revoked") {
+		t.Errorf("revoked viewer: exit %d %s", r.code, r.err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url+"/v1/whoami", nil)
+	req.Header.Set("Authorization", "Bearer "+opTok)
+	req.Header.Set(server.HeaderVersion, "v0.0.1-other")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]string
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body["error"], "the client is v0.0.1-other") {
+		t.Errorf("other version: %d %v", resp.StatusCode, body)
+	}
+	audit := decode[[]server.AuditEntry](t, e.ok("serve", "audit", "--json").out)
+	var got []string
+	for _, a := range audit {
+		got = append(got, a.Who+" "+a.Action+" "+a.Outcome)
+	}
+	want := []string{"vic submit denied", "ann submit queued", "vic destroy denied", "vic launch denied", "vic down denied",
+		"vic dashboard opened", "ann dashboard opened", "ann submit queued", "ann down exit 0"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestServeSurvivesKill9: kill -9 the server mid-job, with items and
+// findings flowing, and start it again on the same data dir: the job is
+// resumed (the agents come back to its coordinator), the client that
+// submitted it follows it through the restart to its end, no item or
+// finding is lost, no instance is left, and the cost report agrees with
+// the simulator's ledger to the cent.
+func TestServeSurvivesKill9(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	bin := filepath.Join(t.TempDir(), "vastfleet")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	e := newEnv(t)
+	env := append(os.Environ(), "VASTFLEET_HOME="+e.home, "VASTFLEET_CONFIG="+filepath.Join(e.home, "config"))
+	tok, err := exec.Command(bin, "--data-dir", e.home, "serve", "token", "create", "ann", "--role", "operator").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	url := "http://" + addr
+	logf, err := os.Create(filepath.Join(e.home, "serve.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, "--sim-speed", "60", "--sim-faults", "none", "serve", "--addr", addr, "--agent-bin", agentBin)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the server", 30*time.Second, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+		return cmd
+	}
+	srv := start()
+	defer func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+	}()
+
+	const items = 30
+	op := client(t, strings.TrimSpace(string(tok)))
+	file := itemsJob(t, "durable", 3, items, "")
+	var upRes result
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		upRes = op.run("--server", url, "up", file, "--json")
+	}()
+	var id string
+	waitFor(t, "the job", 60*time.Second, func() bool {
+		rows := decode[[]jobStatus](t, op.ok("--server", url, "status", "--json").out)
+		if len(rows) == 1 {
+			id = rows[0].ID
+		}
+		return id != ""
+	})
+	db, err := coord.OpenDB(context.Background(), filepath.Join(e.home, "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doneAtKill int
+	waitFor(t, "items flowing", 3*time.Minute, func() bool {
+		_, _, done, err := db.ItemCounts(context.Background(), id)
+		doneAtKill = done
+		return err == nil && done >= 5
+	})
+	db.Close()
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	t.Logf("killed the server with %d of %d items done", doneAtKill, items)
+	srv = start()
+
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the client's up did not end; server log:\n%s", readFile(t, filepath.Join(e.home, "serve.out")))
+	}
+	if upRes.code != 0 {
+		t.Fatalf("up through the restart: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, filepath.Join(e.home, "serve.out")))
+	}
+	if !strings.Contains(upRes.err, "resuming it") {
+		t.Errorf("the client did not see the job resumed:\n%s", upRes.err)
+	}
+	st := serverJob(t, op, url, id)
+	if st.State != "done" || st.Live != 0 {
+		t.Errorf("after the restart: %+v", st)
+	}
+	if ls := op.ok("--server", url, "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
+		t.Errorf("instances left after the job (orphans): %s", ls.out)
+	}
+	// Money: what vastfleet reports is what the market billed.
+	cost := decode[map[string]any](t, op.ok("--server", url, "cost", "--json").out)
+	served, err := os.ReadFile(filepath.Join(e.home, "sim", servedSimFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(strings.TrimSpace(string(served)) + "/sim/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ledger struct {
+		Total float64 `json:"total"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ledger)
+	resp.Body.Close()
+	if got := cost["total"].(float64); got < ledger.Total-0.01 || got > ledger.Total+0.01 || got == 0 {
+		t.Errorf("cost total $%.4f, the simulator's ledger $%.4f: want agreement to the cent", got, ledger.Total)
+	}
+	t.Logf("cost $%.4f, ledger $%.4f", cost["total"].(float64), ledger.Total)
+	res := filepath.Join(e.home, "serve", "results", id)
+	seenItems := map[string]int{}
+	for _, line := range lines(t, filepath.Join(res, "items.jsonl")) {
+		var it struct {
+			Value string `json:"value"`
+		}
+		json.Unmarshal([]byte(line), &it)
+		seenItems[it.Value]++
+	}
+	seenFinds := map[float64]int{}
+	for _, line := range lines(t, filepath.Join(res, "findings.jsonl")) {
+		var f struct {
+			Data struct {
+				N float64 `json:"n"`
+			} `json:"data"`
+		}
+		json.Unmarshal([]byte(line), &f)
+		seenFinds[f.Data.N]++
+	}
+	if len(seenItems) != items || len(seenFinds) != items {
+		t.Errorf("after kill -9: %d distinct item results, %d distinct findings; want %d each\nitems %v\nfindings %v", len(seenItems), len(seenFinds), items, seenItems, seenFinds)
+	}
+	dup := 0
+	for _, n := range seenFinds {
+		dup += n - 1
+	}
+	t.Logf("0 lost: %d items, %d findings (%d found twice: items run again after their lease ran out)", len(seenItems), len(seenFinds), dup)
+}
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestServeTLSPinned: a server on TLS prints its certificate's pin; a
+// context with the pin talks to it, one with another pin is refused
+// before any token is sent.
+func TestServeTLSPinned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := strings.TrimSpace(e.ok("serve", "token", "create", "ann", "--role", "viewer").out)
+	out, errOut := e.startCmd("serve", "--addr", "127.0.0.1:0", "--tls")
+	var url, pin string
+	pinRe := regexp.MustCompile(`pin: ([0-9a-f]{64})`)
+	httpsOn := regexp.MustCompile(`serving on (https://\S+)`)
+	waitFor(t, "the server", 30*time.Second, func() bool {
+		m, p := httpsOn.FindStringSubmatch(out.String()), pinRe.FindStringSubmatch(errOut.String())
+		if m != nil && p != nil {
+			url, pin = m[1], p[1]
+		}
+		return url != ""
+	})
+	tokFile := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(tokFile, []byte(tok), 0o600)
+	good, bad := newEnv(t), newEnv(t)
+	good.ok("context", "add", "lab", url, "--token-file", tokFile, "--pin", pin)
+	bad.ok("context", "add", "lab", url, "--token-file", tokFile, "--pin", strings.Repeat("0", 64))
+	if r := good.ok("status", "--json"); strings.TrimSpace(r.out) != "[]" {
+		t.Errorf("status over TLS: %q", r.out)
+	}
+	if r := bad.fails("status"); !strings.Contains(r.err, "certificate") {
+		t.Errorf("wrong pin: exit %d %s", r.code, r.err)
+	}
+	if r := e.fails("serve", "--addr", "0.0.0.0:0"); r.code != 2 || !strings.Contains(r.err, "add --tls") {
+		t.Errorf("a public address without TLS: exit %d %s", r.code, r.err)
+	}
+}

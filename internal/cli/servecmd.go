@@ -1,0 +1,337 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/httpserver"
+	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/server"
+)
+
+type serveOptions struct {
+	Addr      string
+	TLS       bool
+	DB        string
+	AgentBin  string
+	CoordAddr string
+}
+
+func newServeCmd(f *factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve [--addr 127.0.0.1:8480] [--tls] [--db sqlite:PATH|postgres://...]",
+		Short: "Run the controller as a service: jobs run on the server, clients submit and follow them",
+		Long: `Run vastfleet as a long-running server until Ctrl+C. It holds this data dir's
+store and market, runs every job submitted to it as an up inside the server
+(one at a time, as the data dir has one writer; a job running when the
+server stopped or was killed is resumed when it starts again, its agents
+coming back to its coordinator), and runs status, logs, ls, cost, down,
+destroy and launch for clients.
+
+Clients authenticate with API tokens made here (` + "`vastfleet serve token create NAME --role viewer|operator`" + `):
+a viewer reads (status, logs, ls, cost, the dashboard); an operator also
+submits (up), launches, ends (down) and destroys. Every action, allowed or
+refused, is in the audit log (` + "`vastfleet serve audit`" + `). The marketplace's
+API key stays on the server. A client talks to it with --server URL and
+VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serveRun(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:8480", "where the server listens (an address other machines reach needs --tls)")
+	fl.BoolVar(&opts.TLS, "tls", false, "serve HTTPS with a self-signed certificate kept in the data dir (its sha256 pin is printed: `context add --pin`)")
+	fl.StringVar(&opts.DB, "db", "", "the server's database (tokens, audit log, jobs): sqlite:PATH (default sqlite:DATA_DIR/serve.db) or postgres://USER:PASSWORD@HOST:PORT/DB")
+	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary the jobs' coordinators serve (as up --agent-bin)")
+	fl.StringVar(&opts.CoordAddr, "coord-addr", "", "where the jobs' coordinators listen (as up --coord-addr; default 127.0.0.1:0)")
+	cmd.AddCommand(newServeTokenCmd(f), newServeAuditCmd(f))
+	return cmd
+}
+
+// serveDBPath is where --db puts the server's database.
+func serveDBPath(f *factory, spec string) (string, error) {
+	switch {
+	case spec == "":
+		dir, err := f.dataDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, "serve.db"), nil
+	case strings.HasPrefix(spec, "sqlite:"):
+		return strings.TrimPrefix(spec, "sqlite:"), nil
+	}
+	return "", usagef("--db %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DB", redactDSN(spec))
+}
+
+// redactDSN hides a password in a database URL.
+func redactDSN(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// serveDB opens the server's database: SQLite, or PostgreSQL for a
+// postgres:// URL.
+func (f *factory) serveDB(ctx context.Context, spec string) (*server.DB, error) {
+	if strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://") {
+		return server.OpenPostgres(ctx, spec, clock.Wall{})
+	}
+	path, err := serveDBPath(f, spec)
+	if err != nil {
+		return nil, err
+	}
+	return server.OpenDB(ctx, path, clock.Wall{})
+}
+
+// serveRun is `serve` once its flags are parsed.
+func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
+	host, _, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
+		return usagef("--addr %q: want HOST:PORT", opts.Addr)
+	}
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
+		return usagef("--addr %s is reachable from other machines: add --tls, so that tokens are encrypted", opts.Addr)
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	db, err := f.serveDB(ctx, opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// The server holds the market for its whole life: on the simulator,
+	// its machines run in this process, and each command the server runs
+	// reaches the market where this process serves it.
+	f.simHosts = true
+	if _, err := f.Provider(ctx); err != nil {
+		return err
+	}
+	srv := server.New(server.Config{
+		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
+		Version: Version, Log: f.log,
+		JobState: func(ctx context.Context, id string) (string, error) {
+			recs, err := f.jobRecords(ctx)
+			if err != nil {
+				return "", err
+			}
+			rec, err := recs.Load(ctx, id)
+			if errors.Is(err, job.ErrNotFound) {
+				return "", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			return rec.State, nil
+		},
+		Dashboard: func(ctx context.Context, id string) (string, error) {
+			rec, err := loadJob(ctx, f, id)
+			if err != nil {
+				return "", err
+			}
+			if rec.Dashboard == "" {
+				return "", fmt.Errorf("job %s has no dashboard yet", id)
+			}
+			return rec.Dashboard, nil
+		},
+	})
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	defer srv.Stop()
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	scheme := "http"
+	if opts.TLS {
+		cert, fp, err := coord.SelfSigned(filepath.Join(dir, "serve-tls"))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", fp, fp)
+	}
+	// Bundles may be large: a whole request may take 10 minutes to arrive.
+	hs := httpserver.New(srv.Handler(), httpserver.Timeouts{Read: 10 * time.Minute})
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(f.io.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
+	fmt.Fprintf(f.io.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	return nil
+}
+
+// serveRunner runs one command for the server in this process, on the
+// server's data dir and market, with the server's key: a fresh command
+// tree and factory, as a command typed on the server would be.
+func (f *factory) serveRunner(opts *serveOptions, dir string) server.Runner {
+	globals := []string{"--server", server.Local, "--data-dir", dir, "--market", f.opts.Market,
+		"--sim-speed", strconv.FormatFloat(f.opts.SimSpeed, 'g', -1, 64), "--sim-faults", f.opts.SimFaults,
+		"--sim-seed", strconv.FormatInt(f.opts.SimSeed, 10), "--api-rate", strconv.FormatFloat(f.opts.APIRate, 'g', -1, 64)}
+	if f.opts.APIKey != "" {
+		globals = append(globals, "--api-key", f.opts.APIKey)
+	}
+	if f.opts.APIURL != "" {
+		globals = append(globals, "--api-url", f.opts.APIURL)
+	}
+	if f.opts.Verbose {
+		globals = append(globals, "-v")
+	}
+	getenv := f.io.Getenv
+	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
+		args = slices.Clone(args)
+		if len(args) > 0 && args[0] == "up" {
+			if opts.AgentBin != "" {
+				args = append(args, "--agent-bin", opts.AgentBin)
+			}
+			if opts.CoordAddr != "" && !slices.Contains(args, "--resume") {
+				args = append(args, "--coord-addr", opts.CoordAddr)
+			}
+		}
+		ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
+		return Main(ctx, ios, append(slices.Clone(globals), args...))
+	}
+}
+
+func newServeTokenCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "API tokens of this server: create, revoke, ls"}
+	var role, dbSpec string
+	var ttl time.Duration
+	create := &cobra.Command{
+		Use:   "create NAME --role viewer|operator [--expires 720h]",
+		Short: "Make a token for NAME and print it (once: only its sha256 is kept)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !server.ValidRole(role) {
+				return usagef("--role %q: use viewer or operator", role)
+			}
+			db, err := f.serveDB(cmd.Context(), dbSpec)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			tok, err := db.CreateToken(cmd.Context(), args[0], role, ttl)
+			if err != nil {
+				return usageError{err}
+			}
+			fmt.Fprintln(f.io.Out, tok)
+			fmt.Fprintf(f.io.ErrOut, "token %s (%s) made: it is shown only now; give it to its user (VASTFLEET_TOKEN, or `vastfleet context add NAME URL --token-file F`)\n", args[0], role)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&role, "role", "", "viewer (reads) or operator (also submits, launches, ends and destroys)")
+	create.Flags().DurationVar(&ttl, "expires", 0, "the token expires after this long (0: when revoked)")
+	limitFlags(create.Flags(), bounds{"expires", "0", "87600h"})
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke NAME's token: it is refused from now on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := f.serveDB(cmd.Context(), dbSpec)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := db.RevokeToken(cmd.Context(), args[0]); err != nil {
+				return usageError{err}
+			}
+			fmt.Fprintf(f.io.ErrOut, "token %s revoked\n", args[0])
+			return nil
+		},
+	}
+	var js JSONFlags
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List the tokens (names, roles, dates; never the tokens)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := f.serveDB(cmd.Context(), dbSpec)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rows, err := db.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if js.JSON {
+				return writeJSON(js.out(f.io.Out), rows)
+			}
+			t := newTable(f.io.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
+			for _, r := range rows {
+				t.row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
+			}
+			return t.flush()
+		},
+	}
+	addJSONFlags(ls.Flags(), &js, "print JSON")
+	for _, c := range []*cobra.Command{create, revoke, ls} {
+		c.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+func newServeAuditCmd(f *factory) *cobra.Command {
+	var js JSONFlags
+	var dbSpec string
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "The server's audit log: who did what, allowed or refused",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := f.serveDB(cmd.Context(), dbSpec)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rows, err := db.AuditLog(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if js.JSON {
+				return writeJSON(js.out(f.io.Out), rows)
+			}
+			t := newTable(f.io.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
+			for _, r := range rows {
+				t.row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
+			}
+			return t.flush()
+		},
+	}
+	addJSONFlags(cmd.Flags(), &js, "print JSON")
+	cmd.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
+	return cmd
+}

@@ -1,0 +1,36 @@
+// Package sqlschema is the one rule for bringing a SQLite database's
+// schema up to date: numbered steps applied in order in one transaction,
+// PRAGMA user_version counting those done, and a database newer than the
+// code refused rather than written to.
+package sqlschema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Migrate applies the steps the database has not had yet.
+func Migrate(ctx context.Context, db *sql.DB, steps []string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > len(steps) {
+		return fmt.Errorf("schema version %d is newer than this vastfleet knows (%d): use the vastfleet that wrote it", v, len(steps))
+	}
+	for i := v; i < len(steps); i++ {
+		if _, err := tx.ExecContext(ctx, steps[i]); err != nil {
+			return fmt.Errorf("schema step %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(steps))); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
