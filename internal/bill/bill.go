@@ -18,6 +18,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // Cent is the tolerance of a reconciliation: an instance whose two
@@ -110,56 +111,76 @@ func Reconcile(ctx context.Context, m *fleet.Manager, fleetName string) (Report,
 	if !ok {
 		return Report{}, ErrNoCharges
 	}
-	all, err := m.Cost(ctx, "")
+	rows, err := m.S.Instances(ctx, store.InstanceFilter{IncludeGone: true})
 	if err != nil {
-		return Report{}, err
+		return Report{}, fmt.Errorf("reconcile: %w", err)
 	}
 	known := map[int64]bool{}
-	var scope []fleet.InstanceCost
-	from := time.Time{}
-	for _, c := range all.Instances {
-		known[c.InstanceID] = true
-		if fleetName != "" && c.Fleet != fleetName {
+	var scope []store.Instance
+	var from time.Time
+	for _, r := range rows {
+		known[r.ID] = true
+		if fleetName != "" && r.Fleet != fleetName {
 			continue
 		}
-		scope = append(scope, c)
-		if s := first(c); !s.IsZero() && (from.IsZero() || s.Before(from)) {
-			from = s
+		scope = append(scope, r)
+		if from.IsZero() || r.CreatedAt.Before(from) {
+			from = r.CreatedAt
 		}
 	}
 	if fleetName != "" && len(scope) == 0 {
 		return Report{}, fmt.Errorf("reconcile: fleet %q has no instances in this data dir", fleetName)
 	}
+	now := m.Clock.Now()
 	if from.IsZero() {
-		from = all.At.Add(-7 * 24 * time.Hour) // the CLI's default week
+		from = now.Add(-7 * 24 * time.Hour) // the CLI's default week
 	}
 	user, err := m.P.CurrentUser(ctx)
 	if err != nil {
 		return Report{}, fmt.Errorf("reconcile: reading the account: %w", err)
 	}
-	charges, err := ch.Charges(ctx, provider.ChargeQuery{From: from, To: all.At, Account: user.ID})
+	charges, err := ch.Charges(ctx, provider.ChargeQuery{From: from, To: now, Account: user.ID})
 	if err != nil {
 		return Report{}, fmt.Errorf("reconcile: %w (nothing is compared: a bill not read whole is not a bill of $0)", err)
 	}
-	if fleetName != "" {
-		charges = slices.DeleteFunc(charges, func(c provider.Charge) bool { return !inScope(scope, c.InstanceID) })
+	// The ledger is priced as of the bill: a live instance up to the last
+	// moment the marketplace charged it (when that is before now), so that
+	// the two sides cover the same time.
+	now = m.Clock.Now()
+	billedTo := map[int64]time.Time{}
+	for _, c := range charges {
+		for _, l := range c.Lines {
+			billedTo[c.InstanceID] = maxTime(billedTo[c.InstanceID], l.End)
+		}
+		billedTo[c.InstanceID] = maxTime(billedTo[c.InstanceID], c.End)
 	}
-	rep := Compare(scope, charges, known)
-	rep.At, rep.Fleet, rep.From = all.At, fleetName, from.UTC().Truncate(24*time.Hour)
+	ledger := make([]fleet.InstanceCost, 0, len(scope))
+	inScope := map[int64]bool{}
+	for _, r := range scope {
+		inScope[r.ID] = true
+		asOf := now
+		if t := billedTo[r.ID]; r.Live() && !t.IsZero() && t.Before(now) {
+			asOf = t
+		}
+		c, err := m.CostOf(ctx, r, asOf)
+		if err != nil {
+			return Report{}, fmt.Errorf("reconcile: %w", err)
+		}
+		ledger = append(ledger, c)
+	}
+	if fleetName != "" {
+		charges = slices.DeleteFunc(charges, func(c provider.Charge) bool { return !inScope[c.InstanceID] })
+	}
+	rep := Compare(ledger, charges, known)
+	rep.At, rep.Fleet, rep.From = now, fleetName, from.UTC().Truncate(24*time.Hour)
 	return rep, nil
 }
 
-func inScope(scope []fleet.InstanceCost, id int64) bool {
-	return slices.ContainsFunc(scope, func(c fleet.InstanceCost) bool { return c.InstanceID == id })
-}
-
-// first is the first moment the ledger billed c.
-func first(c fleet.InstanceCost) time.Time {
-	f := c.StorageSpan.From
-	if s := c.ComputeSpan.From; !s.IsZero() && (f.IsZero() || s.Before(f)) {
-		f = s
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	return f
+	return a
 }
 
 // charged is one instance's charges summed by kind over its days.

@@ -56,6 +56,9 @@ func TestDependencyDirection(t *testing.T) {
 		// it names no adapter, no SSH layer (Deps.Nodes is) and no command-line
 		// library, so it builds wherever the contracts do.
 		"job": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "clock/remoteclock", mod + "remote", "github.com/spf13/cobra"},
+		// The bill's reconciliation takes the marketplace through the
+		// contract (provider.Charger), never an adapter.
+		"bill": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "launch", mod + "job"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}
