@@ -97,6 +97,9 @@ type Report struct {
 	Disagree int `json:"disagree"`
 }
 
+// ErrNoInstances: the fleet asked for has no instances in the data dir.
+var ErrNoInstances = errors.New("no instances in this data dir")
+
 // ErrNoCharges: the marketplace serves no bill to reconcile against.
 var ErrNoCharges = errors.New("this marketplace serves no charges to reconcile against")
 
@@ -129,7 +132,7 @@ func Reconcile(ctx context.Context, m *fleet.Manager, fleetName string) (Report,
 		}
 	}
 	if fleetName != "" && len(scope) == 0 {
-		return Report{}, fmt.Errorf("reconcile: fleet %q has no instances in this data dir", fleetName)
+		return Report{}, fmt.Errorf("reconcile: fleet %q: %w", fleetName, ErrNoInstances)
 	}
 	now := m.Clock.Now()
 	if from.IsZero() {

@@ -66,7 +66,7 @@ func TestCostReconcile(t *testing.T) {
 	if r := e.fails("cost", "--reconcile", "--fleet", "a", "--job", "b"); r.code != 2 {
 		t.Errorf("--fleet with --job: exit %d (%s), want 2", r.code, r.err)
 	}
-	if r := e.fails("cost", "--reconcile", "--job", "nosuch"); !strings.Contains(r.err, `"nosuch" has no instances`) {
+	if r := e.fails("cost", "--reconcile", "--job", "nosuch"); !strings.Contains(r.err, `"nosuch": no instances`) {
 		t.Errorf("--job of nothing: %q", r.err)
 	}
 }

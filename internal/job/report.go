@@ -81,7 +81,10 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 		rep.add(n, in.Live)
 	}
 	if _, ok := d.Fleet.P.(provider.Charger); ok {
-		if r, err := bill.Reconcile(ctx, d.Fleet, rec.ID); err != nil {
+		if r, err := bill.Reconcile(ctx, d.Fleet, rec.ID); errors.Is(err, bill.ErrNoInstances) {
+			// A job killed before it rented anything: nothing to bill.
+			rep.Reconcile = &bill.Report{At: cr.At, Fleet: rec.ID, Instances: []bill.Instance{}}
+		} else if err != nil {
 			rep.ReconcileError = err.Error()
 		} else {
 			rep.Reconcile = &r
