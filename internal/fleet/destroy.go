@@ -170,6 +170,18 @@ func (m *Manager) Park(ctx context.Context, id int64) error {
 	if err := m.P.StopInstance(ctx, id); err != nil {
 		return err
 	}
+	// The marketplace stops billing compute when it takes the stop: the
+	// timeline gets the stop now, not half a poll early or late when the
+	// next listing shows it (this process's own stops, right after a
+	// listing, would otherwise bill that half poll every time).
+	if known, err := m.S.Instance(ctx, id); err == nil && known.Live() {
+		if compute, _ := provider.Bills(known.State); compute {
+			now := m.now()
+			if err := m.S.UpdateSeenAfter(ctx, id, provider.StateStopped, known.SSHHost, known.SSHPort, "", now, now); err != nil {
+				return err
+			}
+		}
+	}
 	return m.S.SetWanted(ctx, id, store.WantParked)
 }
 
