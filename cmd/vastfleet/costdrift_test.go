@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,25 @@ func checkReconciled(t *testing.T, what string, b []byte) reconciled {
 	if math.Round(r.Total.Ledger*100) != math.Round(r.Total.Charged*100) && math.Abs(r.Total.Difference) >= 0.005 {
 		t.Errorf("%s: total ledger $%.4f, charged $%.4f", what, r.Total.Ledger, r.Total.Charged)
 	}
+	byKind := map[string]float64{}
+	type big struct {
+		id   int64
+		kind string
+		diff float64
+		why  string
+	}
+	var bigs []big
+	for _, in := range r.Instances {
+		for _, l := range in.Lines {
+			byKind[l.Kind] += l.Difference
+			bigs = append(bigs, big{in.ID, l.Kind, l.Difference, l.Explanation + " " + l.Detail})
+		}
+	}
+	sort.Slice(bigs, func(i, j int) bool { return math.Abs(bigs[i].diff) > math.Abs(bigs[j].diff) })
+	for _, b := range bigs[:min(len(bigs), 4)] {
+		t.Logf("%s: instance %d %s %+.4f %s", what, b.id, b.kind, b.diff, b.why)
+	}
+	t.Logf("%s: difference by kind %v", what, byKind)
 	t.Logf("%s: %d instances, ledger $%.4f, charged $%.4f, difference %+.4f, worst instance %.4f",
 		what, len(r.Instances), r.Total.Ledger, r.Total.Charged, r.Total.Difference, worst)
 	return r

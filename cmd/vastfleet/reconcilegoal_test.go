@@ -40,7 +40,10 @@ func TestDemoCostMatchesTheBill(t *testing.T) {
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
-	if err != nil {
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
+		// Partial (a node lost on a loaded machine): the report stands.
+		t.Logf("demo partial:\n%s", tail(stderr.String(), 1500))
+	} else if err != nil {
 		t.Fatalf("demo: %v\n%s\nstderr:\n%s", err, b, tail(stderr.String(), 4000))
 	}
 	var rep struct {
@@ -65,9 +68,9 @@ func TestDemoCostMatchesTheBill(t *testing.T) {
 // TestLaunchWithStopsCostMatchesTheBill: a launch of interruptible
 // instances (bids) on a market with realistic faults (failed boots,
 // slow hosts, rival bids), a quarter of the fleet stopped by hand and
-// half of those started again, then everything destroyed: the data dir's
-// ledger and the simulator's charges agree within $0.01 per instance and
-// to the cent in total. 40 instances in CI; the issue's size:
+// half of those started again, the data dir watched meanwhile, then
+// everything destroyed: the data dir's ledger and the simulator's charges
+// agree within $0.01 per instance and to the cent in total. 40 instances in CI; the issue's size:
 //
 //	VASTFLEET_RECONCILE_COUNT=300 go test ./cmd/vastfleet -run TestLaunchWithStopsCostMatchesTheBill -v -timeout 30m
 func TestLaunchWithStopsCostMatchesTheBill(t *testing.T) {
@@ -102,7 +105,7 @@ func TestLaunchWithStopsCostMatchesTheBill(t *testing.T) {
 		return out
 	}
 	t.Cleanup(func() { exec.Command(bin, vf("destroy", "--all", "--yes")...).Run() })
-	run("launch", "--count", strconv.Itoa(count), "--fleet", "L", "--bid", "min", "--deadline", "2h",
+	run("launch", "--count", strconv.Itoa(count), "--fleet", "stops", "--bid", "min", "--deadline", "2h",
 		"--image", "ubuntu:22.04", "-n", "rentable=True num_gpus=1 dph_total<1", "--json")
 	var ls []struct {
 		ID    int64  `json:"id"`
@@ -117,15 +120,25 @@ func TestLaunchWithStopsCostMatchesTheBill(t *testing.T) {
 			stop = append(stop, strconv.FormatInt(in.ID, 10))
 		}
 	}
-	time.Sleep(2 * time.Second) // 4 simulated minutes
+	// Between the steps the data dir is watched, as a running up or
+	// coordinator watches it: reconcile about every simulated minute, so
+	// that a change the marketplace makes by itself (a boot after a start,
+	// an outbid) is dated within a minute. Unwatched, it is dated at the
+	// listing that first shows it, and cost --reconcile names that stretch.
+	watch := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+			run("reconcile", "--json")
+		}
+	}
+	watch(2 * time.Second)
 	if len(stop) > 0 {
 		run(append([]string{"stop"}, stop...)...)
 	}
-	time.Sleep(2 * time.Second)
+	watch(2 * time.Second)
 	if len(stop) > 1 {
 		run(append([]string{"start"}, stop[:len(stop)/2]...)...)
 	}
-	time.Sleep(time.Second)
+	watch(2 * time.Second)
 	run("destroy", "--all", "--yes")
 	r := checkReconciled(t, fmt.Sprintf("launch of %d with %d stopped", count, len(stop)), run("cost", "--reconcile", "--json"))
 	if len(r.Instances) < count {

@@ -357,6 +357,13 @@ func (s *Store) UpdateSeenAfter(ctx context.Context, id int64, state, sshHost st
 				last = prev
 			}
 			changed = ChangedAt(last, now)
+			if state == "running" && !last.IsZero() && now.After(last) {
+				// Into running is the marketplace's doing (a boot, a resume
+				// after an outbid, a start through scheduling or loading),
+				// never the tool's own act just made, whatever the gap: the
+				// middle of the window, whose errors cancel over a fleet.
+				changed = last.Add(now.Sub(last) / 2)
+			}
 		}
 		running := fmtNullTime(old.RunningSince)
 		if state != "running" {

@@ -381,7 +381,7 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		}
 		if st.at == 6*time.Minute {
 			i, _ := s.Instance(ctx, 7)
-			if !i.RunningSince.Equal(t0.Add(5*time.Minute)) || i.SSHURL != "ssh://root@127.0.0.1:20007" {
+			if !i.RunningSince.Equal(t0.Add(3*time.Minute+30*time.Second)) || i.SSHURL != "ssh://root@127.0.0.1:20007" {
 				t.Errorf("while running: %+v", i)
 			}
 		}
@@ -430,8 +430,8 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEv := []Event{
-		{7, "", "loading", t0.Add(30 * time.Second)}, // seen a minute after the insert: dated mid-window
-		{7, "loading", "running", t0.Add(5 * time.Minute)},
+		{7, "", "loading", t0.Add(30 * time.Second)},                      // seen a minute after the insert: dated mid-window
+		{7, "loading", "running", t0.Add(3*time.Minute + 30*time.Second)}, // into running after a 3-minute gap: mid-window too
 		{7, "running", "stopped", t0.Add(time.Hour)},
 		{7, "stopped", StateGone, t0.Add(63 * time.Minute)},
 	}
