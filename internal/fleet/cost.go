@@ -217,6 +217,21 @@ func BandwidthOf(in store.Instance, now time.Time) (amount float64, estimated bo
 	bw := in.Bandwidth
 	est := market.TransferCost(bw.PullGB, 0, bw.DownCost, bw.UpCost)
 	if bw.Billed == nil {
+		// Never reported: the whole pull, or what the host's inet_down
+		// could have pulled while the instance lived, if less (one
+		// destroyed mid-pull did not pull the rest).
+		if bw.DownMbps > 0 && bw.PullGB > 0 && !in.CreatedAt.IsZero() {
+			end := now
+			if !in.GoneAt.IsZero() && in.GoneAt.Before(end) {
+				end = in.GoneAt
+			}
+			if !in.DestroyRequestedAt.IsZero() && in.DestroyRequestedAt.Before(end) {
+				end = in.DestroyRequestedAt
+			}
+			if pulled := end.Sub(in.CreatedAt).Seconds() / market.PullSeconds(1, bw.DownMbps); pulled < bw.PullGB {
+				return market.TransferCost(max(pulled, 0), 0, bw.DownCost, bw.UpCost), true
+			}
+		}
 		return est, true
 	}
 	amount = *bw.Billed
