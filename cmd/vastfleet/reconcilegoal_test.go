@@ -85,7 +85,7 @@ func TestLaunchWithStopsCostMatchesTheBill(t *testing.T) {
 	dir := t.TempDir()
 	simAddr := freeAddr(t)
 	simURL := "http://" + simAddr
-	start(t, bin, "sim", "serve", "--addr", simAddr, "--faults", "realistic", "--time-scale", "120", "--state", filepath.Join(dir, "market"))
+	start(t, bin, "sim", "serve", "--addr", simAddr, "--faults", "realistic", "--time-scale", "60", "--state", filepath.Join(dir, "market"))
 	eventually(t, "sim serve", 30*time.Second, func() bool {
 		var v map[string]any
 		return getJSON(simURL+"/sim/clock", "", &v) == nil
@@ -121,12 +121,13 @@ func TestLaunchWithStopsCostMatchesTheBill(t *testing.T) {
 		}
 	}
 	// Between the steps the data dir is watched, as a running up or
-	// coordinator watches it: reconcile about every simulated minute, so
+	// coordinator watches it: reconcile back to back (under a simulated
+	// minute apart at 60x unless the machine is loaded), so
 	// that a change the marketplace makes by itself (a boot after a start,
 	// an outbid) is dated within a minute. Unwatched, it is dated at the
 	// listing that first shows it, and cost --reconcile names that stretch.
 	watch := func(d time.Duration) {
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 			run("reconcile", "--json")
 		}
 	}
