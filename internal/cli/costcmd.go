@@ -12,12 +12,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/bill"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 )
 
 // costOptions is what `cost` was asked.
 type costOptions struct {
 	Fleet string
+	// Job is a job's name: its instances are its fleet's.
+	Job string
+	// Reconcile holds the ledger up against the marketplace's charges.
+	Reconcile bool
 	JSONFlags
 }
 
@@ -34,8 +39,22 @@ the estimate recorded when it was planned or launched.
 
 Bandwidth is what the marketplace reports it billed (inet_down_billed and
 inet_up_billed at the host's prices) as of the last listing; an instance it
-never reported for is priced at its estimated image pull, marked with "~".`,
+never reported for is priced at its estimated image pull, marked with "~".
+
+--reconcile reads the marketplace's own charges (every page, instance charges
+per day) and shows them line by line beside this ledger, per instance and
+kind, with the difference and what explains it: rounding (under a cent), a
+stretch one side billed and the other did not, a rate change, bandwidth that
+is an estimate or lags, or a charge for an instance this data dir does not
+know (shown without --fleet/--job). A charges answer that cannot be read
+whole is an error, never $0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Job != "" && opts.Fleet != "" {
+				return usagef("--fleet and --job both name the instances: give one")
+			}
+			if opts.Job != "" && !opts.Reconcile {
+				opts.Fleet = opts.Job
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -43,7 +62,9 @@ never reported for is priced at its estimated image pull, marked with "~".`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmd.Flags().StringVar(&opts.Job, "job", "", "only this job's instances")
+	cmd.Flags().BoolVar(&opts.Reconcile, "reconcile", false, "compare with the marketplace's charges, line by line")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON (with --reconcile: instances with their lines, and total)")
 	return cmd
 }
 
@@ -52,6 +73,9 @@ func costRun(ctx context.Context, f *factory, opts *costOptions) error {
 	m, err := f.observed(ctx)
 	if err != nil {
 		return err
+	}
+	if opts.Reconcile {
+		return reconcileCostRun(ctx, f, m, opts)
 	}
 	rep, err := m.Cost(ctx, opts.Fleet)
 	if err != nil {
@@ -86,6 +110,55 @@ func printCost(w io.Writer, rep fleet.CostReport) error {
 	t.row("TOTAL", "", "", "", money(rep.Compute), money(rep.Storage), money(rep.Bandwidth), money(rep.Total), optMoney(rep.Estimated))
 	return t.flush()
 }
+
+// reconcileCostRun is `cost --reconcile`.
+func reconcileCostRun(ctx context.Context, f *factory, m *fleet.Manager, opts *costOptions) error {
+	if !f.frozenAt.IsZero() {
+		return fmt.Errorf("cost --reconcile needs the marketplace, and another process holds the simulated market without serving it")
+	}
+	scope := opts.Fleet
+	if opts.Job != "" {
+		scope = opts.Job
+	}
+	rep, err := bill.Reconcile(ctx, m, scope)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.out(f.io.Out), rep)
+	}
+	return printReconcile(f.io.Out, rep)
+}
+
+// printReconcile writes a reconciliation as a table: one row per line of
+// each instance, then the instance's totals, then the grand total.
+func printReconcile(w io.Writer, rep bill.Report) error {
+	t := newTable(w, "INSTANCE", "FLEET", "KIND", "LEDGER", "CHARGED", "DIFFERENCE", "WHY")
+	for _, in := range rep.Instances {
+		id, fl := strconv.FormatInt(in.ID, 10), in.Fleet
+		if !in.Known {
+			fl = "(unknown)"
+		}
+		for _, l := range in.Lines {
+			why := l.Explanation
+			if l.Detail != "" {
+				why += ": " + l.Detail
+			}
+			t.row(id, fl, termSafe(l.Kind), money4(l.Ledger), money4(l.Charged), signed4(l.Difference), termSafe(why))
+		}
+		verdict := "agrees within a cent"
+		if !in.Agrees {
+			verdict = "differs"
+		}
+		t.row(id, fl, "total", money4(in.Ledger), money4(in.Charged), signed4(in.Difference), verdict)
+	}
+	t.row("TOTAL", "", "", money4(rep.Total.Ledger), money4(rep.Total.Charged), signed4(rep.Total.Difference),
+		fmt.Sprintf("%d of %d instances differ by a cent or more", rep.Disagree, len(rep.Instances)))
+	return t.flush()
+}
+
+func money4(v float64) string  { return fmt.Sprintf("$%.4f", v) }
+func signed4(v float64) string { return fmt.Sprintf("%+.4f", v) }
 
 func money(v float64) string { return fmt.Sprintf("$%.2f", v) }
 

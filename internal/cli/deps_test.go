@@ -61,6 +61,9 @@ func TestDependencyDirection(t *testing.T) {
 		// adapter, holds no market or store of its own (its tokens, audit log
 		// and jobs are its own database), and no command-line library.
 		"server": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "fleet", mod + "launch", mod + "job", mod + "coord", "github.com/spf13/cobra"},
+		// The bill's reconciliation takes the marketplace through the
+		// contract (provider.Charger), never an adapter.
+		"bill": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "launch", mod + "job"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

@@ -157,6 +157,12 @@ func printJobReport(f *factory, rep *job.Report) {
 		fmt.Fprintf(w, " against an estimate of %s (%s)", money(rep.Estimate), rep.EstimateOf)
 	}
 	fmt.Fprintln(w)
+	if r := rep.Reconcile; r != nil {
+		fmt.Fprintf(w, "  charged    %s by the marketplace (difference %s; %d of %d instances differ by a cent or more; per line: `vastfleet cost --reconcile --job %s`)\n",
+			money4(r.Total.Charged), signed4(r.Total.Difference), r.Disagree, len(r.Instances), rep.Job)
+	} else if rep.ReconcileError != "" {
+		fmt.Fprintf(w, "  charged    unknown: %s\n", termSafe(rep.ReconcileError))
+	}
 	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
 	if rep.ItemsDone+rep.ItemsLeft > 0 {
 		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)

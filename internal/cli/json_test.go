@@ -53,6 +53,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"start", id, "--json"},
 		{"ls", "--json"},
 		{"cost", "--json"},
+		{"cost", "--reconcile", "--json"},
 		{"reconcile", "--json"},
 		{"hosts", "--json"},
 		{"balance", "--json"},

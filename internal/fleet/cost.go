@@ -34,6 +34,23 @@ type InstanceCost struct {
 	// Total is Compute + Storage + Bandwidth.
 	Total     float64  `json:"total"`
 	Estimated *float64 `json:"estimated"` // the plan's estimate, when one exists
+	// ComputeSpan and StorageSpan are the first and last moment billed
+	// for compute and for storage (zero when none was): what a bill's
+	// stretches are compared with.
+	ComputeSpan, StorageSpan Span `json:"-"`
+}
+
+// Span is a stretch of time, From to To.
+type Span struct{ From, To time.Time }
+
+// widen makes s cover [from, to].
+func (s *Span) widen(from, to time.Time) {
+	if s.From.IsZero() || from.Before(s.From) {
+		s.From = from
+	}
+	if to.After(s.To) {
+		s.To = to
+	}
 }
 
 // FleetCost sums a fleet's instances.
@@ -149,10 +166,12 @@ func InstanceCostOf(in store.Instance, evs []store.Event, rates []store.RateChan
 			if compute {
 				c.Running += d
 				c.Compute += d.Hours() * (dph - storageDPH)
+				c.ComputeSpan.widen(at, until)
 			}
 			if storage {
 				c.Existed += d
 				c.Storage += d.Hours() * storageDPH
+				c.StorageSpan.widen(at, until)
 			}
 		}
 		at = until
@@ -198,6 +217,21 @@ func BandwidthOf(in store.Instance, now time.Time) (amount float64, estimated bo
 	bw := in.Bandwidth
 	est := market.TransferCost(bw.PullGB, 0, bw.DownCost, bw.UpCost)
 	if bw.Billed == nil {
+		// Never reported: the whole pull, or what the host's inet_down
+		// could have pulled while the instance lived, if less (one
+		// destroyed mid-pull did not pull the rest).
+		if bw.DownMbps > 0 && bw.PullGB > 0 && !in.CreatedAt.IsZero() {
+			end := now
+			if !in.GoneAt.IsZero() && in.GoneAt.Before(end) {
+				end = in.GoneAt
+			}
+			if !in.DestroyRequestedAt.IsZero() && in.DestroyRequestedAt.Before(end) {
+				end = in.DestroyRequestedAt
+			}
+			if pulled := end.Sub(in.CreatedAt).Seconds() / market.PullSeconds(1, bw.DownMbps); pulled < bw.PullGB {
+				return market.TransferCost(max(pulled, 0), 0, bw.DownCost, bw.UpCost), true
+			}
+		}
 		return est, true
 	}
 	amount = *bw.Billed

@@ -38,7 +38,7 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 	if len(pending) == 0 {
 		return errors.Join(errs...)
 	}
-	if err := m.confirmGone(ctx, pending, map[int64]bool{}); err != nil {
+	if err := m.confirmGone(ctx, pending, map[int64]time.Time{}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -49,7 +49,7 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 // ones still listed. Absence proves a destroy only for an instance the
 // marketplace acknowledged destroying, or one past the grace period: a
 // young instance may simply not be listed yet.
-func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]bool) error {
+func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]time.Time) error {
 	deadline := m.now().Add(DestroyTimeout)
 	var lastErr error
 	// The first listing finds our rows to destroy; the second, right after,
@@ -92,11 +92,11 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			// Not listed, or listed under another label: that id is some
 			// other instance now (another data dir's on a shared
 			// marketplace), and ours is not among the rows.
-			if _, foreign := listed[id]; !foreign && !acked[id] && (kerr != nil || m.young(known.CreatedAt, now)) {
+			if _, foreign := listed[id]; !foreign && acked[id].IsZero() && (kerr != nil || m.young(known.CreatedAt, now)) {
 				still = append(still, id)
 				continue
 			}
-			if err := m.S.MarkGone(ctx, id, now); err != nil {
+			if err := m.S.MarkGone(ctx, id, goneAt(known, acked[id], now)); err != nil {
 				return fmt.Errorf("instance %d is gone but the store could not record it: %w", id, err)
 			}
 		}
@@ -114,7 +114,9 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 				continue
 			}
 			err := m.P.DestroyInstance(dctx, id)
-			acked[id] = acked[id] || err == nil
+			if err == nil && acked[id].IsZero() {
+				acked[id] = m.now() // the marketplace stopped billing it here
+			}
 			if err != nil && !errors.Is(err, provider.ErrNotFound) {
 				if errors.Is(err, provider.ErrAuth) {
 					cancel()
@@ -128,6 +130,38 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 	return fmt.Errorf("%w for instances %v: they stay \"destroy requested\" (run reconcile to confirm): %w", ErrNotConfirmed, ids, lastErr)
 }
 
+// unwatched is the longest gap between the last listing that showed an
+// instance and the one that shows it gone for which the process that
+// destroyed it can be taken to have been watching (store.ChangedAt's
+// window).
+const unwatched = time.Minute
+
+// goneAt is when an instance that a listing at now no longer shows
+// stopped billing: when the marketplace acknowledged this process's
+// destroy (acked); else, when vastfleet had asked for the destroy and
+// nobody watched since (a process killed after sending it: it sends the
+// destroy as soon as it records the request), the later of that request
+// and the last listing that showed it; else now. Cost ends there.
+func goneAt(known store.Instance, acked, now time.Time) time.Time {
+	if !acked.IsZero() {
+		if acked.After(now) {
+			return now
+		}
+		return acked
+	}
+	if known.DestroyRequestedAt.IsZero() {
+		return now
+	}
+	floor := known.DestroyRequestedAt
+	if known.LastSeenAt.After(floor) {
+		floor = known.LastSeenAt
+	}
+	if now.Sub(floor) > unwatched {
+		return floor
+	}
+	return now
+}
+
 // Park stops one instance the caller has just seen listed under its own
 // label (storage keeps billing) and records it as parked: the launch's
 // primitive, which checks ownership by the listing it acts on instead of
@@ -135,6 +169,22 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 func (m *Manager) Park(ctx context.Context, id int64) error {
 	if err := m.P.StopInstance(ctx, id); err != nil {
 		return err
+	}
+	return m.parked(ctx, id)
+}
+
+// parked records a stop the marketplace has taken. It stops billing
+// compute then: the timeline gets the stop now, not half a poll early or
+// late when the next listing shows it (this process's own stops, right
+// after a listing, would otherwise bill that half poll every time).
+func (m *Manager) parked(ctx context.Context, id int64) error {
+	if known, err := m.S.Instance(ctx, id); err == nil && known.Live() {
+		if compute, _ := provider.Bills(known.State); compute {
+			now := m.now()
+			if err := m.S.UpdateSeenAfter(ctx, id, provider.StateStopped, known.SSHHost, known.SSHPort, "", now, now); err != nil {
+				return err
+			}
+		}
 	}
 	return m.S.SetWanted(ctx, id, store.WantParked)
 }
@@ -167,9 +217,9 @@ func (m *Manager) setAll(ctx context.Context, ids []int64, running bool) (map[in
 	if !ok {
 		return nil, false
 	}
-	want, verb := store.WantRunning, "start"
+	verb := "start"
 	if !running {
-		want, verb = store.WantParked, "stop"
+		verb = "stop"
 	}
 	out := make(map[int64]error, len(ids))
 	failed, err := bulk.SetStates(ctx, ids, running)
@@ -183,7 +233,11 @@ func (m *Manager) setAll(ctx context.Context, ids []int64, running bool) (map[in
 		if _, bad := out[id]; bad {
 			continue
 		}
-		out[id] = m.S.SetWanted(ctx, id, want)
+		if running {
+			out[id] = m.S.SetWanted(ctx, id, store.WantRunning)
+		} else {
+			out[id] = m.parked(ctx, id)
+		}
 	}
 	return out, true
 }
@@ -240,11 +294,11 @@ func (m *Manager) setRunning(ctx context.Context, ids []int64, run bool) error {
 
 // destroyShown sends destroy to each of ids not yet acknowledged whose
 // own row (show instance) carries our label.
-func (m *Manager) destroyShown(ctx context.Context, ids []int64, acked map[int64]bool) {
+func (m *Manager) destroyShown(ctx context.Context, ids []int64, acked map[int64]time.Time) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	for _, id := range ids {
-		if acked[id] {
+		if !acked[id].IsZero() {
 			continue
 		}
 		known, err := m.S.Instance(ctx, id)
@@ -255,7 +309,9 @@ func (m *Manager) destroyShown(ctx context.Context, ids []int64, acked map[int64
 		if err != nil || !sameInstance(known, row) {
 			continue
 		}
-		acked[id] = m.P.DestroyInstance(dctx, id) == nil
+		if m.P.DestroyInstance(dctx, id) == nil {
+			acked[id] = m.now()
+		}
 	}
 }
 

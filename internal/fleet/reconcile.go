@@ -276,7 +276,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		if m.young(in.CreatedAt, now) {
 			continue // too young: its absence means nothing yet
 		}
-		if err := m.S.MarkGone(ctx, in.ID, now); err != nil {
+		if err := m.S.MarkGone(ctx, in.ID, goneAt(in, time.Time{}, now)); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("mark %d gone: %w", in.ID, err))
 			continue
 		}

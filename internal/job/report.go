@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/bill"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -39,6 +41,11 @@ type Report struct {
 	Dashboard   string `json:"dashboard,omitempty"`
 	// Hosts are each host's results by verdict, when the job validates.
 	Hosts []coord.HostResults `json:"hosts,omitempty"`
+	// Reconcile holds this cost up against the marketplace's charges,
+	// where the marketplace serves them; ReconcileError says why it could
+	// not (the cost report stands without it).
+	Reconcile      *bill.Report `json:"reconcile,omitempty"`
+	ReconcileError string       `json:"reconcile_error,omitempty"`
 }
 
 // ReportNode is one instance's part of the report.
@@ -72,6 +79,16 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 			n.State = "destroyed"
 		}
 		rep.add(n, in.Live)
+	}
+	if _, ok := d.Fleet.P.(provider.Charger); ok {
+		if r, err := bill.Reconcile(ctx, d.Fleet, rec.ID); errors.Is(err, bill.ErrNoInstances) {
+			// A job killed before it rented anything: nothing to bill.
+			rep.Reconcile = &bill.Report{At: cr.At, Fleet: rec.ID, Instances: []bill.Instance{}}
+		} else if err != nil {
+			rep.ReconcileError = err.Error()
+		} else {
+			rep.Reconcile = &r
+		}
 	}
 	var errs []error
 	if d.Results != nil {

@@ -110,7 +110,7 @@ func (m *Market) dailyCharges() []chargeItem {
 		c := chargeItem{Type: "instance", Source: strPtr(fmt.Sprintf("instance-%d", k.id)),
 			Start: epochPtr(a.start), End: epochPtr(a.end),
 			Description: fmt.Sprintf("Instance %d: GPU, storage and bandwidth", k.id),
-			Items:       []chargeItem{}, Metadata: map[string]any{"instance_id": k.id, "day": k.day}, at: float64(k.day)}
+			Items:       []chargeItem{}, Metadata: map[string]any{"instance_id": k.id, "day": k.day, "user_id": simUserID}, at: float64(k.day)}
 		for _, kind := range []string{"compute", "storage", "bandwidth"} {
 			amt, ok := a.kinds[kind]
 			if !ok {

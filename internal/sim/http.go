@@ -763,10 +763,14 @@ func (m *Market) hLogs(r *http.Request, _ []byte, _ time.Time) reply {
 	return reply{status: 200, text: text}
 }
 
+// simUserID is the simulated account's id (users/current, and the
+// user_id every charge carries).
+const simUserID = 4242
+
 func (m *Market) hUser(r *http.Request, _ []byte, _ time.Time) reply {
 	b := m.st.Balance
 	return jsonReply(200, map[string]any{
-		"id": 4242, "username": "sim", "fullname": "Simulated User", "email": "sim@example.invalid",
+		"id": simUserID, "username": "sim", "fullname": "Simulated User", "email": "sim@example.invalid",
 		"balance": b, "credit": b, "has_billing": true, "can_pay": true, "email_verified": true,
 		"balance_threshold": 0, "balance_threshold_enabled": false, "ssh_key": "",
 	})

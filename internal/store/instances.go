@@ -357,6 +357,16 @@ func (s *Store) UpdateSeenAfter(ctx context.Context, id int64, state, sshHost st
 				last = prev
 			}
 			changed = ChangedAt(last, now)
+			if (state == "running" || old.Wanted == WantRunning) && !last.IsZero() && now.After(last) {
+				// A change the tool did not just make itself, whatever the
+				// gap: into running (a boot, a resume after an outbid, a
+				// start through scheduling or loading), or away from what
+				// it wants running (an outbid, a host's failure). The
+				// middle of the window, whose errors cancel over a fleet;
+				// ChangedAt's "now" after a long gap is for the tool's own
+				// stops.
+				changed = last.Add(now.Sub(last) / 2)
+			}
 		}
 		running := fmtNullTime(old.RunningSince)
 		if state != "running" {

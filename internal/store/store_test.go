@@ -376,12 +376,18 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		at    time.Duration
 	}{{"loading", time.Minute}, {"loading", 2 * time.Minute}, {"running", 5 * time.Minute}, {"running", 6 * time.Minute}, {"stopped", 60 * time.Minute}}
 	for _, st := range steps {
+		if st.state == "stopped" {
+			// The tool's own stop: dated at the listing that shows it.
+			if err := s.SetWanted(ctx, 7, WantParked); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := s.UpdateSeen(ctx, 7, st.state, "127.0.0.1", 20007, "ssh://root@127.0.0.1:20007", t0.Add(st.at)); err != nil {
 			t.Fatal(err)
 		}
 		if st.at == 6*time.Minute {
 			i, _ := s.Instance(ctx, 7)
-			if !i.RunningSince.Equal(t0.Add(5*time.Minute)) || i.SSHURL != "ssh://root@127.0.0.1:20007" {
+			if !i.RunningSince.Equal(t0.Add(3*time.Minute+30*time.Second)) || i.SSHURL != "ssh://root@127.0.0.1:20007" {
 				t.Errorf("while running: %+v", i)
 			}
 		}
@@ -430,8 +436,8 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEv := []Event{
-		{7, "", "loading", t0.Add(30 * time.Second)}, // seen a minute after the insert: dated mid-window
-		{7, "loading", "running", t0.Add(5 * time.Minute)},
+		{7, "", "loading", t0.Add(30 * time.Second)},                      // seen a minute after the insert: dated mid-window
+		{7, "loading", "running", t0.Add(3*time.Minute + 30*time.Second)}, // into running after a 3-minute gap: mid-window too
 		{7, "running", "stopped", t0.Add(time.Hour)},
 		{7, "stopped", StateGone, t0.Add(63 * time.Minute)},
 	}
