@@ -64,6 +64,13 @@ func TestDependencyDirection(t *testing.T) {
 		// The bill's reconciliation takes the marketplace through the
 		// contract (provider.Charger), never an adapter.
 		"bill": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "launch", mod + "job"},
+		// Node operations take the store and the marketplace through their
+		// contracts, and no command-line library.
+		"nodes": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "launch", mod + "job", "github.com/spf13/cobra"},
+		// Searching takes the marketplace through the contract.
+		"search": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "store", mod + "launch", "database/sql", "github.com/spf13/cobra"},
+		// The migration rule knows database/sql and no driver.
+		"sqlschema": {"modernc.org/sqlite", mod + "store", mod + "coord", mod + "server"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/search"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -186,21 +188,18 @@ func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	ranked, err := findOffers(ctx, f, q, qf.New, sweepLimit, qf.SweepLimit, s)
-	return ranked, s, err
-}
-
-// onePageQuery is what a search without --all asks the marketplace for.
-// --limit N keeps the N best offers by the ranking, as it does with --all
-// and --from: without a score the marketplace's order is the ranking, so
-// asking for N is the same; with a score the N best are picked from a
-// full page (as many offers as one sweep slice asks), not from the first N
-// in the marketplace's order.
-func onePageQuery(q market.Query, s market.Scorer, page int) market.Query {
-	if s != nil && q.Limit > 0 {
-		q.Limit = max(q.Limit, page)
+	if sweepLimit < 0 {
+		return nil, nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
 	}
-	return q
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	ranked, err := search.Live(ctx, p, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s, Notes: f.io.ErrOut})
+	if errors.Is(err, search.ErrNoNewForm) {
+		return nil, nil, usagef("--new: %v", err)
+	}
+	return ranked, s, err
 }
 
 type searchOptions struct {
@@ -256,80 +255,6 @@ slices until every matching offer is collected.`,
 	return cmd
 }
 
-// findOffers runs the search (or the sweep) and ranks the result; newForm
-// sends every search in the --new form.
-func findOffers(ctx context.Context, f *factory, q market.Query, newForm bool, sweepLimit, page int, s market.Scorer) ([]market.Ranked, error) {
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if newForm {
-		ns, ok := p.(newSearcher)
-		if !ok {
-			return nil, usagef("--new: this marketplace has no other search form")
-		}
-		p = newFormSearch{Provider: p, new: ns}
-	}
-	var offers []market.Offer
-	if sweepLimit != 0 {
-		if sweepLimit < 0 {
-			return nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
-		}
-		limit := q.Limit
-		q.Limit = 0
-		var requests int
-		offers, requests, err = provider.SweepOffers(ctx, p, q, sweepLimit)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(f.io.ErrOut, "swept %d offers in %d requests\n", len(offers), requests)
-		if s == nil {
-			// A ranking orders by score, dph_total and id, which the
-			// sweep's distinct ids leave no tie in: the order keys
-			// matter only when nothing scores.
-			market.SortOffers(offers, q.Order)
-		}
-		ranked, err := rankOrKeep(ctx, offers, s)
-		if err != nil {
-			return nil, err
-		}
-		if limit > 0 && len(ranked) > limit {
-			ranked = ranked[:limit]
-		}
-		return ranked, nil
-	}
-	limit := q.Limit
-	asked := onePageQuery(q, s, page)
-	offers, err = p.SearchOffers(ctx, asked)
-	if err != nil {
-		return nil, err
-	}
-	if len(offers) > 0 && (asked.Limit == 0 || len(offers) >= asked.Limit) {
-		fmt.Fprintf(f.io.ErrOut, "ranked the %d offers of one search (the marketplace caps each answer); --all ranks every matching offer\n", len(offers))
-	}
-	ranked, err := rankOrKeep(ctx, offers, s)
-	if err != nil {
-		return nil, err
-	}
-	if limit > 0 && len(ranked) > limit {
-		ranked = ranked[:limit]
-	}
-	return ranked, nil
-}
-
-// rankOrKeep ranks by s, or keeps the marketplace's order with its own
-// score. A ranking stops at the first Ctrl+C.
-func rankOrKeep(ctx context.Context, offers []market.Offer, s market.Scorer) ([]market.Ranked, error) {
-	if s != nil {
-		return market.RankContext(ctx, offers, s)
-	}
-	out := make([]market.Ranked, len(offers))
-	for i, o := range offers {
-		out[i] = market.Ranked{Offer: o, Score: o.VastScore}
-	}
-	return out, nil
-}
-
 // searchRun is `search` once its flags are parsed.
 func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 	args := opts.Query
@@ -383,7 +308,7 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 		return err
 	}
 	if !opts.All && opts.From == "" {
-		q = onePageQuery(q, s, opts.query.SweepLimit)
+		q = search.OnePageQuery(q, s, opts.query.SweepLimit)
 	}
 	method, path, sent := vast.SearchRequest(q, opts.query.New)
 	body, err := json.Marshal(sent)
@@ -475,48 +400,13 @@ func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []strin
 		return nil, nil, fmt.Errorf("--from: %w", err)
 	}
 	defer release()
-	filter, err := market.Compile(q)
-	if err != nil {
-		return nil, nil, usageError{err}
+	ranked, err := search.File(ctx, data, q, s)
+	var qe *search.QueryError
+	if errors.As(err, &qe) {
+		return nil, nil, usageError{qe.Err}
 	}
-	if s != nil {
-		ranked, err := market.RankScan(ctx, data, filter.Match, s, q.Limit)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
-		}
-		return ranked, s, nil
-	}
-	// Only the offers the query keeps are copied out of the scanner.
-	var kept []market.Offer
-	err = market.ScanOffers(data, func(o *market.Offer) error {
-		if filter.Match(o) {
-			kept = append(kept, *o)
-		}
-		return nil
-	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
 	}
-	market.SortOffers(kept, q.Order)
-	if q.Limit > 0 && len(kept) > q.Limit {
-		kept = kept[:q.Limit]
-	}
-	ranked, err := rankOrKeep(ctx, kept, nil)
-	return ranked, nil, err
-}
-
-// newSearcher searches in the vastai CLI's --new form.
-type newSearcher interface {
-	SearchOffersNew(ctx context.Context, q market.Query) ([]market.Offer, error)
-}
-
-// newFormSearch is a provider whose searches (sweeps included) go out in
-// the --new form.
-type newFormSearch struct {
-	provider.Provider
-	new newSearcher
-}
-
-func (p newFormSearch) SearchOffers(ctx context.Context, q market.Query) ([]market.Offer, error) {
-	return p.new.SearchOffersNew(ctx, q)
+	return ranked, s, nil
 }
