@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vastfleet/vastfleet/internal/clock"
-	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
@@ -265,109 +263,6 @@ func (f *factory) Clock() clock.Clock {
 		return f.simClock
 	}
 	return clock.Wall{}
-}
-
-// simScale is how many market seconds pass per wall second.
-func (f *factory) simScale() float64 {
-	switch {
-	case f.simMkt != nil:
-		return f.opts.SimSpeed
-	case f.simClock != nil && f.simClock.Scale() > 0:
-		return f.simClock.Scale()
-	}
-	return 1
-}
-
-func (f *factory) startSim() (string, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return "", err
-	}
-	faults, err := sim.Profile(f.opts.SimFaults)
-	if err != nil {
-		return "", usagef("--sim-faults: %v", err)
-	}
-	if f.opts.SimLiars >= 0 {
-		faults.Liars = f.opts.SimLiars
-	}
-	faults.EndpointLimits = faults.EndpointLimits || f.opts.SimEndpointLimits
-	cfg := sim.Config{
-		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,
-	}
-	if f.simHosts {
-		cfg.HostDir = sim.HostsDir(filepath.Join(dir, "sim"))
-	}
-	var virtual *clock.Virtual
-	if f.waitsOnMarket {
-		// A new market starts now; a saved one resumes where it was.
-		virtual = clock.NewVirtual(time.Now().UTC().Truncate(time.Second))
-		if f.simSpeedSet {
-			virtual.SetPace(f.opts.SimSpeed)
-		}
-		cfg.Clock = virtual
-	}
-	m, err := sim.Open(filepath.Join(dir, "sim"), cfg)
-	if err != nil {
-		if virtual != nil {
-			virtual.Close()
-		}
-		return "", err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		m.Close()
-		return "", err
-	}
-	// Other commands meanwhile reach the market here (see servedSim).
-	servedFile := filepath.Join(dir, "sim", servedSimFile)
-	if err := atomicfile.WriteFile(servedFile, []byte("http://"+ln.Addr().String()+"\n"), 0o600); err != nil {
-		ln.Close()
-		m.Close()
-		return "", err
-	}
-	// The server outlives the command's context: cleanup after Ctrl+C still
-	// talks to it. Close stops it, then saves and unlocks the market.
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- m.ServeListener(ctx, ln) }()
-	f.simMkt = m
-	f.virtual = virtual
-	f.closers = append(f.closers, func() error {
-		os.Remove(servedFile)
-		stop()
-		<-served
-		err := m.Close()
-		if virtual != nil {
-			virtual.Close()
-		}
-		return err
-	})
-	if virtual != nil {
-		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, virtual time: the market moves only while vastfleet waits)\n",
-			f.opts.SimSeed, f.opts.SimFaults)
-	} else if f.opts.SimSpeed != 1 {
-		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, %gx time: one simulated minute per %.3g s)\n",
-			f.opts.SimSeed, f.opts.SimFaults, f.opts.SimSpeed, 60/f.opts.SimSpeed)
-	}
-	return "http://" + ln.Addr().String(), nil
-}
-
-// servedSimFile, in the simulator's directory, holds the URL where the
-// process that has the market open serves it.
-const servedSimFile = "served-url"
-
-// servedSim is where another process serves this data dir's market.
-func (f *factory) servedSim() (string, bool) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return "", false
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "sim", servedSimFile))
-	u := strings.TrimSpace(string(b))
-	if err != nil || !strings.HasPrefix(u, "http://127.0.0.1:") {
-		return "", false
-	}
-	return u, true
 }
 
 // Store opens the state store; writers also take the data dir's lock so

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+type destroyOptions struct {
+	// IDs are the instances given; empty with --all.
+	IDs []int64
+	JSONFlags
+	All   bool
+	Yes   bool
+	Fleet string
+	// Force destroys even when results on a node were never collected.
+	Force   bool
+	Collect bool // collect results into ./results first
+	Results string
+}
+
+// newDestroyCmd parses into destroyOptions and hands them to runF (tests)
+// or destroyRun.
+func newDestroyCmd(f *factory, runF func(context.Context, *destroyOptions) error) *cobra.Command {
+	opts := &destroyOptions{}
+	cmd := &cobra.Command{
+		Use:   "destroy ID... | --all",
+		Short: "Destroy instances: the only way to stop every charge",
+		Long: `Destroy instances and wait until the marketplace's listing no longer shows
+them; only then are they marked gone. --all destroys every instance vastfleet
+tracks (or of one --fleet); it asks first unless --yes.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.All == (len(args) > 0) {
+				return usagef("give instance ids or --all (not both)")
+			}
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			opts.IDs = ids
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return destroyRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
+	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the destroyed ids as JSON")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
+	cmd.Flags().BoolVar(&opts.Collect, "collect", false, "collect each running node's results into ./results/<fleet>/<node>/ first")
+	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
+	return cmd
+}
+
+// destroyRun is `destroy` once its flags are parsed.
+func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
+	ids := opts.IDs
+	if !opts.Force {
+		// Checking results reaches into the instances.
+		f.simHosts = true
+	}
+	m, err := f.manager(ctx, holderName(append([]string{"destroy"}, idArgs(ids)...)...))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before destroy: %w", err)
+	}
+	if opts.All {
+		live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet})
+		if err != nil {
+			return err
+		}
+		for _, r := range live {
+			ids = append(ids, r.ID)
+		}
+		if len(ids) == 0 {
+			fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
+			return nil
+		}
+		if !opts.Yes && !confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", len(ids))) {
+			return usagef("not confirmed: nothing destroyed (pass --yes to skip the question)")
+		}
+	} else if err := knownIDs(ctx, m.S, ids); err != nil {
+		return err
+	}
+	if opts.Collect && !opts.Force {
+		if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
+			return err
+		}
+	}
+	if !opts.Force {
+		left, err := f.uncollected(ctx, m.S, ids, opts.Results)
+		if err != nil {
+			return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
+		}
+		if len(left) > 0 {
+			var lines []string
+			for _, id := range ids {
+				if why, ok := left[id]; ok {
+					lines = append(lines, fmt.Sprintf("instance %d: %s", id, why))
+				}
+			}
+			return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
+		}
+	}
+	if err := m.Destroy(ctx, ids); err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "ids": ids})
+	}
+	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
+	return nil
+}
+
+// reconcileOptions is what `reconcile` was asked.
+type reconcileOptions struct {
+	DestroyOrphans bool
+	DestroyForeign bool
+	Adopt          bool
+	AdoptForeign   bool
+	JSONFlags
+}
+
+// newReconcileCmd parses into reconcileOptions and hands them to runF
+// (tests) or reconcileRun; adopting and destroying together is a usage
+// error.
+func newReconcileCmd(f *factory, runF func(context.Context, *reconcileOptions) error) *cobra.Command {
+	opts := &reconcileOptions{}
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Match the marketplace's instances to the store: adopt, mark gone, find orphans",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (opts.Adopt || opts.AdoptForeign) && (opts.DestroyOrphans || opts.DestroyForeign) {
+				return usagef("--adopt and --destroy-*: pick one")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return reconcileRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.DestroyOrphans, "destroy-orphans", false, "destroy instances labelled by this data dir that it has no record of wanting")
+	cmd.Flags().BoolVar(&opts.DestroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
+	cmd.Flags().BoolVar(&opts.Adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
+	cmd.Flags().BoolVar(&opts.AdoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	return cmd
+}
+
+// reconcileRun is `reconcile` once its flags are parsed.
+func reconcileRun(ctx context.Context, f *factory, opts *reconcileOptions) error {
+	m, err := f.manager(ctx, holderName("reconcile"))
+	if err != nil {
+		return err
+	}
+	ropts := fleet.ReconcileOptions{DestroyOrphans: opts.DestroyOrphans, DestroyForeign: opts.DestroyForeign}
+	switch {
+	case opts.AdoptForeign:
+		ropts.Adopt = func(fleet.Orphan) bool { return true }
+	case opts.Adopt:
+		ropts.Adopt = f.ownOrphan
+	}
+	rep, err := m.Reconcile(ctx, ropts)
+	if err != nil {
+		return err
+	}
+	f.warnOrphans(rep.Orphans)
+	if opts.JSON {
+		return writeJSON(opts.out(f.io.Out), rep)
+	}
+	fmt.Fprint(f.io.Out, rep.String())
+	return nil
+}

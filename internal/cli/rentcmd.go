@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+type rentOptions struct {
+	// OfferID is the offer to rent (the positional OFFER_ID).
+	OfferID int64
+	Image   string
+	Disk    float64
+	Env     string
+	Onstart string
+	Label   string
+	Fleet   string
+	Direct  bool
+	Bid     float64
+	Timeout time.Duration
+	NoWait  bool
+	JSONFlags
+}
+
+// newRentCmd parses into rentOptions and hands them to runF (tests) or
+// rentRun.
+func newRentCmd(f *factory, runF func(context.Context, *rentOptions) error) *cobra.Command {
+	opts := &rentOptions{}
+	cmd := &cobra.Command{
+		Use:   "rent OFFER_ID",
+		Short: "Rent one offer and wait until the instance runs",
+		Long: `Rent one offer. vastfleet records an intent before the call and labels the
+instance with it, so a lost response or a crash never leaves an instance it does
+not know about. It waits until the instance is running (and says so when loading
+takes over 5 minutes), then prints its ssh address.`,
+		Example: `  vastfleet rent 12345 --image pytorch/pytorch:latest --disk 40`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usagef("offer id %q: want a positive number from `vastfleet search`", args[0])
+			}
+			opts.OfferID = id
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return rentRun(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
+	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB")
+	fl.StringVar(&opts.Env, "env", "", "environment: 'KEY=V;KEY2=V2' (TCP_PORTS=8000 and UDP_PORTS=9000 open those ports), or the vastai CLI's Docker flags '-e KEY=V -p 8000:8000'")
+	fl.StringVar(&opts.Onstart, "onstart", "", "command to run when the instance starts")
+	fl.StringVar(&opts.Label, "label", "", "experiment name recorded with the instance")
+	fl.StringVar(&opts.Fleet, "fleet", "default", "fleet the instance belongs to")
+	fl.BoolVar(&opts.Direct, "direct", false, "direct SSH (ports on the host) instead of the marketplace's proxy")
+	fl.Float64Var(&opts.Bid, "bid", 0, "interruptible: bid $/hr per machine (0: on-demand)")
+	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up waiting for running after this long (marketplace time)")
+	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
+	addJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
+	limitFlags(fl, bounds{"disk", ">0", "100000"}, bounds{"bid", "0", "1000"}, bounds{"timeout", "0", "720h"})
+	return cmd
+}
+
+func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
+	env, err := launch.ParseEnv(o.Env)
+	if err != nil {
+		return provider.CreateRequest{}, usagef("--env: %v", err)
+	}
+	if o.Disk < 8 {
+		return provider.CreateRequest{}, usagef("--disk %v: the marketplace's minimum is 8 GB", o.Disk)
+	}
+	req := launch.Create(o.Image, o.Disk)
+	req.Env, req.Onstart = env, o.Onstart
+	if o.Direct {
+		req.Runtype = "ssh_direc ssh_proxy"
+	}
+	if o.Bid < 0 {
+		return provider.CreateRequest{}, usagef("--bid %v: must be positive", o.Bid)
+	}
+	if o.Bid > 0 {
+		bid := o.Bid
+		req.Price = &bid
+	}
+	return req, nil
+}
+
+// rentRun is `rent` once its flags are parsed.
+func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
+	offerID := opts.OfferID
+	req, err := opts.createRequest()
+	if err != nil {
+		return err
+	}
+	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
+		return usageError{err}
+	}
+	m, err := f.manager(ctx, holderName("rent", strconv.FormatInt(offerID, 10)))
+	if err != nil {
+		return err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before renting: %w", err)
+	}
+	f.registerFleetKey(ctx, m.P)
+	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.io.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
+	if !opts.NoWait {
+		rec, err = waitRunning(ctx, f, m, rec.ID, opts.Timeout)
+		if err != nil {
+			return err
+		}
+	}
+	views, err := instanceViews(ctx, m, []store.Instance{rec}, f.Clock().Now())
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.out(f.io.Out), views[0])
+	}
+	return printInstances(f, views)
+}
+
+func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, timeout time.Duration) (store.Instance, error) {
+	rec, err := m.WaitRunning(ctx, id, fleet.WaitOptions{
+		Timeout: timeout,
+		OnSlow: func(elapsed time.Duration) {
+			fmt.Fprintf(f.io.ErrOut, "instance %d is still loading after %s: large images on slow hosts can take long; Ctrl+C stops waiting (the instance stays and keeps billing storage; `vastfleet destroy %d` ends it)\n",
+				id, elapsed.Round(time.Second), id)
+		},
+	})
+	if err != nil {
+		return rec, fmt.Errorf("%w\ninstance %d still exists and bills at least storage: `vastfleet destroy %d` ends it, `vastfleet ls` shows it", err, id, id)
+	}
+	return rec, nil
+}
