@@ -274,5 +274,8 @@ max_duration: 2h
 			t.Errorf("honest machine %d caught: %+v", m, rep.Hosts)
 		}
 	}
+	if lied == 0 {
+		t.Fatalf("no lying machine ran for the job (lying machines rented: %v): the test proves nothing on this seed", liars)
+	}
 	t.Logf("%d lying machines ran for the job, %d caught; hosts %+v", lied, len(caught), rep.Hosts)
 }
