@@ -14,6 +14,13 @@ import (
 // to a fleet when the store records it there, not gone nor being
 // destroyed, and the marketplace's listing of the account shows it. The
 // machine and image come from the listing, which the host cannot change.
+//
+// The store is read every time, so an instance vastfleet destroys loses
+// its credential at the next revocation sweep (every revokeEvery). The
+// listing, the marketplace's costliest read (25 rows a page, about one
+// call a second allowed), is kept for membersListingTTL and read again at
+// once when an instance of the store is missing from it (one just
+// enrolling).
 func (f *factory) fleetMembers(ctx context.Context, fleetName string) (map[int64]coord.Instance, error) {
 	st, err := f.Store(ctx, false, "")
 	if err != nil {
@@ -23,6 +30,48 @@ func (f *factory) fleetMembers(ctx context.Context, fleetName string) (map[int64
 	if err != nil {
 		return nil, err
 	}
+	ours := map[int64]bool{}
+	for _, in := range live {
+		if in.Live() && in.DestroyRequestedAt.IsZero() {
+			ours[in.ID] = true
+		}
+	}
+	listed, err := f.membersListing(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	for id := range ours {
+		if _, ok := listed[id]; !ok {
+			if listed, err = f.membersListing(ctx, true); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	out := map[int64]coord.Instance{}
+	for id, in := range listed {
+		if ours[id] {
+			out[id] = in
+		}
+	}
+	return out, nil
+}
+
+// membersListingTTL is how long fleetMembers trusts a listing of the
+// account; revokeEvery how often the coordinator sweeps credentials.
+const (
+	membersListingTTL = time.Minute
+	revokeEvery       = 10 * time.Second
+)
+
+// membersListing is the account's instances as the marketplace last
+// listed them, read again when older than membersListingTTL or fresh.
+func (f *factory) membersListing(ctx context.Context, fresh bool) (map[int64]coord.Instance, error) {
+	f.members.mu.Lock()
+	defer f.members.mu.Unlock()
+	if !fresh && f.members.byID != nil && time.Since(f.members.at) < membersListingTTL {
+		return f.members.byID, nil
+	}
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return nil, err
@@ -31,19 +80,12 @@ func (f *factory) fleetMembers(ctx context.Context, fleetName string) (map[int64
 	if err != nil {
 		return nil, err
 	}
-	ours := map[int64]bool{}
-	for _, in := range live {
-		if in.Live() && in.DestroyRequestedAt.IsZero() {
-			ours[in.ID] = true
-		}
-	}
-	out := map[int64]coord.Instance{}
+	byID := make(map[int64]coord.Instance, len(listing.Instances))
 	for _, in := range listing.Instances {
-		if ours[in.ID] {
-			out[in.ID] = coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID}
-		}
+		byID[in.ID] = coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID}
 	}
-	return out, nil
+	f.members.byID, f.members.at = byID, time.Now()
+	return byID, nil
 }
 
 // badHosts puts the machines the coordinator caught returning wrong

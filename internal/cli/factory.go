@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
+	"github.com/vastfleet/vastfleet/internal/coord"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
@@ -96,6 +98,13 @@ type factory struct {
 	storeID      string
 	lostStore    bool
 	orphans      []fleet.Orphan
+	// members caches the account's listing for the coordinator's
+	// membership checks (fleetMembers).
+	members struct {
+		mu   sync.Mutex
+		byID map[int64]coord.Instance
+		at   time.Time
+	}
 }
 
 func newFactory(ios *IOStreams) *factory {
