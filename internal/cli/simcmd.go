@@ -38,7 +38,7 @@ type simServeOptions struct {
 	Public bool
 	// Knobs override single shares of the fault profile; <0 means unset.
 	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
-	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang             float64
+	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang, Spoof      float64
 	AuthAs404                                                    bool
 	// NoHosts serves rows only: no machine behind the instances.
 	NoHosts bool
@@ -83,11 +83,12 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.SSHDrop, "ssh-drop", -1, "share of instances whose SSH connections drop mid-session")
 	fl.Float64Var(&opts.OnstartFail, "onstart-fail", -1, "share of instances whose onstart exits 1")
 	fl.Float64Var(&opts.DarkHang, "dark-hang", -1, "share of hosts gone offline whose SSH port hangs rather than refuses")
+	fl.Float64Var(&opts.Spoof, "spoof", -1, "share of machines whose true cores, RAM or GPUs are below what they advertise (their processes get the true CPU share; nvidia-smi lists the true GPUs)")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
 	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"time-scale", ">0", "1000000"})
 	// -1 leaves the share to the profile.
 	for _, share := range []string{"stuck", "boot-fail", "offline", "slow", "rate-429", "rate-5xx", "lost-create",
-		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang"} {
+		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "spoof"} {
 		limitFlags(fl, bounds{share, "-1", "1"})
 	}
 	return cmd
@@ -157,7 +158,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		{"--lost-create", opts.LostCreate, &faults.LostCreate},
 		{"--ssh-late", opts.SSHLate, &faults.SSHLate}, {"--ssh-hang", opts.SSHHang, &faults.SSHHang},
 		{"--ssh-drop", opts.SSHDrop, &faults.SSHDrop}, {"--onstart-fail", opts.OnstartFail, &faults.OnstartFail},
-		{"--dark-hang", opts.DarkHang, &faults.DarkHang},
+		{"--dark-hang", opts.DarkHang, &faults.DarkHang}, {"--spoof", opts.Spoof, &faults.Spoof},
 	} {
 		if k.v == -1 {
 			continue

@@ -72,6 +72,12 @@ type Faults struct {
 	// DarkHang is the share of hosts gone offline whose SSH port hangs
 	// instead of refusing.
 	DarkHang float64
+
+	// Spoof is the share of machines whose true capacity is below what
+	// their offers advertise (hardware.go): a quarter to two thirds of the
+	// effective cores, and on a multi-GPU machine half the GPUs. Drawn
+	// per machine, so every offer and rental of one machine agrees.
+	Spoof float64
 }
 
 // Profile returns a named fault profile: "none", "realistic" or "harsh".
@@ -101,6 +107,7 @@ func Profile(name string) (Faults, error) {
 			StuckLoading: 0.10, BootFail: 0.10, HostOffline: 0.08, SlowBoot: 0.45,
 			TakenWhileStopped: 0.05, OfferChurnPerHour: 0.15, CreateRace: 0.10,
 			SSHLate: 0.6, SSHHang: 0.05, SSHDrop: 0.05, OnstartFail: 0.05, DarkHang: 0.5,
+			Spoof: 0.05,
 		}, nil
 	}
 	return Faults{}, fmt.Errorf("sim: unknown fault profile %q (want none, realistic or harsh)", name)
@@ -150,6 +157,7 @@ const (
 	drawMachine
 	drawRival
 	drawSpell
+	drawSpoof
 )
 
 // lastMile draws the instance's last-mile faults.
