@@ -43,7 +43,8 @@ type agent struct {
 	resultsMu   sync.Mutex
 	wakeResults chan struct{}
 	stats       *sampler
-	boot        string // this run's random id: part of every finding key
+	probe       *wire.Probe // the boot probe's result, nil when off
+	boot        string      // this run's random id: part of every finding key
 	seq         atomic.Int64
 
 	sessions []*session
@@ -124,6 +125,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.orphanPolicy.Store(cfg.OrphanPolicy)
 	log.Info("agent starting", "coordinator", cfg.CoordURL, "sessions", len(cfg.Sessions),
 		"unsent_findings", sp.len(), "orphan_after", cfg.OrphanAfter, "orphan_policy", cfg.OrphanPolicy, "time_scale", cfg.TimeScale)
+
+	if cfg.Probe != nil {
+		a.probe = a.runProbe(ctx, *cfg.Probe)
+	}
 
 	// Sessions live until Run returns, whatever ends it, and then get
 	// their grace: their context is not the caller's.
@@ -253,6 +258,7 @@ func (a *agent) heartbeats(ctx context.Context) {
 	}
 	var seq int64
 	failures := 0
+	probeAcked := false
 	for {
 		if !sleep(ctx, wait) {
 			return
@@ -262,6 +268,9 @@ func (a *agent) heartbeats(ctx context.Context) {
 		hb := a.heartbeat(now)
 		hb.Seq = seq
 		a.stats.fill(ctx, &hb, now)
+		if !probeAcked {
+			hb.Probe = a.probe
+		}
 		var reply wire.HeartbeatReply
 		err := a.client.post(ctx, wire.PathHeartbeat, hb, &reply)
 		if ctx.Err() != nil {
@@ -279,6 +288,7 @@ func (a *agent) heartbeats(ctx context.Context) {
 				a.log.Info("coordinator reachable again", "after_failures", failures)
 			}
 			failures = 0
+			probeAcked = true
 			a.apply(reply)
 			select {
 			case a.acked <- struct{}{}:
