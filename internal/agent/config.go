@@ -172,7 +172,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("%s is not set: the dead-man switch needs the instance's own key (or set %s=0 to disarm it)", wire.EnvContainerKey, wire.EnvOrphanAfter)
 		}
 	}
-	probe, err := probeFromEnv(getenv)
+	probe, err := ProbeFromEnv(getenv)
 	if err != nil {
 		return Config{}, err
 	}
@@ -192,9 +192,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// probeFromEnv reads the boot probe's settings: what the offer advertised
+// ProbeFromEnv reads the boot probe's settings: what the offer advertised
 // (the launch passes it) and VASTFLEET_PROBE (off, or the time bound).
-func probeFromEnv(getenv func(string) string) (*ProbeConfig, error) {
+func ProbeFromEnv(getenv func(string) string) (*ProbeConfig, error) {
 	p := &ProbeConfig{Simulated: getenv(simMachineEnv) != ""}
 	switch s := strings.TrimSpace(getenv(wire.EnvProbe)); s {
 	case "":

@@ -24,7 +24,7 @@ func TestProbeHelperProcess(t *testing.T) {
 	if out == "" {
 		t.Skip("runs inside a simulated machine only")
 	}
-	cfg, err := probeFromEnv(os.Getenv)
+	cfg, err := ProbeFromEnv(os.Getenv)
 	if err != nil || cfg == nil {
 		t.Fatalf("probe config: %v", err)
 	}
@@ -150,16 +150,16 @@ func TestProbeTimeoutIsFailure(t *testing.T) {
 func TestProbeFromEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{wire.EnvOfferCores: "32.5", wire.EnvOfferRAMMB: "128000", wire.EnvOfferGPUs: "4", wire.EnvProbe: "45s", simMachineEnv: "x/1/2"}
-	p, err := probeFromEnv(func(k string) string { return env[k] })
+	p, err := ProbeFromEnv(func(k string) string { return env[k] })
 	if err != nil || p == nil || p.Advertised != (wire.Capacity{Cores: 32.5, RAMMB: 128000, GPUs: 4}) || p.Timeout != 45*time.Second || !p.Simulated {
 		t.Fatalf("%+v %v", p, err)
 	}
 	env[wire.EnvProbe] = "off"
-	if p, err := probeFromEnv(func(k string) string { return env[k] }); p != nil || err != nil {
+	if p, err := ProbeFromEnv(func(k string) string { return env[k] }); p != nil || err != nil {
 		t.Errorf("off: %+v %v", p, err)
 	}
 	env[wire.EnvProbe], env[wire.EnvOfferGPUs] = "", "many"
-	if _, err := probeFromEnv(func(k string) string { return env[k] }); err == nil {
+	if _, err := ProbeFromEnv(func(k string) string { return env[k] }); err == nil {
 		t.Error("a bad GPU count passed")
 	}
 }
