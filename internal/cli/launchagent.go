@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -115,7 +117,95 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	}
 	spec.Create.Onstart = onstart
 	spec.Sessions = nil // the agent runs them
+	onShort, err := launch.ParseOnShort(o.OnShortHardware)
+	if err != nil {
+		return usageError{err}
+	}
+	spec.Hardware = &launch.HardwarePolicy{OnShort: onShort}
 	return nil
+}
+
+// launchChecks are the launch's gates: the SSH handshake (--ready-check)
+// and, with --coord, the boot probes the coordinator holds.
+func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName string) (launch.Checks, error) {
+	var c launch.Checks
+	switch o.ReadyCheck {
+	case "ssh":
+		c.Usable = sshUsable
+	case "", "auto":
+		// The simulator's instances answer SSH only with machines behind
+		// them (--sim-hosts in process); agents need them, so --coord
+		// implies them. Against a `sim serve` elsewhere, pass ssh.
+		if f.opts.Market != "sim" || f.simHosts || o.Coord != "" {
+			c.Usable = sshUsable
+		}
+	}
+	if o.Coord == "" {
+		return c, nil
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return c, err
+	}
+	target, fingerprint := o.Coord, o.CoordSHA256
+	if target == "auto" {
+		ci, err := readCoordInfo(dir)
+		if err != nil {
+			return c, err
+		}
+		target, fingerprint = ci.URL, ci.Fingerprint
+	}
+	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	if err != nil {
+		return c, err
+	}
+	_, viewer, err := db.FleetTokens(ctx, fleetName)
+	db.Close()
+	if err != nil {
+		return c, err
+	}
+	c.Probes = coordProbes(target, viewer, fingerprint)
+	return c, nil
+}
+
+func sshUsable(ctx context.Context, host string, port int) error {
+	return remote.Handshake(ctx, host, port, launch.DefaultUsableTimeout)
+}
+
+// coordProbes reads the boot probes the fleet's agents reported from the
+// coordinator's live state, by instance id.
+func coordProbes(base, viewerToken, fingerprint string) func(context.Context, string) (map[int64]wire.Probe, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	if fingerprint != "" {
+		client.Transport = &http.Transport{TLSClientConfig: certpin.TLSConfig(fingerprint)}
+	}
+	return func(ctx context.Context, _ string) (map[int64]wire.Probe, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathState, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return nil, fmt.Errorf("coordinator state: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+		var snap wire.Snapshot
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&snap); err != nil {
+			return nil, fmt.Errorf("coordinator state: %w", err)
+		}
+		out := map[int64]wire.Probe{}
+		for _, n := range snap.Nodes {
+			if n.Probe != nil && n.InstanceID != 0 {
+				out[n.InstanceID] = *n.Probe
+			}
+		}
+		return out, nil
+	}
 }
 
 // agentDigest asks the coordinator for the sha256 of the agent it serves;

@@ -227,7 +227,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	lo := &launchOptions{
 		Count: jf.Count, MinReady: jf.MinReady, Deadline: cmp.Or(jf.Deadline, 10*time.Minute), Park: jf.Park, Backfill: true,
 		MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
-		Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id, Coord: "auto", Items: jf.Items,
+		Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id, Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
 		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL,
 	}
@@ -247,6 +247,9 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 		return nil, job.Options{}, err
 	}
 	if err := f.withAgent(ctx, &spec, lo); err != nil {
+		return nil, job.Options{}, err
+	}
+	if spec.Checks, err = f.launchChecks(ctx, lo, id); err != nil {
 		return nil, job.Options{}, err
 	}
 	m, err := f.manager(ctx, holderName("up", path))

@@ -74,7 +74,7 @@ type Faults struct {
 	DarkHang float64
 
 	// Spoof is the share of machines whose true capacity is below what
-	// their offers advertise (hardware.go): a quarter to two thirds of the
+	// their offers advertise (hardware.go): a quarter to half of the
 	// effective cores, and on a multi-GPU machine half the GPUs. Drawn
 	// per machine, so every offer and rental of one machine agrees.
 	Spoof float64

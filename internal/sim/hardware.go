@@ -10,7 +10,7 @@ import (
 
 // Capacity is what a machine truly has beside what its offers advertise.
 // Honest machines have what they advertise. A share Faults.Spoof of
-// machines, drawn per machine from the seed, is short: 25–67 % of its
+// machines, drawn per machine from the seed, is short: 25–50 % of its
 // effective cores, half its RAM, and half its GPUs (rounded up) when it
 // advertises more than one. The simulated machine behaves accordingly
 // (sim/host's Hardware): its processes run only TrueCores/Cores of the
@@ -34,7 +34,7 @@ func (m *Market) capacity(o Offer) Capacity {
 		return c
 	}
 	c.Spoofed = true
-	share := 0.25 + (2.0/3-0.25)*draw(seed, drawSpoof, o.MachineID, 1)
+	share := 0.25 + 0.25*draw(seed, drawSpoof, o.MachineID, 1)
 	c.TrueCores = math.Max(1, math.Round(c.Cores*share*10)/10)
 	if c.TrueCores >= c.Cores {
 		c.TrueCores = c.Cores / 2

@@ -58,7 +58,7 @@ func (h Hardware) Duty() float64 {
 // DutyPeriod is the governor's cycle: short enough that a probe of a
 // second or two sees many cycles, long enough that signalling a few
 // machines' processes costs little.
-const DutyPeriod = 100 * time.Millisecond
+const DutyPeriod = 200 * time.Millisecond
 
 // rescanEvery is how often the governor looks for the machine's processes
 // (those that left its process groups are found by their marker).
@@ -80,7 +80,6 @@ func (mc *machine) startGovernor(duty float64) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		run := time.Duration(duty * float64(DutyPeriod))
 		var pids []int
 		var scanned time.Time
 		signal := func(sig syscall.Signal) {
@@ -98,24 +97,81 @@ func (mc *machine) startGovernor(duty float64) {
 			}
 		}
 		defer signal(procgroup.SIGCONT)
+		wait := func(d time.Duration) bool {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-g.done:
+				return false
+			case <-t.C:
+				return true
+			}
+		}
+		// The cycle keeps account: what it ran beyond its share (a late
+		// wake-up on a busy computer) comes off the next run, so the
+		// share holds on average, not only when the timers are punctual.
+		start := time.Now()
+		var ran time.Duration
 		for {
 			if time.Since(scanned) >= rescanEvery {
 				pids, scanned = markedPIDs(mc.marker), time.Now()
 			}
-			signal(procgroup.SIGCONT)
-			select {
-			case <-g.done:
-				return
-			case <-time.After(run):
+			end := time.Since(start) + DutyPeriod
+			target := time.Duration(duty * float64(end))
+			// Neither a shortfall nor an excess carries past a cycle or so.
+			ran = min(max(ran, target-DutyPeriod), target+DutyPeriod/2)
+			if runFor := target - ran; runFor > 0 {
+				t := time.Now()
+				signal(procgroup.SIGCONT)
+				ok := wait(runFor)
+				signal(procgroup.SIGSTOP)
+				// A thread waiting for a CPU when the stop is sent runs
+				// on until it gets one: the run lasts until all stopped.
+				allStopped(pids, t.Add(runFor+DutyPeriod/4))
+				ran += time.Since(t)
+				if !ok {
+					return
+				}
 			}
-			signal(procgroup.SIGSTOP)
-			select {
-			case <-g.done:
+			if rest := end - time.Since(start); rest > 0 && !wait(rest) {
 				return
-			case <-time.After(DutyPeriod - run):
 			}
 		}
 	}()
+}
+
+// allStopped waits (polling, until deadline at the latest) for every
+// thread of pids to show stopped in /proc; off linux it returns at once.
+func allStopped(pids []int, deadline time.Time) {
+	for {
+		running := false
+		for _, p := range pids {
+			tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+			if err != nil {
+				continue // gone, or no /proc
+			}
+			for _, tk := range tasks {
+				b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + tk.Name() + "/stat")
+				if err != nil {
+					continue
+				}
+				// The state follows the command's closing parenthesis.
+				if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+					if st := b[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+						running = true
+						break
+					}
+				}
+			}
+			if running {
+				break
+			}
+		}
+		if !running || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // stopGovernor ends the duty cycle, the machine's processes continued.
