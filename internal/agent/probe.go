@@ -65,9 +65,21 @@ const (
 	defaultDiskBytes    = 64 << 20
 	maxProbeWorkers     = 256
 	ramChunk            = 16 << 20
+	simRAMCap           = 32 << 20
+	simDiskBytes        = 4 << 20
 )
 
 func (p ProbeConfig) withDefaults() ProbeConfig {
+	if p.Simulated {
+		// A simulated machine's RAM and disk are this computer's, shared
+		// with every other one: a token check, not a demand.
+		if p.RAMCap <= 0 {
+			p.RAMCap = simRAMCap
+		}
+		if p.DiskBytes <= 0 {
+			p.DiskBytes = simDiskBytes
+		}
+	}
 	if p.Timeout <= 0 {
 		p.Timeout = DefaultProbeTimeout
 	}
