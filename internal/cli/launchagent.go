@@ -129,6 +129,14 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 // and, with --coord, the boot probes the coordinator holds.
 func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName string) (launch.Checks, error) {
 	var c launch.Checks
+	if f.opts.Market == "sim" {
+		// The gates wait in market time, but a handshake, an agent's
+		// download and its probe take wall time: on a fast simulated
+		// clock they get at least a wall minute and three.
+		scale := f.simScale()
+		c.UsableFor = max(launch.DefaultUsableFor, time.Duration(scale*float64(time.Minute)))
+		c.ProbeWait = max(launch.DefaultProbeWait, time.Duration(scale*float64(3*time.Minute)))
+	}
 	switch o.ReadyCheck {
 	case "ssh":
 		c.Usable = sshUsable

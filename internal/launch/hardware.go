@@ -85,6 +85,9 @@ type Checks struct {
 	UsableTimeout time.Duration
 	// UsableFor: 0 is DefaultUsableFor.
 	UsableFor time.Duration
+	// ProbeWait, when set, replaces HardwarePolicy.ProbeWait (a fast
+	// simulated clock needs more market time for the same wall time).
+	ProbeWait time.Duration
 	// Probes returns the boot probes the fleet's agents reported, by
 	// instance id (from the coordinator).
 	Probes func(ctx context.Context, fleet string) (map[int64]wire.Probe, error)
@@ -237,14 +240,18 @@ func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, dro
 	if h == nil || n.judged || ck.Probes == nil {
 		return true, nil // nothing to judge by
 	}
+	wait := h.ProbeWait
+	if ck.ProbeWait > 0 {
+		wait = ck.ProbeWait
+	}
 	var c HardwareCheck
 	switch {
 	case n.probe != nil:
 		c = judge(*n.probe, n.offer, h.Below)
-	case now.Sub(n.usableAt) >= h.ProbeWait:
+	case now.Sub(n.usableAt) >= wait:
 		c = HardwareCheck{ProbeStatus: wire.ProbeFailed, Short: []string{"probe"},
 			Advertised: wire.Capacity{Cores: n.offer.CPUCoresEffective, RAMMB: n.offer.CPURAM, GPUs: n.offer.NumGPUs},
-			Error:      fmt.Sprintf("no boot probe reported within %s of the node being usable", h.ProbeWait)}
+			Error:      fmt.Sprintf("no boot probe reported within %s of the node being usable", wait)}
 	default:
 		return false, nil
 	}

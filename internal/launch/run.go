@@ -81,6 +81,12 @@ type node struct {
 
 func (n *node) booted() bool { return n.phase != phBooting }
 
+// gated: the node runs and waits at the readiness gates (hardware.go), its
+// handshake or its probe: it has loaded, so it is never late for hedging.
+func (n *node) gated() bool {
+	return n.phase == phBooting && !n.runningAt.IsZero() && n.state == provider.StateRunning
+}
+
 // parkedFor is how long a released node had been parked, in minutes.
 func (n *node) parkedFor() float64 {
 	if n.stopSentAt.IsZero() || n.releasedAt.Before(n.stopSentAt) {
