@@ -163,3 +163,54 @@ func TestProbeFromEnv(t *testing.T) {
 		t.Error("a bad GPU count passed")
 	}
 }
+
+// The agent reports while it probes (stage probe, sessions waiting), then
+// sends the probe until a heartbeat carrying it is acknowledged, and only
+// then are its sessions started; a restarted agent reports the same probe
+// without probing again.
+func TestAgentReportsProbeBeforeSessions(t *testing.T) {
+	t.Parallel()
+	c := newFakeCoord(t, false)
+	dir := t.TempDir()
+	hold := make(chan struct{})
+	cfg := c.testConfig(t, dir, wire.Session{Name: "s", Command: "echo started > '" + filepath.Join(dir, "started") + "'; sleep 60"})
+	cfg.Probe = &ProbeConfig{CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20,
+		before: func(stage string) {
+			if stage == "cpu" {
+				<-hold
+			}
+		}}
+	r := start(t, cfg)
+	eventually(t, "a heartbeat while probing", func() bool {
+		hb, n := c.lastHeartbeat()
+		return n > 0 && hb.Stage == wire.StageProbe && hb.Probe == nil
+	})
+	if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+		t.Fatal("a session started before the probe finished")
+	}
+	close(hold)
+	eventually(t, "the probe reported", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Probe != nil && hb.Probe.Status == wire.ProbeOK && hb.Stage == ""
+	})
+	eventually(t, "the session started", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	eventually(t, "later heartbeats without the probe", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Probe == nil && hb.Stage == ""
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart: the kept probe, not a new one (the hook would hold it).
+	cfg.Probe.before = func(string) { t.Error("probed again after a restart") }
+	c.set(func(c *fakeCoord) { c.heartbeats = nil })
+	start(t, cfg)
+	eventually(t, "the kept probe reported", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Probe != nil && hb.Probe.Status == wire.ProbeOK
+	})
+}

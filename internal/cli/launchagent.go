@@ -172,7 +172,7 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 	if err != nil {
 		return c, err
 	}
-	c.Probes = coordProbes(target, viewer, fingerprint)
+	c.Agents = coordAgents(target, viewer, fingerprint)
 	return c, nil
 }
 
@@ -180,14 +180,14 @@ func sshUsable(ctx context.Context, host string, port int) error {
 	return remote.Handshake(ctx, host, port, launch.DefaultUsableTimeout)
 }
 
-// coordProbes reads the boot probes the fleet's agents reported from the
+// coordAgents reads the fleet's nodes (boot stage, probe) from the
 // coordinator's live state, by instance id.
-func coordProbes(base, viewerToken, fingerprint string) func(context.Context, string) (map[int64]wire.Probe, error) {
+func coordAgents(base, viewerToken, fingerprint string) func(context.Context, string) (map[int64]wire.Node, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	if fingerprint != "" {
 		client.Transport = &http.Transport{TLSClientConfig: certpin.TLSConfig(fingerprint)}
 	}
-	return func(ctx context.Context, _ string) (map[int64]wire.Probe, error) {
+	return func(ctx context.Context, _ string) (map[int64]wire.Node, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathState, nil)
 		if err != nil {
 			return nil, err
@@ -206,10 +206,10 @@ func coordProbes(base, viewerToken, fingerprint string) func(context.Context, st
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&snap); err != nil {
 			return nil, fmt.Errorf("coordinator state: %w", err)
 		}
-		out := map[int64]wire.Probe{}
+		out := map[int64]wire.Node{}
 		for _, n := range snap.Nodes {
-			if n.Probe != nil && n.InstanceID != 0 {
-				out[n.InstanceID] = *n.Probe
+			if n.InstanceID != 0 {
+				out[n.InstanceID] = n
 			}
 		}
 		return out, nil

@@ -506,15 +506,15 @@ func (v *launchView) event(e launch.Event) {
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
 		if v.live != nil {
-			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d  parked %d  releasing %d", p.Booting, p.Parked, p.Releasing),
+			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d%s  parked %d  releasing %d", p.Booting, stagesNote(p.Stages), p.Parked, p.Releasing),
 				fmt.Sprintf("failed %d", p.Failed), fmt.Sprintf("$%.2f/hr now  $%.2f spent", p.DPH, p.Spent), fmt.Sprintf("%s left", p.TimeLeft.Round(time.Second)))
 			return
 		}
 		// Off a terminal, one progress line a minute of marketplace time.
 		if e.At.Sub(v.lastLog) >= time.Minute {
 			v.lastLog = e.At
-			fmt.Fprintf(w, "%s progress: ready %d/%d  booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left\n",
-				e.At.UTC().Format("15:04:05"), p.Ready, p.Asked, p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
+			fmt.Fprintf(w, "%s progress: ready %d/%d  booting %d%s  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left\n",
+				e.At.UTC().Format("15:04:05"), p.Ready, p.Asked, p.Booting, stagesNote(p.Stages), p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
 		}
 		return
 	}
@@ -526,6 +526,21 @@ func (v *launchView) event(e launch.Event) {
 		msg = fmt.Sprintf("instance %d %s", e.InstanceID, msg)
 	}
 	fmt.Fprintf(w, "%s %-11s %s\n", e.At.UTC().Format("15:04:05"), e.Event, termSafe(strings.TrimSpace(msg)))
+}
+
+// stagesNote says where the booting nodes are, in boot order:
+// " (pulling 3, ssh 1, probe 2)", or nothing.
+func stagesNote(st map[string]int) string {
+	var parts []string
+	for _, k := range []string{launch.StagePulling, launch.StageExtracting, launch.StageLoading, launch.StageSSH, launch.StageAgent, launch.StageProbe} {
+		if st[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, st[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // stop closes the live view, if one is open; the summary and questions

@@ -168,7 +168,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 			State: s.stateOf(n.lastSeen, now), LastSeen: n.lastSeen,
 			CPUPercent: hb.CPUPercent, CPUCores: hb.CPUCores,
 			RAMUsedBytes: hb.RAMUsedBytes, RAMTotalBytes: hb.RAMTotalBytes,
-			GPUs: hb.GPUs, Sessions: hb.Sessions, Metrics: hb.Metrics, Probe: hb.Probe,
+			GPUs: hb.GPUs, Sessions: hb.Sessions, Metrics: hb.Metrics, Probe: hb.Probe, Stage: hb.Stage,
 		}
 		if hb.InstanceID != 0 {
 			node.DPH = f.perNode[hb.InstanceID]

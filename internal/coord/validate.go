@@ -116,6 +116,11 @@ func validateHeartbeat(hb *wire.Heartbeat) error {
 			return err
 		}
 	}
+	if hb.Stage != "" {
+		if err := validText("stage", hb.Stage, 32); err != nil {
+			return err
+		}
+	}
 	if hb.Probe != nil {
 		return validateProbe(hb.Probe)
 	}

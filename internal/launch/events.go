@@ -64,15 +64,18 @@ func (e Event) MarshalJSON() ([]byte, error) {
 
 // Progress is the state of the launch at one tick: what a live view shows.
 type Progress struct {
-	Asked     int     `json:"asked"`
-	Booting   int     `json:"booting"`
-	Parked    int     `json:"parked"`
-	Releasing int     `json:"releasing"`
-	Ready     int     `json:"ready"`
-	Failed    int     `json:"failed"`
-	Rented    int     `json:"rented"`
-	DPH       float64 `json:"dph"`   // $/hr of the live instances now
-	Spent     float64 `json:"spent"` // $ spent so far (estimated from observed states)
+	Asked     int `json:"asked"`
+	Booting   int `json:"booting"`
+	Parked    int `json:"parked"`
+	Releasing int `json:"releasing"`
+	Ready     int `json:"ready"`
+	Failed    int `json:"failed"`
+	Rented    int `json:"rented"`
+	// Stages counts the booting nodes by where their boot is: pulling,
+	// extracting, loading, ssh, agent, probe (hardware.go).
+	Stages map[string]int `json:"stages,omitempty"`
+	DPH    float64        `json:"dph"`   // $/hr of the live instances now
+	Spent  float64        `json:"spent"` // $ spent so far (estimated from observed states)
 	// TimeLeft until the deadline; 0 without a deadline.
 	TimeLeft time.Duration `json:"time_left_ns"`
 }

@@ -18,6 +18,12 @@ func (r *runner) progress() *Progress {
 		Ready: c.ready, Failed: r.failed, Rented: r.rentsOK, Spent: r.spent + bw}
 	for _, n := range r.nodes {
 		p.DPH += n.rate()
+		if n.phase == phBooting && !n.doomed && !n.dropping && n.seen {
+			if p.Stages == nil {
+				p.Stages = map[string]int{}
+			}
+			p.Stages[r.stage(n)]++
+		}
 	}
 	if !r.deadline.IsZero() {
 		p.TimeLeft = max(0, r.deadline.Sub(r.now()))

@@ -88,9 +88,9 @@ type Checks struct {
 	// ProbeWait, when set, replaces HardwarePolicy.ProbeWait (a fast
 	// simulated clock needs more market time for the same wall time).
 	ProbeWait time.Duration
-	// Probes returns the boot probes the fleet's agents reported, by
-	// instance id (from the coordinator).
-	Probes func(ctx context.Context, fleet string) (map[int64]wire.Probe, error)
+	// Agents returns what the coordinator knows of the fleet's agents,
+	// by instance id: their boot stage and probe.
+	Agents func(ctx context.Context, fleet string) (map[int64]wire.Node, error)
 }
 
 // HardwareCheck is a node's probe against its offer: the
@@ -191,18 +191,18 @@ func (r *runner) gateChecks(ctx context.Context) {
 			wantProbes = wantProbes || n.usable && r.spec.Hardware != nil
 		}
 	}
-	if wantProbes && ck.Probes != nil {
-		ps, err := ck.Probes(ctx, r.spec.Fleet)
+	if wantProbes && ck.Agents != nil {
+		ns, err := ck.Agents(ctx, r.spec.Fleet)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.emit(Event{Event: EvWarn, At: r.now(), Msg: "reading boot probes from the coordinator: " + err.Error()})
 			}
 			return
 		}
-		for id, p := range ps {
+		for id, a := range ns {
 			if n := r.nodes[id]; n != nil && n.probe == nil {
-				p := p
-				n.probe = &p
+				n.agentSeen = true
+				n.probe = a.Probe
 			}
 		}
 	}
@@ -237,7 +237,7 @@ func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, dro
 		n.usableAt = now
 	}
 	h := r.spec.Hardware
-	if h == nil || n.judged || ck.Probes == nil {
+	if h == nil || n.judged || ck.Agents == nil {
 		return true, nil // nothing to judge by
 	}
 	wait := h.ProbeWait
@@ -275,4 +275,40 @@ func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, dro
 		r.markBad(ctx, n, reason, now)
 	}
 	return true, nil
+}
+
+// Boot stages of a node not yet ready (Progress.Stages): the image
+// pulling or extracting (from the marketplace's status), loading (the
+// marketplace says no more), ssh (the container runs, its SSH handshake
+// does not complete yet), agent (the onstart installs and starts the
+// agent, not heard from yet) and probe (the agent measures its machine).
+const (
+	StagePulling    = "pulling"
+	StageExtracting = "extracting"
+	StageLoading    = "loading"
+	StageSSH        = "ssh"
+	StageAgent      = "agent"
+	StageProbe      = "probe"
+)
+
+// stage is where a booting node is.
+func (r *runner) stage(n *node) string {
+	if n.state != provider.StateRunning {
+		msg := strings.ToLower(n.statusMsg)
+		switch {
+		case strings.Contains(msg, "extract"):
+			return StageExtracting
+		case strings.Contains(msg, "pull"):
+			return StagePulling
+		}
+		return StageLoading
+	}
+	ck := r.spec.Checks
+	switch {
+	case ck.Usable != nil && !n.usable:
+		return StageSSH
+	case !n.agentSeen:
+		return StageAgent
+	}
+	return StageProbe
 }

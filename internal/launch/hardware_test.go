@@ -137,16 +137,19 @@ func hwRun(t *testing.T, seed int64, count int, spoof float64) (spoofed, flagged
 	spec.Create.Env = map[string]string{launchProbeHelper: "1"}
 	spec.Create.Onstart = fmt.Sprintf("exec %q -test.run='^TestLaunchProbeHelper$' -test.count=1 >probe.log 2>&1", self)
 	spec.Hardware = &HardwarePolicy{}
-	spec.Checks = Checks{Probes: func(ctx context.Context, _ string) (map[int64]wire.Probe, error) {
-		// As a coordinator would, once the running nodes have reported
-		// (real processes: real time, bounded).
-		deadline := time.Now().Add(90 * time.Second)
+	// As a coordinator would: every running node's agent is known (here:
+	// probing) until its probe is in. A call waits a moment for missing
+	// probes (real processes: real time), so the virtual clock does not
+	// race through many ticks while they run.
+	spec.Checks = Checks{ProbeWait: 1000 * time.Hour, Agents: func(ctx context.Context, _ string) (map[int64]wire.Node, error) {
+		deadline := time.Now().Add(300 * time.Millisecond)
 		for {
-			out, missing := map[int64]wire.Probe{}, 0
+			out, missing := map[int64]wire.Node{}, 0
 			for _, row := range e.Mkt.Instances() {
 				if row.ActualStatus == nil || *row.ActualStatus != "running" {
 					continue
 				}
+				out[row.ID] = wire.Node{InstanceID: row.ID, Stage: wire.StageProbe}
 				b, err := os.ReadFile(filepath.Join(e.Mkt.HostDir(row.ID), "probe.json"))
 				if err != nil {
 					missing++
@@ -156,12 +159,12 @@ func hwRun(t *testing.T, seed int64, count int, spoof float64) (spoofed, flagged
 				if err := json.Unmarshal(b, &p); err != nil {
 					return nil, err
 				}
-				out[row.ID] = p
+				out[row.ID] = wire.Node{InstanceID: row.ID, Probe: &p}
 			}
 			if missing == 0 || time.Now().After(deadline) {
 				return out, nil
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}}
 	sum, err = Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
@@ -212,6 +215,20 @@ func TestShortHardwareFlagged(t *testing.T) {
 		if spoofed[id] {
 			t.Errorf("spoofed instance %d counted ready", id)
 		}
+	}
+	// The live view saw nodes wait at the probe and, earlier, pulling.
+	stages := map[string]bool{}
+	rec.mu.Lock()
+	for _, ev := range rec.evs {
+		if ev.Progress != nil {
+			for k := range ev.Progress.Stages {
+				stages[k] = true
+			}
+		}
+	}
+	rec.mu.Unlock()
+	if !stages[StagePulling] || !stages[StageProbe] {
+		t.Errorf("boot stages seen in progress: %v", stages)
 	}
 	ev := rec.find(EvShortHardware, "short hardware: measured")
 	if ev == nil || ev.Hardware == nil || ev.Hardware.Action != ShortReplace || ev.Hardware.Advertised.Cores == 0 {

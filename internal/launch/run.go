@@ -70,6 +70,7 @@ type node struct {
 	usable              bool
 	unusable            string
 	probe               *wire.Probe
+	agentSeen           bool // the coordinator has heard from its agent
 	judged              bool
 
 	// Interruptible nodes: what the node bids ($/hr), whether a rival

@@ -211,7 +211,13 @@ type Heartbeat struct {
 	// Probe is the boot probe's result: sent with every heartbeat until
 	// one is acknowledged (an older coordinator ignores it).
 	Probe *Probe `json:"probe,omitempty"`
+	// Stage is where the agent's boot is: StageProbe while the probe
+	// runs (the sessions wait for it), empty once the sessions started.
+	Stage string `json:"stage,omitempty"`
 }
+
+// StageProbe: the agent is probing its machine.
+const StageProbe = "probe"
 
 // Probe statuses.
 const (
@@ -338,6 +344,7 @@ type Node struct {
 	Sessions      []SessionState     `json:"sessions,omitempty"`
 	Metrics       map[string]float64 `json:"metrics,omitempty"`
 	Probe         *Probe             `json:"probe,omitempty"` // the boot probe's result, once reported
+	Stage         string             `json:"stage,omitempty"` // the agent's boot stage (StageProbe), empty once sessions run
 	DPH           float64            `json:"dph"`
 	// Refused counts this node's requests answered 403 (a result for an
 	// item it does not hold, another node's name) since the coordinator
