@@ -136,6 +136,10 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 		scale := f.simScale()
 		c.UsableFor = max(launch.DefaultUsableFor, time.Duration(scale*float64(time.Minute)))
 		c.ProbeWait = max(launch.DefaultProbeWait, time.Duration(scale*float64(3*time.Minute)))
+		// The simulated machines' agents run in wall time: a market
+		// that moves only while vastfleet waits would otherwise pass
+		// its deadline while they boot.
+		c.AgentWait = time.Second
 	}
 	switch o.ReadyCheck {
 	case "ssh":

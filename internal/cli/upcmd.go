@@ -252,6 +252,13 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	if spec.Checks, err = f.launchChecks(ctx, lo, id); err != nil {
 		return nil, job.Options{}, err
 	}
+	if jf.Park && jf.OnShortHardware == "" {
+		// A parked job's nodes are probed at their first boot and then
+		// stopped until the release; judging them there holds the park
+		// up, and the job's watch would count their silence. Their probes
+		// are reported (dashboard); on_short_hardware turns judging on.
+		spec.Hardware = nil
+	}
 	m, err := f.manager(ctx, holderName("up", path))
 	if err != nil {
 		return nil, job.Options{}, err

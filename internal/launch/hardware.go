@@ -88,6 +88,10 @@ type Checks struct {
 	// ProbeWait, when set, replaces HardwarePolicy.ProbeWait (a fast
 	// simulated clock needs more market time for the same wall time).
 	ProbeWait time.Duration
+	// AgentWait is how long (wall time) a tick may wait for the
+	// coordinator to report on nodes whose agent or probe is due; 0
+	// looks once. On a virtual clock the market stands still meanwhile.
+	AgentWait time.Duration
 	// Agents returns what the coordinator knows of the fleet's agents,
 	// by instance id: their boot stage and probe.
 	Agents func(ctx context.Context, fleet string) (map[int64]wire.Node, error)
@@ -191,7 +195,14 @@ func (r *runner) gateChecks(ctx context.Context) {
 			wantProbes = wantProbes || n.usable && r.spec.Hardware != nil
 		}
 	}
-	if wantProbes && ck.Agents != nil {
+	if !wantProbes || ck.Agents == nil {
+		return
+	}
+	// On a simulator the agents are real processes: a tick waits for
+	// them a little (AgentWait), and a virtual market does not move
+	// meanwhile, since the launch is busy.
+	until := time.Now().Add(ck.AgentWait)
+	for {
 		ns, err := ck.Agents(ctx, r.spec.Fleet)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -199,14 +210,34 @@ func (r *runner) gateChecks(ctx context.Context) {
 			}
 			return
 		}
-		for id, a := range ns {
-			if n := r.nodes[id]; n != nil && n.probe == nil {
+		waiting := 0
+		for _, n := range r.nodes {
+			if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning || n.probe != nil {
+				continue
+			}
+			if a, ok := ns[n.id]; ok {
 				n.agentSeen = true
 				n.probe = a.Probe
 			}
+			if n.probe == nil && (ck.Usable == nil || n.usable) {
+				waiting++
+			}
+		}
+		if waiting == 0 || !time.Now().Before(until) {
+			return
+		}
+		t := time.NewTimer(min(agentPoll, time.Until(until)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
+
+// agentPoll spaces the coordinator reads within one AgentWait.
+const agentPoll = 100 * time.Millisecond
 
 // gate decides whether a running node (first boot) is ready: usable (its
 // SSH handshake completed) and, when hardware is judged, probed and not
