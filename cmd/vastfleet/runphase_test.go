@@ -241,10 +241,11 @@ func TestDeadmanStopsTheFleetWithoutItsCoordinator(t *testing.T) {
 
 	type simState struct {
 		Instances []struct {
-			ID       int64  `json:"id"`
-			Label    string `json:"label"`
-			Status   string `json:"actual_status"`
-			Intended string `json:"intended_status"`
+			ID        int64  `json:"id"`
+			Label     string `json:"label"`
+			Status    string `json:"actual_status"`
+			Intended  string `json:"intended_status"`
+			Destroyed bool   `json:"destroyed"`
 		} `json:"instances"`
 	}
 	fleetStates := func() map[int64]string {
@@ -254,7 +255,8 @@ func TestDeadmanStopsTheFleetWithoutItsCoordinator(t *testing.T) {
 		}
 		out := map[int64]string{}
 		for _, in := range st.Instances {
-			if strings.Contains(in.Label, ":"+r.fleet+":") {
+			// A surplus node the launch destroyed is no longer the fleet's.
+			if strings.Contains(in.Label, ":"+r.fleet+":") && !in.Destroyed {
 				out[in.ID] = in.Intended
 			}
 		}

@@ -43,7 +43,8 @@ type agent struct {
 	resultsMu   sync.Mutex
 	wakeResults chan struct{}
 	stats       *sampler
-	boot        string // this run's random id: part of every finding key
+	probe       atomic.Pointer[wire.Probe] // the boot probe's result, nil until it is done (or when off)
+	boot        string                     // this run's random id: part of every finding key
 	seq         atomic.Int64
 
 	sessions []*session
@@ -125,28 +126,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("agent starting", "coordinator", cfg.CoordURL, "sessions", len(cfg.Sessions),
 		"unsent_findings", sp.len(), "orphan_after", cfg.OrphanAfter, "orphan_policy", cfg.OrphanPolicy, "time_scale", cfg.TimeScale)
 
-	// Sessions live until Run returns, whatever ends it, and then get
-	// their grace: their context is not the caller's.
+	// The sessions are set up now and started after the probe; the
+	// heartbeats go out meanwhile, saying the agent is probing.
 	sessCtx, stopSessions := context.WithCancel(context.WithoutCancel(ctx))
 	var sessWG sync.WaitGroup
 	env := sessionEnv(os.Environ())
+	var outs []*logFile
 	for _, spec := range cfg.Sessions {
 		out, err := openLog(filepath.Join(cfg.StateDir, "logs", spec.Name+".log"), maxLogBytes)
 		if err != nil {
+			for _, o := range outs {
+				o.Close()
+			}
 			stopSessions()
-			sessWG.Wait()
 			return fmt.Errorf("session %s log: %w", spec.Name, err)
 		}
+		outs = append(outs, out)
 		s := &session{spec: spec, out: out, onLine: a.onLine, items: a, env: env,
 			grace: cfg.StopGrace, base: cfg.restartBase, log: log}
 		s.state = wire.SessionState{Name: spec.Name, State: stateStarting}
 		a.sessions = append(a.sessions, s)
-		sessWG.Add(1)
-		go func() {
-			defer sessWG.Done()
-			defer out.Close()
-			s.run(sessCtx)
-		}()
 	}
 	defer func() {
 		stopSessions()
@@ -160,6 +159,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go func() { defer wg.Done(); a.heartbeats(ctx) }()
 	go func() { defer wg.Done(); a.sendFindings(ctx) }()
 	go func() { defer wg.Done(); a.sendResults(ctx) }()
+
+	if cfg.Probe != nil {
+		a.probe.Store(a.runProbe(ctx, *cfg.Probe))
+	}
+	for i, s := range a.sessions {
+		if ctx.Err() != nil { // stopped during the probe: never started
+			outs[i].Close()
+			continue
+		}
+		sessWG.Add(1)
+		go func() {
+			defer sessWG.Done()
+			defer outs[i].Close()
+			s.run(sessCtx)
+		}()
+	}
 	orphaned := a.deadman(ctx)
 	cancel()
 	wg.Wait()
@@ -253,6 +268,7 @@ func (a *agent) heartbeats(ctx context.Context) {
 	}
 	var seq int64
 	failures := 0
+	probeAcked := false
 	for {
 		if !sleep(ctx, wait) {
 			return
@@ -262,6 +278,13 @@ func (a *agent) heartbeats(ctx context.Context) {
 		hb := a.heartbeat(now)
 		hb.Seq = seq
 		a.stats.fill(ctx, &hb, now)
+		sentProbe := a.probe.Load()
+		if sentProbe == nil && a.cfg.Probe != nil {
+			hb.Stage = wire.StageProbe
+		}
+		if !probeAcked {
+			hb.Probe = sentProbe
+		}
 		var reply wire.HeartbeatReply
 		err := a.client.post(ctx, wire.PathHeartbeat, hb, &reply)
 		if ctx.Err() != nil {
@@ -279,6 +302,7 @@ func (a *agent) heartbeats(ctx context.Context) {
 				a.log.Info("coordinator reachable again", "after_failures", failures)
 			}
 			failures = 0
+			probeAcked = probeAcked || sentProbe != nil
 			a.apply(reply)
 			select {
 			case a.acked <- struct{}{}:

@@ -56,6 +56,11 @@ type Config struct {
 	ContainerKey string // CONTAINER_API_KEY: this instance's own key
 	VastURL      string // the marketplace API
 
+	// Probe, when set, runs the boot probe (probe.go) before the sessions
+	// start and reports it with the first heartbeat. FromEnv sets it
+	// unless VASTFLEET_PROBE=off.
+	Probe *ProbeConfig
+
 	// StopGrace is how long a session has between SIGINT and SIGKILL;
 	// 0 means 10 s (dstack's runner uses the same).
 	StopGrace time.Duration
@@ -167,6 +172,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("%s is not set: the dead-man switch needs the instance's own key (or set %s=0 to disarm it)", wire.EnvContainerKey, wire.EnvOrphanAfter)
 		}
 	}
+	probe, err := ProbeFromEnv(getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Probe = probe
 	if cfg.VastURL == "" {
 		cfg.VastURL = wire.DefaultVastURL
 	} else if u, err := url.Parse(cfg.VastURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -181,6 +191,47 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	return cfg, nil
 }
+
+// ProbeFromEnv reads the boot probe's settings: what the offer advertised
+// (the launch passes it) and VASTFLEET_PROBE (off, or the time bound).
+func ProbeFromEnv(getenv func(string) string) (*ProbeConfig, error) {
+	p := &ProbeConfig{Simulated: getenv(simMachineEnv) != ""}
+	switch s := strings.TrimSpace(getenv(wire.EnvProbe)); s {
+	case "":
+	case "off":
+		return nil, nil
+	default:
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s=%q: want off or a Go duration such as 30s (the probe's bound)", wire.EnvProbe, s)
+		}
+		p.Timeout = d
+	}
+	for _, v := range []struct {
+		name string
+		dst  *float64
+	}{{wire.EnvOfferCores, &p.Advertised.Cores}, {wire.EnvOfferRAMMB, &p.Advertised.RAMMB}} {
+		if s := strings.TrimSpace(getenv(v.name)); s != "" {
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil || f < 0 || f > 1e9 {
+				return nil, fmt.Errorf("%s=%q: want a non-negative number", v.name, s)
+			}
+			*v.dst = f
+		}
+	}
+	if s := strings.TrimSpace(getenv(wire.EnvOfferGPUs)); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 1024 {
+			return nil, fmt.Errorf("%s=%q: want a GPU count", wire.EnvOfferGPUs, s)
+		}
+		p.Advertised.GPUs = n
+	}
+	return p, nil
+}
+
+// simMachineEnv is set in every process of a simulated machine
+// (sim/host): the probe then counts run-queue waits as the machine's own.
+const simMachineEnv = "VASTFLEET_SIM_MACHINE"
 
 func checkCoordURL(s string) error {
 	if s == "" {

@@ -302,9 +302,9 @@ func TestTLSPinning(t *testing.T) {
 
 // agentMayLink are the project's packages the agent may link: the wire
 // protocol, how vast's errors read, and the one homes of shell quoting,
-// file locks, process groups and the TLS pin.
+// file locks, atomic files, process groups and the TLS pin.
 var agentMayLink = map[string]bool{"internal/wire": true, "internal/vasterr": true, "internal/shell": true,
-	"internal/filelock": true, "internal/procgroup": true, "internal/certpin": true}
+	"internal/filelock": true, "internal/atomicfile": true, "internal/procgroup": true, "internal/certpin": true}
 
 // TestAgentLinksNoStoreOrMarketplace keeps the agent binary small and
 // harmless: no SQLite, no database/sql, no store, no marketplace client,

@@ -189,7 +189,7 @@ func (l *jobLauncher) Launch(ctx context.Context, cands []market.Ranked) (launch
 func (l *jobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
 	view := newLaunchView(l.f, JSONFlags{})
 	defer view.stop()
-	return launch.Resume(ctx, l.m, l.id, view.event)
+	return launch.Resume(ctx, l.m, l.id, view.event, l.spec.Checks)
 }
 
 func (l *jobLauncher) Running() { l.running.Do(l.f.keepMarketMoving) }

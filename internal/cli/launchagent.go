@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -115,7 +117,107 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	}
 	spec.Create.Onstart = onstart
 	spec.Sessions = nil // the agent runs them
+	onShort, err := launch.ParseOnShort(o.OnShortHardware)
+	if err != nil {
+		return usageError{err}
+	}
+	spec.Hardware = &launch.HardwarePolicy{OnShort: onShort}
 	return nil
+}
+
+// launchChecks are the launch's gates: the SSH handshake (--ready-check)
+// and, with --coord, the boot probes the coordinator holds.
+func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName string) (launch.Checks, error) {
+	var c launch.Checks
+	if f.opts.Market == "sim" {
+		// The gates wait in market time, but a handshake, an agent's
+		// download and its probe take wall time: on a fast simulated
+		// clock they get at least a wall minute and three.
+		scale := f.simScale()
+		c.UsableFor = max(launch.DefaultUsableFor, time.Duration(scale*float64(time.Minute)))
+		c.ProbeWait = max(launch.DefaultProbeWait, time.Duration(scale*float64(3*time.Minute)))
+		// The simulated machines' agents run in wall time: a market
+		// that moves only while vastfleet waits would otherwise pass
+		// its deadline while they boot.
+		c.AgentWait = time.Second
+	}
+	switch o.ReadyCheck {
+	case "ssh":
+		c.Usable = sshUsable
+	case "", "auto":
+		// The simulator's instances answer SSH only with machines behind
+		// them (--sim-hosts in process); agents need them, so --coord
+		// implies them. Against a `sim serve` elsewhere, pass ssh.
+		if f.opts.Market != "sim" || f.simHosts || o.Coord != "" {
+			c.Usable = sshUsable
+		}
+	}
+	if o.Coord == "" {
+		return c, nil
+	}
+	dir, err := f.dataDir()
+	if err != nil {
+		return c, err
+	}
+	target, fingerprint := o.Coord, o.CoordSHA256
+	if target == "auto" {
+		ci, err := readCoordInfo(dir)
+		if err != nil {
+			return c, err
+		}
+		target, fingerprint = ci.URL, ci.Fingerprint
+	}
+	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	if err != nil {
+		return c, err
+	}
+	_, viewer, err := db.FleetTokens(ctx, fleetName)
+	db.Close()
+	if err != nil {
+		return c, err
+	}
+	c.Agents = coordAgents(target, viewer, fingerprint)
+	return c, nil
+}
+
+func sshUsable(ctx context.Context, host string, port int) error {
+	return remote.Handshake(ctx, host, port, launch.DefaultUsableTimeout)
+}
+
+// coordAgents reads the fleet's nodes (boot stage, probe) from the
+// coordinator's live state, by instance id.
+func coordAgents(base, viewerToken, fingerprint string) func(context.Context, string) (map[int64]wire.Node, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	if fingerprint != "" {
+		client.Transport = &http.Transport{TLSClientConfig: certpin.TLSConfig(fingerprint)}
+	}
+	return func(ctx context.Context, _ string) (map[int64]wire.Node, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathState, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return nil, fmt.Errorf("coordinator state: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+		var snap wire.Snapshot
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&snap); err != nil {
+			return nil, fmt.Errorf("coordinator state: %w", err)
+		}
+		out := map[int64]wire.Node{}
+		for _, n := range snap.Nodes {
+			if n.InstanceID != 0 {
+				out[n.InstanceID] = n
+			}
+		}
+		return out, nil
+	}
 }
 
 // agentDigest asks the coordinator for the sha256 of the agent it serves;

@@ -76,6 +76,12 @@ type launchOptions struct {
 	// demand. OnOutbid is --on-outbid (empty: replace).
 	Bid      string
 	OnOutbid string
+	// OnShortHardware is --on-short-hardware (with --coord): what to do
+	// with a node whose boot probe measured less than its offer lists.
+	OnShortHardware string
+	// ReadyCheck is --ready-check: ssh (a node is ready once its SSH
+	// handshake completes), running (the marketplace's word) or auto.
+	ReadyCheck string
 	// typeSet: a pricing flag (--type, -i, -r, -d) was given.
 	typeSet bool
 	// Query is the positional query the offers are searched with.
@@ -182,6 +188,8 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.CoordSHA256, "coord-sha256", "", "with --coord https://…: the coordinator certificate's sha256 that agents pin (printed by `vastfleet coord --tls`)")
 	fl.DurationVar(&opts.OrphanAfter, "orphan-after", wire.DefaultOrphanAft, "with --coord: an agent stops its instance after this long without the coordinator (the dead-man switch)")
 	fl.StringVar(&opts.OrphanPolicy, "orphan-policy", wire.PolicyStop, "with --coord: what the dead-man switch does, stop or destroy")
+	fl.StringVar(&opts.OnShortHardware, "on-short-hardware", launch.ShortReplace, "with --coord: a node whose boot probe measures under 70% of its offer's cores, RAM or GPUs (or whose probe fails) is replaced and its machine listed as bad (replace), listed and kept (warn), or only reported (keep)")
+	fl.StringVar(&opts.ReadyCheck, "ready-check", "auto", "when a running node counts as ready: ssh (its SSH handshake completes), running (the marketplace says so) or auto (ssh, except on a simulator without machines behind its instances)")
 	fl.DurationVar(&opts.Ladder.MaxLifetime, "max-lifetime", 0, "teardown ladder: stop each instance this long after it first ran (0: none)")
 	fl.DurationVar(&opts.Ladder.IdleAfter, "idle-after", 0, "teardown ladder: stop an instance whose CPU and GPU stayed below --idle-below this long (0: none)")
 	fl.Float64Var(&opts.Ladder.IdleBelow, "idle-below", 0, "teardown ladder: the CPU and GPU percentage under which an instance is idle, with --idle-after")
@@ -234,6 +242,14 @@ func (o *launchOptions) usage() error {
 	if o.Items != "" && o.Coord == "" {
 		return usagef("--items needs --coord: the coordinator hands the items out")
 	}
+	if _, err := launch.ParseOnShort(o.OnShortHardware); err != nil {
+		return usagef("--on-short-hardware %q: use replace, warn or keep", o.OnShortHardware)
+	}
+	switch o.ReadyCheck {
+	case "", "auto", "ssh", "running":
+	default:
+		return usagef("--ready-check %q: use ssh, running or auto", o.ReadyCheck)
+	}
 	if o.From != "" {
 		if len(o.Query) > 0 {
 			return usagef("--from %s and a query: the saved ranking already holds the offers", o.From)
@@ -263,8 +279,12 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 			return err
 		}
 		f.registerFleetKey(ctx, m.P)
+		checks, err := f.launchChecks(ctx, opts, opts.Resume)
+		if err != nil {
+			return err
+		}
 		view := newLaunchView(f, opts.JSONFlags)
-		sum, err := launch.Resume(ctx, m, opts.Resume, view.event)
+		sum, err := launch.Resume(ctx, m, opts.Resume, view.event, checks)
 		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
 
@@ -301,6 +321,9 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 		}
 	}
 	f.registerFleetKey(ctx, m.P)
+	if spec.Checks, err = f.launchChecks(ctx, opts, spec.Fleet); err != nil {
+		return err
+	}
 	view := newLaunchView(f, opts.JSONFlags)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
@@ -483,15 +506,15 @@ func (v *launchView) event(e launch.Event) {
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
 		if v.live != nil {
-			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d  parked %d  releasing %d", p.Booting, p.Parked, p.Releasing),
+			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d%s  parked %d  releasing %d", p.Booting, stagesNote(p.Stages), p.Parked, p.Releasing),
 				fmt.Sprintf("failed %d", p.Failed), fmt.Sprintf("$%.2f/hr now  $%.2f spent", p.DPH, p.Spent), fmt.Sprintf("%s left", p.TimeLeft.Round(time.Second)))
 			return
 		}
 		// Off a terminal, one progress line a minute of marketplace time.
 		if e.At.Sub(v.lastLog) >= time.Minute {
 			v.lastLog = e.At
-			fmt.Fprintf(w, "%s progress: ready %d/%d  booting %d  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left\n",
-				e.At.UTC().Format("15:04:05"), p.Ready, p.Asked, p.Booting, p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
+			fmt.Fprintf(w, "%s progress: ready %d/%d  booting %d%s  parked %d  releasing %d  failed %d  $%.2f/hr now  $%.2f spent  %s left\n",
+				e.At.UTC().Format("15:04:05"), p.Ready, p.Asked, p.Booting, stagesNote(p.Stages), p.Parked, p.Releasing, p.Failed, p.DPH, p.Spent, p.TimeLeft.Round(time.Second))
 		}
 		return
 	}
@@ -503,6 +526,21 @@ func (v *launchView) event(e launch.Event) {
 		msg = fmt.Sprintf("instance %d %s", e.InstanceID, msg)
 	}
 	fmt.Fprintf(w, "%s %-11s %s\n", e.At.UTC().Format("15:04:05"), e.Event, termSafe(strings.TrimSpace(msg)))
+}
+
+// stagesNote says where the booting nodes are, in boot order:
+// " (pulling 3, ssh 1, probe 2)", or nothing.
+func stagesNote(st map[string]int) string {
+	var parts []string
+	for _, k := range []string{launch.StagePulling, launch.StageExtracting, launch.StageLoading, launch.StageSSH, launch.StageAgent, launch.StageProbe} {
+		if st[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, st[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // stop closes the live view, if one is open; the summary and questions

@@ -37,9 +37,9 @@ type simServeOptions struct {
 	// Public allows a non-loopback --addr (with a non-default key).
 	Public bool
 	// Knobs override single shares of the fault profile; <0 means unset.
-	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate float64
-	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang, Liars      float64
-	OddRows                                                      float64
+	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate   float64
+	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang, Liars, Spoof float64
+	OddRows                                                        float64
 	// Cap answers every search with at most this many offers (0: no cap).
 	Cap                       int
 	AuthAs404, EndpointLimits bool
@@ -90,11 +90,12 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.Liars, "liars", -1, "share of machines whose operators lie with the agent's credential: wrong results, forged findings, results for items never leased, heartbeats as other nodes")
 	fl.Float64Var(&opts.OddRows, "odd-rows", -1, "share of offer and instance rows sent in shapes vast has been seen to send: ports as a list, a price as a string, a version as a number, an unknown column, a null")
 	fl.IntVar(&opts.Cap, "cap", 0, "answer every search with at most N offers, whatever limit it asks (as a server that cuts answers short); 0: no cap")
+	fl.Float64Var(&opts.Spoof, "spoof", -1, "share of machines whose true cores, RAM or GPUs are below what they advertise (their processes get the true CPU share; nvidia-smi lists the true GPUs)")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
 	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"})
 	// -1 leaves the share to the profile.
 	for _, share := range []string{"stuck", "boot-fail", "offline", "slow", "rate-429", "rate-5xx", "lost-create",
-		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "liars", "odd-rows"} {
+		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "liars", "odd-rows", "spoof"} {
 		limitFlags(fl, bounds{share, "-1", "1"})
 	}
 	return cmd
@@ -164,7 +165,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 		{"--lost-create", opts.LostCreate, &faults.LostCreate},
 		{"--ssh-late", opts.SSHLate, &faults.SSHLate}, {"--ssh-hang", opts.SSHHang, &faults.SSHHang},
 		{"--ssh-drop", opts.SSHDrop, &faults.SSHDrop}, {"--onstart-fail", opts.OnstartFail, &faults.OnstartFail},
-		{"--dark-hang", opts.DarkHang, &faults.DarkHang},
+		{"--dark-hang", opts.DarkHang, &faults.DarkHang}, {"--spoof", opts.Spoof, &faults.Spoof},
 		{"--liars", opts.Liars, &faults.Liars},
 		{"--odd-rows", opts.OddRows, &faults.OddRows},
 	} {

@@ -227,7 +227,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	lo := &launchOptions{
 		Count: jf.Count, MinReady: jf.MinReady, Deadline: cmp.Or(jf.Deadline, 10*time.Minute), Park: jf.Park, Backfill: true,
 		MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
-		Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id, Coord: "auto", Items: jf.Items,
+		Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id, Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
 		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL,
 	}
@@ -248,6 +248,16 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	}
 	if err := f.withAgent(ctx, &spec, lo); err != nil {
 		return nil, job.Options{}, err
+	}
+	if spec.Checks, err = f.launchChecks(ctx, lo, id); err != nil {
+		return nil, job.Options{}, err
+	}
+	if jf.Park && jf.OnShortHardware == "" {
+		// A parked job's nodes are probed at their first boot and then
+		// stopped until the release; judging them there holds the park
+		// up, and the job's watch would count their silence. Their probes
+		// are reported (dashboard); on_short_hardware turns judging on.
+		spec.Hardware = nil
 	}
 	m, err := f.manager(ctx, holderName("up", path))
 	if err != nil {

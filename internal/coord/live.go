@@ -105,6 +105,10 @@ func (s *Server) recordHeartbeat(hb *wire.Heartbeat) error {
 		n = &nodeLive{}
 		f.nodes[hb.Node] = n
 	}
+	// The probe comes with the first heartbeats only: keep it.
+	if hb.Probe == nil {
+		hb.Probe = n.hb.Probe
+	}
 	n.hb, n.lastSeen = *hb, now
 	f.heartbeats++
 	s.dirty[nodeKey{hb.Fleet, hb.Node}] = struct{}{}
@@ -165,7 +169,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 			State: s.stateOf(n.lastSeen, now), LastSeen: n.lastSeen,
 			CPUPercent: hb.CPUPercent, CPUCores: hb.CPUCores,
 			RAMUsedBytes: hb.RAMUsedBytes, RAMTotalBytes: hb.RAMTotalBytes,
-			GPUs: hb.GPUs, Sessions: hb.Sessions, Metrics: hb.Metrics,
+			GPUs: hb.GPUs, Sessions: hb.Sessions, Metrics: hb.Metrics, Probe: hb.Probe, Stage: hb.Stage,
 		}
 		if hb.InstanceID != 0 {
 			node.DPH = f.perNode[hb.InstanceID]

@@ -116,6 +116,55 @@ func validateHeartbeat(hb *wire.Heartbeat) error {
 			return err
 		}
 	}
+	if hb.Stage != "" {
+		if err := validText("stage", hb.Stage, 32); err != nil {
+			return err
+		}
+	}
+	if hb.Probe != nil {
+		return validateProbe(hb.Probe)
+	}
+	return nil
+}
+
+// validateProbe checks a boot probe's figures: what the dashboard and a
+// launch judge a node by.
+func validateProbe(p *wire.Probe) error {
+	if p.Status != wire.ProbeOK && p.Status != wire.ProbeFailed {
+		return fmt.Errorf("probe.status %q: want %s or %s", p.Status, wire.ProbeOK, wire.ProbeFailed)
+	}
+	for _, t := range []struct {
+		what string
+		v    string
+		max  int
+	}{{"probe.error", p.Error, 1024}, {"probe.cores_method", p.CoresMethod, 32}, {"probe.gpu_error", p.GPUError, 1024}} {
+		if t.v == "" {
+			continue
+		}
+		if err := validText(t.what, t.v, t.max); err != nil {
+			return err
+		}
+	}
+	for _, n := range []struct {
+		what string
+		v    float64
+	}{{"probe.duration_s", p.DurationS}, {"probe.cores", p.Cores}, {"probe.gpu_mem_mb", p.GPUMemMB},
+		{"probe.disk_write_mbps", p.DiskMBps}, {"probe.advertised.cores", p.Advertised.Cores}, {"probe.advertised.ram_mb", p.Advertised.RAMMB}} {
+		if err := validNumber(n.what, n.v, 0, math.MaxFloat64); err != nil {
+			return err
+		}
+	}
+	if p.RAMBytes < 0 || p.RAMTargetBytes < 0 || p.Workers < 0 || p.GPUs < 0 || p.GPUs > maxGPUs || p.Advertised.GPUs < 0 {
+		return fmt.Errorf("probe: a negative or too large count")
+	}
+	if len(p.GPUNames) > maxGPUs {
+		return fmt.Errorf("probe: %d GPU names is more than %d", len(p.GPUNames), maxGPUs)
+	}
+	for i, n := range p.GPUNames {
+		if err := validText(fmt.Sprintf("probe.gpu_names[%d]", i), n, 128); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

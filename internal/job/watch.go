@@ -37,7 +37,7 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	var starvedSince time.Time
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
-		dead, unheard := tally(snap, want, exits)
+		dead, unheard := tally(snap, want, exits, began)
 		now := d.Clock.Now()
 		v := runView{nodes: len(nodes), ended: len(exits), dead: dead, t: snap.Totals, elapsed: now.Sub(began)}
 		switch {
@@ -69,10 +69,14 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 
 // tally records the run's exit codes of the watched nodes into exits and
 // returns how many of the others stopped reporting, and how many were
-// never heard from.
-func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int) (dead, unheard int) {
+// never heard from since the run began: a node last heard before it (on
+// its first boot, then parked until the release) has yet to report.
+func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int, began time.Time) (dead, unheard int) {
 	heard := map[int64]bool{}
 	for _, n := range snap.Nodes {
+		if n.State == "dead" && n.LastSeen.Before(began) {
+			continue // unheard, below
+		}
 		heard[n.InstanceID] = true
 		if !want[n.InstanceID] {
 			continue

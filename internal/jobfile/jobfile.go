@@ -72,6 +72,9 @@ type Job struct {
 	AutoDestroy bool
 	MaxDuration time.Duration
 	OrphanAfter time.Duration
+	// OnShortHardware is what the launch does with a node whose boot
+	// probe measures under 70% of its offer: replace (""), warn or keep.
+	OnShortHardware string
 
 	// Validate is how the coordinator checks the items' results (and,
 	// with Verify, the findings): a host's word is not taken as is.
@@ -160,6 +163,7 @@ type raw struct {
 	AutoDestroy *bool             `yaml:"auto_destroy"`
 	MaxDuration string            `yaml:"max_duration"`
 	OrphanAfter string            `yaml:"orphan_after"`
+	OnShort     string            `yaml:"on_short_hardware"`
 	Validate    any               `yaml:"validate"`
 	SpotChecks  any               `yaml:"spot_checks"`
 	Verify      string            `yaml:"verify"`
@@ -263,7 +267,7 @@ func yamlError(name string, err error) error {
 func knownKeys() []string {
 	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
 		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
-		"auto_destroy", "max_duration", "orphan_after", "validate", "spot_checks", "verify"}
+		"auto_destroy", "max_duration", "orphan_after", "on_short_hardware", "validate", "spot_checks", "verify"}
 }
 
 // closest is the known key at edit distance ≤ 2 from k, if any.
@@ -395,6 +399,12 @@ func (v *validator) job(r *raw) (*Job, error) {
 	}
 	if j.OrphanAfter > 0 && j.OrphanAfter < time.Minute {
 		return nil, v.fail("orphan_after", "at least 1m, so that a slow network does not stop healthy nodes", "%s is too short", j.OrphanAfter)
+	}
+	switch r.OnShort {
+	case "", "replace", "warn", "keep":
+		j.OnShortHardware = r.OnShort
+	default:
+		return nil, v.fail("on_short_hardware", "replace, warn or keep", "%q is not a policy", r.OnShort)
 	}
 
 	// What to rent: a query or a task for the planner, not both.

@@ -29,9 +29,13 @@ results: /workspace/project/results
 auto_destroy: false
 max_duration: 1h
 orphan_after: 20m
+on_short_hardware: warn
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if j.OnShortHardware != "warn" {
+		t.Errorf("on_short_hardware %q", j.OnShortHardware)
 	}
 	if j.Market != "vast" || j.Budget != 12.5 || j.Count != 40 || j.MinReady != 36 || !j.Park || j.By != "vcpu" ||
 		j.AutoDestroy || j.MaxDuration != time.Hour || j.OrphanAfter != 20*time.Minute || len(j.Setup) != 2 || j.Env["PREFIX"] != "00000" {
@@ -67,6 +71,7 @@ func TestParseErrorsNameLineAndFix(t *testing.T) {
 		{"option without task", "image: x\nrun: true\noption: cheapest\n", 3, "add a task"},
 		{"no model", "image: x\nrun: true\ntask:\n  hours: 2\n", 3, "say what runs"},
 		{"bad market", "image: x\nrun: true\ngpu: aws\n", 3, "vast (vast.ai) or sim"},
+		{"bad hardware policy", "image: x\nrun: true\non_short_hardware: ignore\n", 3, "replace, warn or keep"},
 		{"budget twice", "image: x\nrun: true\nbudget: 1\nmax_budget: 2\n", 4, "keep one"},
 		{"missing image", "run: true\n", 0, "name the docker image"},
 		{"nothing to run", "image: x\n", 0, "give run: COMMAND"},

@@ -3,10 +3,12 @@ package launch
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // Interruptible launches (Spec.Bid): each create carries the bid, and an
@@ -48,6 +50,18 @@ func bidName(b Bid) string {
 // launch never sends a create without one: that would rent on demand.
 func (r *runner) createFor(o market.Offer) provider.CreateRequest {
 	c := r.create
+	if r.spec.Hardware != nil {
+		// The agent's boot probe tests the machine for what its offer
+		// advertises.
+		env := make(map[string]string, len(c.Env)+3)
+		for k, v := range c.Env {
+			env[k] = v
+		}
+		env[wire.EnvOfferCores] = strconv.FormatFloat(o.CPUCoresEffective, 'f', -1, 64)
+		env[wire.EnvOfferRAMMB] = strconv.FormatFloat(o.CPURAM, 'f', -1, 64)
+		env[wire.EnvOfferGPUs] = strconv.Itoa(o.NumGPUs)
+		c.Env = env
+	}
 	if r.spec.Bid != nil {
 		p, _ := r.spec.Bid.For(o)
 		c.Price = &p

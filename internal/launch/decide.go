@@ -239,7 +239,7 @@ func (r *runner) lateAfter(load time.Duration) time.Duration {
 func (r *runner) onTime(now time.Time) int {
 	k := 0
 	for _, n := range r.nodes {
-		if n.phase == phBooting && !n.doomed && !n.dropping && now.Sub(n.rentedAt) <= r.lateAfter(n.load) {
+		if n.phase == phBooting && !n.doomed && !n.dropping && (n.gated() || now.Sub(n.rentedAt) <= r.lateAfter(n.load)) {
 			k++
 		}
 	}

@@ -25,6 +25,11 @@ const (
 	EvWarn        = "warn"        // a transient problem (listing failed, ...)
 	EvInterrupted = "interrupted" // the context was cancelled
 	EvSummary     = "summary"     // the last event
+	// EvShortHardware: a node's boot probe measured less than its offer
+	// advertised (Event.Hardware has the figures); EvProbeFailed: its
+	// probe failed, timed out or never came.
+	EvShortHardware = "short_hardware"
+	EvProbeFailed   = "probe_failed"
 )
 
 // Event is one thing that happened during a launch. With --json the CLI
@@ -38,6 +43,8 @@ type Event struct {
 	State      string    `json:"state,omitempty"`
 	Msg        string    `json:"msg,omitempty"`
 	Progress   *Progress `json:"progress,omitempty"`
+	// Hardware is set on short_hardware and probe_failed events.
+	Hardware *HardwareCheck `json:"hardware,omitempty"`
 	// Summary is set on the final event only; it is then marshalled flat as
 	// {"event":"summary", <Summary's fields>}.
 	Summary *Summary `json:"-"`
@@ -57,15 +64,18 @@ func (e Event) MarshalJSON() ([]byte, error) {
 
 // Progress is the state of the launch at one tick: what a live view shows.
 type Progress struct {
-	Asked     int     `json:"asked"`
-	Booting   int     `json:"booting"`
-	Parked    int     `json:"parked"`
-	Releasing int     `json:"releasing"`
-	Ready     int     `json:"ready"`
-	Failed    int     `json:"failed"`
-	Rented    int     `json:"rented"`
-	DPH       float64 `json:"dph"`   // $/hr of the live instances now
-	Spent     float64 `json:"spent"` // $ spent so far (estimated from observed states)
+	Asked     int `json:"asked"`
+	Booting   int `json:"booting"`
+	Parked    int `json:"parked"`
+	Releasing int `json:"releasing"`
+	Ready     int `json:"ready"`
+	Failed    int `json:"failed"`
+	Rented    int `json:"rented"`
+	// Stages counts the booting nodes by where their boot is: pulling,
+	// extracting, loading, ssh, agent, probe (hardware.go).
+	Stages map[string]int `json:"stages,omitempty"`
+	DPH    float64        `json:"dph"`   // $/hr of the live instances now
+	Spent  float64        `json:"spent"` // $ spent so far (estimated from observed states)
 	// TimeLeft until the deadline; 0 without a deadline.
 	TimeLeft time.Duration `json:"time_left_ns"`
 }
@@ -99,6 +109,10 @@ type Summary struct {
 	// interruptible instances; Rebids the change bids that answered them.
 	Outbid int `json:"outbid,omitempty"`
 	Rebids int `json:"rebids,omitempty"`
+	// ShortHardware counts the nodes whose boot probe measured less than
+	// their offer advertised, or failed (short_hardware and probe_failed
+	// events).
+	ShortHardware int `json:"short_hardware,omitempty"`
 	// Interrupted: the launch was cancelled (exit 130); --resume continues it.
 	Interrupted bool `json:"interrupted"`
 	// PastDeadlineS is how many marketplace seconds after the deadline the

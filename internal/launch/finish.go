@@ -18,6 +18,12 @@ func (r *runner) progress() *Progress {
 		Ready: c.ready, Failed: r.failed, Rented: r.rentsOK, Spent: r.spent + bw}
 	for _, n := range r.nodes {
 		p.DPH += n.rate()
+		if n.phase == phBooting && !n.doomed && !n.dropping && n.seen {
+			if p.Stages == nil {
+				p.Stages = map[string]int{}
+			}
+			p.Stages[r.stage(n)]++
+		}
 	}
 	if !r.deadline.IsZero() {
 		p.TimeLeft = max(0, r.deadline.Sub(r.now()))
@@ -72,7 +78,7 @@ func (r *runner) summary(ctx context.Context) Summary {
 	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
 		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
-	s.Outbid, s.Rebids = r.outbids, r.rebids
+	s.Outbid, s.Rebids, s.ShortHardware = r.outbids, r.rebids, r.shortHW
 	if !r.deadline.IsZero() {
 		past := math.Round(s.EndedAt.Sub(r.deadline).Seconds()*10) / 10
 		s.PastDeadlineS = &past

@@ -182,10 +182,15 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 		r.releaseLost++
 		r.parkedMinutes += n.parkedFor()
 	}
+	r.markBad(ctx, n, reason, now)
+	return r.giveUp(n, reason, now)
+}
+
+// markBad puts the node's machine on the bad-host list, with why.
+func (r *runner) markBad(ctx context.Context, n *node, reason string, now time.Time) {
 	if err := r.m.S.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
-	return r.giveUp(n, reason, now)
 }
 
 // giveUp counts a node as failed and skips its machine for the rest of
@@ -209,6 +214,7 @@ func (r *runner) giveUp(n *node, reason string, now time.Time) []int64 {
 // transitions moves every node on from what the listing showed; it stops
 // (parks) newly running instances and returns the nodes to destroy.
 func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
+	r.gateChecks(ctx)
 	var out []int64
 	var stop, start []*node
 	var rebid []bidChange
@@ -250,6 +256,10 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 		switch n.phase {
 		case phBooting:
 			if st == provider.StateRunning {
+				if ok, drop := r.gate(ctx, n, now); !ok {
+					out = append(out, drop...)
+					continue
+				}
 				r.bootOK++
 				// Boots of instances rented before this process took
 				// over would include the pause: not timed.

@@ -187,7 +187,7 @@ func (r *runner) need(now time.Time) int {
 		case n.doomed:
 		case n.phase != phBooting:
 			booted++
-		case hedge && now.Sub(n.rentedAt) > r.lateAfter(n.load):
+		case hedge && !n.gated() && now.Sub(n.rentedAt) > r.lateAfter(n.load):
 		default:
 			loading++
 		}

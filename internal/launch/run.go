@@ -15,6 +15,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // ErrInterrupted: the launch's context was cancelled; the fleet is left as
@@ -62,6 +63,16 @@ type node struct {
 	doomed   bool // failed, left until the end (no backfill)
 	dropping bool // chosen for destruction this tick
 
+	// The readiness gates (hardware.go): when the node was first seen
+	// running and usable, whether its SSH handshake completed (else why
+	// not), its boot probe and whether it was judged.
+	runningAt, usableAt time.Time
+	usable              bool
+	unusable            string
+	probe               *wire.Probe
+	agentSeen           bool // the coordinator has heard from its agent
+	judged              bool
+
 	// Interruptible nodes: what the node bids ($/hr), whether a rival
 	// outbid it (until it runs again), and when the last change bid went.
 	bid     float64
@@ -70,6 +81,12 @@ type node struct {
 }
 
 func (n *node) booted() bool { return n.phase != phBooting }
+
+// gated: the node runs and waits at the readiness gates (hardware.go), its
+// handshake or its probe: it has loaded, so it is never late for hedging.
+func (n *node) gated() bool {
+	return n.phase == phBooting && !n.runningAt.IsZero() && n.state == provider.StateRunning
+}
 
 // parkedFor is how long a released node had been parked, in minutes.
 func (n *node) parkedFor() float64 {
@@ -134,6 +151,7 @@ type runner struct {
 	// budgetHeld is set once the budget held a rent back; it is not a
 	// stop: room comes back as the deadline nears and failures go.
 	budgetHeld string
+	shortHW    int // nodes whose probe was short or failed
 	outbids    int // outbid episodes seen (interruptible launches)
 	rebids     int // change bids sent
 	// bootRatios: each timed boot over its offer's estimated load time;
@@ -236,7 +254,10 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 // its end within its original deadline. A resume after the deadline rents
 // nothing: it releases what is parked, destroys what is not running and
 // reports.
-func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event)) (Summary, error) {
+//
+// checks, when given, are the launch's Checks (never stored with the
+// fleet, so a resume is given them again).
+func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event), checks ...Checks) (Summary, error) {
 	f, err := m.S.GetFleet(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
@@ -248,6 +269,9 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
 	spec, cands := st.Spec.WithDefaults(), st.Candidates
+	if len(checks) > 0 {
+		spec.Checks = checks[0]
+	}
 	storeID, err := m.S.ID(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)

@@ -142,6 +142,14 @@ type Spec struct {
 	// hedge or a replacement, is said and re-costed (EvSubstitute) before
 	// it is sent.
 	Accepted *Accepted `json:"accepted,omitempty"`
+
+	// Hardware judges each node by what its boot probe measured against
+	// what its offer advertised (hardware.go); nil: no judging (a launch
+	// without the agent has no probe).
+	Hardware *HardwarePolicy `json:"hardware,omitempty"`
+	// Checks reach the nodes and the coordinator; supplied by the caller
+	// on every run and resume, never stored.
+	Checks Checks `json:"-"`
 }
 
 // Accepted is the offers a launch may rent, each with the estimated total
@@ -240,6 +248,10 @@ func (s Spec) WithDefaults() Spec {
 		b := *s.Bid
 		b.OnOutbid = OutbidReplace
 		s.Bid = &b
+	}
+	if s.Hardware != nil {
+		h := s.Hardware.withDefaults()
+		s.Hardware = &h
 	}
 	return s
 }

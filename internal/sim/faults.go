@@ -87,6 +87,12 @@ type Faults struct {
 	// DarkHang is the share of hosts gone offline whose SSH port hangs
 	// instead of refusing.
 	DarkHang float64
+
+	// Spoof is the share of machines whose true capacity is below what
+	// their offers advertise (hardware.go): a quarter to half of the
+	// effective cores, and on a multi-GPU machine half the GPUs. Drawn
+	// per machine, so every offer and rental of one machine agrees.
+	Spoof float64
 }
 
 // Profile returns a named fault profile: "none", "realistic" or "harsh".
@@ -120,6 +126,7 @@ func Profile(name string) (Faults, error) {
 			TakenWhileStopped: 0.05, OfferChurnPerHour: 0.15, CreateRace: 0.10,
 			SSHLate: 0.6, SSHHang: 0.05, SSHDrop: 0.05, OnstartFail: 0.05, DarkHang: 0.5,
 			Liars: 0.05,
+			Spoof: 0.05,
 		}, nil
 	}
 	return Faults{}, fmt.Errorf("sim: unknown fault profile %q (want none, realistic or harsh)", name)
@@ -172,6 +179,7 @@ const (
 	drawRivalHold
 	drawLiar
 	drawOddRow
+	drawSpoof
 )
 
 // lastMile draws the instance's last-mile faults.

@@ -229,6 +229,7 @@ func (m *Market) boot(in *instance, open bool) {
 		ID: in.ID, Env: append(m.vastEnv(in), userEnv(in.Env)...), SessionEnv: m.vastEnv(in),
 		Onstart: in.Onstart, Keys: keys, Ports: ports,
 		Hang: in.SSHHang, DropAfter: in.SSHDrop, FailOnstart: in.OnstartFail,
+		Hardware: m.hardware(m.offers[m.byID[in.OfferID]]),
 	})
 	if err != nil {
 		m.log.Warn("sim: booting instance host", "id", in.ID, "err", err)

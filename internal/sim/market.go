@@ -1018,6 +1018,10 @@ func (m *Market) row(in *instance, now time.Time) InstanceRow {
 			r.Ports[k] = bind(p)
 		}
 	}
+	// Once the image is down, it unpacks: vast's status says which.
+	if in.Status == "loading" && !in.PullTo.IsZero() && !now.Before(in.PullTo) && strings.HasPrefix(in.StatusMsg, "Pulling image ") {
+		r.StatusMsg = "Extracting image " + strings.TrimPrefix(in.StatusMsg, "Pulling image ")
+	}
 	return r
 }
 

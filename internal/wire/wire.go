@@ -47,6 +47,10 @@ const (
 	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
 	EnvItem          = "VASTFLEET_ITEM"          // set for an item run: the item's value
 	EnvItemID        = "VASTFLEET_ITEM_ID"       // set for an item run: the item's id
+	EnvOfferCores    = "VASTFLEET_OFFER_CORES"   // the offer's advertised effective cores: what the boot probe tests for
+	EnvOfferRAMMB    = "VASTFLEET_OFFER_RAM_MB"  // the offer's advertised RAM, MB
+	EnvOfferGPUs     = "VASTFLEET_OFFER_GPUS"    // the offer's advertised GPU count
+	EnvProbe         = "VASTFLEET_PROBE"         // "off" skips the boot probe; a Go duration bounds it (default 60s)
 	EnvContainerID   = "CONTAINER_ID"            // set by vast
 	EnvContainerKey  = "CONTAINER_API_KEY"       // set by vast: this instance's own key
 	EnvVastURL       = "VAST_URL"                // marketplace API; https://console.vast.ai when unset
@@ -204,6 +208,55 @@ type Heartbeat struct {
 	GPUs           []GPU              `json:"gpus,omitempty"`
 	Sessions       []SessionState     `json:"sessions,omitempty"`
 	Metrics        map[string]float64 `json:"metrics,omitempty"` // latest value of each custom metric
+	// Probe is the boot probe's result: sent with every heartbeat until
+	// one is acknowledged (an older coordinator ignores it).
+	Probe *Probe `json:"probe,omitempty"`
+	// Stage is where the agent's boot is: StageProbe while the probe
+	// runs (the sessions wait for it), empty once the sessions started.
+	Stage string `json:"stage,omitempty"`
+}
+
+// StageProbe: the agent is probing its machine.
+const StageProbe = "probe"
+
+// Probe statuses.
+const (
+	ProbeOK     = "ok"
+	ProbeFailed = "failed" // an error or the time bound: never a pass
+)
+
+// Probe is what the agent's boot probe measured of its machine, before
+// any session started: what the machine delivers, not what it lists.
+type Probe struct {
+	Status    string  `json:"status"` // ProbeOK or ProbeFailed
+	Error     string  `json:"error,omitempty"`
+	DurationS float64 `json:"duration_s"`
+	// Cores is the usable cores measured by a parallel spin of Workers
+	// threads; CoresMethod says how (cpu-time: CPU seconds obtained per
+	// second; availability: on a simulated machine, the share of time
+	// the threads may run, times the advertised cores).
+	Cores       float64 `json:"cores"`
+	CoresMethod string  `json:"cores_method,omitempty"`
+	Workers     int     `json:"workers,omitempty"`
+	// RAMBytes were allocated and touched, of RAMTargetBytes tried (the
+	// advertised RAM, bounded).
+	RAMBytes       int64 `json:"ram_bytes"`
+	RAMTargetBytes int64 `json:"ram_target_bytes"`
+	// GPUs nvidia-smi lists (0 without it), with their names and memory.
+	GPUs       int      `json:"gpus"`
+	GPUNames   []string `json:"gpu_names,omitempty"`
+	GPUMemMB   float64  `json:"gpu_mem_mb,omitempty"` // per GPU, the first one's
+	GPUError   string   `json:"gpu_error,omitempty"`
+	DiskMBps   float64  `json:"disk_write_mbps"`
+	Advertised Capacity `json:"advertised"` // what the probe was sized from
+}
+
+// Capacity is a machine's cores, RAM and GPUs: as an offer advertises
+// them, or as a probe measured them.
+type Capacity struct {
+	Cores float64 `json:"cores"`
+	RAMMB float64 `json:"ram_mb"`
+	GPUs  int     `json:"gpus"`
 }
 
 // HeartbeatReply tells the agent when to report next and how its
@@ -290,6 +343,8 @@ type Node struct {
 	GPUs          []GPU              `json:"gpus,omitempty"`
 	Sessions      []SessionState     `json:"sessions,omitempty"`
 	Metrics       map[string]float64 `json:"metrics,omitempty"`
+	Probe         *Probe             `json:"probe,omitempty"` // the boot probe's result, once reported
+	Stage         string             `json:"stage,omitempty"` // the agent's boot stage (StageProbe), empty once sessions run
 	DPH           float64            `json:"dph"`
 	// Refused counts this node's requests answered 403 (a result for an
 	// item it does not hold, another node's name) since the coordinator

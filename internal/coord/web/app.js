@@ -119,6 +119,19 @@ function draw(name, now) {
   ctx.beginPath(); ctx.arc(x(last.t), y(last.v), 2.5, 0, 2 * Math.PI); ctx.fill();
 }
 
+// probeCell is what the node's boot probe measured against what its
+// offer advertised, or that it is probing.
+function probeCell(n) {
+  const p = n.probe;
+  if (!p) return [n.stage === "probe" ? "probing…" : "–", ""];
+  if (p.status !== "ok") return ["probe failed", "refused"];
+  const a = p.advertised || {};
+  const parts = [num(p.cores, 1) + (a.cores ? " / " + num(a.cores, 0) : "") + " cores"];
+  if (a.gpus || p.gpus) parts.push(p.gpus + (a.gpus ? " / " + a.gpus : "") + " GPU");
+  const short = (a.cores && p.cores < 0.7 * a.cores) || (a.gpus && p.gpus < 0.7 * a.gpus);
+  return [parts.join(" · "), short ? "num refused" : "num"];
+}
+
 function renderNodes(nodes, now) {
   const tbody = $("node-table").tBodies[0];
   const rows = [];
@@ -131,6 +144,7 @@ function renderNodes(nodes, now) {
     const cells = [
       [n.node, ""],
       [n.state, "state-" + n.state],
+      probeCell(n),
       [num(n.cpu_percent, 0), "num"],
       [bytes(n.ram_used_bytes) + " / " + bytes(n.ram_total_bytes), "num"],
       [gpus.length ? gpus.length + " × " + num(gpuUse, 0) + " %" : "–", "num"],
@@ -145,7 +159,7 @@ function renderNodes(nodes, now) {
   if (!rows.length) {
     const tr = el("tr");
     const td = el("td", "empty", "no node has reported yet");
-    td.colSpan = 9;
+    td.colSpan = 10;
     tr.appendChild(td);
     rows.push(tr);
   }

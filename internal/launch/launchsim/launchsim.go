@@ -62,8 +62,21 @@ func New(ctx context.Context, seed int64, offers int, faults sim.Faults, dir str
 // NewWrapped is New with wrap in front of the marketplace's handler, for
 // failures the simulator does not draw itself; nil wraps nothing.
 func NewWrapped(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string, wrap func(http.Handler) http.Handler) (*Env, error) {
+	return NewConfig(ctx, sim.Config{Seed: seed, Offers: offers, Faults: faults}, dir, wrap)
+}
+
+// NewHosts is New with a machine behind every instance (sim.Config's
+// HostDir, under dir): onstart, SSH, the machines' true capacity.
+func NewHosts(ctx context.Context, seed int64, offers int, faults sim.Faults, dir string) (*Env, error) {
+	return NewConfig(ctx, sim.Config{Seed: seed, Offers: offers, Faults: faults, HostDir: filepath.Join(dir, "hosts")}, dir, nil)
+}
+
+// NewConfig builds an Env on a market of cfg; its clock, key and balance
+// are the Env's.
+func NewConfig(ctx context.Context, cfg sim.Config, dir string, wrap func(http.Handler) http.Handler) (*Env, error) {
 	e := &Env{Clock: clock.NewVirtual(Start)}
-	mkt, err := sim.New(sim.Config{Seed: seed, Offers: offers, Clock: e.Clock, APIKey: APIKey, Faults: faults, Balance: 1e6})
+	cfg.Clock, cfg.APIKey, cfg.Balance = e.Clock, APIKey, 1e6
+	mkt, err := sim.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,9 @@ type Spec struct {
 	DropAfter int64
 	// FailOnstart replaces the onstart with one that exits 1.
 	FailOnstart bool
+	// Hardware is what the machine truly has (hardware.go): its CPU duty
+	// cycle and the GPUs its nvidia-smi lists.
+	Hardware Hardware
 }
 
 // Manager holds the machines of one simulator, under one root directory.
@@ -138,8 +141,15 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 	}
 	mc := &machine{id: spec.ID, mgr: m, dir: dir, logPath: m.LogPath(spec.ID), pgids: map[int]bool{}}
 	mc.setKeys(spec.Keys)
-	mc.env = append(baseEnv(dir), spec.Env...)
-	mc.sessionEnv = append(baseEnv(dir), spec.SessionEnv...)
+	bin := ""
+	if len(spec.Hardware.GPUs) > 0 {
+		bin = m.binDir(spec.ID)
+	}
+	if err := m.writeTools(spec.ID, spec.Hardware); err != nil {
+		m.log.Warn("sim host: writing the machine's tools", "id", spec.ID, "err", err)
+	}
+	mc.env = append(baseEnv(dir, bin), spec.Env...)
+	mc.sessionEnv = append(baseEnv(dir, bin), spec.SessionEnv...)
 	mc.marker = fmt.Sprintf("VASTFLEET_SIM_MACHINE=%s/%d/%d", m.root, spec.ID, time.Now().UnixNano())
 	m.closeHung(spec.ID)
 	if len(spec.Ports) == 0 {
@@ -169,6 +179,7 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 		m.log.Warn("sim host: writing instance files", "id", spec.ID, "err", err)
 	}
 	mc.runOnstart(spec)
+	mc.startGovernor(spec.Hardware.Duty())
 	return bound, nil
 }
 
@@ -190,11 +201,15 @@ var Shell = func() string {
 	return "/bin/sh"
 }()
 
-// baseEnv is what every process of an instance starts from.
-func baseEnv(dir string) []string {
+// baseEnv is what every process of an instance starts from; bin, when
+// set, holds the machine's simulated tools and comes first on PATH.
+func baseEnv(dir, bin string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	if bin != "" {
+		path = bin + string(os.PathListSeparator) + path
 	}
 	// TMUX_TMPDIR: each instance has its own tmux server, as each
 	// container would.
@@ -323,6 +338,7 @@ type machine struct {
 	lns        []net.Listener
 	hang       bool
 	srv        interface{ Close() error }
+	gov        *governor // the CPU duty cycle of a machine short of cores
 
 	mu      sync.Mutex
 	keys    []gossh.PublicKey
@@ -480,6 +496,9 @@ func (mc *machine) forget(pgid int) {
 
 // stop ends the SSH server and every process the instance started.
 func (mc *machine) stop(dark Dark) {
+	// The duty cycle ends first: a continue sent between the freeze and
+	// the kill below would let one process see another die.
+	mc.stopGovernor()
 	mc.mu.Lock()
 	mc.stopped = true
 	pgids := make([]int, 0, len(mc.pgids))
@@ -529,11 +548,20 @@ func (mc *machine) stop(dark Dark) {
 // entry that begins with marker: a child that left its process group
 // (setsid, a daemon) is still the instance's.
 func signalMarked(marker string, sig syscall.Signal) {
+	for _, pid := range markedPIDs(marker) {
+		procgroup.Signal(pid, sig)
+	}
+}
+
+// markedPIDs are the processes whose environment carries an entry that
+// begins with marker (none where there is no /proc).
+func markedPIDs(marker string) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return nil
 	}
 	needle := []byte("\x00" + marker)
+	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
@@ -543,6 +571,7 @@ func signalMarked(marker string, sig syscall.Signal) {
 		if err != nil || !strings.Contains("\x00"+string(b), string(needle)) {
 			continue
 		}
-		procgroup.Signal(pid, sig)
+		out = append(out, pid)
 	}
+	return out
 }

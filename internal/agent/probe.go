@@ -1,0 +1,395 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// ProbeConfig bounds the boot probe: what a machine truly delivers,
+// measured by demanding it, before any session starts. A lie is exposed
+// by what is demanded, not by what is enumerated: the probe runs as many
+// spinning threads as cores advertised, allocates and touches the RAM, and
+// asks nvidia-smi for the GPUs (on a real host a spoofed NVML can still
+// lie there; the cores and RAM it cannot fake).
+type ProbeConfig struct {
+	// Timeout bounds the whole probe; past it the probe reports failed,
+	// never a pass. 0: DefaultProbeTimeout.
+	Timeout time.Duration
+	// CPUWindow is how long the threads spin; 0: 2 s.
+	CPUWindow time.Duration
+	// RAMCap bounds the RAM allocated (the advertised RAM, or this when
+	// less); 0: 512 MiB.
+	RAMCap int64
+	// DiskBytes are written (and synced) to measure the disk; 0: 64 MiB.
+	DiskBytes int64
+	// Advertised is what the offer claims (zero fields: unknown, the
+	// probe then sizes itself from what the machine shows).
+	Advertised wire.Capacity
+	// Simulated: the machine is a simulator's, whose CPUs every simulated
+	// machine shares. Time a thread waits in the run queue is then
+	// another machine's use of this computer, not a loss of its own, so
+	// cores are measured as availability: the share of wall time the
+	// threads may run (on a CPU or queued), times the cores advertised.
+	// A simulated machine short of cores is stopped part of the time
+	// (sim/host), which this sees; what a real machine loses to other
+	// tenants or a CPU quota shows in CPU time instead.
+	Simulated bool
+
+	// before runs before each stage (tests hold the probe up with it).
+	before func(stage string)
+}
+
+// Probe bounds.
+const (
+	DefaultProbeTimeout = 60 * time.Second
+	defaultCPUWindow    = 2 * time.Second
+	defaultRAMCap       = 512 << 20
+	defaultDiskBytes    = 64 << 20
+	maxProbeWorkers     = 256
+	ramChunk            = 16 << 20
+	simRAMCap           = 32 << 20
+	simDiskBytes        = 4 << 20
+)
+
+func (p ProbeConfig) withDefaults() ProbeConfig {
+	if p.Simulated {
+		// A simulated machine's RAM and disk are this computer's, shared
+		// with every other one: a token check, not a demand.
+		if p.RAMCap <= 0 {
+			p.RAMCap = simRAMCap
+		}
+		if p.DiskBytes <= 0 {
+			p.DiskBytes = simDiskBytes
+		}
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = DefaultProbeTimeout
+	}
+	if p.CPUWindow <= 0 {
+		p.CPUWindow = defaultCPUWindow
+	}
+	if p.RAMCap <= 0 {
+		p.RAMCap = defaultRAMCap
+	}
+	if p.DiskBytes <= 0 {
+		p.DiskBytes = defaultDiskBytes
+	}
+	return p
+}
+
+// RunProbe measures the machine within cfg.Timeout. dir takes the disk
+// test's file. Whatever fails or runs out of time makes the result
+// failed, with the figures measured so far.
+func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
+	cfg = cfg.withDefaults()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	res := wire.Probe{Status: wire.ProbeOK, Advertised: cfg.Advertised}
+	// The stages run in their own goroutine so that one stuck in a
+	// system call (a hung disk) still ends the probe at its bound.
+	var mu sync.Mutex
+	stage := ""
+	done := make(chan struct{})
+	var out wire.Probe
+	var stageErr error
+	go func() {
+		defer close(done)
+		r := res
+		step := func(name string, f func() error) bool {
+			mu.Lock()
+			stage = name
+			mu.Unlock()
+			if cfg.before != nil {
+				cfg.before(name)
+			}
+			if err := ctx.Err(); err != nil {
+				stageErr = err
+				return false
+			}
+			if err := f(); err != nil {
+				stageErr = fmt.Errorf("%s: %w", name, err)
+				return false
+			}
+			return true
+		}
+		_ = step("cpu", func() (err error) {
+			r.Cores, r.CoresMethod, r.Workers, err = probeCores(ctx, cfg)
+			return err
+		}) && step("ram", func() (err error) {
+			r.RAMBytes, r.RAMTargetBytes, err = probeRAM(ctx, cfg)
+			return err
+		}) && step("gpu", func() error {
+			r.GPUs, r.GPUNames, r.GPUMemMB, r.GPUError = probeGPUs(ctx)
+			return nil
+		}) && step("disk", func() (err error) {
+			r.DiskMBps, err = probeDisk(ctx, dir, cfg.DiskBytes)
+			return err
+		})
+		out = r
+	}()
+	select {
+	case <-done:
+		res = out
+		if stageErr != nil {
+			res.Status, res.Error = wire.ProbeFailed, stageErr.Error()
+			if errors.Is(stageErr, context.DeadlineExceeded) {
+				res.Error = fmt.Sprintf("timed out after %v (%v)", cfg.Timeout, stageErr)
+			}
+		}
+	case <-ctx.Done():
+		mu.Lock()
+		at := stage
+		mu.Unlock()
+		res.Status = wire.ProbeFailed
+		res.Error = fmt.Sprintf("timed out after %v during %s", cfg.Timeout, at)
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			res.Error = "cancelled during " + at
+		}
+	}
+	res.DurationS = time.Since(start).Seconds()
+	return res
+}
+
+// probeCores spins one thread per advertised core (the machine's CPUs
+// when nothing is advertised; on a simulated machine no more than this
+// computer's CPUs, since availability is a per-thread share) for the CPU
+// window.
+func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method string, workers int, err error) {
+	claim := cfg.Advertised.Cores
+	if claim <= 0 {
+		claim = float64(runtime.NumCPU())
+	}
+	workers = min(int(math.Ceil(claim)), maxProbeWorkers)
+	if cfg.Simulated {
+		workers = min(workers, runtime.NumCPU())
+	}
+	workers = max(workers, 1)
+	if prev := runtime.GOMAXPROCS(0); prev < workers+1 {
+		runtime.GOMAXPROCS(workers + 1)
+		defer runtime.GOMAXPROCS(prev)
+	}
+	type sample struct {
+		run, wait time.Duration
+		wall      time.Duration
+		ok        bool
+	}
+	samples := make([]sample, workers)
+	var stop atomic.Bool
+	var ready, wg sync.WaitGroup
+	ready.Add(workers)
+	wg.Add(workers)
+	for i := range workers {
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			r0, w0, ok0 := threadSched()
+			t0 := time.Now()
+			ready.Done()
+			x := uint64(i)
+			for !stop.Load() {
+				for range 1000 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+			r1, w1, ok1 := threadSched()
+			samples[i] = sample{run: r1 - r0, wait: w1 - w0, wall: time.Since(t0), ok: ok0 && ok1 && x != 1}
+		}()
+	}
+	ready.Wait()
+	cpu0, cpuOK0 := processCPU()
+	t0 := time.Now()
+	timer := time.NewTimer(cfg.CPUWindow)
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	timer.Stop()
+	stop.Store(true)
+	wg.Wait()
+	wall := time.Since(t0)
+	cpu1, cpuOK1 := processCPU()
+	if err := ctx.Err(); err != nil {
+		return 0, "", workers, err
+	}
+	perThread := true
+	for _, s := range samples {
+		perThread = perThread && s.ok && s.wall > 0
+	}
+	switch {
+	case cfg.Simulated && perThread:
+		var avail float64
+		for _, s := range samples {
+			avail += min(1, float64(s.run+s.wait)/float64(s.wall))
+		}
+		return avail / float64(workers) * claim, "availability", workers, nil
+	case perThread:
+		for _, s := range samples {
+			cores += float64(s.run) / float64(s.wall)
+		}
+		return cores, "cpu-time", workers, nil
+	case cpuOK0 && cpuOK1 && wall > 0:
+		return float64(cpu1-cpu0) / float64(wall), "cpu-time", workers, nil
+	}
+	return 0, "", workers, errors.New("no CPU accounting on this system (/proc/thread-self/schedstat, getrusage)")
+}
+
+// threadSched is the calling thread's time on a CPU and waiting for one
+// (linux's schedstat).
+func threadSched() (run, wait time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	r, err1 := strconv.ParseInt(f[0], 10, 64)
+	w, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(r), time.Duration(w), true
+}
+
+// probeRAM allocates and touches the advertised RAM (bounded by RAMCap,
+// the machine's total when nothing is advertised) in chunks, then frees it.
+func probeRAM(ctx context.Context, cfg ProbeConfig) (got, target int64, err error) {
+	target = cfg.RAMCap
+	if mb := cfg.Advertised.RAMMB; mb > 0 {
+		target = min(target, int64(mb*1e6))
+	}
+	var held [][]byte
+	defer func() {
+		held = nil
+		debug.FreeOSMemory()
+	}()
+	for got < target {
+		if err := ctx.Err(); err != nil {
+			return got, target, err
+		}
+		n := min(int64(ramChunk), target-got)
+		b := make([]byte, n)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		held = append(held, b)
+		got += n
+	}
+	return got, target, nil
+}
+
+// probeGPUs asks nvidia-smi, when it is on PATH, for the GPUs.
+func probeGPUs(ctx context.Context) (n int, names []string, memMB float64, note string) {
+	path, err := exec.LookPath("nvidia-smi")
+	if err != nil {
+		return 0, nil, 0, "nvidia-smi not found"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--query-gpu=index,name,memory.total,driver_version",
+		"--format=csv,noheader,nounits").Output()
+	if err != nil {
+		return 0, nil, 0, "nvidia-smi: " + err.Error()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ",")
+		if len(f) < 3 {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimSpace(f[0])); err != nil {
+			continue
+		}
+		n++
+		names = append(names, strings.TrimSpace(f[1]))
+		if n == 1 {
+			memMB, _ = strconv.ParseFloat(strings.TrimSpace(f[2]), 64)
+		}
+	}
+	return n, names, memMB, ""
+}
+
+// probeDisk writes size bytes to a file in dir, syncs it, and removes it.
+func probeDisk(ctx context.Context, dir string, size int64) (mbps float64, err error) {
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	start := time.Now()
+	for written := int64(0); written < size; {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		n, err := f.Write(buf[:min(int64(len(buf)), size-written)])
+		if err != nil {
+			return 0, err
+		}
+		written += int64(n)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	el := time.Since(start).Seconds()
+	if el <= 0 {
+		return 0, nil
+	}
+	return float64(size) / 1e6 / el, nil
+}
+
+// probeFile is where a probe of a previous run of the agent on this
+// instance is kept: a restarted agent reports it again rather than
+// probing a machine that is already running sessions.
+func probeFile(stateDir string) string { return filepath.Join(stateDir, "probe.json") }
+
+// runProbe probes the machine once per instance: a restarted agent (a
+// reboot, a release after parking) reports the probe it made at the
+// first boot, since its machine is the same and may be busy by now.
+func (a *agent) runProbe(ctx context.Context, cfg ProbeConfig) *wire.Probe {
+	path := probeFile(a.cfg.StateDir)
+	if b, err := os.ReadFile(path); err == nil {
+		var p wire.Probe
+		if json.Unmarshal(b, &p) == nil && p.Status != "" {
+			return &p
+		}
+	}
+	a.log.Info("boot probe starting", "advertised_cores", cfg.Advertised.Cores, "advertised_ram_mb", cfg.Advertised.RAMMB,
+		"advertised_gpus", cfg.Advertised.GPUs, "bound", cfg.withDefaults().Timeout)
+	p := RunProbe(ctx, cfg, a.cfg.StateDir)
+	a.log.Info("boot probe done", "status", p.Status, "err", p.Error, "cores", p.Cores, "method", p.CoresMethod,
+		"ram_bytes", p.RAMBytes, "gpus", p.GPUs, "disk_mbps", p.DiskMBps, "took_s", p.DurationS)
+	if ctx.Err() == nil {
+		if b, err := json.Marshal(p); err == nil {
+			if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+				a.log.Warn("keeping the probe's result", "err", err)
+			}
+		}
+	}
+	return &p
+}

@@ -1,0 +1,216 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/sim/host"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// helperOut, when set, makes TestProbeHelperProcess the boot probe of a
+// simulated machine: the test binary is that machine's agent.
+const helperOut = "VASTFLEET_PROBE_HELPER_OUT"
+
+func TestProbeHelperProcess(t *testing.T) {
+	out := os.Getenv(helperOut)
+	if out == "" {
+		t.Skip("runs inside a simulated machine only")
+	}
+	cfg, err := ProbeFromEnv(os.Getenv)
+	if err != nil || cfg == nil {
+		t.Fatalf("probe config: %v", err)
+	}
+	cfg.CPUWindow, cfg.RAMCap, cfg.DiskBytes = 1500*time.Millisecond, 32<<20, 4<<20
+	p := RunProbe(context.Background(), *cfg, filepath.Dir(out))
+	b, _ := json.Marshal(p)
+	if err := os.WriteFile(out+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(out+".tmp", out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two simulated machines advertise 8 cores and 2 GPUs each; one truly has
+// 3 cores and 1 GPU. Probing both at once, the honest one measures about
+// its 8 cores and the spoofed one about its 3: the ratio between the two
+// holds however busy this computer is, since both share it at once and
+// a run-queue wait is not a stop.
+func TestProbeMeasuresSpoofedMachine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the simulated machines' duty cycle and schedstat are linux's")
+	}
+	t.Parallel()
+	m, err := host.New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := host.GPU{Name: "NVIDIA GeForce RTX 4090", MemMiB: 24564, Driver: "550.54.15", UUID: "GPU-1"}
+	machines := []struct {
+		id int64
+		hw host.Hardware
+	}{
+		{1, host.Hardware{Cores: 8, TrueCores: 8, GPUs: []host.GPU{gpu, gpu}}},
+		{2, host.Hardware{Cores: 8, TrueCores: 3, GPUs: []host.GPU{gpu}}},
+	}
+	for _, mc := range machines {
+		out := filepath.Join(m.Dir(mc.id), "probe.json")
+		_, err := m.Boot(host.Spec{ID: mc.id, Hardware: mc.hw,
+			Env:     []string{helperOut + "=" + out, wire.EnvOfferCores + "=8", wire.EnvOfferGPUs + "=2", wire.EnvOfferRAMMB + "=64000"},
+			Onstart: fmt.Sprintf("exec %q -test.run='^TestProbeHelperProcess$' -test.count=1 >probe.log 2>&1", self)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	probes := map[int64]wire.Probe{}
+	deadline := time.Now().Add(60 * time.Second) // real processes: real time
+	for len(probes) < len(machines) && time.Now().Before(deadline) {
+		for _, mc := range machines {
+			b, err := os.ReadFile(filepath.Join(m.Dir(mc.id), "probe.json"))
+			if err == nil {
+				var p wire.Probe
+				if err := json.Unmarshal(b, &p); err != nil {
+					t.Fatal(err)
+				}
+				probes[mc.id] = p
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(probes) < len(machines) {
+		for _, mc := range machines {
+			b, _ := os.ReadFile(filepath.Join(m.Dir(mc.id), "probe.log"))
+			t.Logf("machine %d log:\n%s", mc.id, b)
+		}
+		t.Fatalf("probes reported: %d of %d", len(probes), len(machines))
+	}
+	honest, spoofed := probes[1], probes[2]
+	t.Logf("honest: %.2f cores (%s, %d workers), %d GPUs; spoofed: %.2f cores, %d GPUs", honest.Cores, honest.CoresMethod,
+		honest.Workers, honest.GPUs, spoofed.Cores, spoofed.GPUs)
+	for _, p := range []wire.Probe{honest, spoofed} {
+		if p.Status != wire.ProbeOK || p.CoresMethod != "availability" || p.RAMBytes != 32<<20 || p.DiskMBps <= 0 {
+			t.Fatalf("probe: %+v", p)
+		}
+	}
+	if honest.Cores < 0.75*8 || honest.Cores > 8.01 {
+		t.Errorf("honest machine: %.2f cores measured of 8", honest.Cores)
+	}
+	// True share 3/8 = 0.375; generous bounds either side.
+	if r := spoofed.Cores / honest.Cores; r < 0.15 || r > 0.6 {
+		t.Errorf("spoofed/honest cores %.2f/%.2f = %.2f, want about 3/8", spoofed.Cores, honest.Cores, r)
+	}
+	if honest.GPUs != 2 || spoofed.GPUs != 1 || !strings.Contains(honest.GPUNames[0], "4090") || honest.GPUMemMB != 24564 {
+		t.Errorf("GPUs: honest %d %v %v, spoofed %d", honest.GPUs, honest.GPUNames, honest.GPUMemMB, spoofed.GPUs)
+	}
+}
+
+// A probe that runs past its bound reports failed, with the stage it was
+// in, and never a pass; so does one whose stage fails.
+func TestProbeTimeoutIsFailure(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	defer close(hold)
+	cfg := ProbeConfig{Timeout: 300 * time.Millisecond, CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20,
+		before: func(stage string) {
+			if stage == "disk" {
+				<-hold // a disk that never answers
+			}
+		}}
+	p := RunProbe(context.Background(), cfg, t.TempDir())
+	if p.Status != wire.ProbeFailed || !strings.Contains(p.Error, "timed out") || !strings.Contains(p.Error, "during disk") {
+		t.Errorf("a probe held past its bound: %+v", p)
+	}
+
+	cfg = ProbeConfig{Timeout: 30 * time.Second, CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20}
+	p = RunProbe(context.Background(), cfg, filepath.Join(t.TempDir(), "missing"))
+	if p.Status != wire.ProbeFailed || !strings.HasPrefix(p.Error, "disk: ") || p.Cores <= 0 {
+		t.Errorf("a probe whose disk stage failed: %+v", p)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if p := RunProbe(ctx, cfg, t.TempDir()); p.Status != wire.ProbeFailed {
+		t.Errorf("a cancelled probe: %+v", p)
+	}
+}
+
+func TestProbeFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{wire.EnvOfferCores: "32.5", wire.EnvOfferRAMMB: "128000", wire.EnvOfferGPUs: "4", wire.EnvProbe: "45s", simMachineEnv: "x/1/2"}
+	p, err := ProbeFromEnv(func(k string) string { return env[k] })
+	if err != nil || p == nil || p.Advertised != (wire.Capacity{Cores: 32.5, RAMMB: 128000, GPUs: 4}) || p.Timeout != 45*time.Second || !p.Simulated {
+		t.Fatalf("%+v %v", p, err)
+	}
+	env[wire.EnvProbe] = "off"
+	if p, err := ProbeFromEnv(func(k string) string { return env[k] }); p != nil || err != nil {
+		t.Errorf("off: %+v %v", p, err)
+	}
+	env[wire.EnvProbe], env[wire.EnvOfferGPUs] = "", "many"
+	if _, err := ProbeFromEnv(func(k string) string { return env[k] }); err == nil {
+		t.Error("a bad GPU count passed")
+	}
+}
+
+// The agent reports while it probes (stage probe, sessions waiting), then
+// sends the probe until a heartbeat carrying it is acknowledged, and only
+// then are its sessions started; a restarted agent reports the same probe
+// without probing again.
+func TestAgentReportsProbeBeforeSessions(t *testing.T) {
+	t.Parallel()
+	c := newFakeCoord(t, false)
+	dir := t.TempDir()
+	hold := make(chan struct{})
+	cfg := c.testConfig(t, dir, wire.Session{Name: "s", Command: "echo started > '" + filepath.Join(dir, "started") + "'; sleep 60"})
+	cfg.Probe = &ProbeConfig{CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20,
+		before: func(stage string) {
+			if stage == "cpu" {
+				<-hold
+			}
+		}}
+	r := start(t, cfg)
+	eventually(t, "a heartbeat while probing", func() bool {
+		hb, n := c.lastHeartbeat()
+		return n > 0 && hb.Stage == wire.StageProbe && hb.Probe == nil
+	})
+	if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+		t.Fatal("a session started before the probe finished")
+	}
+	close(hold)
+	eventually(t, "the probe reported", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Probe != nil && hb.Probe.Status == wire.ProbeOK && hb.Stage == ""
+	})
+	eventually(t, "the session started", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	eventually(t, "later heartbeats without the probe", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Probe == nil && hb.Stage == ""
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart: the kept probe, not a new one (the hook would hold it).
+	cfg.Probe.before = func(string) { t.Error("probed again after a restart") }
+	c.set(func(c *fakeCoord) { c.heartbeats = nil })
+	start(t, cfg)
+	eventually(t, "the kept probe reported", func() bool {
+		hb, _ := c.lastHeartbeat()
+		return hb.Probe != nil && hb.Probe.Status == wire.ProbeOK
+	})
+}

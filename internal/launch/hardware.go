@@ -1,0 +1,345 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// What a launch does with a node whose machine delivers less than its
+// offer advertised (HardwarePolicy.OnShort).
+const (
+	// ShortReplace puts the machine on the bad-host list with the
+	// measured figures and replaces the node like a failed boot.
+	ShortReplace = "replace"
+	// ShortWarn puts the machine on the bad-host list and keeps the node.
+	ShortWarn = "warn"
+	// ShortKeep only reports it.
+	ShortKeep = "keep"
+)
+
+// Defaults of the readiness gates.
+const (
+	// DefaultShortBelow: a node measuring less than this share of its
+	// offer's cores, RAM or GPUs is short.
+	DefaultShortBelow = 0.7
+	// DefaultProbeWait is how long (market time) a usable node may go
+	// without its boot probe reported before it counts as failed.
+	DefaultProbeWait = 15 * time.Minute
+	// DefaultUsableFor is how long (market time) a running node may
+	// refuse to finish an SSH handshake before it is replaced like a
+	// failed boot.
+	DefaultUsableFor = 5 * time.Minute
+	// DefaultUsableTimeout bounds one handshake attempt (wall time).
+	DefaultUsableTimeout = 10 * time.Second
+)
+
+// HardwarePolicy is how a launch judges nodes by their boot probes: a
+// node counts as ready once its probe is in and shows at least Below of
+// what the offer advertised.
+type HardwarePolicy struct {
+	OnShort string  `json:"on_short_hardware"` // replace (default), warn or keep
+	Below   float64 `json:"below"`             // 0: DefaultShortBelow
+	// ProbeWait: 0 is DefaultProbeWait.
+	ProbeWait time.Duration `json:"probe_wait,omitempty"`
+}
+
+func (h HardwarePolicy) withDefaults() HardwarePolicy {
+	if h.OnShort == "" {
+		h.OnShort = ShortReplace
+	}
+	if h.Below <= 0 {
+		h.Below = DefaultShortBelow
+	}
+	if h.ProbeWait <= 0 {
+		h.ProbeWait = DefaultProbeWait
+	}
+	return h
+}
+
+// ParseOnShort checks an on_short_hardware value ("" is the default).
+func ParseOnShort(s string) (string, error) {
+	switch s {
+	case "":
+		return ShortReplace, nil
+	case ShortReplace, ShortWarn, ShortKeep:
+		return s, nil
+	}
+	return "", fmt.Errorf("on_short_hardware %q: want replace, warn or keep", s)
+}
+
+// Checks are what the launch asks of the world beyond the marketplace:
+// whether a node is usable and what its boot probe measured. The caller
+// (the CLI's factory) supplies them on every run and resume.
+type Checks struct {
+	// Usable, when set, completes an SSH handshake with a running node:
+	// only then does it count as ready (a port that accepts TCP and never
+	// answers does not).
+	Usable func(ctx context.Context, host string, port int) error
+	// UsableTimeout bounds one attempt (wall time); 0: DefaultUsableTimeout.
+	UsableTimeout time.Duration
+	// UsableFor: 0 is DefaultUsableFor.
+	UsableFor time.Duration
+	// ProbeWait, when set, replaces HardwarePolicy.ProbeWait (a fast
+	// simulated clock needs more market time for the same wall time).
+	ProbeWait time.Duration
+	// AgentWait is how long (wall time) a tick may wait for the
+	// coordinator to report on nodes whose agent or probe is due; 0
+	// looks once. On a virtual clock the market stands still meanwhile.
+	AgentWait time.Duration
+	// Agents returns what the coordinator knows of the fleet's agents,
+	// by instance id: their boot stage and probe.
+	Agents func(ctx context.Context, fleet string) (map[int64]wire.Node, error)
+}
+
+// HardwareCheck is a node's probe against its offer: the
+// short_hardware and probe_failed events carry it.
+type HardwareCheck struct {
+	ProbeStatus string        `json:"probe_status"`
+	Measured    wire.Capacity `json:"measured"`
+	Advertised  wire.Capacity `json:"advertised"`
+	// RAMTargetMB is the RAM the probe tried to allocate (the advertised
+	// RAM, bounded): Measured.RAMMB is what it got of that.
+	RAMTargetMB float64  `json:"ram_target_mb"`
+	Short       []string `json:"short,omitempty"` // cores, ram, gpus; probe when it failed
+	Action      string   `json:"action"`          // replace, warn or keep
+	Error       string   `json:"error,omitempty"`
+}
+
+// judge compares a probe with the offer its instance was rented from.
+// A failed probe is never a pass.
+func judge(p wire.Probe, o market.Offer, below float64) HardwareCheck {
+	c := HardwareCheck{
+		ProbeStatus: p.Status,
+		Measured:    wire.Capacity{Cores: round2(p.Cores), RAMMB: round2(float64(p.RAMBytes) / 1e6), GPUs: p.GPUs},
+		Advertised:  wire.Capacity{Cores: o.CPUCoresEffective, RAMMB: o.CPURAM, GPUs: o.NumGPUs},
+		RAMTargetMB: round2(float64(p.RAMTargetBytes) / 1e6),
+		Error:       p.Error,
+	}
+	if p.Status != wire.ProbeOK {
+		c.Short = append(c.Short, "probe")
+		return c
+	}
+	if c.Advertised.Cores > 0 && p.Cores < below*c.Advertised.Cores {
+		c.Short = append(c.Short, "cores")
+	}
+	if p.RAMTargetBytes > 0 && float64(p.RAMBytes) < below*float64(p.RAMTargetBytes) {
+		c.Short = append(c.Short, "ram")
+	}
+	if c.Advertised.GPUs > 0 && float64(p.GPUs) < below*float64(c.Advertised.GPUs) {
+		c.Short = append(c.Short, "gpus")
+	}
+	return c
+}
+
+func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
+
+// figures says a check's measured and advertised figures in words.
+func (c HardwareCheck) figures() string {
+	if c.ProbeStatus != wire.ProbeOK {
+		return "boot probe failed: " + c.Error
+	}
+	var parts []string
+	for _, s := range c.Short {
+		switch s {
+		case "cores":
+			parts = append(parts, fmt.Sprintf("%.1f of %.1f cores", c.Measured.Cores, c.Advertised.Cores))
+		case "ram":
+			parts = append(parts, fmt.Sprintf("%.0f of %.0f MB RAM allocatable", c.Measured.RAMMB, c.RAMTargetMB))
+		case "gpus":
+			parts = append(parts, fmt.Sprintf("%d of %d GPUs", c.Measured.GPUs, c.Advertised.GPUs))
+		}
+	}
+	return "short hardware: measured " + strings.Join(parts, ", ")
+}
+
+// gateChecks does this tick's I/O for the nodes waiting at the gates
+// (running, not yet ready): a handshake with each node not yet usable,
+// and one look at the coordinator's probes.
+func (r *runner) gateChecks(ctx context.Context) {
+	ck := r.spec.Checks
+	var shake []*node
+	wantProbes := false
+	for _, n := range r.sorted() {
+		if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning {
+			continue
+		}
+		if ck.Usable != nil && !n.usable {
+			shake = append(shake, n)
+		} else if r.spec.Hardware != nil && n.probe == nil {
+			wantProbes = true
+		}
+	}
+	if len(shake) > 0 {
+		timeout := ck.UsableTimeout
+		if timeout <= 0 {
+			timeout = DefaultUsableTimeout
+		}
+		// Each goroutine writes its own node only.
+		r.parallel(ctx, shake, func(ctx context.Context, n *node) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := ck.Usable(ctx, n.sshHost, n.sshPort); err != nil {
+				n.unusable = err.Error()
+				return nil
+			}
+			n.usable, n.unusable = true, ""
+			return nil
+		})
+		for _, n := range shake {
+			wantProbes = wantProbes || n.usable && r.spec.Hardware != nil
+		}
+	}
+	if !wantProbes || ck.Agents == nil {
+		return
+	}
+	// On a simulator the agents are real processes: a tick waits for
+	// them a little (AgentWait), and a virtual market does not move
+	// meanwhile, since the launch is busy.
+	until := time.Now().Add(ck.AgentWait)
+	for {
+		ns, err := ck.Agents(ctx, r.spec.Fleet)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.emit(Event{Event: EvWarn, At: r.now(), Msg: "reading boot probes from the coordinator: " + err.Error()})
+			}
+			return
+		}
+		waiting := 0
+		for _, n := range r.nodes {
+			if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning || n.probe != nil {
+				continue
+			}
+			if a, ok := ns[n.id]; ok {
+				n.agentSeen = true
+				n.probe = a.Probe
+			}
+			if n.probe == nil && (ck.Usable == nil || n.usable) {
+				waiting++
+			}
+		}
+		if waiting == 0 || !time.Now().Before(until) {
+			return
+		}
+		t := time.NewTimer(min(agentPoll, time.Until(until)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// agentPoll spaces the coordinator reads within one AgentWait.
+const agentPoll = 100 * time.Millisecond
+
+// gate decides whether a running node (first boot) is ready: usable (its
+// SSH handshake completed) and, when hardware is judged, probed and not
+// short. A node that stays unusable, or short under replace, fails like
+// a failed boot (its machine on the bad-host list, replaced with
+// backfill). ok is false while the node waits or when it failed (drop
+// then names it).
+func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, drop []int64) {
+	if n.runningAt.IsZero() {
+		n.runningAt = now
+	}
+	ck := r.spec.Checks
+	if ck.Usable != nil && !n.usable {
+		limit := ck.UsableFor
+		if limit <= 0 {
+			limit = DefaultUsableFor
+		}
+		if now.Sub(n.runningAt) >= limit {
+			why := n.unusable
+			if why == "" {
+				why = "no handshake attempted"
+			}
+			return false, r.fail(ctx, n, fmt.Sprintf("running for %s but its SSH handshake never completed (%s)", limit, why), now)
+		}
+		return false, nil
+	}
+	if n.usableAt.IsZero() {
+		n.usableAt = now
+	}
+	h := r.spec.Hardware
+	if h == nil || n.judged || ck.Agents == nil {
+		return true, nil // nothing to judge by
+	}
+	wait := h.ProbeWait
+	if ck.ProbeWait > 0 {
+		wait = ck.ProbeWait
+	}
+	var c HardwareCheck
+	switch {
+	case n.probe != nil:
+		c = judge(*n.probe, n.offer, h.Below)
+	case now.Sub(n.usableAt) >= wait:
+		c = HardwareCheck{ProbeStatus: wire.ProbeFailed, Short: []string{"probe"},
+			Advertised: wire.Capacity{Cores: n.offer.CPUCoresEffective, RAMMB: n.offer.CPURAM, GPUs: n.offer.NumGPUs},
+			Error:      fmt.Sprintf("no boot probe reported within %s of the node being usable", wait)}
+	default:
+		return false, nil
+	}
+	n.judged = true
+	if len(c.Short) == 0 {
+		return true, nil
+	}
+	c.Action = h.OnShort
+	ev := EvShortHardware
+	if c.ProbeStatus != wire.ProbeOK {
+		ev = EvProbeFailed
+	}
+	reason := c.figures()
+	r.shortHW++
+	r.emit(Event{Event: ev, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
+		Msg: reason, Hardware: &c})
+	switch h.OnShort {
+	case ShortReplace:
+		return false, r.fail(ctx, n, reason, now)
+	case ShortWarn:
+		r.markBad(ctx, n, reason, now)
+	}
+	return true, nil
+}
+
+// Boot stages of a node not yet ready (Progress.Stages): the image
+// pulling or extracting (from the marketplace's status), loading (the
+// marketplace says no more), ssh (the container runs, its SSH handshake
+// does not complete yet), agent (the onstart installs and starts the
+// agent, not heard from yet) and probe (the agent measures its machine).
+const (
+	StagePulling    = "pulling"
+	StageExtracting = "extracting"
+	StageLoading    = "loading"
+	StageSSH        = "ssh"
+	StageAgent      = "agent"
+	StageProbe      = "probe"
+)
+
+// stage is where a booting node is.
+func (r *runner) stage(n *node) string {
+	if n.state != provider.StateRunning {
+		msg := strings.ToLower(n.statusMsg)
+		switch {
+		case strings.Contains(msg, "extract"):
+			return StageExtracting
+		case strings.Contains(msg, "pull"):
+			return StagePulling
+		}
+		return StageLoading
+	}
+	ck := r.spec.Checks
+	switch {
+	case ck.Usable != nil && !n.usable:
+		return StageSSH
+	case !n.agentSeen:
+		return StageAgent
+	}
+	return StageProbe
+}

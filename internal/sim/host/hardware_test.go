@@ -1,0 +1,86 @@
+package host
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var testGPUs = []GPU{
+	{Name: "NVIDIA GeForce RTX 4090", MemMiB: 24564, Driver: "550.54.15", UUID: "GPU-0a1b2c3d-0000-1111-2222-333344445555"},
+	{Name: "NVIDIA GeForce RTX 4090", MemMiB: 24564, Driver: "550.54.15", UUID: "GPU-0a1b2c3d-0000-1111-2222-333344446666"},
+}
+
+// The simulated nvidia-smi answers the queries tools make in the real
+// tool's formats: csv with and without header and units, and -L.
+func TestNvidiaSMIFormats(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	smi := filepath.Join(dir, "nvidia-smi")
+	if err := os.WriteFile(smi, []byte(NvidiaSMIScript(testGPUs)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+		fail bool
+	}{
+		{args: []string{"--query-gpu=name,memory.total,utilization.gpu,driver_version", "--format=csv,noheader,nounits"},
+			want: "NVIDIA GeForce RTX 4090, 24564, 0, 550.54.15\nNVIDIA GeForce RTX 4090, 24564, 0, 550.54.15\n"},
+		{args: []string{"--query-gpu=index,name,memory.total,utilization.gpu", "--format=csv"},
+			want: "index, name, memory.total [MiB], utilization.gpu [%]\n0, NVIDIA GeForce RTX 4090, 24564 MiB, 0 %\n1, NVIDIA GeForce RTX 4090, 24564 MiB, 0 %\n"},
+		{args: []string{"--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"},
+			want: "0, 0, 0, 24564\n1, 0, 0, 24564\n"},
+		{args: []string{"-L"},
+			want: "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555)\nGPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-0a1b2c3d-0000-1111-2222-333344446666)\n"},
+		{args: []string{"--query-gpu=bogus", "--format=csv"}, want: "Field \"bogus\" is not a valid field to query.\n", fail: true},
+		{args: []string{"--query-gpu=name"}, want: "Format must be specified with --format=csv\n", fail: true},
+	} {
+		out, err := exec.Command(smi, tc.args...).CombinedOutput()
+		if (err != nil) != tc.fail || string(out) != tc.want {
+			t.Errorf("nvidia-smi %s: err %v, got\n%s\nwant\n%s", strings.Join(tc.args, " "), err, out, tc.want)
+		}
+	}
+}
+
+// A machine with GPUs has nvidia-smi first on its PATH, for the onstart
+// (and so the agent) as for SSH sessions; one without has none of ours.
+func TestMachinePathHasNvidiaSMI(t *testing.T) {
+	t.Parallel()
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Boot(Spec{ID: 1, Onstart: "nvidia-smi -L > gpus.txt 2>&1",
+		Hardware: Hardware{Cores: 8, GPUs: testGPUs[:1]}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitFile(t, filepath.Join(m.Dir(1), "gpus.txt")); !strings.HasPrefix(got, "GPU 0: NVIDIA GeForce RTX 4090 (UUID: ") {
+		t.Errorf("onstart's nvidia-smi -L: %q", got)
+	}
+	if _, err := m.Boot(Spec{ID: 2, Onstart: "command -v nvidia-smi > where.txt; echo done >> where.txt",
+		Hardware: Hardware{Cores: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitFile(t, filepath.Join(m.Dir(2), "where.txt")); strings.Contains(got, m.root) {
+		t.Errorf("a machine without GPUs found a simulated nvidia-smi: %q", got)
+	}
+}
+
+func TestDuty(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		hw   Hardware
+		want float64
+	}{
+		{Hardware{Cores: 16, TrueCores: 16}, 1}, {Hardware{Cores: 16}, 1}, {Hardware{Cores: 16, TrueCores: 4}, 0.25},
+		{Hardware{Cores: 16, TrueCores: 32}, 1}, {Hardware{}, 1},
+	} {
+		if got := tc.hw.Duty(); got != tc.want {
+			t.Errorf("%+v: duty %v, want %v", tc.hw, got, tc.want)
+		}
+	}
+}
