@@ -111,9 +111,10 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 	done := make(chan struct{})
 	var out wire.Probe
 	var stageErr error
+	base := res // the goroutine's own copy: res is written below on a timeout
 	go func() {
 		defer close(done)
-		r := res
+		r := base
 		step := func(name string, f func() error) bool {
 			mu.Lock()
 			stage = name
