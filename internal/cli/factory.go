@@ -47,6 +47,7 @@ type globalOptions struct {
 	APIRate   float64
 	SimFaults string
 	SimLiars  float64 // < 0: the profile's share
+	SimSpoof  float64 // < 0: the profile's share
 	// SimEndpointLimits turns on vast's per-endpoint rate limits.
 	SimEndpointLimits bool
 	SimSeed           int64

@@ -37,6 +37,9 @@ func (f *factory) startSim() (string, error) {
 	if f.opts.SimLiars >= 0 {
 		faults.Liars = f.opts.SimLiars
 	}
+	if f.opts.SimSpoof >= 0 {
+		faults.Spoof = f.opts.SimSpoof
+	}
 	faults.EndpointLimits = faults.EndpointLimits || f.opts.SimEndpointLimits
 	cfg := sim.Config{
 		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,

@@ -138,8 +138,10 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 		c.ProbeWait = max(launch.DefaultProbeWait, time.Duration(scale*float64(3*time.Minute)))
 		// The simulated machines' agents run in wall time: a market
 		// that moves only while vastfleet waits would otherwise pass
-		// its deadline while they boot.
-		c.AgentWait = time.Second
+		// its deadline while they boot. Half a minute of wall time is
+		// what ten agents on two busy cores took to download, probe and
+		// report, with room to spare.
+		c.AgentWait = 30 * time.Second
 	}
 	switch o.ReadyCheck {
 	case "ssh":

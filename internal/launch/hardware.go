@@ -88,9 +88,10 @@ type Checks struct {
 	// ProbeWait, when set, replaces HardwarePolicy.ProbeWait (a fast
 	// simulated clock needs more market time for the same wall time).
 	ProbeWait time.Duration
-	// AgentWait is how long (wall time) a tick may wait for the
-	// coordinator to report on nodes whose agent or probe is due; 0
-	// looks once. On a virtual clock the market stands still meanwhile.
+	// AgentWait is how long (wall time) each node whose agent or probe is
+	// due may hold the ticks while the coordinator has no probe from it;
+	// 0 looks once a tick. On a virtual clock the market stands still
+	// meanwhile, so a simulated agent's real boot time is not market time.
 	AgentWait time.Duration
 	// Agents returns what the coordinator knows of the fleet's agents,
 	// by instance id: their boot stage and probe.
@@ -199,10 +200,15 @@ func (r *runner) gateChecks(ctx context.Context) {
 		return
 	}
 	// On a simulator the agents are real processes: a tick waits for
-	// them a little (AgentWait), and a virtual market does not move
-	// meanwhile, since the launch is busy.
-	until := time.Now().Add(ck.AgentWait)
+	// each, up to AgentWait of wall time from when it first became due,
+	// and a virtual market does not move meanwhile, since the launch is
+	// busy. A dark node holds the market once, for AgentWait at most.
+	// The wait holds the clock as a request in flight does: the clock's
+	// other sleepers (the market's own) must not read it as quiet.
+	r.hold(1)
+	defer r.hold(-1)
 	for {
+		var until time.Time
 		ns, err := ck.Agents(ctx, r.spec.Fleet)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -221,6 +227,12 @@ func (r *runner) gateChecks(ctx context.Context) {
 			}
 			if n.probe == nil && (ck.Usable == nil || n.usable) {
 				waiting++
+				if n.dueAt.IsZero() {
+					n.dueAt = time.Now()
+				}
+				if u := n.dueAt.Add(ck.AgentWait); u.After(until) {
+					until = u
+				}
 			}
 		}
 		if waiting == 0 || !time.Now().Before(until) {
@@ -233,6 +245,9 @@ func (r *runner) gateChecks(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// Still at work: a virtual clock moves anyway after a long
+		// silence (its guard against a miscounted goroutine).
+		r.hold(0)
 	}
 }
 

@@ -70,7 +70,8 @@ type node struct {
 	usable              bool
 	unusable            string
 	probe               *wire.Probe
-	agentSeen           bool // the coordinator has heard from its agent
+	agentSeen           bool      // the coordinator has heard from its agent
+	dueAt               time.Time // wall time it first waited for its agent's probe
 	judged              bool
 
 	// Interruptible nodes: what the node bids ($/hr), whether a rival
@@ -484,6 +485,18 @@ type actorClock interface{ Busy(delta int) }
 func (r *runner) busy(d int) {
 	if a, ok := r.m.Clock.(actorClock); ok {
 		a.Busy(d)
+	}
+}
+
+// holdClock is implemented by virtual clocks that stand still while a
+// request is in flight.
+type holdClock interface{ InFlight(delta int) }
+
+// hold keeps a virtual market still while the launch waits on the world
+// outside it (agents reporting in wall time); 0 says it still waits.
+func (r *runner) hold(d int) {
+	if h, ok := r.m.Clock.(holdClock); ok {
+		h.InFlight(d)
 	}
 }
 
