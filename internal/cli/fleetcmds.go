@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/launch/launchbench"
+	"github.com/vastfleet/vastfleet/internal/sim"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// cleanupOptions is what `cleanup` was asked.
+type cleanupOptions struct {
+	Fleet string
+	JSONFlags
+}
+
+// newCleanupCmd parses into cleanupOptions and hands them to runF (tests)
+// or cleanupRun.
+func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error) *cobra.Command {
+	opts := &cleanupOptions{}
+	cmd := &cobra.Command{
+		Use:   "cleanup FLEET",
+		Short: "Destroy every instance of a fleet that is not running",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Fleet = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return cleanupRun(cmd.Context(), f, opts)
+		},
+	}
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
+	return cmd
+}
+
+// cleanupRun is `cleanup` once its arguments are parsed.
+func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
+	m, err := f.manager(ctx, holderName("cleanup", opts.Fleet))
+	if err != nil {
+		return err
+	}
+	if _, err := m.S.GetFleet(ctx, opts.Fleet); err != nil {
+		return usagef("fleet %q: not found (see `vastfleet ls`)", opts.Fleet)
+	}
+	ids, err := launch.Cleanup(ctx, m, opts.Fleet)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		// The keys of `destroy --json`, and the fleet.
+		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
+	}
+	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
+	return nil
+}
+
+// hostsOptions is what `hosts` was asked.
+type hostsOptions struct {
+	Clear bool
+	// MachineIDs are the machines --clear forgets (all when empty).
+	MachineIDs []int64
+	JSONFlags
+}
+
+// newHostsCmd parses into hostsOptions and hands them to runF (tests) or
+// hostsRun; machine ids without --clear are a usage error.
+func newHostsCmd(f *factory, runF func(context.Context, *hostsOptions) error) *cobra.Command {
+	opts := &hostsOptions{}
+	cmd := &cobra.Command{
+		Use:   "hosts [--clear [MACHINE_ID...]]",
+		Short: "Machines that failed to boot, stalled or went offline, skipped by launches for a while",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ids []int64
+			for _, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil || id <= 0 {
+					return usagef("machine id %q: want a positive number (see `vastfleet hosts`)", a)
+				}
+				ids = append(ids, id)
+			}
+			if len(ids) > 0 && !opts.Clear {
+				return usagef("machine ids are for --clear")
+			}
+			opts.MachineIDs = ids
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return hostsRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Clear, "clear", false, "forget the given machines (all when none are given)")
+	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	return cmd
+}
+
+// hostsRun is `hosts` once its flags are parsed.
+func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
+	st, err := f.Store(ctx, opts.Clear, holderName("hosts", "--clear"))
+	if err != nil {
+		return err
+	}
+	if opts.Clear {
+		if err := st.ClearBadHosts(ctx, opts.MachineIDs...); err != nil {
+			return err
+		}
+		fmt.Fprintln(f.io.ErrOut, "cleared")
+		return nil
+	}
+	// Bad hosts expire in the marketplace's time: with the simulator,
+	// open it for its clock (if another process has it, wall time).
+	if f.opts.Market == "sim" {
+		if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
+			return err
+		}
+	}
+	hs, err := st.BadHosts(ctx, f.Clock().Now())
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		if hs == nil {
+			hs = []store.BadHost{}
+		}
+		return writeJSON(opts.out(f.io.Out), hs)
+	}
+	t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
+	for _, h := range hs {
+		t.row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
+	}
+	return t.flush()
+}
+
+// benchLaunchOptions is what `bench launch` was asked.
+type benchLaunchOptions struct {
+	Config   launchbench.Config
+	Profiles []string
+	JSONFlags
+}
+
+// newBenchCmd is `bench` with launch and rank; each parses into its
+// options and hands them to launchF or rankF (tests), or runs them.
+func newBenchCmd(f *factory, launchF func(context.Context, *benchLaunchOptions) error, rankF func(context.Context, *benchRankOptions) error) *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
+	opts := &benchLaunchOptions{}
+	cfg := &opts.Config
+	bl := &cobra.Command{
+		Use:   "launch",
+		Short: "Compare launch strategies on one simulated market: start all, manual park, vastfleet",
+		Long: `Run the same simulated market under three strategies: start all and wait;
+start all, park, release (the manual recipe); and park + backfill + quorum
+(vastfleet), once per fault profile (--profile: the simulator's realistic and
+harsh profiles by default; "bench" is 30% of hosts slow past 10 minutes, 10%
+never boot, offers taken mid-launch). Runs on a virtual clock: seconds, not
+minutes.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
+				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
+			}
+			if launchF != nil {
+				return launchF(cmd.Context(), opts)
+			}
+			return benchLaunchRun(cmd.Context(), f, opts)
+		},
+	}
+	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")
+	bl.Flags().DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "launch deadline")
+	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
+	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
+	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
+	addJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
+	cmd.AddCommand(bl, newBenchRankCmd(f, rankF))
+	return cmd
+}
+
+// benchLaunchRun is `bench launch` once its flags are parsed.
+func benchLaunchRun(ctx context.Context, f *factory, opts *benchLaunchOptions) error {
+	rows, err := launchbench.RunProfiles(ctx, opts.Config, opts.Profiles)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.out(f.io.Out), rows)
+	}
+	fmt.Fprint(f.io.Out, launchbench.Table(rows))
+	return nil
+}
