@@ -148,6 +148,8 @@ func TestDashboardShowsTheLiveFleet(t *testing.T) {
 		poll(`(document.querySelector("#nodes-alive")||{}).textContent === "2"`),
 		poll(`["3000", "3,000", "3.00k", "3k", "3.0k"].includes((document.querySelector("#metric-keys_per_s")||{}).textContent)`),
 		poll(`(document.querySelector("#findings-list")||{textContent:""}).textContent.includes("0xC0FFEE")`),
+		// Each node's delivery per $/hr and its share of the median node's.
+		poll(`[...document.querySelectorAll("#node-table td")].filter((td) => /^keys_per_s \S+ \(\d+%\)$/.test(td.textContent)).length === 2`),
 		poll(`!document.querySelector("#depth").hidden && document.querySelector("#depth-plot").naturalWidth > 0`),
 	)
 	if err != nil {

@@ -174,6 +174,12 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 		if hb.InstanceID != 0 {
 			node.DPH = f.perNode[hb.InstanceID]
 		}
+		if node.DPH > 0 && len(hb.Metrics) > 0 {
+			node.PerDPH = make(map[string]float64, len(hb.Metrics))
+			for k, v := range hb.Metrics {
+				node.PerDPH[k] = v / node.DPH
+			}
+		}
 		node.Refused = f.refused[hb.Node]
 		snap.Nodes = append(snap.Nodes, node)
 		switch node.State {
@@ -204,6 +210,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 	t.Findings = f.findings
 	t.ItemsDone, t.ItemsLeft, t.ItemsStarved = f.items.done, f.items.left, f.items.starved
 	t.DPH, t.Spent = f.dph, f.spent
+	perDPHShares(snap.Nodes)
 	slices.SortFunc(snap.Nodes, func(a, b wire.Node) int { return strings.Compare(a.Node, b.Node) })
 	snap.Findings = append(snap.Findings, f.recent...)
 	return snap
@@ -296,4 +303,45 @@ func (s *Server) History(fleet string) []HistoryPoint {
 		out = append(out, f.history...)
 	}
 	return out
+}
+
+// perDPHShares sets each alive node's delivery per $/hr as a share of the
+// median alive node's, metric by metric: the figure a cull decides on.
+func perDPHShares(nodes []wire.Node) {
+	byMetric := map[string][]float64{}
+	for _, n := range nodes {
+		if n.State != StateAlive {
+			continue
+		}
+		for k, v := range n.PerDPH {
+			byMetric[k] = append(byMetric[k], v)
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.State != StateAlive {
+			continue
+		}
+		for k, v := range n.PerDPH {
+			if med := median(byMetric[k]); med > 0 {
+				if n.PerDPHShare == nil {
+					n.PerDPHShare = map[string]float64{}
+				}
+				n.PerDPHShare[k] = v / med
+			}
+		}
+	}
+}
+
+// median of vs (sorted in place); 0 when empty.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m]
+	}
+	return (vs[m-1] + vs[m]) / 2
 }

@@ -81,6 +81,23 @@ func TestTotalsFollowHeartbeatAgeOnTheInjectedClock(t *testing.T) {
 		if n.Node == "a2" && n.DPH != 0.75 {
 			t.Errorf("a2 $/hr %v", n.DPH)
 		}
+		// Delivery per $/hr: a1 gives 1e6/0.5 = 2e6 keys/s per $/hr, a2
+		// 2.5e6/0.75 = 3.33e6; their median is 2.67e6. The dead node's
+		// price is unknown here, so it has no figure.
+		switch n.Node {
+		case "a1":
+			if math.Abs(n.PerDPH["keys_per_s"]-2e6) > 1e-3 || math.Abs(n.PerDPHShare["keys_per_s"]-0.75) > 1e-9 {
+				t.Errorf("a1 per $/hr %v, share %v", n.PerDPH, n.PerDPHShare)
+			}
+		case "a2":
+			if math.Abs(n.PerDPHShare["keys_per_s"]-1.25) > 1e-9 {
+				t.Errorf("a2 share %v", n.PerDPHShare)
+			}
+		case "dead", "stale":
+			if n.PerDPH != nil || n.PerDPHShare != nil {
+				t.Errorf("%s has delivery figures without a price: %v %v", n.Node, n.PerDPH, n.PerDPHShare)
+			}
+		}
 	}
 	want := map[string]string{"dead": StateDead, "stale": StateStale, "a1": StateAlive, "a2": StateAlive}
 	for n, s := range want {

@@ -346,6 +346,13 @@ type Node struct {
 	Probe         *Probe             `json:"probe,omitempty"` // the boot probe's result, once reported
 	Stage         string             `json:"stage,omitempty"` // the agent's boot stage (StageProbe), empty once sessions run
 	DPH           float64            `json:"dph"`
+	// PerDPH is each custom metric per $/hr this node costs (omitted
+	// while its price is unknown): what it delivers for the money.
+	PerDPH map[string]float64 `json:"per_dph,omitempty"`
+	// PerDPHShare is PerDPH over the median of the fleet's alive nodes,
+	// metric by metric: 0.5 delivers half what the median node does for
+	// the same money.
+	PerDPHShare map[string]float64 `json:"per_dph_share,omitempty"`
 	// Refused counts this node's requests answered 403 (a result for an
 	// item it does not hold, another node's name) since the coordinator
 	// started.

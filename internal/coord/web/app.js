@@ -132,6 +132,22 @@ function probeCell(n) {
   return [parts.join(" · "), short ? "num refused" : "num"];
 }
 
+// deliveryCell is each custom metric per $/hr, with its share of the
+// median node's; a node under half the median is marked.
+function deliveryCell(n) {
+  const per = n.per_dph || {};
+  const share = n.per_dph_share || {};
+  const names = Object.keys(per).sort();
+  if (!names.length) return ["–", "num"];
+  let low = false;
+  const parts = names.map((k) => {
+    const s = share[k];
+    if (s !== undefined && s < 0.5) low = true;
+    return k + " " + num(per[k]) + (s !== undefined ? " (" + Math.round(100 * s) + "%)" : "");
+  });
+  return [parts.join(" · "), low ? "num refused" : "num"];
+}
+
 function renderNodes(nodes, now) {
   const tbody = $("node-table").tBodies[0];
   const rows = [];
@@ -150,6 +166,7 @@ function renderNodes(nodes, now) {
       [gpus.length ? gpus.length + " × " + num(gpuUse, 0) + " %" : "–", "num"],
       [ago(n.last_seen, now), ""],
       [n.dph ? "$" + n.dph.toFixed(3) : "–", "num"],
+      deliveryCell(n),
       [n.refused ? String(n.refused) : "0", n.refused ? "num refused" : "num"],
       [sessions, ""],
     ];
@@ -159,7 +176,7 @@ function renderNodes(nodes, now) {
   if (!rows.length) {
     const tr = el("tr");
     const td = el("td", "empty", "no node has reported yet");
-    td.colSpan = 10;
+    td.colSpan = 11;
     tr.appendChild(td);
     rows.push(tr);
   }
