@@ -3,6 +3,7 @@ package cli
 import (
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,6 +118,18 @@ func TestExampleSweep(t *testing.T) {
 	rep := decode[jobReport](t, r.out)
 	if rep.ItemsDone != 40 || rep.ItemsLeft != 0 || rep.ItemsFailed != 0 || rep.Live < 3 || rep.Ran != 3 {
 		t.Fatalf("report %+v\nstderr:\n%s", rep, r.err)
+	}
+	// Each item is credited to the instance that sent it, and each
+	// instance's items per dollar is its items over its cost.
+	credited := 0
+	for _, n := range rep.Nodes {
+		credited += n.ItemsDone
+		if n.ItemsDone > 0 && (!n.Ran || n.Total <= 0 || math.Abs(n.ItemsPerDollar-float64(n.ItemsDone)/n.Total) > 1e-9) {
+			t.Errorf("instance %d: %d items, $%v, %v items per dollar", n.ID, n.ItemsDone, n.Total, n.ItemsPerDollar)
+		}
+	}
+	if credited != 40 {
+		t.Errorf("%d items credited to instances, want 40", credited)
 	}
 	for _, it := range itemsRecordedOnce(t, filepath.Join(res, rep.Job, "items.jsonl"), 40) {
 		if it.ExitCode != 0 || !strings.Contains(it.StdoutTail, "item "+it.Value+": ") {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,10 +143,19 @@ func printJobReport(f *factory, rep *job.Report) {
 	fmt.Fprintf(w, "cost report for job %s\n", rep.Job)
 	const perNode = 12
 	if len(rep.Nodes) <= perNode {
-		t := newTable(w, "INSTANCE", "RAN", "STATE", "RUNNING", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL")
+		items := rep.ItemsDone+rep.ItemsLeft > 0
+		cols := []string{"INSTANCE", "RAN", "STATE", "RUNNING", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL"}
+		if items {
+			cols = append(cols, "ITEMS", "ITEMS/$")
+		}
+		t := newTable(w, cols...)
 		for _, n := range rep.Nodes {
-			t.row(strconv.FormatInt(n.ID, 10), map[bool]string{true: "yes", false: "no"}[n.Ran], n.State,
-				(time.Duration(n.Running) * time.Second).String(), money(n.Compute), money(n.Storage), money(n.Bandwidth), money(n.Total))
+			row := []string{strconv.FormatInt(n.ID, 10), map[bool]string{true: "yes", false: "no"}[n.Ran], n.State,
+				(time.Duration(n.Running) * time.Second).String(), money(n.Compute), money(n.Storage), money(n.Bandwidth), money(n.Total)}
+			if items {
+				row = append(row, strconv.Itoa(n.ItemsDone), fmt.Sprintf("%.1f", n.ItemsPerDollar))
+			}
+			t.row(row...)
 		}
 		t.flush()
 	} else {
@@ -166,6 +177,9 @@ func printJobReport(f *factory, rep *job.Report) {
 	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
 	if rep.ItemsDone+rep.ItemsLeft > 0 {
 		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
+		if d := deliveryLine(rep.Nodes); d != "" {
+			fmt.Fprintf(w, "  per dollar %s\n", d)
+		}
 	}
 	if len(rep.Hosts) > 0 {
 		t := newTable(w, "HOST", "VALIDATED", "REJECTED", "UNCHECKED", "BAD HOST")
@@ -175,4 +189,26 @@ func printJobReport(f *factory, rep *job.Report) {
 		t.flush()
 	}
 	fmt.Fprintf(w, "  instances still live %d\n", rep.Live)
+}
+
+// deliveryLine says how many items a dollar bought on the instances that
+// delivered any: the best, the median and the worst, by instance.
+func deliveryLine(ns []job.ReportNode) string {
+	var ran []job.ReportNode
+	for _, n := range ns {
+		if n.ItemsDone > 0 && n.Total > 0 {
+			ran = append(ran, n)
+		}
+	}
+	if len(ran) == 0 {
+		return ""
+	}
+	slices.SortFunc(ran, func(a, b job.ReportNode) int { return cmp.Compare(b.ItemsPerDollar, a.ItemsPerDollar) })
+	best, worst := ran[0], ran[len(ran)-1]
+	med := ran[len(ran)/2].ItemsPerDollar
+	if len(ran)%2 == 0 {
+		med = (ran[len(ran)/2-1].ItemsPerDollar + med) / 2
+	}
+	return fmt.Sprintf("%.1f items per dollar on the median instance; best %.1f (instance %d), worst %.1f (instance %d)",
+		med, best.ItemsPerDollar, best.ID, worst.ItemsPerDollar, worst.ID)
 }

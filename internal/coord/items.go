@@ -523,3 +523,24 @@ func (d *DB) allItemCounts(ctx context.Context) (map[string]itemCounts, error) {
 	}
 	return out, starved.Err()
 }
+
+// NodeInstances maps each node name of the fleet to the instance its
+// credential was issued to (revoked ones included: a report counts the
+// results of nodes gone since).
+func (d *DB) NodeInstances(ctx context.Context, fleet string) (map[string]int64, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT node, max(instance_id) FROM credentials WHERE fleet = ? GROUP BY node`, fleet)
+	if err != nil {
+		return nil, fmt.Errorf("coord: node instances: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var node string
+		var id int64
+		if err := rows.Scan(&node, &id); err != nil {
+			return nil, err
+		}
+		out[node] = id
+	}
+	return out, rows.Err()
+}

@@ -58,6 +58,11 @@ type ReportNode struct {
 	Storage   float64 `json:"storage"`
 	Bandwidth float64 `json:"bandwidth"`
 	Total     float64 `json:"total"`
+	// ItemsDone counts the work items whose kept result this instance
+	// sent; ItemsPerDollar is that over its total cost (0 when it
+	// cost nothing or the job has no items).
+	ItemsDone      int     `json:"items_done"`
+	ItemsPerDollar float64 `json:"items_per_dollar"`
 }
 
 // report is the job's cost report as of now, also written to
@@ -140,11 +145,46 @@ func countResults(ctx context.Context, r Results, rep *Report) error {
 			rep.ItemsFailed++
 		}
 	}
+	if ni, ok := r.(NodeInstances); ok && len(results) > 0 {
+		if err := rep.itemsPerNode(ctx, ni, results); err != nil {
+			return err
+		}
+	}
 	if v, ok := r.(Verdicts); ok {
 		if val, err := v.FleetValidation(ctx, rep.Job); err == nil && val != (coord.Validation{}) {
 			if rep.Hosts, err = v.HostResults(ctx, rep.Job); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// NodeInstances is what a coordinator's database that issues
+// per-instance credentials adds: which instance each node name is.
+type NodeInstances interface {
+	NodeInstances(ctx context.Context, fleet string) (map[string]int64, error)
+}
+
+// itemsPerNode credits each kept item result to the instance that sent
+// it, and gives each instance's items per dollar: what it delivered for
+// the money, the figure to judge machines by.
+func (rep *Report) itemsPerNode(ctx context.Context, ni NodeInstances, results []coord.ItemResult) error {
+	ids, err := ni.NodeInstances(ctx, rep.Job)
+	if err != nil {
+		return err
+	}
+	done := map[int64]int{}
+	for _, r := range results {
+		if id, ok := ids[r.Node]; ok && r.ExitCode == 0 {
+			done[id]++
+		}
+	}
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		n.ItemsDone = done[n.ID]
+		if n.Total > 0 {
+			n.ItemsPerDollar = float64(n.ItemsDone) / n.Total
 		}
 	}
 	return nil
