@@ -230,7 +230,13 @@ func (r *runner) gateChecks(ctx context.Context) {
 				if n.dueAt.IsZero() {
 					n.dueAt = time.Now()
 				}
-				if u := n.dueAt.Add(ck.AgentWait); u.After(until) {
+				// An agent not heard from at all (an onstart that failed)
+				// holds the market a third as long as one that probes.
+				allow := ck.AgentWait
+				if !n.agentSeen {
+					allow /= 3
+				}
+				if u := n.dueAt.Add(allow); u.After(until) {
 					until = u
 				}
 			}
