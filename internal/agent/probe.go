@@ -171,9 +171,8 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 }
 
 // probeCores spins one thread per advertised core (the machine's CPUs
-// when nothing is advertised; on a simulated machine no more than this
-// computer's CPUs, since availability is a per-thread share) for the CPU
-// window.
+// when nothing is advertised; on a simulated machine one, since
+// availability is a per-thread share) for the CPU window.
 func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method string, workers int, err error) {
 	claim := cfg.Advertised.Cores
 	if claim <= 0 {
@@ -181,7 +180,11 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 	}
 	workers = min(int(math.Ceil(claim)), maxProbeWorkers)
 	if cfg.Simulated {
-		workers = min(workers, runtime.NumCPU())
+		// A simulated machine short of cores is stopped as a whole, so
+		// one thread sees its availability; more would only take this
+		// computer's CPUs from every other simulated machine (and from
+		// vastfleet, whose timing then drifts on a fast market).
+		workers = 1
 	}
 	workers = max(workers, 1)
 	if prev := runtime.GOMAXPROCS(0); prev < workers+1 {

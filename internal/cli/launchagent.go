@@ -140,8 +140,12 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 		// that moves only while vastfleet waits would otherwise pass
 		// its deadline while they boot. Half a minute of wall time is
 		// what ten agents on two busy cores took to download, probe and
-		// report, with room to spare.
-		c.AgentWait = 30 * time.Second
+		// report, with room to spare. A market on a scaled wall clock
+		// (`sim serve`, another process's) moves anyway: waiting there
+		// only blinds the launch, so it looks once a tick.
+		if f.virtual != nil {
+			c.AgentWait = 30 * time.Second
+		}
 	}
 	switch o.ReadyCheck {
 	case "ssh":
