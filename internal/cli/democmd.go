@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,7 +186,7 @@ func (s *scratchFilter) Write(p []byte) (int, error) {
 		if i < 0 {
 			return len(p), nil
 		}
-		line := s.buf[:i+1]
+		line := trimHint(s.buf[:i+1])
 		if !bytes.Contains(line, []byte(s.dir)) && !bytes.Contains(line, []byte("`vastfleet ")) {
 			if _, err := s.w.Write(line); err != nil {
 				return 0, err
@@ -193,6 +194,24 @@ func (s *scratchFilter) Write(p []byte) (int, error) {
 		}
 		s.buf = s.buf[i+1:]
 	}
+}
+
+// trimHint drops a trailing "; ... `vastfleet ...`" clause from a line
+// that says something else first (the charged line's reconcile hint),
+// so the figure stays when the command that would read the gone data
+// dir goes. A line that is only a hint is left whole, for the caller to
+// drop.
+func trimHint(line []byte) []byte {
+	i := bytes.Index(line, []byte("`vastfleet "))
+	if i < 0 {
+		return line
+	}
+	j := bytes.LastIndex(line[:i], []byte("; "))
+	k := bytes.IndexByte(line[i+1:], '`')
+	if j < 0 || k < 0 {
+		return line
+	}
+	return append(slices.Clip(line[:j]), line[i+1+k+1:]...)
 }
 
 // newHashcheckCmd is the demo's verify command: the coordinator runs it on
