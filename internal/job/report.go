@@ -59,8 +59,9 @@ type ReportNode struct {
 	Bandwidth float64 `json:"bandwidth"`
 	Total     float64 `json:"total"`
 	// ItemsDone counts the work items whose kept result this instance
-	// sent; ItemsPerDollar is that over its total cost (0 when it
-	// cost nothing or the job has no items).
+	// sent with exit 0 (a failed item delivered nothing);
+	// ItemsPerDollar is that over its total cost (0 when it cost
+	// nothing or the job has no items).
 	ItemsDone      int     `json:"items_done"`
 	ItemsPerDollar float64 `json:"items_per_dollar"`
 }
