@@ -31,7 +31,7 @@ func TestBadNumericFlagsRefused(t *testing.T) {
 		{"--budget", []string{"launch", "--budget", "Inf", "--count", "2", "-n", launchQuery}},
 		{"--max-dph", []string{"launch", "--max-dph", "-1", "--count", "2", "-n", launchQuery}},
 		{"--count", []string{"launch", "--count", "0", "-n", launchQuery}},
-		{"--count", []string{"launch", "--count", "501", "-n", launchQuery}},
+		{"--count", []string{"launch", "--count", "1001", "-n", launchQuery}},
 		{"--deadline", []string{"launch", "--deadline", "-5m", "--count", "2", "-n", launchQuery}},
 		{"--spare", []string{"launch", "--park", "--spare", "NaN", "--count", "2", "-n", launchQuery}},
 		{"--rate", []string{"launch", "--rate", "Inf", "--count", "2", "-n", launchQuery}},
@@ -65,7 +65,7 @@ func TestFlagRangeMessage(t *testing.T) {
 		"rent 1 --bid NaN":             "error: --bid NaN: want a finite number from 0 to 1000\n",
 		"--sim-speed 0 ls":             "error: --sim-speed 0: want a finite number above 0 and at most 1000000\n",
 		"launch --deadline -5m -n x>1": "error: --deadline -5m0s: want a duration from 0 to 720h\n",
-		"launch --count 0 -n x>1":      "error: --count 0: want a whole number from 1 to 500\n",
+		"launch --count 0 -n x>1":      "error: --count 0: want a whole number from 1 to 1000\n",
 	} {
 		if r := e.run(strings.Fields(args)...); r.err != want {
 			t.Errorf("%s: stderr %q, want %q", args, r.err, want)

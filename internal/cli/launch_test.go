@@ -92,7 +92,7 @@ func TestLaunchRefusesCapsBeforeRenting(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"launch", "--count", "0"},
-		{"launch", "--count", "501"},
+		{"launch", "--count", "1001"},
 		{"launch", "--count", "5", "--min-ready", "6"},
 		{"launch", "--env", "NOEQUALS"},
 		{"launch", "--session", "bad name:cmd"},

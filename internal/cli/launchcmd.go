@@ -56,6 +56,7 @@ type launchOptions struct {
 	AllowSameMachine bool
 	BadHostTTL       time.Duration
 	Workers          int
+	CreateBatch      int
 	Rate             float64
 	OnInterrupt      string
 	WaitFor          string
@@ -193,6 +194,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.DurationVar(&opts.BadHostTTL, "bad-host-ttl", launch.DefaultBadHostTTL, "how long machines that failed are skipped")
 	fl.IntVar(&opts.Workers, "workers", 0, "concurrent API calls (default 16)")
 	fl.Float64Var(&opts.Rate, "rate", 0, "rentals per second (default 4)")
+	fl.IntVar(&opts.CreateBatch, "create-batch", 0, "most offers one create call rents where the marketplace takes bulk creates (default 64; 1: one offer a call)")
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, destroy-unready or destroy-all (default: ask on a terminal, else destroy-unready)")
 	fl.StringVar(&opts.WaitFor, "wait-for", "", "launch only when the top --count offers meet this, e.g. 'vcpu>=5000 dph_per_vcpu<=0.002'")
 	fl.DurationVar(&opts.WaitMax, "wait-max", 6*time.Hour, "with --wait-for: give up after this long")
@@ -202,7 +204,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 		bounds{"deadline", "0", "720h"}, bounds{"spare", "-1", "10"},
 		bounds{"max-dph", "0", "100000"}, bounds{"budget", "0", "1000000"}, bounds{"disk", ">0", "100000"},
 		bounds{"boot-timeout", "0", "720h"}, bounds{"release-timeout", "0", "720h"}, bounds{"bad-host-ttl", "0", "8760h"},
-		bounds{"workers", "0", "256"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"},
+		bounds{"workers", "0", "256"}, bounds{"create-batch", "0", "64"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"},
 		bounds{"image-size", "0", "10000"}, bounds{"orphan-after", "1m", "8760h"},
 		bounds{"max-lifetime", "0", "8760h"}, bounds{"idle-after", "0", "8760h"}, bounds{"idle-below", "0", "100"}, bounds{"stopped-for", "0", "8760h"})
 	return cmd

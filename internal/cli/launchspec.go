@@ -196,7 +196,7 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 		MaxRentals: o.MaxRentals, ImageGB: o.ImageGB,
 		Create:   launch.Create(o.Image, o.Disk),
 		Sessions: sessions, AllowSameMachine: o.AllowSameMachine, BadHostTTL: o.BadHostTTL,
-		Workers: o.Workers, RentRate: o.Rate, OnInterrupt: onInterrupt,
+		Workers: o.Workers, RentRate: o.Rate, CreateBatch: o.CreateBatch, OnInterrupt: onInterrupt,
 	}
 	spec.Create.Env = env
 	spec.Create.Onstart = launch.Onstart(o.Onstart, sessions)

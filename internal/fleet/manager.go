@@ -136,6 +136,39 @@ func byLabel(l provider.Listing) map[string]provider.Instance {
 	return out
 }
 
+// batchKey names an instance of a bulk create: its label and machine.
+type batchKey struct {
+	label   string
+	machine int64
+}
+
+// byBatch indexes a listing's labelled rows by label and machine.
+func byBatch(l provider.Listing) map[batchKey]provider.Instance {
+	out := make(map[batchKey]provider.Instance, len(l.Instances))
+	for _, in := range l.Instances {
+		if lab := in.LabelText(); lab != "" {
+			out[batchKey{lab, in.MachineID}] = in
+		}
+	}
+	return out
+}
+
+// IntentOf is the intent of this store that rented row, whose label parsed
+// as label: the intent the label names, or, for an instance of a bulk
+// create, the intent of that create on the row's machine. It fails with
+// store.ErrNotFound when the label names no such intent of label's fleet.
+func (m *Manager) IntentOf(ctx context.Context, row provider.Instance, label LabelParts) (store.Intent, error) {
+	it, err := m.S.IntentForInstance(ctx, row.LabelText(), row.MachineID)
+	if err != nil {
+		return store.Intent{}, err
+	}
+	mine := it.ID == label.Intent || (it.BatchLabel != "" && it.BatchLabel == row.LabelText())
+	if !mine || it.Fleet != label.Fleet {
+		return store.Intent{}, fmt.Errorf("instance %d: label %q: %w", row.ID, row.LabelText(), store.ErrNotFound)
+	}
+	return it, nil
+}
+
 func byID(l provider.Listing) map[int64]provider.Instance {
 	out := make(map[int64]provider.Instance, len(l.Instances))
 	for _, in := range l.Instances {

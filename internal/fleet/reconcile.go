@@ -203,8 +203,8 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 				Reason: fmt.Sprintf("labelled by another vastfleet data dir (store %s, fleet %s)", label.Store, label.Fleet)})
 			continue
 		}
-		intent, ierr := m.S.IntentByLabel(ctx, row.LabelText())
-		if ierr != nil || intent.ID != label.Intent || intent.Fleet != label.Fleet {
+		intent, ierr := m.IntentOf(ctx, row, label)
+		if ierr != nil {
 			if ierr != nil && !errors.Is(ierr, store.ErrNotFound) {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, ierr))
 				continue
@@ -289,8 +289,13 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		return rep, fmt.Errorf("reconcile: %w", err)
 	}
 	labels := byLabel(l)
+	batched := byBatch(l)
 	for _, it := range pending {
-		if _, ok := labels[it.Label]; ok || m.young(it.CreatedAt, now) {
+		_, ok := labels[it.Label]
+		if it.BatchLabel != "" {
+			_, ok = batched[batchKey{it.BatchLabel, it.MachineID}]
+		}
+		if ok || m.young(it.CreatedAt, now) {
 			continue
 		}
 		if err := m.S.AbandonIntent(ctx, it.ID, "label absent from a complete listing after the grace period", now); err != nil {

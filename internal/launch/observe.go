@@ -46,7 +46,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		if !ok || label.Fleet != r.spec.Fleet || label.Store != r.storeID(ctx) {
 			continue
 		}
-		r.adopt(ctx, row, label.Intent, now)
+		r.adopt(ctx, row, label, now)
 	}
 	for id := range r.destroying {
 		if _, ok := listed[id]; !ok {
@@ -125,14 +125,14 @@ func (r *runner) grace() time.Duration {
 // adopt records a listed instance whose label names this fleet but that
 // this run does not track: a rental whose response was lost, or made by a
 // process killed before it could record it.
-func (r *runner) adopt(ctx context.Context, row provider.Instance, intentID int64, now time.Time) {
+func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.LabelParts, now time.Time) {
 	in, err := r.m.S.Instance(ctx, row.ID)
 	if err == nil && r.inflight[in.OfferID].ID != 0 {
 		return // its rent is still running and will report it
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		it, ierr := r.m.S.IntentByLabel(ctx, row.LabelText())
-		if ierr != nil || it.ID != intentID {
+		it, ierr := r.m.IntentOf(ctx, row, label)
+		if ierr != nil {
 			return // not this store's: reconcile reports it as an orphan
 		}
 		if r.inflight[it.OfferID].ID != 0 {

@@ -5,8 +5,10 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -50,6 +52,7 @@ func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration)
 // (a lost create response can take minutes to settle) and land later. It
 // returns how long until the next rent may go, or 0 when none is due.
 func (r *runner) dispatch(ctx context.Context) time.Duration {
+	triedBulk := false
 	for ctx.Err() == nil {
 		now := r.now()
 		if r.finishing || r.capHit != "" {
@@ -65,8 +68,14 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 			r.capStop(now, fmt.Sprintf("rental bound: %d rentals made (--max-rentals %d)", r.rentsOK+len(r.inflight), r.spec.MaxRentals))
 			return 0
 		}
-		if len(r.inflight) >= r.spec.Workers {
+		if r.calls >= r.spec.Workers {
 			return time.Duration(float64(time.Second) / r.spec.RentRate)
+		}
+		if r.bulk && !triedBulk {
+			triedBulk = true
+			if r.dispatchBulk(ctx, now) {
+				continue
+			}
 		}
 		if tok := r.lim.TokensAt(now); tok < 1 {
 			return time.Duration((1 - tok) / r.spec.RentRate * float64(time.Second))
@@ -79,12 +88,13 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		c := picks[0]
 		r.substitute(now, c)
 		r.inflight[c.ID] = c
+		r.calls++
 		r.wg.Add(1)
 		r.busy(1)
 		go func() {
 			defer r.wg.Done()
 			defer r.busy(-1)
-			out := rentResult{c: c}
+			out := rentResult{c: c, lastOfCall: true}
 			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
 			r.resMu.Lock()
 			r.results = append(r.results, out)
@@ -92,6 +102,106 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		}()
 	}
 	return 0
+}
+
+// bulkCallRate paces bulk creates: vast publishes no limit for them, and
+// one call a second, 64 offers each, is still 14 times its single creates.
+const bulkCallRate = 1
+
+// bulkMin is the smallest batch worth a bulk call: fewer offers go one by
+// one, at the single creates' own pace.
+const bulkMin = 4
+
+// dispatchBulk rents, with one bulk create, the next offers the fleet needs
+// that share a create body (a body carries the offer's advertised hardware
+// when the boot probe checks it, and the bid when bidding). It reports
+// whether it sent one.
+func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
+	if r.bulkLim.TokensAt(now) < 1 {
+		return false
+	}
+	least := min(bulkMin, r.spec.CreateBatch)
+	k := min(r.need(now), r.spec.CreateBatch, r.spec.MaxRentals-r.rentsOK-len(r.inflight))
+	if k < 2 || k < least {
+		return false
+	}
+	picks := r.pick(k, now)
+	groups := bulkGroups(picks, r.createFor)
+	var batch []market.Ranked
+	for _, g := range groups {
+		if batch == nil && len(g) >= least {
+			batch = g
+			continue
+		}
+		for _, c := range g { // the single creates take them in turn
+			delete(r.usedOffers, c.ID)
+			r.unreserve(c)
+		}
+	}
+	if batch == nil {
+		return false
+	}
+	r.bulkLim.AllowN(now, 1)
+	offers := make([]market.Offer, len(batch))
+	for i, c := range batch {
+		r.substitute(now, c)
+		r.inflight[c.ID] = c
+		offers[i] = c.Offer
+	}
+	r.calls++
+	r.wg.Add(1)
+	r.busy(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.busy(-1)
+		outs, err := r.m.RentMany(ctx, fleet.BulkRentRequest{Fleet: r.spec.Fleet, Offers: offers, Create: r.createFor(offers[0]), ImageGB: r.spec.ImageGB})
+		res := make([]rentResult, len(batch))
+		for i, c := range batch {
+			res[i] = rentResult{c: c, err: err}
+			if err == nil {
+				res[i].in, res[i].err = outs[i].Instance, outs[i].Err
+			}
+		}
+		res[len(res)-1].lastOfCall = true
+		r.resMu.Lock()
+		r.results = append(r.results, res...)
+		r.resMu.Unlock()
+	}()
+	return true
+}
+
+// bulkGroups splits picks into groups that one bulk create can rent: one
+// create body, distinct known machines. The largest group comes first.
+func bulkGroups(picks []market.Ranked, body func(market.Offer) provider.CreateRequest) [][]market.Ranked {
+	type slot struct {
+		key      string
+		machines map[int64]bool
+	}
+	var groups [][]market.Ranked
+	var slots []slot
+	for _, c := range picks {
+		b, err := json.Marshal(body(c.Offer))
+		if err != nil || c.MachineID <= 0 {
+			groups = append(groups, []market.Ranked{c})
+			slots = append(slots, slot{})
+			continue
+		}
+		key, placed := string(b), false
+		for i, s := range slots {
+			if s.key == key && !s.machines[c.MachineID] && len(groups[i]) < provider.BulkChunk {
+				groups[i] = append(groups[i], c)
+				s.machines[c.MachineID] = true
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []market.Ranked{c})
+			slots = append(slots, slot{key: key, machines: map[int64]bool{c.MachineID: true}})
+		}
+	}
+	slices.SortStableFunc(groups, func(a, b []market.Ranked) int { return len(b) - len(a) })
+	return groups
 }
 
 // keep is cands less the offers a not accepted; all of them when a is nil.
@@ -132,9 +242,10 @@ func (r *runner) substitute(now time.Time, c market.Ranked) {
 }
 
 type rentResult struct {
-	c   market.Ranked
-	in  store.Instance
-	err error
+	c          market.Ranked
+	in         store.Instance
+	err        error
+	lastOfCall bool // the create call that rented c has no more results
 }
 
 // land takes in the rents that finished since the last tick.
@@ -146,6 +257,9 @@ func (r *runner) land(ctx context.Context) {
 	for _, out := range res {
 		c := out.c
 		delete(r.inflight, c.ID)
+		if out.lastOfCall {
+			r.calls--
+		}
 		r.unreserve(c) // track re-adds the machine when the rent worked
 		at := r.now()
 		if out.err != nil {

@@ -24,6 +24,7 @@ func TestResumeKeepsTheDeadlineAndRentsAgain(t *testing.T) {
 	spec := baseSpec("pause", 40)
 	spec.Park = true
 	spec.Deadline = 20 * time.Minute
+	spec.CreateBatch = 1 // one offer a call, so that the interrupt leaves rents to do
 	start := e.Clock.Now()
 	interruptAfter(t, e, spec, EvRented, 25)
 	// The user comes back 12 minutes later; the market did not wait.

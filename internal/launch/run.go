@@ -169,9 +169,14 @@ type runner struct {
 	releaseDur []time.Duration
 
 	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
-	wg       sync.WaitGroup
-	resMu    sync.Mutex
-	results  []rentResult
+	calls    int                     // create calls in flight, a bulk create counting once (main goroutine only)
+	// bulk rents many offers a call where the marketplace can; bulkLim
+	// paces those calls.
+	bulk    bool
+	bulkLim *rate.Limiter
+	wg      sync.WaitGroup
+	resMu   sync.Mutex
+	results []rentResult
 }
 
 // Run launches spec.Count instances from the ranked candidates (best
@@ -246,6 +251,11 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		msg += "; " + bidName(*spec.Bid) + strings.TrimSuffix("; "+bidNote, "; ")
 	}
 	r.emit(Event{Event: EvStart, At: now, Msg: msg})
+	if fast := len(candidates) - slow; fast < spec.Count {
+		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf(
+			"thin market: %d offers are expected to load a %.1f GB image within %s, for --count %d; expect fewer by the deadline: widen the query, give a later --deadline, or use a smaller image",
+			fast, spec.ImageGB, budget.Round(time.Second), spec.Count)})
+	}
 	return r.loop(ctx)
 }
 
@@ -397,7 +407,9 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
 		inflight: map[int64]market.Ranked{},
 		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
+		bulkLim:  rate.NewLimiter(bulkCallRate, 1),
 	}
+	_, r.bulk = m.P.(provider.BulkCreator)
 	return r
 }
 

@@ -490,3 +490,70 @@ func TestAcceptedOffersOnly(t *testing.T) {
 	}
 	checkNoLeaks(t, e.Mkt, e.St)
 }
+
+// Where the marketplace takes bulk creates, a fleet is rented a batch a
+// call: one intent per offer, grouped under a few batch labels, each offer
+// rented once. Offers whose create bodies differ (the boot probe's
+// advertised hardware) are batched only with their like.
+func TestBulkCreateRentsInBatches(t *testing.T) {
+	t.Parallel()
+	for _, probe := range []bool{false, true} {
+		e := newTestEnv(t, 12, sim.Faults{})
+		spec := baseSpec("bulk", 40)
+		if probe {
+			spec.Hardware = &HardwarePolicy{}
+		}
+		sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		its, err := e.St.FleetIntents(context.Background(), "bulk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches := map[string][]int64{}
+		single := 0
+		for _, it := range its {
+			if it.BatchLabel == "" {
+				single++
+				continue
+			}
+			batches[it.BatchLabel] = append(batches[it.BatchLabel], it.MachineID)
+		}
+		for label, ms := range batches {
+			if len(ms) < 2 || len(ms) > 64 {
+				t.Errorf("batch %s holds %d offers", label, len(ms))
+			}
+		}
+		t.Logf("probe %v: %d ready; %d intents: %d batches, %d single creates", probe, sum.Ready, len(its), len(batches), single)
+		if sum.Ready != 40 {
+			t.Errorf("probe %v: %d ready of 40", probe, sum.Ready)
+		}
+		if !probe && (len(batches) == 0 || single > len(its)/4) {
+			t.Errorf("without the probe every offer shares a body: %d batches, %d single creates of %d", len(batches), single, len(its))
+		}
+		checkNoLeaks(t, e.Mkt, e.St)
+	}
+}
+
+// A market too thin to boot the count by the deadline is named before
+// anything is rented, with the depth found.
+func TestThinMarketIsNamedAtTheStart(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, 13, sim.Faults{})
+	spec := baseSpec("thin", 5)
+	spec.Deadline = 2 * time.Minute // no 8 GB image loads in 72 s
+	rec := &recorder{}
+	_, _ = Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
+	w := rec.find(EvWarn, "thin market")
+	if w == nil {
+		t.Fatalf("no thin-market warning: %+v", rec.evs)
+	}
+	if !strings.Contains(w.Msg, "0 offers are expected to load") || !strings.Contains(w.Msg, "--count 5") {
+		t.Errorf("warning %q does not give the depth found", w.Msg)
+	}
+	if rec.evs[0].Event != EvStart || rec.evs[1].Event != EvWarn {
+		t.Errorf("the warning is not given at the start")
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}

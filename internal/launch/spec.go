@@ -37,7 +37,7 @@ const (
 	// UnknownFor is how long "unknown" (no host heartbeat) is tolerated.
 	UnknownFor = 5 * time.Minute
 	// MaxCount is the largest fleet one launch makes.
-	MaxCount = 500
+	MaxCount = 1000
 )
 
 // Interrupt modes (Spec.OnInterrupt).
@@ -127,6 +127,10 @@ type Spec struct {
 	// the manager's clock.
 	Workers  int     `json:"workers"`
 	RentRate float64 `json:"rent_rate"`
+	// CreateBatch is the most offers one create call rents, where the
+	// marketplace takes bulk creates: offers that share a create body go
+	// together. 0: provider.BulkChunk; 1: one offer a call.
+	CreateBatch int `json:"create_batch,omitempty"`
 	// PollEvery spaces the batched status listings (marketplace time).
 	PollEvery time.Duration `json:"poll_every"`
 	// OnInterrupt is what Run does when its context is cancelled: keep
@@ -235,6 +239,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.RentRate <= 0 {
 		s.RentRate = DefaultRentRate
 	}
+	if s.CreateBatch <= 0 {
+		s.CreateBatch = provider.BulkChunk
+	}
 	if s.PollEvery <= 0 {
 		s.PollEvery = DefaultPollEvery
 	}
@@ -287,6 +294,9 @@ func (s Spec) Validate() error {
 	}
 	if s.Deadline < 0 {
 		return errors.New("--deadline must not be negative")
+	}
+	if s.CreateBatch > provider.BulkChunk {
+		return fmt.Errorf("--create-batch %d: must be 1 to %d, the most one bulk create takes", s.CreateBatch, provider.BulkChunk)
 	}
 	switch s.OnInterrupt {
 	case InterruptKeep, InterruptDestroyUnready, InterruptDestroyAll:

@@ -17,3 +17,17 @@ type BulkStateChanger interface {
 // BulkChunk is how many ids one bulk call carries, as the vastai CLI
 // sends them.
 const BulkChunk = 64
+
+// BulkCreator rents many offers in one call (vast: POST /api/v0/asks/bulk/
+// with the create body plus "ids"), where single creates are limited to a
+// few a second per account: 1,000 of them take minutes of a launch's
+// deadline.
+type BulkCreator interface {
+	// CreateInstances asks for every offer of offerIDs (at most BulkChunk)
+	// with one body, and so one label. The marketplace does not document
+	// what it answers per offer, so nothing is read from it: the caller
+	// finds what was rented by listing the label. An error for which
+	// Classify says Refused rented nothing; any other error may have
+	// rented some of the offers.
+	CreateInstances(ctx context.Context, offerIDs []int64, req CreateRequest) error
+}

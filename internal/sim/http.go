@@ -50,6 +50,7 @@ func (m *Market) Handler() http.Handler {
 	api("POST /api/v0/bundles/{$}", m.hSearch(false))
 	api("PUT /api/v0/search/asks/{$}", m.hSearch(true))
 	api("PUT /api/v0/asks/{id}/{$}", m.hCreate)
+	api("POST /api/v0/asks/bulk/{$}", m.hBulkCreate)
 	api("GET /api/v1/instances/{$}", m.hList)
 	api("GET /api/v0/instances/{id}/{$}", m.hShow)
 	api("PUT /api/v0/instances/{id}/{$}", m.hManage)
@@ -331,6 +332,74 @@ func (m *Market) hCreate(r *http.Request, body []byte, now time.Time) reply {
 	if !ok {
 		return errReply(&apiError{404, "no_such_ask", "Offer " + r.PathValue("id") + " does not exist."})
 	}
+	in, bad := createBody(body)
+	if bad != nil {
+		return *bad
+	}
+	inst, err := m.create(offerID, in, now)
+	if err != nil {
+		return errReply(err)
+	}
+	if m.lostCreate() {
+		return reply{lost: true}
+	}
+	return jsonReply(200, map[string]any{"success": true, "new_contract": inst.ID, "instance_api_key": inst.APIKey})
+}
+
+// bulkCreateMax is the most offer ids one bulk create takes: the vastai
+// CLI sends 64 a call.
+const bulkCreateMax = 64
+
+// hBulkCreate is POST /api/v0/asks/bulk/: the create body plus "ids". Each
+// offer is rented on its own, so one that is gone does not stop the rest.
+// vast does not document the answer; this one names each new contract by
+// its offer and each refusal with its reason, and says success only when
+// every offer was rented. A client must confirm by listing either way.
+func (m *Market) hBulkCreate(_ *http.Request, body []byte, now time.Time) reply {
+	var ids struct {
+		IDs []int64 `json:"ids"`
+	}
+	if err := json.Unmarshal(body, &ids); err != nil {
+		return badArgs("invalid body: %v", err)
+	}
+	if len(ids.IDs) == 0 || len(ids.IDs) > bulkCreateMax {
+		return badArgs("ids: want 1 to %d offer ids, got %d", bulkCreateMax, len(ids.IDs))
+	}
+	in, bad := createBody(body)
+	if bad != nil {
+		return *bad
+	}
+	type result struct {
+		AskID       int64  `json:"ask_id"`
+		Success     bool   `json:"success"`
+		NewContract int64  `json:"new_contract,omitempty"`
+		Error       string `json:"error,omitempty"`
+		Msg         string `json:"msg,omitempty"`
+	}
+	results := make([]result, 0, len(ids.IDs))
+	all := true
+	for _, id := range ids.IDs {
+		inst, err := m.create(id, in, now)
+		if err != nil {
+			all = false
+			e, ok := err.(*apiError)
+			if !ok {
+				e = &apiError{500, "server_error", err.Error()}
+			}
+			results = append(results, result{AskID: id, Error: e.Code, Msg: e.Msg})
+			continue
+		}
+		results = append(results, result{AskID: id, Success: true, NewContract: inst.ID})
+	}
+	if m.lostCreate() {
+		return reply{lost: true}
+	}
+	return jsonReply(200, map[string]any{"success": all, "results": results})
+}
+
+// createBody reads the create body that PUT /asks/ID/ and the bulk create
+// share; bad is the reply to send when it is not valid.
+func createBody(body []byte) (in createInput, bad *reply) {
 	var req struct {
 		Image   string          `json:"image"`
 		Disk    *float64        `json:"disk"`
@@ -340,19 +409,20 @@ func (m *Market) hCreate(r *http.Request, body []byte, now time.Time) reply {
 		Label   *string         `json:"label"`
 		Price   *float64        `json:"price"`
 	}
+	fail := func(r reply) (createInput, *reply) { return createInput{}, &r }
 	if err := json.Unmarshal(body, &req); err != nil {
-		return badArgs("invalid body: %v", err)
+		return fail(badArgs("invalid body: %v", err))
 	}
 	if req.Image == "" {
-		return badArgs("image is required")
+		return fail(badArgs("image is required"))
 	}
 	if req.Label != nil && len(*req.Label) > MaxLabel {
-		return badArgs("label is longer than %d characters", MaxLabel)
+		return fail(badArgs("label is longer than %d characters", MaxLabel))
 	}
 	if req.Price != nil && (*req.Price < 0.001 || *req.Price > 128) {
-		return errReply(&apiError{400, "invalid_price", "price must be between 0.001 and 128 $/h"})
+		return fail(errReply(&apiError{400, "invalid_price", "price must be between 0.001 and 128 $/h"}))
 	}
-	in := createInput{Image: req.Image, Disk: 8, Label: req.Label, Price: req.Price, Runtype: "ssh"}
+	in = createInput{Image: req.Image, Disk: 8, Label: req.Label, Price: req.Price, Runtype: "ssh"}
 	if req.Disk != nil && *req.Disk > 8 {
 		in.Disk = *req.Disk
 	}
@@ -364,17 +434,10 @@ func (m *Market) hCreate(r *http.Request, body []byte, now time.Time) reply {
 	}
 	env, err := parseEnv(req.Env)
 	if err != nil {
-		return badArgs("env: %v", err)
+		return fail(badArgs("env: %v", err))
 	}
 	in.Env = env
-	inst, err := m.create(offerID, in, now)
-	if err != nil {
-		return errReply(err)
-	}
-	if m.lostCreate() {
-		return reply{lost: true}
-	}
-	return jsonReply(200, map[string]any{"success": true, "new_contract": inst.ID, "instance_api_key": inst.APIKey})
+	return in, nil
 }
 
 // parseEnv accepts the dict the CLI sends, or the Docker-flag string form.

@@ -704,3 +704,62 @@ func TestBulkCallsAndReboot(t *testing.T) {
 		t.Errorf("state lost destroyed instances: %+v", st)
 	}
 }
+
+func TestBulkCreateRentsEachOfferOnItsOwn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Seed: 5})
+	offers := h.search(`{"rentable":{"eq":true},"order":[["dph_total","asc"]],"type":"on-demand","allocated_storage":20,"limit":4}`)
+	if len(offers) != 4 {
+		t.Fatalf("%d offers", len(offers))
+	}
+	taken := h.create(offers[0].ID, "taken-first")
+	ids := []int64{999999999}
+	for _, o := range offers {
+		ids = append(ids, o.ID)
+	}
+	var ans struct {
+		Success bool
+		Results []struct {
+			AskID       int64 `json:"ask_id"`
+			Success     bool
+			NewContract int64 `json:"new_contract"`
+			Error       string
+		}
+	}
+	st, _, _ := h.do("POST", "/api/v0/asks/bulk/", map[string]any{"image": "ubuntu:22.04", "disk": 10, "label": "batch", "ids": ids}, &ans)
+	if st != 200 || ans.Success || len(ans.Results) != 5 {
+		t.Fatalf("bulk create: %d %+v", st, ans)
+	}
+	made := map[int64]bool{}
+	for i, r := range ans.Results {
+		if r.AskID != ids[i] {
+			t.Errorf("result %d is for offer %d, want %d", i, r.AskID, ids[i])
+		}
+		wantOK := i >= 2 // the bogus id and the offer rented first are refused
+		if r.Success != wantOK || (wantOK && r.NewContract == 0) || (!wantOK && r.Error != "no_such_ask") {
+			t.Errorf("offer %d: %+v", r.AskID, r)
+		}
+		if r.NewContract != 0 {
+			made[r.NewContract] = true
+		}
+	}
+	for _, in := range h.m.Instances() {
+		if in.ID == taken {
+			continue
+		}
+		if !made[in.ID] || in.Label == nil || *in.Label != "batch" {
+			t.Errorf("instance %d (label %v) was not in the answer", in.ID, in.Label)
+		}
+		delete(made, in.ID)
+	}
+	if len(made) != 0 {
+		t.Errorf("answered contracts with no instance: %v", made)
+	}
+	var e struct{ Error, Msg string }
+	if st, _, _ := h.do("POST", "/api/v0/asks/bulk/", map[string]any{"image": "ubuntu:22.04", "ids": make([]int64, 65)}, &e); st != 400 || e.Error != "invalid_args" {
+		t.Errorf("65 ids: %d %+v", st, e)
+	}
+	if st, _, _ := h.do("POST", "/api/v0/asks/bulk/", map[string]any{"ids": ids[1:2]}, &e); st != 400 || !strings.Contains(e.Msg, "image") {
+		t.Errorf("no image: %d %+v", st, e)
+	}
+}

@@ -21,17 +21,30 @@ const (
 // to happen. Its Label goes on the instance, so after a crash or a lost
 // response the instance can be found by label.
 type Intent struct {
-	ID         int64
-	Fleet      string
-	OfferID    int64
-	MachineID  int64
-	Label      string
+	ID        int64
+	Fleet     string
+	OfferID   int64
+	MachineID int64
+	Label     string
+	// BatchLabel is the label of the bulk create that rented this intent
+	// with others ("" for a create of its own); the instance carries it
+	// instead of Label.
+	BatchLabel string
 	Request    json.RawMessage
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	State      string
 	InstanceID int64 // 0 until created
 	Error      string
+}
+
+// InstanceLabel is the label the intent's instance carries: its batch's,
+// when a bulk create rented it.
+func (in Intent) InstanceLabel() string {
+	if in.BatchLabel != "" {
+		return in.BatchLabel
+	}
+	return in.Label
 }
 
 func requestText(b []byte) (string, error) {
@@ -88,17 +101,17 @@ func (s *Store) NewIntent(ctx context.Context, fleet string, offerID, machineID 
 	return in, nil
 }
 
-const intentCols = "id, fleet, offer_id, machine_id, label, request, created_at, updated_at, state, instance_id, error"
+const intentCols = "id, fleet, offer_id, machine_id, label, request, created_at, updated_at, state, instance_id, error, batch_label"
 
 func scanIntent(sc interface{ Scan(...any) error }) (Intent, error) {
 	var in Intent
-	var label sql.NullString
+	var label, batch sql.NullString
 	var req, created, updated string
 	var inst sql.NullInt64
-	if err := sc.Scan(&in.ID, &in.Fleet, &in.OfferID, &in.MachineID, &label, &req, &created, &updated, &in.State, &inst, &in.Error); err != nil {
+	if err := sc.Scan(&in.ID, &in.Fleet, &in.OfferID, &in.MachineID, &label, &req, &created, &updated, &in.State, &inst, &in.Error, &batch); err != nil {
 		return Intent{}, err
 	}
-	in.Label = label.String
+	in.Label, in.BatchLabel = label.String, batch.String
 	in.Request = json.RawMessage(req)
 	in.InstanceID = inst.Int64
 	var err error
@@ -150,6 +163,79 @@ func (s *Store) IntentByLabel(ctx context.Context, label string) (Intent, error)
 		return Intent{}, fmt.Errorf("store: intent labelled %q: %w", label, err)
 	}
 	return in, nil
+}
+
+// IntentOffer is one offer of a batch of intents.
+type IntentOffer struct {
+	OfferID, MachineID int64
+}
+
+// NewIntentBatch inserts a pending intent per offer, all in one transaction,
+// for one bulk create: each gets its own label(id), and all get the batch
+// label batch(first id). Offers must be on distinct machines, since an
+// instance of the batch is matched to its intent by machine.
+func (s *Store) NewIntentBatch(ctx context.Context, fleet string, offers []IntentOffer, requestJSON []byte, now time.Time,
+	label func(id int64) string, batch func(firstID int64) string) ([]Intent, error) {
+	req, err := requestText(requestJSON)
+	if err != nil {
+		return nil, fmt.Errorf("store: new intent batch: %w", err)
+	}
+	seen := make(map[int64]bool, len(offers))
+	for _, o := range offers {
+		if o.MachineID <= 0 || seen[o.MachineID] {
+			return nil, fmt.Errorf("store: new intent batch: machine %d of offer %d is unknown or twice in the batch", o.MachineID, o.OfferID)
+		}
+		seen[o.MachineID] = true
+	}
+	var out []Intent
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		var batchLabel string
+		for _, o := range offers {
+			res, err := tx.ExecContext(ctx, `INSERT INTO intents(fleet, offer_id, machine_id, request, created_at, updated_at, state)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, fleet, o.OfferID, o.MachineID, req, fmtTime(now), fmtTime(now), IntentPending)
+			if err != nil {
+				return err
+			}
+			id, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			if batchLabel == "" {
+				batchLabel = batch(id)
+			}
+			l := label(id)
+			if l == "" || batchLabel == "" || l == batchLabel {
+				return fmt.Errorf("intent %d: labels %q and %q must be set and differ", id, l, batchLabel)
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE intents SET label = ?, batch_label = ? WHERE id = ?", l, batchLabel, id); err != nil {
+				return err
+			}
+			in, err := scanIntent(tx.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
+			if err != nil {
+				return err
+			}
+			out = append(out, in)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: new intent batch (fleet %q, %d offers): %w", fleet, len(offers), err)
+	}
+	return out, nil
+}
+
+// IntentForInstance returns the intent that rented an instance carrying
+// label on machineID: the intent of that label, or the one of the bulk
+// create of that label on that machine. ErrNotFound when neither.
+func (s *Store) IntentForInstance(ctx context.Context, label string, machineID int64) (Intent, error) {
+	in, err := scanIntent(s.db.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE batch_label = ? AND machine_id = ?", label, machineID))
+	if err == nil {
+		return in, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Intent{}, fmt.Errorf("store: intent of batch %q on machine %d: %w", label, machineID, err)
+	}
+	return s.IntentByLabel(ctx, label)
 }
 
 // PendingIntents returns the intents whose outcome is unknown, oldest first.

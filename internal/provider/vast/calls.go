@@ -87,6 +87,7 @@ func (c *Client) search(ctx context.Context, q market.Query, newForm bool) ([]ma
 
 // createBody is the §6 body, with the keys the CLI sends as null or false.
 type createBody struct {
+	IDs            []int64           `json:"ids,omitempty"` // bulk create only
 	ClientID       string            `json:"client_id"`
 	Image          string            `json:"image"`
 	Env            map[string]string `json:"env"`
@@ -107,6 +108,55 @@ type createBody struct {
 	Runtype        string            `json:"runtype"`
 }
 
+// newCreateBody is the body vast's create takes for req.
+func newCreateBody(req provider.CreateRequest) createBody {
+	env := req.Env
+	if env == nil {
+		env = map[string]string{}
+	}
+	runtype := req.Runtype
+	if runtype == "" {
+		runtype = "ssh" // the CLI's default
+	}
+	return createBody{
+		ClientID: "me", Image: req.Image, Env: env, Price: req.Price, Disk: req.Disk,
+		Label: strOrNil(req.Label), Onstart: strOrNil(req.Onstart), Runtype: runtype,
+		// Fail rather than get a stopped (storage-billed) instance when the
+		// offer cannot be scheduled now.
+		CancelUnavail: true,
+	}
+}
+
+// CreateInstances rents the offers of offerIDs with one POST
+// /api/v0/asks/bulk/, as the vastai CLI's create instances does. vast does
+// not document the answer, so a 2xx answer is all it reads: the caller
+// confirms by listing the label. Like CreateInstance it resends only after
+// a 429, and a call that may have reached the server wraps
+// provider.ErrMaybeCreated.
+func (c *Client) CreateInstances(ctx context.Context, offerIDs []int64, req provider.CreateRequest) error {
+	if len(offerIDs) == 0 || len(offerIDs) > provider.BulkChunk {
+		return fmt.Errorf("create instances: %d offer ids; a call takes 1 to %d", len(offerIDs), provider.BulkChunk)
+	}
+	body := newCreateBody(req)
+	body.IDs = offerIDs
+	cl := call{method: http.MethodPost, path: "/api/v0/asks/bulk/", body: body, policy: retryCreate}
+	if err := ctx.Err(); err != nil {
+		return err // nothing was sent
+	}
+	resp, err := c.do(ctx, cl)
+	if err != nil {
+		var te *transportError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%w: %w", provider.ErrMaybeCreated, err)
+		}
+		return err
+	}
+	if resp.status < 200 || resp.status > 299 {
+		return c.apiError(cl, opCreate, resp.status, resp.body)
+	}
+	return nil
+}
+
 func strOrNil(s string) *string {
 	if s == "" {
 		return nil
@@ -118,21 +168,7 @@ func strOrNil(s string) *string {
 // after a transport error, a timeout, an unreadable answer or a 5xx the
 // instance may exist, and the error wraps provider.ErrMaybeCreated.
 func (c *Client) CreateInstance(ctx context.Context, offerID int64, req provider.CreateRequest) (provider.Created, error) {
-	env := req.Env
-	if env == nil {
-		env = map[string]string{}
-	}
-	runtype := req.Runtype
-	if runtype == "" {
-		runtype = "ssh" // the CLI's default
-	}
-	body := createBody{
-		ClientID: "me", Image: req.Image, Env: env, Price: req.Price, Disk: req.Disk,
-		Label: strOrNil(req.Label), Onstart: strOrNil(req.Onstart), Runtype: runtype,
-		// Fail rather than get a stopped (storage-billed) instance when the
-		// offer cannot be scheduled now.
-		CancelUnavail: true,
-	}
+	body := newCreateBody(req)
 	cl := call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/asks/%d/", offerID), body: body, policy: retryCreate}
 	if err := ctx.Err(); err != nil {
 		return provider.Created{}, err // nothing was sent
