@@ -19,6 +19,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/stat"
 )
 
 // benchRankQuery is the recipe's filter (--min-cpu 8 --min-inet 100
@@ -247,20 +248,11 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 
 // pairRow holds medians; ratio is recipe / vastfleet (lower is better).
 func pairRow(name string, vf, rec []float64, unit string) benchRankRow {
-	r := benchRankRow{Measure: name, Vastfleet: median(vf), Recipe: median(rec), Unit: unit}
+	r := benchRankRow{Measure: name, Vastfleet: stat.Median(vf), Recipe: stat.Median(rec), Unit: unit}
 	if r.Vastfleet > 0 {
 		r.Ratio = r.Recipe / r.Vastfleet
 	}
 	return r
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // timeProcess runs a command with its output discarded and returns its wall

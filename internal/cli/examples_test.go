@@ -131,6 +131,19 @@ func TestExampleSweep(t *testing.T) {
 	if credited != 40 {
 		t.Errorf("%d items credited to instances, want 40", credited)
 	}
+	// The delivery summary covers the instances that delivered, each in
+	// its hardware model's row.
+	if d := rep.Delivery; d == nil || d.Instances == 0 || len(d.ByModel) == 0 {
+		t.Errorf("delivery %+v", rep.Delivery)
+	} else {
+		inModels := 0
+		for _, m := range d.ByModel {
+			inModels += m.Instances
+		}
+		if inModels != d.Instances {
+			t.Errorf("delivery: %d instances over the models, %d in all", inModels, d.Instances)
+		}
+	}
 	for _, it := range itemsRecordedOnce(t, filepath.Join(res, rep.Job, "items.jsonl"), 40) {
 		if it.ExitCode != 0 || !strings.Contains(it.StdoutTail, "item "+it.Value+": ") {
 			t.Errorf("item %s: exit %d, output %q", it.Value, it.ExitCode, it.StdoutTail)

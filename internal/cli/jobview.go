@@ -1,9 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,9 +176,7 @@ func printJobReport(f *factory, rep *job.Report) {
 	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
 	if rep.ItemsDone+rep.ItemsLeft > 0 {
 		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
-		if d := deliveryLine(rep.Nodes); d != "" {
-			fmt.Fprintf(w, "  per dollar %s\n", d)
-		}
+		writeDelivery(w, rep.Delivery)
 	}
 	if len(rep.Hosts) > 0 {
 		t := newTable(w, "HOST", "VALIDATED", "REJECTED", "UNCHECKED", "BAD HOST")
@@ -191,24 +188,23 @@ func printJobReport(f *factory, rep *job.Report) {
 	fmt.Fprintf(w, "  instances still live %d\n", rep.Live)
 }
 
-// deliveryLine says how many items a dollar bought on the instances that
-// delivered any: the best, the median and the worst, by instance.
-func deliveryLine(ns []job.ReportNode) string {
-	var ran []job.ReportNode
-	for _, n := range ns {
-		if n.ItemsDone > 0 && n.Total > 0 {
-			ran = append(ran, n)
+// writeDelivery says how many items a dollar bought on the instances
+// that delivered any: the median, the best and the worst instance, and
+// each hardware model's median when there are several.
+func writeDelivery(w io.Writer, d *job.Delivery) {
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(w, "  per dollar %.1f items per dollar on the median instance; best %.1f (instance %d), worst %.1f (instance %d)\n",
+		d.MedianItemsPerDollar, d.Best.ItemsPerDollar, d.Best.ID, d.Worst.ItemsPerDollar, d.Worst.ID)
+	if len(d.ByModel) < 2 {
+		return
+	}
+	for _, m := range d.ByModel {
+		if m.Instances == 1 {
+			fmt.Fprintf(w, "    %s: %.1f items per dollar (1 instance)\n", termSafe(m.Model), m.MedianItemsPerDollar)
+			continue
 		}
+		fmt.Fprintf(w, "    %s: %.1f items per dollar (median of %d instances)\n", termSafe(m.Model), m.MedianItemsPerDollar, m.Instances)
 	}
-	if len(ran) == 0 {
-		return ""
-	}
-	slices.SortFunc(ran, func(a, b job.ReportNode) int { return cmp.Compare(b.ItemsPerDollar, a.ItemsPerDollar) })
-	best, worst := ran[0], ran[len(ran)-1]
-	med := ran[len(ran)/2].ItemsPerDollar
-	if len(ran)%2 == 0 {
-		med = (ran[len(ran)/2-1].ItemsPerDollar + med) / 2
-	}
-	return fmt.Sprintf("%.1f items per dollar on the median instance; best %.1f (instance %d), worst %.1f (instance %d)",
-		med, best.ItemsPerDollar, best.ID, worst.ItemsPerDollar, worst.ID)
 }

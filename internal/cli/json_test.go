@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/vastfleet/vastfleet/internal/job"
 )
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -104,7 +105,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 			t.Errorf("vastfleet %s --json: keys not snake_case: %v", strings.Join(args, " "), keys)
 		}
 	}
-	for name, v := range map[string]any{"bench rank": benchRankRow{}, "up": jobReport{Nodes: []jobNode{{}}}} {
+	for name, v := range map[string]any{"bench rank": benchRankRow{}, "up": jobReport{Nodes: []jobNode{{}}, Delivery: &job.Delivery{ByModel: []job.ModelDelivery{{}}}}} {
 		b, _ := json.Marshal(v)
 		var row map[string]any
 		json.Unmarshal(b, &row)

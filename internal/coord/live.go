@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/stat"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -317,13 +318,17 @@ func perDPHShares(nodes []wire.Node) {
 			byMetric[k] = append(byMetric[k], v)
 		}
 	}
+	medians := make(map[string]float64, len(byMetric))
+	for k, vs := range byMetric {
+		medians[k] = stat.Median(vs)
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.State != StateAlive {
 			continue
 		}
 		for k, v := range n.PerDPH {
-			if med := median(byMetric[k]); med > 0 {
+			if med := medians[k]; med > 0 {
 				if n.PerDPHShare == nil {
 					n.PerDPHShare = map[string]float64{}
 				}
@@ -331,17 +336,4 @@ func perDPHShares(nodes []wire.Node) {
 			}
 		}
 	}
-}
-
-// median of vs (sorted in place); 0 when empty.
-func median(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	slices.Sort(vs)
-	m := len(vs) / 2
-	if len(vs)%2 == 1 {
-		return vs[m]
-	}
-	return (vs[m-1] + vs[m]) / 2
 }

@@ -3,8 +3,11 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +40,21 @@ func TestDownAfterACrashWritesTheResults(t *testing.T) {
 	}
 	if rep.Findings != 60 || rep.ItemsDone != 7 || rep.ItemsLeft != 3 || rep.Live != 0 || rep.Ran != 2 {
 		t.Errorf("report %+v", rep)
+	}
+	// Each node names its hardware as rented; the one that delivered
+	// is the whole delivery summary.
+	for _, n := range rep.Nodes {
+		i := slices.Index(ids, n.ID)
+		if want := fmt.Sprintf("%dx %s", e.offers[i].NumGPUs, e.offers[i].GPUName); n.Model != want {
+			t.Errorf("instance %d: model %q, want %q", n.ID, n.Model, want)
+		}
+	}
+	if d := rep.Delivery; d == nil || d.Instances != 1 || d.Best.ID != ids[0] || d.Worst.ID != ids[0] ||
+		len(d.ByModel) != 1 || d.ByModel[0].ItemsDone != 7 || d.ByModel[0].Model != d.Best.Model {
+		t.Errorf("delivery %+v", rep.Delivery)
+	}
+	if saved, ok := SavedReport(e.deps(nil).Records, "crashed"); !ok || !reflect.DeepEqual(saved.Delivery, rep.Delivery) {
+		t.Errorf("saved delivery %+v, want %+v", saved.Delivery, rep.Delivery)
 	}
 	for file, lines := range map[string]int{"findings.jsonl": 60, "items.jsonl": 7} {
 		b, err := os.ReadFile(filepath.Join(rec.LocalDir, file))

@@ -1,11 +1,15 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +17,8 @@ import (
 	"github.com/vastfleet/vastfleet/internal/bill"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/stat"
+	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -34,11 +40,14 @@ type Report struct {
 	Findings   int64   `json:"findings"`
 	// Work items: done (a result recorded once each), of which failed
 	// (non-zero exit), and left (never finished: queued or leased).
-	ItemsDone   int    `json:"items_done"`
-	ItemsFailed int    `json:"items_failed"`
-	ItemsLeft   int    `json:"items_left"`
-	Live        int    `json:"instances_live"`
-	Dashboard   string `json:"dashboard,omitempty"`
+	ItemsDone   int `json:"items_done"`
+	ItemsFailed int `json:"items_failed"`
+	ItemsLeft   int `json:"items_left"`
+	// Delivery is what a dollar bought on the instances that delivered
+	// items; nil when none did.
+	Delivery  *Delivery `json:"delivery,omitempty"`
+	Live      int       `json:"instances_live"`
+	Dashboard string    `json:"dashboard,omitempty"`
 	// Hosts are each host's results by verdict, when the job validates.
 	Hosts []coord.HostResults `json:"hosts,omitempty"`
 	// Reconcile holds this cost up against the marketplace's charges,
@@ -64,6 +73,115 @@ type ReportNode struct {
 	// nothing or the job has no items).
 	ItemsDone      int     `json:"items_done"`
 	ItemsPerDollar float64 `json:"items_per_dollar"`
+	// Model is the instance's hardware: its GPUs ("2x RTX 4090"), or
+	// what the store knows of it when it has none (see hardwareModel).
+	Model string `json:"model"`
+}
+
+// Delivery sums up items per dollar over the instances that delivered
+// any items (ItemsDone > 0) and cost something (Total > 0): the median,
+// best and worst instance, and the same per hardware model.
+type Delivery struct {
+	Instances            int          `json:"instances"`
+	MedianItemsPerDollar float64      `json:"median_items_per_dollar"`
+	Best                 DeliveryNode `json:"best"`
+	Worst                DeliveryNode `json:"worst"`
+	// ByModel has one row per hardware model, the best median first.
+	ByModel []ModelDelivery `json:"by_model"`
+}
+
+// DeliveryNode is one instance's items per dollar.
+type DeliveryNode struct {
+	ID             int64   `json:"id"`
+	ItemsPerDollar float64 `json:"items_per_dollar"`
+	Model          string  `json:"model"`
+}
+
+// ModelDelivery is the delivery of the instances of one hardware model.
+type ModelDelivery struct {
+	Model                string  `json:"model"`
+	Instances            int     `json:"instances"`
+	MedianItemsPerDollar float64 `json:"median_items_per_dollar"`
+	ItemsDone            int     `json:"items_done"`
+	Cost                 float64 `json:"cost"`
+}
+
+// unknownModel is the model of an instance the store knows nothing of.
+const unknownModel = "unknown"
+
+// delivery sums up the nodes that delivered items for money; nil when
+// none did. Of instances tied on items per dollar, the lowest id is
+// named best or worst; models tied on their median come by name.
+func delivery(nodes []ReportNode) *Delivery {
+	var d Delivery
+	var all []float64
+	perModel := map[string][]float64{}
+	rows := map[string]*ModelDelivery{}
+	for _, n := range nodes {
+		if n.ItemsDone <= 0 || n.Total <= 0 {
+			continue
+		}
+		model := n.Model
+		if model == "" {
+			model = unknownModel
+		}
+		dn := DeliveryNode{ID: n.ID, ItemsPerDollar: n.ItemsPerDollar, Model: model}
+		if d.Instances == 0 || outranks(dn, d.Best, +1) {
+			d.Best = dn
+		}
+		if d.Instances == 0 || outranks(dn, d.Worst, -1) {
+			d.Worst = dn
+		}
+		d.Instances++
+		all = append(all, n.ItemsPerDollar)
+		perModel[model] = append(perModel[model], n.ItemsPerDollar)
+		r := rows[model]
+		if r == nil {
+			r = &ModelDelivery{Model: model}
+			rows[model] = r
+		}
+		r.Instances++
+		r.ItemsDone += n.ItemsDone
+		r.Cost += n.Total
+	}
+	if d.Instances == 0 {
+		return nil
+	}
+	d.MedianItemsPerDollar = stat.Median(all)
+	d.ByModel = make([]ModelDelivery, 0, len(rows))
+	for model, r := range rows {
+		r.MedianItemsPerDollar = stat.Median(perModel[model])
+		d.ByModel = append(d.ByModel, *r)
+	}
+	slices.SortFunc(d.ByModel, func(a, b ModelDelivery) int {
+		return cmp.Or(cmp.Compare(b.MedianItemsPerDollar, a.MedianItemsPerDollar), strings.Compare(a.Model, b.Model))
+	})
+	return &d
+}
+
+// outranks reports whether a should be named instead of b: it delivered
+// more per dollar (sign +1, for the best) or less (sign -1, for the
+// worst), or as much with a lower id.
+func outranks(a, b DeliveryNode, sign int) bool {
+	if c := sign * cmp.Compare(a.ItemsPerDollar, b.ItemsPerDollar); c != 0 {
+		return c > 0
+	}
+	return a.ID < b.ID
+}
+
+// hardwareModel names an instance's hardware for grouping: "2x RTX 4090"
+// when it has GPUs. The store records no CPU name, so an instance without
+// GPUs is named by its vCPUs ("32 vCPU"); "unknown" when nothing is known.
+func hardwareModel(in store.Instance) string {
+	switch {
+	case in.GPUName != "" && in.NumGPUs > 0:
+		return fmt.Sprintf("%dx %s", in.NumGPUs, in.GPUName)
+	case in.GPUName != "":
+		return in.GPUName
+	case in.CPUCores > 0:
+		return strconv.FormatFloat(in.CPUCores, 'f', -1, 64) + " vCPU"
+	}
+	return unknownModel
 }
 
 // report is the job's cost report as of now, also written to
@@ -77,10 +195,18 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 	for _, id := range rec.RunIDs {
 		ran[id] = true
 	}
+	ins, err := d.Store.Instances(ctx, store.InstanceFilter{Fleet: rec.ID, IncludeGone: true})
+	if err != nil {
+		return nil, err
+	}
+	models := make(map[int64]string, len(ins))
+	for _, in := range ins {
+		models[in.ID] = hardwareModel(in)
+	}
 	rep := &Report{Job: rec.ID, At: cr.At, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard}
 	for _, in := range cr.Instances {
 		n := ReportNode{ID: in.InstanceID, Ran: ran[in.InstanceID], State: in.State, Running: in.Running.Seconds(),
-			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total}
+			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total, Model: models[in.InstanceID]}
 		if !in.Live {
 			n.State = "destroyed"
 		}
@@ -100,6 +226,7 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 	if d.Results != nil {
 		errs = append(errs, countResults(ctx, d.Results, rep))
 	}
+	rep.Delivery = delivery(rep.Nodes)
 	dir, err := d.Records.JobDir(rec.ID)
 	if err == nil {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -207,6 +334,10 @@ func SavedReport(recs *Records, id string) (*Report, bool) {
 	var rep Report
 	if json.Unmarshal(b, &rep) != nil {
 		return nil, false
+	}
+	if rep.Delivery == nil {
+		// Written before reports carried it: the nodes still tell.
+		rep.Delivery = delivery(rep.Nodes)
 	}
 	return &rep, true
 }
