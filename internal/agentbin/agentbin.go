@@ -120,7 +120,12 @@ func cached(ctx context.Context, o Options, self, arch string) (string, How, err
 	if err != nil {
 		return "", "", err
 	}
-	dir := filepath.Join(o.CacheDir, "agent", key+"-linux-"+arch)
+	// Absolute: go build runs in the source tree, where a relative -o
+	// (a relative --data-dir) would put the agent beside the source.
+	dir, err := filepath.Abs(filepath.Join(o.CacheDir, "agent", key+"-linux-"+arch))
+	if err != nil {
+		return "", "", err
+	}
 	bin := filepath.Join(dir, Name)
 	if regular(bin) {
 		return bin, Cached, nil

@@ -95,3 +95,25 @@ func TestBuildsTheSmallAgentOnce(t *testing.T) {
 		t.Errorf("last resort %+v", last)
 	}
 }
+
+// A relative cache folder (vastfleet --data-dir d) is this process's, not
+// the source tree's, where go build runs: the agent was built into the
+// checkout and then not found.
+func TestBuildsIntoARelativeCache(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go toolchain")
+	}
+	self := fakeSelf(t, "vastfleet built "+t.Name())
+	wd := t.TempDir()
+	t.Chdir(wd)
+	f, err := Find(t.Context(), Options{Self: self, CacheDir: filepath.Join("d", "cache"), Arch: runtime.GOARCH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.How != Built || !strings.HasPrefix(f.Path, filepath.Join(wd, "d", "cache")) {
+		t.Fatalf("found %+v, want the agent built into %s", f, filepath.Join(wd, "d", "cache"))
+	}
+	if _, err := os.Stat(f.Path); err != nil {
+		t.Fatal(err)
+	}
+}
