@@ -30,10 +30,13 @@ type simServeOptions struct {
 	Clock  string
 	Seed   int64
 	Offers int
-	Speed  float64
-	Faults string
-	State  string
-	APIKey string
+	// Balance is the account's starting credit in dollars (0: sim's
+	// default, $1,000).
+	Balance float64
+	Speed   float64
+	Faults  string
+	State   string
+	APIKey  string
 	// Public allows a non-loopback --addr (with a non-default key).
 	Public bool
 	// Knobs override single shares of the fault profile; <0 means unset.
@@ -68,6 +71,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.BoolVar(&opts.Public, "public", false, "allow a non-loopback --addr (other machines can reach it); needs a non-default --api-key")
 	fl.Int64Var(&opts.Seed, "seed", 1, "market seed: the same seed gives the same offers")
 	fl.IntVar(&opts.Offers, "offers", 0, "number of machines, each listing one or more offers: about 1.26 offers per machine (0: the default population)")
+	fl.Float64Var(&opts.Balance, "balance", sim.DefaultBalance, "the account's starting credit in dollars (a fleet of 1,000 at $0.60/hr each spends $1,000 in 100 market minutes)")
 	fl.Float64Var(&opts.Speed, "time-scale", 60, "simulated seconds per wall second")
 	fl.StringVar(&opts.Clock, "clock", "scaled", "market time: scaled (wall time × --time-scale) or manual (still until a client POSTs /sim/advance?d=10m from loopback, so its results never depend on this machine's load)")
 	fl.StringVar(&opts.Faults, "faults", "realistic", "fault profile: none, realistic or harsh")
@@ -92,7 +96,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.IntVar(&opts.Cap, "cap", 0, "answer every search with at most N offers, whatever limit it asks (as a server that cuts answers short); 0: no cap")
 	fl.Float64Var(&opts.Spoof, "spoof", -1, "share of machines whose true cores, RAM or GPUs are below what they advertise (their processes get the true CPU share; nvidia-smi lists the true GPUs)")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
-	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"})
+	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"balance", ">0", "1e12"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"})
 	// -1 leaves the share to the profile.
 	for _, share := range []string{"stuck", "boot-fail", "offline", "slow", "rate-429", "rate-5xx", "lost-create",
 		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "liars", "odd-rows", "spoof"} {
@@ -179,7 +183,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
 	faults.EndpointLimits = faults.EndpointLimits || opts.EndpointLimits
-	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap}
+	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, Balance: opts.Balance, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap}
 	pace := fmt.Sprintf("%gx time", opts.Speed)
 	switch opts.Clock {
 	case "scaled":
