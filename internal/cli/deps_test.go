@@ -71,6 +71,9 @@ func TestDependencyDirection(t *testing.T) {
 		"search": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "store", mod + "launch", "database/sql", "github.com/spf13/cobra"},
 		// The migration rule knows database/sql and no driver.
 		"sqlschema": {"modernc.org/sqlite", mod + "store", mod + "coord", mod + "server"},
+		// bench scale measures what the user runs: it drives the vastfleet
+		// binary as processes and links none of what that binary does.
+		"scalebench": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "coord", mod + "launch", mod + "fleet", mod + "market", mod + "agent", "database/sql", "github.com/spf13/cobra"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

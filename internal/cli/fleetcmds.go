@@ -145,8 +145,8 @@ type benchLaunchOptions struct {
 	JSONFlags
 }
 
-// newBenchCmd is `bench` with launch and rank; each parses into its
-// options and hands them to launchF or rankF (tests), or runs them.
+// newBenchCmd is `bench` with launch, rank and scale; launch and rank parse
+// into their options and hand them to launchF or rankF (tests), or run them.
 func newBenchCmd(f *factory, launchF func(context.Context, *benchLaunchOptions) error, rankF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
 	opts := &benchLaunchOptions{}
@@ -176,7 +176,7 @@ minutes.`,
 	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
 	addJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
-	cmd.AddCommand(bl, newBenchRankCmd(f, rankF))
+	cmd.AddCommand(bl, newBenchRankCmd(f, rankF), newBenchScaleCmd(f, nil))
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -82,7 +83,9 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 	// up, down and demo run agents, which need a built agent binary (or
 	// are the binary): up_test.go, examples_test.go and the README test
 	// run them; their report, jobReport, is checked by the rule below.
-	notRun := map[string]bool{"bench rank": true, "up": true, "down": true, "demo": true}
+	// bench scale also runs the binary (cmd/vastfleet's TestBenchScale
+	// runs it reduced); its lines are scalebench.Phase and Summary.
+	notRun := map[string]bool{"bench rank": true, "bench scale": true, "up": true, "down": true, "demo": true}
 	covered := map[string]bool{}
 	for _, args := range runs {
 		r := e.run(args...)
@@ -105,7 +108,10 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 			t.Errorf("vastfleet %s --json: keys not snake_case: %v", strings.Join(args, " "), keys)
 		}
 	}
-	for name, v := range map[string]any{"bench rank": benchRankRow{}, "up": jobReport{Nodes: []jobNode{{}}, Delivery: &job.Delivery{ByModel: []job.ModelDelivery{{}}}}} {
+	one, half := 1, 0.5
+	for name, v := range map[string]any{"bench rank": benchRankRow{},
+		"bench scale phase":   scalebench.Phase{MemAvailableMinMB: &half, Usage: []scalebench.Usage{{CPUS: &half, PeakRSSMB: &half, PeakFDs: &one, Procs: &one}}},
+		"bench scale summary": scalebench.Summary{}, "up": jobReport{Nodes: []jobNode{{}}, Delivery: &job.Delivery{ByModel: []job.ModelDelivery{{}}}}} {
 		b, _ := json.Marshal(v)
 		var row map[string]any
 		json.Unmarshal(b, &row)

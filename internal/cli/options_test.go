@@ -600,5 +600,18 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 		if d := cmp.Diff(&benchRankOptions{Offers: 1000, Pairs: 2, File: "offers.json", Seconds: 3}, br); d != "" {
 			t.Errorf("bench rank options (-want +got):\n%s", d)
 		}
+		var bs *benchScaleOptions
+		if err := parseOnly(t, newBenchScaleCmd(f, capture(&bs)), "--nodes", "1000", "--sync-mb", "2.5", "--mem-floor-mb", "4000",
+			"--heartbeat", "1s", "--keep", "run", "--json", "gpu_name=RTX_3090"); err != nil {
+			t.Fatal(err)
+		}
+		c := bs.Config
+		if c.Nodes != 1000 || c.SyncBytes != 2_500_000 || c.MemFloor != 4_000_000_000 || c.Heartbeat != time.Second || c.Dir != "run" ||
+			!bs.JSON || !cmp.Equal(c.Query, []string{"gpu_name=RTX_3090"}) || c.TimeScale != 60 || c.Faults != "none" || c.Work != 10000 {
+			t.Errorf("bench scale options: %+v", bs)
+		}
+		// Past launch's limit the benchmark is refused with it.
+		refusedBeforeRun(t, "bench scale", newBenchScaleCmd(f, refuse[benchScaleOptions](&ran)), &ran, "--nodes", "1001")
+		refusedBeforeRun(t, "bench scale", newBenchScaleCmd(f, refuse[benchScaleOptions](&ran)), &ran, "--sync-mb", "0.000001", "--sync-files", "10")
 	})
 }
