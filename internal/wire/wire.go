@@ -393,6 +393,17 @@ type Snapshot struct {
 	Findings []Finding `json:"findings"` // the most recent, newest first
 }
 
+// SnapshotDelta is the dashboard's view since the previous one it was
+// sent: the totals and newest findings whole, the nodes whose row changed,
+// and the names of nodes gone.
+type SnapshotDelta struct {
+	At       time.Time         `json:"at"`
+	Totals   Totals            `json:"totals"`
+	Nodes    []json.RawMessage `json:"nodes"`
+	Removed  []string          `json:"removed"`
+	Findings []Finding         `json:"findings"`
+}
+
 // SessionNameRule is the session-name grammar in words, for error messages.
 const SessionNameRule = "1-32 letters, digits, '_' or '-'"
 
