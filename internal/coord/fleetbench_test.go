@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,10 @@ type pacedResult struct {
 	hbP50, hbP99, stateP99                   time.Duration
 	stateReads                               int
 	stateBytes                               int
+	// sseBytes and sseEvents are what a dashboard's event stream carried
+	// after its first snapshot.
+	sseBytes, sseEvents int64
+	sseFor              time.Duration
 }
 
 // runPaced runs agents that each send a heartbeat every interval (the
@@ -101,10 +106,43 @@ func runPaced(tb testing.TB, agents int, interval, d time.Duration) pacedResult 
 			time.Sleep(time.Until(next))
 		}
 	}()
+	var sseBytes, sseEvents atomic.Int64
+	var sseStart time.Time
+	sseDone := make(chan struct{})
+	go func() { // the dashboard's event stream
+		defer close(sseDone)
+		req, _ := http.NewRequest("GET", rig.hs.URL+wire.PathEvents, nil)
+		req.Header.Set("Authorization", "Bearer "+rig.viewer)
+		resp, err := rig.client.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		rd := bufio.NewReaderSize(resp.Body, 1<<20)
+		first := true
+		for time.Now().Before(stop) {
+			line, err := rd.ReadSlice('\n')
+			if err != nil && err != bufio.ErrBufferFull {
+				return
+			}
+			if first {
+				if len(line) == 1 { // the end of the first snapshot
+					first, sseStart = false, time.Now()
+				}
+				continue
+			}
+			sseBytes.Add(int64(len(line)))
+			if len(line) == 1 {
+				sseEvents.Add(1)
+			}
+		}
+	}()
 	wg.Wait()
 	if err, _ := firstErr.Load().(error); err != nil {
 		tb.Fatal(err)
 	}
+	rig.hs.CloseClientConnections()
+	<-sseDone
 	rig.srv.Close()
 	stored, err := rig.db.CountFindings(context.Background(), "bench")
 	if err != nil {
@@ -119,7 +157,8 @@ func runPaced(tb testing.TB, agents int, interval, d time.Duration) pacedResult 
 	}
 	return pacedResult{heartbeats: int64(len(hbLat)), findingsSent: sent.Load(), findingsStored: stored,
 		hbP50: pct(hbLat, 0.5), hbP99: pct(hbLat, 0.99), stateP99: pct(stateLat, 0.99),
-		stateReads: len(stateLat), stateBytes: stateSize}
+		stateReads: len(stateLat), stateBytes: stateSize,
+		sseBytes: sseBytes.Load(), sseEvents: sseEvents.Load(), sseFor: time.Since(sseStart)}
 }
 
 // BenchmarkFleetAtInterval is a fleet as it runs: VASTFLEET_COORD_AGENTS
@@ -148,6 +187,7 @@ func BenchmarkFleetAtInterval(b *testing.B) {
 		b.ReportMetric(float64(r.hbP99.Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(r.stateP99.Microseconds())/1000, "state-p99-ms")
 		b.ReportMetric(float64(r.stateBytes)/1024, "state-KiB")
+		b.ReportMetric(float64(r.sseBytes)/1024/r.sseFor.Seconds(), "events-KiB/s")
 	}
 }
 
