@@ -263,25 +263,13 @@ func TestFindingsSurviveKill9(t *testing.T) {
 	}
 }
 
-// readEvent reads one server-sent event's data.
+// readEvent reads one server-sent event's data as a snapshot (a delta's
+// totals read the same).
 func readEvent(t *testing.T, rd *bufio.Reader) wire.Snapshot {
 	t.Helper()
-	var data string
-	for {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading events: %v", err)
-		}
-		line = strings.TrimRight(line, "\n")
-		if line == "" && data != "" {
-			break
-		}
-		if d, ok := strings.CutPrefix(line, "data: "); ok {
-			data += d
-		}
-	}
+	_, data := readNamedEvent(t, rd)
 	var s wire.Snapshot
-	if err := json.Unmarshal([]byte(data), &s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("event data: %v", err)
 	}
 	return s
