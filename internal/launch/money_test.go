@@ -171,3 +171,52 @@ func TestBudgetCountsBandwidth(t *testing.T) {
 		t.Errorf("%d rentals under a budget with room for about one replacement", sum.Rented)
 	}
 }
+
+// A parked launch releases as soon as the count is up, in the very tick
+// that the last instances boot: those are parked and started again before
+// any listing shows them stopped. The store has each of their stops (cost
+// ends compute there) and each of their starts: the launch's own view of
+// a node follows the park it recorded, so the listing that shows the node
+// running again is written down. Before, the store kept those nodes
+// stopped until someone listed the account again, and cost left out all
+// the compute they billed meanwhile.
+func TestParkedAndReleasedInOneTickBillsCompute(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, 4, sim.Faults{})
+	ctx := context.Background()
+	spec := baseSpec("onetick", 12)
+	spec.Park, spec.ParkAll = true, true
+	spec.Deadline = 30 * time.Minute
+	sum, err := Run(ctx, e.M, spec, launchsim.Candidates(e.Mkt, 12), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 12 {
+		t.Fatalf("%d ready of 12", sum.Ready)
+	}
+	// No listing after the launch: what the store holds is what the launch
+	// recorded.
+	e.Clock.Advance(30 * time.Minute)
+	rep, err := e.M.Cost(ctx, "onetick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged := map[int64]float64{}
+	for _, le := range e.Mkt.Ledger() {
+		if le.Kind == "compute" {
+			charged[le.InstanceID] += le.Amount
+		}
+	}
+	ready := map[int64]bool{}
+	for _, id := range sum.ReadyIDs {
+		ready[id] = true
+	}
+	for _, c := range rep.Instances {
+		if ready[c.InstanceID] && c.State != "running" {
+			t.Errorf("instance %d: ready, and the store holds it %s", c.InstanceID, c.State)
+		}
+		if d := charged[c.InstanceID] - c.Compute; math.Abs(d) >= 0.01 {
+			t.Errorf("instance %d (%s): compute $%.4f, the marketplace charged $%.4f", c.InstanceID, c.State, c.Compute, charged[c.InstanceID])
+		}
+	}
+}

@@ -335,6 +335,8 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 			for _, n := range ns {
 				if err := errs[n.id]; err != nil {
 					r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+				} else {
+					n.parkRecorded()
 				}
 			}
 			return
@@ -342,8 +344,24 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.stopSentAt = now
-		return r.m.Park(ctx, n.id)
+		err := r.m.Park(ctx, n.id)
+		if err == nil {
+			n.parkRecorded()
+		}
+		return err
 	})
+}
+
+// parkRecorded: the manager has recorded the node's stop in the store
+// (fleet.Manager.Park), so the node's state follows, as the store's
+// does. A node parked and released in one tick (the release comes as the
+// last ones boot) is never listed stopped: without this, the listing that
+// shows it running again looks like no change, and the store keeps it
+// stopped, billing no compute, until someone lists the account again.
+func (n *node) parkRecorded() {
+	if compute, _ := provider.Bills(n.state); compute {
+		n.state = provider.StateStopped
+	}
 }
 
 // SchedulingFor is how long a released instance may show "Scheduling"

@@ -49,7 +49,7 @@ type node struct {
 	rentedAt               time.Time
 	load                   time.Duration // estimated load time of its offer (plan.LoadTime)
 	phase                  phase
-	state                  string // last seen actual_status
+	state                  string // last seen actual_status, or stopped once a park is recorded (the store's)
 	sshHost                string
 	sshPort                int
 	seen                   bool // listed at least once since this process tracks it
