@@ -113,9 +113,9 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			if _, ok := listed[id]; !ok {
 				continue
 			}
-			err := m.P.DestroyInstance(dctx, id)
+			sent, err := m.destroyCall(dctx, id)
 			if err == nil && acked[id].IsZero() {
-				acked[id] = m.now() // the marketplace stopped billing it here
+				acked[id] = sent // the marketplace stopped billing it here
 			}
 			if err != nil && !errors.Is(err, provider.ErrNotFound) {
 				if errors.Is(err, provider.ErrAuth) {
@@ -167,26 +167,57 @@ func goneAt(known store.Instance, acked, now time.Time) time.Time {
 // primitive, which checks ownership by the listing it acts on instead of
 // a show per instance.
 func (m *Manager) Park(ctx context.Context, id int64) error {
-	if err := m.P.StopInstance(ctx, id); err != nil {
+	sent, err := m.stopCall(ctx, id)
+	if err != nil {
 		return err
 	}
-	return m.parked(ctx, id)
+	return m.parked(ctx, id, sent)
 }
 
-// parked records a stop the marketplace has taken. It stops billing
-// compute then: the timeline gets the stop now, not half a poll early or
-// late when the next listing shows it (this process's own stops, right
-// after a listing, would otherwise bill that half poll every time).
-func (m *Manager) parked(ctx context.Context, id int64) error {
+// parked records a stop the marketplace has taken, its request sent at
+// at. It stops billing compute then: the timeline gets the stop as it was
+// made, not half a poll early or late when the next listing shows it
+// (this process's own stops, right after a listing, would otherwise bill
+// that half poll every time).
+func (m *Manager) parked(ctx context.Context, id int64, at time.Time) error {
 	if known, err := m.S.Instance(ctx, id); err == nil && known.Live() {
 		if compute, _ := provider.Bills(known.State); compute {
-			now := m.now()
-			if err := m.S.UpdateSeenAfter(ctx, id, provider.StateStopped, known.SSHHost, known.SSHPort, "", now, now); err != nil {
+			if err := m.S.UpdateSeenAfter(ctx, id, provider.StateStopped, known.SSHHost, known.SSHPort, "", at, at); err != nil {
 				return err
 			}
 		}
 	}
 	return m.S.SetWanted(ctx, id, store.WantParked)
+}
+
+// stopCall stops instance id and says when the marketplace took the stop:
+// when its request was sent, where the client can tell
+// (provider.SentTimer), else when the answer came.
+func (m *Manager) stopCall(ctx context.Context, id int64) (time.Time, error) {
+	if t, ok := m.P.(provider.SentTimer); ok {
+		return m.sentAt(t.StopInstanceSent(ctx, id))
+	}
+	err := m.P.StopInstance(ctx, id)
+	return m.now(), err
+}
+
+// destroyCall is stopCall for a destroy: when billing ended.
+func (m *Manager) destroyCall(ctx context.Context, id int64) (time.Time, error) {
+	if t, ok := m.P.(provider.SentTimer); ok {
+		return m.sentAt(t.DestroyInstanceSent(ctx, id))
+	}
+	err := m.P.DestroyInstance(ctx, id)
+	return m.now(), err
+}
+
+// sentAt is a SentTimer's answer, on this manager's clock: a send time
+// that is missing or later than now (a client on another clock) is now.
+func (m *Manager) sentAt(sent time.Time, err error) (time.Time, error) {
+	now := m.now()
+	if sent.IsZero() || sent.After(now) {
+		sent = now
+	}
+	return sent, err
 }
 
 // Release starts one parked instance the caller has just seen listed under
@@ -236,7 +267,7 @@ func (m *Manager) setAll(ctx context.Context, ids []int64, running bool) (map[in
 		if running {
 			out[id] = m.S.SetWanted(ctx, id, store.WantRunning)
 		} else {
-			out[id] = m.parked(ctx, id)
+			out[id] = m.parked(ctx, id, m.now())
 		}
 	}
 	return out, true
@@ -309,8 +340,8 @@ func (m *Manager) destroyShown(ctx context.Context, ids []int64, acked map[int64
 		if err != nil || !sameInstance(known, row) {
 			continue
 		}
-		if m.P.DestroyInstance(dctx, id) == nil {
-			acked[id] = m.now()
+		if sent, err := m.destroyCall(dctx, id); err == nil {
+			acked[id] = sent
 		}
 	}
 }
