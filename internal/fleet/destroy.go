@@ -52,18 +52,28 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]time.Time) error {
 	deadline := m.now().Add(DestroyTimeout)
 	var lastErr error
+	// sent: a destroy the marketplace took since the last listing. Past
+	// the deadline one more listing still confirms those (their gone time
+	// is the destroy's, which only this process knows): a destroy that
+	// went through on its last retry would otherwise be left to a later
+	// reconcile, which dates it at the first request (a failed one) and
+	// leaves out what the instance billed until the one that took.
+	sent, final := false, false
 	// The first listing finds our rows to destroy; the second, right after,
 	// usually proves them gone; later ones are paced.
 	for round := 0; ; round++ {
 		if round > 1 {
 			if m.now().After(deadline) {
-				break
-			}
-			if err := m.sleep(ctx, m.pollEvery()); err != nil {
+				if !sent || final {
+					break
+				}
+				final = true
+			} else if err := m.sleep(ctx, m.pollEvery()); err != nil {
 				lastErr = err
 				break
 			}
 		}
+		sent = false
 		l, err := m.P.ListInstances(ctx)
 		if err != nil {
 			lastErr = err
@@ -105,6 +115,9 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			return nil
 		}
 		lastErr = fmt.Errorf("still listed")
+		if final {
+			break
+		}
 		// Destroy is sent only to rows the listing shows with our label.
 		// The calls outlive a cancelled command (Ctrl+C): a destroy
 		// recorded as requested but never sent would leave it to reconcile.
@@ -113,10 +126,11 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			if _, ok := listed[id]; !ok {
 				continue
 			}
-			sent, err := m.destroyCall(dctx, id)
+			at, err := m.destroyCall(dctx, id)
 			if err == nil && acked[id].IsZero() {
-				acked[id] = sent // the marketplace stopped billing it here
+				acked[id] = at // the marketplace stopped billing it here
 			}
+			sent = sent || err == nil
 			if err != nil && !errors.Is(err, provider.ErrNotFound) {
 				if errors.Is(err, provider.ErrAuth) {
 					cancel()

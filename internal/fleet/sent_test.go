@@ -2,9 +2,12 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
 // The marketplace takes a stop or a destroy as the request arrives, and
@@ -58,4 +61,40 @@ func TestSlowAnswersDateStopAndDestroyAtTheRequest(t *testing.T) {
 			}
 		}
 	}
+}
+
+// failSlowDestroy fails the first destroy after it took a while (a 500
+// from a marketplace having a bad minute), then destroys as asked.
+type failSlowDestroy struct {
+	*vast.Client
+	e *env
+	n int
+}
+
+func (f *failSlowDestroy) DestroyInstanceSent(ctx context.Context, id int64) (time.Time, error) {
+	if f.n++; f.n == 1 {
+		f.e.clock.Advance(DestroyTimeout + time.Minute)
+		return time.Time{}, errors.New("HTTP 500 server_error")
+	}
+	return f.Client.DestroyInstanceSent(ctx, id)
+}
+
+// A destroy that took only after the first one failed, past Destroy's
+// deadline, is still confirmed by one more listing and dated where it
+// took: left to a later reconcile, it was dated at the first (failed)
+// request, and cost left out what the instance billed until the one that
+// took (seen: 7 minutes of compute, $0.069, on a 300-node launch).
+func TestDestroyThatTookPastTheDeadlineIsDatedWhereItTook(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	a := e.rentRunning(e.rentReq(0))
+	e.clock.Advance(10 * time.Minute)
+	m := e.manager(&failSlowDestroy{Client: e.client, e: e})
+	if err := m.Destroy(ctx, []int64{a.ID}); err != nil {
+		t.Errorf("destroy: %v", err)
+	}
+	if _, err := e.m.Reconcile(ctx, ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.checkEnds("destroyed on the second try", a.ID)
 }
