@@ -44,6 +44,11 @@ type Manager struct {
 	// Nonce draws the random part of each rental's label (default
 	// NewNonce); tests may pass a fixed sequence.
 	Nonce func() string
+	// SelfStops, when set, says when instances' own agents will have
+	// stopped or destroyed them by their dead-man switches (see
+	// ReconcileOptions.SelfStops); every Reconcile that is given none
+	// reads it.
+	SelfStops func(ctx context.Context) (map[int64]time.Time, error)
 }
 
 func (m *Manager) nonce() string {
