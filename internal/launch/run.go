@@ -519,6 +519,32 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 	return r.m.Clock.Sleep(ctx, d)
 }
 
+// watching: an instance is on its way into running, a change the store
+// can only date by the listings around it.
+func (r *runner) watching() bool {
+	for _, n := range r.nodes {
+		if n.doomed || n.dropping {
+			continue
+		}
+		if n.phase == phReleasing || n.phase == phBooting && n.state != provider.StateRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// watch lists the fleet between two ticks and records what the listing
+// shows (observe), acting on nothing but destroys to send again: the
+// next tick decides. A listing that fails is left to the tick.
+func (r *runner) watch(ctx context.Context) {
+	l, err := r.m.P.ListInstances(ctx)
+	if err != nil {
+		return
+	}
+	r.land(ctx)
+	r.destroy(ctx, r.observe(ctx, l, r.now()))
+}
+
 // loop is the one goroutine that drives the launch: one batched listing per
 // tick, then the transitions it implies, then rents.
 func (r *runner) loop(ctx context.Context) (Summary, error) {
@@ -558,16 +584,28 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 			}
 		}
 		r.emit(Event{Event: EvProgress, At: r.now(), Progress: r.progress()})
-		// Between listings, rents go out at the limiter's pace.
+		// Between listings, rents go out at the limiter's pace, and while
+		// instances are on their way into running the fleet is watched.
+		look := tickStart.Add(r.spec.WatchEvery)
 		for {
 			r.land(ctx)
 			wait := r.dispatch(ctx)
-			d := next.Sub(r.now())
+			now := r.now()
+			watch := next.Sub(look) >= r.spec.WatchEvery/2 && r.watching()
+			if watch && !now.Before(look) {
+				r.watch(ctx)
+				look = look.Add(r.spec.WatchEvery)
+				continue
+			}
+			d := next.Sub(now)
 			if d <= 0 {
 				break
 			}
 			if wait > 0 && wait < d {
 				d = wait
+			}
+			if watch && look.Sub(now) < d {
+				d = look.Sub(now)
 			}
 			if err := r.sleep(ctx, d); err != nil {
 				return r.interrupted(ctx)
