@@ -216,12 +216,20 @@ func (m *Manager) stopCall(ctx context.Context, id int64) (time.Time, error) {
 }
 
 // destroyCall is stopCall for a destroy: when billing ended.
+// The time is remembered (DestroySent).
 func (m *Manager) destroyCall(ctx context.Context, id int64) (time.Time, error) {
+	var at time.Time
+	var err error
 	if t, ok := m.P.(provider.SentTimer); ok {
-		return m.sentAt(t.DestroyInstanceSent(ctx, id))
+		at, err = m.sentAt(t.DestroyInstanceSent(ctx, id))
+	} else {
+		err = m.P.DestroyInstance(ctx, id)
+		at = m.now()
 	}
-	err := m.P.DestroyInstance(ctx, id)
-	return m.now(), err
+	if err == nil {
+		m.destroySent(id, at)
+	}
+	return at, err
 }
 
 // sentAt is a SentTimer's answer, on this manager's clock: a send time

@@ -50,11 +50,18 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 	}
 	for id := range r.destroying {
 		if _, ok := listed[id]; !ok {
-			if err := r.m.S.MarkGone(ctx, id, now); err == nil || errors.Is(err, store.ErrNotFound) {
+			// Gone where the destroy that took went out, when that is
+			// known already (the background destroy confirms it too),
+			// not at this listing: up to a tick of storage and pull.
+			gone := now
+			if at, ok := r.m.DestroySent(id); ok && at.Before(now) {
+				gone = at
+			}
+			if err := r.m.S.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
 				delete(r.destroying, id)
 				delete(r.goingDPH, id)
 				if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
-					p.GoneAt = now
+					p.GoneAt = gone
 				}
 			}
 		}
