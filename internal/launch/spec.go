@@ -34,10 +34,12 @@ const (
 	DefaultWorkers        = 16
 	DefaultRentRate       = 4.0
 	DefaultPollEvery      = 15 * time.Second
-	// DefaultWatchEvery dates boots and restarts within 5 s: over a
+	// DefaultWatchEvery dates boots and restarts within 2 s: over a
 	// 300-node launch, mid-way through 15 s gaps summed to ±$0.01-0.03
-	// of compute (a $5/h node's boot alone is ±$0.01).
-	DefaultWatchEvery = 5 * time.Second
+	// of compute (a $5/h node's boot alone is ±$0.01), through 5 s gaps
+	// to ±$0.01. A client that paces its calls spaces the watch further
+	// (watchShare).
+	DefaultWatchEvery = 2 * time.Second
 	// UnknownFor is how long "unknown" (no host heartbeat) is tolerated.
 	UnknownFor = 5 * time.Minute
 	// MaxCount is the largest fleet one launch makes.
@@ -141,7 +143,8 @@ type Spec struct {
 	// show, while an instance is on its way into running (booting, or
 	// released): the store dates each boot and restart within the gap
 	// between two listings, so cost's compute is within half of it. 0:
-	// DefaultWatchEvery; PollEvery or more: none between.
+	// DefaultWatchEvery; PollEvery or more: none between. Where the
+	// client paces its calls, the watch takes at most a quarter of them.
 	WatchEvery time.Duration `json:"watch_every,omitempty"`
 	// OnInterrupt is what Run does when its context is cancelled: keep
 	// (default: leave everything for --resume), destroy-unready or

@@ -102,6 +102,9 @@ type Listing struct {
 	// Total is what the marketplace said the account holds; it equals
 	// len(Instances) whenever ListInstances returns without error.
 	Total int
+	// Pages is how many requests the listing took (0: not known): what
+	// one more listing costs of a client's paced calls.
+	Pages int
 }
 
 // User is the account (GET /api/v0/users/current).

@@ -282,8 +282,10 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 		changed bool
 		inOrder = true
 		lastID  = int64(math.MinInt64)
+		pages   int
 	)
 	for page := 1; ; page++ {
+		pages = page
 		if page > maxPages {
 			return provider.Listing{}, fmt.Errorf("GET /api/v1/instances/: more than %d pages: %w", maxPages, provider.ErrIncompleteListing)
 		}
@@ -351,7 +353,7 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 		return provider.Listing{}, fmt.Errorf("listing returned %d instances but the total is %d: %w",
 			len(all), total, provider.ErrIncompleteListing)
 	}
-	return provider.Listing{Instances: all, Total: total}, nil
+	return provider.Listing{Instances: all, Total: total, Pages: pages}, nil
 }
 
 // tokenText renders next_token, which may be a string or a number; "" when
