@@ -21,6 +21,7 @@ type reconciled struct {
 	Instances []struct {
 		ID         int64   `json:"id"`
 		Known      bool    `json:"known"`
+		Live       bool    `json:"live"`
 		Ledger     float64 `json:"ledger"`
 		Charged    float64 `json:"charged"`
 		Difference float64 `json:"difference"`

@@ -161,7 +161,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go func() { defer wg.Done(); a.sendResults(ctx) }()
 
 	if cfg.Probe != nil {
-		a.probe.Store(a.runProbe(ctx, *cfg.Probe))
+		pc := *cfg.Probe
+		if pc.Advertised == (wire.Capacity{}) && a.client.enrolling() {
+			// Not in the environment (a bulk create gives every offer one
+			// body): ask the coordinator, within the probe's own bound.
+			ectx, cancel := context.WithTimeout(ctx, pc.withDefaults().Timeout)
+			if listed := a.client.listedCapacity(ectx); listed != nil {
+				pc.Advertised = *listed
+			}
+			cancel()
+		}
+		a.probe.Store(a.runProbe(ctx, pc))
 	}
 	for i, s := range a.sessions {
 		if ctx.Err() != nil { // stopped during the probe: never started

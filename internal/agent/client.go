@@ -34,6 +34,9 @@ type coordClient struct {
 
 	enrollMu sync.Mutex
 	enroll   *enrollment // nil once enrolled, or when not enrolling
+	// advertised is what the coordinator said the marketplace lists for
+	// this instance's machine, when it said so at enrollment.
+	advertised *wire.Capacity
 }
 
 // enrollment is what the client needs to enroll, and where it keeps the
@@ -46,11 +49,12 @@ type enrollment struct {
 
 // savedCredential is the credential file (0600).
 type savedCredential struct {
-	Coord      string `json:"coord"`
-	Fleet      string `json:"fleet"`
-	InstanceID int64  `json:"instance_id"`
-	Node       string `json:"node"`
-	Token      string `json:"token"`
+	Coord      string         `json:"coord"`
+	Fleet      string         `json:"fleet"`
+	InstanceID int64          `json:"instance_id"`
+	Node       string         `json:"node"`
+	Token      string         `json:"token"`
+	Advertised *wire.Capacity `json:"advertised,omitempty"`
 }
 
 // credentialFile is where the credential is kept in the state directory.
@@ -69,7 +73,7 @@ func (c *coordClient) ensureEnrolled(ctx context.Context) error {
 		var sc savedCredential
 		if json.Unmarshal(b, &sc) == nil && sc.Coord == c.base && sc.Fleet == e.req.Fleet &&
 			sc.InstanceID == e.req.InstanceID && sc.Node == e.req.Node && sc.Token != "" {
-			c.token, c.enroll = sc.Token, nil
+			c.token, c.enroll, c.advertised = sc.Token, nil, sc.Advertised
 			return nil
 		}
 	}
@@ -80,7 +84,7 @@ func (c *coordClient) ensureEnrolled(ctx context.Context) error {
 	if reply.Token == "" || reply.Node != e.req.Node {
 		return fmt.Errorf("enrolling instance %d: the coordinator answered node %q without a credential or under another name", e.req.InstanceID, reply.Node)
 	}
-	b, _ := json.Marshal(savedCredential{Coord: c.base, Fleet: e.req.Fleet, InstanceID: e.req.InstanceID, Node: reply.Node, Token: reply.Token})
+	b, _ := json.Marshal(savedCredential{Coord: c.base, Fleet: e.req.Fleet, InstanceID: e.req.InstanceID, Node: reply.Node, Token: reply.Token, Advertised: reply.Advertised})
 	tmp := e.path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("saving the credential: %w", err)
@@ -89,8 +93,30 @@ func (c *coordClient) ensureEnrolled(ctx context.Context) error {
 		return fmt.Errorf("saving the credential: %w", err)
 	}
 	e.log.Info("enrolled: reporting with this instance's own credential", "instance", e.req.InstanceID)
-	c.token, c.enroll = reply.Token, nil
+	c.token, c.enroll, c.advertised = reply.Token, nil, reply.Advertised
 	return nil
+}
+
+// enrollRetry spaces enrollments that failed while the probe waits for
+// its figures.
+const enrollRetry = 2 * time.Second
+
+// listedCapacity enrolls (when the client enrolls at all) and returns what
+// the coordinator said the marketplace lists for this machine; nil when
+// it said nothing or enrollment failed within ctx.
+func (c *coordClient) listedCapacity(ctx context.Context) *wire.Capacity {
+	// An instance may enroll before its launch has recorded it, and is
+	// refused until then: try again until ctx ends.
+	for c.ensureEnrolled(ctx) != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(enrollRetry):
+		}
+	}
+	c.enrollMu.Lock()
+	defer c.enrollMu.Unlock()
+	return c.advertised
 }
 
 // statusError is a non-2xx answer.
@@ -192,3 +218,11 @@ func (c *coordClient) send(ctx context.Context, path, token string, in, out any)
 }
 
 func (c *coordClient) close() { c.http.CloseIdleConnections() }
+
+// enrolling says whether the client enrolls with an instance's own
+// credential (it does when it knows its instance).
+func (c *coordClient) enrolling() bool {
+	c.enrollMu.Lock()
+	defer c.enrollMu.Unlock()
+	return c.enroll != nil || c.advertised != nil
+}

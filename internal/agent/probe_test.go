@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/sim/host"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -213,4 +215,47 @@ func TestAgentReportsProbeBeforeSessions(t *testing.T) {
 		hb, _ := c.lastHeartbeat()
 		return hb.Probe != nil && hb.Probe.Status == wire.ProbeOK
 	})
+}
+
+// Without the offer's figures in its environment (a bulk create gives all
+// offers one body), the probe is sized from what the coordinator says the
+// marketplace lists for the machine, at enrollment.
+func TestProbeSizedFromTheListingAtEnrollment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, token := fleetWithItems(t, nil)
+	listed := wire.Capacity{Cores: 3, RAMMB: 5, GPUs: 0}
+	members := coord.MembershipFunc(func(context.Context, string) (map[int64]coord.Instance, error) {
+		return map[int64]coord.Instance{7: {MachineID: 1007, Advertised: listed}}, nil
+	})
+	srv, err := coord.New(coord.Config{DB: db, HeartbeatInterval: 50 * time.Millisecond, Members: members})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	dir := t.TempDir()
+	r := start(t, Config{
+		CoordURL: hs.URL, Fleet: "f1", Node: "n7", Token: token, InstanceID: 7,
+		Probe:    &ProbeConfig{CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20},
+		StateDir: dir, StopGrace: time.Second, FirstJitter: -1,
+		FirstInterval: 50 * time.Millisecond, restartBase: 10 * time.Millisecond, retryBase: 10 * time.Millisecond,
+	})
+	defer r.stop(t)
+	eventually(t, "the probe, sized from the listing", func() bool {
+		for _, n := range srv.Snapshot(ctx, "f1").Nodes {
+			if n.Node == "n7" && n.Probe != nil {
+				if n.Probe.Advertised != listed {
+					t.Fatalf("probe sized from %+v, want the listed %+v", n.Probe.Advertised, listed)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	b, err := os.ReadFile(filepath.Join(dir, credentialFile))
+	if err != nil || !strings.Contains(string(b), `"advertised":{"cores":3,"ram_mb":5,"gpus":0}`) {
+		t.Errorf("saved credential %s (%v) does not keep the listed figures for a restart", b, err)
+	}
 }

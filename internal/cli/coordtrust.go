@@ -8,6 +8,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // fleetMembers is the coordinator's membership check: an instance belongs
@@ -82,7 +83,8 @@ func (f *factory) membersListing(ctx context.Context, fresh bool) (map[int64]coo
 	}
 	byID := make(map[int64]coord.Instance, len(listing.Instances))
 	for _, in := range listing.Instances {
-		byID[in.ID] = coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID}
+		byID[in.ID] = coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID,
+			Advertised: wire.Capacity{Cores: in.CPUCoresEffective, RAMMB: in.CPURAM, GPUs: in.NumGPUs}}
 	}
 	f.members.byID, f.members.at = byID, time.Now()
 	return byID, nil

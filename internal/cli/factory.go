@@ -228,8 +228,10 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	}
 	// The real marketplace is reached over TLS only; the simulator, on
 	// loopback or a trusted network, may be plain http.
+	// The send times of stops and destroys date where billing ended, on
+	// the clock the store's timeline is kept on (a simulator's own).
 	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version,
-		RequireTLS: f.opts.Market == "vast"}
+		RequireTLS: f.opts.Market == "vast", SentClock: f.Clock()}
 	if f.virtual != nil {
 		// Requests take no market time, and the client's own back-offs
 		// wait on the market's clock.

@@ -36,7 +36,7 @@ func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, e
 	if err != nil {
 		return nil, err
 	}
-	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}, nil
+	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, SelfStops: f.deadManMoments(st)}, nil
 }
 
 // keepMarketMoving makes a paced virtual clock run on by itself once the

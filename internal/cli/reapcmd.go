@@ -282,3 +282,49 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 	}
 	return nil
 }
+
+// deadManMoments reads, from the data dir's coordinator database where
+// one exists, when each instance's agent will have stopped or destroyed
+// it by its dead-man switch: its last heartbeat there plus its fleet's
+// orphan-after (fleet.ReconcileOptions.SelfStops). A reconcile after the
+// coordinator was gone for a while (up --resume, down, ls, cost) then
+// dates what the agents did at the moment they did it.
+func (f *factory) deadManMoments(st *store.Store) func(context.Context) (map[int64]time.Time, error) {
+	return func(ctx context.Context) (map[int64]time.Time, error) {
+		dir, err := f.dataDir()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, "coord.db")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, nil // no coordinator ever ran: no agent had a switch armed by one
+		}
+		db, err := coord.OpenDB(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		fleets, err := st.ListFleets(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := map[int64]time.Time{}
+		for _, fl := range fleets {
+			after, _, ok, err := db.FleetPolicy(ctx, fl.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || after <= 0 {
+				continue
+			}
+			heard, err := db.LastHeard(ctx, fl.Name)
+			if err != nil {
+				return nil, err
+			}
+			for id, h := range heard {
+				out[id] = fleet.DeadManAt(h, after)
+			}
+		}
+		return out, nil
+	}
+}

@@ -29,7 +29,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkHeartbeats -benchtime 20000x ./internal/coord
 func BenchmarkHeartbeats(b *testing.B) {
-	for _, agents := range []int{64, 256} {
+	for _, agents := range []int{64, 256, 1024} {
 		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchHeartbeats(b, agents) })
 	}
 }
@@ -43,15 +43,27 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchHeartbeats(b *testing.B, agents int) {
+// hbRig is a coordinator on a real SQLite file with agents enrolled, one
+// credential each, as on a real fleet, and a keep-alive client.
+type hbRig struct {
+	db     *DB
+	srv    *Server
+	hs     *httptest.Server
+	client *http.Client
+	creds  map[string]string
+	viewer string
+}
+
+func newHBRig(tb testing.TB, agents int) *hbRig {
+	tb.Helper()
 	ctx := context.Background()
-	db := openTestDB(b, filepath.Join(b.TempDir(), "coord.db"))
-	defer db.Close()
-	token, _, err := db.FleetTokens(ctx, "bench")
+	r := &hbRig{db: openTestDB(tb, filepath.Join(tb.TempDir(), "coord.db")), creds: map[string]string{}}
+	tb.Cleanup(func() { r.db.Close() })
+	token, viewer, err := r.db.FleetTokens(ctx, "bench")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	// Each agent enrolls its own credential first, as on a real fleet.
+	r.viewer = viewer
 	members := MembershipFunc(func(context.Context, string) (map[int64]Instance, error) {
 		out := map[int64]Instance{}
 		for a := range agents {
@@ -59,49 +71,78 @@ func benchHeartbeats(b *testing.B, agents int) {
 		}
 		return out, nil
 	})
-	srv, err := New(Config{DB: db, TokenRate: 1e9, Members: members})
-	if err != nil {
-		b.Fatal(err)
+	if r.srv, err = New(Config{DB: r.db, TokenRate: 1e9, Members: members}); err != nil {
+		tb.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: agents, MaxIdleConnsPerHost: agents}}
-	creds := map[string]string{}
+	r.hs = httptest.NewServer(r.srv.Handler())
+	tb.Cleanup(r.hs.Close)
+	r.client = &http.Client{Transport: &http.Transport{MaxIdleConns: agents + 1, MaxIdleConnsPerHost: agents + 1}}
 	for a := range agents {
 		node := fmt.Sprintf("node-%04d", a)
 		body, _ := json.Marshal(wire.EnrollRequest{Fleet: "bench", InstanceID: int64(1000 + a), Node: node})
-		req, _ := http.NewRequest("POST", hs.URL+wire.PathEnroll, bytes.NewReader(body))
+		req, _ := http.NewRequest("POST", r.hs.URL+wire.PathEnroll, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := client.Do(req)
+		resp, err := r.client.Do(req)
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		var rep wire.EnrollReply
 		err = json.NewDecoder(resp.Body).Decode(&rep)
 		resp.Body.Close()
 		if err != nil || rep.Token == "" {
-			b.Fatalf("enrolling %s: %d %v", node, resp.StatusCode, err)
+			tb.Fatalf("enrolling %s: %d %v", node, resp.StatusCode, err)
 		}
-		creds[node] = rep.Token
+		r.creds[node] = rep.Token
 	}
+	return r
+}
 
-	post := func(path string, body []byte) error {
-		var who struct{ Node string }
-		_ = json.Unmarshal(body, &who)
-		req, _ := http.NewRequest("POST", hs.URL+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+creds[who.Node])
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("%s: status %d", path, resp.StatusCode)
-		}
-		return nil
+// post sends body, whose "node" names the sender, with that node's own
+// credential.
+func (r *hbRig) post(path string, body []byte) error {
+	var who struct{ Node string }
+	_ = json.Unmarshal(body, &who)
+	req, _ := http.NewRequest("POST", r.hs.URL+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+r.creds[who.Node])
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: status %d", path, resp.StatusCode)
+	}
+	return nil
+}
+
+// heartbeat is node a's heartbeat, as a busy agent sends it.
+func benchHeartbeat(a int) wire.Heartbeat {
+	return wire.Heartbeat{
+		Fleet: "bench", Node: fmt.Sprintf("node-%04d", a), InstanceID: int64(1000 + a),
+		CPUPercent: 3150, CPUCores: 32, RAMUsedBytes: 20 << 30, RAMTotalBytes: 64 << 30,
+		DiskUsedBytes: 10 << 30, DiskTotalBytes: 100 << 30, UptimeS: 3600,
+		GPUs:     []wire.GPU{{Index: 0, UtilPercent: 97, MemUsedMB: 20000, MemTotalMB: 24576}},
+		Sessions: []wire.SessionState{{Name: "search", State: "running", PID: 42}},
+		Metrics:  map[string]float64{"keys_per_s": 4.1e8, "batches": 12},
+	}
+}
+
+// benchFindings is a batch of 5 findings from node, the i-th of its run.
+func benchFindings(node string, i int) wire.Findings {
+	fs := wire.Findings{Fleet: "bench", Node: node}
+	for j := range 5 {
+		fs.Items = append(fs.Items, wire.Finding{Key: fmt.Sprintf("%s-%d-%d", node, i, j),
+			Session: "search", At: time.Now(), Data: json.RawMessage(`{"privkey":"5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dZ1jvhTVqvbTLvyTJ"}`)})
+	}
+	return fs
+}
+
+func benchHeartbeats(b *testing.B, agents int) {
+	ctx := context.Background()
+	rig := newHBRig(b, agents)
+	db, srv, post := rig.db, rig.srv, rig.post
 
 	var (
 		next       atomic.Int64 // heartbeats handed out
@@ -118,14 +159,7 @@ func benchHeartbeats(b *testing.B, agents int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hb := wire.Heartbeat{
-				Fleet: "bench", Node: fmt.Sprintf("node-%04d", a), InstanceID: int64(1000 + a),
-				CPUPercent: 3150, CPUCores: 32, RAMUsedBytes: 20 << 30, RAMTotalBytes: 64 << 30,
-				DiskUsedBytes: 10 << 30, DiskTotalBytes: 100 << 30, UptimeS: 3600,
-				GPUs:     []wire.GPU{{Index: 0, UtilPercent: 97, MemUsedMB: 20000, MemTotalMB: 24576}},
-				Sessions: []wire.SessionState{{Name: "search", State: "running", PID: 42}},
-				Metrics:  map[string]float64{"keys_per_s": 4.1e8, "batches": 12},
-			}
+			hb := benchHeartbeat(a)
 			mine := make([]time.Duration, 0, b.N/agents+1)
 			defer func() {
 				mu.Lock()
@@ -134,11 +168,7 @@ func benchHeartbeats(b *testing.B, agents int) {
 			}()
 			for i := 0; ; i++ {
 				if i%20 == 19 {
-					fs := wire.Findings{Fleet: "bench", Node: hb.Node}
-					for j := range 5 {
-						fs.Items = append(fs.Items, wire.Finding{Key: fmt.Sprintf("%s-%d-%d", hb.Node, i, j),
-							Session: "search", At: time.Now(), Data: json.RawMessage(`{"privkey":"5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dZ1jvhTVqvbTLvyTJ"}`)})
-					}
+					fs := benchFindings(hb.Node, i)
 					body, _ := json.Marshal(fs)
 					if err := post(wire.PathFindings, body); err != nil {
 						firstError.CompareAndSwap(nil, err)

@@ -263,25 +263,13 @@ func TestFindingsSurviveKill9(t *testing.T) {
 	}
 }
 
-// readEvent reads one server-sent event's data.
+// readEvent reads one server-sent event's data as a snapshot (a delta's
+// totals read the same).
 func readEvent(t *testing.T, rd *bufio.Reader) wire.Snapshot {
 	t.Helper()
-	var data string
-	for {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading events: %v", err)
-		}
-		line = strings.TrimRight(line, "\n")
-		if line == "" && data != "" {
-			break
-		}
-		if d, ok := strings.CutPrefix(line, "data: "); ok {
-			data += d
-		}
-	}
+	_, data := readNamedEvent(t, rd)
 	var s wire.Snapshot
-	if err := json.Unmarshal([]byte(data), &s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("event data: %v", err)
 	}
 	return s
@@ -406,4 +394,96 @@ func TestSelfSignedCertificateIsReusedAndPinnable(t *testing.T) {
 	if _, err := post(pinned(strings.Repeat("0", 64))); err == nil {
 		t.Fatal("a wrong pin was accepted")
 	}
+}
+
+// readNamedEvent reads one server-sent event: its name and data.
+func readNamedEvent(t *testing.T, rd *bufio.Reader) (string, []byte) {
+	t.Helper()
+	var name, data string
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading events: %v", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		if line == "" && data != "" {
+			return name, []byte(data)
+		}
+		if n, ok := strings.CutPrefix(line, "event: "); ok {
+			name = n
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data += d
+		}
+	}
+}
+
+// After the first snapshot a dashboard is sent only the rows that changed:
+// one heartbeat among 40 quiet nodes puts one row in the next delta, a
+// tenth of the snapshot's size or less.
+func TestEventsSendOnlyChangedRows(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, func(c *Config) { c.PushEvery = 20 * time.Millisecond; c.TokenRate = 1e6 })
+	for i := range 40 {
+		n := fmt.Sprintf("n%02d", i)
+		r.do("POST", wire.PathHeartbeat, r.node(n), heartbeat("alpha", n), nil)
+	}
+	req, _ := http.NewRequest("GET", r.http.URL+wire.PathEvents, nil)
+	req.Header.Set("Authorization", "Bearer "+r.viewer)
+	resp, err := r.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	name, data := readNamedEvent(t, rd)
+	var snap wire.Snapshot
+	if err := json.Unmarshal(data, &snap); err != nil || name != "snapshot" || len(snap.Nodes) != 40 {
+		t.Fatalf("first event %q: %d nodes, %v", name, len(snap.Nodes), err)
+	}
+	for name != "delta" { // the pushes' own baseline is in place
+		name, _ = readNamedEvent(t, rd)
+	}
+	hb := heartbeat("alpha", "n07")
+	hb.Seq, hb.Metrics = 2, map[string]float64{"keys_per_s": 2000}
+	r.do("POST", wire.PathHeartbeat, r.node("n07"), hb, nil)
+	for i := 0; ; i++ {
+		if i > 500 {
+			t.Fatal("the heartbeat never showed in a delta")
+		}
+		name, data := readNamedEvent(t, rd)
+		if name != "delta" {
+			continue // the periodic whole snapshot
+		}
+		var d struct {
+			Totals  wire.Totals `json:"totals"`
+			Nodes   []wire.Node `json:"nodes"`
+			Removed []string    `json:"removed"`
+		}
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Nodes) == 0 {
+			continue
+		}
+		if len(d.Nodes) != 1 || d.Nodes[0].Node != "n07" || d.Nodes[0].Metrics["keys_per_s"] != 2000 || d.Totals.NodesAlive != 40 {
+			names := []string{}
+			for _, n := range d.Nodes {
+				names = append(names, n.Node)
+			}
+			t.Fatalf("delta rows %v, totals %+v: want only n07's", names, d.Totals)
+		}
+		if len(data) > len(snapBytes(t, snap))/10 {
+			t.Errorf("a one-row delta is %d bytes, the snapshot %d", len(data), len(snapBytes(t, snap)))
+		}
+		return
+	}
+}
+
+func snapBytes(t *testing.T, s wire.Snapshot) []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -18,6 +18,11 @@ import (
 type Instance struct {
 	MachineID int64
 	Image     string
+	// Advertised is what the marketplace lists for the instance's machine
+	// (effective cores, RAM, GPUs): the enrolling agent's boot probe tests
+	// the machine for it. It comes from the account's listing, never from
+	// the host.
+	Advertised wire.Capacity
 }
 
 // Membership says which instances belong to a fleet now: the caller
@@ -202,7 +207,11 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	s.auth.addCredential(h, cred)
 	s.log.Info("instance enrolled", "fleet", c.fleet, "instance", req.InstanceID, "node", req.Node, "machine", in.MachineID)
-	writeJSON(w, wire.EnrollReply{Token: tok, Node: req.Node})
+	rep := wire.EnrollReply{Token: tok, Node: req.Node}
+	if in.Advertised != (wire.Capacity{}) {
+		rep.Advertised = &in.Advertised
+	}
+	writeJSON(w, rep)
 }
 
 // revokeGone revokes the credentials of instances no longer in their

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ type fleetLive struct {
 	recent     []wire.Finding   // newest first, at most recentFindings
 	subs       map[*subscriber]struct{}
 	history    []HistoryPoint // oldest first, at most historyPoints
+	// pushed is each node's row as the last push encoded it, and pushes
+	// counts them: the next push sends only the rows that changed.
+	pushed map[string][]byte
+	pushes int
 
 	costsAt            time.Time
 	dph, spent         float64
@@ -332,7 +337,9 @@ func perDPHShares(nodes []wire.Node) {
 				if n.PerDPHShare == nil {
 					n.PerDPHShare = map[string]float64{}
 				}
-				n.PerDPHShare[k] = v / med
+				// Two decimals: a share that moves in the third would
+				// resend every row to every dashboard each second.
+				n.PerDPHShare[k] = math.Round(100*v/med) / 100
 			}
 		}
 	}

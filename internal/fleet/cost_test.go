@@ -199,8 +199,12 @@ func TestBandwidthOf(t *testing.T) {
 		{"reported, pull done", store.Instance{State: "running", Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.03, false},
 		{"loading, live: carried on to now", store.Instance{State: "loading", Bandwidth: withReport(host, 0.03, t0)}, t0.Add(10 * time.Second), 0.04, false},
 		{"loading, carried on no further than the estimate", store.Instance{State: "loading", Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.08, false},
-		{"loading, destroyed: carried on to the destroy", store.Instance{State: "loading", DestroyRequestedAt: t0.Add(20 * time.Second),
-			GoneAt: t0.Add(40 * time.Second), Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.05, false},
+		{"loading, destroy asked: carried on to the request", store.Instance{State: "loading", DestroyRequestedAt: t0.Add(20 * time.Second),
+			Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.05, false},
+		{"loading, destroyed: carried on to the destroy, as storage", store.Instance{State: "loading", DestroyRequestedAt: t0.Add(20 * time.Second),
+			GoneAt: t0.Add(40 * time.Second), Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.07, false},
+		{"loading, throttled: carried on at the pace reported", store.Instance{State: "loading", CreatedAt: t0.Add(-60 * time.Second),
+			GoneAt: t0.Add(30 * time.Second), Bandwidth: withReport(host, 0.03, t0)}, t0.Add(time.Hour), 0.045, false},
 		{"reported above the estimate (a bigger image): as reported", store.Instance{State: "loading", Bandwidth: withReport(host, 0.2, t0)}, t0.Add(time.Hour), 0.2, false},
 	}
 	for _, c := range cases {

@@ -52,18 +52,28 @@ func (m *Manager) Destroy(ctx context.Context, ids []int64) error {
 func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]time.Time) error {
 	deadline := m.now().Add(DestroyTimeout)
 	var lastErr error
+	// sent: a destroy the marketplace took since the last listing. Past
+	// the deadline one more listing still confirms those (their gone time
+	// is the destroy's, which only this process knows): a destroy that
+	// went through on its last retry would otherwise be left to a later
+	// reconcile, which dates it at the first request (a failed one) and
+	// leaves out what the instance billed until the one that took.
+	sent, final := false, false
 	// The first listing finds our rows to destroy; the second, right after,
 	// usually proves them gone; later ones are paced.
 	for round := 0; ; round++ {
 		if round > 1 {
 			if m.now().After(deadline) {
-				break
-			}
-			if err := m.sleep(ctx, m.pollEvery()); err != nil {
+				if !sent || final {
+					break
+				}
+				final = true
+			} else if err := m.sleep(ctx, m.pollEvery()); err != nil {
 				lastErr = err
 				break
 			}
 		}
+		sent = false
 		l, err := m.P.ListInstances(ctx)
 		if err != nil {
 			lastErr = err
@@ -105,6 +115,9 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			return nil
 		}
 		lastErr = fmt.Errorf("still listed")
+		if final {
+			break
+		}
 		// Destroy is sent only to rows the listing shows with our label.
 		// The calls outlive a cancelled command (Ctrl+C): a destroy
 		// recorded as requested but never sent would leave it to reconcile.
@@ -113,10 +126,11 @@ func (m *Manager) confirmGone(ctx context.Context, ids []int64, acked map[int64]
 			if _, ok := listed[id]; !ok {
 				continue
 			}
-			err := m.P.DestroyInstance(dctx, id)
+			at, err := m.destroyCall(dctx, id)
 			if err == nil && acked[id].IsZero() {
-				acked[id] = m.now() // the marketplace stopped billing it here
+				acked[id] = at // the marketplace stopped billing it here
 			}
+			sent = sent || err == nil
 			if err != nil && !errors.Is(err, provider.ErrNotFound) {
 				if errors.Is(err, provider.ErrAuth) {
 					cancel()
@@ -167,26 +181,65 @@ func goneAt(known store.Instance, acked, now time.Time) time.Time {
 // primitive, which checks ownership by the listing it acts on instead of
 // a show per instance.
 func (m *Manager) Park(ctx context.Context, id int64) error {
-	if err := m.P.StopInstance(ctx, id); err != nil {
+	sent, err := m.stopCall(ctx, id)
+	if err != nil {
 		return err
 	}
-	return m.parked(ctx, id)
+	return m.parked(ctx, id, sent)
 }
 
-// parked records a stop the marketplace has taken. It stops billing
-// compute then: the timeline gets the stop now, not half a poll early or
-// late when the next listing shows it (this process's own stops, right
-// after a listing, would otherwise bill that half poll every time).
-func (m *Manager) parked(ctx context.Context, id int64) error {
+// parked records a stop the marketplace has taken, its request sent at
+// at. It stops billing compute then: the timeline gets the stop as it was
+// made, not half a poll early or late when the next listing shows it
+// (this process's own stops, right after a listing, would otherwise bill
+// that half poll every time).
+func (m *Manager) parked(ctx context.Context, id int64, at time.Time) error {
 	if known, err := m.S.Instance(ctx, id); err == nil && known.Live() {
 		if compute, _ := provider.Bills(known.State); compute {
-			now := m.now()
-			if err := m.S.UpdateSeenAfter(ctx, id, provider.StateStopped, known.SSHHost, known.SSHPort, "", now, now); err != nil {
+			if err := m.S.UpdateSeenAfter(ctx, id, provider.StateStopped, known.SSHHost, known.SSHPort, "", at, at); err != nil {
 				return err
 			}
 		}
 	}
 	return m.S.SetWanted(ctx, id, store.WantParked)
+}
+
+// stopCall stops instance id and says when the marketplace took the stop:
+// when its request was sent, where the client can tell
+// (provider.SentTimer), else when the answer came.
+func (m *Manager) stopCall(ctx context.Context, id int64) (time.Time, error) {
+	if t, ok := m.P.(provider.SentTimer); ok {
+		return m.sentAt(t.StopInstanceSent(ctx, id))
+	}
+	err := m.P.StopInstance(ctx, id)
+	return m.now(), err
+}
+
+// destroyCall is stopCall for a destroy: when billing ended.
+// The time is remembered (DestroySent).
+func (m *Manager) destroyCall(ctx context.Context, id int64) (time.Time, error) {
+	var at time.Time
+	var err error
+	if t, ok := m.P.(provider.SentTimer); ok {
+		at, err = m.sentAt(t.DestroyInstanceSent(ctx, id))
+	} else {
+		err = m.P.DestroyInstance(ctx, id)
+		at = m.now()
+	}
+	if err == nil {
+		m.destroySent(id, at)
+	}
+	return at, err
+}
+
+// sentAt is a SentTimer's answer, on this manager's clock: a send time
+// that is missing or later than now (a client on another clock) is now.
+func (m *Manager) sentAt(sent time.Time, err error) (time.Time, error) {
+	now := m.now()
+	if sent.IsZero() || sent.After(now) {
+		sent = now
+	}
+	return sent, err
 }
 
 // Release starts one parked instance the caller has just seen listed under
@@ -236,7 +289,7 @@ func (m *Manager) setAll(ctx context.Context, ids []int64, running bool) (map[in
 		if running {
 			out[id] = m.S.SetWanted(ctx, id, store.WantRunning)
 		} else {
-			out[id] = m.parked(ctx, id)
+			out[id] = m.parked(ctx, id, m.now())
 		}
 	}
 	return out, true
@@ -309,8 +362,8 @@ func (m *Manager) destroyShown(ctx context.Context, ids []int64, acked map[int64
 		if err != nil || !sameInstance(known, row) {
 			continue
 		}
-		if m.P.DestroyInstance(dctx, id) == nil {
-			acked[id] = m.now()
+		if sent, err := m.destroyCall(dctx, id); err == nil {
+			acked[id] = sent
 		}
 	}
 }

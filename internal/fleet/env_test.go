@@ -40,6 +40,7 @@ type gate struct {
 	onCreate     func(r *http.Request) bool // called before a create reaches the simulator; false drops it
 	afterCreate  func(r *http.Request)      // called after the simulator applied a create, before the answer
 	afterDelete  func(r *http.Request)      // likewise for a destroy
+	afterPut     func(r *http.Request)      // likewise for one instance's start or stop
 	beforeDelete func(r *http.Request) bool // called before a destroy reaches the simulator; false drops it
 	lists        int
 }
@@ -78,7 +79,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		odd[k] = v
 	}
 	userID := g.userID
-	onCreate, afterCreate, afterDelete, beforeDelete := g.onCreate, g.afterCreate, g.afterDelete, g.beforeDelete
+	onCreate, afterCreate, afterDelete, beforeDelete, afterPut := g.onCreate, g.afterCreate, g.afterDelete, g.beforeDelete, g.afterPut
 	g.mu.Unlock()
 
 	isCreate := r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v0/asks/")
@@ -97,6 +98,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		after = afterCreate
 	case isDelete:
 		after = afterDelete
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v0/instances/") && r.PathValue("id") == "" &&
+		strings.Count(strings.Trim(r.URL.Path, "/"), "/") == 3:
+		after = afterPut
 	}
 	if after != nil {
 		rec := httptest.NewRecorder()
@@ -158,7 +162,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reset clears every fault; the caller holds g.mu.
 func (g *gate) reset() {
 	g.failLists, g.shortLists, g.hide, g.oddRows, g.eatDeletes, g.userID, g.onCreate = 0, 0, nil, nil, 0, 0, nil
-	g.afterCreate, g.afterDelete, g.beforeDelete = nil, nil, nil
+	g.afterCreate, g.afterDelete, g.beforeDelete, g.afterPut = nil, nil, nil, nil
 }
 
 func (g *gate) listCount() int {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -44,6 +45,39 @@ type Manager struct {
 	// Nonce draws the random part of each rental's label (default
 	// NewNonce); tests may pass a fixed sequence.
 	Nonce func() string
+	// SelfStops, when set, says when instances' own agents will have
+	// stopped or destroyed them by their dead-man switches (see
+	// ReconcileOptions.SelfStops); every Reconcile that is given none
+	// reads it.
+	SelfStops func(ctx context.Context) (map[int64]time.Time, error)
+
+	// destroyed is when this process's destroys that the marketplace took
+	// were sent, by instance (DestroySent).
+	destroyedMu sync.Mutex
+	destroyed   map[int64]time.Time
+}
+
+// DestroySent is when the first destroy of instance id that the
+// marketplace took was sent by this manager, if one was: where its
+// billing ended. A caller that sees the instance gone from a listing
+// before Destroy has confirmed it (a launch's tick, while the destroy
+// runs in the background) dates it there rather than at the listing.
+func (m *Manager) DestroySent(id int64) (time.Time, bool) {
+	m.destroyedMu.Lock()
+	defer m.destroyedMu.Unlock()
+	t, ok := m.destroyed[id]
+	return t, ok
+}
+
+func (m *Manager) destroySent(id int64, at time.Time) {
+	m.destroyedMu.Lock()
+	defer m.destroyedMu.Unlock()
+	if m.destroyed == nil {
+		m.destroyed = map[int64]time.Time{}
+	}
+	if _, ok := m.destroyed[id]; !ok {
+		m.destroyed[id] = at
+	}
 }
 
 func (m *Manager) nonce() string {

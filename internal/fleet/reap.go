@@ -94,6 +94,25 @@ func (m *Manager) Reap(ctx context.Context, o ReapOptions) ([]Reaped, error) {
 	}
 	now := m.now()
 	out := Abandoned(recs, storeID, o, now)
+	if len(out) > 0 {
+		// A live agent's dead-man switch has acted already, at a moment
+		// known: the coordinator's last heartbeat plus After. The store
+		// learns it from a listing dated there, so that cost ends compute
+		// (or everything, for a destroy) at the agent's own act instead
+		// of at this reap, or mid-way through the time nobody watched.
+		hints := make(map[int64]time.Time, len(out))
+		for _, rp := range out {
+			hints[rp.ID] = DeadManAt(o.LastHeard[rp.ID], o.After)
+		}
+		if _, err := m.Reconcile(ctx, ReconcileOptions{SelfStops: hints}); err != nil {
+			m.log().Warn("reap: listing before acting failed; what the agents did themselves is dated later", "err", err)
+		} else if recs, err = m.S.Instances(ctx, store.InstanceFilter{Fleet: o.Fleet}); err != nil {
+			return nil, err
+		} else {
+			now = m.now()
+			out = Abandoned(recs, storeID, o, now)
+		}
+	}
 	for i := range out {
 		rp := &out[i]
 		note := fmt.Sprintf("reaped (%s): its agent was silent for %s, over the fleet's orphan-after of %s",

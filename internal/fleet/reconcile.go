@@ -32,6 +32,58 @@ type ReconcileOptions struct {
 	// an instance destroyed and still sees it listed leaves the destroy to
 	// a writer. For reconciling a snapshot that is shown, never kept.
 	LookOnly bool
+	// SelfStops is when each instance's own agent will have stopped or
+	// destroyed it by its dead-man switch (DeadManAt): a listing that
+	// shows such an instance stopped where vastfleet wanted it running,
+	// or no longer lists it where vastfleet asked for no destroy, dates
+	// the change there, when that lies after the last listing that
+	// showed it as before. Nil: Manager.SelfStops, if set. Without it a
+	// stop seen after a long unwatched gap is dated mid-gap, a
+	// disappearance at the listing: off by up to the whole gap.
+	SelfStops map[int64]time.Time
+}
+
+// DeadManAt is when an agent's dead-man switch stops or destroys its
+// instance: once the coordinator has acknowledged no heartbeat for after,
+// which is the coordinator's last heartbeat from it (heard) plus after,
+// on the coordinator's clock.
+func DeadManAt(heard time.Time, after time.Duration) time.Time {
+	if heard.IsZero() || after <= 0 {
+		return time.Time{}
+	}
+	return heard.Add(after)
+}
+
+// selfStops is opts.SelfStops, else the manager's.
+func (m *Manager) selfStops(ctx context.Context, opts ReconcileOptions) map[int64]time.Time {
+	if opts.SelfStops != nil || m.SelfStops == nil {
+		return opts.SelfStops
+	}
+	hints, err := m.SelfStops(ctx)
+	if err != nil {
+		m.log().Warn("reading when the agents' dead-man switches fired; stops they made are dated by listings only", "err", err)
+		return nil
+	}
+	return hints
+}
+
+// inGap: at lies after the last listing that showed an instance as it
+// was (last; zero: none known) and no later than now. A dead-man moment
+// outside it was not what changed the instance: its switch has not fired
+// yet, or a listing saw the instance as before after it.
+func inGap(at, last, now time.Time) bool {
+	return !at.IsZero() && at.After(last) && !at.After(now)
+}
+
+// selfStopped reports whether a listing's row shows the agent's own stop
+// of an instance vastfleet wanted running: it billed compute as last
+// known, and now bills storage only.
+func selfStopped(known store.Instance, row provider.Instance) bool {
+	if known.Wanted != store.WantRunning || !known.GoneAt.IsZero() {
+		return false
+	}
+	was, _ := provider.Bills(known.State)
+	return was && stoppedState(row.Status())
 }
 
 // Change kinds a Reconcile reports.
@@ -142,6 +194,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	now := m.now()
 	rep.Listed = len(l.Instances)
 	listed := byID(l)
+	hints := m.selfStops(ctx, opts)
 
 	rows := append([]provider.Instance(nil), l.Instances...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
@@ -178,7 +231,13 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 					rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 				}
 			}
-			if err := m.S.UpdateSeen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now); err != nil {
+			seen := m.S.UpdateSeen
+			if at, ok := hints[row.ID]; ok && inGap(at, known.LastSeenAt, now) && selfStopped(known, row) {
+				seen = func(ctx context.Context, id int64, state, host string, port int, url string, now time.Time) error {
+					return m.S.UpdateSeenAt(ctx, id, state, host, port, url, at, now)
+				}
+			}
+			if err := seen(ctx, row.ID, row.Status(), sshHost(row), sshPort(row), provider.SSHURL(row), now); err != nil {
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 			} else {
 				seenRows = append(seenRows, row)
@@ -276,7 +335,11 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		if m.young(in.CreatedAt, now) {
 			continue // too young: its absence means nothing yet
 		}
-		if err := m.S.MarkGone(ctx, in.ID, goneAt(in, time.Time{}, now)); err != nil {
+		gone := goneAt(in, time.Time{}, now)
+		if at, ok := hints[in.ID]; ok && inGap(at, in.LastSeenAt, now) && in.DestroyRequestedAt.IsZero() {
+			gone = at // its agent destroyed it
+		}
+		if err := m.S.MarkGone(ctx, in.ID, gone); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("mark %d gone: %w", in.ID, err))
 			continue
 		}

@@ -3,12 +3,10 @@ package launch
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
-	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // Interruptible launches (Spec.Bid): each create carries the bid, and an
@@ -49,19 +47,10 @@ func bidName(b Bid) string {
 // createFor is the create body for offer o: with a bid, its price. A bid
 // launch never sends a create without one: that would rent on demand.
 func (r *runner) createFor(o market.Offer) provider.CreateRequest {
+	// The boot probe learns what the offer advertises from the
+	// coordinator at enrollment, not from the body: offers alike in all
+	// but their hardware then share one bulk create.
 	c := r.create
-	if r.spec.Hardware != nil {
-		// The agent's boot probe tests the machine for what its offer
-		// advertises.
-		env := make(map[string]string, len(c.Env)+3)
-		for k, v := range c.Env {
-			env[k] = v
-		}
-		env[wire.EnvOfferCores] = strconv.FormatFloat(o.CPUCoresEffective, 'f', -1, 64)
-		env[wire.EnvOfferRAMMB] = strconv.FormatFloat(o.CPURAM, 'f', -1, 64)
-		env[wire.EnvOfferGPUs] = strconv.Itoa(o.NumGPUs)
-		c.Env = env
-	}
 	if r.spec.Bid != nil {
 		p, _ := r.spec.Bid.For(o)
 		c.Price = &p

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/agent"
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/remote"
@@ -106,6 +107,17 @@ func TestLaunchProbeHelper(t *testing.T) {
 		t.Fatalf("probe config: %v", err)
 	}
 	cfg.CPUWindow, cfg.RAMCap, cfg.DiskBytes = 1500*time.Millisecond, 16<<20, 2<<20
+	// The listed figures arrive as an agent gets them at enrollment: from
+	// the account's listing, written here by the test's coordinator.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(advertisedFile)
+		if err == nil && json.Unmarshal(b, &cfg.Advertised) == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s from the test", advertisedFile)
+		}
+	}
 	p := agent.RunProbe(context.Background(), *cfg, ".")
 	b, _ := json.Marshal(p)
 	if err := os.WriteFile("probe.json.tmp", b, 0o600); err != nil {
@@ -115,6 +127,10 @@ func TestLaunchProbeHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// advertisedFile is where the test's stand-in coordinator gives a
+// simulated machine's probe what the listing says of its machine.
+const advertisedFile = "advertised.json"
 
 // hwRun launches count nodes on a market where spoof of the machines are
 // short, each probed by the real probe inside its simulated machine, and
@@ -150,7 +166,14 @@ func hwRun(t *testing.T, seed int64, count int, spoof float64) (spoofed, flagged
 					continue
 				}
 				out[row.ID] = wire.Node{InstanceID: row.ID, Stage: wire.StageProbe}
-				b, err := os.ReadFile(filepath.Join(e.Mkt.HostDir(row.ID), "probe.json"))
+				dir := e.Mkt.HostDir(row.ID)
+				if _, err := os.Stat(filepath.Join(dir, advertisedFile)); err != nil {
+					listed, _ := json.Marshal(wire.Capacity{Cores: row.CPUCoresEffective, RAMMB: row.CPURAM, GPUs: row.NumGPUs})
+					if err := atomicfile.WriteFile(filepath.Join(dir, advertisedFile), listed, 0o600); err != nil {
+						return nil, err
+					}
+				}
+				b, err := os.ReadFile(filepath.Join(dir, "probe.json"))
 				if err != nil {
 					missing++
 					continue

@@ -50,11 +50,18 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 	}
 	for id := range r.destroying {
 		if _, ok := listed[id]; !ok {
-			if err := r.m.S.MarkGone(ctx, id, now); err == nil || errors.Is(err, store.ErrNotFound) {
+			// Gone where the destroy that took went out, when that is
+			// known already (the background destroy confirms it too),
+			// not at this listing: up to a tick of storage and pull.
+			gone := now
+			if at, ok := r.m.DestroySent(id); ok && at.Before(now) {
+				gone = at
+			}
+			if err := r.m.S.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
 				delete(r.destroying, id)
 				delete(r.goingDPH, id)
 				if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
-					p.GoneAt = now
+					p.GoneAt = gone
 				}
 			}
 		}
@@ -335,6 +342,8 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 			for _, n := range ns {
 				if err := errs[n.id]; err != nil {
 					r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+				} else {
+					n.parkRecorded()
 				}
 			}
 			return
@@ -342,8 +351,24 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.stopSentAt = now
-		return r.m.Park(ctx, n.id)
+		err := r.m.Park(ctx, n.id)
+		if err == nil {
+			n.parkRecorded()
+		}
+		return err
 	})
+}
+
+// parkRecorded: the manager has recorded the node's stop in the store
+// (fleet.Manager.Park), so the node's state follows, as the store's
+// does. A node parked and released in one tick (the release comes as the
+// last ones boot) is never listed stopped: without this, the listing that
+// shows it running again looks like no change, and the store keeps it
+// stopped, billing no compute, until someone lists the account again.
+func (n *node) parkRecorded() {
+	if compute, _ := provider.Bills(n.state); compute {
+		n.state = provider.StateStopped
+	}
 }
 
 // SchedulingFor is how long a released instance may show "Scheduling"

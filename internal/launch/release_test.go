@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch/launchsim"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -225,5 +229,37 @@ func TestLongDeadlineParkedLaunchesReachTheirCount(t *testing.T) {
 				t.Errorf("%d of %d ready", sum.Ready, c.count)
 			}
 		})
+	}
+}
+
+// pacedClient is a marketplace client that paces its calls at rate a
+// second (vast.Client.Rate).
+type pacedClient struct {
+	provider.Provider
+	rate rate.Limit
+}
+
+func (p pacedClient) Rate() rate.Limit { return p.rate }
+
+// The watch between ticks takes at most a quarter of a paced client's
+// calls: on vast.ai (4 calls a second, 25 instances a page) a 400-node
+// fleet's 16-page listing is watched every 16 s, not every 2 s; an
+// unpaced client (the simulator) and a one-page fleet are watched at
+// WatchEvery.
+func TestWatchSpacedByThePacedClientsCalls(t *testing.T) {
+	for _, c := range []struct {
+		rate  rate.Limit
+		pages int
+		want  time.Duration
+	}{
+		{0, 16, 2 * time.Second},
+		{4, 1, 2 * time.Second},
+		{4, 16, 16 * time.Second},
+		{2, 3, 6 * time.Second},
+	} {
+		r := &runner{m: &fleet.Manager{P: pacedClient{rate: c.rate}}, spec: Spec{WatchEvery: 2 * time.Second}, listPages: c.pages}
+		if got := r.watchEvery(); got != c.want {
+			t.Errorf("rate %v, %d pages: watch every %s, want %s", c.rate, c.pages, got, c.want)
+		}
 	}
 }

@@ -88,20 +88,30 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		c := picks[0]
 		r.substitute(now, c)
 		r.inflight[c.ID] = c
-		r.calls++
-		r.wg.Add(1)
-		r.busy(1)
-		go func() {
-			defer r.wg.Done()
-			defer r.busy(-1)
-			out := rentResult{c: c, lastOfCall: true}
+		r.startCall(func() []rentResult {
+			out := rentResult{c: c}
 			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
-			r.resMu.Lock()
-			r.results = append(r.results, out)
-			r.resMu.Unlock()
-		}()
+			return []rentResult{out}
+		})
 	}
 	return 0
+}
+
+// startCall runs one create call in the background; its results, one per
+// offer it rents, land at a later tick.
+func (r *runner) startCall(call func() []rentResult) {
+	r.calls++
+	r.wg.Add(1)
+	r.busy(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.busy(-1)
+		res := call()
+		res[len(res)-1].lastOfCall = true
+		r.resMu.Lock()
+		r.results = append(r.results, res...)
+		r.resMu.Unlock()
+	}()
 }
 
 // bulkCallRate paces bulk creates: vast publishes no limit for them, and
@@ -113,9 +123,8 @@ const bulkCallRate = 1
 const bulkMin = 4
 
 // dispatchBulk rents, with one bulk create, the next offers the fleet needs
-// that share a create body (a body carries the offer's advertised hardware
-// when the boot probe checks it, and the bid when bidding). It reports
-// whether it sent one.
+// that share a create body (a body carries the bid when bidding). It
+// reports whether it sent one.
 func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
 	if r.bulkLim.TokensAt(now) < 1 {
 		return false
@@ -148,12 +157,7 @@ func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
 		r.inflight[c.ID] = c
 		offers[i] = c.Offer
 	}
-	r.calls++
-	r.wg.Add(1)
-	r.busy(1)
-	go func() {
-		defer r.wg.Done()
-		defer r.busy(-1)
+	r.startCall(func() []rentResult {
 		outs, err := r.m.RentMany(ctx, fleet.BulkRentRequest{Fleet: r.spec.Fleet, Offers: offers, Create: r.createFor(offers[0]), ImageGB: r.spec.ImageGB})
 		res := make([]rentResult, len(batch))
 		for i, c := range batch {
@@ -162,11 +166,8 @@ func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
 				res[i].in, res[i].err = outs[i].Instance, outs[i].Err
 			}
 		}
-		res[len(res)-1].lastOfCall = true
-		r.resMu.Lock()
-		r.results = append(r.results, res...)
-		r.resMu.Unlock()
-	}()
+		return res
+	})
 	return true
 }
 

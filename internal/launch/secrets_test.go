@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"errors"
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"os"
 	"strings"
 	"sync"
@@ -37,8 +38,7 @@ func TestResumeGetsSecretsBack(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, 8, sim.Faults{})
 	rec := &createRecorder{Provider: e.M.P}
-	m := *e.M
-	m.P = rec
+	m := fleet.Manager{P: rec, S: e.M.S, Clock: e.M.Clock, Log: e.M.Log, Grace: e.M.Grace, PollEvery: e.M.PollEvery}
 	spec := baseSpec("sec", 12)
 	spec.Create.Env = map[string]string{"HF_TOKEN": "hf_s3cret"}
 	spec.Create.Onstart = "echo onstart-s3cret"

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 )
@@ -57,6 +58,22 @@ type Bidder interface {
 	ChangeBid(ctx context.Context, id int64, price *float64) error
 }
 
+// SentTimer is a marketplace client that says when the request behind a
+// stop or a destroy left this process. Billing per second ends where the
+// marketplace acts on the request, about when it arrives; the answer can
+// come much later (the marketplace commits and answers first, the link may
+// be slow, the machine loaded), and a ledger that dated the end at the
+// answer would bill that wait on every stop and destroy.
+type SentTimer interface {
+	// StopInstanceSent is StopInstance, and when the request the
+	// marketplace answered was sent (its last try, after any wait for
+	// the client's rate limit), on the client's clock.
+	StopInstanceSent(ctx context.Context, id int64) (sent time.Time, err error)
+	// DestroyInstanceSent is DestroyInstance, and when its request was
+	// sent, as StopInstanceSent.
+	DestroyInstanceSent(ctx context.Context, id int64) (sent time.Time, err error)
+}
+
 // CreateRequest is the body of PUT /api/v0/asks/{offer_id}/.
 type CreateRequest struct {
 	Image   string            `json:"image"`
@@ -85,6 +102,9 @@ type Listing struct {
 	// Total is what the marketplace said the account holds; it equals
 	// len(Instances) whenever ListInstances returns without error.
 	Total int
+	// Pages is how many requests the listing took (0: not known): what
+	// one more listing costs of a client's paced calls.
+	Pages int
 }
 
 // User is the account (GET /api/v0/users/current).

@@ -328,6 +328,19 @@ func ChangedAt(lastSeen, now time.Time) time.Time {
 	return lastSeen.Add(gap / 2)
 }
 
+// WithinWindow is at kept within the window (last, now] in which a change
+// happened: after the last listing that showed the old state (a zero last
+// puts no floor), no later than now.
+func WithinWindow(at, last, now time.Time) time.Time {
+	if at.After(now) {
+		return now
+	}
+	if !last.IsZero() && !at.After(last) {
+		return last
+	}
+	return at
+}
+
 // UpdateSeen records what a listing showed: actual_status, ssh host and
 // port. A state change appends an event; entering "running" sets
 // RunningSince, leaving it clears it. An instance marked gone that shows up
@@ -341,6 +354,19 @@ func (s *Store) UpdateSeen(ctx context.Context, id int64, state, sshHost string,
 // poll and writes only changes: prev is its previous listing, which still
 // showed the old state, so a change is dated within (prev, now].
 func (s *Store) UpdateSeenAfter(ctx context.Context, id int64, state, sshHost string, sshPort int, sshURL string, prev, now time.Time) error {
+	return s.updateSeen(ctx, id, state, sshHost, sshPort, sshURL, prev, time.Time{}, now)
+}
+
+// UpdateSeenAt is UpdateSeen for a change whose moment the caller knows
+// better than the window between listings: what an instance's own agent
+// did at a known time (its dead-man switch). The change is dated at, kept
+// within the window: after the last listing that showed the old state,
+// and no later than now.
+func (s *Store) UpdateSeenAt(ctx context.Context, id int64, state, sshHost string, sshPort int, sshURL string, at, now time.Time) error {
+	return s.updateSeen(ctx, id, state, sshHost, sshPort, sshURL, time.Time{}, at, now)
+}
+
+func (s *Store) updateSeen(ctx context.Context, id int64, state, sshHost string, sshPort int, sshURL string, prev, at, now time.Time) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		old, err := getInstance(ctx, tx, id)
 		if err != nil {
@@ -366,6 +392,9 @@ func (s *Store) UpdateSeenAfter(ctx context.Context, id int64, state, sshHost st
 				// ChangedAt's "now" after a long gap is for the tool's own
 				// stops.
 				changed = last.Add(now.Sub(last) / 2)
+			}
+			if !at.IsZero() {
+				changed = WithinWindow(at, last, now)
 			}
 		}
 		running := fmtNullTime(old.RunningSince)

@@ -76,29 +76,44 @@ func (s *Store) NewIntent(ctx context.Context, fleet string, offerID, machineID 
 	}
 	var in Intent
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO intents(fleet, offer_id, machine_id, request, created_at, updated_at, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, fleet, offerID, machineID, req, fmtTime(now), fmtTime(now), IntentPending)
-		if err != nil {
-			return err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		l := label(id)
-		if l == "" {
-			return fmt.Errorf("label for intent %d is empty", id)
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE intents SET label = ? WHERE id = ?", l, id); err != nil {
-			return err
-		}
-		in, err = scanIntent(tx.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
+		in, err = insertIntent(ctx, tx, fleet, offerID, machineID, req, now, label, nil)
 		return err
 	})
 	if err != nil {
 		return Intent{}, fmt.Errorf("store: new intent (fleet %q, offer %d): %w", fleet, offerID, err)
 	}
 	return in, nil
+}
+
+// insertIntent inserts a pending intent in tx and labels it: label(id),
+// and batch(id) as its batch label when batch is not nil.
+func insertIntent(ctx context.Context, tx *sql.Tx, fleet string, offerID, machineID int64, req string, now time.Time,
+	label, batch func(id int64) string) (Intent, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO intents(fleet, offer_id, machine_id, request, created_at, updated_at, state)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, fleet, offerID, machineID, req, fmtTime(now), fmtTime(now), IntentPending)
+	if err != nil {
+		return Intent{}, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Intent{}, err
+	}
+	l := label(id)
+	if l == "" {
+		return Intent{}, fmt.Errorf("label for intent %d is empty", id)
+	}
+	var batchLabel any // NULL for a create of its own
+	if batch != nil {
+		b := batch(id)
+		if b == "" || b == l {
+			return Intent{}, fmt.Errorf("intent %d: batch label %q must be set and differ from its label", id, b)
+		}
+		batchLabel = b
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE intents SET label = ?, batch_label = ? WHERE id = ?", l, batchLabel, id); err != nil {
+		return Intent{}, err
+	}
+	return scanIntent(tx.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
 }
 
 const intentCols = "id, fleet, offer_id, machine_id, label, request, created_at, updated_at, state, instance_id, error, batch_label"
@@ -189,28 +204,15 @@ func (s *Store) NewIntentBatch(ctx context.Context, fleet string, offers []Inten
 	}
 	var out []Intent
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		var batchLabel string
-		for _, o := range offers {
-			res, err := tx.ExecContext(ctx, `INSERT INTO intents(fleet, offer_id, machine_id, request, created_at, updated_at, state)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, fleet, o.OfferID, o.MachineID, req, fmtTime(now), fmtTime(now), IntentPending)
-			if err != nil {
-				return err
-			}
-			id, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
+		var batchLabel string // batch(first id), for every intent of the batch
+		sameBatch := func(id int64) string {
 			if batchLabel == "" {
 				batchLabel = batch(id)
 			}
-			l := label(id)
-			if l == "" || batchLabel == "" || l == batchLabel {
-				return fmt.Errorf("intent %d: labels %q and %q must be set and differ", id, l, batchLabel)
-			}
-			if _, err := tx.ExecContext(ctx, "UPDATE intents SET label = ?, batch_label = ? WHERE id = ?", l, batchLabel, id); err != nil {
-				return err
-			}
-			in, err := scanIntent(tx.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
+			return batchLabel
+		}
+		for _, o := range offers {
+			in, err := insertIntent(ctx, tx, fleet, o.OfferID, o.MachineID, req, now, label, sameBatch)
 			if err != nil {
 				return err
 			}

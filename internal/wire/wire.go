@@ -47,9 +47,9 @@ const (
 	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
 	EnvItem          = "VASTFLEET_ITEM"          // set for an item run: the item's value
 	EnvItemID        = "VASTFLEET_ITEM_ID"       // set for an item run: the item's id
-	EnvOfferCores    = "VASTFLEET_OFFER_CORES"   // the offer's advertised effective cores: what the boot probe tests for
-	EnvOfferRAMMB    = "VASTFLEET_OFFER_RAM_MB"  // the offer's advertised RAM, MB
-	EnvOfferGPUs     = "VASTFLEET_OFFER_GPUS"    // the offer's advertised GPU count
+	EnvOfferCores    = "VASTFLEET_OFFER_CORES"   // advertised effective cores for the boot probe, for an agent run by hand (else the enrollment's)
+	EnvOfferRAMMB    = "VASTFLEET_OFFER_RAM_MB"  // advertised RAM, MB (likewise)
+	EnvOfferGPUs     = "VASTFLEET_OFFER_GPUS"    // advertised GPU count (likewise)
 	EnvProbe         = "VASTFLEET_PROBE"         // "off" skips the boot probe; a Go duration bounds it (default 60s)
 	EnvContainerID   = "CONTAINER_ID"            // set by vast
 	EnvContainerKey  = "CONTAINER_API_KEY"       // set by vast: this instance's own key
@@ -74,6 +74,10 @@ type EnrollRequest struct {
 type EnrollReply struct {
 	Token string `json:"token"`
 	Node  string `json:"node"`
+	// Advertised is what the marketplace lists for the instance's machine,
+	// for the boot probe to test (absent: unknown). A launch that rents in
+	// bulk creates cannot put each offer's figures in its environment.
+	Advertised *Capacity `json:"advertised,omitempty"`
 }
 
 // Session is one named, supervised command on a node.
@@ -387,6 +391,17 @@ type Snapshot struct {
 	Totals   Totals    `json:"totals"`
 	Nodes    []Node    `json:"nodes"`
 	Findings []Finding `json:"findings"` // the most recent, newest first
+}
+
+// SnapshotDelta is the dashboard's view since the previous one it was
+// sent: the totals and newest findings whole, the nodes whose row changed,
+// and the names of nodes gone.
+type SnapshotDelta struct {
+	At       time.Time         `json:"at"`
+	Totals   Totals            `json:"totals"`
+	Nodes    []json.RawMessage `json:"nodes"`
+	Removed  []string          `json:"removed"`
+	Findings []Finding         `json:"findings"`
 }
 
 // SessionNameRule is the session-name grammar in words, for error messages.

@@ -148,39 +148,87 @@ function deliveryCell(n) {
   return [parts.join(" · "), low ? "num refused" : "num"];
 }
 
-function renderNodes(nodes, now) {
+// The node table keeps one row per node and rebuilds only the rows whose
+// node changed: a delta names them. Every row's "last seen" is redone each
+// update, by its text alone.
+const nodeData = new Map(); // node name → its latest row from the server
+const nodeRows = new Map(); // node name → its <tr>
+const AGO_CELL = 6;
+
+function nodeRow(n, now) {
+  const tr = el("tr");
+  tr.dataset.node = n.node;
+  const gpus = n.gpus || [];
+  const gpuUse = gpus.length ? gpus.reduce((a, g) => a + g.util_percent, 0) / gpus.length : 0;
+  const sessions = (n.sessions || []).map((s) => s.name + ":" + s.state).join(", ");
+  const cells = [
+    [n.node, ""],
+    [n.state, "state-" + n.state],
+    probeCell(n),
+    [num(n.cpu_percent, 0), "num"],
+    [bytes(n.ram_used_bytes) + " / " + bytes(n.ram_total_bytes), "num"],
+    [gpus.length ? gpus.length + " × " + num(gpuUse, 0) + " %" : "–", "num"],
+    [ago(n.last_seen, now), ""],
+    [n.dph ? "$" + n.dph.toFixed(3) : "–", "num"],
+    deliveryCell(n),
+    [n.refused ? String(n.refused) : "0", n.refused ? "num refused" : "num"],
+    [sessions, ""],
+  ];
+  for (const [text, cls] of cells) tr.appendChild(el("td", cls, text));
+  return tr;
+}
+
+// renderNodes redoes the rows of the names in changed (all of them when
+// changed is null), in name order, and every row's age.
+function renderNodes(changed, now) {
   const tbody = $("node-table").tBodies[0];
-  const rows = [];
-  for (const n of nodes) {
-    const tr = el("tr");
-    tr.dataset.node = n.node;
-    const gpus = n.gpus || [];
-    const gpuUse = gpus.length ? gpus.reduce((a, g) => a + g.util_percent, 0) / gpus.length : 0;
-    const sessions = (n.sessions || []).map((s) => s.name + ":" + s.state).join(", ");
-    const cells = [
-      [n.node, ""],
-      [n.state, "state-" + n.state],
-      probeCell(n),
-      [num(n.cpu_percent, 0), "num"],
-      [bytes(n.ram_used_bytes) + " / " + bytes(n.ram_total_bytes), "num"],
-      [gpus.length ? gpus.length + " × " + num(gpuUse, 0) + " %" : "–", "num"],
-      [ago(n.last_seen, now), ""],
-      [n.dph ? "$" + n.dph.toFixed(3) : "–", "num"],
-      deliveryCell(n),
-      [n.refused ? String(n.refused) : "0", n.refused ? "num refused" : "num"],
-      [sessions, ""],
-    ];
-    for (const [text, cls] of cells) tr.appendChild(el("td", cls, text));
-    rows.push(tr);
+  if (changed === null) {
+    nodeRows.clear();
+    const names = [...nodeData.keys()].sort();
+    const rows = names.map((name) => {
+      const tr = nodeRow(nodeData.get(name), now);
+      nodeRows.set(name, tr);
+      return tr;
+    });
+    if (!rows.length) {
+      const tr = el("tr");
+      const td = el("td", "empty", "no node has reported yet");
+      td.colSpan = 11;
+      tr.appendChild(td);
+      rows.push(tr);
+    }
+    tbody.replaceChildren(...rows);
+    return;
   }
-  if (!rows.length) {
-    const tr = el("tr");
-    const td = el("td", "empty", "no node has reported yet");
-    td.colSpan = 11;
-    tr.appendChild(td);
-    rows.push(tr);
+  let added = false;
+  for (const name of changed) {
+    const old = nodeRows.get(name);
+    const n = nodeData.get(name);
+    if (!n) {
+      if (old) old.remove();
+      nodeRows.delete(name);
+      continue;
+    }
+    const tr = nodeRow(n, now);
+    nodeRows.set(name, tr);
+    if (old) {
+      old.replaceWith(tr);
+    } else {
+      tbody.appendChild(tr);
+      added = true;
+    }
   }
-  tbody.replaceChildren(...rows);
+  if (added) {
+    const empty = tbody.querySelector("td.empty");
+    if (empty) empty.parentElement.remove();
+    const names = [...nodeRows.keys()].sort();
+    tbody.replaceChildren(...names.map((name) => nodeRows.get(name)));
+  }
+  for (const [name, tr] of nodeRows) {
+    const cell = tr.cells[AGO_CELL];
+    const text = ago(nodeData.get(name).last_seen, now);
+    if (cell && cell.textContent !== text) cell.textContent = text;
+  }
 }
 
 function renderFindings(findings) {
@@ -196,11 +244,12 @@ function renderFindings(findings) {
   $("findings-list").replaceChildren(...items);
 }
 
-function render(snap) {
+// render shows one moment: changed names the nodes to redo (null: all).
+function render(snap, changed) {
   const now = Date.parse(snap.at) || Date.now();
   const t = snap.totals || {};
-  const nodes = snap.nodes || [];
-  if (nodes.length) setText("fleet-name", nodes[0].fleet);
+  const first = nodeData.values().next().value;
+  if (first) setText("fleet-name", first.fleet);
   setText("nodes-alive", String(t.nodes_alive || 0));
   setText("nodes-stale", String(t.nodes_stale || 0));
   setText("nodes-dead", String(t.nodes_dead || 0));
@@ -225,7 +274,7 @@ function render(snap) {
   record("nodes alive", now, t.nodes_alive || 0);
   for (const name of Object.keys(metrics)) record(name, now, metrics[name]);
   for (const name of series.keys()) draw(name, now);
-  renderNodes(nodes, now);
+  renderNodes(changed, now);
   renderFindings(snap.findings || []);
   setText("updated", "updated " + new Date(now).toLocaleTimeString());
 }
@@ -237,7 +286,21 @@ function connect() {
     $("conn").textContent = "live";
   });
   es.addEventListener("snapshot", (ev) => {
-    try { render(JSON.parse(ev.data)); } catch (e) { console.error(e); }
+    try {
+      const snap = JSON.parse(ev.data);
+      nodeData.clear();
+      for (const n of snap.nodes || []) nodeData.set(n.node, n);
+      render(snap, null);
+    } catch (e) { console.error(e); }
+  });
+  es.addEventListener("delta", (ev) => {
+    try {
+      const d = JSON.parse(ev.data);
+      const changed = [];
+      for (const n of d.nodes || []) { nodeData.set(n.node, n); changed.push(n.node); }
+      for (const name of d.removed || []) { nodeData.delete(name); changed.push(name); }
+      render(d, changed);
+    } catch (e) { console.error(e); }
   });
   es.addEventListener("error", () => {
     // EventSource reconnects by itself; only the badge changes.

@@ -282,8 +282,10 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 		changed bool
 		inOrder = true
 		lastID  = int64(math.MinInt64)
+		pages   int
 	)
 	for page := 1; ; page++ {
+		pages = page
 		if page > maxPages {
 			return provider.Listing{}, fmt.Errorf("GET /api/v1/instances/: more than %d pages: %w", maxPages, provider.ErrIncompleteListing)
 		}
@@ -351,7 +353,7 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 		return provider.Listing{}, fmt.Errorf("listing returned %d instances but the total is %d: %w",
 			len(all), total, provider.ErrIncompleteListing)
 	}
-	return provider.Listing{Instances: all, Total: total}, nil
+	return provider.Listing{Instances: all, Total: total, Pages: pages}, nil
 }
 
 // tokenText renders next_token, which may be a string or a number; "" when
@@ -418,14 +420,20 @@ func (c *Client) manage(ctx context.Context, id int64, body any) error {
 
 // simple runs an instance call whose answer is {"success": ...}.
 func (c *Client) simple(ctx context.Context, cl call) error {
+	_, err := c.simpleSent(ctx, cl)
+	return err
+}
+
+// simpleSent is simple, and when the request behind the answer was sent.
+func (c *Client) simpleSent(ctx context.Context, cl call) (time.Time, error) {
 	resp, err := c.do(ctx, cl)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := c.decode(cl, opInstance, resp, nil); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	return c.checkSuccess(cl, opInstance, resp)
+	return resp.sent, c.checkSuccess(cl, opInstance, resp)
 }
 
 // StartInstance asks a stopped instance to run.
@@ -435,7 +443,15 @@ func (c *Client) StartInstance(ctx context.Context, id int64) error {
 
 // StopInstance stops an instance; its storage keeps billing.
 func (c *Client) StopInstance(ctx context.Context, id int64) error {
-	return c.manage(ctx, id, map[string]string{"state": "stopped"})
+	_, err := c.StopInstanceSent(ctx, id)
+	return err
+}
+
+// StopInstanceSent is StopInstance, and when its request was sent
+// (provider.SentTimer).
+func (c *Client) StopInstanceSent(ctx context.Context, id int64) (time.Time, error) {
+	return c.simpleSent(ctx, call{method: http.MethodPut, path: fmt.Sprintf("/api/v0/instances/%d/", id),
+		body: map[string]string{"state": "stopped"}, policy: retryWrite})
 }
 
 // ChangeBid is PUT /api/v0/instances/bid_price/{id}/ with the body the
@@ -457,7 +473,14 @@ func (c *Client) SetLabel(ctx context.Context, id int64, label string) error {
 // DestroyInstance is DELETE /api/v0/instances/{id}/ with body {}. A retry
 // after a lost answer may see ErrNotFound, which callers treat as done.
 func (c *Client) DestroyInstance(ctx context.Context, id int64) error {
-	return c.simple(ctx, call{method: http.MethodDelete, path: fmt.Sprintf("/api/v0/instances/%d/", id), policy: retryWrite})
+	_, err := c.DestroyInstanceSent(ctx, id)
+	return err
+}
+
+// DestroyInstanceSent is DestroyInstance, and when its request was sent
+// (provider.SentTimer).
+func (c *Client) DestroyInstanceSent(ctx context.Context, id int64) (time.Time, error) {
+	return c.simpleSent(ctx, call{method: http.MethodDelete, path: fmt.Sprintf("/api/v0/instances/%d/", id), policy: retryWrite})
 }
 
 // RebootInstance restarts the container, keeping the GPU.

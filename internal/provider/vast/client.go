@@ -64,8 +64,13 @@ type Options struct {
 	// A clock that also has InFlight(delta int) (clock.Virtual) is told
 	// +1 when a request starts and -1 when its answer has been read, so
 	// that it stands still meanwhile.
-	Clock  clock.Clock
-	Logger *slog.Logger // default: discard
+	Clock clock.Clock
+	// SentClock is the clock StopInstanceSent and DestroyInstanceSent read
+	// a request's send time on: the caller's, which dates what the
+	// marketplace did (a simulator's own time when it runs faster than
+	// the wall); default Clock.
+	SentClock clock.Clock
+	Logger    *slog.Logger // default: discard
 	// RateLimit throttles every request this client sends; 0 = unlimited.
 	RateLimit rate.Limit
 	Burst     int // default 1 when RateLimit is set
@@ -99,7 +104,8 @@ type Client struct {
 	max429  int           // tries while the answer is 429
 	base429 time.Duration // the first backoff after a 429
 	clock   clock.Clock
-	flight  inFlight // the clock, when it counts requests; else nil
+	sentAt  clock.Clock // what a response's sent time is read on
+	flight  inFlight    // the clock, when it counts requests; else nil
 	log     *slog.Logger
 	limiter *rate.Limiter
 	rate    rate.Limit // the configured rate; 429s lower the limiter's below it
@@ -110,8 +116,9 @@ type Client struct {
 }
 
 var (
-	_ provider.Provider = (*Client)(nil)
-	_ provider.Operator = (*Client)(nil)
+	_ provider.Provider  = (*Client)(nil)
+	_ provider.Operator  = (*Client)(nil)
+	_ provider.SentTimer = (*Client)(nil)
 )
 
 // New builds a client; it does no I/O.
@@ -154,6 +161,7 @@ func New(opts Options) (*Client, error) {
 		baseBO:  opts.BaseBackoff,
 		maxBO:   opts.MaxBackoff,
 		clock:   opts.Clock,
+		sentAt:  opts.SentClock,
 		log:     opts.Logger,
 		rnd:     opts.Rand,
 	}
@@ -188,6 +196,9 @@ func New(opts Options) (*Client, error) {
 		c.clock = clock.Wall{}
 	}
 	c.flight, _ = c.clock.(inFlight)
+	if c.sentAt == nil {
+		c.sentAt = c.clock
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -254,6 +265,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	sent   time.Time // when the request left, on the client's clock
 }
 
 // maxBody bounds what one answer may hold (a large search is a few MB).
@@ -450,7 +462,7 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 		c.flight.InFlight(1)
 		defer c.flight.InFlight(-1)
 	}
-	start := time.Now()
+	sent, start := c.sentAt.Now(), time.Now()
 	res, err := c.hc.Do(req)
 	if err != nil {
 		c.log.DebugContext(ctx, "vast request", "method", cl.method, "path", cl.path,
@@ -468,7 +480,7 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte, attempt int)
 	if len(b) > maxBody {
 		return nil, fmt.Errorf("answer larger than %d bytes", maxBody)
 	}
-	return &response{status: res.StatusCode, header: res.Header, body: b}, nil
+	return &response{status: res.StatusCode, header: res.Header, body: b, sent: sent}, nil
 }
 
 // readBody reads an answer of at most maxBody+1 bytes. When the server

@@ -278,6 +278,9 @@ func TestSimListingPageFailureIsNotAPartialListing(t *testing.T) {
 	if err != nil || len(l.Instances) != 30 || l.Total != 30 {
 		t.Fatalf("listing: %d rows, total %d, %v", len(l.Instances), l.Total, err)
 	}
+	if l.Pages != 2 {
+		t.Errorf("30 instances at %d a page came in %d requests, want 2", pageSize, l.Pages)
+	}
 	failPages.Store(true)
 	l, err = e.c.ListInstances(ctx)
 	if err == nil || l.Instances != nil {
