@@ -213,7 +213,7 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
 		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
 		MarketDepth: f.depthPlot(opts.DepthQuery),
-		Members:     coord.MembershipFunc(f.fleetMembers), BadHosts: badHosts{f}, RevokeEvery: revokeEvery,
+		Members:     fleetMembership{f}, BadHosts: badHosts{f}, RevokeEvery: revokeEvery,
 	})
 	if err != nil {
 		db.Close()

@@ -2,27 +2,33 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
-// fleetMembers is the coordinator's membership check: an instance belongs
-// to a fleet when the store records it there, not gone nor being
-// destroyed, and the marketplace's listing of the account shows it. The
-// machine and image come from the listing, which the host cannot change.
-//
-// The store is read every time, so an instance vastfleet destroys loses
-// its credential at the next revocation sweep (every revokeEvery). The
-// listing, the marketplace's costliest read (25 rows a page, about one
-// call a second allowed), is kept for membersListingTTL and read again at
-// once when an instance of the store is missing from it (one just
-// enrolling).
-func (f *factory) fleetMembers(ctx context.Context, fleetName string) (map[int64]coord.Instance, error) {
+var _ coord.InstanceChecker = fleetMembership{}
+
+// fleetMembership is the coordinator's membership check: an instance
+// belongs to a fleet when the store records it there, not gone nor being
+// destroyed, and the marketplace shows it. The machine and image come from
+// the marketplace, which the host cannot change.
+type fleetMembership struct{ f *factory }
+
+// Instances answers for the whole fleet (the revocation sweep). The store
+// is read every time, so an instance vastfleet destroys loses its
+// credential at the next sweep (every revokeEvery). The listing, the
+// marketplace's costliest read (25 rows a page, about one call a second
+// allowed), is kept for membersListingTTL; an instance enrolled since was
+// shown alone (Instance) and joins it.
+func (m fleetMembership) Instances(ctx context.Context, fleetName string) (map[int64]coord.Instance, error) {
+	f := m.f
 	st, err := f.Store(ctx, false, "")
 	if err != nil {
 		return nil, err
@@ -31,63 +37,110 @@ func (f *factory) fleetMembers(ctx context.Context, fleetName string) (map[int64
 	if err != nil {
 		return nil, err
 	}
-	ours := map[int64]bool{}
-	for _, in := range live {
-		if in.Live() && in.DestroyRequestedAt.IsZero() {
-			ours[in.ID] = true
-		}
-	}
-	listed, err := f.membersListing(ctx, false)
-	if err != nil {
+	if err := f.refreshMembersListing(ctx); err != nil {
 		return nil, err
 	}
-	for id := range ours {
-		if _, ok := listed[id]; !ok {
-			if listed, err = f.membersListing(ctx, true); err != nil {
-				return nil, err
-			}
-			break
-		}
-	}
+	f.members.mu.Lock()
+	defer f.members.mu.Unlock()
 	out := map[int64]coord.Instance{}
-	for id, in := range listed {
-		if ours[id] {
-			out[id] = in
+	for _, in := range live {
+		if c, ok := f.members.byID[in.ID]; ok && in.Live() && in.DestroyRequestedAt.IsZero() {
+			out[in.ID] = c
 		}
 	}
 	return out, nil
 }
 
-// membersListingTTL is how long fleetMembers trusts a listing of the
-// account; revokeEvery how often the coordinator sweeps credentials.
+// Instance answers for one enrolling instance: from the store's row and
+// the cached listing, or, for an instance rented since that listing, the
+// marketplace's answer for that instance alone. A fleet of 1,000 booting
+// together used to list the account again for every instance it missed,
+// 40 pages each time, and enrollments failed by the thousands.
+func (m fleetMembership) Instance(ctx context.Context, fleetName string, id int64) (coord.Instance, bool, error) {
+	f := m.f
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return coord.Instance{}, false, err
+	}
+	in, err := st.Instance(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return coord.Instance{}, false, nil
+	}
+	if err != nil {
+		return coord.Instance{}, false, err
+	}
+	if in.Fleet != fleetName || !in.Live() || !in.DestroyRequestedAt.IsZero() {
+		return coord.Instance{}, false, nil
+	}
+	if err := f.refreshMembersListing(ctx); err != nil {
+		return coord.Instance{}, false, err
+	}
+	f.members.mu.Lock()
+	c, ok := f.members.byID[id]
+	f.members.mu.Unlock()
+	if ok {
+		return c, true, nil
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return coord.Instance{}, false, err
+	}
+	row, err := p.ShowInstance(ctx, id)
+	if errors.Is(err, provider.ErrNotFound) {
+		return coord.Instance{}, false, nil
+	}
+	if err != nil {
+		return coord.Instance{}, false, err
+	}
+	c = memberOf(row)
+	f.members.mu.Lock()
+	f.members.byID[id] = c
+	f.members.mu.Unlock()
+	return c, true, nil
+}
+
+// membersListingTTL is how long the membership check trusts a listing of
+// the account; revokeEvery how often the coordinator sweeps credentials.
 const (
 	membersListingTTL = time.Minute
 	revokeEvery       = 10 * time.Second
 )
 
-// membersListing is the account's instances as the marketplace last
-// listed them, read again when older than membersListingTTL or fresh.
-func (f *factory) membersListing(ctx context.Context, fresh bool) (map[int64]coord.Instance, error) {
+// refreshMembersListing lists the account again when the last listing is
+// older than membersListingTTL. One caller lists; the others wait on the
+// lock. A listing that fails keeps the last one.
+func (f *factory) refreshMembersListing(ctx context.Context) error {
+	f.members.listMu.Lock()
+	defer f.members.listMu.Unlock()
 	f.members.mu.Lock()
-	defer f.members.mu.Unlock()
-	if !fresh && f.members.byID != nil && time.Since(f.members.at) < membersListingTTL {
-		return f.members.byID, nil
+	fresh := f.members.byID != nil && time.Since(f.members.at) < membersListingTTL
+	f.members.mu.Unlock()
+	if fresh {
+		return nil
 	}
 	p, err := f.Provider(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	listing, err := p.ListInstances(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	byID := make(map[int64]coord.Instance, len(listing.Instances))
 	for _, in := range listing.Instances {
-		byID[in.ID] = coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID,
-			Advertised: wire.Capacity{Cores: in.CPUCoresEffective, RAMMB: in.CPURAM, GPUs: in.NumGPUs}}
+		byID[in.ID] = memberOf(in)
 	}
+	f.members.mu.Lock()
 	f.members.byID, f.members.at = byID, time.Now()
-	return byID, nil
+	f.members.mu.Unlock()
+	return nil
+}
+
+// memberOf is what the coordinator keeps of an instance the marketplace
+// listed or showed.
+func memberOf(in provider.Instance) coord.Instance {
+	return coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID,
+		Advertised: wire.Capacity{Cores: in.CPUCoresEffective, RAMMB: in.CPURAM, GPUs: in.NumGPUs}}
 }
 
 // badHosts puts the machines the coordinator caught returning wrong

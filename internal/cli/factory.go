@@ -100,11 +100,11 @@ type factory struct {
 	lostStore    bool
 	orphans      []fleet.Orphan
 	// members caches the account's listing for the coordinator's
-	// membership checks (fleetMembers).
+	// membership checks (fleetMembership); listMu lets one caller list.
 	members struct {
-		mu   sync.Mutex
-		byID map[int64]coord.Instance
-		at   time.Time
+		listMu, mu sync.Mutex
+		byID       map[int64]coord.Instance
+		at         time.Time
 	}
 }
 

@@ -33,8 +33,12 @@ import (
 // database keeps only their sha256, so a copy of coord.db handed to
 // someone for its findings does not hand over the fleet.
 type DB struct {
-	db   *sql.DB
-	path string
+	// db reads; w writes, through one connection: a thousand agents
+	// enrolling at once queue in Go, in order, instead of spinning in
+	// SQLite's busy handler until busy_timeout fails the slowest (750
+	// of 1,000 enrollments failed with SQLITE_BUSY before).
+	db, w *sql.DB
+	path  string
 	// tokensMu serialises FleetTokens inside this process; across
 	// processes the write transaction does.
 	tokensMu sync.Mutex
@@ -207,27 +211,33 @@ func OpenDB(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
 	}
 	db.SetMaxIdleConns(4)
-	d := &DB{db: db, path: path}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	w, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
 	}
+	w.SetMaxOpenConns(1)
+	d := &DB{db: db, w: w, path: path}
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("coord: open %s: %w", path, err)
+	}
 	if !strings.EqualFold(mode, "wal") {
-		db.Close()
+		d.Close()
 		return nil, fmt.Errorf("coord: open %s: journal_mode is %q, want wal (is the file on a network filesystem?)", path, mode)
 	}
 	if err := d.migrate(ctx); err != nil {
-		db.Close()
+		d.Close()
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
 	}
 	return d, nil
 }
 
-func (d *DB) migrate(ctx context.Context) error { return sqlschema.Migrate(ctx, d.db, schema) }
+func (d *DB) migrate(ctx context.Context) error { return sqlschema.Migrate(ctx, d.w, schema) }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error { return errors.Join(d.w.Close(), d.db.Close()) }
 
 // Path is the database file's path.
 func (d *DB) Path() string { return d.path }
@@ -267,7 +277,7 @@ func (d *DB) FleetTokens(ctx context.Context, fleet string) (agent, viewer strin
 	defer d.tokensMu.Unlock()
 	// The write transaction is the lock between processes (a coordinator
 	// and a launch both naming a fleet): the file is rewritten inside it.
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
 	}
@@ -380,7 +390,7 @@ func (d *DB) tokenHashes(ctx context.Context) ([]tokenEntry, error) {
 // transaction (one fsync for all) and reports, per batch, how many keys
 // were new. A key already stored is left as it was.
 func (d *DB) insertFindings(ctx context.Context, batches []*findingsReq) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -459,7 +469,7 @@ type savedNode struct {
 
 // saveNodes upserts the latest heartbeat of each node in one transaction.
 func (d *DB) saveNodes(ctx context.Context, nodes []savedNode) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -527,7 +537,7 @@ func (d *DB) findingCounts(ctx context.Context) (map[string]int64, error) {
 
 // SetFleetPolicy records the dead-man switch a fleet's agents were given.
 func (d *DB) SetFleetPolicy(ctx context.Context, fleet string, after time.Duration, policy string) error {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO fleet_policy (fleet, orphan_after_s, orphan_policy) VALUES (?, ?, ?)
+	_, err := d.w.ExecContext(ctx, `INSERT INTO fleet_policy (fleet, orphan_after_s, orphan_policy) VALUES (?, ?, ?)
 		ON CONFLICT (fleet) DO UPDATE SET orphan_after_s = excluded.orphan_after_s, orphan_policy = excluded.orphan_policy`,
 		fleet, after.Seconds(), policy)
 	return err

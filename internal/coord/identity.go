@@ -60,7 +60,7 @@ type credential struct {
 // enroll stores a new credential's hash for the instance; the plain token
 // is given back once and kept nowhere here.
 func (d *DB) enroll(ctx context.Context, c credential, tokenHash []byte, now time.Time) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (d *DB) enroll(ctx context.Context, c credential, tokenHash []byte, now tim
 // or replaced): its agent is refused from then on, and the instance id
 // may enroll again. It reports whether there was one to revoke.
 func (d *DB) RevokeInstance(ctx context.Context, fleet string, instanceID int64, reason string) (bool, error) {
-	res, err := d.db.ExecContext(ctx, `UPDATE credentials SET revoked_at = ?, reason = ?
+	res, err := d.w.ExecContext(ctx, `UPDATE credentials SET revoked_at = ?, reason = ?
 		WHERE fleet = ? AND instance_id = ? AND revoked_at = 0`, time.Now().UnixNano(), reason, fleet, instanceID)
 	if err != nil {
 		return false, fmt.Errorf("coord: revoking instance %d: %w", instanceID, err)
@@ -120,43 +120,91 @@ func (d *DB) liveCredentials(ctx context.Context) (map[string]credential, error)
 	return out, rows.Err()
 }
 
+// InstanceChecker is a Membership that can also answer for one instance
+// (the marketplace's show-instance): an enrolling instance missing from
+// the fleet's cached answer is checked alone, rather than by listing the
+// whole account again, which at 1,000 instances is 40 pages while the
+// launch keeps adding more.
+type InstanceChecker interface {
+	Instance(ctx context.Context, fleet string, id int64) (Instance, bool, error)
+}
+
 // members caches each fleet's membership answer briefly, so that a fleet
-// booting together costs one marketplace listing a second, not one per
-// instance.
+// booting together costs one marketplace listing now and then, not one
+// per instance. The answer is fetched by one caller at a time per fleet,
+// without the lock: the others wait for it (or for their own context).
 type members struct {
-	src Membership
-	mu  sync.Mutex
-	at  map[string]time.Time
-	set map[string]map[int64]Instance
+	src      Membership
+	mu       sync.Mutex
+	at       map[string]time.Time
+	set      map[string]map[int64]Instance
+	inflight map[string]chan struct{}
 }
 
 // membersFresh is how old a cached answer may be for an instance found in
-// it; a miss asks again, at most once per membersRetry (an instance that
-// enrolls too early is refused and its agent retries).
+// it (a destroyed instance that enrolls from a stale answer loses its
+// credential at the next revocation sweep); a miss asks again, at most
+// once per membersRetry (an instance that enrolls too early is refused
+// and its agent retries).
 const (
-	membersFresh = time.Second
+	membersFresh = 5 * time.Second
 	membersRetry = 250 * time.Millisecond
 )
 
 func (m *members) lookup(ctx context.Context, fleet string, id int64) (Instance, bool, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if in, ok := m.set[fleet][id]; ok && time.Since(m.at[fleet]) < membersFresh {
+		m.mu.Unlock()
 		return in, true, nil
 	}
-	if time.Since(m.at[fleet]) < membersRetry {
-		return Instance{}, false, nil
+	m.mu.Unlock()
+	if c, ok := m.src.(InstanceChecker); ok {
+		return c.Instance(ctx, fleet, id)
 	}
-	set, err := m.src.Instances(ctx, fleet)
-	if err != nil {
+	if err := m.refresh(ctx, fleet); err != nil {
 		return Instance{}, false, err
 	}
-	if m.at == nil {
-		m.at, m.set = map[string]time.Time{}, map[string]map[int64]Instance{}
-	}
-	m.at[fleet], m.set[fleet] = time.Now(), set
-	in, ok := set[id]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.set[fleet][id]
 	return in, ok, nil
+}
+
+// refresh reads the fleet's membership again unless it was read within
+// membersRetry; while one read is in flight, callers wait for it.
+func (m *members) refresh(ctx context.Context, fleet string) error {
+	m.mu.Lock()
+	if ch := m.inflight[fleet]; ch != nil {
+		m.mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if time.Since(m.at[fleet]) < membersRetry {
+		m.mu.Unlock()
+		return nil
+	}
+	if m.inflight == nil {
+		m.at, m.set, m.inflight = map[string]time.Time{}, map[string]map[int64]Instance{}, map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	m.inflight[fleet] = ch
+	m.mu.Unlock()
+	// Not the caller's context alone: the answer serves every waiter.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	set, err := m.src.Instances(rctx, fleet)
+	cancel()
+	m.mu.Lock()
+	if err == nil {
+		m.at[fleet], m.set[fleet] = time.Now(), set
+	}
+	delete(m.inflight, fleet)
+	close(ch)
+	m.mu.Unlock()
+	return err
 }
 
 func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, c caller) {

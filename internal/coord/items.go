@@ -57,7 +57,7 @@ func (d *DB) AddItems(ctx context.Context, fleet string, values []string) error 
 			return fmt.Errorf("coord: %w", err)
 		}
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("coord: adding items: %w", err)
 	}
@@ -202,7 +202,7 @@ var errCaught = errors.New("this machine returned wrong results and gets no more
 // items already validated, sent again unmarked. With no item for it, left
 // says how many are not done.
 func (d *DB) leaseItem(ctx context.Context, fleet string, h holder, expires time.Time, rnd func() float64) (it *wire.Item, lease string, left int64, err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -316,7 +316,7 @@ func (d *DB) recordResult(ctx context.Context, fleet string, h holder, r *wire.I
 	if err != nil {
 		return false, nil, err
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, nil, err
 	}
@@ -385,7 +385,7 @@ func (d *DB) recordResult(ctx context.Context, fleet string, h holder, r *wire.I
 // and their items go back to the queue. It reports how many did.
 func (d *DB) expireLeases(ctx context.Context, fleet string, now time.Time, ttl time.Duration,
 	lastSeen func(fleet, node string) (time.Time, bool)) (requeued int, err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -87,7 +87,7 @@ func (d *DB) SetValidation(ctx context.Context, fleet string, v Validation) erro
 	if err := v.Check(); err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO fleet_validation (fleet, mode, replicas, quorum, spot, verify) VALUES (?, ?, ?, ?, ?, ?)
+	_, err := d.w.ExecContext(ctx, `INSERT INTO fleet_validation (fleet, mode, replicas, quorum, spot, verify) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (fleet) DO UPDATE SET mode = excluded.mode, replicas = excluded.replicas, quorum = excluded.quorum,
 			spot = excluded.spot, verify = excluded.verify`, fleet, v.Mode, v.Replicas, v.Quorum, v.Spot, v.Verify)
 	if err != nil {

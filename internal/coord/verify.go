@@ -139,7 +139,7 @@ func (d *DB) itemValue(ctx context.Context, fleet string, id int64) (string, err
 
 // catch records a host caught outside a result (a rejected finding).
 func (d *DB) catch(ctx context.Context, host string, machineID int64, reason string) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
