@@ -3,9 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 
 	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
@@ -75,5 +82,105 @@ func TestBenchScale(t *testing.T) {
 		if s.HostsLeft != 0 {
 			t.Errorf("%d of the machines' processes outlived the destroy", s.HostsLeft)
 		}
+	}
+}
+
+// TestBenchScaleLeavesNothingRunning stops `bench scale` mid-launch, with a
+// terminal's Ctrl+C (SIGINT to its process group) and with kill -9, and
+// finds none of its simulated machines'
+// processes left: an interrupted 1,000-node run once left 931 agents
+// running after its market had gone.
+func TestBenchScaleLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds binaries and runs a market, a coordinator and agents")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("finds the machines' processes in /proc")
+	}
+	for _, tool := range []string{"curl", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			marker := "VASTFLEET_SIM_MACHINE=" + filepath.Join(dir, "tmp") + "/"
+			cmd := exec.Command(binary(t), "bench", "scale", "--nodes", "4", "--heartbeat", "1s", "--work", "2000",
+				"--sync-mb", "0.2", "--sync-files", "4", "--phase-timeout", "3m", "--mem-floor-mb", "0", "--keep", dir, "--json")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			// Its own group, as a terminal's foreground job: Ctrl+C goes to
+			// the whole group.
+			procgroup.Own(cmd)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			t.Cleanup(func() {
+				procgroup.KillMarked(marker)
+				procgroup.KillMarked("TMPDIR=" + filepath.Join(dir, "tmp"))
+			})
+			// Two machines' agents are running: the launch is under way.
+			agents := func() int {
+				n := 0
+				for _, pid := range procgroup.MarkedPIDs(marker) {
+					if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(b, []byte("vastfleet-agent")) {
+						n++
+					}
+				}
+				return n
+			}
+			deadline := time.Now().Add(3 * time.Minute)
+			for agents() < 2 {
+				select {
+				case err := <-done:
+					t.Fatalf("bench scale ended before its machines ran (%v):\n%s", err, stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no machine ran within 3 minutes:\n%s", stderr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := procgroup.Kill(cmd.Process.Pid, sig.(syscall.Signal)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(3 * time.Minute):
+				cmd.Process.Kill()
+				t.Fatalf("bench scale did not end within 3 minutes of %v:\n%s", sig, stderr.String())
+			}
+			if sig == syscall.SIGINT && !bytes.Contains(stdout.Bytes(), []byte(`"phase":"destroy"`)) {
+				t.Errorf("interrupted, the bench did not destroy the fleet:\n%s\n%s", stdout.String(), stderr.String())
+			}
+			// Killed outright, the bench cannot clean up: its market, told
+			// by the kernel, stops its machines itself, and the launch
+			// gives up its destroys (the market gone) within its cleanup
+			// bound.
+			deadline = time.Now().Add(3 * time.Minute)
+			for {
+				var live []string
+				// The machines' processes, and the market and coordinator
+				// (every process the bench starts has its TMPDIR).
+				for _, pid := range append(procgroup.MarkedPIDs(marker), procgroup.MarkedPIDs("TMPDIR="+filepath.Join(dir, "tmp"))...) {
+					if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !bytes.Contains(b, []byte(") Z ")) {
+						cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+						live = append(live, fmt.Sprintf("%d %.300s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+					}
+				}
+				if len(live) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of the bench's processes outlived it after %v: %v\n%s", len(live), sig, live, stderr.String())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -40,10 +40,14 @@ func run() int {
 			}
 		}
 		cancel()
-		// After the first stop signal, the next one has its default
-		// action again: a second Ctrl+C ends the process at once (every
-		// store write is a transaction, and intents precede rentals).
-		signal.Reset(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		// After the first stop signal, a second Ctrl+C (or hangup) has its
+		// default action again and ends the process at once (every store
+		// write is a transaction, and intents precede rentals). SIGTERM
+		// stays caught: it comes from programs, which escalate with
+		// SIGKILL, and the kernel repeats a parent-death SIGTERM once per
+		// thread of a dying parent (bench scale's market and coordinator),
+		// which would otherwise kill the child before it stops its work.
+		signal.Reset(os.Interrupt, syscall.SIGHUP)
 	}()
 	code := cli.Main(ctx, cli.System(), os.Args[1:])
 	cancel()

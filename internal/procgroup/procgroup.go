@@ -8,7 +8,12 @@
 // the command as it is, and Signal can only kill a process outright.
 package procgroup
 
-import "syscall"
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
 
 // Signals that windows' syscall package lacks, for the simulator's
 // machines: on unix they are the kernel's.
@@ -24,3 +29,40 @@ func Kill(pgid int, sig syscall.Signal) error { return kill(-pgid, sig) }
 
 // Signal sends sig to the one process pid.
 func Signal(pid int, sig syscall.Signal) error { return kill(pid, sig) }
+
+// MarkedPIDs are the processes whose environment carries an entry that
+// begins with marker: a child that left its process group (setsid, a
+// daemon, one adopted by init) is still found by what it inherited. None
+// where there is no /proc.
+func MarkedPIDs(marker string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	needle := "\x00" + marker
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains("\x00"+string(b), needle) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// KillMarked freezes, then kills, every process MarkedPIDs finds, and
+// says how many. Frozen first, none sees another die and acts on it.
+func KillMarked(marker string) int {
+	pids := MarkedPIDs(marker)
+	for _, sig := range []syscall.Signal{SIGSTOP, syscall.SIGKILL} {
+		for _, pid := range pids {
+			Signal(pid, sig)
+		}
+	}
+	return len(pids)
+}

@@ -39,6 +39,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 )
 
 // FleetName is the fleet every phase acts on.
@@ -445,9 +447,7 @@ func (b *bench) startSim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// sim/host marks every process of a machine with its directory, which
-	// sim serve makes under TMPDIR.
-	b.hosts = newHostTracker(b.sim.Process.Pid, "VASTFLEET_SIM_MACHINE="+filepath.Join(b.dir, "tmp")+string(filepath.Separator))
+	b.hosts = newHostTracker(b.sim.Process.Pid, b.hostMarker())
 	return b.waitFor(ctx, "the simulated market", time.Minute, func() bool {
 		resp, err := http.Get(b.simURL + "/sim/clock")
 		if err != nil {
@@ -456,6 +456,13 @@ func (b *bench) startSim(ctx context.Context) error {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+}
+
+// hostMarker begins the environment entry of every simulated machine's
+// process: sim/host marks each with its directory, which sim serve makes
+// under TMPDIR.
+func (b *bench) hostMarker() string {
+	return "VASTFLEET_SIM_MACHINE=" + filepath.Join(b.dir, "tmp") + string(filepath.Separator)
 }
 
 // startCoord starts the coordinator for this data dir, which finds or
@@ -491,6 +498,11 @@ func (b *bench) background(name string, args ...string) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(b.cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Env, cmd.Dir = out, out, b.env, b.dir
+	// A group of its own, so a Ctrl+C at the terminal reaches the bench
+	// (which still destroys the fleet through them) and not them; told to
+	// stop (SIGTERM) should the bench be killed outright.
+	procgroup.Own(cmd)
+	procgroup.EndWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -515,8 +527,26 @@ func (b *bench) waitFor(ctx context.Context, what string, d time.Duration, ok fu
 }
 
 // stop ends the coordinator, then the market (which stops its machines'
-// processes): SIGTERM, and SIGKILL after half a minute.
+// processes): SIGTERM, and SIGKILL after half a minute. Then whatever
+// machine process is left (its market killed, or too slow to stop them)
+// is killed: an interrupted bench once left 931 agents running.
 func (b *bench) stop() {
+	defer func() {
+		if b.hosts == nil {
+			return
+		}
+		killed := 0
+		for range 5 {
+			n := procgroup.KillMarked(b.hostMarker())
+			if n == 0 {
+				break
+			}
+			killed += n
+		}
+		if killed > 0 {
+			fmt.Fprintf(b.cfg.Log, "killed %d simulated machines' processes the market left running\n", killed)
+		}
+	}()
 	for _, c := range []*exec.Cmd{b.coord, b.sim} {
 		if c == nil || c.Process == nil {
 			continue
@@ -569,6 +599,10 @@ func (b *bench) command(ctx context.Context, name string, nodes int, args []stri
 	cmd.WaitDelay = time.Minute
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Env, cmd.Dir = &stdout, logf, b.env, b.dir
+	// Only the bench interrupts it: a terminal's Ctrl+C sent to it as
+	// well would be its second, which ends a command at once, mid-cleanup.
+	procgroup.Own(cmd)
+	procgroup.EndWithParent(cmd)
 	defer func() { os.WriteFile(filepath.Join(b.logs, name+".out"), stdout.Bytes(), 0o600) }()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -1,6 +1,7 @@
 package scalebench
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -126,7 +127,7 @@ func TestHostTrackerFindsProcessesThatLeftTheTree(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ts, _ = tr.sample()
-		if ts.Procs >= 1 || time.Now().After(deadline) {
+		if ts.Procs >= 1 && ts.RSS > 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -138,4 +139,58 @@ func TestHostTrackerFindsProcessesThatLeftTheTree(t *testing.T) {
 	if got, _ := other.sample(); got.Procs != 0 {
 		t.Errorf("another market's marker found %d processes", got.Procs)
 	}
+}
+
+// A market killed outright leaves its machines' processes to init: the
+// bench's stop kills every process that carries its marker, so an
+// interrupted run leaves nothing running (once, 931 agents were left).
+func TestStopKillsTheMachinesTheMarketLeft(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	b := &bench{cfg: Config{Log: io.Discard}, dir: t.TempDir()}
+	// A stand-in market that has already died, leaving a machine's
+	// process behind; and one of another bench's, which must live.
+	sim := exec.Command("true")
+	if err := sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	b.sim = sim
+	b.hosts = newHostTracker(sim.Process.Pid, b.hostMarker())
+	leave := func(marker string) int {
+		c := exec.Command("sh", "-c", `sleep 60 >/dev/null 2>&1 & echo $!`)
+		c.Env = append(os.Environ(), marker+"vastfleet-sim-1/7/1")
+		out, err := c.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := os.FindProcess(pid)
+		t.Cleanup(func() { p.Kill() })
+		return pid
+	}
+	left := leave(b.hostMarker())
+	other := leave("VASTFLEET_SIM_MACHINE=" + t.TempDir() + "/")
+	b.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(left) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the machine's process %d outlived the bench", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !alive(other) {
+		t.Error("another market's machine process was killed")
+	}
+}
+
+// alive: the process exists and is not a zombie (one that is not this
+// process's child waits for init, which in a container may never reap it).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
 }

@@ -114,7 +114,7 @@ func (mc *machine) startGovernor(duty float64) {
 		var ran time.Duration
 		for {
 			if time.Since(scanned) >= rescanEvery {
-				pids, scanned = markedPIDs(mc.marker), time.Now()
+				pids, scanned = procgroup.MarkedPIDs(mc.marker), time.Now()
 			}
 			end := time.Since(start) + DutyPeriod
 			target := time.Duration(duty * float64(end))

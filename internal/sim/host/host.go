@@ -83,6 +83,7 @@ type Manager struct {
 	mu      sync.Mutex
 	running map[int64]*machine
 	hung    map[int64][]net.Listener // silent ports of machines gone dark
+	closed  bool                     // by Close: no machine boots after it
 	// removing counts destroyed directories still being deleted.
 	removing sync.WaitGroup
 }
@@ -150,7 +151,7 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 	}
 	mc.env = append(baseEnv(dir, bin), spec.Env...)
 	mc.sessionEnv = append(baseEnv(dir, bin), spec.SessionEnv...)
-	mc.marker = fmt.Sprintf("VASTFLEET_SIM_MACHINE=%s/%d/%d", m.root, spec.ID, time.Now().UnixNano())
+	mc.marker = fmt.Sprintf("%s%d/%d", m.everyMachine(), spec.ID, time.Now().UnixNano())
 	m.closeHung(spec.ID)
 	if len(spec.Ports) == 0 {
 		spec.Ports = []int{0}
@@ -173,6 +174,13 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 		mc.serve(spec.DropAfter)
 	}
 	m.mu.Lock()
+	if m.closed {
+		// Closed while it booted: its sweep has passed, so nothing of
+		// this machine may start.
+		m.mu.Unlock()
+		mc.stop(Refuse, false)
+		return nil, errors.New("sim host: the simulator is stopping")
+	}
 	m.running[spec.ID] = mc
 	m.mu.Unlock()
 	if err := mc.writeFiles(spec); err != nil {
@@ -248,7 +256,7 @@ func (m *Manager) Stop(id int64, dark Dark) {
 	if mc == nil {
 		return
 	}
-	mc.stop(dark)
+	mc.stop(dark, false)
 	if dark == Hang {
 		m.mu.Lock()
 		// Kept so that Boot or Destroy can close the silent listener.
@@ -310,8 +318,34 @@ func (m *Manager) closeHung(id int64) {
 // Close stops every machine (their files stay, for a simulator that opens
 // the same root again).
 func (m *Manager) Close() error {
-	for _, id := range m.Running() {
-		m.Stop(id, Refuse)
+	// Every machine's processes are frozen, then killed, in one sweep of
+	// /proc first. Stopped one by one, each machine sweeps it twice: a
+	// thousand machines read every process's environment two thousand
+	// times, minutes under load, and a simulator given half a minute to
+	// stop was killed with its machines' processes still running.
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*machine, 0, len(m.running))
+	for id, mc := range m.running {
+		all = append(all, mc)
+		delete(m.running, id)
+	}
+	m.mu.Unlock()
+	for _, mc := range all {
+		mc.stopGovernor()
+		mc.mu.Lock()
+		mc.stopped = true // and nothing of it starts from here on
+		mc.mu.Unlock()
+	}
+	// A process forked between a sweep's reading of /proc and its kill is
+	// found by the next.
+	for range 5 {
+		if procgroup.KillMarked(m.everyMachine()) == 0 {
+			break
+		}
+	}
+	for _, mc := range all {
+		mc.stop(Refuse, true)
 	}
 	m.mu.Lock()
 	ids := make([]int64, 0, len(m.hung))
@@ -494,8 +528,13 @@ func (mc *machine) forget(pgid int) {
 	mc.procs.Done()
 }
 
-// stop ends the SSH server and every process the instance started.
-func (mc *machine) stop(dark Dark) {
+// everyMachine begins the environment entry that marks every process of
+// every machine of this manager.
+func (m *Manager) everyMachine() string { return "VASTFLEET_SIM_MACHINE=" + m.root + "/" }
+
+// stop ends the SSH server and every process the instance started; swept
+// says that the manager has already killed every marked process.
+func (mc *machine) stop(dark Dark, swept bool) {
 	// The duty cycle ends first: a continue sent between the freeze and
 	// the kill below would let one process see another die.
 	mc.stopGovernor()
@@ -531,7 +570,9 @@ func (mc *machine) stop(dark Dark) {
 		for _, p := range pgids {
 			procgroup.Kill(p, sig)
 		}
-		signalMarked(everyBoot, sig)
+		if !swept {
+			signalMarked(everyBoot, sig)
+		}
 	}
 	// Killed processes are reaped within moments; a bound keeps a stuck
 	// wait (a session still sending) from holding the caller.
@@ -548,30 +589,7 @@ func (mc *machine) stop(dark Dark) {
 // entry that begins with marker: a child that left its process group
 // (setsid, a daemon) is still the instance's.
 func signalMarked(marker string, sig syscall.Signal) {
-	for _, pid := range markedPIDs(marker) {
+	for _, pid := range procgroup.MarkedPIDs(marker) {
 		procgroup.Signal(pid, sig)
 	}
-}
-
-// markedPIDs are the processes whose environment carries an entry that
-// begins with marker (none where there is no /proc).
-func markedPIDs(marker string) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	needle := []byte("\x00" + marker)
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains("\x00"+string(b), string(needle)) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
 }

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"github.com/vastfleet/vastfleet/internal/procgroup"
+
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -165,12 +167,12 @@ func TestBootSSHStopStart(t *testing.T) {
 	}
 }
 
-// waitGone waits until pid no longer exists (a killed child of this
-// process is reaped by its Wait goroutine).
+// waitGone waits until pid has ended (a killed child of this process is
+// reaped by its Wait goroutine).
 func waitGone(pid int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if gone(pid) {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -301,6 +303,66 @@ func waitFileExists(t *testing.T, path string) {
 	t.Fatalf("%s never appeared", path)
 }
 
+// TestCloseKillsEveryMachine: closing the manager (the simulator stopping)
+// kills every machine's processes, those that left their group included,
+// and leaves none of them for init to keep running.
+func TestCloseKillsEveryMachine(t *testing.T) {
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for id := int64(1); id <= 3; id++ {
+		if _, err := m.Boot(Spec{ID: id, Onstart: `sleep 300 & setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' < /dev/null > /dev/null 2>&1 &`}); err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(m.Dir(id), "daemon.pid"))))
+		if pid == 0 {
+			t.Fatal("no daemon pid")
+		}
+		pids = append(pids, pid)
+	}
+	marker := m.everyMachine()
+	if n := len(procgroup.MarkedPIDs(marker)); n < 6 {
+		t.Fatalf("%d marked processes before the close, want at least 6", n)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if err := waitGone(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		live := 0
+		for _, pid := range procgroup.MarkedPIDs(marker) {
+			if !gone(pid) {
+				live++
+			}
+		}
+		if live == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d marked processes outlived the close", live)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gone: the process has ended. A zombie counts: one that is not this
+// process's child waits for init to reap it, and in a container init may
+// never do it.
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && strings.Contains(string(b), ") Z ")
+}
+
 // TestStopKillsEscapees: a process that left the instance's process group
 // (setsid, as daemons and tmux do) still dies with a stop.
 func TestStopKillsEscapees(t *testing.T) {
@@ -318,15 +380,7 @@ func TestStopKillsEscapees(t *testing.T) {
 	}
 	m.Stop(3, Refuse)
 	// Not our child, so nothing reaps it: a zombie counts as gone.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon %d outlived the stop: %s", pid, b)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitGone(pid); err != nil {
+		t.Fatal(err)
 	}
 }
