@@ -35,11 +35,17 @@ func Signal(pid int, sig syscall.Signal) error { return kill(pid, sig) }
 // daemon, one adopted by init) is still found by what it inherited. None
 // where there is no /proc.
 func MarkedPIDs(marker string) []int {
+	return PIDsWithEnv(func(entry string) bool { return strings.HasPrefix(entry, marker) })
+}
+
+// PIDsWithEnv are the processes (this one aside) with an environment
+// entry that match says is theirs: one pass over /proc for any number of
+// markers. None where there is no /proc.
+func PIDsWithEnv(match func(entry string) bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	needle := "\x00" + marker
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -47,10 +53,15 @@ func MarkedPIDs(marker string) []int {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains("\x00"+string(b), needle) {
+		if err != nil {
 			continue
 		}
-		out = append(out, pid)
+		for entry := range strings.SplitSeq(string(b), "\x00") {
+			if match(entry) {
+				out = append(out, pid)
+				break
+			}
+		}
 	}
 	return out
 }
@@ -58,7 +69,11 @@ func MarkedPIDs(marker string) []int {
 // KillMarked freezes, then kills, every process MarkedPIDs finds, and
 // says how many. Frozen first, none sees another die and acts on it.
 func KillMarked(marker string) int {
-	pids := MarkedPIDs(marker)
+	return KillAll(MarkedPIDs(marker))
+}
+
+// KillAll freezes, then kills, every process of pids, and says how many.
+func KillAll(pids []int) int {
 	for _, sig := range []syscall.Signal{SIGSTOP, syscall.SIGKILL} {
 		for _, pid := range pids {
 			Signal(pid, sig)

@@ -86,6 +86,69 @@ type Manager struct {
 	closed  bool                     // by Close: no machine boots after it
 	// removing counts destroyed directories still being deleted.
 	removing sync.WaitGroup
+	sweep    sweeper
+}
+
+// sweeper kills, in the background, the processes of stopped machines
+// that left their process groups (the agent and its sessions, daemons).
+// One pass over /proc serves every machine stopped since the last: a pass
+// per stop, each reading every process's environment, made destroying a
+// fleet of N cost N passes over N machines' processes, under the market's
+// lock (1,000 nodes: destroys timed out for minutes).
+type sweeper struct {
+	mu      sync.Mutex
+	pending map[string]int // a boot's marker entry: passes still to make
+	running bool
+	wg      sync.WaitGroup
+}
+
+// sweepPasses: a process forked between one pass's reading of /proc and
+// its kill is found by the next.
+const sweepPasses = 2
+
+// sweepLater has the marked processes of one boot frozen and killed by
+// the next passes.
+func (m *Manager) sweepLater(marker string) {
+	s := &m.sweep
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		s.pending = map[string]int{}
+	}
+	s.pending[marker] = sweepPasses
+	if !s.running {
+		s.running = true
+		s.wg.Add(1)
+		go m.sweepLoop()
+	}
+}
+
+func (m *Manager) sweepLoop() {
+	s := &m.sweep
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		markers := make(map[string]bool, len(s.pending))
+		for k := range s.pending {
+			markers[k] = true
+		}
+		s.mu.Unlock()
+		// Frozen together, then killed: as a container goes down at once,
+		// no supervisor (the agent) sees its child die and reports it.
+		procgroup.KillAll(procgroup.PIDsWithEnv(func(e string) bool { return markers[e] }))
+		s.mu.Lock()
+		for k := range markers {
+			if s.pending[k]--; s.pending[k] <= 0 {
+				delete(s.pending, k)
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 // New opens (creating) the root directory and the shared host key.
@@ -100,7 +163,12 @@ func New(root string, log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Manager{root: root, signer: signer, log: log, running: map[int64]*machine{}}, nil
+	m := &Manager{root: root, signer: signer, log: log, running: map[int64]*machine{}}
+	// A simulator that died without stopping its machines (kill -9) left
+	// their processes running, marked with this root: they go before any
+	// machine boots here again.
+	procgroup.KillMarked(m.everyMachine())
+	return m, nil
 }
 
 // hostKey loads or creates the machines' SSH host key, so a restarted
@@ -347,6 +415,7 @@ func (m *Manager) Close() error {
 	for _, mc := range all {
 		mc.stop(Refuse, true)
 	}
+	m.sweep.wg.Wait()
 	m.mu.Lock()
 	ids := make([]int64, 0, len(m.hung))
 	for id := range m.hung {
@@ -560,19 +629,18 @@ func (mc *machine) stop(dark Dark, swept bool) {
 			}
 		}
 	}
-	// Every boot's processes: one a process before this one booted (it
-	// hosted the machine, then died without powering it off) as well.
-	// All are frozen before any is killed, as a container goes down at
-	// once: otherwise a supervisor (the agent) killed after its child
-	// sees the child die and reports it, which a real host never lets it.
-	everyBoot := mc.marker[:strings.LastIndex(mc.marker, "/")+1]
+	// The groups it started go now, frozen before any is killed, as a
+	// container goes down at once: otherwise a supervisor killed after
+	// its child sees the child die and reports it, which a real host
+	// never lets it. What left them (the agent under nohup, its sessions)
+	// goes with the sweeper's next pass, moments later.
 	for _, sig := range []syscall.Signal{procgroup.SIGSTOP, syscall.SIGKILL} {
 		for _, p := range pgids {
 			procgroup.Kill(p, sig)
 		}
-		if !swept {
-			signalMarked(everyBoot, sig)
-		}
+	}
+	if !swept {
+		mc.mgr.sweepLater(mc.marker)
 	}
 	// Killed processes are reaped within moments; a bound keeps a stuck
 	// wait (a session still sending) from holding the caller.
@@ -582,14 +650,5 @@ func (mc *machine) stop(dark Dark, swept bool) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		mc.mgr.log.Warn("sim host: processes not reaped after kill", "id", mc.id)
-	}
-}
-
-// signalMarked sends sig to any process left whose environment carries an
-// entry that begins with marker: a child that left its process group
-// (setsid, a daemon) is still the instance's.
-func signalMarked(marker string, sig syscall.Signal) {
-	for _, pid := range procgroup.MarkedPIDs(marker) {
-		procgroup.Signal(pid, sig)
 	}
 }
