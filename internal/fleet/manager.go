@@ -133,15 +133,26 @@ func (m *Manager) sleep(ctx context.Context, d time.Duration) error { return m.C
 // (an incomplete listing included) a bounded number of times with backoff.
 // An auth failure is returned at once: it proves nothing about instances.
 func (m *Manager) completeListing(ctx context.Context) (provider.Listing, error) {
+	l, _, err := m.completeListingAt(ctx)
+	return l, err
+}
+
+// completeListingAt is completeListing, and when the request that brought
+// the listing went out. Its figures (bandwidth billed so far) are the
+// market's as of about then: the answer can come seconds later on a
+// loaded machine, and a figure dated at the answer leaves out what was
+// pulled in between.
+func (m *Manager) completeListingAt(ctx context.Context) (provider.Listing, time.Time, error) {
 	var lastErr error
 	wait := m.pollEvery()
 	for try := 0; try < m.listTries(); try++ {
 		if try > 0 {
 			if err := m.sleep(ctx, wait); err != nil {
-				return provider.Listing{}, err
+				return provider.Listing{}, time.Time{}, err
 			}
 			wait *= 2
 		}
+		asked := m.now()
 		l, err := m.P.ListInstances(ctx)
 		if err == nil {
 			if l.Total != len(l.Instances) {
@@ -149,14 +160,14 @@ func (m *Manager) completeListing(ctx context.Context) (provider.Listing, error)
 				lastErr = fmt.Errorf("%w: %d rows for a total of %d", provider.ErrIncompleteListing, len(l.Instances), l.Total)
 				continue
 			}
-			return l, nil
+			return l, asked, nil
 		}
 		lastErr = err
 		if !provider.Classify(err).Transient {
 			break
 		}
 	}
-	return provider.Listing{}, fmt.Errorf("no complete instance listing: %w", lastErr)
+	return provider.Listing{}, time.Time{}, fmt.Errorf("no complete instance listing: %w", lastErr)
 }
 
 // byLabel indexes a listing's rows by label.

@@ -170,7 +170,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 	if err := m.checkAccount(ctx); err != nil {
 		return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
 	}
-	l, err := m.completeListing(ctx)
+	l, asked, err := m.completeListingAt(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
 	}
@@ -182,7 +182,7 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 			if err := m.sleep(ctx, m.pollEvery()); err != nil {
 				return rep, err
 			}
-			if l, err = m.completeListing(ctx); err != nil {
+			if l, asked, err = m.completeListingAt(ctx); err != nil {
 				return rep, fmt.Errorf("reconcile: nothing changed: %w", err)
 			}
 		}
@@ -287,8 +287,12 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 		rep.Changes = append(rep.Changes, Change{Kind: ChangeAdopted, Instance: row.ID, Intent: intent.ID,
 			Detail: fmt.Sprintf("intent %d (%s), offer %d", intent.ID, intent.State, intent.OfferID)})
 	}
-	// One transaction for every row's bandwidth figures.
-	if err := m.recordBandwidth(ctx, now, seenRows...); err != nil {
+	// One transaction for every row's bandwidth figures, dated when the
+	// listing was asked for.
+	if asked.After(now) {
+		asked = now
+	}
+	if err := m.recordBandwidth(ctx, asked, seenRows...); err != nil {
 		rep.Errors = append(rep.Errors, err)
 	}
 
