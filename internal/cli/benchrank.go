@@ -19,6 +19,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/scalebench"
 	"github.com/vastfleet/vastfleet/internal/stat"
 )
 
@@ -266,7 +267,7 @@ func timeProcess(ctx context.Context, name string, args ...string) (float64, flo
 		return 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	wall := time.Since(start).Seconds()
-	return wall, peakRSSMiB(cmd.ProcessState), nil
+	return wall, float64(scalebench.PeakRSS(cmd.ProcessState)) / (1 << 20), nil
 }
 
 // benchRankSim serves a simulated market of --offers machines on loopback

@@ -38,6 +38,8 @@ and --server local, a data dir of its own):
            job (--work loop iterations) that reports a metric and a finding
   job      until the coordinator holds every node's metric and finding
   exec     exec --fleet scale -- true
+  ssh      the same true with the system ssh, 32 at a time (pdsh's fan-out),
+           through export --format ssh-config: exec's yardstick, side by side
   sync     sync TREE --fleet scale (--sync-mb in --sync-files random files)
   collect  collect --fleet scale (each node's results file)
   destroy  destroy --all --fleet scale
@@ -179,6 +181,9 @@ func printScalePhase(f *factory, p scalebench.Phase) error {
 func printScaleSummary(f *factory, s scalebench.Summary) error {
 	fmt.Fprintf(f.io.Out, "%d nodes: %d ready, job done on %d (%d findings), exec on %d, sync to %d, collect from %d, %d destroyed; %.1f s in all (%.1f s to start the market and coordinator)\n",
 		s.Nodes, s.Ready, s.JobOK, s.Findings, s.ExecOK, s.SyncOK, s.CollectOK, s.Destroyed, s.WallS, s.SetupS)
+	if s.ExecSpeedup > 0 {
+		fmt.Fprintf(f.io.Out, "exec -- true was %.1fx faster than the system ssh run 32 at a time (%d nodes reached)\n", s.ExecSpeedup, s.SSHOK)
+	}
 	if s.Failed != "" {
 		fmt.Fprintf(f.io.Out, "first shortfall: %s\n", termSafe(s.Failed))
 	}

@@ -159,7 +159,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.OnOutbid, "on-outbid", "", "with --bid, when another renter outbids an instance: replace (destroy it, rent the next offer; default) or rebid (raise its bid up to the on-demand price, then replace)")
 	fl.StringVar(&opts.From, "from", "", "read the ranked offers from `FILE`, as written by vastfleet search --save")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the launch of FLEET after a crash or Ctrl+C")
-	fl.IntVar(&opts.Count, "count", 1, "instances to launch (1..500)")
+	fl.IntVar(&opts.Count, "count", 1, "instances to launch (1.."+strconv.Itoa(launch.MaxCount)+")")
 	fl.IntVar(&opts.MinReady, "min-ready", 0, "quorum: release the parked fleet once this many are ready (default: --count)")
 	fl.DurationVar(&opts.Deadline, "deadline", 10*time.Minute, "stop launching after this long (marketplace time); 0 for none")
 	fl.BoolVar(&opts.Park, "park", false, "stop each instance as soon as it boots, start all together at the quorum or deadline; an instance whose $/hr saves less than parking risks (its GPUs taken meanwhile) is kept running")

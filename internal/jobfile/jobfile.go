@@ -35,8 +35,8 @@ const (
 	OptionFastest   = "fastest"
 )
 
-// MaxCount is the most nodes one job rents (as launch allows).
-const MaxCount = 500
+// MaxCount is the most nodes one job rents.
+const MaxCount = plan.MaxNodes
 
 // Job is a validated task file.
 type Job struct {

@@ -64,7 +64,7 @@ func TestParseErrorsNameLineAndFix(t *testing.T) {
 		want       string
 	}{
 		{"unknown key", "image: x\nrun: true\ncuont: 3\n", 3, "did you mean count?"},
-		{"bad count", "image: x\nrun: true\ncount: 0\n", 3, "a count from 1 to 500"},
+		{"bad count", "image: x\nrun: true\ncount: 0\n", 3, "a count from 1 to 1000"},
 		{"bad duration", "image: x\nrun: true\nmax_duration: forever\n", 3, "a duration such as"},
 		{"both rent ways", "image: x\nrun: true\nquery: rentable=True\ntask:\n  model: 7b\n", 4, "remove query"},
 		{"bad option", "image: x\nrun: true\ntask:\n  model: 7b\noption: priciest\n", 5, "cheapest, best_value or fastest"},

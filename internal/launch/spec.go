@@ -1,4 +1,4 @@
-// Package launch starts fleets of 1..500 instances: rents in parallel behind
+// Package launch starts fleets of 1..MaxCount instances: rents in parallel behind
 // a rate limiter, parks instances (stops them) as soon as they boot so they
 // bill storage only, releases them together when a quorum is ready or the
 // deadline hits, backfills failures from the next ranked offers, never
@@ -43,7 +43,7 @@ const (
 	// UnknownFor is how long "unknown" (no host heartbeat) is tolerated.
 	UnknownFor = 5 * time.Minute
 	// MaxCount is the largest fleet one launch makes.
-	MaxCount = 1000
+	MaxCount = plan.MaxNodes
 )
 
 // Interrupt modes (Spec.OnInterrupt).

@@ -14,6 +14,11 @@ import (
 	"strings"
 )
 
+// MaxNodes is the largest fleet one launch or one job rents: the size the
+// launch, the coordinator and the simulated market are measured at
+// (`vastfleet bench scale --nodes 1000`).
+const MaxNodes = 1000
+
 // Task is what the user wants to run, from flags or the [task] section of
 // vastfleet.toml. Zero values mean "not given"; Requirements fills defaults
 // and says which it assumed.

@@ -8,10 +8,10 @@ import (
 	"syscall"
 )
 
-// maxRSS is an ended process's peak resident memory in bytes as its
+// PeakRSS is an ended process's peak resident memory in bytes as its
 // rusage says (0: unknown). Where the process was started with the
 // parent's memory mapped (vfork), the figure is at least the parent's.
-func maxRSS(ps *os.ProcessState) int64 {
+func PeakRSS(ps *os.ProcessState) int64 {
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
 	if !ok {
 		return 0

@@ -9,6 +9,9 @@
 //	job      (no command) until the coordinator holds every node's metric
 //	         and finding
 //	exec     exec --fleet F -- true
+//	ssh      the system ssh client run 32 at a time (pdsh's fan-out) on
+//	         the same nodes, from `export --format ssh-config`: the same
+//	         `true` side by side with exec
 //	sync     sync TREE --fleet F
 //	collect  collect --fleet F
 //	destroy  destroy --all --fleet F
@@ -38,6 +41,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/procgroup"
@@ -140,16 +145,20 @@ type Phase struct {
 // Summary is the run in one object: the nodes each phase reached and the
 // peaks over all phases (0 where not known). MB are 10^6 bytes.
 type Summary struct {
-	Event     string  `json:"event"` // "summary"
-	Nodes     int     `json:"nodes"`
-	Ready     int     `json:"ready"`
-	JobOK     int     `json:"job_ok"`
-	Findings  int64   `json:"findings"`
-	ExecOK    int     `json:"exec_ok"`
-	SyncOK    int     `json:"sync_ok"`
-	CollectOK int     `json:"collect_ok"`
-	Destroyed int     `json:"destroyed"`
-	WallS     float64 `json:"wall_s"`
+	Event    string `json:"event"` // "summary"
+	Nodes    int    `json:"nodes"`
+	Ready    int    `json:"ready"`
+	JobOK    int    `json:"job_ok"`
+	Findings int64  `json:"findings"`
+	ExecOK   int    `json:"exec_ok"`
+	// SSHOK is the nodes the system ssh reached, 32 at a time; ExecSpeedup
+	// is its wall time over exec's (0: not run).
+	SSHOK       int     `json:"ssh_ok"`
+	ExecSpeedup float64 `json:"exec_speedup,omitempty"`
+	SyncOK      int     `json:"sync_ok"`
+	CollectOK   int     `json:"collect_ok"`
+	Destroyed   int     `json:"destroyed"`
+	WallS       float64 `json:"wall_s"`
 	// SetupS is the market's and the coordinator's start (the agent
 	// built or found), before the first phase.
 	SetupS float64 `json:"setup_s"`
@@ -292,7 +301,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	add := func(p Phase) {
 		p.Event = "phase"
 		rep.Phases = append(rep.Phases, p)
-		if sum.Failed == "" {
+		// A skipped phase's cause is an earlier phase's shortfall, or a
+		// tool this machine lacks (its note says which).
+		if sum.Failed == "" && !p.Skipped {
 			switch {
 			case p.Error != "":
 				sum.Failed = p.Phase + ": " + p.Error
@@ -324,6 +335,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	p = b.command(ctx, "exec", b.ready, append(append([]string{"exec"}, fleetFlag...), "--json", "--", "true"), parseRows)
 	sum.ExecOK = p.OK
+	execWall := p.WallS
+	add(p)
+
+	p = b.sshFanout(ctx, b.ready)
+	sum.SSHOK = p.OK
+	if execWall > 0 && p.WallS > 0 && !p.Skipped {
+		sum.ExecSpeedup = round3(p.WallS / execWall)
+	}
 	add(p)
 
 	p = b.command(ctx, "sync", b.ready, append(append([]string{"sync", tree}, fleetFlag...), "--dest", "project", "--json"), parseRows)
@@ -632,6 +651,82 @@ func (b *bench) command(ctx context.Context, name string, nodes int, args []stri
 		p.Error = fmt.Sprintf("%v: %s", runErr, lastLine(filepath.Join(b.logs, name+".log")))
 	}
 	return p
+}
+
+// sshFanout runs `true` on every node with the system ssh client, 32 at a
+// time as pdsh does, through the ssh-config the user would export: the
+// yardstick for exec, on the same nodes in the same run.
+func (b *bench) sshFanout(ctx context.Context, nodes int) Phase {
+	const fanout = 32
+	p := Phase{Phase: "ssh", Nodes: nodes}
+	sshBin, err := exec.LookPath("ssh")
+	switch {
+	case err != nil:
+		p.Skipped, p.Note = true, "no ssh client on this machine"
+		return p
+	case nodes == 0 || b.memLow:
+		p.Skipped, p.Note = true, "no ready node"
+		return p
+	}
+	cfg := filepath.Join(b.dir, "ssh_config")
+	export := exec.CommandContext(ctx, b.cfg.Bin, append(append([]string{}, b.global...), "export", "--format", "ssh-config", "--fleet", FleetName, "--out", cfg)...)
+	export.Env, export.Dir = b.env, b.dir
+	if out, err := export.CombinedOutput(); err != nil {
+		p.Error = fmt.Sprintf("export --format ssh-config: %v: %s", err, bytes.TrimSpace(out))
+		return p
+	}
+	hosts, err := sshConfigHosts(cfg)
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	p.Command = fmt.Sprintf("ssh -F %s HOST true, %d at a time", cfg, fanout)
+	fmt.Fprintf(b.cfg.Log, "ssh: %d nodes, %d at a time...\n", len(hosts), fanout)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.PhaseTimeout)
+	defer cancel()
+	w := b.watch(cancel)
+	start := time.Now()
+	var ok atomic.Int64
+	sem := make(chan struct{}, fanout)
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c := exec.CommandContext(ctx, sshBin, "-F", cfg, "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", h, "true")
+			c.Env = b.env
+			if c.Run() == nil {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	p.WallS = round3(time.Since(start).Seconds())
+	w.end(&p, nil)
+	p.OK = int(ok.Load())
+	if ctx.Err() != nil {
+		p.Error = fmt.Sprintf("interrupted after %s (the phase timeout)", b.cfg.PhaseTimeout)
+	}
+	return p
+}
+
+// sshConfigHosts are the Host aliases of an ssh-config file.
+func sshConfigHosts(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var hosts []string
+	for line := range strings.Lines(string(b)) {
+		if h, ok := strings.CutPrefix(strings.TrimSpace(line), "Host "); ok {
+			hosts = append(hosts, strings.TrimSpace(h))
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("%s: no Host in the exported ssh-config", path)
+	}
+	return hosts, nil
 }
 
 // job waits until the coordinator holds every ready node's metric and

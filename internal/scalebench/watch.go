@@ -190,14 +190,14 @@ func (w *watcher) end(p *Phase, ps *os.ProcessState) {
 		// child began with its memory mapped): above that it is the
 		// child's own.
 		rss := int64(0)
-		if r := maxRSS(ps); r > w.selfHWM {
+		if r := PeakRSS(ps); r > w.selfHWM {
 			rss = r
 		}
 		if w.cmd.seen {
 			rss = max(rss, w.cmd.rss)
 			u.PeakFDs = ptr(w.cmd.fds)
 		} else if !procfs {
-			rss = maxRSS(ps)
+			rss = PeakRSS(ps)
 		}
 		if rss > 0 {
 			u.PeakRSSMB = ptr(mb(rss))
