@@ -52,10 +52,14 @@ func (m fleetMembership) Instances(ctx context.Context, fleetName string) (map[i
 }
 
 // Instance answers for one enrolling instance: from the store's row and
-// the cached listing, or, for an instance rented since that listing, the
-// marketplace's answer for that instance alone. A fleet of 1,000 booting
-// together used to list the account again for every instance it missed,
-// 40 pages each time, and enrollments failed by the thousands.
+// the cached listing, or, for an instance rented since that listing (or
+// before any), the marketplace's answer for that instance alone. It never
+// waits for a listing: a stale one is refreshed in the background. A
+// fleet of 1,000 booting together used to list the account again for
+// every instance it missed, 40 pages each time; then every enrollment
+// waited on the one listing under way, past the agents' timeouts, and
+// their retries held 20,000 connections open (the coordinator's open-file
+// limit) until the store could not open its files.
 func (m fleetMembership) Instance(ctx context.Context, fleetName string, id int64) (coord.Instance, bool, error) {
 	f := m.f
 	st, err := f.Store(ctx, false, "")
@@ -72,9 +76,7 @@ func (m fleetMembership) Instance(ctx context.Context, fleetName string, id int6
 	if in.Fleet != fleetName || !in.Live() || !in.DestroyRequestedAt.IsZero() {
 		return coord.Instance{}, false, nil
 	}
-	if err := f.refreshMembersListing(ctx); err != nil {
-		return coord.Instance{}, false, err
-	}
+	f.refreshMembersListingSoon()
 	f.members.mu.Lock()
 	c, ok := f.members.byID[id]
 	f.members.mu.Unlock()
@@ -94,6 +96,9 @@ func (m fleetMembership) Instance(ctx context.Context, fleetName string, id int6
 	}
 	c = memberOf(row)
 	f.members.mu.Lock()
+	if f.members.byID == nil {
+		f.members.byID = map[int64]coord.Instance{} // no listing yet: its time stays zero, so it is still stale
+	}
 	f.members.byID[id] = c
 	f.members.mu.Unlock()
 	return c, true, nil
@@ -105,6 +110,26 @@ const (
 	membersListingTTL = time.Minute
 	revokeEvery       = 10 * time.Second
 )
+
+// refreshMembersListingSoon refreshes a stale listing in the background,
+// unless a refresh is already under way; the caller does not wait.
+func (f *factory) refreshMembersListingSoon() {
+	f.members.mu.Lock()
+	fresh := f.members.byID != nil && time.Since(f.members.at) < membersListingTTL
+	f.members.mu.Unlock()
+	if fresh || !f.members.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer f.members.refreshing.Store(false)
+		// Bounded: nothing waits for it, and the next caller tries again.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := f.refreshMembersListing(ctx); err != nil {
+			f.log.Warn("refreshing the fleet's listing for enrollments failed", "err", err)
+		}
+	}()
+}
 
 // refreshMembersListing lists the account again when the last listing is
 // older than membersListingTTL. One caller lists; the others wait on the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
@@ -100,9 +101,11 @@ type factory struct {
 	lostStore    bool
 	orphans      []fleet.Orphan
 	// members caches the account's listing for the coordinator's
-	// membership checks (fleetMembership); listMu lets one caller list.
+	// membership checks (fleetMembership); listMu lets one caller list,
+	// refreshing marks a background refresh under way.
 	members struct {
 		listMu, mu sync.Mutex
+		refreshing atomic.Bool
 		byID       map[int64]coord.Instance
 		at         time.Time
 	}

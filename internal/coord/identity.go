@@ -207,6 +207,15 @@ func (m *members) refresh(ctx context.Context, fleet string) error {
 	return err
 }
 
+// maxEnrolling is how many enrollments are checked and stored at once.
+// Each may read the store and ask the marketplace, and the credentials
+// are written one at a time anyway: a fleet of 1,000 booting together
+// otherwise opened a store connection per agent, and every agent that
+// gave up and retried left a handler (and its socket) waiting, until the
+// coordinator held 20,000 files, its limit. Waiting for a turn ends when
+// the agent hangs up.
+const maxEnrolling = 32
+
 func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, c caller) {
 	var req wire.EnrollRequest
 	valid := func() error {
@@ -224,6 +233,12 @@ func (s *Server) handleEnroll(w http.ResponseWriter, r *http.Request, c caller) 
 	if s.members.src == nil {
 		writeError(w, http.StatusServiceUnavailable, "this coordinator cannot check which instances belong to a fleet, so it enrolls none")
 		return
+	}
+	select {
+	case s.enrolling <- struct{}{}:
+		defer func() { <-s.enrolling }()
+	case <-r.Context().Done():
+		return // the agent gave up; it enrolls again
 	}
 	in, ok, err := s.members.lookup(r.Context(), c.fleet, req.InstanceID)
 	if err != nil {

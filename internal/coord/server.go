@@ -94,8 +94,10 @@ type Server struct {
 	// replies holds each fleet's encoded wire.HeartbeatReply.
 	replies replyCache
 
-	auth      authTable
-	members   members
+	auth    authTable
+	members members
+	// enrolling admits enrollments a few at a time (see maxEnrolling).
+	enrolling chan struct{}
 	limitMu   sync.Mutex
 	limiters  map[string]*rate.Limiter // by token hash
 	findingsQ chan *findingsReq
@@ -175,6 +177,7 @@ func New(cfg Config) (*Server, error) {
 		flushEvery: time.Second,
 		limiters:   map[string]*rate.Limiter{},
 		findingsQ:  make(chan *findingsReq, maxGroup),
+		enrolling:  make(chan struct{}, maxEnrolling),
 		fleets:     map[string]*fleetLive{},
 		dirty:      map[nodeKey]struct{}{},
 		metrics:    map[string]http.Handler{},
