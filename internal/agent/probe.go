@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -195,8 +197,14 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 		run, wait time.Duration
 		wall      time.Duration
 		ok        bool
+		gaps      []gap // simulated: stretches the thread did not run
 	}
 	samples := make([]sample, workers)
+	var conts *contWatch
+	if cfg.Simulated {
+		conts = watchConts()
+		defer conts.stop()
+	}
 	var stop atomic.Bool
 	var ready, wg sync.WaitGroup
 	ready.Add(workers)
@@ -210,13 +218,22 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 			t0 := time.Now()
 			ready.Done()
 			x := uint64(i)
+			var gaps []gap
+			last := t0
 			for !stop.Load() {
 				for range 1000 {
 					x = x*6364136223846793005 + 1442695040888963407
 				}
+				if conts != nil {
+					now := time.Now()
+					if now.Sub(last) > minGap {
+						gaps = append(gaps, gap{last, now})
+					}
+					last = now
+				}
 			}
 			r1, w1, ok1 := threadSched()
-			samples[i] = sample{run: r1 - r0, wait: w1 - w0, wall: time.Since(t0), ok: ok0 && ok1 && x != 1}
+			samples[i] = sample{run: r1 - r0, wait: w1 - w0, wall: time.Since(t0), ok: ok0 && ok1 && x != 1, gaps: gaps}
 		}()
 	}
 	ready.Wait()
@@ -240,10 +257,23 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 		perThread = perThread && s.ok && s.wall > 0
 	}
 	switch {
-	case cfg.Simulated && perThread:
+	case cfg.Simulated:
+		// The machine's share is the time it was not stopped: the gaps in
+		// the thread's progress that a continue (SIGCONT) ended. Other gaps
+		// are this computer's own load: a CPU quota throttles a thread
+		// without counting the time as waiting for a CPU, so at 1,000
+		// simulated machines on 2 cores an honest machine measured 2 of
+		// its 11 cores by run and wait time.
+		resumed := conts.times()
 		var avail float64
 		for _, s := range samples {
-			avail += min(1, float64(s.run+s.wait)/float64(s.wall))
+			var stopped time.Duration
+			for _, g := range s.gaps {
+				if g.endedBy(resumed) {
+					stopped += g.end.Sub(g.start)
+				}
+			}
+			avail += max(0, 1-float64(stopped)/float64(max(s.wall, 1)))
 		}
 		return avail / float64(workers) * claim, "availability", workers, nil
 	case perThread:
@@ -255,6 +285,61 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 		return float64(cpu1-cpu0) / float64(wall), "cpu-time", workers, nil
 	}
 	return 0, "", workers, errors.New("no CPU accounting on this system (/proc/thread-self/schedstat, getrusage)")
+}
+
+// minGap is the least stretch without progress counted as a gap: well
+// under the simulator's duty period (200 ms), well over a thread's
+// ordinary scheduling delays.
+const minGap = 5 * time.Millisecond
+
+// gap is a stretch in which a spinning thread made no progress.
+type gap struct{ start, end time.Time }
+
+// endedBy reports whether a continue came during the gap or just after
+// it: the notice is read by another goroutine, which may run a little
+// after the spinning thread is back.
+func (g gap) endedBy(resumed []time.Time) bool {
+	const lag = 100 * time.Millisecond
+	for _, t := range resumed {
+		if !t.Before(g.start) && !t.After(g.end.Add(lag)) {
+			return true
+		}
+	}
+	return false
+}
+
+// contWatch records when this process was continued after a stop.
+type contWatch struct {
+	ch   chan os.Signal
+	mu   sync.Mutex
+	at   []time.Time
+	done chan struct{}
+}
+
+func watchConts() *contWatch {
+	w := &contWatch{ch: make(chan os.Signal, 64), done: make(chan struct{})}
+	signal.Notify(w.ch, procgroup.SIGCONT)
+	go func() {
+		defer close(w.done)
+		for range w.ch {
+			w.mu.Lock()
+			w.at = append(w.at, time.Now())
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *contWatch) times() []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Time(nil), w.at...)
+}
+
+func (w *contWatch) stop() {
+	signal.Stop(w.ch)
+	close(w.ch)
+	<-w.done
 }
 
 // threadSched is the calling thread's time on a CPU and waiting for one
