@@ -164,8 +164,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		pc := *cfg.Probe
 		if pc.Advertised == (wire.Capacity{}) && a.client.enrolling() {
 			// Not in the environment (a bulk create gives every offer one
-			// body): ask the coordinator, within the probe's own bound.
-			ectx, cancel := context.WithTimeout(ctx, pc.withDefaults().Timeout)
+			// body): ask the coordinator. The probe is reported through it
+			// and a node is ready only once it has, so waiting costs
+			// nothing; a probe sized without the offer's figures measures
+			// this computer's CPUs instead and is judged short (13 of 187
+			// at 1,000 nodes, when enrollment took over the probe's own
+			// 60 s bound). The wait is bounded all the same.
+			ectx, cancel := context.WithTimeout(ctx, enrollWaitForProbe*pc.withDefaults().Timeout)
 			if listed := a.client.listedCapacity(ectx); listed != nil {
 				pc.Advertised = *listed
 			}
@@ -216,6 +221,10 @@ func randomID() string {
 
 // scaledInterval is a heartbeat interval in market time as wall time,
 // floored so that a fast simulator cannot spin the agent.
+// enrollWaitForProbe is how many probe bounds the probe waits for the
+// enrollment that tells it the offer's figures.
+const enrollWaitForProbe = 10
+
 func (a *agent) scaledInterval(d time.Duration) time.Duration {
 	return max(a.cfg.wall(d), minHeartbeatInterval)
 }

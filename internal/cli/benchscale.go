@@ -79,6 +79,7 @@ line per phase and the summary last.`,
 	fl.Float64Var(&cfg.TimeScale, "time-scale", scalebench.DefaultTimeScale, "the market's simulated seconds per wall second")
 	fl.DurationVar(&cfg.Deadline, "deadline", scalebench.DefaultDeadline, "the launch's deadline (market time)")
 	fl.DurationVar(&cfg.Heartbeat, "heartbeat", scalebench.DefaultHeartbeat, "the agents' heartbeat interval (wall time)")
+	fl.DurationVar(&cfg.ProbeTimeout, "probe-timeout", scalebench.DefaultProbeTimeout, "bound each agent's boot probe (wall time): the machines share this computer's CPUs")
 	fl.IntVar(&cfg.Work, "work", scalebench.DefaultWork, "loop iterations of each node's CPU job")
 	fl.Float64Var(&opts.SyncMB, "sync-mb", float64(scalebench.DefaultSyncBytes)/1e6, "size of the tree synced to every node (MB)")
 	fl.IntVar(&cfg.SyncFiles, "sync-files", scalebench.DefaultSyncFiles, "files in the synced tree")
@@ -86,7 +87,7 @@ line per phase and the summary last.`,
 	fl.Float64Var(&opts.MemFloorMB, "mem-floor-mb", float64(scalebench.DefaultMemFloor)/1e6, "interrupt the phase under way when available memory falls below this (Linux; 0: never)")
 	fl.StringVar(&cfg.Dir, "keep", "", "keep the data dir, logs and collected results in `DIR` (default: a temporary directory, removed)")
 	limitFlags(fl, bounds{"nodes", "1", strconv.Itoa(launch.MaxCount)}, bounds{"time-scale", ">0", "100000"},
-		bounds{"deadline", "1m", "8760h"}, bounds{"heartbeat", "100ms", "1h"}, bounds{"work", "1", "1000000000"},
+		bounds{"deadline", "1m", "8760h"}, bounds{"heartbeat", "100ms", "1h"}, bounds{"probe-timeout", "1s", "24h"}, bounds{"work", "1", "1000000000"},
 		bounds{"sync-mb", ">0", "100000"}, bounds{"sync-files", "1", "100000"}, bounds{"phase-timeout", "1s", "720h"},
 		bounds{"mem-floor-mb", "0", "10000000"})
 	addJSONFlags(fl, &opts.JSONFlags, "print one JSON line per phase, the summary last")

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/procgroup"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // FleetName is the fleet every phase acts on.
@@ -71,6 +72,11 @@ type Config struct {
 	// them as Heartbeat × TimeScale of market time, so that a fast market
 	// does not multiply the coordinator's load).
 	Heartbeat time.Duration
+	// ProbeTimeout bounds each agent's boot probe (wall time). The
+	// machines share this computer's CPUs, a thousand of them on a few
+	// cores: a probe held to the agent's 60 s default fails for want of
+	// CPU, which no real host of a real fleet would.
+	ProbeTimeout time.Duration
 	// Work is how many loop iterations each node's CPU job runs.
 	Work int
 	// SyncBytes in SyncFiles files make the tree synced to every node.
@@ -100,6 +106,7 @@ const (
 	DefaultTimeScale    = 60
 	DefaultDeadline     = 6 * time.Hour
 	DefaultHeartbeat    = 10 * time.Second
+	DefaultProbeTimeout = 10 * time.Minute
 	DefaultWork         = 10000
 	DefaultSyncBytes    = 1_000_000
 	DefaultSyncFiles    = 16
@@ -218,6 +225,9 @@ func (c *Config) defaults() {
 	if c.Work == 0 {
 		c.Work = DefaultWork
 	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
 	if c.SyncBytes == 0 {
 		c.SyncBytes = DefaultSyncBytes
 	}
@@ -323,7 +333,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	launch := append([]string{"launch", "--coord", "auto", "--count", strconv.Itoa(n), "--fleet", FleetName,
 		"--deadline", cfg.Deadline.String(), "--orphan-after", b.orphanAfter().String(),
-		"--session", jobSession(cfg.Work), "--json"}, cfg.Query...)
+		"--session", jobSession(cfg.Work), "--env", wire.EnvProbe + "=" + cfg.ProbeTimeout.String(), "--json"}, cfg.Query...)
 	p := b.command(ctx, "launch", n, launch, b.parseLaunch)
 	b.ready = p.OK
 	sum.Ready = p.OK
