@@ -739,6 +739,9 @@ func sshConfigHosts(path string) ([]string, error) {
 	return hosts, nil
 }
 
+// jobStall is how long the job phase waits without a node finishing.
+const jobStall = 3 * time.Minute
+
 // job waits until the coordinator holds every ready node's metric and
 // finding and sees each node's job exited 0.
 func (b *bench) job(ctx context.Context, nodes int) Phase {
@@ -757,6 +760,8 @@ func (b *bench) job(ctx context.Context, nodes int) Phase {
 	start := time.Now()
 	viewer, err := b.viewerToken()
 	var polls int
+	stalled := false
+	progressAt, lastOK := time.Now(), -1
 	for err == nil {
 		var snap snapshot
 		snap, err = b.state(ctx, viewer)
@@ -764,6 +769,15 @@ func (b *bench) job(ctx context.Context, nodes int) Phase {
 		if err == nil {
 			p.OK, b.findings = snap.done(b.cfg.Work, b.readyIDs), snap.Totals.Findings
 			if p.OK >= nodes && b.findings >= int64(nodes) {
+				break
+			}
+			if p.OK != lastOK {
+				progressAt, lastOK = time.Now(), p.OK
+			} else if time.Since(progressAt) > jobStall {
+				// A node that will not finish (replaced after the launch,
+				// its job failed) must not hold the run for the phase
+				// timeout: the other phases still measure the rest.
+				stalled = true
 				break
 			}
 		}
@@ -777,6 +791,9 @@ func (b *bench) job(ctx context.Context, nodes int) Phase {
 	p.WallS = round3(time.Since(start).Seconds())
 	w.end(&p, nil)
 	p.Note = fmt.Sprintf("%d findings stored, %d polls of the coordinator's state", b.findings, polls)
+	if stalled {
+		p.Note += fmt.Sprintf("; no node finished in the last %s", jobStall)
+	}
 	switch {
 	case w.memHitNow():
 		p.Error = fmt.Sprintf("stopped: available memory fell to %.0f MB, under the floor of %.0f MB", val(p.MemAvailableMinMB), mb(b.cfg.MemFloor))
