@@ -97,7 +97,7 @@ type Manager struct {
 // lock (1,000 nodes: destroys timed out for minutes).
 type sweeper struct {
 	mu      sync.Mutex
-	pending map[string]int // a boot's marker entry: passes still to make
+	pending map[string]int // a machine's marker prefix (every boot): passes still to make
 	running bool
 	wg      sync.WaitGroup
 }
@@ -106,8 +106,10 @@ type sweeper struct {
 // its kill is found by the next.
 const sweepPasses = 2
 
-// sweepLater has the marked processes of one boot frozen and killed by
-// the next passes.
+// sweepLater has the marked processes of every boot of a machine frozen
+// and killed by the next passes (one of a boot before this simulator ran,
+// which kept running when its simulator died, as well), except those of
+// the machine's boot running when the pass is made.
 func (m *Manager) sweepLater(marker string) {
 	s := &m.sweep
 	s.mu.Lock()
@@ -133,14 +135,32 @@ func (m *Manager) sweepLoop() {
 			s.mu.Unlock()
 			return
 		}
-		markers := make(map[string]bool, len(s.pending))
+		prefixes := make(map[string]string, len(s.pending)) // → the running boot's marker, spared
 		for k := range s.pending {
-			markers[k] = true
+			prefixes[k] = ""
 		}
 		s.mu.Unlock()
+		// Held through the pass: a machine booted again meanwhile must not
+		// start processes between the look at what runs and the kill.
+		m.mu.Lock()
+		for _, mc := range m.running {
+			if p := bootPrefix(mc.marker); prefixes[p] == "" {
+				if _, ok := prefixes[p]; ok {
+					prefixes[p] = mc.marker
+				}
+			}
+		}
 		// Frozen together, then killed: as a container goes down at once,
 		// no supervisor (the agent) sees its child die and reports it.
-		procgroup.KillAll(procgroup.PIDsWithEnv(func(e string) bool { return markers[e] }))
+		procgroup.KillAll(procgroup.PIDsWithEnv(func(e string) bool {
+			if !strings.HasPrefix(e, "VASTFLEET_SIM_MACHINE=") {
+				return false
+			}
+			spared, ok := prefixes[bootPrefix(e)]
+			return ok && e != spared
+		}))
+		m.mu.Unlock()
+		markers := prefixes
 		s.mu.Lock()
 		for k := range markers {
 			if s.pending[k]--; s.pending[k] <= 0 {
@@ -163,12 +183,7 @@ func New(root string, log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	m := &Manager{root: root, signer: signer, log: log, running: map[int64]*machine{}}
-	// A simulator that died without stopping its machines (kill -9) left
-	// their processes running, marked with this root: they go before any
-	// machine boots here again.
-	procgroup.KillMarked(m.everyMachine())
-	return m, nil
+	return &Manager{root: root, signer: signer, log: log, running: map[int64]*machine{}}, nil
 }
 
 // hostKey loads or creates the machines' SSH host key, so a restarted
@@ -597,6 +612,9 @@ func (mc *machine) forget(pgid int) {
 	mc.procs.Done()
 }
 
+// bootPrefix is a marker entry less its boot: every boot of the machine.
+func bootPrefix(marker string) string { return marker[:strings.LastIndex(marker, "/")+1] }
+
 // everyMachine begins the environment entry that marks every process of
 // every machine of this manager.
 func (m *Manager) everyMachine() string { return "VASTFLEET_SIM_MACHINE=" + m.root + "/" }
@@ -640,7 +658,7 @@ func (mc *machine) stop(dark Dark, swept bool) {
 		}
 	}
 	if !swept {
-		mc.mgr.sweepLater(mc.marker)
+		mc.mgr.sweepLater(bootPrefix(mc.marker))
 	}
 	// Killed processes are reaped within moments; a bound keeps a stuck
 	// wait (a session still sending) from holding the caller.
