@@ -109,18 +109,7 @@ func TestHostTrackerFindsProcessesThatLeftTheTree(t *testing.T) {
 		t.Skip("reads /proc")
 	}
 	marker := "VASTFLEET_SIM_MACHINE=" + t.TempDir() + "/"
-	c := exec.Command("sh", "-c", `sleep 60 >/dev/null 2>&1 & echo $!`)
-	c.Env = append(os.Environ(), marker+"1/2")
-	out, err := c.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := os.FindProcess(pid)
-	t.Cleanup(func() { p.Kill() })
+	leaveMarked(t, marker+"1/2")
 	// Its parent has exited: the sleep is no descendant of this process.
 	tr := newHostTracker(os.Getpid(), marker)
 	var ts treeSample
@@ -158,23 +147,8 @@ func TestStopKillsTheMachinesTheMarketLeft(t *testing.T) {
 	}
 	b.sim = sim
 	b.hosts = newHostTracker(sim.Process.Pid, b.hostMarker())
-	leave := func(marker string) int {
-		c := exec.Command("sh", "-c", `sleep 60 >/dev/null 2>&1 & echo $!`)
-		c.Env = append(os.Environ(), marker+"vastfleet-sim-1/7/1")
-		out, err := c.Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _ := os.FindProcess(pid)
-		t.Cleanup(func() { p.Kill() })
-		return pid
-	}
-	left := leave(b.hostMarker())
-	other := leave("VASTFLEET_SIM_MACHINE=" + t.TempDir() + "/")
+	left := leaveMarked(t, b.hostMarker()+"vastfleet-sim-1/7/1")
+	other := leaveMarked(t, "VASTFLEET_SIM_MACHINE="+t.TempDir()+"/vastfleet-sim-1/7/1")
 	b.stop()
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(left) {
@@ -193,4 +167,23 @@ func TestStopKillsTheMachinesTheMarketLeft(t *testing.T) {
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// leaveMarked starts a sleep with entry in its environment whose parent
+// exits at once, as a machine's daemon that init adopted; it says its pid.
+func leaveMarked(t *testing.T, entry string) int {
+	t.Helper()
+	c := exec.Command("sh", "-c", `sleep 60 >/dev/null 2>&1 & echo $!`)
+	c.Env = append(os.Environ(), entry)
+	out, err := c.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := os.FindProcess(pid)
+	t.Cleanup(func() { p.Kill() })
+	return pid
 }
