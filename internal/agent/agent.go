@@ -219,12 +219,12 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// scaledInterval is a heartbeat interval in market time as wall time,
-// floored so that a fast simulator cannot spin the agent.
 // enrollWaitForProbe is how many probe bounds the probe waits for the
 // enrollment that tells it the offer's figures.
 const enrollWaitForProbe = 10
 
+// scaledInterval is a heartbeat interval in market time as wall time,
+// floored so that a fast simulator cannot spin the agent.
 func (a *agent) scaledInterval(d time.Duration) time.Duration {
 	return max(a.cfg.wall(d), minHeartbeatInterval)
 }

@@ -111,13 +111,18 @@ const (
 	revokeEvery       = 10 * time.Second
 )
 
+// membersListingFresh: the account was listed within membersListingTTL
+// (entries shown one by one since do not make a listing).
+func (f *factory) membersListingFresh() bool {
+	f.members.mu.Lock()
+	defer f.members.mu.Unlock()
+	return f.members.byID != nil && time.Since(f.members.at) < membersListingTTL
+}
+
 // refreshMembersListingSoon refreshes a stale listing in the background,
 // unless a refresh is already under way; the caller does not wait.
 func (f *factory) refreshMembersListingSoon() {
-	f.members.mu.Lock()
-	fresh := f.members.byID != nil && time.Since(f.members.at) < membersListingTTL
-	f.members.mu.Unlock()
-	if fresh || !f.members.refreshing.CompareAndSwap(false, true) {
+	if f.membersListingFresh() || !f.members.refreshing.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
@@ -137,10 +142,7 @@ func (f *factory) refreshMembersListingSoon() {
 func (f *factory) refreshMembersListing(ctx context.Context) error {
 	f.members.listMu.Lock()
 	defer f.members.listMu.Unlock()
-	f.members.mu.Lock()
-	fresh := f.members.byID != nil && time.Since(f.members.at) < membersListingTTL
-	f.members.mu.Unlock()
-	if fresh {
+	if f.membersListingFresh() {
 		return nil
 	}
 	p, err := f.Provider(ctx)

@@ -67,10 +67,24 @@ func PIDsWithEnv(match func(entry string) bool) []int {
 }
 
 // KillMarked freezes, then kills, every process MarkedPIDs finds, and
-// says how many. Frozen first, none sees another die and acts on it.
+// says how many. Frozen first, none sees another die and acts on it. A
+// process forked between a pass's reading of /proc and its kill is found
+// by the next: passes repeat, up to killPasses, until one finds none.
 func KillMarked(marker string) int {
-	return KillAll(MarkedPIDs(marker))
+	killed := 0
+	for range killPasses {
+		n := KillAll(MarkedPIDs(marker))
+		if n == 0 {
+			break
+		}
+		killed += n
+	}
+	return killed
 }
+
+// killPasses bounds KillMarked: a process just killed may still show its
+// environment for a moment.
+const killPasses = 5
 
 // KillAll freezes, then kills, every process of pids, and says how many.
 func KillAll(pids []int) int {

@@ -564,15 +564,7 @@ func (b *bench) stop() {
 		if b.hosts == nil {
 			return
 		}
-		killed := 0
-		for range 5 {
-			n := procgroup.KillMarked(b.hostMarker())
-			if n == 0 {
-				break
-			}
-			killed += n
-		}
-		if killed > 0 {
+		if killed := procgroup.KillMarked(b.hostMarker()); killed > 0 {
 			fmt.Fprintf(b.cfg.Log, "killed %d simulated machines' processes the market left running\n", killed)
 		}
 	}()

@@ -110,14 +110,14 @@ const sweepPasses = 2
 // and killed by the next passes (one of a boot before this simulator ran,
 // which kept running when its simulator died, as well), except those of
 // the machine's boot running when the pass is made.
-func (m *Manager) sweepLater(marker string) {
+func (m *Manager) sweepLater(prefix string) {
 	s := &m.sweep
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending == nil {
 		s.pending = map[string]int{}
 	}
-	s.pending[marker] = sweepPasses
+	s.pending[prefix] = sweepPasses
 	if !s.running {
 		s.running = true
 		s.wg.Add(1)
@@ -143,26 +143,24 @@ func (m *Manager) sweepLoop() {
 		// Held through the pass: a machine booted again meanwhile must not
 		// start processes between the look at what runs and the kill.
 		m.mu.Lock()
-		for _, mc := range m.running {
-			if p := bootPrefix(mc.marker); prefixes[p] == "" {
-				if _, ok := prefixes[p]; ok {
-					prefixes[p] = mc.marker
-				}
+		for _, mc := range m.running { // one boot runs per machine
+			p := bootPrefix(mc.marker)
+			if _, pending := prefixes[p]; pending {
+				prefixes[p] = mc.marker
 			}
 		}
 		// Frozen together, then killed: as a container goes down at once,
 		// no supervisor (the agent) sees its child die and reports it.
 		procgroup.KillAll(procgroup.PIDsWithEnv(func(e string) bool {
-			if !strings.HasPrefix(e, "VASTFLEET_SIM_MACHINE=") {
+			if !strings.HasPrefix(e, markerKey) {
 				return false
 			}
 			spared, ok := prefixes[bootPrefix(e)]
 			return ok && e != spared
 		}))
 		m.mu.Unlock()
-		markers := prefixes
 		s.mu.Lock()
-		for k := range markers {
+		for k := range prefixes {
 			if s.pending[k]--; s.pending[k] <= 0 {
 				delete(s.pending, k)
 			}
@@ -420,13 +418,7 @@ func (m *Manager) Close() error {
 		mc.stopped = true // and nothing of it starts from here on
 		mc.mu.Unlock()
 	}
-	// A process forked between a sweep's reading of /proc and its kill is
-	// found by the next.
-	for range 5 {
-		if procgroup.KillMarked(m.everyMachine()) == 0 {
-			break
-		}
-	}
+	procgroup.KillMarked(m.everyMachine())
 	for _, mc := range all {
 		mc.stop(Refuse, true)
 	}
@@ -617,7 +609,10 @@ func bootPrefix(marker string) string { return marker[:strings.LastIndex(marker,
 
 // everyMachine begins the environment entry that marks every process of
 // every machine of this manager.
-func (m *Manager) everyMachine() string { return "VASTFLEET_SIM_MACHINE=" + m.root + "/" }
+func (m *Manager) everyMachine() string { return markerKey + m.root + "/" }
+
+// markerKey names the environment entry that marks a machine's processes.
+const markerKey = "VASTFLEET_SIM_MACHINE="
 
 // stop ends the SSH server and every process the instance started; swept
 // says that the manager has already killed every marked process.
