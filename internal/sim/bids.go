@@ -26,6 +26,23 @@ const (
 	bidHorizon = 14 * 24 * time.Hour
 )
 
+// bidWindowOf is the auction window t falls in.
+func bidWindowOf(t time.Time) int64 { return t.Unix() / int64(bidWindow/time.Second) }
+
+// listedMinBid is the min_bid the offer lists at now: vast's "current
+// minimum bid", the price that wins the machine. It is the machine's floor,
+// or just above the rival bidding in this window when there is one, so it
+// moves with the other renters' demand every half hour. A rival's bid is
+// listed from the start of its window and takes the machine from lower
+// bids at a drawn time within it: a bid that beats the listed price is not
+// outbid until a later window.
+func (m *Market) listedMinBid(o *Offer, now time.Time) float64 {
+	if r := m.rivalBid(o.ID, bidWindowOf(now)); r > 0 {
+		return round4(math.Max(o.MinBid, r+0.001))
+	}
+	return o.MinBid
+}
+
 // rivalBid is the highest other bid on the offer in window w, 0 for none.
 func (m *Market) rivalBid(offerID, w int64) float64 {
 	share := rivalShare
@@ -87,7 +104,7 @@ func (m *Market) regain(in *instance, t time.Time) {
 // offer's minimum and the rival bidding now.
 func (m *Market) winningBid(offerID int64, now time.Time) float64 {
 	o := &m.offers[m.byID[offerID]]
-	return round4(math.Max(o.MinBid, m.rivalBid(offerID, now.Unix()/int64(bidWindow/time.Second))) + 0.001)
+	return round4(math.Max(o.MinBid, m.rivalBid(offerID, bidWindowOf(now))) + 0.001)
 }
 
 // outbid stops the instance at t: a rival took the machine.

@@ -207,3 +207,73 @@ func TestOwnBidsGiveWay(t *testing.T) {
 	running(low)
 	taken(high, low)
 }
+
+// TestMinBidMovesWithDemand: the listed min_bid is vast's current minimum
+// bid. In a half hour with a rival it sits just above the rival's bid, a
+// create below it is refused with that price, and one at it is not outbid
+// before the window ends; the next window lists the floor again or the
+// next rival's price.
+func TestMinBidMovesWithDemand(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Seed: 33, Balance: 1e6, Offers: 400})
+	const q = `{"rentable":{"eq":true},"order":[["id","asc"]],"type":"bid","allocated_storage":20,"limit":400}`
+	floor := map[int64]float64{}
+	h.m.mu.Lock()
+	for _, o := range h.m.offers {
+		floor[o.ID] = o.MinBid
+	}
+	h.m.mu.Unlock()
+	moved, changed := 0, 0
+	var raised []int64
+	last := map[int64]float64{}
+	for w := range 6 {
+		if w > 0 {
+			h.clock.Advance(bidWindow)
+		}
+		for _, o := range h.search(q) {
+			if o.MinBid < floor[o.ID] {
+				t.Fatalf("offer %d lists min_bid %.4f below its floor %.4f", o.ID, o.MinBid, floor[o.ID])
+			}
+			if o.MinBid > floor[o.ID] {
+				moved++
+				if w == 5 {
+					raised = append(raised, o.ID)
+				}
+			}
+			if p, ok := last[o.ID]; ok && p != o.MinBid {
+				changed++
+			}
+			last[o.ID] = o.MinBid
+		}
+	}
+	if moved == 0 || changed == 0 || len(raised) == 0 {
+		t.Fatalf("min_bid never moved: %d listings above the floor, %d changes between windows, %d raised now", moved, changed, len(raised))
+	}
+	id := raised[0]
+	listed := last[id]
+	create := func(price float64) (int, int64, string) {
+		var out struct {
+			NewContract int64 `json:"new_contract"`
+		}
+		st, _, body := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", id), map[string]any{"image": "ubuntu:22.04", "disk": 20, "price": price}, &out)
+		return st, out.NewContract, string(body)
+	}
+	if st, _, body := create(floor[id]); st != 400 || !strings.Contains(body, fmt.Sprintf("$%.4f/h", listed)) {
+		t.Fatalf("a bid at the floor %.4f under a rival: %d %s, want 400 naming the listed %.4f", floor[id], st, body, listed)
+	}
+	st, inst, body := create(listed)
+	if st != 200 {
+		t.Fatalf("a bid at the listed min_bid %.4f: %d %s", listed, st, body)
+	}
+	if in := h.show(inst); in.MinBid != listed {
+		t.Errorf("the instance row lists min_bid %.4f, want %.4f", in.MinBid, listed)
+	}
+	end := time.Unix((bidWindowOf(h.clock.Now())+1)*int64(bidWindow/time.Second), 0)
+	for h.clock.Now().Add(time.Minute).Before(end) {
+		h.clock.Advance(time.Minute)
+		if in := h.show(inst); in.Status() == provider.StateStopped {
+			t.Fatalf("outbid %v into the window that listed its price: %s", h.clock.Now().Sub(end.Add(-bidWindow)), in.StatusMsg)
+		}
+	}
+	t.Logf("%d listings above the floor over 6 windows of 400 offers; %d changes between windows", moved, changed)
+}

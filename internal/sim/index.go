@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,9 +20,13 @@ type searchIndex struct {
 	views map[viewKey]*pricedView
 }
 
+// A bid view is priced from the listed min_bid, which moves each auction
+// window, so it is kept per window; an on-demand view only lists min_bid,
+// and is patched in place when the window turns.
 type viewKey struct {
 	storage float64
 	bid     bool
+	window  int64 // the auction window of a bid view's prices, 0 on demand
 }
 
 // maxViews bounds the index's memory: each view is a priced copy of the
@@ -30,6 +35,7 @@ const maxViews = 4
 
 type pricedView struct {
 	offers []Offer // disk_space >= the allocated storage, priced
+	window int64   // the auction window whose min_bid the offers list
 	orders map[string][]int32
 	// byPrice is the view's indices by dph_total (then index), prices
 	// their dph_total in that order: a search bounded in price reads
@@ -38,7 +44,10 @@ type pricedView struct {
 	prices  []float64
 }
 
-func (ix *searchIndex) view(all []Offer, storage float64, bid bool) *pricedView {
+// view is the market priced for a search at allocated storage, on demand
+// or bid, in auction window w; minBid gives an offer's listed min_bid then,
+// from the market's own floor (a view's column is already listed).
+func (ix *searchIndex) view(all []Offer, storage float64, bid bool, w int64, minBid func(offerID int64) float64) *pricedView {
 	var base *Offer
 	if len(all) > 0 {
 		base = &all[0]
@@ -46,8 +55,14 @@ func (ix *searchIndex) view(all []Offer, storage float64, bid bool) *pricedView 
 	if ix.views == nil || ix.base != base || ix.n != len(all) {
 		ix.base, ix.n, ix.views = base, len(all), map[viewKey]*pricedView{}
 	}
-	k := viewKey{storage, bid}
+	k := viewKey{storage, bid, 0}
+	if bid {
+		k.window = w
+	}
 	if v, ok := ix.views[k]; ok {
+		if v.window != w {
+			v.relist(w, minBid)
+		}
 		return v
 	}
 	if len(ix.views) >= maxViews {
@@ -59,9 +74,11 @@ func (ix *searchIndex) view(all []Offer, storage float64, bid bool) *pricedView 
 		if o.DiskSpace < storage {
 			continue
 		}
+		o.MinBid = minBid(o.ID)
 		PriceOffer(&o, storage, bid)
 		v.offers = append(v.offers, o)
 	}
+	v.window = w
 	v.byPrice = make([]int32, len(v.offers))
 	for i := range v.byPrice {
 		v.byPrice[i] = int32(i)
@@ -73,6 +90,20 @@ func (ix *searchIndex) view(all []Offer, storage float64, bid bool) *pricedView 
 	}
 	ix.views[k] = v
 	return v
+}
+
+// relist moves an on-demand view's min_bid column to window w; only the
+// orders that read it are dropped.
+func (v *pricedView) relist(w int64, minBid func(offerID int64) float64) {
+	for i := range v.offers {
+		v.offers[i].MinBid = minBid(v.offers[i].ID)
+	}
+	for name := range v.orders {
+		if strings.Contains(name, "min_bid") {
+			delete(v.orders, name)
+		}
+	}
+	v.window = w
 }
 
 // inPrice returns the view's indices, ascending, of the offers whose
@@ -124,7 +155,7 @@ func (m *Market) searchOffers(q *request, now time.Time, limit int) []Offer {
 	if storage <= 0 {
 		storage = 5
 	}
-	v := m.index.view(m.offers, storage, q.bid)
+	v := m.index.view(m.offers, storage, q.bid, bidWindowOf(now), func(id int64) float64 { return m.listedMinBid(&m.offers[m.byID[id]], now) })
 	held, used := m.holders(), m.gpusInUse()
 	// With no instance live, no offer is held, and one is crowded only
 	// if it needs more GPUs than its machine has: no map lookups.

@@ -30,6 +30,7 @@ func referenceSearch(m *Market, q *request, limit int) []Offer {
 		if _, taken := held[o.ID]; taken || crowded(&o, used) || m.churned(o.ID, now) {
 			o.Rentable, o.Rented = false, taken
 		}
+		o.MinBid = m.listedMinBid(&o, now)
 		PriceOffer(&o, storage, q.bid)
 		if q.matches(&o) {
 			view = append(view, o)
@@ -84,6 +85,7 @@ func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
 		{"cpu_cores_effective>16 dph_total<=5", "", 50},
 		{"num_gpus>=2", "rentable-,+dph_total", 30},
 		{"", "+inet_down", 7},
+		{"min_bid<=0.3", "-min_bid", 40},
 		// Price slices, as a sweep asks: served from the price index.
 		{"dph_total>=0.2 dph_total<0.4", "score-", 1000},
 		{"dph_total>=0.2 dph_total<0.4", "score-", 10},
@@ -92,19 +94,26 @@ func TestIndexedSearchMatchesAPlainSort(t *testing.T) {
 		{"dph_total<=0.6", "", 50},
 		{"dph_total>=0.25 dph_total<=0.6 verified=True", "-dlperf", 1000},
 	}
-	for _, tc := range queries {
-		for _, typ := range []string{"on-demand", "bid"} {
-			for _, storage := range []float64{5, 200} {
-				q := clientRequest(t, tc.q, market.ParseOptions{NoDefault: true, Type: typ, Order: tc.order, Storage: storage})
-				h.m.mu.Lock()
-				want := referenceSearch(h.m, q, tc.limit)
-				got := h.m.searchOffers(q, h.m.cfg.Clock.Now(), tc.limit)
-				h.m.mu.Unlock()
-				if len(want) == 0 {
-					t.Fatalf("%q: the reference found nothing; the case tests nothing", tc.q)
-				}
-				if d := cmp.Diff(want, got); d != "" {
-					t.Errorf("%q order %q %s storage %v: indexed search differs (-plain +indexed):\n%s", tc.q, tc.order, typ, storage, d)
+	// The second round is in the next auction window: listed min_bids
+	// moved, and the cached views must follow them.
+	for round := range 2 {
+		if round > 0 {
+			h.clock.Advance(bidWindow)
+		}
+		for _, tc := range queries {
+			for _, typ := range []string{"on-demand", "bid"} {
+				for _, storage := range []float64{5, 200} {
+					q := clientRequest(t, tc.q, market.ParseOptions{NoDefault: true, Type: typ, Order: tc.order, Storage: storage})
+					h.m.mu.Lock()
+					want := referenceSearch(h.m, q, tc.limit)
+					got := h.m.searchOffers(q, h.m.cfg.Clock.Now(), tc.limit)
+					h.m.mu.Unlock()
+					if len(want) == 0 {
+						t.Fatalf("%q: the reference found nothing; the case tests nothing", tc.q)
+					}
+					if d := cmp.Diff(want, got); d != "" {
+						t.Errorf("round %d: %q order %q %s storage %v: indexed search differs (-plain +indexed):\n%s", round, tc.q, tc.order, typ, storage, d)
+					}
 				}
 			}
 		}
@@ -124,7 +133,7 @@ func TestPriceIndexRange(t *testing.T) {
 		h.m.offers[i].DPHBase = math.NaN()
 	}
 	h.m.index = searchIndex{}
-	v := h.m.index.view(h.m.offers, 5, false)
+	v := h.m.index.view(h.m.offers, 5, false, 0, func(int64) float64 { return 0 })
 	if !math.IsNaN(v.prices[0]) {
 		t.Fatal("no NaN price in the view")
 	}

@@ -36,7 +36,9 @@
 //     bid beats a lower one: a create that outbids stops the holder, which
 //     resumes when the taker lets go (highest bid first) or outbids it; an
 //     equal or lower bid is refused with the price to beat. Listed min_bid
-//     does not move with these bids (left out).
+//     moves with demand: in a window with a rival it is just above the
+//     rival's bid, and a create below it is refused (listedMinBid). The
+//     account's own bids do not raise it: a held offer is not rentable.
 package sim
 
 import (
@@ -392,6 +394,19 @@ func (m *Market) Offers() []Offer {
 	return append([]Offer(nil), m.offers...)
 }
 
+// ListedOffers is the market's offers as a search lists them now: min_bid
+// is the current minimum bid, not the machine's floor.
+func (m *Market) ListedOffers() []Offer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Clock.Now()
+	out := append([]Offer(nil), m.offers...)
+	for i := range out {
+		out[i].MinBid = m.listedMinBid(&m.offers[i], now)
+	}
+	return out
+}
+
 // ---- lifecycle ----
 
 // nextEvent is when the instance next changes state by itself; zero: never.
@@ -723,8 +738,8 @@ func (m *Market) create(offerID int64, in createInput, now time.Time) (*instance
 	}
 	compute := o.DPHBase
 	if in.Price != nil {
-		if *in.Price < o.MinBid {
-			return nil, belowMinBid(*in.Price, o.MinBid)
+		if lo := m.listedMinBid(&o, now); *in.Price < lo {
+			return nil, belowMinBid(*in.Price, lo)
 		}
 		compute = *in.Price
 	}
@@ -975,7 +990,7 @@ func (m *Market) row(in *instance, now time.Time) InstanceRow {
 		InetUpCost: o.InetUpCost, InetDownCost: o.InetDownCost, InetDownBilled: in.downloadedKB(now),
 		DPHBase: in.ComputeRate, DPHTotal: in.ComputeRate + in.StorageRate,
 		StorageCost: o.StorageCost, StorageTotalCost: in.StorageRate,
-		IsBid: in.Bid, MinBid: o.MinBid, Reliability2: o.Reliability2, Verification: o.Verification,
+		IsBid: in.Bid, MinBid: m.listedMinBid(&o, now), Reliability2: o.Reliability2, Verification: o.Verification,
 		Geolocation: o.Geolocation, CUDAMaxGood: o.CUDAMaxGood,
 	}
 	if in.DirectPort > 0 {
