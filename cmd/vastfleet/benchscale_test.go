@@ -76,6 +76,11 @@ func TestBenchScale(t *testing.T) {
 		s.Destroyed != nodes || s.Findings != nodes || (sshErr == nil && (s.SSHOK != nodes || s.ExecSpeedup <= 0)) || s.Failed != "" {
 		t.Errorf("nodes reached: %+v", s)
 	}
+	// The machines' links are paced (--links is the default): sync says
+	// when the last node held the tree and what its link allowed.
+	if s.SyncLastS <= 0 || s.SyncLinkS <= 0 || s.SyncLastS < s.SyncLinkS {
+		t.Errorf("sync's last node %.3fs against its link's %.3fs", s.SyncLastS, s.SyncLinkS)
+	}
 	if s.PeakRSSMB <= 0 || s.CPUS <= 0 || s.WallS <= 0 {
 		t.Errorf("vastfleet's figures: peak RSS %.1f MB, CPU %.2f s, wall %.1f s", s.PeakRSSMB, s.CPUS, s.WallS)
 	}

@@ -82,6 +82,7 @@ line per phase and the summary last.`,
 	fl.DurationVar(&cfg.ProbeTimeout, "probe-timeout", scalebench.DefaultProbeTimeout, "bound each agent's boot probe (wall time): the machines share this computer's CPUs")
 	fl.IntVar(&cfg.Work, "work", scalebench.DefaultWork, "loop iterations of each node's CPU job")
 	fl.Float64Var(&opts.SyncMB, "sync-mb", float64(scalebench.DefaultSyncBytes)/1e6, "size of the tree synced to every node (MB)")
+	fl.BoolVar(&cfg.Links, "links", true, "pace each simulated machine's SSH traffic at its offer's inet_down and inet_up (sim serve --links), so sync's time to the last node means something")
 	fl.IntVar(&cfg.SyncFiles, "sync-files", scalebench.DefaultSyncFiles, "files in the synced tree")
 	fl.DurationVar(&cfg.PhaseTimeout, "phase-timeout", scalebench.DefaultPhaseTimeout, "interrupt a phase after this long (wall time)")
 	fl.Float64Var(&opts.MemFloorMB, "mem-floor-mb", float64(scalebench.DefaultMemFloor)/1e6, "interrupt the phase under way when available memory falls below this (Linux; 0: never)")
@@ -182,6 +183,9 @@ func printScalePhase(f *factory, p scalebench.Phase) error {
 func printScaleSummary(f *factory, s scalebench.Summary) error {
 	fmt.Fprintf(f.io.Out, "%d nodes: %d ready, job done on %d (%d findings), exec on %d, sync to %d, collect from %d, %d destroyed; %.1f s in all (%.1f s to start the market and coordinator)\n",
 		s.Nodes, s.Ready, s.JobOK, s.Findings, s.ExecOK, s.SyncOK, s.CollectOK, s.Destroyed, s.WallS, s.SetupS)
+	if s.SyncLastS > 0 && s.SyncLinkS > 0 {
+		fmt.Fprintf(f.io.Out, "sync: the last node held the tree after %.1fs, %.1fx the %.1fs its archive takes over the slowest listed downlink\n", s.SyncLastS, s.SyncLastS/s.SyncLinkS, s.SyncLinkS)
+	}
 	if s.ExecSpeedup > 0 {
 		fmt.Fprintf(f.io.Out, "exec -- true was %.1fx faster than the system ssh run 32 at a time (%d nodes reached)\n", s.ExecSpeedup, s.SSHOK)
 	}

@@ -48,6 +48,8 @@ type simServeOptions struct {
 	AuthAs404, EndpointLimits bool
 	// NoHosts serves rows only: no machine behind the instances.
 	NoHosts bool
+	// Links paces each machine's SSH traffic at its offer's bandwidth.
+	Links bool
 }
 
 func newSimServeCmd(f *factory, runF func(context.Context, *simServeOptions) error) *cobra.Command {
@@ -95,6 +97,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.Float64Var(&opts.OddRows, "odd-rows", -1, "share of offer and instance rows sent in shapes vast has been seen to send: ports as a list, a price as a string, a version as a number, an unknown column, a null")
 	fl.IntVar(&opts.Cap, "cap", 0, "answer every search with at most N offers, whatever limit it asks (as a server that cuts answers short); 0: no cap")
 	fl.Float64Var(&opts.Spoof, "spoof", -1, "share of machines whose true cores, RAM or GPUs are below what they advertise (their processes get the true CPU share; nvidia-smi lists the true GPUs)")
+	fl.BoolVar(&opts.Links, "links", false, "pace each machine's SSH traffic at its offer's inet_down (into the machine) and inet_up (out of it), so a sync or collect takes the time its links allow")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
 	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"balance", ">0", "1e12"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"})
 	// -1 leaves the share to the profile.
@@ -183,7 +186,7 @@ func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
 	faults.EndpointLimits = faults.EndpointLimits || opts.EndpointLimits
-	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, Balance: opts.Balance, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap}
+	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, Balance: opts.Balance, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap, Links: opts.Links}
 	pace := fmt.Sprintf("%gx time", opts.Speed)
 	switch opts.Clock {
 	case "scaled":

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -127,5 +128,12 @@ func syncNodes(ctx context.Context, f *factory, p provider.Provider, ns []nodes.
 	}
 	fmt.Fprintf(f.io.ErrOut, "synced %d files (%s) to %d nodes, %d of them relayed by other nodes; this machine sent %s over SSH (%s for the archives)\n",
 		sum.Files, humanBytes(sum.TreeBytes), sum.Nodes, sum.Relayed, humanBytes(sum.Sent), humanBytes(sum.Archives))
+	if sum.LastNode > 0 {
+		bound := ""
+		if sum.LinkBound > 0 {
+			bound = fmt.Sprintf(" (its archive over the slowest listed downlink takes %s)", sum.LinkBound.Round(time.Millisecond))
+		}
+		fmt.Fprintf(f.io.ErrOut, "the last node had the tree %s after the sync began%s\n", sum.LastNode.Round(time.Millisecond), bound)
+	}
 	return rows, nil
 }

@@ -25,6 +25,9 @@ type Node struct {
 	Port   int
 	NumGPU int
 	CPUs   float64
+	// DownMbps and UpMbps are the node's links as the listing gives them
+	// (inet_down, inet_up); 0 when it does not.
+	DownMbps, UpMbps float64
 }
 
 // Selection names nodes: a fleet's live instances, every live instance,
@@ -92,7 +95,7 @@ func Select(ctx context.Context, st *store.Store, p provider.Provider, sel Selec
 			prefix = "vf"
 		}
 		out = append(out, Node{Name: fmt.Sprintf("%s-node-%d", prefix, len(out)), Rank: len(out), ID: r.ID,
-			Host: host, Port: port, NumGPU: in.NumGPUs, CPUs: in.CPUCoresEffective})
+			Host: host, Port: port, NumGPU: in.NumGPUs, CPUs: in.CPUCoresEffective, DownMbps: in.InetDown, UpMbps: in.InetUp})
 	}
 	return out, nil
 }

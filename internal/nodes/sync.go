@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/remote"
 )
@@ -17,7 +19,11 @@ type SyncRow struct {
 	FileBytes int64  `json:"file_bytes"`
 	WireBytes int64  `json:"wire_bytes"`
 	Via       string `json:"via,omitempty"` // the node that relayed the archive
-	Error     string `json:"error,omitempty"`
+	// DoneS is how many seconds after the sync began the node held the
+	// tree; DownMbps its downlink as listed (0: not listed).
+	DoneS    float64 `json:"done_s,omitempty"`
+	DownMbps float64 `json:"down_mbps,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // SyncOptions is a scanned tree and where it goes.
@@ -37,6 +43,10 @@ type SyncSummary struct {
 	// Sent is what this machine sent over SSH; Archives the part that
 	// carried the archives.
 	Sent, Archives int64
+	// LastNode is when the last node sent to held the tree, after the
+	// sync began. LinkBound is the least that could take: the longest a
+	// node's archive takes over its own listed downlink (0: none listed).
+	LastNode, LinkBound time.Duration
 }
 
 // Sync sends each node the files of the tree that it lacks under Dest,
@@ -65,7 +75,7 @@ func (o *Ops) Sync(ctx context.Context, nodes []Node, opts SyncOptions) ([]SyncR
 			rows[i].Error = fmt.Sprint(first[i].Err)
 			continue
 		}
-		reached = append(reached, remote.SyncNode{Target: jobs[i].Target, State: remote.ParseSyncProbe(probes[i].String())})
+		reached = append(reached, remote.SyncNode{Target: jobs[i].Target, State: remote.ParseSyncProbe(probes[i].String()), UpMbps: n.UpMbps})
 		at = append(at, i)
 	}
 	sentBefore, _ := o.pool.Traffic()
@@ -74,8 +84,15 @@ func (o *Ops) Sync(ctx context.Context, nodes []Node, opts SyncOptions) ([]SyncR
 	for k, r := range remote.Sync(ctx, o.pool, opts.Src, opts.Files, reached, ro) {
 		row := &rows[at[k]]
 		row.FilesSent, row.FileBytes, row.WireBytes, row.Via = r.Files, r.FileBytes, r.WireBytes, r.Via
+		row.DownMbps = nodes[at[k]].DownMbps
 		if r.Err != nil {
 			row.Error = r.Err.Error()
+		} else if r.Took > 0 {
+			row.DoneS = math.Round(r.Took.Seconds()*1000) / 1000
+			sum.LastNode = max(sum.LastNode, r.Took)
+			if row.DownMbps > 0 {
+				sum.LinkBound = max(sum.LinkBound, time.Duration(float64(r.WireBytes)*8/(row.DownMbps*1e6)*float64(time.Second)))
+			}
 		}
 		if r.Via != "" {
 			sum.Relayed++

@@ -3,6 +3,7 @@ package remote
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/ed25519"
@@ -130,6 +131,9 @@ func addFile(tw *tar.Writer, p string, f TreeFile) error {
 type SyncNode struct {
 	Target Target
 	State  NodeState
+	// UpMbps is the node's uplink as its offer lists it (inet_up), 0 when
+	// unknown: the faster a node sends, the sooner it relays.
+	UpMbps float64
 }
 
 // SyncOptions tune Sync.
@@ -157,16 +161,22 @@ type SyncResult struct {
 	// Via names the node that relayed the archive; "" when this process
 	// sent it (or nothing was sent).
 	Via string
-	Err error
+	// Took is how long after the sync began the node held the tree (0
+	// when nothing was sent).
+	Took time.Duration
+	Err  error
 }
 
 // Sync brings every node's dest to the tree's state. Nodes holding the
 // same manifest need the same archive, so it is built once per group;
 // within a group this process sends it to Seeds nodes, and every node that
 // has it passes it on to one node at a time (a binomial tree over the
-// group: the holders double each round). A relay that fails is retried
-// directly from here, and the node that failed relays no more.
+// group: the holders double each round). The fastest uplinks are sent to
+// first and relay first, so the tree doubles at the speed of its best
+// links. A relay that fails is retried directly from here, and the node
+// that failed relays no more.
 func Sync(ctx context.Context, p *Pool, root string, files []TreeFile, nodes []SyncNode, opts SyncOptions) []SyncResult {
+	began := time.Now()
 	if opts.Seeds <= 0 {
 		opts.Seeds = 3
 	}
@@ -202,7 +212,7 @@ func Sync(ctx context.Context, p *Pool, root string, files []TreeFile, nodes []S
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := &distribution{p: p, opts: opts, nodes: nodes, results: results, archive: a.Data}
+			d := &distribution{p: p, opts: opts, nodes: nodes, results: results, archive: a.Data, began: began}
 			d.run(ctx, members)
 		}()
 	}
@@ -220,6 +230,7 @@ type distribution struct {
 	name    string // the archive's file name in dest
 	sum     string // the archive's hex SHA-256, checked by every receiver
 	tag     string // names this distribution's relay keys on the targets
+	began   time.Time
 }
 
 type outcome struct {
@@ -235,11 +246,25 @@ func (d *distribution) run(ctx context.Context, members []int) {
 	rand.Read(id[:])
 	d.tag = relayTag + hex.EncodeToString(id[:]) + "-"
 	relay := d.opts.Relay && len(members) > d.opts.Seeds
-	// Seeds that can pass the archive on come first.
+	// Seeds that can pass the archive on come first, the fastest senders
+	// first among them: each relays sooner and more often.
 	pending := slices.Clone(members)
 	slices.SortStableFunc(pending, func(a, b int) int {
-		return boolRank(d.nodes[b].State.CanRelay) - boolRank(d.nodes[a].State.CanRelay)
+		if c := boolRank(d.nodes[b].State.CanRelay) - boolRank(d.nodes[a].State.CanRelay); c != 0 {
+			return c
+		}
+		return cmp.Compare(d.nodes[b].UpMbps, d.nodes[a].UpMbps)
 	})
+	// addSource keeps the idle relays fastest first.
+	addSource := func(sources []int, s int) []int {
+		at, _ := slices.BinarySearchFunc(sources, d.nodes[s].UpMbps, func(i int, up float64) int {
+			return cmp.Compare(up, d.nodes[i].UpMbps) // descending; equal speeds keep arrival order
+		})
+		for at < len(sources) && d.nodes[sources[at]].UpMbps == d.nodes[s].UpMbps {
+			at++
+		}
+		return slices.Insert(sources, at, s)
+	}
 	var direct, sources []int
 	slots, seeded, inflight := d.opts.Parallel, 0, 0
 	if relay {
@@ -288,11 +313,12 @@ func (d *distribution) run(ctx context.Context, members []int) {
 			direct = append(direct, o.target)
 			continue
 		default:
-			sources = append(sources, o.source)
+			sources = addSource(sources, o.source)
 			d.results[o.target].Via = d.nodes[o.source].Target.Name
 		}
+		d.results[o.target].Took = time.Since(d.began)
 		if relay && d.nodes[o.target].State.CanRelay {
-			sources = append(sources, o.target)
+			sources = addSource(sources, o.target)
 		}
 	}
 	if relay {

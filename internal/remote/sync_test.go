@@ -254,3 +254,49 @@ func TestRelayKeyOnlyReceivesItsArchive(t *testing.T) {
 		t.Errorf("removing the relay key took the fleet's key with it:\n%s", b)
 	}
 }
+
+// TestSyncRelaysFromTheFastestUplinks: with one seed, this process sends
+// to the node with the fastest listed uplink, the tree grows from the
+// fast senders, and the slowest sender, served last, relays to nobody.
+// Every node says when it held the tree.
+func TestSyncRelaysFromTheFastestUplinks(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client not installed (the nodes relay with it)")
+	}
+	ups := []float64{10, 1000, 50, 500, 20, 200}
+	_, targets, _ := simFleet(t, len(ups), func(i int, dir string) []string {
+		tmp := filepath.Join(dir, "tmp")
+		os.MkdirAll(tmp, 0o700)
+		return []string{"TMPDIR=" + tmp}
+	})
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"train.py": "print(1)\n"})
+	files, err := ScanTree(src, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPool(Options{})
+	defer p.Close()
+	nodes := make([]SyncNode, len(targets))
+	for i, tg := range targets {
+		nodes[i] = SyncNode{Target: tg, State: NodeState{CanRelay: true}, UpMbps: ups[i]}
+	}
+	res := Sync(t.Context(), p, src, files, nodes, SyncOptions{Dest: "project", Seeds: 1, Relay: true})
+	relays := map[string]int{}
+	for i, r := range res {
+		if r.Err != nil || r.Files != 1 || r.Took <= 0 {
+			t.Fatalf("%s: %+v", targets[i].Name, r)
+		}
+		relays[r.Via]++
+	}
+	if res[1].Via != "" || relays[""] != 1 {
+		t.Errorf("this process sent to %d nodes, node-1 (1000 Mb/s up) via %q: want node-1 alone", relays[""], res[1].Via)
+	}
+	if relays["node-0"] != 0 {
+		t.Errorf("node-0, the slowest sender (10 Mb/s up), relayed to %d nodes", relays["node-0"])
+	}
+	if relays["node-1"] < 2 {
+		t.Errorf("node-1, the fastest sender, relayed to %d nodes: %v", relays["node-1"], relays)
+	}
+}

@@ -82,6 +82,9 @@ type Config struct {
 	// SyncBytes in SyncFiles files make the tree synced to every node.
 	SyncBytes int64
 	SyncFiles int
+	// Links paces each machine's SSH traffic at its offer's bandwidth
+	// (sim serve --links).
+	Links bool
 	// PhaseTimeout bounds each phase in wall time: its command is then
 	// interrupted (SIGINT), as a user's Ctrl+C, and the run goes on to
 	// destroy.
@@ -163,9 +166,14 @@ type Summary struct {
 	SSHOK       int     `json:"ssh_ok"`
 	ExecSpeedup float64 `json:"exec_speedup,omitempty"`
 	SyncOK      int     `json:"sync_ok"`
-	CollectOK   int     `json:"collect_ok"`
-	Destroyed   int     `json:"destroyed"`
-	WallS       float64 `json:"wall_s"`
+	// SyncLastS is when the last node held the synced tree, after the
+	// sync began; SyncLinkS the least that could take (the slowest node's
+	// archive over its listed downlink; 0: links not listed).
+	SyncLastS float64 `json:"sync_last_s,omitempty"`
+	SyncLinkS float64 `json:"sync_link_s,omitempty"`
+	CollectOK int     `json:"collect_ok"`
+	Destroyed int     `json:"destroyed"`
+	WallS     float64 `json:"wall_s"`
 	// SetupS is the market's and the coordinator's start (the agent
 	// built or found), before the first phase.
 	SetupS float64 `json:"setup_s"`
@@ -355,7 +363,19 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	add(p)
 
-	p = b.command(ctx, "sync", b.ready, append(append([]string{"sync", tree}, fleetFlag...), "--dest", "project", "--json"), parseRows)
+	p = b.command(ctx, "sync", b.ready, append(append([]string{"sync", tree}, fleetFlag...), "--dest", "project", "--json"),
+		func(out []byte) (int, string, error) {
+			ok, last, link, err := parseSync(out)
+			sum.SyncLastS, sum.SyncLinkS = last, link
+			note := ""
+			if last > 0 {
+				note = fmt.Sprintf("last node %.1fs", last)
+				if link > 0 {
+					note += fmt.Sprintf(", %.1fx its link's time", last/link)
+				}
+			}
+			return ok, note, err
+		})
 	sum.SyncOK = p.OK
 	add(p)
 
@@ -468,7 +488,7 @@ func (b *bench) startSim(ctx context.Context) error {
 	b.simURL = "http://" + addr
 	b.global = []string{"--server", "local", "--market", "sim", "--api-url", b.simURL, "--data-dir", b.data}
 	b.sim, err = b.background("sim", "--server", "local", "sim", "serve", "--addr", addr, "--seed", strconv.FormatInt(b.cfg.Seed, 10),
-		"--faults", b.cfg.Faults, "--time-scale", strconv.FormatFloat(b.cfg.TimeScale, 'g', -1, 64),
+		"--faults", b.cfg.Faults, "--time-scale", strconv.FormatFloat(b.cfg.TimeScale, 'g', -1, 64), "--links="+strconv.FormatBool(b.cfg.Links),
 		// Credit without end: at 60x a fleet of 1,000 spends the default
 		// $1,000 in under two wall minutes, and the benchmark measures
 		// scale, not the account.
@@ -930,6 +950,31 @@ func parseRows(out []byte) (int, string, error) {
 		}
 	}
 	return ok, "", nil
+}
+
+// parseSync reads sync's rows: the nodes reached, when the last held the
+// tree and the least that could take (seconds).
+func parseSync(out []byte) (ok int, last, link float64, err error) {
+	var rows []struct {
+		WireBytes int64   `json:"wire_bytes"`
+		DoneS     float64 `json:"done_s"`
+		DownMbps  float64 `json:"down_mbps"`
+		Error     string  `json:"error"`
+	}
+	if err := json.Unmarshal(out, &rows); err != nil {
+		return 0, 0, 0, fmt.Errorf("rows: %w", err)
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			continue
+		}
+		ok++
+		last = max(last, r.DoneS)
+		if r.DownMbps > 0 && r.DoneS > 0 {
+			link = max(link, float64(r.WireBytes)*8/(r.DownMbps*1e6))
+		}
+	}
+	return ok, round3(last), round3(link), nil
 }
 
 // parseCollect reads collect's rows: a node is reached when its job's

@@ -230,6 +230,7 @@ func (m *Market) boot(in *instance, open bool) {
 		Onstart: in.Onstart, Keys: keys, Ports: ports,
 		Hang: in.SSHHang, DropAfter: in.SSHDrop, FailOnstart: in.OnstartFail,
 		Hardware: m.hardware(m.offers[m.byID[in.OfferID]]),
+		Link:     m.link(in),
 	})
 	if err != nil {
 		m.log.Warn("sim: booting instance host", "id", in.ID, "err", err)
@@ -245,6 +246,15 @@ func (m *Market) boot(in *instance, open bool) {
 	if m.lies(in) {
 		m.startLiar(in, m.hosts.Dir(in.ID))
 	}
+}
+
+// link is the instance's machine's network link, when links are paced.
+func (m *Market) link(in *instance) host.Link {
+	if !m.cfg.Links {
+		return host.Link{}
+	}
+	o := &m.offers[m.byID[in.OfferID]]
+	return host.Link{DownMbps: o.InetDown, UpMbps: o.InetUp}
 }
 
 // runHostSync observes the clock for a served market, so that instances

@@ -104,6 +104,9 @@ type Config struct {
 	// loopback. Empty: instances are rows only, and nothing answers on
 	// their (still loopback) addresses.
 	HostDir string
+	// Links paces each machine's SSH traffic at its offer's inet_down and
+	// inet_up (host.Link); false leaves loopback at full speed.
+	Links bool
 	// Log receives the simulator's own warnings; nil discards them.
 	Log *slog.Logger
 	// IDBase fixes the offset of instance ids; 0 draws one at random.

@@ -73,6 +73,8 @@ type Spec struct {
 	// Hardware is what the machine truly has (hardware.go): its CPU duty
 	// cycle and the GPUs its nvidia-smi lists.
 	Hardware Hardware
+	// Link paces the machine's SSH traffic (link.go); zero: unpaced.
+	Link Link
 }
 
 // Manager holds the machines of one simulator, under one root directory.
@@ -252,7 +254,7 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 	if spec.Hang {
 		mc.hang = true // the listener stays open and nothing accepts
 	} else {
-		mc.serve(spec.DropAfter)
+		mc.serve(spec.DropAfter, spec.Link)
 	}
 	m.mu.Lock()
 	if m.closed {

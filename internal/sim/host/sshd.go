@@ -22,7 +22,7 @@ import (
 const Banner = "Welcome to vast.ai. If authentication fails, try again after a few seconds, and double check your ssh key.\nHave fun!\n"
 
 // serve runs the instance's SSH server on its listener.
-func (mc *machine) serve(dropAfter int64) {
+func (mc *machine) serve(dropAfter int64, link Link) {
 	srv := &gliderssh.Server{
 		Handler:     mc.session,
 		HostSigners: []gliderssh.Signer{mc.mgr.signer},
@@ -55,10 +55,15 @@ func (mc *machine) serve(dropAfter int64) {
 		}
 		return isLoopback(host)
 	}
-	if dropAfter > 0 {
-		srv.ConnCallback = func(_ gliderssh.Context, c net.Conn) net.Conn {
-			return &dropConn{Conn: c, left: dropAfter}
+	paced := newPacers(link)
+	srv.ConnCallback = func(_ gliderssh.Context, c net.Conn) net.Conn {
+		if paced.down != nil || paced.up != nil {
+			c = &pacedConn{Conn: c, p: paced}
 		}
+		if dropAfter > 0 {
+			c = &dropConn{Conn: c, left: dropAfter}
+		}
+		return c
 	}
 	mc.srv = srv
 	for _, ln := range mc.lns {
