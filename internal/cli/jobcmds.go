@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,7 +68,20 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	// Spend is counted to the market's now: on the simulator that is the
 	// market's own clock, which runs ahead of this machine's.
 	m := &fleet.Manager{S: recs.Store, Clock: f.viewClock(ctx, recs.Store), Log: f.log}
-	rows, err := job.Statuses(ctx, &job.Deps{Store: recs.Store, Fleet: m}, all, func(id string) bool { return jobRunAlive(f, id) })
+	d := &job.Deps{Store: recs.Store, Fleet: m}
+	// The coordinator's last heartbeats give what each job delivers per
+	// dollar; a data dir that never ran one has no database to read.
+	if dir, err := f.dataDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "coord.db")); err == nil {
+			db, err := f.coordDB(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			d.Results = db
+		}
+	}
+	rows, err := job.Statuses(ctx, d, all, func(id string) bool { return jobRunAlive(f, id) })
 	if err != nil {
 		return err
 	}
@@ -75,15 +92,28 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 		fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE")
+	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "PER $/HR")
 	for _, r := range rows {
 		state := r.State
 		if r.CutOff() {
 			state += ", cut off: up --resume " + r.ID
 		}
-		t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate))
+		t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), perDPHCell(r))
 	}
 	return t.flush()
+}
+
+// perDPHCell is a job's metrics per $/hr, by name, and how many of its
+// live nodes reported them.
+func perDPHCell(r job.Status) string {
+	if len(r.MetricsPerDPH) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.MetricsPerDPH)) {
+		parts = append(parts, fmt.Sprintf("%s %.4g", termsafe.Line(k), r.MetricsPerDPH[k]))
+	}
+	return fmt.Sprintf("%s (%d of %d nodes)", strings.Join(parts, ", "), r.Reporting, r.Live)
 }
 
 // downOptions is what `down` was asked.

@@ -515,6 +515,40 @@ func (d *DB) loadNodes(ctx context.Context) ([]savedNode, error) {
 	return out, rows.Err()
 }
 
+// Reported is a node's last heartbeat's metrics and when it came.
+type Reported struct {
+	At      time.Time
+	Metrics map[string]float64
+}
+
+// LastMetrics is each of the fleet's nodes' last reported metrics, by
+// instance id, as the coordinator last saved them: what a command in
+// another process can show of a running job without its coordinator.
+func (d *DB) LastMetrics(ctx context.Context, fleet string) (map[int64]Reported, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT last_seen, heartbeat FROM nodes WHERE fleet = ?`, fleet)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]Reported{}
+	for rows.Next() {
+		var seen, raw string
+		if err := rows.Scan(&seen, &raw); err != nil {
+			return nil, err
+		}
+		var hb wire.Heartbeat
+		if json.Unmarshal([]byte(raw), &hb) != nil || hb.InstanceID == 0 || len(hb.Metrics) == 0 {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339Nano, seen)
+		if prev, ok := out[hb.InstanceID]; ok && prev.At.After(at) {
+			continue // the instance's newer node row wins
+		}
+		out[hb.InstanceID] = Reported{At: at, Metrics: hb.Metrics}
+	}
+	return out, rows.Err()
+}
+
 // fleetsWithFindings counts findings per fleet, for the live counters at
 // start.
 func (d *DB) findingCounts(ctx context.Context) (map[string]int64, error) {

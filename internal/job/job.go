@@ -106,6 +106,7 @@ type Results interface {
 	Findings(ctx context.Context, fleet string, limit int) ([]wire.Finding, error)
 	ItemResults(ctx context.Context, fleet string) ([]coord.ItemResult, error)
 	ItemCounts(ctx context.Context, fleet string) (queued, leased, done int, err error)
+	LastMetrics(ctx context.Context, fleet string) (map[int64]coord.Reported, error)
 }
 
 // Watcher is the live coordinator: the fleet's view at this moment.

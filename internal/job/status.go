@@ -2,8 +2,10 @@ package job
 
 import (
 	"context"
+	"math"
 	"sort"
 
+	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -18,6 +20,12 @@ type Status struct {
 	Spent     float64 `json:"spent"`
 	Estimate  float64 `json:"estimate"`
 	Dashboard string  `json:"dashboard,omitempty"`
+	// MetricsPerDPH is each of the user's metrics, summed over the live
+	// instances that reported it, per $/hr those instances cost: what the
+	// fleet delivers per dollar. Reporting is how many live instances
+	// have reported metrics.
+	MetricsPerDPH map[string]float64 `json:"metrics_per_dph,omitempty"`
+	Reporting     int                `json:"nodes_reporting"`
 	// UpRunning: an up process (foreground, detached or resumed) still
 	// runs the job; a launching or running job without one was cut off
 	// (`up --resume JOB` or `down JOB`).
@@ -27,6 +35,32 @@ type Status struct {
 // CutOff: the job was launching or running and no up runs it any more.
 func (s Status) CutOff() bool {
 	return !s.UpRunning && (s.State == StateLaunching || s.State == StateRunning)
+}
+
+// perDPH sums each metric over the live instances that reported it and
+// divides by what those instances cost an hour.
+func perDPH(live []store.Instance, reports map[int64]coord.Reported) (map[string]float64, int) {
+	sum, cost := map[string]float64{}, map[string]float64{}
+	reporting := 0
+	for _, in := range live {
+		r, ok := reports[in.ID]
+		if !ok || in.DPHTotal <= 0 {
+			continue
+		}
+		reporting++
+		for k, v := range r.Metrics {
+			sum[k] += v
+			cost[k] += in.DPHTotal
+		}
+	}
+	if reporting == 0 {
+		return nil, 0
+	}
+	out := make(map[string]float64, len(sum))
+	for k, v := range sum {
+		out[k] = math.Round(v/cost[k]*1000) / 1000
+	}
+	return out, reporting
 }
 
 // Statuses are the jobs' statuses, newest first; upRunning says whether
@@ -41,6 +75,13 @@ func Statuses(ctx context.Context, d *Deps, recs []*Record, upRunning func(id st
 			return nil, err
 		}
 		row.Live = len(live)
+		if d.Results != nil {
+			reports, err := d.Results.LastMetrics(ctx, rec.ID)
+			if err != nil {
+				return nil, err
+			}
+			row.MetricsPerDPH, row.Reporting = perDPH(live, reports)
+		}
 		if cr, err := d.Fleet.Cost(ctx, rec.ID); err == nil {
 			row.Spent = cr.Total
 			for _, fc := range cr.Fleets {
