@@ -154,6 +154,17 @@ func TestExampleSweep(t *testing.T) {
 		t.Errorf("%d item files collected, want 40", len(files))
 	}
 
+	// status says what the job delivered for its money.
+	type delivered struct {
+		Spent          float64 `json:"spent"`
+		ItemsDone      int     `json:"items_done"`
+		ItemsPerDollar float64 `json:"items_per_dollar"`
+	}
+	st := decode[[]delivered](t, e.ok("status", rep.Job, "--json").out)
+	if len(st) != 1 || st[0].ItemsDone != 40 || st[0].Spent <= 0 || math.Abs(st[0].ItemsPerDollar-40/st[0].Spent) > 0.1 {
+		t.Errorf("status %+v: want 40 items and their number per dollar spent", st)
+	}
+
 	logs := decode[[]nodeLog](t, e.ok("logs", rep.Job, "--json").out)
 	if len(logs) != 3 {
 		t.Fatalf("logs of %d nodes, want 3: %+v", len(logs), logs)

@@ -92,7 +92,7 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 		fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "PER $/HR")
+	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
 	for _, r := range rows {
 		state := r.State
 		if r.CutOff() {
@@ -103,13 +103,20 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	return t.flush()
 }
 
-// perDPHCell is a job's metrics per $/hr, by name, and how many of its
-// live nodes reported them.
+// perDPHCell is what a job delivers for its money: work items per dollar
+// spent, and its metrics per $/hr, by name, with how many of its live
+// nodes reported them.
 func perDPHCell(r job.Status) string {
-	if len(r.MetricsPerDPH) == 0 {
-		return "-"
-	}
 	var parts []string
+	if r.ItemsPerDollar > 0 {
+		parts = append(parts, fmt.Sprintf("%d items, %.1f per $", r.ItemsDone, r.ItemsPerDollar))
+	}
+	if len(r.MetricsPerDPH) == 0 {
+		if len(parts) == 0 {
+			return "-"
+		}
+		return parts[0]
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.MetricsPerDPH)) {
 		parts = append(parts, fmt.Sprintf("%s %.4g", termsafe.Line(k), r.MetricsPerDPH[k]))
 	}

@@ -26,6 +26,10 @@ type Status struct {
 	// have reported metrics.
 	MetricsPerDPH map[string]float64 `json:"metrics_per_dph,omitempty"`
 	Reporting     int                `json:"nodes_reporting"`
+	// ItemsDone is the job's work items with a result, and ItemsPerDollar
+	// those per dollar spent so far (0 without items or spend).
+	ItemsDone      int     `json:"items_done"`
+	ItemsPerDollar float64 `json:"items_per_dollar,omitempty"`
 	// UpRunning: an up process (foreground, detached or resumed) still
 	// runs the job; a launching or running job without one was cut off
 	// (`up --resume JOB` or `down JOB`).
@@ -81,12 +85,18 @@ func Statuses(ctx context.Context, d *Deps, recs []*Record, upRunning func(id st
 				return nil, err
 			}
 			row.MetricsPerDPH, row.Reporting = perDPH(live, reports)
+			if _, _, done, err := d.Results.ItemCounts(ctx, rec.ID); err == nil {
+				row.ItemsDone = done
+			}
 		}
 		if cr, err := d.Fleet.Cost(ctx, rec.ID); err == nil {
 			row.Spent = cr.Total
 			for _, fc := range cr.Fleets {
 				row.DPH += fc.DPH
 			}
+		}
+		if row.ItemsDone > 0 && row.Spent > 0 {
+			row.ItemsPerDollar = math.Round(float64(row.ItemsDone)/row.Spent*10) / 10
 		}
 		rows = append(rows, row)
 	}
