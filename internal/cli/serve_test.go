@@ -320,59 +320,11 @@ func TestServeSurvivesKill9(t *testing.T) {
 	if !strings.Contains(upRes.err, "resuming it") {
 		t.Errorf("the client did not see the job resumed:\n%s", upRes.err)
 	}
-	st := serverJob(t, op, url, id)
-	if st.State != "done" || st.Live != 0 {
-		t.Errorf("after the restart: %+v", st)
-	}
-	if ls := op.ok("--server", url, "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
-		t.Errorf("instances left after the job (orphans): %s", ls.out)
-	}
-	// Money: what vastfleet reports is what the market billed.
-	cost := decode[map[string]any](t, op.ok("--server", url, "cost", "--json").out)
 	served, err := os.ReadFile(filepath.Join(e.home, "sim", servedSimFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(strings.TrimSpace(string(served)) + "/sim/ledger")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ledger struct {
-		Total float64 `json:"total"`
-	}
-	json.NewDecoder(resp.Body).Decode(&ledger)
-	resp.Body.Close()
-	if got := cost["total"].(float64); got < ledger.Total-0.01 || got > ledger.Total+0.01 || got == 0 {
-		t.Errorf("cost total $%.4f, the simulator's ledger $%.4f: want agreement to the cent", got, ledger.Total)
-	}
-	t.Logf("cost $%.4f, ledger $%.4f", cost["total"].(float64), ledger.Total)
-	res := filepath.Join(e.home, "serve", "results", id)
-	seenItems := map[string]int{}
-	for _, line := range lines(t, filepath.Join(res, "items.jsonl")) {
-		var it struct {
-			Value string `json:"value"`
-		}
-		json.Unmarshal([]byte(line), &it)
-		seenItems[it.Value]++
-	}
-	seenFinds := map[float64]int{}
-	for _, line := range lines(t, filepath.Join(res, "findings.jsonl")) {
-		var f struct {
-			Data struct {
-				N float64 `json:"n"`
-			} `json:"data"`
-		}
-		json.Unmarshal([]byte(line), &f)
-		seenFinds[f.Data.N]++
-	}
-	if len(seenItems) != items || len(seenFinds) != items {
-		t.Errorf("after kill -9: %d distinct item results, %d distinct findings; want %d each\nitems %v\nfindings %v", len(seenItems), len(seenFinds), items, seenItems, seenFinds)
-	}
-	dup := 0
-	for _, n := range seenFinds {
-		dup += n - 1
-	}
-	t.Logf("0 lost: %d items, %d findings (%d found twice: items run again after their lease ran out)", len(seenItems), len(seenFinds), dup)
+	checkServedJobEnd(t, op, url, id, e.home, strings.TrimSpace(string(served)), items)
 }
 
 func lines(t *testing.T, path string) []string {
@@ -424,4 +376,189 @@ func TestServeTLSPinned(t *testing.T) {
 	if r := e.fails("serve", "--addr", "0.0.0.0:0"); r.code != 2 || !strings.Contains(r.err, "add --tls") {
 		t.Errorf("a public address without TLS: exit %d %s", r.code, r.err)
 	}
+}
+
+// checkServedJobEnd: the server's job id ended done with nothing live and
+// no instance left, its cost agrees with the market's ledger to the cent,
+// and each of its items has a result and a finding.
+func checkServedJobEnd(t *testing.T, op *env, url, id, home, marketURL string, items int) {
+	t.Helper()
+	st := serverJob(t, op, url, id)
+	if st.State != "done" || st.Live != 0 {
+		t.Errorf("after the restart: %+v", st)
+	}
+	if ls := op.ok("--server", url, "ls", "--json"); strings.TrimSpace(ls.out) != "[]" {
+		t.Errorf("instances left after the job (orphans): %s", ls.out)
+	}
+	// Money: what vastfleet reports is what the market billed.
+	cost := decode[map[string]any](t, op.ok("--server", url, "cost", "--json").out)
+	resp, err := http.Get(marketURL + "/sim/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ledger struct {
+		Total float64 `json:"total"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ledger)
+	resp.Body.Close()
+	if got := cost["total"].(float64); got < ledger.Total-0.01 || got > ledger.Total+0.01 || got == 0 {
+		t.Errorf("cost total $%.4f, the simulator's ledger $%.4f: want agreement to the cent", got, ledger.Total)
+	}
+	t.Logf("cost $%.4f, ledger $%.4f", cost["total"].(float64), ledger.Total)
+	res := filepath.Join(home, "serve", "results", id)
+	seenItems := map[string]int{}
+	for _, line := range lines(t, filepath.Join(res, "items.jsonl")) {
+		var it struct {
+			Value string `json:"value"`
+		}
+		json.Unmarshal([]byte(line), &it)
+		seenItems[it.Value]++
+	}
+	seenFinds := map[float64]int{}
+	for _, line := range lines(t, filepath.Join(res, "findings.jsonl")) {
+		var f struct {
+			Data struct {
+				N float64 `json:"n"`
+			} `json:"data"`
+		}
+		json.Unmarshal([]byte(line), &f)
+		seenFinds[f.Data.N]++
+	}
+	if len(seenItems) != items || len(seenFinds) != items {
+		t.Errorf("%d distinct item results, %d distinct findings; want %d each\nitems %v\nfindings %v", len(seenItems), len(seenFinds), items, seenItems, seenFinds)
+	}
+	dup := 0
+	for _, n := range seenFinds {
+		dup += n - 1
+	}
+	t.Logf("0 lost: %d items, %d findings (%d found twice: items run again after their lease ran out)", len(seenItems), len(seenFinds), dup)
+}
+
+// TestServeRestoresFromItsReplica: a server replicating its data dir
+// (serve --replicate) is killed with SIGKILL mid-job and its data dir
+// deleted, as when its machine is lost. A server started on an empty data
+// dir with --restore-from, on the same address and coordinator address,
+// brings the data dir back and resumes the job: its agents find their
+// coordinator (same address, same certificate), the client's up follows
+// the job to its end, and no item, finding or dollar is lost. The market
+// is served apart, as vast.ai is: it outlives the controller.
+func TestServeRestoresFromItsReplica(t *testing.T) {
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	bin := filepath.Join(t.TempDir(), "vastfleet")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	marketAddr, addr, coordAddr := free(), free(), free()
+	marketURL, url := "http://"+marketAddr, "http://"+addr
+	market := exec.Command(bin, "sim", "serve", "--addr", marketAddr, "--faults", "none", "--time-scale", "60", "--state", filepath.Join(t.TempDir(), "market"))
+	if err := market.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { market.Process.Signal(syscall.SIGTERM); market.Wait() }()
+	waitFor(t, "the market", 30*time.Second, func() bool {
+		resp, err := http.Get(marketURL + "/sim/clock")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+
+	e := newEnv(t)
+	replicaURL := "file://" + filepath.Join(t.TempDir(), "replica")
+	env := append(os.Environ(), "VASTFLEET_HOME="+e.home, "VASTFLEET_CONFIG="+filepath.Join(t.TempDir(), "config"))
+	global := []string{"--market", "sim", "--api-url", marketURL}
+	tok, err := exec.Command(bin, append(global, "--data-dir", e.home, "serve", "token", "create", "ann", "--role", "operator")...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "serve.out")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	start := func(extra ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(append(global, "serve", "--addr", addr, "--agent-bin", agentBin, "--coord-addr", coordAddr), extra...)...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the server", 60*time.Second, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+		return cmd
+	}
+	srv := start("--replicate", replicaURL)
+	defer func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+	}()
+
+	const items = 30
+	op := client(t, strings.TrimSpace(string(tok)))
+	file := itemsJob(t, "moved", 3, items, "")
+	var upRes result
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		upRes = op.run("--server", url, "up", file, "--json")
+	}()
+	var id string
+	waitFor(t, "the job", 60*time.Second, func() bool {
+		rows := decode[[]jobStatus](t, op.ok("--server", url, "status", "--json").out)
+		if len(rows) == 1 {
+			id = rows[0].ID
+		}
+		return id != ""
+	})
+	db, err := coord.OpenDB(context.Background(), filepath.Join(e.home, "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doneAtKill int
+	waitFor(t, "items flowing", 3*time.Minute, func() bool {
+		_, _, done, err := db.ItemCounts(context.Background(), id)
+		doneAtKill = done
+		return err == nil && done >= 5
+	})
+	db.Close()
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	// The machine is gone: nothing of its data dir is left.
+	if err := os.RemoveAll(e.home); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the server with %d of %d items done, and deleted its data dir", doneAtKill, items)
+	srv = start("--restore-from", replicaURL)
+
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the client's up did not end; server log:\n%s", readFile(t, logPath))
+	}
+	if upRes.code != 0 {
+		t.Fatalf("up through the restore: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, logPath))
+	}
+	if log := readFile(t, logPath); !strings.Contains(log, "restored "+e.home+" from "+replicaURL) {
+		t.Errorf("the server did not say it restored:\n%s", log)
+	}
+	checkServedJobEnd(t, op, url, id, e.home, marketURL, items)
 }

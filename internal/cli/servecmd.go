@@ -20,15 +20,18 @@ import (
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/httpserver"
 	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
 
 type serveOptions struct {
-	Addr      string
-	TLS       bool
-	DB        string
-	AgentBin  string
-	CoordAddr string
+	Addr        string
+	TLS         bool
+	DB          string
+	AgentBin    string
+	CoordAddr   string
+	Replicate   string
+	RestoreFrom string
 }
 
 func newServeCmd(f *factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -62,7 +65,9 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 	fl.BoolVar(&opts.TLS, "tls", false, "serve HTTPS with a self-signed certificate kept in the data dir (its sha256 pin is printed: `context add --pin`)")
 	fl.StringVar(&opts.DB, "db", "", "the server's database (tokens, audit log, jobs): sqlite:PATH (default sqlite:DATA_DIR/serve.db) or postgres://USER:PASSWORD@HOST:PORT/DB")
 	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary the jobs' coordinators serve (as up --agent-bin)")
-	fl.StringVar(&opts.CoordAddr, "coord-addr", "", "where the jobs' coordinators listen (as up --coord-addr; default 127.0.0.1:0)")
+	fl.StringVar(&opts.CoordAddr, "coord-addr", "", "where the jobs' coordinators listen (as up --coord-addr; default 127.0.0.1:0). Give a fixed address to restore elsewhere: the agents keep calling it")
+	fl.StringVar(&opts.Replicate, "replicate", "", "replicate the data dir continuously (Litestream) to `URL`: file:///PATH or sftp://USER@HOST/PATH")
+	fl.StringVar(&opts.RestoreFrom, "restore-from", "", "before serving, bring an empty data dir back from the replica at `URL` (then go on replicating to it), and resume its jobs")
 	cmd.AddCommand(newServeTokenCmd(f), newServeAuditCmd(f))
 	return cmd
 }
@@ -117,6 +122,19 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	dbs, err := replicatedDBs(opts)
+	if err != nil {
+		return err
+	}
+	if opts.RestoreFrom != "" {
+		if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.log); err != nil {
+			return fmt.Errorf("serve --restore-from: %w", err)
+		}
+		fmt.Fprintf(f.io.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
+		if opts.Replicate == "" {
+			opts.Replicate = opts.RestoreFrom
+		}
+	}
 	db, err := f.serveDB(ctx, opts.DB)
 	if err != nil {
 		return err
@@ -128,6 +146,32 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	f.simHosts = true
 	if _, err := f.Provider(ctx); err != nil {
 		return err
+	}
+	if opts.Replicate != "" {
+		// Every database exists from the start, so that each is
+		// replicated from its first write.
+		if _, err := f.Store(ctx, false, ""); err != nil {
+			return err
+		}
+		cdb, err := f.coordDB(ctx)
+		if err != nil {
+			return err
+		}
+		cdb.Close()
+		rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.log)
+		if err != nil {
+			return fmt.Errorf("serve --replicate: %w", err)
+		}
+		// At the end the last changes go out; Litestream's own
+		// connections go with the process.
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := rep.Flush(fctx); err != nil {
+				fmt.Fprintf(f.io.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
+			}
+		}()
+		fmt.Fprintf(f.io.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
 	}
 	srv := server.New(server.Config{
 		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
@@ -191,6 +235,23 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	defer cancel()
 	hs.Shutdown(sctx)
 	return nil
+}
+
+// replicatedDBs are the data dir's databases a replica keeps: the store,
+// the coordinators' database and, unless it lives in PostgreSQL or outside
+// the data dir, the server's own.
+func replicatedDBs(opts *serveOptions) ([]string, error) {
+	dbs := []string{"state.db", "coord.db"}
+	if opts.Replicate == "" && opts.RestoreFrom == "" {
+		return dbs, nil
+	}
+	switch {
+	case opts.DB == "":
+		dbs = append(dbs, "serve.db")
+	case strings.HasPrefix(opts.DB, "sqlite:"):
+		return nil, usagef("--db %s with --replicate or --restore-from: the replica keeps the data dir's databases; leave --db out, or use PostgreSQL for the server's own", opts.DB)
+	}
+	return dbs, nil
 }
 
 // serveRunner runs one command for the server in this process, on the
