@@ -156,12 +156,17 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	fmt.Fprintf(f.io.ErrOut, "job %s submitted to %s (%d files); `vastfleet status %s`, `vastfleet down %s`\n", id, cl.URL, len(spec.Files), id, id)
 	if detach, _ := c.Flags().GetBool("detach"); detach {
 		if asJSON {
-			return writeJSON(f.io.Out, map[string]string{"job": id, "server": cl.URL})
+			jq, _ := c.Flags().GetString("jq")
+			return writeJSON(JSONFlags{JSON: true, JQ: jq}.out(f.io.Out), map[string]string{"job": id, "server": cl.URL})
 		}
 		fmt.Fprintln(f.io.Out, id)
 		return nil
 	}
-	code, err := cl.Follow(ctx, id, f.io.Out, f.io.ErrOut, func(note string) { fmt.Fprintf(f.io.ErrOut, "note: %s\n", note) })
+	// With --jq the report the server's up prints goes through the
+	// expression here, as a local up's would.
+	jq, _ := c.Flags().GetString("jq")
+	out := JSONFlags{JSON: asJSON, JQ: jq}.out(f.io.Out)
+	code, err := cl.Follow(ctx, id, out, f.io.ErrOut, func(note string) { fmt.Fprintf(f.io.ErrOut, "note: %s\n", note) })
 	if ctx.Err() != nil {
 		fmt.Fprintf(f.io.ErrOut, "\nstopped following; job %s runs on on the server (`vastfleet down %s` ends it)\n", id, id)
 		return ctx.Err()

@@ -515,7 +515,7 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		upRes = op.run("--server", url, "up", file, "--json")
+		upRes = op.run("--server", url, "up", file, "--jq", `"\(.job) \(.items_done)"`)
 	}()
 	var id string
 	waitFor(t, "the job", 60*time.Second, func() bool {
@@ -556,6 +556,10 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 	}
 	if upRes.code != 0 {
 		t.Fatalf("up through the restore: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, logPath))
+	}
+	// --jq ran over the server's report here, as over a local up's.
+	if got := strings.TrimSpace(upRes.out); got != fmt.Sprintf("%s %d", id, items) {
+		t.Errorf("up --jq printed %q, want %q", got, fmt.Sprintf("%s %d", id, items))
 	}
 	if log := readFile(t, logPath); !strings.Contains(log, "restored "+e.home+" from "+replicaURL) {
 		t.Errorf("the server did not say it restored:\n%s", log)
