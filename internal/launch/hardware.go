@@ -269,6 +269,7 @@ const agentPoll = 100 * time.Millisecond
 func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, drop []int64) {
 	if n.runningAt.IsZero() {
 		n.runningAt = now
+		r.timeBoot(n, now)
 	}
 	ck := r.spec.Checks
 	if ck.Usable != nil && !n.usable {

@@ -29,6 +29,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		}
 	}
 	r.lastTick = now
+	r.listingGap = dt
 	listed := make(map[int64]provider.Instance, len(l.Instances))
 	var redo []int64
 	for _, row := range l.Instances {
@@ -95,6 +96,14 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
 			}
 			n.state, n.sshHost, n.sshPort = st, host, port
+		}
+		if n.phase == phBooting {
+			switch {
+			case st != provider.StateRunning:
+				n.loadSeenAt, n.runSeenAt = now, time.Time{}
+			case n.runSeenAt.IsZero():
+				n.runSeenAt = now
+			}
 		}
 		seenRows = append(seenRows, row)
 		if p := r.pulls[n.id]; p != nil {
@@ -268,12 +277,7 @@ func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
 					continue
 				}
 				r.bootOK++
-				// Boots of instances rented before this process took
-				// over would include the pause: not timed.
-				if !n.rentedAt.Before(r.since) && n.load > 0 {
-					r.bootRatios = append(r.bootRatios, float64(now.Sub(n.rentedAt))/float64(n.load))
-					r.ratio = bootRatio(r.bootRatios)
-				}
+				r.timeGates(n, now)
 				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
 					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
 				// Past the deadline (a resume after it) the release is

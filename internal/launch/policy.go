@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/stat"
 )
 
 // The launch's decisions are pure functions of an observed snapshot, so
@@ -213,6 +214,51 @@ func bootRatio(observed []float64) float64 {
 	xs := append([]float64(nil), observed...)
 	sort.Float64s(xs)
 	return max(xs[len(xs)/2], 0.25)
+}
+
+// timeBoot samples the marketplace's boot of n against its offer's
+// estimate: it ended between the last listing that saw n loading and the
+// first that saw it running. Boots of instances rented before this
+// process took over would include the pause: not timed.
+func (r *runner) timeBoot(n *node, now time.Time) {
+	if n.rentedAt.Before(r.since) || n.load <= 0 {
+		return
+	}
+	end, from := n.runSeenAt, n.loadSeenAt
+	if end.IsZero() {
+		end = now
+	}
+	if from.Before(n.rentedAt) {
+		from = n.rentedAt
+	}
+	if took, ok := observedSpan(end.Sub(n.rentedAt), end.Sub(from), r.spec.PollEvery); ok {
+		r.bootRatios = append(r.bootRatios, float64(took)/float64(n.load))
+		r.ratio = bootRatio(r.bootRatios)
+	}
+}
+
+// timeGates samples how long n, ready at now, took through the readiness
+// gates after it first ran.
+func (r *runner) timeGates(n *node, now time.Time) {
+	if n.rentedAt.Before(r.since) || n.runningAt.IsZero() {
+		return
+	}
+	if took, ok := observedSpan(now.Sub(n.runningAt), r.listingGap, r.spec.PollEvery); ok {
+		r.gateTimes = append(r.gateTimes, took.Seconds())
+		r.gateTime = time.Duration(stat.Median(r.gateTimes) * float64(time.Second))
+	}
+}
+
+// observedSpan is a span seen ended by a listing gap after the one
+// before: it ended within the gap, so its middle is taken. When the gap
+// could hide most of the span (this process stalled, the laptop slept)
+// it is no measure at all: a thousand boots all seen at the end of one
+// stall once made the launch expect hours per boot and stop backfilling.
+func observedSpan(seen, gap, poll time.Duration) (time.Duration, bool) {
+	if gap > max(3*poll, seen/4) {
+		return 0, false
+	}
+	return seen - min(gap, seen)/2, true
 }
 
 // bootsInTime says whether a rental made at now, expected to load within

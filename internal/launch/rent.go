@@ -310,13 +310,14 @@ func (r *runner) need(now time.Time) int {
 	return loadingWanted(r.target(), booted, r.bootShare(now, load, lead)) - loading
 }
 
-// nextLoad is how long the next rental is expected to take to run: the
-// estimated load time of the best usable candidate, corrected by how this
-// launch's boots compared with their estimates.
+// nextLoad is how long the next rental is expected to take to be ready:
+// the estimated load time of the best usable candidate, corrected by how
+// this launch's boots compared with their estimates, and the time its
+// nodes take through the readiness gates.
 func (r *runner) nextLoad() time.Duration {
 	for _, c := range r.cands {
 		if r.usable(c) {
-			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer)) * r.ratio)
+			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer))*r.ratio) + r.gateTime
 		}
 	}
 	return 0

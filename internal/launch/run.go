@@ -67,12 +67,16 @@ type node struct {
 	// running and usable, whether its SSH handshake completed (else why
 	// not), its boot probe and whether it was judged.
 	runningAt, usableAt time.Time
-	usable              bool
-	unusable            string
-	probe               *wire.Probe
-	agentSeen           bool      // the coordinator has heard from its agent
-	dueAt               time.Time // wall time it first waited for its agent's probe
-	judged              bool
+	// loadSeenAt is the last listing that saw the node booting and not
+	// running, runSeenAt the first after it that saw it running: its boot
+	// ended between the two.
+	loadSeenAt, runSeenAt time.Time
+	usable                bool
+	unusable              string
+	probe                 *wire.Probe
+	agentSeen             bool      // the coordinator has heard from its agent
+	dueAt                 time.Time // wall time it first waited for its agent's probe
+	judged                bool
 
 	// Interruptible nodes: what the node bids ($/hr), whether a rival
 	// outbid it (until it runs again), and when the last change bid went.
@@ -157,11 +161,17 @@ type runner struct {
 	shortHW    int // nodes whose probe was short or failed
 	outbids    int // outbid episodes seen (interruptible launches)
 	rebids     int // change bids sent
-	// bootRatios: each timed boot over its offer's estimated load time;
-	// ratio is their bootRatio, kept as boots are timed rather than
-	// sorted again by every rent.
+	// bootRatios: each timed boot (rental to first seen running) over its
+	// offer's estimated load time; ratio is their bootRatio, kept as boots
+	// are timed rather than sorted again by every rent. gateTimes: how
+	// long booted nodes took through the readiness gates (SSH, agent,
+	// probe), gateTime their median. listingGap is the time between the
+	// last two listings: what a gate passed now may be late by.
 	bootRatios []float64
 	ratio      float64
+	gateTimes  []float64
+	gateTime   time.Duration
+	listingGap time.Duration
 	// What this run saw of boots and releases, for the shares that size
 	// the margins (bootShare, spares).
 	bootOK, bootFailed, releaseLost int

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -555,5 +557,48 @@ func TestThinMarketIsNamedAtTheStart(t *testing.T) {
 	if rec.evs[0].Event != EvStart || rec.evs[1].Event != EvWarn {
 		t.Errorf("the warning is not given at the start")
 	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}
+
+// TestStallDoesNotStopBackfill: this process stalls for four market
+// hours right after its rentals went out, before any booted (a laptop asleep, a machine starved of
+// CPU) while the market goes on. The boots it then sees all at once did
+// not take four hours: they are not timed, so the launch still expects
+// a replacement to boot in minutes and replaces the machines that never
+// loaded. Before, a thousand-node launch that stalled this way timed
+// every boot at the stall's length and rented no replacement.
+func TestStallDoesNotStopBackfill(t *testing.T) {
+	t.Parallel()
+	var stalled sync.Once
+	var e *launchsim.Env
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if strings.HasPrefix(req.URL.Path, "/api/v1/instances") && e.Clock.Now().Sub(launchsim.Start) > 20*time.Second {
+				stalled.Do(func() { e.Clock.Advance(4 * time.Hour) })
+			}
+			next.ServeHTTP(w, req)
+		})
+	}
+	var err error
+	e, err = launchsim.NewWrapped(context.Background(), 5, 3000, sim.Faults{StuckLoading: 0.3}, t.TempDir(), wrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	rec := &recorder{}
+	spec := baseSpec("stall", 20)
+	spec.Deadline = 6 * time.Hour
+	spec.ImageGB = 8 // each boot is estimated from the pull and unpack
+	// No hedges: what replaces the stuck machines is the backfill after
+	// their boot timeout, which renting only what can boot in time gates.
+	spec.HedgeAfter = -1
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 20 || sum.Replaced == 0 {
+		t.Errorf("after the stall: %d of 20 ready, %d replaced, %d failed; want every stuck machine replaced", sum.Ready, sum.Replaced, sum.Failed)
+	}
+	t.Logf("%d ready, %d failed, %d replaced; launch ended %v into the market", sum.Ready, sum.Failed, sum.Replaced, e.Clock.Now().Sub(launchsim.Start).Round(time.Minute))
 	checkNoLeaks(t, e.Mkt, e.St)
 }
