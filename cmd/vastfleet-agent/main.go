@@ -78,7 +78,7 @@ func run(args []string) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, agent.ErrOrphaned):
+	case errors.Is(err, agent.ErrOrphaned), errors.Is(err, agent.ErrLifetime):
 		log.Error("vastfleet-agent", "err", err)
 		return 3
 	default:

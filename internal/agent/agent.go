@@ -10,10 +10,12 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/filelock"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -21,6 +23,10 @@ import (
 // ErrOrphaned is what Run returns after the dead-man switch has stopped
 // or destroyed the instance.
 var ErrOrphaned = errors.New("the coordinator was silent too long: this instance stopped or destroyed itself")
+
+// ErrLifetime is what Run returns after the agent stopped its instance at
+// its maximum lifetime (the teardown ladder's first rung).
+var ErrLifetime = errors.New("this instance reached its maximum lifetime and stopped itself")
 
 // Finding batches: at most this many, and about this much JSON, a request,
 // well inside wire.MaxBody.
@@ -190,11 +196,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			s.run(sessCtx)
 		}()
 	}
-	orphaned := a.deadman(ctx)
+	ended := a.deadman(ctx, a.lifetimeEnd())
 	cancel()
 	wg.Wait()
-	if orphaned {
-		return ErrOrphaned
+	if ended != nil {
+		return ended
 	}
 	log.Info("agent stopping", "unsent_findings", sp.len(), "unsent_results", rs.len())
 	return nil
@@ -404,10 +410,43 @@ func (a *agent) flushFindings(ctx context.Context) error {
 	}
 }
 
+// firstRunFile keeps, in the state directory, when the instance first
+// ran: an agent started again (a restart, a stop and start) counts the
+// lifetime from there.
+const firstRunFile = "first-run"
+
+// lifetimeEnd is the wall time the instance's maximum lifetime ends, zero
+// for none.
+func (a *agent) lifetimeEnd() time.Time {
+	if a.cfg.MaxLifetime <= 0 {
+		return time.Time{}
+	}
+	p := filepath.Join(a.cfg.StateDir, firstRunFile)
+	first := time.Now()
+	if b, err := os.ReadFile(p); err == nil {
+		if t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b))); err == nil && t.Before(first) {
+			first = t
+		}
+	} else if err := atomicfile.WriteFile(p, []byte(first.UTC().Format(time.RFC3339Nano)+"\n"), 0o600); err != nil {
+		a.log.Warn("max lifetime: cannot keep the first run's time; counting from this start", "err", err)
+	}
+	end := first.Add(a.cfg.wall(a.cfg.MaxLifetime))
+	a.log.Info("max lifetime armed", "max_lifetime", a.cfg.MaxLifetime, "first_run", first.UTC(), "stops_in_wall", time.Until(end).Round(time.Second))
+	return end
+}
+
 // deadman waits for heartbeats to be acknowledged; when none has been for
-// the orphan-after time, it stops or destroys this instance and reports
-// true. It reports false when ctx ends first.
-func (a *agent) deadman(ctx context.Context) bool {
+// the orphan-after time, it stops or destroys this instance and returns
+// ErrOrphaned. At lifeEnd (zero: never) it stops the instance whatever the
+// coordinator says, and returns ErrLifetime. It returns nil when ctx ends
+// first.
+func (a *agent) deadman(ctx context.Context, lifeEnd time.Time) error {
+	var lifeC <-chan time.Time
+	if !lifeEnd.IsZero() {
+		lt := time.NewTimer(time.Until(lifeEnd))
+		defer lt.Stop()
+		lifeC = lt.C
+	}
 	armed := time.Now()
 	lastAck := armed
 	for {
@@ -425,12 +464,22 @@ func (a *agent) deadman(ctx context.Context) bool {
 			lastAck = time.Now()
 		case <-fire:
 			fired = true
+		case <-lifeC:
+			if t != nil {
+				t.Stop()
+			}
+			a.log.Error("max lifetime reached: stopping this instance, as the teardown ladder says",
+				"max_lifetime", a.cfg.MaxLifetime, "instance", a.cfg.InstanceID)
+			if err := selfAct(ctx, a.cfg, wire.PolicyStop, a.log); err != nil {
+				return nil // ctx ended while retrying
+			}
+			return ErrLifetime
 		}
 		if t != nil {
 			t.Stop()
 		}
 		if ctx.Err() != nil {
-			return false
+			return nil
 		}
 		if !fired {
 			continue
@@ -447,9 +496,9 @@ func (a *agent) deadman(ctx context.Context) bool {
 			"silent_for_market", time.Duration(float64(silent)*a.cfg.TimeScale).Round(time.Second), "time_scale", a.cfg.TimeScale,
 			"policy", policy, "instance", a.cfg.InstanceID, "never_acknowledged", lastAck.Equal(armed))
 		if err := selfAct(ctx, a.cfg, policy, a.log); err != nil {
-			return false // ctx ended while retrying
+			return nil // ctx ended while retrying
 		}
-		return true
+		return ErrOrphaned
 	}
 }
 

@@ -46,6 +46,10 @@ type Config struct {
 	// wire.PolicyDestroy. The coordinator's replies may change both.
 	OrphanAfter  time.Duration
 	OrphanPolicy string
+	// MaxLifetime, market time, has the agent stop its own instance this
+	// long after the instance first ran (the teardown ladder's first
+	// rung, held even when no coordinator or reap is left); 0: none.
+	MaxLifetime time.Duration
 	// TimeScale is market seconds per wall second (simulator only); 0 or 1
 	// on a real market. Every duration the agent is told (orphan-after, the
 	// heartbeat interval) is divided by it.
@@ -142,6 +146,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.OrphanPolicy = s
 	}
+	if s := strings.TrimSpace(getenv(wire.EnvMaxLifetime)); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return Config{}, fmt.Errorf("%s=%q: want a Go duration such as 12h (0: no lifetime)", wire.EnvMaxLifetime, s)
+		}
+		cfg.MaxLifetime = d
+	}
 	if s := strings.TrimSpace(getenv(wire.EnvTimeScale)); s != "" {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(f > 0) || f > 1e9 {
@@ -171,6 +182,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if cfg.ContainerKey == "" {
 			return Config{}, fmt.Errorf("%s is not set: the dead-man switch needs the instance's own key (or set %s=0 to disarm it)", wire.EnvContainerKey, wire.EnvOrphanAfter)
 		}
+	}
+	if cfg.MaxLifetime > 0 && (cfg.InstanceID == 0 || cfg.ContainerKey == "") {
+		return Config{}, fmt.Errorf("%s is set, but the agent cannot stop this instance without %s and %s", wire.EnvMaxLifetime, wire.EnvContainerID, wire.EnvContainerKey)
 	}
 	probe, err := ProbeFromEnv(getenv)
 	if err != nil {

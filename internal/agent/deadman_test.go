@@ -336,3 +336,53 @@ func TestInstalledAgentInASimulatedInstance(t *testing.T) {
 		t.Errorf("agent.log:\n%s", log)
 	}
 }
+
+// TestMaxLifetimeStopsItsInstance: with its coordinator alive and
+// acknowledging every heartbeat, the agent stops its own instance at its
+// maximum lifetime (3 market hours: 3.6 s at 3000x), counted from the
+// instance's first run as its state directory keeps it, and an agent
+// started again past the lifetime stops the instance again.
+func TestMaxLifetimeStopsItsInstance(t *testing.T) {
+	t.Parallel()
+	c := newFakeCoord(t, false)
+	c.reply = wire.HeartbeatReply{IntervalS: 60}
+	s := rentOne(t, map[string]string{
+		wire.EnvCoordURL:    c.srv.URL,
+		wire.EnvFleet:       "f1",
+		wire.EnvToken:       testToken,
+		wire.EnvMaxLifetime: "3h",
+		wire.EnvTimeScale:   "3000",
+		wire.EnvSessions:    `[{"name":"work","command":"exec sleep 1000"}]`,
+	})
+	cfg := s.agentConfig(t)
+	if cfg.MaxLifetime != 3*time.Hour {
+		t.Fatalf("max lifetime from the environment: %v", cfg.MaxLifetime)
+	}
+	// The instance first ran 2 wall seconds ago (100 market minutes).
+	first := time.Now().Add(-2 * time.Second)
+	os.MkdirAll(cfg.StateDir, 0o700)
+	os.WriteFile(filepath.Join(cfg.StateDir, firstRunFile), []byte(first.UTC().Format(time.RFC3339Nano)+"\n"), 0o600)
+	r := start(t, cfg)
+	if err := r.wait(t); !errors.Is(err, ErrLifetime) {
+		t.Fatalf("Run: %v, want ErrLifetime", err)
+	}
+	// Counted from the first run the state directory keeps, not from
+	// this start (timings are not checked: this machine may be busy).
+	if b, _ := os.ReadFile(filepath.Join(cfg.StateDir, firstRunFile)); strings.TrimSpace(string(b)) != first.UTC().Format(time.RFC3339Nano) {
+		t.Errorf("the first run's time became %q", b)
+	}
+	if _, n := c.lastHeartbeat(); n < 2 {
+		t.Errorf("%d heartbeats acknowledged: the coordinator was meant to be alive throughout", n)
+	}
+	if st := s.state(t); st.Intended != "stopped" || st.Destroyed {
+		t.Errorf("instance at its max lifetime: %+v", st)
+	}
+	b, _ := os.ReadFile(filepath.Join(cfg.StateDir, "agent.log"))
+	if !strings.Contains(string(b), "max lifetime reached") {
+		t.Errorf("agent.log does not say why:\n%s", b)
+	}
+	// Started again past its lifetime: it stops the instance again.
+	if err := start(t, cfg).wait(t); !errors.Is(err, ErrLifetime) {
+		t.Errorf("an agent started past the lifetime: %v", err)
+	}
+}

@@ -29,6 +29,7 @@ type Agent struct {
 	Sessions     []wire.Session
 	OrphanAfter  time.Duration // 0: the agent's default
 	OrphanPolicy string        // wire.PolicyStop or wire.PolicyDestroy
+	MaxLifetime  time.Duration // the agent stops its instance this long after it first ran; 0: never
 	TimeScale    float64       // simulator only; 0 or 1 on a real market
 	// TunnelPortBase > 0: the agent reaches the coordinator through a
 	// reverse tunnel that vastfleet keeps over SSH, on the node's
@@ -91,6 +92,9 @@ func AgentOnstart(user string, a Agent) (string, error) {
 	}
 	if a.OrphanPolicy != "" {
 		env[wire.EnvOrphanPolicy] = a.OrphanPolicy
+	}
+	if a.MaxLifetime > 0 {
+		env[wire.EnvMaxLifetime] = a.MaxLifetime.String()
 	}
 	if a.TimeScale > 0 && a.TimeScale != 1 {
 		env[wire.EnvTimeScale] = fmt.Sprint(a.TimeScale)

@@ -229,6 +229,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 		MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
 		Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id, Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
+		Ladder:      fleet.Ladder{MaxLifetime: jf.MaxLifetime, IdleAfter: jf.IdleAfter, IdleBelow: jf.IdleBelow, StoppedFor: jf.StoppedFor},
 		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL,
 	}
 	spec, err := lo.spec(launch.InterruptKeep)
@@ -265,6 +266,13 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	}
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return nil, job.Options{}, fmt.Errorf("reconcile before launching: %w", err)
+	}
+	if !lo.Ladder.IsZero() {
+		// Before renting: the coordinator's pass and reap apply it from
+		// the first boot, and the agents hold the lifetime themselves.
+		if err := fleet.SaveLadder(ctx, m.S, id, lo.Ladder); err != nil {
+			return nil, job.Options{}, err
+		}
 	}
 	recs, err := f.jobRecords(ctx)
 	if err != nil {

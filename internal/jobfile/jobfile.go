@@ -75,6 +75,13 @@ type Job struct {
 	// OnShortHardware is what the launch does with a node whose boot
 	// probe measures under 70% of its offer: replace (""), warn or keep.
 	OnShortHardware string
+	// The teardown ladder (max_lifetime, idle: {after, below},
+	// stopped_for): what stops and then destroys a node nobody tears
+	// down. Zero: rung not set.
+	MaxLifetime time.Duration
+	IdleAfter   time.Duration
+	IdleBelow   float64
+	StoppedFor  time.Duration
 
 	// Validate is how the coordinator checks the items' results (and,
 	// with Verify, the findings): a host's word is not taken as is.
@@ -164,9 +171,18 @@ type raw struct {
 	MaxDuration string            `yaml:"max_duration"`
 	OrphanAfter string            `yaml:"orphan_after"`
 	OnShort     string            `yaml:"on_short_hardware"`
+	MaxLifetime string            `yaml:"max_lifetime"`
+	Idle        *rawIdle          `yaml:"idle"`
+	StoppedFor  string            `yaml:"stopped_for"`
 	Validate    any               `yaml:"validate"`
 	SpotChecks  any               `yaml:"spot_checks"`
 	Verify      string            `yaml:"verify"`
+}
+
+// rawIdle is the ladder's idle rung: after a duration below a share.
+type rawIdle struct {
+	After string  `yaml:"after"`
+	Below float64 `yaml:"below"`
 }
 
 // rawTask is the planner's task description.
@@ -267,7 +283,8 @@ func yamlError(name string, err error) error {
 func knownKeys() []string {
 	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
 		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
-		"auto_destroy", "max_duration", "orphan_after", "on_short_hardware", "validate", "spot_checks", "verify"}
+		"auto_destroy", "max_duration", "orphan_after", "on_short_hardware", "validate", "spot_checks", "verify",
+		"max_lifetime", "idle", "stopped_for"}
 }
 
 // closest is the known key at edit distance ≤ 2 from k, if any.
@@ -396,6 +413,21 @@ func (v *validator) job(r *raw) (*Job, error) {
 	}
 	if j.OrphanAfter, err = v.duration("orphan_after", r.OrphanAfter); err != nil {
 		return nil, err
+	}
+	if j.MaxLifetime, err = v.duration("max_lifetime", r.MaxLifetime); err != nil {
+		return nil, err
+	}
+	if j.StoppedFor, err = v.duration("stopped_for", r.StoppedFor); err != nil {
+		return nil, err
+	}
+	if r.Idle != nil {
+		if j.IdleAfter, err = v.duration("idle", r.Idle.After); err != nil {
+			return nil, err
+		}
+		j.IdleBelow = r.Idle.Below
+		if j.IdleAfter <= 0 || !(j.IdleBelow > 0 && j.IdleBelow <= 100) {
+			return nil, v.fail("idle", "idle: {after: 30m, below: 5} (stop a node whose CPU and GPU stayed under 5% for 30 minutes)", "idle needs both after (a duration) and below (a percentage between 0 and 100)")
+		}
 	}
 	if j.OrphanAfter > 0 && j.OrphanAfter < time.Minute {
 		return nil, v.fail("orphan_after", "at least 1m, so that a slow network does not stop healthy nodes", "%s is too short", j.OrphanAfter)

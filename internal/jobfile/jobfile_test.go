@@ -30,12 +30,18 @@ auto_destroy: false
 max_duration: 1h
 orphan_after: 20m
 on_short_hardware: warn
+max_lifetime: 12h
+idle: {after: 30m, below: 5}
+stopped_for: 24h
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if j.OnShortHardware != "warn" {
 		t.Errorf("on_short_hardware %q", j.OnShortHardware)
+	}
+	if j.MaxLifetime != 12*time.Hour || j.IdleAfter != 30*time.Minute || j.IdleBelow != 5 || j.StoppedFor != 24*time.Hour {
+		t.Errorf("teardown ladder: lifetime %v, idle %v below %v%%, stopped for %v", j.MaxLifetime, j.IdleAfter, j.IdleBelow, j.StoppedFor)
 	}
 	if j.Market != "vast" || j.Budget != 12.5 || j.Count != 40 || j.MinReady != 36 || !j.Park || j.By != "vcpu" ||
 		j.AutoDestroy || j.MaxDuration != time.Hour || j.OrphanAfter != 20*time.Minute || len(j.Setup) != 2 || j.Env["PREFIX"] != "00000" {
@@ -81,6 +87,8 @@ func TestParseErrorsNameLineAndFix(t *testing.T) {
 		{"wrong type", "image: x\nrun: true\ncount: many\n", 3, ""},
 		{"items nobody runs", "image: x\nrun: true\nitems: 0..9\n", 3, "put {item} in run"},
 		{"backward range", "image: x\nrun: echo {item}\nitems: 9..0\n", 3, "runs backwards"},
+		{"idle without below", "image: x\nrun: true\nidle: {after: 30m}\n", 3, "idle: {after: 30m, below: 5}"},
+		{"bad lifetime", "image: x\nrun: true\nmax_lifetime: a day\n", 3, "a duration such as"},
 		{"missing items file", "image: x\nrun: echo {item}\nitems: nosuch.txt\n", 3, "relative to the task file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

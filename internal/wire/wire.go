@@ -43,6 +43,7 @@ const (
 	EnvSessions      = "VASTFLEET_SESSIONS"      // JSON array of Session
 	EnvOrphanAfter   = "VASTFLEET_ORPHAN_AFTER"  // Go duration: coordinator silence before the dead-man switch acts
 	EnvOrphanPolicy  = "VASTFLEET_ORPHAN_POLICY" // "stop" or "destroy"
+	EnvMaxLifetime   = "VASTFLEET_MAX_LIFETIME"  // Go duration: the agent stops its instance this long after it first ran
 	EnvTimeScale     = "VASTFLEET_TIME_SCALE"    // simulator only: market seconds per wall second
 	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
 	EnvItem          = "VASTFLEET_ITEM"          // set for an item run: the item's value
