@@ -21,7 +21,7 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newDestroyCmd(f, nil), newReconcileCmd(f, nil), newCostCmd(f, nil), newExportCmd(f, nil), newImportCmd(f, nil),
 		newLaunchCmd(f, nil), newCleanupCmd(f, nil), newHostsCmd(f, nil), newLogsCmd(f, nil), newSSHURLCmd(f, nil), newSCPURLCmd(f, nil), newBalanceCmd(f, nil),
 		newSSHCmd(f, nil), newExecCmd(f, nil), newSyncCmd(f, nil), newSetupCmd(f, nil), newCollectCmd(f, nil), newReapCmd(f, nil),
-		newUpCmd(f, nil), newStatusCmd(f, nil), newDownCmd(f, nil), newDemoCmd(f, nil), newHashworkCmd(f, nil), newHashcheckCmd(f),
+		newUpCmd(f, nil), newStatusCmd(f, nil), newDownCmd(f, nil), newResultsCmd(f, nil), newDemoCmd(f, nil), newHashworkCmd(f, nil), newHashcheckCmd(f),
 	}
 }
 

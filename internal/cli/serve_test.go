@@ -160,6 +160,21 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 	if ls := op.ok("ls", "--json"); strings.Contains(ls.out, `"state": "running"`) {
 		t.Errorf("instances left: %s", ls.out)
 	}
+	// The viewer downloads the job's results; a second download into the
+	// same place, and a job named as a path, are refused here.
+	to := t.TempDir()
+	if r := viewer.ok("--server", url, "results", id, "--to", to); strings.TrimSpace(r.out) != filepath.Join(to, id) {
+		t.Errorf("results printed %q", r.out)
+	}
+	if got := strings.Count(readFile(t, filepath.Join(to, id, "items.jsonl")), "\n"); got != 12 {
+		t.Errorf("downloaded %d item results, want 12", got)
+	}
+	if r := viewer.fails("--server", url, "results", id, "--to", to); !strings.Contains(r.err, "never overwrites") {
+		t.Errorf("a second download into the same place: exit %d %s", r.code, r.err)
+	}
+	if r := viewer.fails("--server", url, "results", "../x", "--to", to); r.code != 2 {
+		t.Errorf("a job named as a path: exit %d %s", r.code, r.err)
+	}
 	// A second job, ended by down while its items wait: its up on the
 	// server stops with the nodes kept, then down collects, destroys and
 	// reports to the client that asked.
@@ -213,7 +228,7 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 		got = append(got, a.Who+" "+a.Action+" "+a.Outcome)
 	}
 	want := []string{"vic submit denied", "ann submit queued", "vic destroy denied", "vic launch denied", "vic down denied",
-		"vic dashboard opened", "ann dashboard opened", "ann submit queued", "ann down exit 0"}
+		"vic dashboard opened", "ann dashboard opened", "vic results sent", "ann submit queued", "ann down exit 0"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

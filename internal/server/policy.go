@@ -43,6 +43,9 @@ func allowed(role, action string) bool {
 	if op, ok := Ops[action]; ok {
 		need = op.Role
 	}
+	if action == ActionResults {
+		need = RoleViewer
+	}
 	return role == RoleOperator || need == RoleViewer && role == RoleViewer
 }
 

@@ -238,6 +238,7 @@ func (s *Server) end(jr *jobRun, code int) {
 //	POST /v1/jobs?name=N[&json=1]     submit a job bundle (operator)
 //	GET  /v1/jobs                     the server's jobs
 //	GET  /v1/jobs/{id}/follow?offset= a job's output frames, as they come
+//	GET  /v1/jobs/{id}/results        a job's results directory, a gzip'd tar
 //	POST /v1/run                      run a command ({"args": [...]}), its output as frames
 //	GET  /v1/audit                    the audit log (operator)
 //	GET  /dashboard/{id}/?token=T     a job's live dashboard, then served from /
@@ -265,6 +266,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, rows)
 	}))
 	mux.HandleFunc("GET /v1/jobs/{id}/follow", s.authed(s.follow))
+	mux.HandleFunc("GET /v1/jobs/{id}/results", s.authed(s.results))
 	mux.HandleFunc("POST /v1/run", s.authed(s.run))
 	mux.HandleFunc("GET /v1/audit", s.authed(func(w http.ResponseWriter, r *http.Request, who Identity) {
 		if !s.permit(w, r, who, "audit", "") {
@@ -357,6 +359,10 @@ func (s *Server) audit(ctx context.Context, who Identity, action, target, outcom
 }
 
 var jobName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ValidJobName reports whether s is a job's name as the server makes
+// them (never a path).
+func ValidJobName(s string) bool { return jobName.MatchString(s) }
 
 // submit takes a job bundle, unpacks it and queues the job.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, who Identity) {
