@@ -42,11 +42,22 @@ func MarkedPIDs(marker string) []int {
 // entry that match says is theirs: one pass over /proc for any number of
 // markers. None where there is no /proc.
 func PIDsWithEnv(match func(entry string) bool) []int {
+	var out []int
+	for pid := range EnvEntries(match) {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// EnvEntries is PIDsWithEnv with, for each process, the entry that
+// matched: a caller that reads /proc first and decides later can still
+// tell the processes apart.
+func EnvEntries(match func(entry string) bool) map[int]string {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []int
+	out := map[int]string{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
@@ -58,7 +69,7 @@ func PIDsWithEnv(match func(entry string) bool) []int {
 		}
 		for entry := range strings.SplitSeq(string(b), "\x00") {
 			if match(entry) {
-				out = append(out, pid)
+				out[pid] = entry
 				break
 			}
 		}

@@ -142,8 +142,18 @@ func (m *Manager) sweepLoop() {
 			prefixes[k] = ""
 		}
 		s.mu.Unlock()
-		// Held through the pass: a machine booted again meanwhile must not
-		// start processes between the look at what runs and the kill.
+		// /proc is read without the lock: with a thousand machines on a
+		// busy computer a pass takes seconds, and every boot and stop (so
+		// every create and destroy of the market) waits on m.mu. Which
+		// boot runs is read after it, under the lock: a boot started
+		// during the read is the one running then, and spared.
+		found := procgroup.EnvEntries(func(e string) bool {
+			if !strings.HasPrefix(e, markerKey) {
+				return false
+			}
+			_, ok := prefixes[bootPrefix(e)]
+			return ok
+		})
 		m.mu.Lock()
 		for _, mc := range m.running { // one boot runs per machine
 			p := bootPrefix(mc.marker)
@@ -151,15 +161,15 @@ func (m *Manager) sweepLoop() {
 				prefixes[p] = mc.marker
 			}
 		}
+		var kill []int
+		for pid, e := range found {
+			if e != prefixes[bootPrefix(e)] {
+				kill = append(kill, pid)
+			}
+		}
 		// Frozen together, then killed: as a container goes down at once,
 		// no supervisor (the agent) sees its child die and reports it.
-		procgroup.KillAll(procgroup.PIDsWithEnv(func(e string) bool {
-			if !strings.HasPrefix(e, markerKey) {
-				return false
-			}
-			spared, ok := prefixes[bootPrefix(e)]
-			return ok && e != spared
-		}))
+		procgroup.KillAll(kill)
 		m.mu.Unlock()
 		s.mu.Lock()
 		for k := range prefixes {
