@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -288,33 +287,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 
 	const items = 30
 	op := client(t, strings.TrimSpace(string(tok)))
-	file := itemsJob(t, "durable", 3, items, "")
-	var upRes result
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		upRes = op.run("--server", url, "up", file, "--json")
-	}()
-	var id string
-	waitFor(t, "the job", 60*time.Second, func() bool {
-		rows := decode[[]jobStatus](t, op.ok("--server", url, "status", "--json").out)
-		if len(rows) == 1 {
-			id = rows[0].ID
-		}
-		return id != ""
-	})
-	db, err := coord.OpenDB(context.Background(), filepath.Join(e.home, "coord.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doneAtKill int
-	waitFor(t, "items flowing", 3*time.Minute, func() bool {
-		_, _, done, err := db.ItemCounts(context.Background(), id)
-		doneAtKill = done
-		return err == nil && done >= 5
-	})
-	db.Close()
+	id, doneAtKill, followed := submitUntilItemsFlow(t, op, url, e.home, itemsJob(t, "durable", 3, items, ""), "--json")
 	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -322,13 +295,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 	t.Logf("killed the server with %d of %d items done", doneAtKill, items)
 	srv = start()
 
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(5 * time.Minute):
-		t.Fatalf("the client's up did not end; server log:\n%s", readFile(t, filepath.Join(e.home, "serve.out")))
-	}
+	upRes := followed(filepath.Join(e.home, "serve.out"))
 	if upRes.code != 0 {
 		t.Fatalf("up through the restart: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, filepath.Join(e.home, "serve.out")))
 	}
@@ -524,33 +491,7 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 
 	const items = 30
 	op := client(t, strings.TrimSpace(string(tok)))
-	file := itemsJob(t, "moved", 3, items, "")
-	var upRes result
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		upRes = op.run("--server", url, "up", file, "--jq", `"\(.job) \(.items_done)"`)
-	}()
-	var id string
-	waitFor(t, "the job", 60*time.Second, func() bool {
-		rows := decode[[]jobStatus](t, op.ok("--server", url, "status", "--json").out)
-		if len(rows) == 1 {
-			id = rows[0].ID
-		}
-		return id != ""
-	})
-	db, err := coord.OpenDB(context.Background(), filepath.Join(e.home, "coord.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doneAtKill int
-	waitFor(t, "items flowing", 3*time.Minute, func() bool {
-		_, _, done, err := db.ItemCounts(context.Background(), id)
-		doneAtKill = done
-		return err == nil && done >= 5
-	})
-	db.Close()
+	id, doneAtKill, followed := submitUntilItemsFlow(t, op, url, e.home, itemsJob(t, "moved", 3, items, ""), "--jq", `"\(.job) \(.items_done)"`)
 	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -562,13 +503,7 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 	t.Logf("killed the server with %d of %d items done, and deleted its data dir", doneAtKill, items)
 	srv = start("--restore-from", replicaURL)
 
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(5 * time.Minute):
-		t.Fatalf("the client's up did not end; server log:\n%s", readFile(t, logPath))
-	}
+	upRes := followed(logPath)
 	if upRes.code != 0 {
 		t.Fatalf("up through the restore: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, logPath))
 	}
@@ -580,4 +515,45 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 		t.Errorf("the server did not say it restored:\n%s", log)
 	}
 	checkServedJobEnd(t, op, url, id, e.home, marketURL, items)
+}
+
+// submitUntilItemsFlow has op submit the task file to the server at url
+// (whose data dir is home) and follow it with up's extra flags, and
+// returns once at least 5 of its items are done: the job's id, the items
+// done then, and followed, which waits (5 minutes at most, then fails
+// with the server log at logPath) for the client's up to end.
+func submitUntilItemsFlow(t *testing.T, op *env, url, home, file string, flags ...string) (id string, done int, followed func(logPath string) result) {
+	t.Helper()
+	var upRes result
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		upRes = op.run(append([]string{"--server", url, "up", file}, flags...)...)
+	}()
+	waitFor(t, "the job", 60*time.Second, func() bool {
+		rows := decode[[]jobStatus](t, op.ok("--server", url, "status", "--json").out)
+		if len(rows) == 1 {
+			id = rows[0].ID
+		}
+		return id != ""
+	})
+	db, err := coord.OpenDB(context.Background(), filepath.Join(home, "coord.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "items flowing", 3*time.Minute, func() bool {
+		_, _, n, err := db.ItemCounts(context.Background(), id)
+		done = n
+		return err == nil && n >= 5
+	})
+	db.Close()
+	return id, done, func(logPath string) result {
+		t.Helper()
+		select {
+		case <-finished:
+		case <-time.After(5 * time.Minute):
+			t.Fatalf("the client's up did not end; server log:\n%s", readFile(t, logPath))
+		}
+		return upRes
+	}
 }

@@ -62,25 +62,13 @@ func Pack(w io.Writer, s BundleSpec) error {
 	if err := add(TaskName, 0o600, bytes.NewReader(task), int64(len(task))); err != nil {
 		return err
 	}
-	addFile := func(name, p string) error {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		return add(name, int64(fi.Mode().Perm()), f, fi.Size())
-	}
 	for _, rel := range s.Files {
-		if err := addFile(WorkdirName+"/"+rel, filepath.Join(s.Workdir, filepath.FromSlash(rel))); err != nil {
+		if err := tarFile(tw, WorkdirName+"/"+rel, filepath.Join(s.Workdir, filepath.FromSlash(rel))); err != nil {
 			return err
 		}
 	}
 	if s.Items != "" {
-		if err := addFile(ItemsName, s.Items); err != nil {
+		if err := tarFile(tw, ItemsName, s.Items); err != nil {
 			return err
 		}
 	}
@@ -88,6 +76,25 @@ func Pack(w io.Writer, s BundleSpec) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// tarFile adds the file at p to tw as name, with its mode bits, size as
+// read when opened, and its modification time.
+func tarFile(tw *tar.Writer, name, p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err = io.CopyN(tw, f, fi.Size())
+	return err
 }
 
 // rewriteTask points the task file's workdir and items file inside the

@@ -60,20 +60,7 @@ func PackDir(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: int64(fi.Mode().Perm()), Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err = io.CopyN(tw, f, fi.Size())
-		return err
+		return tarFile(tw, filepath.ToSlash(rel), p)
 	})
 	if err != nil {
 		return err
