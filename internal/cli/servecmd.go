@@ -147,12 +147,15 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if _, err := f.Provider(ctx); err != nil {
 		return err
 	}
+	// The store is made (and migrated) before any command runs, so that no
+	// client's command opens it while a job's up is still creating it
+	// (seen once, under load, as a status failing with SQLITE_BUSY).
+	if _, err := f.Store(ctx, false, ""); err != nil {
+		return err
+	}
 	if opts.Replicate != "" {
 		// Every database exists from the start, so that each is
 		// replicated from its first write.
-		if _, err := f.Store(ctx, false, ""); err != nil {
-			return err
-		}
 		cdb, err := f.coordDB(ctx)
 		if err != nil {
 			return err
