@@ -20,9 +20,12 @@ type SyncRow struct {
 	WireBytes int64  `json:"wire_bytes"`
 	Via       string `json:"via,omitempty"` // the node that relayed the archive
 	// DoneS is how many seconds after the sync began the node held the
-	// tree; DownMbps its downlink as listed (0: not listed).
+	// tree; DownMbps its downlink as listed (0: not listed), and LinkS
+	// the seconds its archive takes over that downlink: the least DoneS
+	// could be.
 	DoneS    float64 `json:"done_s,omitempty"`
 	DownMbps float64 `json:"down_mbps,omitempty"`
+	LinkS    float64 `json:"link_s,omitempty"`
 	Error    string  `json:"error,omitempty"`
 }
 
@@ -91,7 +94,9 @@ func (o *Ops) Sync(ctx context.Context, nodes []Node, opts SyncOptions) ([]SyncR
 			row.DoneS = math.Round(r.Took.Seconds()*1000) / 1000
 			sum.LastNode = max(sum.LastNode, r.Took)
 			if row.DownMbps > 0 {
-				sum.LinkBound = max(sum.LinkBound, time.Duration(float64(r.WireBytes)*8/(row.DownMbps*1e6)*float64(time.Second)))
+				link := float64(r.WireBytes) * 8 / (row.DownMbps * 1e6)
+				row.LinkS = math.Round(link*1000) / 1000
+				sum.LinkBound = max(sum.LinkBound, time.Duration(link*float64(time.Second)))
 			}
 		}
 		if r.Via != "" {

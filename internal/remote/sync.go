@@ -255,13 +255,12 @@ func (d *distribution) run(ctx context.Context, members []int) {
 		}
 		return cmp.Compare(d.nodes[b].UpMbps, d.nodes[a].UpMbps)
 	})
-	// addSource keeps the idle relays fastest first.
+	// addSource keeps the idle relays fastest first, equal speeds in the
+	// order they came.
 	addSource := func(sources []int, s int) []int {
-		at, _ := slices.BinarySearchFunc(sources, d.nodes[s].UpMbps, func(i int, up float64) int {
-			return cmp.Compare(up, d.nodes[i].UpMbps) // descending; equal speeds keep arrival order
-		})
-		for at < len(sources) && d.nodes[sources[at]].UpMbps == d.nodes[s].UpMbps {
-			at++
+		at := slices.IndexFunc(sources, func(i int) bool { return d.nodes[i].UpMbps < d.nodes[s].UpMbps })
+		if at < 0 {
+			at = len(sources)
 		}
 		return slices.Insert(sources, at, s)
 	}

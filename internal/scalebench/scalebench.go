@@ -956,10 +956,9 @@ func parseRows(out []byte) (int, string, error) {
 // tree and the least that could take (seconds).
 func parseSync(out []byte) (ok int, last, link float64, err error) {
 	var rows []struct {
-		WireBytes int64   `json:"wire_bytes"`
-		DoneS     float64 `json:"done_s"`
-		DownMbps  float64 `json:"down_mbps"`
-		Error     string  `json:"error"`
+		DoneS float64 `json:"done_s"`
+		LinkS float64 `json:"link_s"`
+		Error string  `json:"error"`
 	}
 	if err := json.Unmarshal(out, &rows); err != nil {
 		return 0, 0, 0, fmt.Errorf("rows: %w", err)
@@ -969,10 +968,7 @@ func parseSync(out []byte) (ok int, last, link float64, err error) {
 			continue
 		}
 		ok++
-		last = max(last, r.DoneS)
-		if r.DownMbps > 0 && r.DoneS > 0 {
-			link = max(link, float64(r.WireBytes)*8/(r.DownMbps*1e6))
-		}
+		last, link = max(last, r.DoneS), max(link, r.LinkS)
 	}
 	return ok, round3(last), round3(link), nil
 }
