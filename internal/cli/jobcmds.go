@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,15 +69,13 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	d := &job.Deps{Store: recs.Store, Fleet: m}
 	// The coordinator's last heartbeats give what each job delivers per
 	// dollar; a data dir that never ran one has no database to read.
-	if dir, err := f.dataDir(); err == nil {
-		if _, err := os.Stat(filepath.Join(dir, "coord.db")); err == nil {
-			db, err := f.coordDB(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			d.Results = db
-		}
+	db, err := f.existingCoordDB(ctx)
+	if err != nil {
+		return err
+	}
+	if db != nil {
+		defer db.Close()
+		d.Results = db
 	}
 	rows, err := job.Statuses(ctx, d, all, func(id string) bool { return jobRunAlive(f, id) })
 	if err != nil {
@@ -111,16 +107,16 @@ func perDPHCell(r job.Status) string {
 	if r.ItemsPerDollar > 0 {
 		parts = append(parts, fmt.Sprintf("%d items, %.1f per $", r.ItemsDone, r.ItemsPerDollar))
 	}
-	if len(r.MetricsPerDPH) == 0 {
-		if len(parts) == 0 {
-			return "-"
-		}
-		return parts[0]
-	}
 	for _, k := range slices.Sorted(maps.Keys(r.MetricsPerDPH)) {
 		parts = append(parts, fmt.Sprintf("%s %.4g", termsafe.Line(k), r.MetricsPerDPH[k]))
 	}
-	return fmt.Sprintf("%s (%d of %d nodes)", strings.Join(parts, ", "), r.Reporting, r.Live)
+	switch {
+	case len(parts) == 0:
+		return "-"
+	case len(r.MetricsPerDPH) > 0:
+		return fmt.Sprintf("%s (%d of %d nodes)", strings.Join(parts, ", "), r.Reporting, r.Live)
+	}
+	return parts[0]
 }
 
 // downOptions is what `down` was asked.

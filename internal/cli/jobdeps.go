@@ -204,6 +204,20 @@ func (f *factory) coordDB(ctx context.Context) (*coord.DB, error) {
 	return coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
 }
 
+// existingCoordDB opens the data dir's coordinator database when a
+// coordinator ever ran here; nil (and no error) when none did, so that a
+// command that only reads creates nothing.
+func (f *factory) existingCoordDB(ctx context.Context) (*coord.DB, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coord.db")); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return f.coordDB(ctx)
+}
+
 // viewClock is the market's now for a command that only reads the store:
 // on the simulator, the clock of the process that serves the market, else
 // the last time the store saw the market (its time stands still while no

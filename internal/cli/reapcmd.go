@@ -66,10 +66,6 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 	if opts.Policy != wire.PolicyStop && opts.Policy != wire.PolicyDestroy {
 		return usagef("--orphan-policy %q: use stop or destroy", opts.Policy)
 	}
-	dir, err := f.dataDir()
-	if err != nil {
-		return err
-	}
 	m, err := f.refreshed(ctx, holderName("reap"))
 	if err != nil {
 		return err
@@ -103,13 +99,13 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "coord.db")); errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
-		return errors.Join(errs...)
-	}
-	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	db, err := f.existingCoordDB(ctx)
 	if err != nil {
 		return err
+	}
+	if db == nil {
+		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
+		return errors.Join(errs...)
 	}
 	defer db.Close()
 	n := 0
