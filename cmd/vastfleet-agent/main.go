@@ -78,7 +78,7 @@ func run(args []string) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, agent.ErrOrphaned), errors.Is(err, agent.ErrLifetime):
+	case errors.Is(err, agent.ErrOrphaned), errors.Is(err, agent.ErrLifetime), errors.Is(err, agent.ErrIdle):
 		log.Error("vastfleet-agent", "err", err)
 		return 3
 	default:

@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		spool:       sp,
 		results:     rs,
 		wakeResults: make(chan struct{}, 1),
-		stats:       newSampler("/sys/fs/cgroup", "/proc", cfg.StateDir),
+		stats:       newSampler(cfg.Cgroup, "/proc", cfg.StateDir),
 		boot:        randomID(),
 		metrics:     map[string]float64{},
 		wakeSender:  make(chan struct{}, 1),
@@ -196,7 +196,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			s.run(sessCtx)
 		}()
 	}
-	ended := a.deadman(ctx, a.lifetimeEnd())
+	ended := a.deadman(ctx, a.lifetimeEnd(), a.watchIdle(ctx))
 	cancel()
 	wg.Wait()
 	if ended != nil {
@@ -438,9 +438,9 @@ func (a *agent) lifetimeEnd() time.Time {
 // deadman waits for heartbeats to be acknowledged; when none has been for
 // the orphan-after time, it stops or destroys this instance and returns
 // ErrOrphaned. At lifeEnd (zero: never) it stops the instance whatever the
-// coordinator says, and returns ErrLifetime. It returns nil when ctx ends
-// first.
-func (a *agent) deadman(ctx context.Context, lifeEnd time.Time) error {
+// coordinator says, and returns ErrLifetime; when idle closes, likewise,
+// and returns ErrIdle. It returns nil when ctx ends first.
+func (a *agent) deadman(ctx context.Context, lifeEnd time.Time, idle <-chan struct{}) error {
 	var lifeC <-chan time.Time
 	if !lifeEnd.IsZero() {
 		lt := time.NewTimer(time.Until(lifeEnd))
@@ -474,6 +474,16 @@ func (a *agent) deadman(ctx context.Context, lifeEnd time.Time) error {
 				return nil // ctx ended while retrying
 			}
 			return ErrLifetime
+		case <-idle:
+			if t != nil {
+				t.Stop()
+			}
+			a.log.Error("idle: stopping this instance, as the teardown ladder says",
+				"idle_after", a.cfg.IdleAfter, "idle_below_percent", a.cfg.IdleBelow, "instance", a.cfg.InstanceID)
+			if err := selfAct(ctx, a.cfg, wire.PolicyStop, a.log); err != nil {
+				return nil // ctx ended while retrying
+			}
+			return ErrIdle
 		}
 		if t != nil {
 			t.Stop()

@@ -17,6 +17,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -50,6 +51,15 @@ type Config struct {
 	// long after the instance first ran (the teardown ladder's first
 	// rung, held even when no coordinator or reap is left); 0: none.
 	MaxLifetime time.Duration
+	// IdleAfter, market time, has the agent stop its own instance once its
+	// CPU and GPU use, averaged over that long, stayed below IdleBelow
+	// percent (the ladder's idle rung; only the instance sees its use);
+	// 0: none.
+	IdleAfter time.Duration
+	IdleBelow float64
+	// Cgroup is the cgroup v2 directory the agent reads the container's
+	// CPU use and quota from; /proc is read where it holds no cpu.stat.
+	Cgroup string
 	// TimeScale is market seconds per wall second (simulator only); 0 or 1
 	// on a real market. Every duration the agent is told (orphan-after, the
 	// heartbeat interval) is divided by it.
@@ -108,6 +118,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		StateDir:     getenv(wire.EnvStateDir),
 		ContainerKey: strings.TrimSpace(getenv(wire.EnvContainerKey)),
 		VastURL:      strings.TrimRight(strings.TrimSpace(getenv(wire.EnvVastURL)), "/"),
+		Cgroup:       cmp.Or(strings.TrimSpace(getenv(wire.EnvCgroup)), "/sys/fs/cgroup"),
 	}
 	if err := checkCoordURL(cfg.CoordURL); err != nil {
 		return Config{}, err
@@ -153,6 +164,23 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.MaxLifetime = d
 	}
+	if s := strings.TrimSpace(getenv(wire.EnvIdleAfter)); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return Config{}, fmt.Errorf("%s=%q: want a Go duration such as 30m (0: never stop for idleness)", wire.EnvIdleAfter, s)
+		}
+		cfg.IdleAfter = d
+	}
+	if s := strings.TrimSpace(getenv(wire.EnvIdleBelow)); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f > 0 && f <= 100) {
+			return Config{}, fmt.Errorf("%s=%q: want a percentage of CPU and GPU between 0 and 100", wire.EnvIdleBelow, s)
+		}
+		cfg.IdleBelow = f
+	}
+	if (cfg.IdleAfter > 0) != (cfg.IdleBelow > 0) {
+		return Config{}, fmt.Errorf("%s and %s go together: the idle rung needs both a duration and a percentage", wire.EnvIdleAfter, wire.EnvIdleBelow)
+	}
 	if s := strings.TrimSpace(getenv(wire.EnvTimeScale)); s != "" {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(f > 0) || f > 1e9 {
@@ -185,6 +213,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if cfg.MaxLifetime > 0 && (cfg.InstanceID == 0 || cfg.ContainerKey == "") {
 		return Config{}, fmt.Errorf("%s is set, but the agent cannot stop this instance without %s and %s", wire.EnvMaxLifetime, wire.EnvContainerID, wire.EnvContainerKey)
+	}
+	if cfg.IdleAfter > 0 && (cfg.InstanceID == 0 || cfg.ContainerKey == "") {
+		return Config{}, fmt.Errorf("%s is set, but the agent cannot stop this instance without %s and %s", wire.EnvIdleAfter, wire.EnvContainerID, wire.EnvContainerKey)
 	}
 	probe, err := ProbeFromEnv(getenv)
 	if err != nil {

@@ -41,9 +41,9 @@ type simInstance struct {
 // (as launch --coord puts them there), brings it to running, and reads the
 // environment its onstart saw: CONTAINER_ID, CONTAINER_API_KEY and VAST_URL
 // come from the simulator, the rest from the rental.
-func rentOne(t *testing.T, agentEnv map[string]string) *simInstance {
+func rentOne(t *testing.T, agentEnv map[string]string, alsoRun ...string) *simInstance {
 	t.Helper()
-	s := rentWith(t, agentEnv, `env > "$HOME/instance.env"`)
+	s := rentWith(t, agentEnv, strings.Join(append([]string{`env > "$HOME/instance.env"`}, alsoRun...), "; "))
 	envFile := filepath.Join(s.m.HostDir(s.id), "instance.env")
 	eventually(t, "the onstart ran", func() bool {
 		b, err := os.ReadFile(envFile)
@@ -385,4 +385,63 @@ func TestMaxLifetimeStopsItsInstance(t *testing.T) {
 	if err := start(t, cfg).wait(t); !errors.Is(err, ErrLifetime) {
 		t.Errorf("an agent started past the lifetime: %v", err)
 	}
+}
+
+// TestIdleStopsItsInstance: the idle rung (idle_after 1 market hour, 1.2 s
+// of the agent's clock at 3000x). A machine whose only process spins is
+// not idle and keeps running for three windows; one with nothing running
+// is stopped by its agent, which says why. The use is the machine's own,
+// from the cgroup directory its environment names (the simulator's
+// cpu.stat), not this computer's.
+func TestIdleStopsItsInstance(t *testing.T) {
+	t.Parallel()
+	env := func(c *fakeCoord) map[string]string {
+		return map[string]string{
+			wire.EnvCoordURL:  c.srv.URL,
+			wire.EnvFleet:     "f1",
+			wire.EnvToken:     testToken,
+			wire.EnvIdleAfter: "1h",
+			// Below half a percent of the machine's cores: one spinning
+			// thread on a busy computer is well above it on any offer.
+			wire.EnvIdleBelow: "0.5",
+			wire.EnvTimeScale: "3000",
+			wire.EnvSessions:  `[{"name":"work","command":"exec sleep 1000"}]`,
+		}
+	}
+	t.Run("busy", func(t *testing.T) {
+		t.Parallel()
+		c := newFakeCoord(t, false)
+		c.reply = wire.HeartbeatReply{IntervalS: 60}
+		s := rentOne(t, env(c), "(while :; do :; done) &")
+		cfg := s.agentConfig(t)
+		if cfg.IdleAfter != time.Hour || cfg.IdleBelow != 0.5 || !strings.HasSuffix(cfg.Cgroup, "cgroup") {
+			t.Fatalf("idle rung from the environment: %v below %v%%, cgroup %q", cfg.IdleAfter, cfg.IdleBelow, cfg.Cgroup)
+		}
+		r := start(t, cfg)
+		time.Sleep(3 * cfg.wall(cfg.IdleAfter))
+		if st := s.state(t); st.Intended != "running" {
+			t.Fatalf("a machine spinning a thread was stopped as idle: %+v", st)
+		}
+		r.cancel()
+		if err := r.wait(t); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		t.Parallel()
+		c := newFakeCoord(t, false)
+		c.reply = wire.HeartbeatReply{IntervalS: 60}
+		s := rentOne(t, env(c))
+		cfg := s.agentConfig(t)
+		if err := start(t, cfg).wait(t); !errors.Is(err, ErrIdle) {
+			t.Fatalf("Run: %v, want ErrIdle", err)
+		}
+		if st := s.state(t); st.Intended != "stopped" || st.Destroyed {
+			t.Errorf("instance idle past its idle time: %+v", st)
+		}
+		b, _ := os.ReadFile(filepath.Join(cfg.StateDir, "agent.log"))
+		if !strings.Contains(string(b), "idle: stopping this instance") {
+			t.Errorf("agent.log does not say why:\n%s", b)
+		}
+	})
 }

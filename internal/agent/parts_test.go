@@ -336,3 +336,35 @@ func TestAgentLinksNoStoreOrMarketplace(t *testing.T) {
 		}
 	}
 }
+
+// The idle rung averages the CPU counter over its window: a counter that
+// moves in steps coarser than the sampling (a simulated machine's
+// cpu.stat, once a second) reads busy between its steps, and a window is
+// judged only once the samples span it.
+func TestIdleRungAveragesItsWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	run := func(cpuPerStep float64, gpu float64) (firstIdle time.Duration) {
+		w := &idleRung{window: 10 * time.Second, below: 5, cores: 4}
+		for i := 0; i <= 100; i++ { // a sample every 200 ms for 20 s
+			at := time.Duration(i) * 200 * time.Millisecond
+			// The counter moves once a second, by cpuPerStep CPU-seconds.
+			cpu := float64(i/5) * cpuPerStep
+			if w.add(usageSample{at: t0.Add(at), cpuS: cpu, gpu: gpu, hasGPU: gpu >= 0}) {
+				return at
+			}
+		}
+		return -1
+	}
+	if at := run(1, -1); at != -1 { // 1 CPU-s a second of 4 cores: 25%
+		t.Errorf("25%% busy in coarse steps read as idle at %v", at)
+	}
+	if at := run(0.1, -1); at != 10*time.Second { // 2.5%: idle once a whole window is seen
+		t.Errorf("2.5%% busy: idle at %v, want at 10s", at)
+	}
+	if at := run(0, 50); at != -1 {
+		t.Errorf("a GPU at 50%% read as idle at %v", at)
+	}
+	if at := run(0, 1); at != 10*time.Second {
+		t.Errorf("CPU and GPU idle: idle at %v, want at 10s", at)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +31,9 @@ type Agent struct {
 	OrphanAfter  time.Duration // 0: the agent's default
 	OrphanPolicy string        // wire.PolicyStop or wire.PolicyDestroy
 	MaxLifetime  time.Duration // the agent stops its instance this long after it first ran; 0: never
-	TimeScale    float64       // simulator only; 0 or 1 on a real market
+	IdleAfter    time.Duration // the agent stops its instance once idle (below IdleBelow percent) this long; 0: never
+	IdleBelow    float64
+	TimeScale    float64 // simulator only; 0 or 1 on a real market
 	// TunnelPortBase > 0: the agent reaches the coordinator through a
 	// reverse tunnel that vastfleet keeps over SSH, on the node's
 	// 127.0.0.1:TunnelPort(TunnelPortBase, $CONTAINER_ID); CoordURL then
@@ -95,6 +98,10 @@ func AgentOnstart(user string, a Agent) (string, error) {
 	}
 	if a.MaxLifetime > 0 {
 		env[wire.EnvMaxLifetime] = a.MaxLifetime.String()
+	}
+	if a.IdleAfter > 0 {
+		env[wire.EnvIdleAfter] = a.IdleAfter.String()
+		env[wire.EnvIdleBelow] = strconv.FormatFloat(a.IdleBelow, 'g', -1, 64)
 	}
 	if a.TimeScale > 0 && a.TimeScale != 1 {
 		env[wire.EnvTimeScale] = fmt.Sprint(a.TimeScale)

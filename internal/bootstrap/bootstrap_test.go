@@ -84,7 +84,7 @@ func TestAgentOnstartInstallsOnceAndStartsOnce(t *testing.T) {
 	script, err := AgentOnstart("echo user-onstart > user-ran", Agent{
 		CoordURL: srv.URL + "/", Fleet: "f1", Token: "agent-tok", BinarySHA256: digest(fakeAgent),
 		Sessions:    []wire.Session{{Name: "work", Command: `echo '{"found":"it'"'"'s here"}'`}},
-		OrphanAfter: 30 * time.Minute, OrphanPolicy: wire.PolicyDestroy, MaxLifetime: 12 * time.Hour, TimeScale: 3000,
+		OrphanAfter: 30 * time.Minute, OrphanPolicy: wire.PolicyDestroy, MaxLifetime: 12 * time.Hour, IdleAfter: 30 * time.Minute, IdleBelow: 2.5, TimeScale: 3000,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestAgentOnstartInstallsOnceAndStartsOnce(t *testing.T) {
 	env := waitFile(t, filepath.Join(dir, "env"))
 	for _, want := range []string{
 		wire.EnvCoordURL + "=" + srv.URL + "\n", wire.EnvFleet + "=f1\n", wire.EnvToken + "=agent-tok\n",
-		wire.EnvOrphanAfter + "=30m0s\n", wire.EnvOrphanPolicy + "=destroy\n", wire.EnvMaxLifetime + "=12h0m0s\n", wire.EnvTimeScale + "=3000\n",
+		wire.EnvOrphanAfter + "=30m0s\n", wire.EnvOrphanPolicy + "=destroy\n", wire.EnvMaxLifetime + "=12h0m0s\n", wire.EnvIdleAfter + "=30m0s\n", wire.EnvIdleBelow + "=2.5\n", wire.EnvTimeScale + "=3000\n",
 		wire.EnvStateDir + "=" + dir + "\n",
 		wire.EnvSessions + `=[{"name":"work","command":"echo '{\"found\":\"it'\"'\"'s here\"}'"}]` + "\n",
 	} {

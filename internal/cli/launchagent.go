@@ -109,7 +109,8 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	}
 	onstart, err := bootstrap.AgentOnstart(o.Onstart, bootstrap.Agent{
 		CoordURL: target, Fleet: spec.Fleet, Token: token, BinarySHA256: sum, Fingerprint: fingerprint,
-		Sessions: sessions, OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, MaxLifetime: o.Ladder.MaxLifetime, TimeScale: scale,
+		Sessions: sessions, OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, MaxLifetime: o.Ladder.MaxLifetime,
+		IdleAfter: o.Ladder.IdleAfter, IdleBelow: o.Ladder.IdleBelow, TimeScale: scale,
 		TunnelPortBase: tunnelBase,
 	})
 	if err != nil {

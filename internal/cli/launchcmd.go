@@ -181,7 +181,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.OnShortHardware, "on-short-hardware", launch.ShortReplace, "with --coord: a node whose boot probe measures under 70% of its offer's cores, RAM or GPUs (or whose probe fails) is replaced and its machine listed as bad (replace), listed and kept (warn), or only reported (keep)")
 	fl.StringVar(&opts.ReadyCheck, "ready-check", "auto", "when a running node counts as ready: ssh (its SSH handshake completes), running (the marketplace says so) or auto (ssh, except on a simulator without machines behind its instances)")
 	fl.DurationVar(&opts.Ladder.MaxLifetime, "max-lifetime", 0, "teardown ladder: stop each instance this long after it first ran; with --coord its agent holds the limit too, whatever becomes of this machine (0: none)")
-	fl.DurationVar(&opts.Ladder.IdleAfter, "idle-after", 0, "teardown ladder: stop an instance whose CPU and GPU stayed below --idle-below this long (0: none)")
+	fl.DurationVar(&opts.Ladder.IdleAfter, "idle-after", 0, "teardown ladder, with --coord: each instance's agent stops it once its CPU and GPU use, averaged over this long, stayed below --idle-below (0: none)")
 	fl.Float64Var(&opts.Ladder.IdleBelow, "idle-below", 0, "teardown ladder: the CPU and GPU percentage under which an instance is idle, with --idle-after")
 	fl.DurationVar(&opts.Ladder.StoppedFor, "stopped-for", 0, "teardown ladder: destroy an instance once it has been stopped this long (it bills storage meanwhile; 0: never)")
 	fl.StringArrayVar(&opts.Sessions, "session", nil, "name:command, a long-running named session per node (repeatable)")

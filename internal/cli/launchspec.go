@@ -34,6 +34,9 @@ func (o *launchOptions) usage() error {
 	if err := o.Ladder.Validate(); err != nil {
 		return usagef("%v: --idle-after and --idle-below go together, durations are positive", err)
 	}
+	if o.Ladder.IdleAfter > 0 && o.Coord == "" {
+		return usagef("--idle-after needs --coord: only each instance's agent sees its CPU and GPU use, and it stops its instance itself")
+	}
 	if o.Items != "" && o.Coord == "" {
 		return usagef("--items needs --coord: the coordinator hands the items out")
 	}

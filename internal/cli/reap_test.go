@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -294,5 +297,53 @@ func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
 	}
 	if got := stateOf(t, e, ids[0]); got.Wanted != "parked" || !strings.Contains(got.Note, "max lifetime") {
 		t.Fatalf("lc's instance past its lifetime: wanted %q, note %q\n%s", got.Wanted, got.Note, out.String())
+	}
+}
+
+// TestIdleRungStopsThroughItsAgent is the idle rung as a user sets it:
+// launch --coord auto --idle-after 10m --idle-below 5, with a session that
+// only sleeps. The instance's agent sees its own machine's use (the
+// simulator's per-machine cpu.stat), finds it idle for 10 market minutes
+// (5 s at 120x) and stops its instance while the coordinator is alive;
+// the coordinator's ladder, which has no rung due, never acts.
+func TestIdleRungStopsThroughItsAgent(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the agent")
+	}
+	for _, tool := range []string{"curl", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	q := "rentable=True num_gpus=1 dph_total<1"
+	if r := e.fails("launch", "--count", "1", "--idle-after", "10m", "--idle-below", "5", "-n", q); r.code != 2 || !strings.Contains(r.err, "--coord") {
+		t.Fatalf("--idle-after without --coord: exit %d, %s", r.code, r.err)
+	}
+	out, errOut := e.startCmd("coord", "--addr", "127.0.0.1:0", "--agent-bin", agentBin, "--fleet", "idle")
+	waitFor(t, "the coordinator", 30*time.Second, func() bool { return strings.Contains(out.String(), "idle\t") })
+	e.ok("launch", "--coord", "auto", "--count", "1", "--fleet", "idle", "--image", "ubuntu:22.04", "--deadline", "30m",
+		"--idle-after", "10m", "--idle-below", "5", "--session", "work:exec sleep 100000", "-n", q)
+	ids := fleetIDs(t, e, "idle")
+	if len(ids) != 1 {
+		t.Fatalf("fleet idle: %v", ids)
+	}
+	var got instanceJSON
+	waitFor(t, "the idle instance stopped", 90*time.Second, func() bool {
+		got = stateOf(t, e, ids[0])
+		return got.State == "stopped" || got.State == "exited"
+	})
+	if strings.Contains(got.Note, "teardown ladder") {
+		t.Errorf("the coordinator's ladder stopped it, not its agent: %q", got.Note)
+	}
+	log := filepath.Join(sim.HostsDir(filepath.Join(e.home, "sim")), strconv.FormatInt(ids[0], 10), "root", ".vastfleet", "agent.log")
+	if b, err := os.ReadFile(log); err != nil || !strings.Contains(string(b), "idle: stopping this instance") {
+		t.Errorf("the agent's log does not say it stopped its instance as idle (%v):\n%s", err, b)
+	}
+	if strings.Contains(errOut.String(), "teardown ladder") {
+		t.Errorf("the coordinator applied a ladder step:\n%s", errOut.String())
 	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -32,6 +33,20 @@ func fds(t *testing.T) int {
 		t.Skip("no /proc/self/fd:", err)
 	}
 	return len(ents)
+}
+
+// cpuSeconds is the CPU time this process has used, from /proc/self/stat
+// (user and system, in USER_HZ ticks).
+func cpuSeconds(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip("no /proc/self/stat:", err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
 }
 
 // rssMB is this process's resident memory in MB.
@@ -197,6 +212,14 @@ func TestHostResources500(t *testing.T) {
 			fd1, g1, rss1 := fds(t), runtime.NumGoroutine(), rssMB(t)
 			t.Logf("%d running instances (runtype %q): RSS %.0f MB (%.0f before), %d fds (%d before), %d goroutines (%d before); created and booted in %v",
 				n, rt, rss1, rss0, fd1, fd0, g1, g0, booted.Round(time.Millisecond))
+			if os.Getenv("VASTFLEET_SIM_HOSTS") != "" {
+				// What n idle machines cost the simulator each second:
+				// their SSH servers wait, their cpu.stat pass reads /proc.
+				cpu0, wall0 := cpuSeconds(t), time.Now()
+				time.Sleep(5 * time.Second)
+				t.Logf("%d idle running instances: %.1f ms of the simulator's CPU per wall second",
+					n, (cpuSeconds(t)-cpu0)/time.Since(wall0).Seconds()*1000)
+			}
 			if rss1 >= 300 {
 				t.Errorf("RSS %.0f MB, want < 300", rss1)
 			}

@@ -44,6 +44,9 @@ const (
 	EnvOrphanAfter   = "VASTFLEET_ORPHAN_AFTER"  // Go duration: coordinator silence before the dead-man switch acts
 	EnvOrphanPolicy  = "VASTFLEET_ORPHAN_POLICY" // "stop" or "destroy"
 	EnvMaxLifetime   = "VASTFLEET_MAX_LIFETIME"  // Go duration: the agent stops its instance this long after it first ran
+	EnvIdleAfter     = "VASTFLEET_IDLE_AFTER"    // Go duration: the agent stops its instance once its CPU and GPU averaged below EnvIdleBelow this long
+	EnvIdleBelow     = "VASTFLEET_IDLE_BELOW"    // percent of the instance's CPU (and GPU) under which it is idle
+	EnvCgroup        = "VASTFLEET_CGROUP"        // the cgroup v2 directory the agent reads its use from (default /sys/fs/cgroup)
 	EnvTimeScale     = "VASTFLEET_TIME_SCALE"    // simulator only: market seconds per wall second
 	EnvStateDir      = "VASTFLEET_AGENT_DIR"     // spool, logs; defaults to $HOME/.vastfleet
 	EnvItem          = "VASTFLEET_ITEM"          // set for an item run: the item's value

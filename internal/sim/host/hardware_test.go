@@ -1,11 +1,13 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var testGPUs = []GPU{
@@ -82,5 +84,57 @@ func TestDuty(t *testing.T) {
 		if got := tc.hw.Duty(); got != tc.want {
 			t.Errorf("%+v: duty %v, want %v", tc.hw, got, tc.want)
 		}
+	}
+}
+
+// A machine's processes find their own cgroup directory, as a container
+// finds /sys/fs/cgroup: its quota is its advertised cores and its
+// cpu.stat counts its own processes' CPU time only, so a machine that
+// spins shows its use and an idle one beside it shows none.
+func TestMachineCgroupCountsItsOwnCPU(t *testing.T) {
+	t.Parallel()
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for id, onstart := range map[int64]string{
+		1: `echo "$VASTFLEET_CGROUP" > cg.txt; (while :; do :; done) & sleep 600`,
+		2: `echo "$VASTFLEET_CGROUP" > cg.txt; sleep 600`,
+	} {
+		if _, err := m.Boot(Spec{ID: id, Onstart: onstart, Hardware: Hardware{Cores: 4}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []int64{1, 2} {
+		if got := strings.TrimSpace(waitFile(t, filepath.Join(m.Dir(id), "cg.txt"))); got != m.cgroupDir(id) {
+			t.Fatalf("machine %d: its processes see VASTFLEET_CGROUP=%q, want %q", id, got, m.cgroupDir(id))
+		}
+		if b, _ := os.ReadFile(filepath.Join(m.cgroupDir(id), "cpu.max")); string(b) != "400000 100000\n" {
+			t.Errorf("machine %d: cpu.max %q", id, b)
+		}
+	}
+	usage := func(id int64) float64 {
+		b, _ := os.ReadFile(filepath.Join(m.cgroupDir(id), "cpu.stat"))
+		var us float64
+		fmt.Sscanf(string(b), "usage_usec %g", &us)
+		return us / 1e6
+	}
+	deadline := time.Now().Add(time.Minute)
+	for usage(1) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spinning machine's cpu.stat reached %.2f CPU-s in a minute", usage(1))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if u := usage(2); u > 0.2 {
+		t.Errorf("the idle machine's cpu.stat counts %.2f CPU-s (the spinning one %.2f): another machine's use", u, usage(1))
+	}
+	// A new boot is a new container: its count starts again.
+	if _, err := m.Boot(Spec{ID: 1, Onstart: "sleep 600", Hardware: Hardware{Cores: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if u := usage(1); u > 0.2 {
+		t.Errorf("machine 1 booted again: cpu.stat starts at %.2f CPU-s", u)
 	}
 }

@@ -89,6 +89,7 @@ type Manager struct {
 	// removing counts destroyed directories still being deleted.
 	removing sync.WaitGroup
 	sweep    sweeper
+	cpu      cpuAccount // the machines' cpu.stat (cpustat.go)
 }
 
 // sweeper kills, in the background, the processes of stopped machines
@@ -242,8 +243,12 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 	if err := m.writeTools(spec.ID, spec.Hardware); err != nil {
 		m.log.Warn("sim host: writing the machine's tools", "id", spec.ID, "err", err)
 	}
-	mc.env = append(baseEnv(dir, bin), spec.Env...)
-	mc.sessionEnv = append(baseEnv(dir, bin), spec.SessionEnv...)
+	if err := m.writeCgroup(spec.ID, spec.Hardware); err != nil {
+		m.log.Warn("sim host: writing the machine's cgroup files", "id", spec.ID, "err", err)
+	}
+	cg := cgroupEnv + "=" + m.cgroupDir(spec.ID)
+	mc.env = append(baseEnv(dir, bin), append(spec.Env, cg)...)
+	mc.sessionEnv = append(baseEnv(dir, bin), append(spec.SessionEnv, cg)...)
 	mc.marker = fmt.Sprintf("%s%d/%d", m.everyMachine(), spec.ID, time.Now().UnixNano())
 	m.closeHung(spec.ID)
 	if len(spec.Ports) == 0 {
@@ -281,6 +286,7 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 	}
 	mc.runOnstart(spec)
 	mc.startGovernor(spec.Hardware.Duty())
+	m.countCPU()
 	return bound, nil
 }
 
@@ -430,6 +436,7 @@ func (m *Manager) Close() error {
 		mc.stopped = true // and nothing of it starts from here on
 		mc.mu.Unlock()
 	}
+	m.stopCPU()
 	procgroup.KillMarked(m.everyMachine())
 	for _, mc := range all {
 		mc.stop(Refuse, true)
