@@ -35,8 +35,8 @@ import (
 // for `launch --coord auto`.
 const coordFile = "coord.json"
 
-// reapEvery is how often a running coordinator looks for instances whose
-// agent fell silent.
+// reapEvery is how often, in market time, a running coordinator applies
+// the teardown ladders and looks for instances whose agent fell silent.
 const reapEvery = 15 * time.Second
 
 // coordInfo is coordFile's content.

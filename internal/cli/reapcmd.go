@@ -174,7 +174,7 @@ func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {
 }
 
 // reapWhileCoordinating applies the fleets' teardown ladders and reaps
-// silent instances every `every` while the coordinator runs, with the
+// silent instances every `every` of market time while the coordinator runs, with the
 // switch the coordinator tells agents: each fleet's own, after and
 // policy only where a fleet recorded none. Silence
 // counts from the coordinator's start at the earliest (it heard nobody
@@ -187,16 +187,21 @@ func (f *factory) reapWhileCoordinating(ctx context.Context, db *coord.DB, after
 		return
 	}
 	since := f.Clock().Now()
-	t := time.NewTicker(every)
+	// every is market time: on a simulated market that runs faster than
+	// the wall, a ladder step is due that much sooner, so the pass comes
+	// as often in market time (once a wall second at most).
+	t := time.NewTicker(max(time.Duration(float64(every)/f.simScale()), time.Second))
 	defer t.Stop()
 	for {
+		// The first pass at once: a coordinator started again after a
+		// crash owes the steps that fell due while it was down.
+		if err := f.reapPass(ctx, dir, db, after, policy, since); err != nil && ctx.Err() == nil {
+			f.log.Warn("reaping silent instances", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		if err := f.reapPass(ctx, dir, db, after, policy, since); err != nil && ctx.Err() == nil {
-			f.log.Warn("reaping silent instances", "err", err)
 		}
 	}
 }
@@ -258,6 +263,14 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 		return err
 	}
 	m := &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}
+	// What looked due was read from the store, which nobody may have
+	// brought up to date since the launch that wrote it died: an instance
+	// it last saw loading has run since. Steps are decided again on a
+	// fresh listing, or not at all (a destroy on a stale view is worse
+	// than a late one).
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return err
+	}
 	for name, l := range ladders {
 		done, err := m.ApplyLadder(ctx, name, l)
 		if err != nil {
