@@ -211,9 +211,7 @@ func bootRatio(observed []float64) float64 {
 	if len(observed) < 5 {
 		return 1
 	}
-	xs := append([]float64(nil), observed...)
-	sort.Float64s(xs)
-	return max(xs[len(xs)/2], 0.25)
+	return max(stat.Median(observed), 0.25)
 }
 
 // timeBoot samples the marketplace's boot of n against its offer's
