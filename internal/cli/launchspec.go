@@ -109,14 +109,8 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return fmt.Errorf("reconcile before launching: %w", err)
-	}
-	if !opts.Ladder.IsZero() {
-		// Before renting: `vastfleet reap` applies it from the first boot.
-		if err := fleet.SaveLadder(ctx, m.S, spec.Fleet, opts.Ladder); err != nil {
-			return err
-		}
+	if err := beforeRenting(ctx, m, spec.Fleet, opts.Ladder); err != nil {
+		return err
 	}
 	f.registerFleetKey(ctx, m.P)
 	if spec.Checks, err = f.launchChecks(ctx, opts, spec.Fleet); err != nil {
@@ -267,4 +261,17 @@ func waitForWindow(ctx context.Context, f *factory, opts *launchOptions, args []
 	}
 	fmt.Fprintf(f.io.ErrOut, "price window open: top %d give %.0f vCPU at $%.3f/hr\n", m.N, m.VCPU, m.DPH)
 	return ranked, nil
+}
+
+// beforeRenting brings the store up to the marketplace's listing and saves
+// the fleet's teardown ladder, before anything is rented: the coordinator's
+// pass and reap apply the ladder from the first boot.
+func beforeRenting(ctx context.Context, m *fleet.Manager, fleetName string, l fleet.Ladder) error {
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fmt.Errorf("reconcile before launching: %w", err)
+	}
+	if l.IsZero() {
+		return nil
+	}
+	return fleet.SaveLadder(ctx, m.S, fleetName, l)
 }

@@ -264,15 +264,8 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	if err != nil {
 		return nil, job.Options{}, err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return nil, job.Options{}, fmt.Errorf("reconcile before launching: %w", err)
-	}
-	if !lo.Ladder.IsZero() {
-		// Before renting: the coordinator's pass and reap apply it from
-		// the first boot, and the agents hold the lifetime themselves.
-		if err := fleet.SaveLadder(ctx, m.S, id, lo.Ladder); err != nil {
-			return nil, job.Options{}, err
-		}
+	if err := beforeRenting(ctx, m, id, lo.Ladder); err != nil {
+		return nil, job.Options{}, err
 	}
 	recs, err := f.jobRecords(ctx)
 	if err != nil {
