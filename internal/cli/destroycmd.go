@@ -110,6 +110,12 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 			}
 			return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
 		}
+		// Checking reached into every node, which takes a while: what
+		// changed meanwhile (an outbid, a host gone) is dated by a listing
+		// taken now, not counted as running until the destroy.
+		if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+			return fmt.Errorf("reconcile before destroy: %w", err)
+		}
 	}
 	if err := m.Destroy(ctx, ids); err != nil {
 		return err
