@@ -214,6 +214,7 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
 		MarketDepth: f.depthPlot(opts.DepthQuery),
 		Members:     fleetMembership{f}, BadHosts: badHosts{f}, RevokeEvery: revokeEvery,
+		Durable: f.durable,
 	})
 	if err != nil {
 		db.Close()

@@ -64,6 +64,10 @@ type factory struct {
 	io   *IOStreams
 	opts globalOptions
 	log  *slog.Logger
+	// durable, set by `serve --replicate` for the jobs it runs, returns
+	// once the coordinator's commits have reached the replica: nothing is
+	// acknowledged to an agent before (coord.Config.Durable).
+	durable func(ctx context.Context) error
 
 	provider provider.Provider
 	simMkt   *sim.Market

@@ -57,7 +57,14 @@ var serverRuns = map[string]bool{"up": true, "status": true, "logs": true, "down
 
 // Main runs vastfleet with args and returns the process exit code.
 func Main(ctx context.Context, ios *IOStreams, args []string) int {
+	return mainWith(ctx, ios, args, nil)
+}
+
+// mainWith is Main with what a caller in this process (serve's job runner)
+// gives the factory before any command runs.
+func mainWith(ctx context.Context, ios *IOStreams, args []string, durable func(context.Context) error) int {
 	f := newFactory(ios)
+	f.durable = durable
 	defer f.Close()
 	root := newRootCmd(f)
 	root.SetArgs(args)

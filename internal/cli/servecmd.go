@@ -165,6 +165,10 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		if err != nil {
 			return fmt.Errorf("serve --replicate: %w", err)
 		}
+		// A job's coordinator acknowledges findings and results only once
+		// they are in the replica: a server lost the next moment and
+		// restored from it has every one it acknowledged.
+		f.durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
 		// At the end the last changes go out; Litestream's own
 		// connections go with the process.
 		defer func() {
@@ -285,7 +289,7 @@ func (f *factory) serveRunner(opts *serveOptions, dir string) server.Runner {
 			}
 		}
 		ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
-		return Main(ctx, ios, append(slices.Clone(globals), args...))
+		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.durable)
 	}
 }
 

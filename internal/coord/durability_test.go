@@ -487,3 +487,60 @@ func snapBytes(t *testing.T, s wire.Snapshot) []byte {
 	}
 	return b
 }
+
+// TestAcknowledgedOnlyOnceDurable: with Config.Durable set (serve
+// --replicate's wait for the replica), a findings batch is answered only
+// after Durable returned, and not acknowledged when it failed; the batch
+// sent again is acknowledged and stored once.
+func TestAcknowledgedOnlyOnceDurable(t *testing.T) {
+	t.Parallel()
+	release := make(chan error)
+	var calls atomic.Int64
+	r := newRig(t, func(c *Config) {
+		c.Durable = func(ctx context.Context) error {
+			calls.Add(1)
+			select {
+			case err := <-release:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
+	tok := r.node("n1")
+	type answer struct {
+		code int
+		ack  wire.FindingsAck
+	}
+	post := func() <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			var a answer
+			a.code, _ = r.do("POST", wire.PathFindings, tok, findings("alpha", "n1", "k1", "k2"), &a.ack)
+			ch <- a
+		}()
+		return ch
+	}
+	first := post()
+	// Committed, not yet durable: no answer.
+	select {
+	case a := <-first:
+		t.Fatalf("answered before Durable returned: %+v", a)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release <- errors.New("replica unreachable")
+	if a := <-first; a.code != http.StatusServiceUnavailable || len(a.ack.Acked) != 0 {
+		t.Fatalf("Durable failed: HTTP %d, ack %+v; want 503 and nothing acknowledged", a.code, a.ack)
+	}
+	second := post()
+	release <- nil
+	if a := <-second; a.code != http.StatusOK || len(a.ack.Acked) != 2 {
+		t.Fatalf("sent again, Durable ok: HTTP %d, ack %+v", a.code, a.ack)
+	}
+	if rows, distinct := countRows(t, r.db, "alpha"); rows != 2 || distinct != 2 {
+		t.Errorf("stored %d rows (%d distinct), want each finding once", rows, distinct)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("Durable called %d times, want once per commit", calls.Load())
+	}
+}

@@ -147,6 +147,13 @@ func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c call
 	if !stored {
 		s.countBad(c, badReplay)
 	}
+	if s.cfg.Durable != nil {
+		if err := s.cfg.Durable(r.Context()); err != nil {
+			s.log.Error("item result committed but not replicated: not acknowledged", "fleet", c.fleet, "item", res.ID, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "result not replicated, send it again")
+			return
+		}
+	}
 	writeJSON(w, wire.ItemResultAck{ID: res.ID, Stored: stored})
 }
 

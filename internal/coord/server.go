@@ -64,6 +64,12 @@ type Config struct {
 	TokenBurst int
 	// PushEvery is how often SSE subscribers get a snapshot (default 1 s).
 	PushEvery time.Duration
+	// Durable, when set, is called after findings or an item result are
+	// committed and before they are acknowledged: it returns once the
+	// commit has reached wherever it must to outlive this machine (a
+	// replica). Until it returns nothing is acknowledged; when it fails the
+	// agent is told to send again (a resent finding is stored once).
+	Durable func(ctx context.Context) error
 	// Secure marks the viewer cookie Secure (set it when serving TLS).
 	Secure bool
 	// Members says which instances belong to a fleet (the caller's store

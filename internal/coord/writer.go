@@ -71,6 +71,12 @@ drain:
 	// commit other batches share.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	err := s.db.insertFindings(ctx, group)
+	if err == nil && s.cfg.Durable != nil {
+		// One wait for the whole group, as one commit.
+		if err = s.cfg.Durable(ctx); err != nil {
+			s.log.Error("findings committed but not replicated: not acknowledged", "batches", len(group), "err", err)
+		}
+	}
 	cancel()
 	if err == nil {
 		s.recordFindings(group)

@@ -174,6 +174,31 @@ func (r *Replicator) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Wait returns once every commit made to the database name (a file in the
+// data dir, as Start was given it) before the call has reached the
+// replica: what a caller acknowledges after it outlives this machine.
+// Concurrent calls share a sync where they can: Litestream runs one at a
+// time per database, and each covers every commit before it.
+func (r *Replicator) Wait(ctx context.Context, name string) error {
+	db, err := r.waitFor(name)
+	if err != nil {
+		return err
+	}
+	if err := db.SyncAndWait(ctx); err != nil {
+		return fmt.Errorf("replicating %s: %w", name, err)
+	}
+	return nil
+}
+
+func (r *Replicator) waitFor(name string) (*litestream.DB, error) {
+	for _, db := range r.dbs {
+		if filepath.Base(db.Path()) == name {
+			return db, nil
+		}
+	}
+	return nil, fmt.Errorf("replica: %s is not replicated", name)
+}
+
 // Close flushes and stops replicating. Litestream's connections close
 // last: call it after the data dir's own databases are closed.
 func (r *Replicator) Close(ctx context.Context) error {
