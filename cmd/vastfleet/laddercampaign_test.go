@@ -114,9 +114,9 @@ func ladderRound(t *testing.T, rng *rand.Rand) (tally campaignTally) {
 		case <-time.After(into):
 			launch.Process.Kill()
 			<-launched
-			t.Logf("launch killed %v in (market time)", (into*campaignScale).Round(time.Second))
+			t.Logf("launch killed %v in (market time)", (into * campaignScale).Round(time.Second))
 		case <-launched:
-			t.Logf("launch ended before its kill at %v", (into*campaignScale).Round(time.Second))
+			t.Logf("launch ended before its kill at %v", (into * campaignScale).Round(time.Second))
 		}
 	} else {
 		<-launched
