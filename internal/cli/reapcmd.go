@@ -174,9 +174,9 @@ func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {
 }
 
 // reapWhileCoordinating applies the fleets' teardown ladders and reaps
-// silent instances every `every` of market time while the coordinator runs, with the
-// switch the coordinator tells agents: each fleet's own, after and
-// policy only where a fleet recorded none. Silence
+// silent instances every `every` of market time while the coordinator
+// runs, with the switch the coordinator tells agents: each fleet's own,
+// after and policy only where a fleet recorded none. Silence
 // counts from the coordinator's start at the earliest (it heard nobody
 // while it was down), and the data dir's lock is taken only for a pass
 // that has something to do, so ls, launch and destroy in other terminals
