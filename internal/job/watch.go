@@ -125,10 +125,14 @@ const starveGrace = time.Minute
 // decide says whether the run is over.
 func decide(j *jobfile.Job, v runView) (end, bool) {
 	nodes, ended, dead, t := v.nodes, v.ended, v.dead, v.t
+	// A node never heard from since the run began, once agents have had
+	// their time (lost), will not end its run either: waiting on it
+	// bills every node that finished until max_duration.
+	gone := max(dead, v.lost)
 	switch {
-	case j.Run != "" && ended+dead >= nodes:
-		if dead > 0 {
-			why := fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, dead)
+	case j.Run != "" && ended+gone >= nodes:
+		if gone > 0 {
+			why := fmt.Sprintf("run exited on %d node(s); %d node(s) stopped reporting", ended, gone)
 			return end{why: why, lost: partial(fmt.Errorf("%w: %s", errNodesLost, why))}, true
 		}
 		return end{why: fmt.Sprintf("run exited on all %d node(s); %d finding(s)", ended, t.Findings)}, true
