@@ -77,8 +77,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// buildAgent is the agent binary, built once per test binary; a test
+// that needs it is skipped where the agent's onstart cannot run (it
+// fetches the binary with curl and checks it with sha256sum).
 func buildAgent(t *testing.T) string {
 	t.Helper()
+	for _, tool := range []string{"curl", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
 	bin, err := agentBuild()
 	if err != nil {
 		t.Fatal(err)
@@ -117,11 +125,6 @@ func TestDashboardShowsTheLiveFleet(t *testing.T) {
 		t.Skip("builds the agent and drives Chromium")
 	}
 	browser := chromium(t)
-	for _, tool := range []string{"curl", "sha256sum"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
 	agentBin := buildAgent(t)
 	e := newEnv(t)
 	e.speed = "120" // heartbeats every 10 market seconds: 83 ms

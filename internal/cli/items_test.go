@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,11 +24,6 @@ func TestItemsSurviveLostNodes(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the agent and runs five simulated instances")
-	}
-	for _, tool := range []string{"curl", "sha256sum"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
 	}
 	agentBin := buildAgent(t)
 	e := newEnv(t)
