@@ -96,12 +96,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// stop, that file is where the reason survives.
 	log = slog.New(slog.NewMultiHandler(log.Handler(), slog.NewTextHandler(agentLog, nil))).
 		With("fleet", cfg.Fleet, "node", cfg.Node)
-	if cfg.SimulatorPID > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithCancel(ctx)
-		defer stop()
-		go watchSimulator(ctx, cfg.SimulatorPID, stop, log)
-	}
 
 	sp, err := openSpool(filepath.Join(cfg.StateDir, "spool.jsonl"))
 	if err != nil {
@@ -210,30 +204,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("agent stopping", "unsent_findings", sp.len(), "unsent_results", rs.len())
 	return nil
-}
-
-// simulatorCheck is how often an agent on a simulated machine looks for
-// its simulator.
-const simulatorCheck = 2 * time.Second
-
-// watchSimulator ends the agent (stop) once the simulator its machine
-// runs in is gone: a vastfleet command that held the market died without
-// its cleanup (a second Ctrl+C), and nothing would ever stop this machine.
-func watchSimulator(ctx context.Context, pid int, stop context.CancelFunc, log *slog.Logger) {
-	t := time.NewTicker(simulatorCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if processGone(pid) {
-			log.Warn("the simulator this machine runs in is gone: stopping", "simulator_pid", pid)
-			stop()
-			return
-		}
-	}
 }
 
 // lockDir keeps a second agent off the same state directory: two would

@@ -60,9 +60,6 @@ type Config struct {
 	// Cgroup is the cgroup v2 directory the agent reads the container's
 	// CPU use and quota from; /proc is read where it holds no cpu.stat.
 	Cgroup string
-	// SimulatorPID, on a simulated machine, is its simulator's process:
-	// the agent ends when it is gone. 0 elsewhere.
-	SimulatorPID int
 	// TimeScale is market seconds per wall second (simulator only); 0 or 1
 	// on a real market. Every duration the agent is told (orphan-after, the
 	// heartbeat interval) is divided by it.
@@ -220,13 +217,6 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if cfg.IdleAfter > 0 && (cfg.InstanceID == 0 || cfg.ContainerKey == "") {
 		return Config{}, fmt.Errorf("%s is set, but the agent cannot stop this instance without %s and %s", wire.EnvIdleAfter, wire.EnvContainerID, wire.EnvContainerKey)
 	}
-	if s := strings.TrimSpace(getenv(simPIDEnv)); s != "" {
-		pid, err := strconv.Atoi(s)
-		if err != nil || pid <= 0 {
-			return Config{}, fmt.Errorf("%s=%q: want the simulator's process id", simPIDEnv, s)
-		}
-		cfg.SimulatorPID = pid
-	}
 	probe, err := ProbeFromEnv(getenv)
 	if err != nil {
 		return Config{}, err
@@ -287,11 +277,6 @@ func ProbeFromEnv(getenv func(string) string) (*ProbeConfig, error) {
 // simMachineEnv is set in every process of a simulated machine
 // (sim/host): the probe then counts run-queue waits as the machine's own.
 const simMachineEnv = "VASTFLEET_SIM_MACHINE"
-
-// simPIDEnv is the process id of the simulator a simulated machine runs
-// in (sim/host sets it): its machines end with it, as a vanished
-// datacenter's would, rather than run on unseen on this computer.
-const simPIDEnv = "VASTFLEET_SIM_PID"
 
 func checkCoordURL(s string) error {
 	if s == "" {

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -284,34 +282,4 @@ func spoolKeys(t *testing.T, dir string) []string {
 		keys = append(keys, f.Key)
 	}
 	return keys
-}
-
-// TestAgentEndsWithItsSimulator: on a simulated machine the agent ends
-// once the simulator it runs in is gone (here a stand-in process, killed),
-// and says why; a machine whose simulator died without its cleanup does
-// not run on unseen.
-func TestAgentEndsWithItsSimulator(t *testing.T) {
-	t.Parallel()
-	if runtime.GOOS == "windows" {
-		t.Skip("processGone is unix-only")
-	}
-	sim := exec.Command("sleep", "300")
-	if err := sim.Start(); err != nil {
-		t.Skip("no sleep:", err)
-	}
-	c := newFakeCoord(t, false)
-	dir := t.TempDir()
-	cfg := c.testConfig(t, dir, wire.Session{Name: "work", Command: "exec sleep 300"})
-	cfg.SimulatorPID = sim.Process.Pid
-	r := start(t, cfg)
-	eventually(t, "a heartbeat", func() bool { _, n := c.lastHeartbeat(); return n > 0 })
-	sim.Process.Kill()
-	sim.Wait()
-	if err := r.wait(t); err != nil {
-		t.Fatalf("Run: %v, want nil once its simulator is gone", err)
-	}
-	b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
-	if !strings.Contains(string(b), "the simulator this machine runs in is gone") {
-		t.Errorf("agent.log does not say why it ended:\n%s", b)
-	}
 }

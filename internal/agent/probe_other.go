@@ -6,6 +6,3 @@ import "time"
 
 // processCPU is unknown off unix: the agent runs on linux nodes.
 func processCPU() (time.Duration, bool) { return 0, false }
-
-// processGone is never known off unix.
-func processGone(int) bool { return false }

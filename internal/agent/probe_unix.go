@@ -15,6 +15,3 @@ func processCPU() (time.Duration, bool) {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
-
-// processGone reports whether no process has the id pid.
-func processGone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }

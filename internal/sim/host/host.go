@@ -320,10 +320,7 @@ func baseEnv(dir, bin string) []string {
 	}
 	// TMUX_TMPDIR: each instance has its own tmux server, as each
 	// container would.
-	// VASTFLEET_SIM_PID: the agent ends when this simulator is gone, as
-	// a vanished datacenter's machines would, rather than run on unseen.
-	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=" + Shell, "LANG=C.UTF-8", "TMUX_TMPDIR=" + dir,
-		"VASTFLEET_SIM_PID=" + strconv.Itoa(os.Getpid())}
+	return []string{"HOME=" + dir, "PATH=" + path, "USER=root", "LOGNAME=root", "SHELL=" + Shell, "LANG=C.UTF-8", "TMUX_TMPDIR=" + dir}
 }
 
 // SetKeys replaces the keys a running machine accepts (a key attached).
