@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,10 +126,15 @@ const starveGrace = time.Minute
 // decide says whether the run is over.
 func decide(j *jobfile.Job, v runView) (end, bool) {
 	nodes, ended, dead, t := v.nodes, v.ended, v.dead, v.t
-	// A node never heard from since the run began, once agents have had
-	// their time (lost), will not end its run either: waiting on it
-	// bills every node that finished until max_duration.
-	gone := max(dead, v.lost)
+	// A node never heard from since the run began is slow, not gone, for
+	// a while: parked and released, or back after a resume, its agent
+	// boots again. Silent past the orphan-after time, its own dead-man
+	// switch has stopped it, and waiting on it would bill every node
+	// that finished until max_duration.
+	gone := dead
+	if v.elapsed >= cmp.Or(j.OrphanAfter, wire.DefaultOrphanAft) {
+		gone = max(dead, v.lost)
+	}
 	switch {
 	case j.Run != "" && ended+gone >= nodes:
 		if gone > 0 {

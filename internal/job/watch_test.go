@@ -28,11 +28,13 @@ func TestDecide(t *testing.T) {
 		{"run exited everywhere", run, runView{nodes: 3, ended: 3, elapsed: time.Minute}, true, false},
 		{"run exited, a node lost", run, runView{nodes: 3, ended: 2, dead: 1, elapsed: time.Minute}, true, true},
 		// Two of 50 nodes died before the run began and were never heard
-		// from since: once counted lost, the 48 that finished are not
-		// billed on until max_duration (seen: 48 idle nodes for over an
-		// hour of a 2 h max_duration, $20 for a $1.40 job).
-		{"run exited, nodes never heard", run, runView{nodes: 50, ended: 48, lost: 2, elapsed: 15 * time.Minute}, true, true},
-		{"run exited, nodes not yet lost", run, runView{nodes: 50, ended: 48, elapsed: time.Minute}, false, false},
+		// from since: past the orphan-after time (their own switch has
+		// stopped them), the 48 that finished are not billed on until
+		// max_duration (seen: 48 idle nodes for over an hour of a 2 h
+		// max_duration, $20 for a $1.40 job). Before it, they may be
+		// booting again after a release or a resume.
+		{"run exited, nodes never heard", run, runView{nodes: 50, ended: 48, lost: 2, elapsed: 30 * time.Minute}, true, true},
+		{"run exited, nodes slow to come back", run, runView{nodes: 50, ended: 48, lost: 2, elapsed: 15 * time.Minute}, false, false},
 		{"items go on", items, runView{nodes: 3, dead: 1, lost: 1, t: wire.Totals{ItemsDone: 2, ItemsLeft: 8}, elapsed: time.Minute}, false, false},
 		{"items all done", items, runView{nodes: 3, dead: 1, lost: 1, t: wire.Totals{ItemsDone: 10}, elapsed: time.Minute}, true, false},
 		// Dead in the live view, but not yet given the time to come
