@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"image"
 	"image/png"
@@ -373,7 +374,14 @@ func checkDemo(t *testing.T, args []string) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("vastfleet %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		// The realistic market loses a node now and then after the
+		// release: the job then ends short, says so and exits 3 (partial),
+		// rather than bill the others until max_duration and exit 0.
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(stderr.String(), "nodes lost: run exited on") {
+			t.Fatalf("vastfleet %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		t.Logf("the demo's job ended short, exit 3: %s", tail(stderr.String(), 1))
 	}
 	out := stdout.String()
 	var findings int
