@@ -143,7 +143,7 @@ ok() { echo "$S  $1" | sha256sum -c - >/dev/null 2>&1; }
 get() { H="Authorization: Bearer $%s"; curl -fsS%s --retry 5 --connect-timeout 20 -H "$H" "$1" -o "$2" 2>/dev/null || wget -q%s --header="$H" -O "$2" "$1"; }
 i=0; until ok "$A" || [ $i -ge 90 ]; do i=$((i+1)); if get "$%s%s" "$A.tmp"; then ok "$A.tmp" && chmod 700 "$A.tmp" && mv "$A.tmp" "$A"; break; fi; sleep 2; done
 ok "$A" || echo "vastfleet: agent download failed" >&2
-if ! { [ -f "$D/agent.pid" ] && kill -0 "$(cat "$D/agent.pid")" 2>/dev/null; }; then nohup "$A" agent >>"$D/agent.out" 2>&1 & echo $! >"$D/agent.pid"; fi
+P=$(cat "$D/agent.pid" 2>/dev/null); if ! { [ -n "$P" ] && kill -0 "$P" 2>/dev/null && { [ ! -r "/proc/$P/cmdline" ] || grep -aqF "$A" "/proc/$P/cmdline"; }; }; then nohup "$A" agent >>"$D/agent.out" 2>&1 & echo $! >"$D/agent.pid"; fi
 `, wire.EnvStateDir, wire.EnvStateDir, shell.Quote(a.BinarySHA256), wire.EnvToken, insecure,
 		map[bool]string{true: " --no-check-certificate", false: ""}[a.Fingerprint != ""],
 		wire.EnvCoordURL, wire.PathAgentBin)

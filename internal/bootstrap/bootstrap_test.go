@@ -20,7 +20,9 @@ import (
 
 // A stand-in agent: it records its environment and arguments, then waits
 // to be killed, as the real one runs until the instance stops.
-const fakeAgent = "#!/bin/sh\nenv > \"$VASTFLEET_AGENT_DIR/env\"\necho \"$@\" > \"$VASTFLEET_AGENT_DIR/args\"\nexec sleep 30\n"
+// fakeAgent stays the process the onstart started (no exec), as the real
+// agent does: the onstart knows it by its command line.
+const fakeAgent = "#!/bin/sh\nenv > \"$VASTFLEET_AGENT_DIR/env\"\necho \"$@\" > \"$VASTFLEET_AGENT_DIR/args\"\nsleep 30\n"
 
 func digest(b string) string { s := sha256.Sum256([]byte(b)); return hex.EncodeToString(s[:]) }
 
@@ -119,6 +121,25 @@ func TestAgentOnstartInstallsOnceAndStartsOnce(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(filepath.Join(dir, "agent.pid")); string(again) != string(pid) {
 		t.Errorf("a second agent started: pid %q then %q", pid, again)
+	}
+	// After a stop and start the agent is gone, and the pid it left may
+	// now be another process's (a restarted container numbers its
+	// processes again; a simulated machine shares this computer's): the
+	// agent starts all the same. Seen: a node parked 12 s after its first
+	// boot never ran its agent after the release, and its job waited.
+	if _, err := os.Stat("/proc/self/cmdline"); err == nil {
+		other := exec.Command("sleep", "60")
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { other.Process.Kill(); other.Wait() }()
+		killAgent(home)
+		otherPID := strconv.Itoa(other.Process.Pid)
+		os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(otherPID+"\n"), 0o600)
+		runOnstart(t, home, script)
+		if again, _ := os.ReadFile(filepath.Join(dir, "agent.pid")); strings.TrimSpace(string(again)) == otherPID {
+			t.Errorf("a pid file naming another live process kept the agent from starting")
+		}
 	}
 }
 
