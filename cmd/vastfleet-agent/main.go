@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -78,7 +77,7 @@ func run(args []string) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, agent.ErrOrphaned), errors.Is(err, agent.ErrLifetime), errors.Is(err, agent.ErrIdle):
+	case agent.StoppedItself(err):
 		log.Error("vastfleet-agent", "err", err)
 		return 3
 	default:

@@ -24,6 +24,13 @@ import (
 // or destroyed the instance.
 var ErrOrphaned = errors.New("the coordinator was silent too long: this instance stopped or destroyed itself")
 
+// StoppedItself reports whether err is Run's account of the agent
+// stopping or destroying its own instance (dead-man switch, lifetime,
+// idle): the agent's exit status 3.
+func StoppedItself(err error) bool {
+	return errors.Is(err, ErrOrphaned) || errors.Is(err, ErrLifetime) || errors.Is(err, ErrIdle)
+}
+
 // ErrLifetime is what Run returns after the agent stopped its instance at
 // its maximum lifetime (the teardown ladder's first rung).
 var ErrLifetime = errors.New("this instance reached its maximum lifetime and stopped itself")
@@ -458,6 +465,7 @@ func (a *agent) deadman(ctx context.Context, lifeEnd time.Time, idle <-chan stru
 			fire = t.C
 		}
 		fired := false
+		var rung error // a teardown-ladder rung that fell due: stop, whatever the coordinator says
 		select {
 		case <-ctx.Done():
 		case <-a.acked:
@@ -465,28 +473,22 @@ func (a *agent) deadman(ctx context.Context, lifeEnd time.Time, idle <-chan stru
 		case <-fire:
 			fired = true
 		case <-lifeC:
-			if t != nil {
-				t.Stop()
-			}
 			a.log.Error("max lifetime reached: stopping this instance, as the teardown ladder says",
 				"max_lifetime", a.cfg.MaxLifetime, "instance", a.cfg.InstanceID)
-			if err := selfAct(ctx, a.cfg, wire.PolicyStop, a.log); err != nil {
-				return nil // ctx ended while retrying
-			}
-			return ErrLifetime
+			rung = ErrLifetime
 		case <-idle:
-			if t != nil {
-				t.Stop()
-			}
 			a.log.Error("idle: stopping this instance, as the teardown ladder says",
 				"idle_after", a.cfg.IdleAfter, "idle_below_percent", a.cfg.IdleBelow, "instance", a.cfg.InstanceID)
-			if err := selfAct(ctx, a.cfg, wire.PolicyStop, a.log); err != nil {
-				return nil // ctx ended while retrying
-			}
-			return ErrIdle
+			rung = ErrIdle
 		}
 		if t != nil {
 			t.Stop()
+		}
+		if rung != nil {
+			if err := selfAct(ctx, a.cfg, wire.PolicyStop, a.log); err != nil {
+				return nil // ctx ended while retrying
+			}
+			return rung
 		}
 		if ctx.Err() != nil {
 			return nil

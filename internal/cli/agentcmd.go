@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -31,7 +30,7 @@ Exit status: 0 stopped, 2 bad configuration, 3 the dead-man switch acted.`,
 				return usageError{err}
 			}
 			err = agent.Run(cmd.Context(), cfg, slog.New(slog.NewTextHandler(f.io.ErrOut, nil)))
-			if errors.Is(err, agent.ErrOrphaned) || errors.Is(err, agent.ErrLifetime) || errors.Is(err, agent.ErrIdle) {
+			if agent.StoppedItself(err) {
 				return partialError{err} // exit 3, as vastfleet-agent
 			}
 			return err
