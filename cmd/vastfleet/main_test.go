@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/vastfleet/vastfleet/internal/cli"
 )
 
 // built is this command, linked once per test binary: the tests run in
@@ -41,6 +43,9 @@ var builtDir string
 // testscript run the scripts' "vastfleet" as this test binary, entering
 // main instead of the tests.
 func TestMain(m *testing.M) {
+	if os.Getenv(cli.RunAsMainEnv) == "1" {
+		main() // the local market, started again as this program
+	}
 	dir, err := os.MkdirTemp("", "vastfleet-config-")
 	if err == nil {
 		os.Setenv("VASTFLEET_CONFIG", dir)

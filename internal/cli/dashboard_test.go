@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +72,13 @@ var agentBuild = sync.OnceValues(func() (string, error) {
 var agentBuildDir string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(RunAsMainEnv) == "1" {
+		// The local market, started again as this program.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		code := Main(ctx, System(), os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
 	code := m.Run()
 	if agentBuildDir != "" {
 		os.RemoveAll(agentBuildDir)

@@ -25,6 +25,9 @@ func TestDependencyDirection(t *testing.T) {
 		// client: sharing the client's offers, query engine or billing would
 		// make every test that compares the two compare code with itself.
 		"sim": {mod + "market", mod + "provider", mod + "plan", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "database/sql"},
+		// The local market is the simulator kept alive between commands:
+		// it serves the simulator and links nothing of the client.
+		"localmarket": {mod + "market", mod + "provider", mod + "plan", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "database/sql"},
 		// The machine behind a simulated instance knows nothing of the
 		// market, the marketplace contract or the store.
 		"sim/host": {mod + "market", mod + "provider", mod + "plan", mod + "store", mod + "fleet", mod + "launch", mod + "cli", "net/http", "database/sql"},

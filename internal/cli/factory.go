@@ -188,7 +188,13 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	}
 	baseURL, key := f.opts.APIURL, f.opts.APIKey
 	if f.opts.Market == "sim" {
-		if baseURL == "" {
+		if baseURL == "" && f.usesLocalMarket() {
+			u, err := f.connectLocal(ctx)
+			if err != nil {
+				return nil, err
+			}
+			baseURL = u
+		} else if baseURL == "" {
 			u, err := f.startSim()
 			if errors.Is(err, sim.ErrInUse) {
 				// Another vastfleet has the market open (a coordinator, a
@@ -278,6 +284,8 @@ func (f *factory) Clock() clock.Clock {
 		return clock.Fixed{At: f.frozenAt}
 	case f.simMkt != nil:
 		return f.simMkt.Clock()
+	case f.virtual != nil: // a session on the local market
+		return f.virtual
 	case f.simClock != nil:
 		return f.simClock
 	}

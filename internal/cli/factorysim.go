@@ -17,7 +17,7 @@ import (
 // simScale is how many market seconds pass per wall second.
 func (f *factory) simScale() float64 {
 	switch {
-	case f.simMkt != nil:
+	case f.simMkt != nil, f.virtual != nil: // in this process, or a session on the local market
 		return f.opts.SimSpeed
 	case f.simClock != nil && f.simClock.Scale() > 0:
 		return f.simClock.Scale()
@@ -25,14 +25,12 @@ func (f *factory) simScale() float64 {
 	return 1
 }
 
-func (f *factory) startSim() (string, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return "", err
-	}
+// simConfig is the in-process or local market's configuration from the
+// global --sim-* flags.
+func (f *factory) simConfig() (sim.Config, error) {
 	faults, err := sim.Profile(f.opts.SimFaults)
 	if err != nil {
-		return "", usagef("--sim-faults: %v", err)
+		return sim.Config{}, usagef("--sim-faults: %v", err)
 	}
 	if f.opts.SimLiars >= 0 {
 		faults.Liars = f.opts.SimLiars
@@ -41,8 +39,19 @@ func (f *factory) startSim() (string, error) {
 		faults.Spoof = f.opts.SimSpoof
 	}
 	faults.EndpointLimits = faults.EndpointLimits || f.opts.SimEndpointLimits
-	cfg := sim.Config{
+	return sim.Config{
 		Seed: f.opts.SimSeed, APIKey: simAPIKey, Faults: faults, TimeScale: f.opts.SimSpeed, Log: f.log,
+	}, nil
+}
+
+func (f *factory) startSim() (string, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", err
+	}
+	cfg, err := f.simConfig()
+	if err != nil {
+		return "", err
 	}
 	if f.simHosts {
 		cfg.HostDir = sim.HostsDir(filepath.Join(dir, "sim"))

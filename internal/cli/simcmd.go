@@ -14,12 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 func newSimCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "The built-in vast.ai-compatible simulated marketplace"}
-	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f, nil), newSimDepthCmd(f, nil))
+	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f, nil), newSimDepthCmd(f, nil), newSimDaemonCmd(f, nil), newSimStopCmd(f, nil))
 	return cmd
 }
 
@@ -258,9 +259,13 @@ func newSimResetCmd(f *factory, runF func(context.Context, *simResetOptions) err
 }
 
 // simResetRun is `sim reset` once parsed.
-func simResetRun(_ context.Context, f *factory, _ *simResetOptions) error {
+func simResetRun(ctx context.Context, f *factory, _ *simResetOptions) error {
 	dir, err := f.dataDir()
 	if err != nil {
+		return err
+	}
+	// The local market holds the state open: it saves and ends first.
+	if _, err := localmarket.Stop(ctx, filepath.Join(dir, "sim")); err != nil {
 		return err
 	}
 	if err := sim.Reset(filepath.Join(dir, "sim")); err != nil {

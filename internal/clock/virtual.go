@@ -26,8 +26,11 @@ type Virtual struct {
 	// outcome stays the same.
 	pace     float64
 	lastMove time.Time
-	done     chan struct{}
-	stopped  sync.Once
+	// jump, when set, makes each move: the clock of a market served by
+	// another process moves only when that market has reached the time.
+	jump    func(ctx context.Context, to time.Time) (time.Time, error)
+	done    chan struct{}
+	stopped sync.Once
 }
 
 type waiter struct {
@@ -84,6 +87,17 @@ func (v *Virtual) SetPace(scale float64) {
 	v.mu.Unlock()
 }
 
+// SetJump makes every move of the clock go through jump, which returns
+// once the time it was given (or a later one) has been reached elsewhere:
+// a command's clock is then the local market's (see Shared), and moves
+// only when the market has moved. A failed jump leaves the clock where it
+// was; the next quiet moment tries again.
+func (v *Virtual) SetJump(jump func(ctx context.Context, to time.Time) (time.Time, error)) {
+	v.mu.Lock()
+	v.jump = jump
+	v.mu.Unlock()
+}
+
 // Busy counts the goroutines that work between sleeps: while fewer of
 // them sleep than exist, one is working and the clock stands still.
 func (v *Virtual) Busy(d int) {
@@ -137,6 +151,29 @@ func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// jumpTo asks the clock's jump for next, with v.mu held on entry and on
+// return (not during the call, which waits on another process).
+func (v *Virtual) jumpTo(next time.Time) (time.Time, bool) {
+	jump := v.jump
+	v.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-v.done: // Close ends a jump that waits on a market
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	to, err := jump(ctx, next)
+	cancel()
+	v.mu.Lock()
+	if err != nil {
+		v.lastAct = time.Now() // not at once again: the market may be gone
+		return time.Time{}, false
+	}
+	return to, true
+}
+
 func (v *Virtual) drive() {
 	t := time.NewTicker(100 * time.Microsecond)
 	defer t.Stop()
@@ -159,6 +196,14 @@ func (v *Virtual) drive() {
 			if v.pace > 0 && time.Since(v.lastMove) < time.Duration(float64(next.Sub(v.now))/v.pace) {
 				v.mu.Unlock()
 				continue
+			}
+			if v.jump != nil {
+				to, ok := v.jumpTo(next)
+				if !ok {
+					v.mu.Unlock()
+					continue
+				}
+				next = to
 			}
 			if v.now.Before(next) {
 				v.now = next

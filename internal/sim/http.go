@@ -85,6 +85,19 @@ func (m *Market) Handler() http.Handler {
 	open("GET /sim/clock", m.hClock)
 	open("POST /sim/advance", m.hAdvance)
 	open("POST /sim/offline/{id}", m.hOffline)
+	if sc, ok := m.cfg.Clock.(*clock.Shared); ok {
+		m.sessionRoutes(mux, sc)
+	}
+	if m.cfg.Stop != nil {
+		mux.HandleFunc("POST /sim/stop", func(w http.ResponseWriter, r *http.Request) {
+			if !loopback(r.RemoteAddr) {
+				http.Error(w, "sim admin is loopback-only", http.StatusForbidden)
+				return
+			}
+			m.cfg.Stop()
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}
 	return mux
 }
 
@@ -92,6 +105,7 @@ func searchPath(p string) bool { return p == "/api/v0/bundles/" || p == "/api/v0
 
 func (m *Market) wrap(h apiHandler, authed bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.lastRequest.Store(time.Now().UnixNano())
 		sim := strings.HasPrefix(r.URL.Path, "/sim/")
 		if sim && !loopback(r.RemoteAddr) {
 			http.Error(w, "sim admin is loopback-only", http.StatusForbidden)
@@ -871,6 +885,14 @@ func (m *Market) hClock(r *http.Request, _ []byte, now time.Time) reply {
 	scale := 0.0 // a manual clock moves only when told to
 	if sc, ok := m.cfg.Clock.(*clock.Scaled); ok {
 		scale = sc.Scale()
+	}
+	if sc, ok := m.cfg.Clock.(*clock.Shared); ok {
+		// Between sessions the local market runs at its pace; while one is
+		// open it moves only in jumps, which a reader sees on its next look.
+		if sc.Sessions() == 0 {
+			scale = sc.Pace()
+		}
+		return jsonReply(200, map[string]any{"now": now, "manual": false, "scale": scale, "shared": true, "sessions": sc.Sessions()})
 	}
 	return jsonReply(200, map[string]any{"now": now, "manual": manual, "scale": scale})
 }

@@ -53,6 +53,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
@@ -111,6 +112,9 @@ type Config struct {
 	Log *slog.Logger
 	// IDBase fixes the offset of instance ids; 0 draws one at random.
 	IDBase int64
+	// Stop, when set, is served as POST /sim/stop (loopback only): how
+	// `vastfleet sim stop` ends the local market's process.
+	Stop func()
 }
 
 // LedgerEntry is one charge. Adjacent charges of one kind for one instance
@@ -236,13 +240,16 @@ type instance struct {
 // Market is one simulated marketplace. All methods are safe for concurrent
 // use; HTTP requests are served one at a time.
 type Market struct {
-	mu     sync.Mutex
-	cfg    Config
-	offers []Offer
-	index  searchIndex // offer searches, see index.go
-	byID   map[int64]int
-	st     *state
-	lastLE map[[2]int64]int // (instance, kind) → index of its latest ledger entry
+	mu  sync.Mutex
+	cfg Config
+	// lastRequest is the wall time (UnixNano) of the newest request: the
+	// local market ends after a quiet while (Idle).
+	lastRequest atomic.Int64
+	offers      []Offer
+	index       searchIndex // offer searches, see index.go
+	byID        map[int64]int
+	st          *state
+	lastLE      map[[2]int64]int // (instance, kind) → index of its latest ledger entry
 	// riskNorm is the offers' mean machineRiskBase.
 	riskNorm float64
 
@@ -315,6 +322,7 @@ func newMarket(cfg Config, saved *state) (*Market, error) {
 	}
 	now := cfg.Clock.Now()
 	m := &Market{cfg: cfg, log: cfg.Log, booted: map[int64]int64{}, keysOpen: map[int64]bool{}}
+	m.lastRequest.Store(time.Now().UnixNano())
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -1158,4 +1166,10 @@ func (m *Market) CreatesPerOffer() map[int64]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Idle is how long the market has had no request (since it opened, when
+// it has had none).
+func (m *Market) Idle() time.Duration {
+	return time.Since(time.Unix(0, m.lastRequest.Load()))
 }

@@ -63,6 +63,9 @@ func Open(dir string, cfg Config) (*Market, error) {
 			if c.Now().Before(saved.SimTime) {
 				c.Set(saved.SimTime)
 			}
+		case *clock.Shared:
+			// The local market lived on at its pace while it was closed.
+			c.Rebase(saved.SimTime, saved.WallTime)
 		case *clock.Virtual:
 			// A command that waits on the market resumes it where it was:
 			// only its own waits move it on.

@@ -22,6 +22,9 @@ type Reply struct {
 	Now    time.Time `json:"now"`
 	Manual bool      `json:"manual"`
 	Scale  float64   `json:"scale"`
+	// Shared: the local market (clock.Shared), whose scale is its pace
+	// between sessions and 0 while one is open.
+	Shared bool `json:"shared"`
 }
 
 // Clock reads the time of a served simulator. It is safe for concurrent
@@ -30,6 +33,7 @@ type Clock struct {
 	url    string
 	client *http.Client
 	scale  float64 // 0: the simulator's clock is manual
+	shared bool
 	wall   clock.Wall
 
 	mu        sync.Mutex
@@ -53,7 +57,7 @@ func New(ctx context.Context, baseURL string) (*Clock, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.scale, c.last, c.fetchedAt, c.shown = r.Scale, r.Now, c.wall.Now(), r.Now
+	c.scale, c.last, c.fetchedAt, c.shown, c.shared = r.Scale, r.Now, c.wall.Now(), r.Now, r.Shared
 	if r.Manual {
 		c.scale = 0 // a manual clock moves only when told: read it every time
 	}
@@ -79,7 +83,11 @@ func (c *Clock) fetch(ctx context.Context) (Reply, error) {
 
 // Scale is how many market seconds pass per wall second; 0 when the
 // simulator's clock is manual.
-func (c *Clock) Scale() float64 { return c.scale }
+func (c *Clock) Scale() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.scale
+}
 
 // Now is the simulator's time. Rent goroutines call it concurrently and
 // often, so one answer serves for RefreshEvery of wall time, advanced at
@@ -89,7 +97,7 @@ func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	wall := c.wall.Now()
-	if !c.fetchedAt.IsZero() && wall.Sub(c.fetchedAt) < RefreshEvery && c.scale > 0 {
+	if !c.fetchedAt.IsZero() && wall.Sub(c.fetchedAt) < RefreshEvery && (c.scale > 0 || c.shared) {
 		est := c.last.Add(time.Duration(float64(wall.Sub(c.fetchedAt)) * c.scale))
 		if est.After(c.shown) {
 			c.shown = est
@@ -98,6 +106,10 @@ func (c *Clock) Now() time.Time {
 	}
 	if r, err := c.fetch(context.Background()); err == nil {
 		c.last, c.fetchedAt = r.Now, wall
+		if r.Shared {
+			// A shared market's pace changes as sessions come and go.
+			c.shared, c.scale = true, r.Scale
+		}
 		if r.Now.After(c.shown) {
 			c.shown = r.Now
 		}
@@ -108,8 +120,11 @@ func (c *Clock) Now() time.Time {
 // Sleep waits d of market time as d/scale of wall time (d itself when the
 // simulator's clock is manual), or until ctx ends.
 func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
-	if c.scale > 0 {
-		d = time.Duration(float64(d) / c.scale)
+	c.mu.Lock()
+	scale := c.scale
+	c.mu.Unlock()
+	if scale > 0 {
+		d = time.Duration(float64(d) / scale)
 	}
 	return c.wall.Sleep(ctx, d)
 }

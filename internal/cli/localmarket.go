@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
+	"github.com/vastfleet/vastfleet/internal/sim"
+)
+
+// RunAsMainEnv, set to 1 in a process's environment, tells a test binary
+// to run vastfleet's main instead of its tests: the local market is this
+// same program started again, and under `go test` this program is the
+// test binary.
+const RunAsMainEnv = "VASTFLEET_RUN_AS_MAIN"
+
+// usesLocalMarket: --market sim without --api-url talks to the data
+// dir's local market process (package localmarket), unless
+// VASTFLEET_SIM_LOCAL=off opens the market in this command's own process
+// for the command's lifetime, as before the local market.
+func (f *factory) usesLocalMarket() bool {
+	switch f.io.Getenv("VASTFLEET_SIM_LOCAL") {
+	case "0", "off", "false":
+		return false
+	}
+	return true
+}
+
+// connectLocal finds or starts the data dir's local market. A command
+// whose outcome depends on how long it waits (launch, up) holds a
+// session on its clock: the market then moves only while the command
+// waits. Others read its clock.
+func (f *factory) connectLocal(ctx context.Context) (string, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return "", err
+	}
+	cmd, err := f.localMarketCmd(dir)
+	if err != nil {
+		return "", err
+	}
+	u, err := localmarket.Ensure(ctx, filepath.Join(dir, "sim"), cmd)
+	if err != nil {
+		return "", err
+	}
+	if f.waitsOnMarket {
+		s, err := remoteclock.OpenSession(ctx, u)
+		if err == nil {
+			f.virtual = s.Clock()
+			if f.simSpeedSet {
+				f.virtual.SetPace(f.opts.SimSpeed)
+			}
+			f.closers = append(f.closers, func() error { s.Close(); return nil })
+			return u, nil
+		}
+		// A command that holds the market in its own process serves no
+		// sessions: read its clock as any other served market's.
+		f.log.Debug("no session on the market", "err", err)
+	}
+	c, err := remoteclock.New(ctx, u)
+	if err != nil {
+		return "", fmt.Errorf("reading the local market's clock: %w", err)
+	}
+	f.simClock = c
+	return u, nil
+}
+
+// localMarketCmd is `vastfleet sim daemon` for this data dir, with this
+// command's market flags (they apply when the market's state is created;
+// a saved market keeps its seed).
+func (f *factory) localMarketCmd(dir string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--data-dir", dir, "--market", "sim",
+		"--sim-seed", strconv.FormatInt(f.opts.SimSeed, 10), "--sim-faults", f.opts.SimFaults,
+		"--sim-liars", strconv.FormatFloat(f.opts.SimLiars, 'g', -1, 64),
+		"--sim-spoof", strconv.FormatFloat(f.opts.SimSpoof, 'g', -1, 64)}
+	if f.opts.SimEndpointLimits {
+		args = append(args, "--sim-endpoint-limits")
+	}
+	if f.simSpeedSet {
+		args = append(args, "--sim-speed", strconv.FormatFloat(f.opts.SimSpeed, 'g', -1, 64))
+	}
+	cmd := exec.Command(exe, append(args, "sim", "daemon")...)
+	cmd.Env = append(os.Environ(), RunAsMainEnv+"=1")
+	return cmd, nil
+}
+
+type simDaemonOptions struct {
+	Idle time.Duration
+}
+
+func newSimDaemonCmd(f *factory, runF func(context.Context, *simDaemonOptions) error) *cobra.Command {
+	opts := &simDaemonOptions{}
+	cmd := &cobra.Command{
+		Use:    "daemon",
+		Short:  "Hold this data dir's simulated marketplace open between commands (started by them)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return simDaemonRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Idle, "idle", localmarket.DefaultIdle, "end after this long with no command")
+	return cmd
+}
+
+func simDaemonRun(ctx context.Context, f *factory, opts *simDaemonOptions) error {
+	os.Unsetenv(RunAsMainEnv) // not for the machines' processes
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	cfg, err := f.simConfig()
+	if err != nil {
+		return err
+	}
+	pace := 1.0
+	if f.simSpeedSet {
+		pace = f.opts.SimSpeed
+	}
+	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: opts.Idle, Log: f.log})
+	if errors.Is(err, sim.ErrInUse) {
+		return fmt.Errorf("another process has this data dir's market open: %w", err)
+	}
+	return err
+}
+
+type simStopOptions struct{}
+
+func newSimStopCmd(f *factory, runF func(context.Context, *simStopOptions) error) *cobra.Command {
+	opts := &simStopOptions{}
+	return &cobra.Command{
+		Use:   "stop",
+		Short: "Stop this data dir's local simulated marketplace (it saves; the next command starts it again)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return simStopRun(cmd.Context(), f, opts)
+		},
+	}
+}
+
+func simStopRun(ctx context.Context, f *factory, _ *simStopOptions) error {
+	dir, err := f.dataDir()
+	if err != nil {
+		return err
+	}
+	was, err := localmarket.Stop(ctx, filepath.Join(dir, "sim"))
+	if err != nil {
+		return err
+	}
+	if !was {
+		fmt.Fprintln(f.io.ErrOut, "no local market is running for", dir)
+		return nil
+	}
+	fmt.Fprintln(f.io.ErrOut, "stopped the local market for", dir)
+	return nil
+}
