@@ -284,25 +284,34 @@ func TestRemoteSimulator(t *testing.T) {
 	}
 }
 
-// TestSimHostsFlag: with --sim-hosts the in-process simulator puts a
-// machine behind a running instance (its onstart.sh is written at boot);
-// without it the instance is a row only.
+// TestSimHostsFlag: the local market always puts a machine behind a
+// running instance (its onstart.sh is written at boot), since instances
+// outlive commands there; the in-process market (VASTFLEET_SIM_LOCAL=off)
+// does so only with --sim-hosts, and without it the instance is a row.
 func TestSimHostsFlag(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	offer := e.cheapestOffer("gpu_name=RTX_3090")
-	inst := decode[map[string]any](t, e.ok("--sim-hosts", "rent", offer, "--image", "ubuntu:22.04", "--onstart", "echo hi", "--json").out)
-	id := fmt.Sprint(int64(inst["id"].(float64)))
 	hosts := sim.HostsDir(filepath.Join(e.home, "sim"))
-	b, err := os.ReadFile(filepath.Join(hosts, id, "root", "onstart.sh"))
-	if err != nil || strings.TrimSpace(string(b)) != "echo hi" {
-		t.Fatalf("onstart.sh of instance %s: %q, %v", id, b, err)
+	rent := func(args ...string) string {
+		offer := e.cheapestOffer("gpu_name=RTX_3090")
+		inst := decode[map[string]any](t, e.ok(append(args, "rent", offer, "--image", "ubuntu:22.04", "--onstart", "echo hi", "--json")...).out)
+		return fmt.Sprint(int64(inst["id"].(float64)))
 	}
-	offer2 := e.cheapestOffer("gpu_name=RTX_3090")
-	inst2 := decode[map[string]any](t, e.ok("rent", offer2, "--image", "ubuntu:22.04", "--json").out)
-	id2 := fmt.Sprint(int64(inst2["id"].(float64)))
+	for _, id := range []string{rent()} {
+		b, err := os.ReadFile(filepath.Join(hosts, id, "root", "onstart.sh"))
+		if err != nil || strings.TrimSpace(string(b)) != "echo hi" {
+			t.Fatalf("onstart.sh of instance %s on the local market: %q, %v", id, b, err)
+		}
+	}
+	e.ok("sim", "stop")
+	e.vars = map[string]string{"VASTFLEET_SIM_LOCAL": "off"}
+	id := rent("--sim-hosts")
+	if b, err := os.ReadFile(filepath.Join(hosts, id, "root", "onstart.sh")); err != nil || strings.TrimSpace(string(b)) != "echo hi" {
+		t.Fatalf("onstart.sh of instance %s with --sim-hosts: %q, %v", id, b, err)
+	}
+	id2 := rent()
 	if _, err := os.Stat(filepath.Join(hosts, id2)); !os.IsNotExist(err) {
-		t.Errorf("instance %s got a machine without --sim-hosts (%v)", id2, err)
+		t.Errorf("instance %s got a machine without --sim-hosts in process (%v)", id2, err)
 	}
 }
 

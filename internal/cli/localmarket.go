@@ -116,6 +116,7 @@ func newSimDaemonCmd(f *factory, runF func(context.Context, *simDaemonOptions) e
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Idle, "idle", localmarket.DefaultIdle, "end after this long with no command")
+	limitFlags(cmd.Flags(), bounds{"idle", ">0", "720h"})
 	return cmd
 }
 

@@ -119,6 +119,7 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 	if opts.Rent < 0 || opts.Rent > 3 {
 		return usagef("--rent %d: pick an option from 1 to 3", opts.Rent)
 	}
+	f.waitsOnMarket = opts.Rent > 0 // the market moves while --rent waits for the boot
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return err

@@ -96,6 +96,7 @@ func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
 
 // rentRun is `rent` once its flags are parsed.
 func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
+	f.waitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
 	offerID := opts.OfferID
 	req, err := opts.createRequest()
 	if err != nil {
@@ -142,7 +143,7 @@ func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, ti
 		},
 	})
 	if err != nil {
-		return rec, fmt.Errorf("%w\ninstance %d still exists and bills at least storage: `vastfleet destroy %d` ends it, `vastfleet ls` shows it", err, id, id)
+		return rec, fmt.Errorf("%w; instance %d still exists and bills at least storage: `vastfleet destroy %d` ends it, `vastfleet ls` shows it", err, id, id)
 	}
 	return rec, nil
 }

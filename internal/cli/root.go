@@ -166,7 +166,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.Float64Var(&f.opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")
 	pf.BoolVar(&f.opts.SimEndpointLimits, "sim-endpoint-limits", false, "limit the simulator's endpoints per key as vast does (about one call a market second on most)")
 	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
-	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator while the command runs")
+	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
 	pf.BoolVarP(&f.opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
 	pf.StringVar(&f.opts.Server, "server", "", "run up, status, logs, down, ls, cost, destroy and launch on this vastfleet server (token: $VASTFLEET_TOKEN or the context for its URL; default: the current context; local: this process)")
 	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"}, bounds{"sim-liars", "-1", "1"}, bounds{"sim-spoof", "-1", "1"})

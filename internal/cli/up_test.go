@@ -124,6 +124,7 @@ func TestStatusShowsTheMarketsSpend(t *testing.T) {
 	}
 	st.Close()
 	// The market is served, as up serves it, an hour on from the launch.
+	e.ok("sim", "stop")
 	mc := clock.NewManual(time.Now())
 	mkt, err := sim.Open(filepath.Join(e.home, "sim"), sim.Config{APIKey: simAPIKey, Clock: mc})
 	if err != nil {
@@ -243,6 +244,7 @@ max_duration: 2h
 		t.Errorf("%d results kept, want 12", kept)
 	}
 	// The market's own account of who lied, beside the job's.
+	e.ok("sim", "stop")
 	mkt, err := sim.Open(filepath.Join(e.home, "sim"), sim.Config{Faults: sim.Faults{Liars: 0.25}})
 	if err != nil {
 		t.Fatal(err)
