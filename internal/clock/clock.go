@@ -63,3 +63,23 @@ func (c Fixed) Now() time.Time { return c.At }
 
 // Sleep waits d of wall time or until ctx ends.
 func (Fixed) Sleep(ctx context.Context, d time.Duration) error { return Wall{}.Sleep(ctx, d) }
+
+// The kinds of time a clock tells, as every surface names them.
+const (
+	// KindWall is the machine's own time: the real marketplace's.
+	KindWall = "wall"
+	// KindMarket is a simulated market's time, which runs ahead of the
+	// wall while vastfleet waits on it.
+	KindMarket = "market"
+)
+
+// Kind says which time c tells, so a surface that shows a time can say
+// which it is: wall for the machine's own clock (vast.ai's), market for
+// any clock a simulated market moves.
+func Kind(c Clock) string {
+	switch c.(type) {
+	case Wall, *Wall, nil:
+		return KindWall
+	}
+	return KindMarket
+}

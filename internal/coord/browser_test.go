@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,10 @@ func TestDashboardKeepsUpWithALargeFleet(t *testing.T) {
 	before, err := chromedp.Run(bctx, chromedp.Text("#metric-keys_per_s"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The page says which clock its times are on.
+	if updated, err := chromedp.Run(bctx, chromedp.Text("#updated")); err != nil || !strings.HasSuffix(updated, " wall time") {
+		t.Errorf("the updated line %q (%v) does not name its clock", updated, err)
 	}
 	// From here the page times itself: each change of "updated", and how
 	// long the script ran for it.

@@ -433,12 +433,12 @@ func (d *DB) CountFindings(ctx context.Context, fleet string) (int64, error) {
 
 // Findings lists the fleet's findings, oldest first; limit ≤ 0 means all.
 func (d *DB) Findings(ctx context.Context, fleet string, limit int) ([]wire.Finding, error) {
-	q := `SELECT key, node, session, at, data, item FROM findings WHERE fleet = ? ORDER BY id`
+	q := `SELECT key, node, session, at, data, item, received_at FROM findings WHERE fleet = ? ORDER BY id`
 	args := []any{fleet}
 	if limit > 0 {
 		// The newest limit rows, still returned oldest first.
-		q = `SELECT key, node, session, at, data, item FROM
-			(SELECT id, key, node, session, at, data, item FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?)
+		q = `SELECT key, node, session, at, data, item, received_at FROM
+			(SELECT id, key, node, session, at, data, item, received_at FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?)
 			ORDER BY id`
 		args = append(args, limit)
 	}
@@ -450,11 +450,12 @@ func (d *DB) Findings(ctx context.Context, fleet string, limit int) ([]wire.Find
 	var out []wire.Finding
 	for rows.Next() {
 		var f wire.Finding
-		var at, data string
-		if err := rows.Scan(&f.Key, &f.Node, &f.Session, &at, &data, &f.Item); err != nil {
+		var at, data, received string
+		if err := rows.Scan(&f.Key, &f.Node, &f.Session, &at, &data, &f.Item, &received); err != nil {
 			return nil, err
 		}
 		f.At, _ = time.Parse(time.RFC3339Nano, at)
+		f.ReceivedAt, _ = time.Parse(time.RFC3339Nano, received)
 		f.Data = json.RawMessage(data)
 		out = append(out, f)
 	}

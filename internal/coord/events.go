@@ -124,7 +124,7 @@ func (s *Server) push(fleet string) {
 	if full || prev == nil {
 		msg, err = encodeEvent("snapshot", snap)
 	} else {
-		d := wire.SnapshotDelta{At: snap.At, Totals: snap.Totals, Findings: snap.Findings, Nodes: []json.RawMessage{}, Removed: []string{}}
+		d := wire.SnapshotDelta{At: snap.At, Clock: snap.Clock, Totals: snap.Totals, Findings: snap.Findings, Nodes: []json.RawMessage{}, Removed: []string{}}
 		for _, n := range snap.Nodes {
 			if !bytes.Equal(prev[n.Node], rows[n.Node]) {
 				d.Nodes = append(d.Nodes, rows[n.Node])

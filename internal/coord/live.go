@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/stat"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -161,7 +162,7 @@ func (s *Server) Snapshot(ctx context.Context, fleet string) wire.Snapshot {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := wire.Snapshot{At: now, Totals: wire.Totals{Metrics: map[string]float64{}}, Nodes: []wire.Node{}, Findings: []wire.Finding{}}
+	snap := wire.Snapshot{At: now, Clock: clock.Kind(s.cfg.Clock), Totals: wire.Totals{Metrics: map[string]float64{}}, Nodes: []wire.Node{}, Findings: []wire.Finding{}}
 	f := s.fleets[fleet]
 	if f == nil {
 		return snap

@@ -374,3 +374,45 @@ func TestMarketDepthIsDrawnForViewersAndCached(t *testing.T) {
 		t.Errorf("agent token GET %s: %d, want refused", PathDepth, code)
 	}
 }
+
+// TestFindingsShowTheCoordinatorsClock: a finding carries the time the
+// coordinator received it, on the coordinator's clock (the market's on a
+// simulated market), whatever the node stamped or claimed, live and
+// after a restart; the snapshot names which clock that is.
+func TestFindingsShowTheCoordinatorsClock(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	r := newRig(t, func(c *Config) { c.Clock = clk })
+	fs := findings("alpha", "n1", "k1")
+	skewed := clk.Now().Add(-3 * time.Hour)
+	fs.Items[0].At = skewed
+	fs.Items[0].ReceivedAt = clk.Now().Add(time.Hour) // a node's claim, not kept
+	r.do("POST", wire.PathFindings, r.node("n1"), fs, nil)
+	received := clk.Now()
+	check := func(when string) {
+		t.Helper()
+		var snap wire.Snapshot
+		r.do("GET", wire.PathState, r.viewer, nil, &snap)
+		if snap.Clock != "market" {
+			t.Errorf("%s: snapshot clock %q, want market", when, snap.Clock)
+		}
+		if len(snap.Findings) != 1 || !snap.Findings[0].ReceivedAt.Equal(received) || !snap.Findings[0].At.Equal(skewed) {
+			t.Fatalf("%s: findings %+v, want received_at %v and the node's at %v", when, snap.Findings, received, skewed)
+		}
+	}
+	check("live")
+	r.http.Close()
+	r.srv.Close()
+	r.db.Close()
+	r.db = openTestDB(t, r.dbPath)
+	clk.Advance(time.Minute)
+	r.start(func(c *Config) { c.Clock = clk })
+	check("after a restart")
+
+	wall := newRig(t, nil)
+	var snap wire.Snapshot
+	wall.do("GET", wire.PathState, wall.viewer, nil, &snap)
+	if snap.Clock != "wall" {
+		t.Errorf("a coordinator on the wall clock says %q", snap.Clock)
+	}
+}

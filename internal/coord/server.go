@@ -503,7 +503,8 @@ func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller
 	}
 	now := s.now()
 	for i := range fs.Items {
-		fs.Items[i].Node = fs.Node // the batch's node, whatever an item claims
+		fs.Items[i].Node = fs.Node   // the batch's node, whatever an item claims
+		fs.Items[i].ReceivedAt = now // the coordinator's clock, whatever the node says
 		if fs.Items[i].At.IsZero() {
 			fs.Items[i].At = now
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -70,7 +71,10 @@ type FleetCost struct {
 
 // CostReport is the answer of Cost.
 type CostReport struct {
-	At        time.Time      `json:"at"`
+	At time.Time `json:"at"`
+	// Clock names the time At is in: "wall", or "market" on a simulated
+	// market.
+	Clock     string         `json:"clock"`
 	Instances []InstanceCost `json:"instances"`
 	Fleets    []FleetCost    `json:"fleets"`
 	Compute   float64        `json:"compute"`
@@ -85,7 +89,7 @@ type CostReport struct {
 // fleet "" means every fleet. Gone instances are included.
 func (m *Manager) Cost(ctx context.Context, fleet string) (CostReport, error) {
 	now := m.now()
-	rep := CostReport{At: now}
+	rep := CostReport{At: now, Clock: clock.Kind(m.Clock)}
 	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleet, IncludeGone: true})
 	if err != nil {
 		return rep, fmt.Errorf("cost: %w", err)

@@ -24,8 +24,11 @@ import (
 
 // Report is a job's cost, per node and in all, against the estimate.
 type Report struct {
-	Job       string       `json:"job"`
-	At        time.Time    `json:"at"`
+	Job string    `json:"job"`
+	At  time.Time `json:"at"`
+	// Clock names the time At is in: "wall", or "market" on a simulated
+	// market.
+	Clock     string       `json:"clock"`
 	Nodes     []ReportNode `json:"nodes"`
 	Ran       int          `json:"nodes_ran"`
 	Compute   float64      `json:"compute"`
@@ -203,7 +206,7 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 	for _, in := range ins {
 		models[in.ID] = hardwareModel(in)
 	}
-	rep := &Report{Job: rec.ID, At: cr.At, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard}
+	rep := &Report{Job: rec.ID, At: cr.At, Clock: cr.Clock, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard}
 	for _, in := range cr.Instances {
 		n := ReportNode{ID: in.InstanceID, Ran: ran[in.InstanceID], State: in.State, Running: in.Running.Seconds(),
 			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total, Model: models[in.InstanceID]}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
@@ -103,7 +102,7 @@ func (r *runner) launchCutOff(ctx context.Context) bool {
 // begin records the job (or takes up its record) and shows its dashboard.
 func (r *runner) begin(ctx context.Context) error {
 	o := r.o
-	r.rec = &Record{ID: o.ID, File: o.File, State: StateLaunching, StartedAt: time.Now().UTC(), Results: o.Job.Results,
+	r.rec = &Record{ID: o.ID, File: o.File, State: StateLaunching, StartedAt: r.d.Clock.Now().UTC(), Results: o.Job.Results,
 		LocalDir: localDir(o.ResultsDir, o.ID), AutoDestroy: o.Job.AutoDestroy}
 	if o.Resumed != nil {
 		r.rec = o.Resumed

@@ -118,6 +118,10 @@ type Summary struct {
 	// PastDeadlineS is how many marketplace seconds after the deadline the
 	// launch ended (negative: before it); absent without a deadline.
 	PastDeadlineS *float64 `json:"past_deadline_s,omitempty"`
+	// Clock names the time the events' at is in: "wall", or "market"
+	// for a simulated market's clock, which runs ahead while vastfleet
+	// waits on it.
+	Clock string `json:"clock"`
 
 	// Not part of the JSON line.
 	Elapsed time.Duration `json:"-"` // marketplace time from start to end

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
@@ -75,7 +76,7 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 }
 
 func (r *runner) summary(ctx context.Context) Summary {
-	s := Summary{Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
+	s := Summary{Clock: clock.Kind(r.m.Clock), Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
 		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
 	s.Outbid, s.Rebids, s.ShortHardware = r.outbids, r.rebids, r.shortHW

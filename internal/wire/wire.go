@@ -278,12 +278,16 @@ type HeartbeatReply struct {
 // Finding is one result a session reported. Key makes it idempotent: the
 // coordinator stores a key once, however often it is sent.
 type Finding struct {
-	Key     string          `json:"key"`
-	Node    string          `json:"node,omitempty"` // filled by the coordinator
-	Session string          `json:"session,omitempty"`
-	Item    int64           `json:"item,omitempty"` // the work item whose run reported it
-	At      time.Time       `json:"at"`
-	Data    json.RawMessage `json:"data"`
+	Key     string `json:"key"`
+	Node    string `json:"node,omitempty"` // filled by the coordinator
+	Session string `json:"session,omitempty"`
+	Item    int64  `json:"item,omitempty"` // the work item whose run reported it
+	// At is the node's own clock, which a host may skew; ReceivedAt is
+	// the coordinator's (the market's clock on a simulated market), the
+	// one time the dashboard and reports show.
+	At         time.Time       `json:"at"`
+	ReceivedAt time.Time       `json:"received_at,omitzero"`
+	Data       json.RawMessage `json:"data"`
 }
 
 // Findings is a batch from one node.
@@ -391,7 +395,10 @@ type Totals struct {
 
 // Snapshot is the dashboard's whole view at one moment.
 type Snapshot struct {
-	At       time.Time `json:"at"`
+	At time.Time `json:"at"`
+	// Clock names the time At and every finding's received_at are in:
+	// "wall", or "market" for a simulated market's clock.
+	Clock    string    `json:"clock"`
 	Totals   Totals    `json:"totals"`
 	Nodes    []Node    `json:"nodes"`
 	Findings []Finding `json:"findings"` // the most recent, newest first
@@ -402,6 +409,7 @@ type Snapshot struct {
 // and the names of nodes gone.
 type SnapshotDelta struct {
 	At       time.Time         `json:"at"`
+	Clock    string            `json:"clock"`
 	Totals   Totals            `json:"totals"`
 	Nodes    []json.RawMessage `json:"nodes"`
 	Removed  []string          `json:"removed"`

@@ -236,8 +236,12 @@ function renderFindings(findings) {
     const li = el("li");
     li.dataset.key = f.key;
     li.appendChild(el("code", "", typeof f.data === "string" ? f.data : JSON.stringify(f.data)));
-    const when = new Date(f.at);
-    li.appendChild(el("div", "meta", [f.node, f.session, isFinite(when) ? when.toLocaleTimeString() : ""].filter(Boolean).join(" · ")));
+    // The coordinator's time of receipt, on the page's one clock; the
+    // node's own stamp (a host may skew it) only as a tooltip.
+    const when = new Date(f.received_at || f.at);
+    const meta = el("div", "meta", [f.node, f.session, isFinite(when) ? when.toLocaleTimeString() : ""].filter(Boolean).join(" · "));
+    if (f.received_at && f.at) meta.title = "node's clock: " + new Date(f.at).toLocaleTimeString();
+    li.appendChild(meta);
     return li;
   });
   if (!items.length) items.push(el("li", "empty", "no findings yet"));
@@ -276,7 +280,7 @@ function render(snap, changed) {
   for (const name of series.keys()) draw(name, now);
   renderNodes(changed, now);
   renderFindings(snap.findings || []);
-  setText("updated", "updated " + new Date(now).toLocaleTimeString());
+  setText("updated", "updated " + new Date(now).toLocaleTimeString() + (snap.clock === "market" ? " market time (simulated)" : " wall time"));
 }
 
 function connect() {
