@@ -18,7 +18,7 @@ import (
 func TestSummaryEventJSON(t *testing.T) {
 	t.Parallel()
 	s := &Summary{Asked: 300, Ready: 291, MinReady: 295, Replaced: 12, Failed: 14, Destroyed: 20, BootSpend: 1.5, DPHTotal: 80.25,
-		VCPU: 20000, RAMGB: 69000, GPUs: 300, StoppedAtCap: "", Fleet: "x", Rented: 312, ReadyIDs: []int64{41, 42}}
+		VCPU: 20000, RAMGB: 69000, GPUs: 300, StoppedAtCap: "", Fleet: "x", Rented: 312, ReadyIDs: []int64{41, 42}, Clock: "market"}
 	b, err := json.Marshal(Event{Event: EvSummary, At: time.Now(), Summary: s})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestSummaryEventJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"asked", "boot_spend", "destroyed", "dph_total", "event", "failed", "fleet", "gpus", "interrupted", "min_ready", "ram_gb", "ready", "ready_ids", "rented", "replaced", "stopped_at_cap", "vcpu"}
+	want := []string{"asked", "boot_spend", "clock", "destroyed", "dph_total", "event", "failed", "fleet", "gpus", "interrupted", "min_ready", "ram_gb", "ready", "ready_ids", "rented", "replaced", "stopped_at_cap", "vcpu"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("summary keys (-want +got):\n%s", diff)
 	}
