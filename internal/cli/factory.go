@@ -87,6 +87,9 @@ type factory struct {
 	// simSpeedSet: --sim-speed was given; on the virtual clock it is a
 	// cap on speed, so a person can watch.
 	simSpeedSet bool
+	// simSet names the --sim-* market flags given, which a running local
+	// market started with others does not apply.
+	simSet map[string]bool
 	// frozenAt is set when another process holds the data dir: views show
 	// the store as of this time.
 	frozenAt time.Time
@@ -122,6 +125,12 @@ func newFactory(ios *IOStreams) *factory {
 func (f *factory) init(cmd *cobra.Command) error {
 	if fl := cmd.Flags().Lookup("sim-speed"); fl != nil {
 		f.simSpeedSet = fl.Changed
+	}
+	f.simSet = map[string]bool{}
+	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits", "sim-speed"} {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			f.simSet[name] = true
+		}
 	}
 	level := slog.LevelWarn
 	if f.opts.Verbose {

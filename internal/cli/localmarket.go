@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,10 +49,13 @@ func (f *factory) connectLocal(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u, err := localmarket.Ensure(ctx, filepath.Join(dir, "sim"), cmd)
+	simDir := filepath.Join(dir, "sim")
+	_, running := localmarket.Served(ctx, simDir)
+	u, err := localmarket.Ensure(ctx, simDir, cmd)
 	if err != nil {
 		return "", err
 	}
+	f.tellLocalMarket(simDir, running)
 	if f.waitsOnMarket {
 		s, err := remoteclock.OpenSession(ctx, u)
 		if err == nil {
@@ -72,6 +76,45 @@ func (f *factory) connectLocal(ctx context.Context) (string, error) {
 	}
 	f.simClock = c
 	return u, nil
+}
+
+// tellLocalMarket says so when this command started the local market,
+// and warns when it asked for market settings the running one was not
+// started with: they would otherwise be ignored without a word.
+func (f *factory) tellLocalMarket(simDir string, wasRunning bool) {
+	s, err := localmarket.ReadSettings(simDir)
+	if err != nil {
+		f.log.Debug("reading the local market's settings", "err", err)
+		return
+	}
+	if !wasRunning {
+		fmt.Fprintf(f.io.ErrOut, "vastfleet: started the local simulated marketplace (seed %d, faults %s, %gx time between commands; state and log in %s; `vastfleet sim stop` ends it)\n",
+			s.Seed, s.Faults, s.Pace, simDir)
+		if f.simSet["sim-seed"] && s.Seed != f.opts.SimSeed {
+			fmt.Fprintf(f.io.ErrOut, "warning: --sim-seed %d is not applied: the saved market keeps its seed %d; `vastfleet sim reset` starts a new market\n", f.opts.SimSeed, s.Seed)
+		}
+		return
+	}
+	var differ []string
+	if f.simSet["sim-seed"] && s.Seed != f.opts.SimSeed {
+		differ = append(differ, fmt.Sprintf("--sim-seed %d (it has seed %d)", f.opts.SimSeed, s.Seed))
+	}
+	if f.simSet["sim-faults"] && s.Faults != f.opts.SimFaults {
+		differ = append(differ, fmt.Sprintf("--sim-faults %s (it has %s)", f.opts.SimFaults, s.Faults))
+	}
+	if f.simSet["sim-liars"] && s.Liars != f.opts.SimLiars {
+		differ = append(differ, fmt.Sprintf("--sim-liars %g (it has %g)", f.opts.SimLiars, s.Liars))
+	}
+	if f.simSet["sim-spoof"] && s.Spoof != f.opts.SimSpoof {
+		differ = append(differ, fmt.Sprintf("--sim-spoof %g (it has %g)", f.opts.SimSpoof, s.Spoof))
+	}
+	if f.simSet["sim-endpoint-limits"] && s.EndpointLimits != f.opts.SimEndpointLimits {
+		differ = append(differ, fmt.Sprintf("--sim-endpoint-limits=%t (it has %t)", f.opts.SimEndpointLimits, s.EndpointLimits))
+	}
+	if len(differ) > 0 {
+		fmt.Fprintf(f.io.ErrOut, "warning: the local market is already running and does not apply %s; `vastfleet sim stop` ends it (the next command starts it with the new settings; `vastfleet sim reset` for a new seed)\n",
+			strings.Join(differ, ", "))
+	}
 }
 
 // localMarketCmd is `vastfleet sim daemon` for this data dir, with this
@@ -134,7 +177,8 @@ func simDaemonRun(ctx context.Context, f *factory, opts *simDaemonOptions) error
 	if f.simSpeedSet {
 		pace = f.opts.SimSpeed
 	}
-	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: opts.Idle, Log: f.log})
+	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: opts.Idle, Log: f.log,
+		Settings: localmarket.Settings{Faults: f.opts.SimFaults, Liars: cfg.Faults.Liars, Spoof: cfg.Faults.Spoof, EndpointLimits: cfg.Faults.EndpointLimits}})
 	if errors.Is(err, sim.ErrInUse) {
 		return fmt.Errorf("another process has this data dir's market open: %w", err)
 	}

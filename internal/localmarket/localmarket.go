@@ -37,6 +37,32 @@ const URLFile = "served-url"
 // LogFile, in the simulator's directory, is the local market's own log.
 const LogFile = "market.log"
 
+// SettingsFile, in the simulator's directory, holds the Settings of the
+// process serving the market, so that a command asking for others can
+// say they are not applied.
+const SettingsFile = "settings.json"
+
+// Settings are what a served market was started with. Seed is the
+// market's own (a saved market keeps its seed).
+type Settings struct {
+	Seed           int64   `json:"seed"`
+	Faults         string  `json:"faults"`
+	Liars          float64 `json:"liars"`
+	Spoof          float64 `json:"spoof"`
+	EndpointLimits bool    `json:"endpoint_limits"`
+	Pace           float64 `json:"pace"`
+}
+
+// ReadSettings reads the settings of the market served for dir.
+func ReadSettings(dir string) (Settings, error) {
+	var s Settings
+	b, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
 // DefaultIdle is how long the local market waits without a request or a
 // session before it saves and ends (its machines stop with it; a later
 // command starts it again, and running instances boot again).
@@ -54,6 +80,8 @@ type Options struct {
 	// session (0: DefaultIdle).
 	Idle time.Duration
 	Log  *slog.Logger
+	// Settings are recorded in SettingsFile (Seed and Pace filled here).
+	Settings Settings
 }
 
 // Serve opens the market in o.Dir and serves it on loopback until ctx
@@ -84,6 +112,12 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	u := "http://" + ln.Addr().String()
+	o.Settings.Seed, o.Settings.Pace = m.Seed(), sc.Pace()
+	if b, err := json.Marshal(o.Settings); err == nil {
+		if err := atomicfile.WriteFile(filepath.Join(o.Dir, SettingsFile), b, 0o600); err != nil {
+			o.Log.Warn("recording the market's settings", "err", err)
+		}
+	}
 	urlFile := filepath.Join(o.Dir, URLFile)
 	if err := atomicfile.WriteFile(urlFile, []byte(u+"\n"), 0o600); err != nil {
 		ln.Close()

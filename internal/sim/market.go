@@ -1168,6 +1168,10 @@ func (m *Market) CreatesPerOffer() map[int64]int {
 	return out
 }
 
+// Seed is the market's seed: the one it was created with, which a saved
+// market keeps whatever Config.Seed says when it is opened again.
+func (m *Market) Seed() int64 { return m.cfg.Seed }
+
 // Idle is how long the market has had no request (since it opened, when
 // it has had none).
 func (m *Market) Idle() time.Duration {

@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLocalMarketSaysWhatItRuns: the command that starts the local
+// market says so, with its seed and faults; a later command asking for
+// other settings is told they are not applied and how to apply them,
+// instead of running on the old market without a word; after sim stop
+// the next command starts it with the new settings.
+func TestLocalMarketSaysWhatItRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.ok("search", "--limit", "1")
+	if !strings.Contains(r.err, "started the local simulated marketplace (seed 1, faults none") {
+		t.Fatalf("the first command's stderr does not say it started the market: %q", r.err)
+	}
+	r = e.ok("search", "--limit", "1")
+	if strings.Contains(r.err, "started") || strings.Contains(r.err, "warning") {
+		t.Errorf("a second command with the same settings says %q", r.err)
+	}
+	r = e.ok("--sim-faults", "harsh", "--sim-seed", "7", "search", "--limit", "1")
+	for _, want := range []string{"does not apply", "--sim-seed 7 (it has seed 1)", "--sim-faults harsh (it has none)", "vastfleet sim stop"} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("asking a running market for other settings: stderr %q lacks %q", r.err, want)
+		}
+	}
+	e.ok("sim", "stop")
+	r = e.ok("--sim-faults", "harsh", "--sim-seed", "7", "search", "--limit", "1")
+	if !strings.Contains(r.err, "(seed 1, faults harsh") || !strings.Contains(r.err, "--sim-seed 7 is not applied: the saved market keeps its seed 1") {
+		t.Errorf("after sim stop: stderr %q, want faults harsh applied and the kept seed named", r.err)
+	}
+}
