@@ -340,6 +340,11 @@ func (f *factory) howToShare(err error) error {
 	if f.opts.Market != "sim" || f.opts.APIURL != "" || !(errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse)) {
 		return err
 	}
+	if f.usesLocalMarket() {
+		// The market is shared already; the lock keeps two writers off
+		// one data dir's fleets.
+		return fmt.Errorf("%w; meanwhile `vastfleet ls`, `cost` and ssh through an exported ssh-config reach the same market without it", err)
+	}
 	return fmt.Errorf("%w; to share one simulated market, run `vastfleet sim serve` and pass its URL with --api-url and a data dir of its own (--data-dir) to each command", err)
 }
 
