@@ -135,7 +135,7 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return err
 	}
 	if opts.JSON {
-		if err := writePlanJSON(opts.out(f.io.Out), res); err != nil {
+		if err := writeJSON(opts.out(f.io.Out), res); err != nil {
 			return err
 		}
 	} else {
@@ -155,18 +155,6 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return usagef("every option costs more than --max-budget $%.2f: nothing rented (raise the budget, shorten the task or quantize)", task.MaxBudget)
 	}
 	return rentOption(ctx, f, opts, req, res.Options[pick-1])
-}
-
-func writePlanJSON(w io.Writer, res plan.Result) error {
-	if res.Notes == nil {
-		res.Notes = []string{}
-	}
-	for i := range res.Options {
-		if res.Options[i].Warnings == nil {
-			res.Options[i].Warnings = []string{}
-		}
-	}
-	return writeJSON(w, res)
 }
 
 func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
