@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -125,31 +124,19 @@ func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 
 // scorer returns nil when no ranking is asked for and there is no default.
 func (r *rankFlags) scorer(ctx context.Context, f *factory) (market.Scorer, error) {
-	if r.Score != "" {
-		if r.By != "" {
-			return nil, usagef("--by %s and --score: pick one", r.By)
-		}
-		s, err := market.ScoreExpr(r.Score)
-		if err != nil {
-			return nil, usagef("--score: %v", err)
-		}
-		return s, nil
-	}
-	by := r.By
-	if by == "" {
-		by = r.byDefault
-	}
-	if by == "" {
-		return nil, nil
-	}
-	s, err := market.ScoreBy(by)
-	if err != nil {
-		return nil, usagef("--by: %v", err)
-	}
-	if _, ok := s.(*market.Useful); ok {
+	s, err := search.Ranking{By: r.By, Score: r.Score, Default: r.byDefault}.Scorer(func() (market.Scorer, error) {
 		return f.usefulScorer(ctx, r.spec)
+	})
+	return s, usageOf(err)
+}
+
+// usageOf makes a search the user asked wrong a usage error (exit 2).
+func usageOf(err error) error {
+	var qe *search.QueryError
+	if errors.As(err, &qe) {
+		return usageError{qe.Err}
 	}
-	return s, nil
+	return err
 }
 
 // usefulScorer is --by useful for spec (nil: the default launch), with
@@ -258,10 +245,7 @@ slices until every matching offer is collected.`,
 func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 	args := opts.Query
 	if opts.All || opts.From != "" {
-		// A whole market passes through here, short-lived: collect garbage
-		// less often, but never let the heap pass a bound a laptop keeps.
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(searchMemoryLimit))
+		defer search.TuneForWholeMarket()()
 	}
 	sweep := 0
 	if opts.All {
@@ -339,9 +323,6 @@ func saveRanked(path string, ranked []market.Ranked) error {
 	return nil
 }
 
-// searchMemoryLimit is the soft heap bound of a search over a whole market.
-const searchMemoryLimit = 160 << 20
-
 // rankFile applies the query, the score, the order and the limit to offers
 // kept in a file, exactly as the marketplace and a live search would.
 func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []string) ([]market.Ranked, market.Scorer, error) {
@@ -353,15 +334,14 @@ func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	data, release, err := readOffersFile(f.io.In, opts.From)
+	data, release, err := search.ReadOffersFile(f.io.In, opts.From)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--from: %w", err)
 	}
 	defer release()
 	ranked, err := search.File(ctx, data, q, s)
-	var qe *search.QueryError
-	if errors.As(err, &qe) {
-		return nil, nil, usageError{qe.Err}
+	if errors.As(err, new(*search.QueryError)) {
+		return nil, nil, usageOf(err)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)

@@ -142,8 +142,8 @@ func File(ctx context.Context, data []byte, q market.Query, s market.Scorer) ([]
 	return rankOrKeep(ctx, kept, nil)
 }
 
-// QueryError is a query the offers cannot be filtered by: the user's
-// input is wrong.
+// QueryError is a search the user's input makes impossible: a query the
+// offers cannot be filtered by, or a ranking asked wrong.
 type QueryError struct{ Err error }
 
 func (e *QueryError) Error() string { return e.Err.Error() }
