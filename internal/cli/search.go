@@ -166,26 +166,38 @@ func (f *factory) usefulScorer(ctx context.Context, spec *launch.Spec) (market.S
 // rankedOffers parses the query flags, searches (sweeping past the
 // marketplace's cap when sweepLimit > 0) and ranks.
 func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string, sweepLimit int) ([]market.Ranked, market.Scorer, error) {
+	q, s, err := parseSearch(ctx, f, qf, rf, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	ranked, err := liveRanked(ctx, f, qf, q, s, sweepLimit)
+	return ranked, s, err
+}
+
+// parseSearch is the query and the scorer the flags ask for.
+func parseSearch(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string) (market.Query, market.Scorer, error) {
 	q, err := qf.parse(f.io, args)
 	if err != nil {
-		return nil, nil, err
+		return q, nil, err
 	}
 	s, err := rf.scorer(ctx, f)
-	if err != nil {
-		return nil, nil, err
-	}
+	return q, s, err
+}
+
+// liveRanked searches the marketplace for q and ranks by s.
+func liveRanked(ctx context.Context, f *factory, qf *queryFlags, q market.Query, s market.Scorer, sweepLimit int) ([]market.Ranked, error) {
 	if sweepLimit < 0 {
-		return nil, nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
+		return nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
 	}
 	p, err := f.Provider(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ranked, err := search.Live(ctx, p, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s, Notes: f.io.ErrOut})
 	if errors.Is(err, search.ErrNoNewForm) {
-		return nil, nil, usagef("--new: %v", err)
+		return nil, usagef("--new: %v", err)
 	}
-	return ranked, s, err
+	return ranked, err
 }
 
 type searchOptions struct {
@@ -243,31 +255,33 @@ slices until every matching offer is collected.`,
 
 // searchRun is `search` once its flags are parsed.
 func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
-	args := opts.Query
 	if opts.All || opts.From != "" {
 		defer search.TuneForWholeMarket()()
+	}
+	if opts.From != "" && opts.All {
+		return usagef("--from and --all: a file holds every offer it has; drop --all")
 	}
 	sweep := 0
 	if opts.All {
 		sweep = opts.query.SweepLimit
 	}
-	var ranked []market.Ranked
-	var scorer market.Scorer
-	var err error
-	if opts.From != "" {
-		if opts.All {
-			return usagef("--from and --all: a file holds every offer it has; drop --all")
-		}
-		ranked, scorer, err = rankFile(ctx, f, opts, args)
-	} else {
-		ranked, scorer, err = rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
-	}
+	q, scorer, err := parseSearch(ctx, f, &opts.query, &opts.rank, opts.Query)
 	if err != nil {
 		return err
 	}
+	var ranked []market.Ranked
+	if opts.From != "" {
+		ranked, err = search.FromFile(ctx, f.io.In, opts.From, q, scorer)
+	} else {
+		ranked, err = liveRanked(ctx, f, &opts.query, q, scorer, sweep)
+	}
+	if err != nil {
+		return usageOf(err)
+	}
 	if opts.Save != "" {
-		if err := saveRanked(opts.Save, ranked); err != nil {
-			return err
+		err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return writeJSONArray(w, ranked) })
+		if err != nil {
+			return fmt.Errorf("--save: %w", err)
 		}
 		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
@@ -278,18 +292,14 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 		return err
 	}
 	if opts.Explain {
-		return explainSearch(f, opts, args, scorer, ranked)
+		return explainSearch(f.io.Out, opts, q, scorer, ranked)
 	}
 	return nil
 }
 
 // explainSearch shows what was asked of the marketplace and why each offer
 // ranks where it does.
-func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scorer, ranked []market.Ranked) error {
-	q, err := opts.query.parse(&IOStreams{ErrOut: io.Discard}, args)
-	if err != nil {
-		return err
-	}
+func explainSearch(w io.Writer, opts *searchOptions, q market.Query, s market.Scorer, ranked []market.Ranked) error {
 	if !opts.All && opts.From == "" {
 		q = search.OnePageQuery(q, s, opts.query.SweepLimit)
 	}
@@ -298,7 +308,6 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 	if err != nil {
 		return err
 	}
-	w := f.io.Out
 	fmt.Fprintf(w, "\nquery sent (%s %s): %s\n", method, path, body)
 	if s == nil {
 		fmt.Fprintln(w, "order: the marketplace's own (no --by or --score)")
@@ -313,38 +322,4 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 		fmt.Fprintf(w, "%d  %s  %s\n", r.ID, fmtScore(r.Score), strings.Join(parts, " "))
 	}
 	return nil
-}
-
-func saveRanked(path string, ranked []market.Ranked) error {
-	err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return writeJSONArray(w, ranked) })
-	if err != nil {
-		return fmt.Errorf("--save: %w", err)
-	}
-	return nil
-}
-
-// rankFile applies the query, the score, the order and the limit to offers
-// kept in a file, exactly as the marketplace and a live search would.
-func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []string) ([]market.Ranked, market.Scorer, error) {
-	q, err := opts.query.parse(f.io, args)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := opts.rank.scorer(ctx, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	data, release, err := search.ReadOffersFile(f.io.In, opts.From)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--from: %w", err)
-	}
-	defer release()
-	ranked, err := search.File(ctx, data, q, s)
-	if errors.As(err, new(*search.QueryError)) {
-		return nil, nil, usageOf(err)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
-	}
-	return ranked, s, nil
 }

@@ -142,6 +142,21 @@ func File(ctx context.Context, data []byte, q market.Query, s market.Scorer) ([]
 	return rankOrKeep(ctx, kept, nil)
 }
 
+// FromFile ranks the offers of the file at path ("-": stdin) as File does.
+// A file that cannot be read or scanned is named in the error as --from.
+func FromFile(ctx context.Context, stdin io.Reader, path string, q market.Query, s market.Scorer) ([]market.Ranked, error) {
+	data, release, err := ReadOffersFile(stdin, path)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	defer release()
+	ranked, err := File(ctx, data, q, s)
+	if err != nil && !errors.As(err, new(*QueryError)) {
+		return nil, fmt.Errorf("--from %s: %w", path, err)
+	}
+	return ranked, err
+}
+
 // QueryError is a search the user's input makes impossible: a query the
 // offers cannot be filtered by, or a ranking asked wrong.
 type QueryError struct{ Err error }
