@@ -83,22 +83,13 @@ func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 }
 
 func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
-	if q.Limit < 0 {
-		return market.Query{}, usagef("--limit %d: must be 0 (no limit) or more", q.Limit)
-	}
-	if len(args) > 0 && args[0] == "offers" {
-		args = args[1:] // `vastfleet search offers ...`, as with the vastai CLI
-	}
-	query, warnings, err := market.Parse(strings.Join(args, " "), market.ParseOptions{
+	query, warnings, err := search.ParseQuery(args, market.ParseOptions{
 		NoDefault: q.NoDefault, Type: q.Type, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
 	for _, w := range warnings {
 		fmt.Fprintf(io.ErrOut, "warning: %s\n", termSafe(string(w)))
 	}
-	if err != nil {
-		return market.Query{}, usageError{err}
-	}
-	return query, nil
+	return query, usageOf(err)
 }
 
 // rankFlags choose how offers are scored.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -140,6 +141,24 @@ func File(ctx context.Context, data []byte, q market.Query, s market.Scorer) ([]
 		kept = kept[:q.Limit]
 	}
 	return rankOrKeep(ctx, kept, nil)
+}
+
+// ParseQuery parses a query given as words, as `vastai search offers`
+// does; a first word "offers" is dropped (`search offers ...`, as with the
+// vastai CLI). Warnings are unknown fields sent as written. A query the
+// user got wrong is a *QueryError.
+func ParseQuery(words []string, opts market.ParseOptions) (market.Query, []market.Warning, error) {
+	if opts.Limit < 0 {
+		return market.Query{}, nil, &QueryError{fmt.Errorf("--limit %d: must be 0 (no limit) or more", opts.Limit)}
+	}
+	if len(words) > 0 && words[0] == "offers" {
+		words = words[1:]
+	}
+	q, warnings, err := market.Parse(strings.Join(words, " "), opts)
+	if err != nil {
+		return market.Query{}, warnings, &QueryError{err}
+	}
+	return q, warnings, nil
 }
 
 // FromFile ranks the offers of the file at path ("-": stdin) as File does.
