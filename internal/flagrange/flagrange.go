@@ -24,7 +24,7 @@ const rangeAnnotation = "vastfleet/range"
 // panics, so a renamed flag cannot silently lose its range.
 func Limit(fs *pflag.FlagSet, name, lo, hi string) {
 	if err := fs.SetAnnotation(name, rangeAnnotation, []string{lo, hi}); err != nil {
-		panic(fmt.Sprintf("limitFlags: %v", err))
+		panic(fmt.Sprintf("flagrange.Limit: %v", err))
 	}
 }
 
