@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/benchrank"
 )
 
 // bench rank compared unlike things (issue 28): its search --all ratio set
@@ -39,7 +41,7 @@ func TestBenchRankComparesLikeWithLike(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("bench rank: %v\n%s", err, stderr.String())
 	}
-	var rows []benchRankRow
+	var rows []benchrank.Row
 	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil {
 		t.Fatalf("%v:\n%s", err, stdout.String())
 	}
@@ -56,7 +58,7 @@ func TestBenchRankComparesLikeWithLike(t *testing.T) {
 	if !every {
 		t.Errorf("no like-with-like row for printing every match: %+v", rows)
 	}
-	for _, q := range benchSearchQueries {
+	for _, q := range benchrank.SearchQueries {
 		found := false
 		for _, r := range rows {
 			if strings.HasPrefix(r.Measure, "simulator: searches/s") && strings.Contains(r.Measure, q.Name) && strings.Contains(r.Measure, q.Query) && r.Vastfleet > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -111,11 +112,10 @@ func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) err
 	}
 	var printErr error
 	cfg.OnPhase = func(p scalebench.Phase) {
-		if enc != nil {
-			printErr = firstErr(printErr, enc.Encode(p))
-			return
+		err := printScale(f.io.Out, enc, p, p.Lines(), p.Rows(), "")
+		if printErr == nil {
+			printErr = err
 		}
-		printErr = firstErr(printErr, printScalePhase(f, p))
 	}
 	rep, err := scalebench.Run(ctx, cfg)
 	if err != nil {
@@ -125,11 +125,7 @@ func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) err
 		return printErr
 	}
 	s := rep.Summary
-	if enc != nil {
-		if err := enc.Encode(s); err != nil {
-			return err
-		}
-	} else if err := printScaleSummary(f, s); err != nil {
+	if err := printScale(f.io.Out, enc, s, s.Lines(), s.Rows(), s.After()); err != nil {
 		return err
 	}
 	if !s.Complete() {
@@ -138,95 +134,25 @@ func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) err
 	return nil
 }
 
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
+// printScale writes a phase or the summary: one JSON line with enc, else
+// its lines, its process table (none for a skipped phase) and after.
+func printScale(w io.Writer, enc *json.Encoder, v any, lines []string, rows [][]string, after string) error {
+	if enc != nil {
+		return enc.Encode(v)
 	}
-	return b
-}
-
-// printScalePhase is one phase: a line, then a row per process.
-func printScalePhase(f *factory, p scalebench.Phase) error {
-	head := fmt.Sprintf("%s: %d of %d nodes, %.1f s", p.Phase, p.OK, p.Nodes, p.WallS)
-	switch {
-	case p.Skipped:
-		head = fmt.Sprintf("%s: skipped (%s)", p.Phase, p.Note)
-	case p.Note != "":
-		head += " (" + p.Note + ")"
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
-	if p.MemAvailableMinMB != nil {
-		head += fmt.Sprintf("; available memory at least %.0f MB", *p.MemAvailableMinMB)
-	}
-	fmt.Fprintln(f.io.Out, head)
-	if p.Error != "" {
-		fmt.Fprintf(f.io.Out, "  error: %s\n", termSafe(p.Error))
-	}
-	if p.Command != "" && !p.Skipped {
-		fmt.Fprintf(f.io.Out, "  %s\n", termSafe(p.Command))
-	}
-	if p.Skipped {
+	if rows == nil {
 		return nil
 	}
-	t := newTable(f.io.Out, "PROCESS", "CPU S", "PEAK RSS MB", "PEAK FDS", "PROCS")
-	for _, u := range p.Usage {
-		t.row(u.Process, numOrNA(u.CPUS, 2), numOrNA(u.PeakRSSMB, 1), intOrNA(u.PeakFDs), intOrBlank(u.Procs))
+	t := newTable(w, scalebench.UsageHeader...)
+	for _, r := range rows {
+		t.row(r...)
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(f.io.Out)
+	fmt.Fprintln(w, after)
 	return nil
-}
-
-// printScaleSummary is the whole run: what each phase reached, and each
-// process's CPU over the run and peaks.
-func printScaleSummary(f *factory, s scalebench.Summary) error {
-	fmt.Fprintf(f.io.Out, "%d nodes: %d ready, job done on %d (%d findings), exec on %d, sync to %d, collect from %d, %d destroyed; %.1f s in all (%.1f s to start the market and coordinator)\n",
-		s.Nodes, s.Ready, s.JobOK, s.Findings, s.ExecOK, s.SyncOK, s.CollectOK, s.Destroyed, s.WallS, s.SetupS)
-	if s.SyncLastS > 0 && s.SyncLinkS > 0 {
-		fmt.Fprintf(f.io.Out, "sync: the last node held the tree after %.1fs, %.1fx the %.1fs its archive takes over the slowest listed downlink\n", s.SyncLastS, s.SyncLastS/s.SyncLinkS, s.SyncLinkS)
-	}
-	if s.ExecSpeedup > 0 {
-		fmt.Fprintf(f.io.Out, "exec -- true was %.1fx faster than the system ssh run 32 at a time (%d nodes reached)\n", s.ExecSpeedup, s.SSHOK)
-	}
-	if s.Failed != "" {
-		fmt.Fprintf(f.io.Out, "first shortfall: %s\n", termSafe(s.Failed))
-	}
-	t := newTable(f.io.Out, "PROCESS", "CPU S", "PEAK RSS MB", "PEAK FDS", "PROCS")
-	t.row("vastfleet (commands)", ff(s.CPUS, 1), ff(s.PeakRSSMB, 1), strconv.Itoa(s.PeakFDs), "")
-	t.row("coord", ff(s.CoordCPUS, 1), ff(s.CoordPeakRSSMB, 1), strconv.Itoa(s.CoordPeakFDs), "")
-	t.row("sim", ff(s.SimCPUS, 1), ff(s.SimPeakRSSMB, 1), strconv.Itoa(s.SimPeakFDs), "")
-	t.row("hosts", ff(s.HostsCPUS, 1), ff(s.HostsPeakRSSMB, 1), "", strconv.Itoa(s.HostsPeakProcs))
-	if err := t.flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(f.io.Out, "after destroy: the simulator holds %.1f MB, %d of its machines' processes left", s.SimRSSAfterMB, s.HostsLeft)
-	if s.FDLimit > 0 {
-		fmt.Fprintf(f.io.Out, "; open-file limit %d", s.FDLimit)
-	}
-	fmt.Fprintln(f.io.Out)
-	return nil
-}
-
-func ff(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
-
-func numOrNA(v *float64, prec int) string {
-	if v == nil {
-		return "n/a"
-	}
-	return ff(*v, prec)
-}
-
-func intOrNA(v *int) string {
-	if v == nil {
-		return "n/a"
-	}
-	return strconv.Itoa(*v)
-}
-
-func intOrBlank(v *int) string {
-	if v == nil {
-		return ""
-	}
-	return strconv.Itoa(*v)
 }

@@ -23,9 +23,9 @@ import (
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/depthplot"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/httpserver"
-	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -307,8 +307,7 @@ func (f *factory) depthPlot(query string) func(context.Context) ([]byte, error) 
 			return nil, err
 		}
 		tops := []int{10, 30, 50, 100, 200, 300}
-		curve := market.DepthTable(ranked, curvePoints(min(len(ranked), 300), tops))
-		return []byte(depthSVG(curve, tops, s.Name())), nil
+		return []byte(depthplot.SVG(depthplot.Curve(ranked, 300, tops), tops, s.Name())), nil
 	}
 }
 

@@ -77,6 +77,13 @@ func TestDependencyDirection(t *testing.T) {
 		// bench scale measures what the user runs: it drives the vastfleet
 		// binary as processes and links none of what that binary does.
 		"scalebench": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "coord", mod + "launch", mod + "fleet", mod + "market", mod + "agent", "database/sql", "github.com/spf13/cobra"},
+		// A depth plot draws ranked offers it is given: no marketplace, no store.
+		"depthplot": {mod + "cli", mod + "provider", mod + "store", mod + "sim", "net/http", "github.com/spf13/cobra"},
+		// bench rank drives the binary and the recipe as processes and a
+		// simulator it serves: it links no store, fleet or command line.
+		"benchrank": {mod + "cli", mod + "sim", mod + "store", mod + "fleet", mod + "launch", "database/sql", "github.com/spf13/cobra"},
+		// Flag ranges are about flags alone: pflag, never the command tree.
+		"flagrange": {mod + "cli", "github.com/spf13/cobra", "net/http", "database/sql"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/vastfleet/vastfleet/internal/flagrange"
 )
 
 // TestBadNumericFlagsRefused is issue 9's list of bad inputs and more:
@@ -82,15 +84,15 @@ func TestEveryNumericFlagHasARange(t *testing.T) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		check := func(f *pflag.Flag) {
-			kind := numericKind(f.Value.Type())
+			kind := flagrange.Kind(f)
 			if kind == "" {
 				return
 			}
-			if _, ok := f.Annotations[rangeAnnotation]; !ok && kind != "int" {
+			if !flagrange.Declared(f) && kind != "int" {
 				t.Errorf("%s --%s (%s) has no declared range (limitFlags)", c.CommandPath(), f.Name, f.Value.Type())
 			}
 			f.Changed = true // check the default as if the user had typed it
-			if err := checkFlag(f); err != nil {
+			if err := flagrange.CheckFlag(f); err != nil {
 				t.Errorf("%s: default out of range: %v", c.CommandPath(), err)
 			}
 			f.Changed = false

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/vastfleet/vastfleet/internal/benchrank"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
@@ -109,7 +110,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		}
 	}
 	one, half := 1, 0.5
-	for name, v := range map[string]any{"bench rank": benchRankRow{},
+	for name, v := range map[string]any{"bench rank": benchrank.Row{},
 		"bench scale phase":   scalebench.Phase{MemAvailableMinMB: &half, Usage: []scalebench.Usage{{CPUS: &half, PeakRSSMB: &half, PeakFDs: &one, Procs: &one}}},
 		"bench scale summary": scalebench.Summary{}, "up": jobReport{Nodes: []jobNode{{}}, Delivery: &job.Delivery{ByModel: []job.ModelDelivery{{}}}}} {
 		b, _ := json.Marshal(v)

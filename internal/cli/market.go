@@ -3,14 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/depthplot"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -52,10 +50,8 @@ give together. --plot writes the same curve as an SVG or PNG image.`,
 
 func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 	if opts.Plot != "" {
-		switch strings.ToLower(filepath.Ext(opts.Plot)) {
-		case ".svg", ".png":
-		default:
-			return usagef("--plot %s: the file name must end in .svg or .png", opts.Plot)
+		if err := depthplot.CheckName(opts.Plot); err != nil {
+			return usageError{err}
 		}
 	}
 	for _, n := range opts.Tops {
@@ -70,8 +66,8 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 	rows := market.DepthTable(ranked, opts.Tops)
 	if opts.Plot != "" {
 		// The plot is the table's curve: the top offers up to the largest row.
-		curve := market.DepthTable(ranked, curvePoints(min(len(ranked), slices.Max(opts.Tops)), opts.Tops))
-		if err := writePlot(opts.Plot, curve, opts.Tops, s.Name()); err != nil {
+		curve := depthplot.Curve(ranked, slices.Max(opts.Tops), opts.Tops)
+		if err := depthplot.Write(opts.Plot, curve, opts.Tops, s.Name()); err != nil {
 			return err
 		}
 		fmt.Fprintf(f.io.ErrOut, "wrote %s\n", opts.Plot)
@@ -95,37 +91,4 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 		fmt.Fprintf(f.io.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
 	}
 	return nil
-}
-
-// curvePoints samples 1..n densely enough for a smooth plot, with the
-// table's rows among them so the plot can mark them.
-func curvePoints(n int, tops []int) []int {
-	var pts []int
-	for i := 1; i <= n; i += max(1, n/200) {
-		pts = append(pts, i)
-	}
-	for _, t := range tops {
-		if t <= n {
-			pts = append(pts, t)
-		}
-	}
-	if n > 0 {
-		pts = append(pts, n)
-	}
-	slices.Sort(pts)
-	return slices.Compact(pts)
-}
-
-func writePlot(path string, curve []market.Depth, marks []int, rankedBy string) error {
-	var data []byte
-	var err error
-	if strings.EqualFold(filepath.Ext(path), ".png") {
-		data, err = depthPNG(curve, marks, rankedBy)
-	} else {
-		data = []byte(depthSVG(curve, marks, rankedBy))
-	}
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, data, 0o644)
 }

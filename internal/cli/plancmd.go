@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
-	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
 )
 
@@ -108,9 +106,10 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 
 // planRun is `plan` once its flags are parsed.
 func planRun(ctx context.Context, f *factory, opts *planOptions) error {
-	task, err := opts.task()
+	task, err := plan.Input{File: opts.File, Flags: opts.Task, Given: opts.Given, Params: opts.Params,
+		Train: opts.Train, Infer: opts.Infer, Image: opts.Image}.Task()
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	req, err := plan.Requirements(task)
 	if err != nil {
@@ -124,20 +123,9 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	offers, err := searchTiers(ctx, f, req, p.SearchOffers)
-	if err != nil {
-		return err
-	}
-	res, err := plan.Options(task, req, offers)
+	res, err := plan.Find(ctx, task, req, p.SearchOffers, f.log)
 	var nofit *plan.NoFitError
 	if errors.As(err, &nofit) {
-		if nofit.Offers == 0 {
-			if o, ok := biggestMachine(ctx, p.SearchOffers); ok {
-				nofit.Biggest = fmt.Sprintf("%d× %s", o.NumGPUs, termSafe(o.GPUName))
-				nofit.BiggestGPUs, nofit.BiggestCardGB = o.NumGPUs, o.GPURAM/1000 // GB as the planner's search counts them
-				nofit.BiggestGB = math.Round(float64(o.NumGPUs) * o.GPURAM / 1024)
-			}
-		}
 		if opts.Explain {
 			fmt.Fprintln(f.io.ErrOut, req.Explain())
 		}
@@ -147,7 +135,7 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return err
 	}
 	if opts.JSON {
-		if err := writePlanJSON(opts.out(f.io.Out), res); err != nil {
+		if err := writeJSON(opts.out(f.io.Out), res); err != nil {
 			return err
 		}
 	} else {
@@ -167,96 +155,6 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return usagef("every option costs more than --max-budget $%.2f: nothing rented (raise the budget, shorten the task or quantize)", task.MaxBudget)
 	}
 	return rentOption(ctx, f, opts, req, res.Options[pick-1])
-}
-
-func (o *planOptions) task() (plan.Task, error) {
-	t := o.Task
-	if o.File != "" {
-		base, err := plan.LoadTaskFile(o.File)
-		if err != nil {
-			return plan.Task{}, usageError{err}
-		}
-		// Flags the user set override the file.
-		for _, name := range o.Given {
-			overlayTaskFlag(&base, &t, name)
-		}
-		t = base
-	}
-	if o.Params != "" {
-		p, err := plan.ParseParams(o.Params)
-		if err != nil {
-			return plan.Task{}, usagef("--params: %v", err)
-		}
-		t.Params = p
-	}
-	switch {
-	case o.Train && o.Infer: // newPlanCmd refuses both
-		return plan.Task{}, usagef("--train and --infer: pick one")
-	case o.Train:
-		t.Mode = "finetune"
-	case o.Infer:
-		t.Mode = "inference"
-	}
-	if o.Image != "" {
-		t.Image = o.Image
-	}
-	if t.Model == "" && t.Params == 0 {
-		return plan.Task{}, usagef("say what to run: --model NAME (7b, 13b, 70b, resnet50, ...) or --params COUNT, or --file vastfleet.toml")
-	}
-	return t, nil
-}
-
-// searchTiers runs one search per tier and merges the offers by id.
-func searchTiers(ctx context.Context, f *factory, req plan.Req, search func(context.Context, market.Query) ([]market.Offer, error)) ([]market.Offer, error) {
-	seen := map[int64]bool{}
-	var offers []market.Offer
-	for _, tier := range plan.Tiers(req) {
-		q, warnings, err := market.Parse(tier.Query, market.ParseOptions{Order: tier.Order, Storage: req.DiskGB})
-		if err != nil {
-			return nil, fmt.Errorf("tier %s: %w", tier.Name, err)
-		}
-		for _, w := range warnings {
-			f.log.Debug("tier query warning", "tier", tier.Name, "warning", string(w))
-		}
-		got, err := search(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("search tier %s: %w", tier.Name, err)
-		}
-		f.log.Debug("tier searched", "tier", tier.Name, "query", tier.Query, "offers", len(got))
-		for _, o := range got {
-			if !seen[o.ID] {
-				seen[o.ID] = true
-				offers = append(offers, o)
-			}
-		}
-	}
-	return offers, nil
-}
-
-// biggestMachine is the offer with the most GPU memory in all, so that a
-// job no machine holds is told how far off it is.
-func biggestMachine(ctx context.Context, search func(context.Context, market.Query) ([]market.Offer, error)) (market.Offer, bool) {
-	q, _, err := market.Parse("reliability>0.95", market.ParseOptions{Order: "gpu_total_ram-", Limit: 1})
-	if err != nil {
-		return market.Offer{}, false
-	}
-	offers, err := search(ctx, q)
-	if err != nil || len(offers) == 0 || offers[0].NumGPUs <= 0 {
-		return market.Offer{}, false
-	}
-	return offers[0], true
-}
-
-func writePlanJSON(w io.Writer, res plan.Result) error {
-	if res.Notes == nil {
-		res.Notes = []string{}
-	}
-	for i := range res.Options {
-		if res.Options[i].Warnings == nil {
-			res.Options[i].Warnings = []string{}
-		}
-	}
-	return writeJSON(w, res)
 }
 
 func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
@@ -325,49 +223,4 @@ func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req
 	}
 	fmt.Fprintf(f.io.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, dash(rec.SSHURL), hours, money(total))
 	return nil
-}
-
-// overlayTaskFlag copies the field behind flag name from the flags' task to
-// the file's task: a flag the user typed wins over the file.
-func overlayTaskFlag(dst, src *plan.Task, name string) {
-	switch name {
-	case "model":
-		dst.Model = src.Model
-	case "precision":
-		dst.Precision = src.Precision
-	case "mode":
-		dst.Mode = src.Mode
-	case "full":
-		dst.Full = src.Full
-	case "optimizer":
-		dst.Optimizer = src.Optimizer
-	case "batch-size":
-		dst.BatchSize = src.BatchSize
-	case "seq-len":
-		dst.SeqLen = src.SeqLen
-	case "dataset":
-		dst.DatasetSize = src.DatasetSize
-	case "dataset-gb":
-		dst.DatasetGB = src.DatasetGB
-	case "epochs":
-		dst.Epochs = src.Epochs
-	case "throughput":
-		dst.Throughput = src.Throughput
-	case "hours":
-		dst.Hours = src.Hours
-	case "distributed":
-		dst.Distributed = src.Distributed
-	case "gpus":
-		dst.GPUs = src.GPUs
-	case "image-size":
-		dst.ImageGB = src.ImageGB
-	case "disk":
-		dst.DiskGB = src.DiskGB
-	case "framework":
-		dst.Framework = src.Framework
-	case "cuda":
-		dst.CUDA = src.CUDA
-	case "max-budget":
-		dst.MaxBudget = src.MaxBudget
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -84,22 +83,13 @@ func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 }
 
 func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
-	if q.Limit < 0 {
-		return market.Query{}, usagef("--limit %d: must be 0 (no limit) or more", q.Limit)
-	}
-	if len(args) > 0 && args[0] == "offers" {
-		args = args[1:] // `vastfleet search offers ...`, as with the vastai CLI
-	}
-	query, warnings, err := market.Parse(strings.Join(args, " "), market.ParseOptions{
+	query, warnings, err := search.ParseQuery(args, market.ParseOptions{
 		NoDefault: q.NoDefault, Type: q.Type, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
 	for _, w := range warnings {
 		fmt.Fprintf(io.ErrOut, "warning: %s\n", termSafe(string(w)))
 	}
-	if err != nil {
-		return market.Query{}, usageError{err}
-	}
-	return query, nil
+	return query, usageOf(err)
 }
 
 // rankFlags choose how offers are scored.
@@ -125,31 +115,19 @@ func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 
 // scorer returns nil when no ranking is asked for and there is no default.
 func (r *rankFlags) scorer(ctx context.Context, f *factory) (market.Scorer, error) {
-	if r.Score != "" {
-		if r.By != "" {
-			return nil, usagef("--by %s and --score: pick one", r.By)
-		}
-		s, err := market.ScoreExpr(r.Score)
-		if err != nil {
-			return nil, usagef("--score: %v", err)
-		}
-		return s, nil
-	}
-	by := r.By
-	if by == "" {
-		by = r.byDefault
-	}
-	if by == "" {
-		return nil, nil
-	}
-	s, err := market.ScoreBy(by)
-	if err != nil {
-		return nil, usagef("--by: %v", err)
-	}
-	if _, ok := s.(*market.Useful); ok {
+	s, err := search.Ranking{By: r.By, Score: r.Score, Default: r.byDefault}.Scorer(func() (market.Scorer, error) {
 		return f.usefulScorer(ctx, r.spec)
+	})
+	return s, usageOf(err)
+}
+
+// usageOf makes a search the user asked wrong a usage error (exit 2).
+func usageOf(err error) error {
+	var qe *search.QueryError
+	if errors.As(err, &qe) {
+		return usageError{qe.Err}
 	}
-	return s, nil
+	return err
 }
 
 // usefulScorer is --by useful for spec (nil: the default launch), with
@@ -179,26 +157,38 @@ func (f *factory) usefulScorer(ctx context.Context, spec *launch.Spec) (market.S
 // rankedOffers parses the query flags, searches (sweeping past the
 // marketplace's cap when sweepLimit > 0) and ranks.
 func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string, sweepLimit int) ([]market.Ranked, market.Scorer, error) {
+	q, s, err := parseSearch(ctx, f, qf, rf, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	ranked, err := liveRanked(ctx, f, qf, q, s, sweepLimit)
+	return ranked, s, err
+}
+
+// parseSearch is the query and the scorer the flags ask for.
+func parseSearch(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string) (market.Query, market.Scorer, error) {
 	q, err := qf.parse(f.io, args)
 	if err != nil {
-		return nil, nil, err
+		return q, nil, err
 	}
 	s, err := rf.scorer(ctx, f)
-	if err != nil {
-		return nil, nil, err
-	}
+	return q, s, err
+}
+
+// liveRanked searches the marketplace for q and ranks by s.
+func liveRanked(ctx context.Context, f *factory, qf *queryFlags, q market.Query, s market.Scorer, sweepLimit int) ([]market.Ranked, error) {
 	if sweepLimit < 0 {
-		return nil, nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
+		return nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
 	}
 	p, err := f.Provider(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ranked, err := search.Live(ctx, p, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s, Notes: f.io.ErrOut})
 	if errors.Is(err, search.ErrNoNewForm) {
-		return nil, nil, usagef("--new: %v", err)
+		return nil, usagef("--new: %v", err)
 	}
-	return ranked, s, err
+	return ranked, err
 }
 
 type searchOptions struct {
@@ -256,34 +246,33 @@ slices until every matching offer is collected.`,
 
 // searchRun is `search` once its flags are parsed.
 func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
-	args := opts.Query
 	if opts.All || opts.From != "" {
-		// A whole market passes through here, short-lived: collect garbage
-		// less often, but never let the heap pass a bound a laptop keeps.
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(searchMemoryLimit))
+		defer search.TuneForWholeMarket()()
+	}
+	if opts.From != "" && opts.All {
+		return usagef("--from and --all: a file holds every offer it has; drop --all")
 	}
 	sweep := 0
 	if opts.All {
 		sweep = opts.query.SweepLimit
 	}
-	var ranked []market.Ranked
-	var scorer market.Scorer
-	var err error
-	if opts.From != "" {
-		if opts.All {
-			return usagef("--from and --all: a file holds every offer it has; drop --all")
-		}
-		ranked, scorer, err = rankFile(ctx, f, opts, args)
-	} else {
-		ranked, scorer, err = rankedOffers(ctx, f, &opts.query, &opts.rank, args, sweep)
-	}
+	q, scorer, err := parseSearch(ctx, f, &opts.query, &opts.rank, opts.Query)
 	if err != nil {
 		return err
 	}
+	var ranked []market.Ranked
+	if opts.From != "" {
+		ranked, err = search.FromFile(ctx, f.io.In, opts.From, q, scorer)
+	} else {
+		ranked, err = liveRanked(ctx, f, &opts.query, q, scorer, sweep)
+	}
+	if err != nil {
+		return usageOf(err)
+	}
 	if opts.Save != "" {
-		if err := saveRanked(opts.Save, ranked); err != nil {
-			return err
+		err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return writeJSONArray(w, ranked) })
+		if err != nil {
+			return fmt.Errorf("--save: %w", err)
 		}
 		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
@@ -294,18 +283,14 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 		return err
 	}
 	if opts.Explain {
-		return explainSearch(f, opts, args, scorer, ranked)
+		return explainSearch(f.io.Out, opts, q, scorer, ranked)
 	}
 	return nil
 }
 
 // explainSearch shows what was asked of the marketplace and why each offer
 // ranks where it does.
-func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scorer, ranked []market.Ranked) error {
-	q, err := opts.query.parse(&IOStreams{ErrOut: io.Discard}, args)
-	if err != nil {
-		return err
-	}
+func explainSearch(w io.Writer, opts *searchOptions, q market.Query, s market.Scorer, ranked []market.Ranked) error {
 	if !opts.All && opts.From == "" {
 		q = search.OnePageQuery(q, s, opts.query.SweepLimit)
 	}
@@ -314,7 +299,6 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 	if err != nil {
 		return err
 	}
-	w := f.io.Out
 	fmt.Fprintf(w, "\nquery sent (%s %s): %s\n", method, path, body)
 	if s == nil {
 		fmt.Fprintln(w, "order: the marketplace's own (no --by or --score)")
@@ -329,42 +313,4 @@ func explainSearch(f *factory, opts *searchOptions, args []string, s market.Scor
 		fmt.Fprintf(w, "%d  %s  %s\n", r.ID, fmtScore(r.Score), strings.Join(parts, " "))
 	}
 	return nil
-}
-
-func saveRanked(path string, ranked []market.Ranked) error {
-	err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return writeJSONArray(w, ranked) })
-	if err != nil {
-		return fmt.Errorf("--save: %w", err)
-	}
-	return nil
-}
-
-// searchMemoryLimit is the soft heap bound of a search over a whole market.
-const searchMemoryLimit = 160 << 20
-
-// rankFile applies the query, the score, the order and the limit to offers
-// kept in a file, exactly as the marketplace and a live search would.
-func rankFile(ctx context.Context, f *factory, opts *searchOptions, args []string) ([]market.Ranked, market.Scorer, error) {
-	q, err := opts.query.parse(f.io, args)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := opts.rank.scorer(ctx, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	data, release, err := readOffersFile(f.io.In, opts.From)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--from: %w", err)
-	}
-	defer release()
-	ranked, err := search.File(ctx, data, q, s)
-	var qe *search.QueryError
-	if errors.As(err, &qe) {
-		return nil, nil, usageError{qe.Err}
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("--from %s: %w", opts.From, err)
-	}
-	return ranked, s, nil
 }

@@ -327,7 +327,7 @@ func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job) ([]market.Ra
 	if err != nil {
 		return nil, job.Estimate{}, nil, err
 	}
-	offers, err := searchTiers(ctx, f, req, p.SearchOffers)
+	offers, err := plan.SearchTiers(ctx, req, p.SearchOffers, f.log)
 	if err != nil {
 		return nil, job.Estimate{}, nil, err
 	}

@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -446,4 +448,20 @@ func boxKey(o market.Offer) [2]int64 {
 		return [2]int64{o.ID, -1}
 	}
 	return [2]int64{o.MachineID, int64(o.NumGPUs)}
+}
+
+// MarshalJSON writes the notes and each option's warnings as [] when there
+// are none, never null, so a reader of --json need not tell the two apart.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // without this method
+	if r.Notes == nil {
+		r.Notes = []string{}
+	}
+	r.Options = slices.Clone(r.Options)
+	for i := range r.Options {
+		if r.Options[i].Warnings == nil {
+			r.Options[i].Warnings = []string{}
+		}
+	}
+	return json.Marshal(plain(r))
 }

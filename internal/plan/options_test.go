@@ -431,3 +431,17 @@ func TestAcceptedStaysInTheAnnouncedClass(t *testing.T) {
 		t.Errorf("accepted %v, want %v (the announced first, then the class by estimate)", got, want)
 	}
 }
+
+func TestResultJSONHasNoNullLists(t *testing.T) {
+	res := Result{Options: []Option{{Rank: 1}}}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, `"notes":[]`) || !strings.Contains(s, `"warnings":[]`) || strings.Contains(s, "null") {
+		t.Errorf("plan JSON %s: want [] for empty notes and warnings", s)
+	}
+	if res.Options[0].Warnings != nil {
+		t.Error("MarshalJSON changed the caller's options")
+	}
+}

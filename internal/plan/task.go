@@ -1,6 +1,7 @@
 // Package plan turns a task description into hardware requirements, search
-// tiers and three costed options. It is pure: offers come in as data, results
-// go out as data; no network, no disk except LoadTaskFile, no clock.
+// tiers and three costed options. It is pure: offers come in as data or
+// through the caller's SearchFunc, results go out as data; no network, no
+// disk except LoadTaskFile, no clock.
 package plan
 
 import (

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -142,8 +143,41 @@ func File(ctx context.Context, data []byte, q market.Query, s market.Scorer) ([]
 	return rankOrKeep(ctx, kept, nil)
 }
 
-// QueryError is a query the offers cannot be filtered by: the user's
-// input is wrong.
+// ParseQuery parses a query given as words, as `vastai search offers`
+// does; a first word "offers" is dropped (`search offers ...`, as with the
+// vastai CLI). Warnings are unknown fields sent as written. A query the
+// user got wrong is a *QueryError.
+func ParseQuery(words []string, opts market.ParseOptions) (market.Query, []market.Warning, error) {
+	if opts.Limit < 0 {
+		return market.Query{}, nil, &QueryError{fmt.Errorf("--limit %d: must be 0 (no limit) or more", opts.Limit)}
+	}
+	if len(words) > 0 && words[0] == "offers" {
+		words = words[1:]
+	}
+	q, warnings, err := market.Parse(strings.Join(words, " "), opts)
+	if err != nil {
+		return market.Query{}, warnings, &QueryError{err}
+	}
+	return q, warnings, nil
+}
+
+// FromFile ranks the offers of the file at path ("-": stdin) as File does.
+// A file that cannot be read or scanned is named in the error as --from.
+func FromFile(ctx context.Context, stdin io.Reader, path string, q market.Query, s market.Scorer) ([]market.Ranked, error) {
+	data, release, err := ReadOffersFile(stdin, path)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	defer release()
+	ranked, err := File(ctx, data, q, s)
+	if err != nil && !errors.As(err, new(*QueryError)) {
+		return nil, fmt.Errorf("--from %s: %w", path, err)
+	}
+	return ranked, err
+}
+
+// QueryError is a search the user's input makes impossible: a query the
+// offers cannot be filtered by, or a ranking asked wrong.
 type QueryError struct{ Err error }
 
 func (e *QueryError) Error() string { return e.Err.Error() }

@@ -1,11 +1,11 @@
-package cli
+package search
 
 import (
 	"io"
 	"os"
 )
 
-// readOffersFile returns an offers file's bytes: stdin for "-", else the
+// ReadOffersFile returns an offers file's bytes: stdin for "-", else the
 // file mapped read-only with its pages populated at once (a 100 MB dump
 // read into fresh memory costs tens of thousands of page faults first).
 // release unmaps it; the bytes must not be used after.
@@ -14,7 +14,7 @@ import (
 // is spooled to an unlinked temporary file first (the kernel splices it,
 // no copy through this process), since reading it into a growing buffer
 // took 3-4 times as long and 1.8 times the memory of --from FILE.
-func readOffersFile(stdin io.Reader, path string) (data []byte, release func(), err error) {
+func ReadOffersFile(stdin io.Reader, path string) (data []byte, release func(), err error) {
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {

@@ -1,4 +1,4 @@
-package cli
+package search
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ func TestOffersFromStdinAreMappedNotCopied(t *testing.T) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		data, release, err := readOffersFile(in, "-")
+		data, release, err := ReadOffersFile(in, "-")
 		runtime.ReadMemStats(&after)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -1,4 +1,7 @@
-package cli
+// Package depthplot draws a market's depth curve (cumulative $/hr against
+// cumulative vCPU and RAM of the top N ranked offers) as an SVG or a PNG
+// image, for `market depth --plot` and the coordinator's dashboard.
+package depthplot
 
 import (
 	"bytes"
@@ -8,6 +11,7 @@ import (
 	"image/draw"
 	"image/png"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,6 +19,7 @@ import (
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -66,8 +71,8 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// depthSVG plots the curve and marks the points whose N is in marks.
-func depthSVG(curve []market.Depth, marks []int, rankedBy string) string {
+// SVG plots the curve and marks the points whose N is in marks.
+func SVG(curve []market.Depth, marks []int, rankedBy string) string {
 	s := newPlotScale(curve)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", plotW, plotH, plotW, plotH)
@@ -107,11 +112,11 @@ func depthSVG(curve []market.Depth, marks []int, rankedBy string) string {
 	return b.String()
 }
 
-// depthPNG draws what depthSVG draws: the title, both curves, the grid,
+// PNG draws what SVG draws: the title, both curves, the grid,
 // ticks with their values on all three axes, the axis names (the y names
 // turned as in the SVG) and the marked points, in the fixed 7×13 font of
 // golang.org/x/image (the standard library has none).
-func depthPNG(curve []market.Depth, marks []int, rankedBy string) ([]byte, error) {
+func PNG(curve []market.Depth, marks []int, rankedBy string) ([]byte, error) {
 	s := newPlotScale(curve)
 	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
 	fill(img, img.Bounds(), color.White)
@@ -248,4 +253,55 @@ func trimFloat(v float64) string {
 	s := fmt.Sprintf("%.2f", v)
 	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	return s
+}
+
+// CheckName refuses a file name Write cannot pick a format for.
+func CheckName(path string) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg", ".png":
+		return nil
+	}
+	return fmt.Errorf("--plot %s: the file name must end in .svg or .png", path)
+}
+
+// Curve is the depth of the top offers up to n (at most every offer
+// ranked), sampled densely enough for a smooth plot, with the table's rows
+// (tops) among the points so the plot can mark them.
+func Curve(ranked []market.Ranked, n int, tops []int) []market.Depth {
+	return market.DepthTable(ranked, curvePoints(min(len(ranked), n), tops))
+}
+
+// curvePoints samples 1..n densely enough for a smooth plot, with the
+// table's rows among them so the plot can mark them.
+func curvePoints(n int, tops []int) []int {
+	var pts []int
+	for i := 1; i <= n; i += max(1, n/200) {
+		pts = append(pts, i)
+	}
+	for _, t := range tops {
+		if t <= n {
+			pts = append(pts, t)
+		}
+	}
+	if n > 0 {
+		pts = append(pts, n)
+	}
+	slices.Sort(pts)
+	return slices.Compact(pts)
+}
+
+// Write draws the curve to path, a PNG if its name ends in .png and an SVG
+// otherwise, marking the points whose N is in marks.
+func Write(path string, curve []market.Depth, marks []int, rankedBy string) error {
+	var data []byte
+	var err error
+	if strings.EqualFold(filepath.Ext(path), ".png") {
+		data, err = PNG(curve, marks, rankedBy)
+	} else {
+		data = []byte(SVG(curve, marks, rankedBy))
+	}
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, data, 0o644)
 }

@@ -1,0 +1,107 @@
+package scalebench
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/vastfleet/vastfleet/internal/termsafe"
+)
+
+// UsageHeader is the columns of the process tables of Phase.Rows and
+// Summary.Rows.
+var UsageHeader = []string{"PROCESS", "CPU S", "PEAK RSS MB", "PEAK FDS", "PROCS"}
+
+// Lines is what a person reads of the phase above its process table: what
+// it reached, then its error and the command it ran, if any.
+func (p Phase) Lines() []string {
+	head := fmt.Sprintf("%s: %d of %d nodes, %.1f s", p.Phase, p.OK, p.Nodes, p.WallS)
+	switch {
+	case p.Skipped:
+		head = fmt.Sprintf("%s: skipped (%s)", p.Phase, p.Note)
+	case p.Note != "":
+		head += " (" + p.Note + ")"
+	}
+	if p.MemAvailableMinMB != nil {
+		head += fmt.Sprintf("; available memory at least %.0f MB", *p.MemAvailableMinMB)
+	}
+	lines := []string{head}
+	if p.Error != "" {
+		lines = append(lines, "  error: "+termsafe.Line(p.Error))
+	}
+	if p.Command != "" && !p.Skipped {
+		lines = append(lines, "  "+termsafe.Line(p.Command))
+	}
+	return lines
+}
+
+// Rows is the phase's process table under UsageHeader; a skipped phase
+// has none.
+func (p Phase) Rows() [][]string {
+	if p.Skipped {
+		return nil
+	}
+	rows := [][]string{}
+	for _, u := range p.Usage {
+		rows = append(rows, []string{u.Process, numOrNA(u.CPUS, 2), numOrNA(u.PeakRSSMB, 1), intOrNA(u.PeakFDs), intOrBlank(u.Procs)})
+	}
+	return rows
+}
+
+// Lines is what a person reads of the whole run above its process table:
+// what each phase reached, sync's and exec's yardsticks, the shortfall.
+func (s Summary) Lines() []string {
+	lines := []string{fmt.Sprintf("%d nodes: %d ready, job done on %d (%d findings), exec on %d, sync to %d, collect from %d, %d destroyed; %.1f s in all (%.1f s to start the market and coordinator)",
+		s.Nodes, s.Ready, s.JobOK, s.Findings, s.ExecOK, s.SyncOK, s.CollectOK, s.Destroyed, s.WallS, s.SetupS)}
+	if s.SyncLastS > 0 && s.SyncLinkS > 0 {
+		lines = append(lines, fmt.Sprintf("sync: the last node held the tree after %.1fs, %.1fx the %.1fs its archive takes over the slowest listed downlink", s.SyncLastS, s.SyncLastS/s.SyncLinkS, s.SyncLinkS))
+	}
+	if s.ExecSpeedup > 0 {
+		lines = append(lines, fmt.Sprintf("exec -- true was %.1fx faster than the system ssh run 32 at a time (%d nodes reached)", s.ExecSpeedup, s.SSHOK))
+	}
+	if s.Failed != "" {
+		lines = append(lines, "first shortfall: "+termsafe.Line(s.Failed))
+	}
+	return lines
+}
+
+// Rows is each process's CPU over the run and peaks, under UsageHeader.
+func (s Summary) Rows() [][]string {
+	return [][]string{
+		{"vastfleet (commands)", ff(s.CPUS, 1), ff(s.PeakRSSMB, 1), strconv.Itoa(s.PeakFDs), ""},
+		{"coord", ff(s.CoordCPUS, 1), ff(s.CoordPeakRSSMB, 1), strconv.Itoa(s.CoordPeakFDs), ""},
+		{"sim", ff(s.SimCPUS, 1), ff(s.SimPeakRSSMB, 1), strconv.Itoa(s.SimPeakFDs), ""},
+		{"hosts", ff(s.HostsCPUS, 1), ff(s.HostsPeakRSSMB, 1), "", strconv.Itoa(s.HostsPeakProcs)},
+	}
+}
+
+// After is the line under the summary's table: what destroy left behind.
+func (s Summary) After() string {
+	line := fmt.Sprintf("after destroy: the simulator holds %.1f MB, %d of its machines' processes left", s.SimRSSAfterMB, s.HostsLeft)
+	if s.FDLimit > 0 {
+		line += fmt.Sprintf("; open-file limit %d", s.FDLimit)
+	}
+	return line
+}
+
+func ff(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+func numOrNA(v *float64, prec int) string {
+	if v == nil {
+		return "n/a"
+	}
+	return ff(*v, prec)
+}
+
+func intOrNA(v *int) string {
+	if v == nil {
+		return "n/a"
+	}
+	return strconv.Itoa(*v)
+}
+
+func intOrBlank(v *int) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.Itoa(*v)
+}
