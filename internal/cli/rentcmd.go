@@ -124,7 +124,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 			return err
 		}
 	}
-	views, err := instanceViews(ctx, m, []store.Instance{rec}, f.Clock().Now())
+	views, err := m.InstanceViews(ctx, []store.Instance{rec}, f.Clock().Now())
 	if err != nil {
 		return err
 	}
