@@ -3,11 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -101,14 +101,8 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 		if err != nil {
 			return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
 		}
-		if len(left) > 0 {
-			var lines []string
-			for _, id := range ids {
-				if why, ok := left[id]; ok {
-					lines = append(lines, fmt.Sprintf("instance %d: %s", id, why))
-				}
-			}
-			return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
+		if err := nodes.UncollectedError(ids, left); err != nil {
+			return err
 		}
 		// Checking reached into every node, which takes a while: what
 		// changed meanwhile (an outbid, a host gone) is dated by a listing
