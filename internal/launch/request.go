@@ -10,6 +10,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 )
 
 // UsageError is a request that contradicts itself or the command: the
@@ -192,10 +193,7 @@ func (r Request) Spec(onInterrupt string, now time.Time) (Spec, error) {
 	}
 	spec.Create.Env = env
 	spec.Create.Onstart = Onstart(r.Onstart, sessions)
-	spec.Create.Runtype = "ssh"
-	if r.Direct {
-		spec.Create.Runtype = "ssh_direc ssh_proxy"
-	}
+	spec.Create.Runtype = runtype(r.Direct)
 	if r.Bid != "" {
 		b, err := ParseBid(r.Bid)
 		if err != nil {
@@ -241,4 +239,48 @@ func BeforeRenting(ctx context.Context, m *fleet.Manager, fleetName string, l fl
 		return nil
 	}
 	return fleet.SaveLadder(ctx, m.S, fleetName, l)
+}
+
+// runtype is how the marketplace routes SSH: through its proxy, or (direct)
+// to ports on the host as well.
+func runtype(direct bool) string {
+	if direct {
+		return "ssh_direc ssh_proxy"
+	}
+	return "ssh"
+}
+
+// Rent is one rental as rent asks it (rent's flags).
+type Rent struct {
+	Image   string
+	Disk    float64
+	Env     string
+	Onstart string
+	Direct  bool
+	// Bid is $/hr per machine; 0 rents on demand.
+	Bid float64
+}
+
+// CreateRequest is the create call r asks for, checked.
+func (r Rent) CreateRequest() (provider.CreateRequest, error) {
+	env, err := ParseEnv(r.Env)
+	if err != nil {
+		return provider.CreateRequest{}, usagef("--env: %v", err)
+	}
+	if r.Disk < 8 {
+		return provider.CreateRequest{}, usagef("--disk %v: the marketplace's minimum is 8 GB", r.Disk)
+	}
+	req := Create(r.Image, r.Disk)
+	req.Env, req.Onstart = env, r.Onstart
+	if r.Direct {
+		req.Runtype = runtype(true)
+	}
+	if r.Bid < 0 {
+		return provider.CreateRequest{}, usagef("--bid %v: must be positive", r.Bid)
+	}
+	if r.Bid > 0 {
+		bid := r.Bid
+		req.Price = &bid
+	}
+	return req, nil
 }
