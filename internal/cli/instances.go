@@ -157,18 +157,8 @@ func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return fmt.Errorf("reconcile before %s: %w", verb, err)
-	}
-	if err := knownIDs(ctx, m.S, ids); err != nil {
-		return err
-	}
-	if verb == "stop" {
-		err = m.Stop(ctx, ids)
-	} else {
-		err = m.Start(ctx, ids)
-	}
-	if err != nil {
+	known := func(ctx context.Context, ids []int64) error { return knownIDs(ctx, m.S, ids) }
+	if err := m.StopOrStart(ctx, verb, ids, known); err != nil {
 		return err
 	}
 	if opts.JSON {

@@ -126,20 +126,9 @@ func (f *factory) reapWhileCoordinating(ctx context.Context, db *coord.DB, after
 	// every is market time: on a simulated market that runs faster than
 	// the wall, a ladder step is due that much sooner, so the pass comes
 	// as often in market time (once a wall second at most).
-	t := time.NewTicker(max(time.Duration(float64(every)/f.simScale()), time.Second))
-	defer t.Stop()
-	for {
-		// The first pass at once: a coordinator started again after a
-		// crash owes the steps that fell due while it was down.
-		if err := f.reapPass(ctx, dir, db, after, policy, since); err != nil && ctx.Err() == nil {
-			f.log.Warn("reaping silent instances", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	fleet.PassEvery(ctx, max(time.Duration(float64(every)/f.simScale()), time.Second), f.log, func(ctx context.Context) error {
+		return f.reapPass(ctx, dir, db, after, policy, since)
+	})
 }
 
 func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after time.Duration, policy string, since time.Time) error {

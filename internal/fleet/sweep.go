@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -226,6 +227,25 @@ func (m *Manager) ReapPass(ctx context.Context, p Pass) error {
 		}
 	}
 	return nil
+}
+
+// PassEvery runs pass at once, and then every tick of wall time until ctx
+// ends; a failed pass is logged and the next one tries again. The first
+// pass comes at once: a coordinator started again after a crash owes the
+// steps that fell due while it was down.
+func PassEvery(ctx context.Context, tick time.Duration, log *slog.Logger, pass func(context.Context) error) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("reaping silent instances", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // DeadManMoments is when each instance's agent will have stopped or
