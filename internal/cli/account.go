@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
@@ -190,28 +190,17 @@ func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *route
 // routeURLRun is `ssh-url` or `scp-url` once its flags are parsed.
 func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
 	scheme, id := opts.Scheme, opts.ID
-	urlOf := provider.SSHURL
-	if scheme == "scp" {
-		urlOf = provider.SCPURL
-	}
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return err
 	}
-	inst, err := p.ShowInstance(ctx, id)
-	if errors.Is(err, provider.ErrNotFound) {
-		return usagef("instance %d: not found on the marketplace (see `vastfleet ls`)", id)
-	}
+	r, err := nodes.RouteOf(ctx, p, id, scheme)
 	if err != nil {
-		return fmt.Errorf("instance %d: %w", id, err)
-	}
-	host, port, ok := provider.SSHAddr(inst)
-	if !ok {
-		return fmt.Errorf("instance %d has no ssh address yet (state %q): try again once it runs", id, inst.Status())
+		return nodesUsage(err)
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"id": id, scheme + "_url": urlOf(inst), "ssh_host": host, "ssh_port": port})
+		return writeJSON(opts.out(f.io.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
 	}
-	_, err = fmt.Fprintln(f.io.Out, urlOf(inst))
+	_, err = fmt.Fprintln(f.io.Out, r.URL)
 	return err
 }

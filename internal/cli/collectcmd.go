@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -59,28 +58,28 @@ func collectRun(ctx context.Context, f *factory, opts *collectOptions) error {
 		})
 }
 
+// runningNodes are the running instances among ids, as nodes with the
+// operations that reach them; none (nil ops) when none runs.
+func (f *factory) runningNodes(ctx context.Context, st *store.Store, ids []int64) ([]nodes.Node, *nodes.Ops, error) {
+	running := nodes.Running(ctx, st, ids)
+	if len(running) == 0 {
+		return nil, nil, nil
+	}
+	ns, p, err := f.selectNodes(ctx, "", false, idArgs(running), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := f.nodeOps(p, 64)
+	return ns, o, err
+}
+
 // uncollected returns the running instances among ids whose results
 // directory holds a file newer than their last collect (or any file, never
 // collected), and the ones that could not be checked.
 func (f *factory) uncollected(ctx context.Context, st *store.Store, ids []int64, resultsDir string) (map[int64]string, error) {
-	var running []string
-	for _, id := range ids {
-		r, err := st.Instance(ctx, id)
-		if err == nil && r.State == "running" && r.GoneAt.IsZero() {
-			running = append(running, strconv.FormatInt(id, 10))
-		}
-	}
-	out := map[int64]string{}
-	if len(running) == 0 {
-		return out, nil
-	}
-	ns, p, err := f.selectNodes(ctx, "", false, running, true)
-	if err != nil {
-		return nil, err
-	}
-	o, err := f.nodeOps(p, 64)
-	if err != nil {
-		return nil, err
+	ns, o, err := f.runningNodes(ctx, st, ids)
+	if o == nil {
+		return map[int64]string{}, err
 	}
 	return o.Uncollected(ctx, ns, resultsDir)
 }
@@ -98,29 +97,9 @@ func collectNodes(ctx context.Context, f *factory, p provider.Provider, ns []nod
 // collectBeforeDestroy is destroy --collect: every running node's results
 // into ./results, refusing the destroy when a node could not be collected.
 func (f *factory) collectBeforeDestroy(ctx context.Context, st *store.Store, ids []int64, resultsDir string) error {
-	var running []string
-	for _, id := range ids {
-		r, err := st.Instance(ctx, id)
-		if err == nil && r.State == "running" && r.GoneAt.IsZero() {
-			running = append(running, strconv.FormatInt(id, 10))
-		}
-	}
-	if len(running) == 0 {
-		return nil
-	}
-	ns, p, err := f.selectNodes(ctx, "", false, running, true)
-	if err != nil {
+	ns, o, err := f.runningNodes(ctx, st, ids)
+	if o == nil {
 		return err
 	}
-	rows, err := collectNodes(ctx, f, p, ns, resultsDir, "results", 64)
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if r.Error != "" {
-			return fmt.Errorf("nothing destroyed: collecting from instance %d failed: %s", r.ID, r.Error)
-		}
-		fmt.Fprintf(f.io.ErrOut, "collected %d file(s) from instance %d into %s\n", r.Fetched, r.ID, r.Dir)
-	}
-	return nil
+	return o.CollectFirst(ctx, ns, resultsDir, "results", f.io.ErrOut)
 }

@@ -85,7 +85,7 @@ func costRun(ctx context.Context, f *factory, opts *costOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.out(f.io.Out), struct {
 			fleet.CostReport
-			Orphans []orphanJSON `json:"orphans"`
+			Orphans []fleet.OrphanView `json:"orphans"`
 		}{rep, orphans})
 	}
 	if err := printCost(f.io.Out, rep); err != nil {

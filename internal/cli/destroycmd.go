@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 )
 
 type destroyOptions struct {
@@ -70,55 +70,32 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return fmt.Errorf("reconcile before destroy: %w", err)
-	}
-	if opts.All {
-		live, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: opts.Fleet})
-		if err != nil {
-			return err
-		}
-		for _, r := range live {
-			ids = append(ids, r.ID)
-		}
-		if len(ids) == 0 {
-			fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
-			return nil
-		}
-		if !opts.Yes && !confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", len(ids))) {
-			return usagef("not confirmed: nothing destroyed (pass --yes to skip the question)")
-		}
-	} else if err := knownIDs(ctx, m.S, ids); err != nil {
-		return err
-	}
-	if opts.Collect && !opts.Force {
-		if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
-			return err
-		}
-	}
+	req := fleet.DestroyRequest{IDs: ids, All: opts.All, Fleet: opts.Fleet,
+		Known:   func(ctx context.Context, ids []int64) error { return knownIDs(ctx, m.S, ids) },
+		Confirm: func(n int) bool { return opts.Yes || confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", n)) }}
 	if !opts.Force {
-		left, err := f.uncollected(ctx, m.S, ids, opts.Results)
-		if err != nil {
-			return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
-		}
-		if len(left) > 0 {
-			var lines []string
-			for _, id := range ids {
-				if why, ok := left[id]; ok {
-					lines = append(lines, fmt.Sprintf("instance %d: %s", id, why))
+		req.Guard = func(ctx context.Context, ids []int64) error {
+			if opts.Collect {
+				if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
+					return err
 				}
 			}
-			return fmt.Errorf("nothing destroyed: destroying deletes these results forever:\n  %s\nrun `vastfleet collect --id ID` first, or pass --force", strings.Join(lines, "\n  "))
-		}
-		// Checking reached into every node, which takes a while: what
-		// changed meanwhile (an outbid, a host gone) is dated by a listing
-		// taken now, not counted as running until the destroy.
-		if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-			return fmt.Errorf("reconcile before destroy: %w", err)
+			left, err := f.uncollected(ctx, m.S, ids, opts.Results)
+			if err != nil {
+				return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
+			}
+			return nodes.UncollectedError(ids, left)
 		}
 	}
-	if err := m.Destroy(ctx, ids); err != nil {
+	ids, err = m.DestroyAsked(ctx, req)
+	switch {
+	case errors.Is(err, fleet.ErrDeclined):
+		return usagef("not confirmed: nothing destroyed (pass --yes to skip the question)")
+	case err != nil:
 		return err
+	case len(ids) == 0:
+		fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
+		return nil
 	}
 	if opts.JSON {
 		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "ids": ids})

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -105,16 +106,7 @@ func parseIDs(args []string) ([]int64, error) {
 
 // knownIDs refuses ids the store has never seen, before anything is sent.
 func knownIDs(ctx context.Context, st *store.Store, ids []int64) error {
-	for _, id := range ids {
-		r, err := st.Instance(ctx, id)
-		if err != nil {
-			return usagef("instance %d is not one vastfleet tracks (see `vastfleet ls`, or `vastfleet reconcile` to adopt instances it created)", id)
-		}
-		if !r.Live() {
-			return usagef("instance %d was destroyed at %s", id, r.GoneAt.UTC().Format(time.RFC3339))
-		}
-	}
-	return nil
+	return nodesUsage(nodes.Known(ctx, st, ids))
 }
 
 // stateOptions is what `stop` or `start` was asked.
@@ -165,18 +157,8 @@ func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return fmt.Errorf("reconcile before %s: %w", verb, err)
-	}
-	if err := knownIDs(ctx, m.S, ids); err != nil {
-		return err
-	}
-	if verb == "stop" {
-		err = m.Stop(ctx, ids)
-	} else {
-		err = m.Start(ctx, ids)
-	}
-	if err != nil {
+	known := func(ctx context.Context, ids []int64) error { return knownIDs(ctx, m.S, ids) }
+	if err := m.StopOrStart(ctx, verb, ids, known); err != nil {
 		return err
 	}
 	if opts.JSON {

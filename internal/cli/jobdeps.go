@@ -75,7 +75,7 @@ func jobDir(f *factory, id string) (string, error) {
 
 // syncExcludes are what a job's workdir sync leaves out by default.
 func syncExcludes() []ignore.Rule {
-	return ignore.Parse("", strings.Join(defaultExcludes, "\n"))
+	return ignore.Parse("", strings.Join(nodes.DefaultExcludes, "\n"))
 }
 
 // scanWorkdir reads a job's workdir as its sync will, every file hashed.

@@ -47,7 +47,7 @@ func lsRun(ctx context.Context, f *factory, opts *lsOptions) error {
 	if err != nil {
 		return err
 	}
-	views, err := instanceViews(ctx, m, recs, f.Clock().Now())
+	views, err := m.InstanceViews(ctx, recs, f.Clock().Now())
 	if err != nil {
 		return err
 	}
@@ -70,109 +70,19 @@ func lsRun(ctx context.Context, f *factory, opts *lsOptions) error {
 	return printOrphans(f.io.Out, orphans)
 }
 
-// instanceJSON is `ls --json`'s row: the marketplace's names where they
-// exist (id, dph_total, ssh_url, ...) plus vastfleet's own.
-type instanceJSON struct {
-	ID          int64    `json:"id"`
-	OfferID     int64    `json:"offer_id"`
-	MachineID   int64    `json:"machine_id"`
-	GPUName     string   `json:"gpu_name"`
-	NumGPUs     int      `json:"num_gpus"`
-	CPUCores    float64  `json:"cpu_cores_effective"`
-	RAMMB       float64  `json:"cpu_ram"`
-	DPHTotal    float64  `json:"dph_total"`
-	State       string   `json:"state"`
-	Wanted      string   `json:"wanted"`
-	CreatedAt   string   `json:"created_at"`
-	UptimeSec   float64  `json:"uptime_seconds"`
-	CostSoFar   float64  `json:"cost_so_far"`
-	SSHURL      string   `json:"ssh_url"`
-	Fleet       string   `json:"fleet"`
-	Experiment  string   `json:"experiment"`
-	Label       string   `json:"label"`
-	EstHours    *float64 `json:"estimated_hours"`
-	EstCost     *float64 `json:"estimated_cost"`
-	Gone        bool     `json:"gone"`
-	DestroyWait bool     `json:"destroy_requested"`
-	// Note is the latest thing vastfleet did to the instance unasked
-	// (reaped after its agent fell silent), with its time.
-	Note string `json:"note,omitempty"`
-	// Next is what the fleet's teardown ladder does to it next, and when.
-	Next *fleet.Step `json:"next,omitempty"`
-}
-
-// instanceViews prices each instance from its whole recorded timeline, the
-// one cost rule `cost` uses too.
-func instanceViews(ctx context.Context, m *fleet.Manager, recs []store.Instance, now time.Time) ([]instanceJSON, error) {
-	views := make([]instanceJSON, 0, len(recs))
-	ladders := map[string]fleet.Ladder{}
-	for _, r := range recs {
-		c, err := m.CostOf(ctx, r, now)
-		if err != nil {
-			return nil, err
-		}
-		v := instanceView(r, c.Total, now)
-		l, ok := ladders[r.Fleet]
-		if !ok && r.Fleet != "" {
-			if l, err = fleet.FleetLadder(ctx, m.S, r.Fleet); err != nil {
-				return nil, err
-			}
-			ladders[r.Fleet] = l
-		}
-		if st, err := m.NextStep(ctx, r, l); err != nil {
-			return nil, err
-		} else if st.Action != "" {
-			v.Next = &st
-		}
-		notes, err := m.S.Notes(ctx, r.ID)
-		if err != nil {
-			return nil, err
-		}
-		if len(notes) > 0 {
-			n := notes[len(notes)-1]
-			v.Note = n.At.UTC().Format(time.RFC3339) + " " + n.Text
-		}
-		views = append(views, v)
-	}
-	return views, nil
-}
-
-func instanceView(r store.Instance, cost float64, now time.Time) instanceJSON {
-	end := now
-	if !r.Live() {
-		end = r.GoneAt
-	}
-	return instanceJSON{
-		ID: r.ID, OfferID: r.OfferID, MachineID: r.MachineID, GPUName: r.GPUName, NumGPUs: r.NumGPUs,
-		CPUCores: r.CPUCores, RAMMB: r.RAMMB, DPHTotal: r.DPHTotal, State: r.State, Wanted: r.Wanted,
-		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UptimeSec: max(0, end.Sub(r.CreatedAt).Seconds()),
-		CostSoFar: cost, SSHURL: r.SSHURL, Fleet: r.Fleet, Experiment: r.Experiment,
-		Label: r.Label, EstHours: r.EstHours, EstCost: r.EstCost, Gone: !r.Live(), DestroyWait: !r.DestroyRequestedAt.IsZero(),
-	}
-}
-
-func printInstances(f *factory, views []instanceJSON) error {
+func printInstances(f *factory, views []fleet.InstanceView) error {
 	if len(views) == 0 {
 		fmt.Fprintln(f.io.ErrOut, "no instances (rent one with `vastfleet rent OFFER_ID` or `vastfleet launch`)")
 		return nil
 	}
 	t := newTable(f.io.Out, "ID", "OFFER", "GPU", "vCPU", "$/hr", "STATE", "UPTIME", "COST", "SSH", "FLEET")
 	for _, v := range views {
-		state := v.State
-		if state == "" {
-			state = "provisioning"
-		}
-		if v.Gone {
-			state = "gone"
-		} else if v.DestroyWait {
-			state += " (destroying)"
-		}
 		fleetName := v.Fleet
 		if v.Experiment != "" {
 			fleetName += "/" + v.Experiment
 		}
 		t.row(strconv.FormatInt(v.ID, 10), strconv.FormatInt(v.OfferID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs),
-			fmtNum(v.CPUCores), fmt.Sprintf("%.3f", v.DPHTotal), state,
+			fmtNum(v.CPUCores), fmt.Sprintf("%.3f", v.DPHTotal), v.ShownState(),
 			(time.Duration(v.UptimeSec) * time.Second).Round(time.Minute).String(),
 			fmt.Sprintf("$%.3f", v.CostSoFar), dash(v.SSHURL), fleetName)
 	}

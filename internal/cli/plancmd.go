@@ -217,7 +217,7 @@ func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req
 		return err
 	}
 	fmt.Fprintf(f.io.ErrOut, "rented option %d (offer %d) as instance %d; waiting for it to run\n", o.Rank, o.OfferID, rec.ID)
-	rec, err = waitRunning(ctx, f, m, rec.ID, opts.Timeout)
+	rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.io.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -87,7 +88,7 @@ func heardAt(t *testing.T, home, fleetName string, at time.Time, ids ...int64) {
 
 func fleetIDs(t *testing.T, e *env, name string) []int64 {
 	t.Helper()
-	var rows []instanceJSON
+	var rows []fleet.InstanceView
 	if err := json.Unmarshal([]byte(e.ok("ls", "--json", "--fleet", name).out), &rows); err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +99,9 @@ func fleetIDs(t *testing.T, e *env, name string) []int64 {
 	return ids
 }
 
-func stateOf(t *testing.T, e *env, id int64) instanceJSON {
+func stateOf(t *testing.T, e *env, id int64) fleet.InstanceView {
 	t.Helper()
-	var rows []instanceJSON
+	var rows []fleet.InstanceView
 	if err := json.Unmarshal([]byte(e.ok("ls", "--json", "--all").out), &rows); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func stateOf(t *testing.T, e *env, id int64) instanceJSON {
 		}
 	}
 	t.Fatalf("instance %d is not listed", id)
-	return instanceJSON{}
+	return fleet.InstanceView{}
 }
 
 // TestReapActsOnlyOnThisFleetsSilentInstances: an instance whose agent
@@ -325,7 +326,7 @@ func TestIdleRungStopsThroughItsAgent(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("fleet idle: %v", ids)
 	}
-	var got instanceJSON
+	var got fleet.InstanceView
 	waitFor(t, "the idle instance stopped", 90*time.Second, func() bool {
 		got = stateOf(t, e, ids[0])
 		return got.State == "stopped" || got.State == "exited"

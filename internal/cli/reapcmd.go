@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,107 +67,46 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 	if err != nil {
 		return err
 	}
-	fleets := []string{opts.Fleet}
-	if opts.Fleet == "" {
-		all, err := m.S.ListFleets(ctx)
-		if err != nil {
-			return err
+	var db *coord.DB
+	defer func() {
+		if db != nil {
+			db.Close()
 		}
-		fleets = fleets[:0]
-		for _, fl := range all {
-			fleets = append(fleets, fl.Name)
-		}
-	}
-	var errs []error
-	// The teardown ladder first: it needs no coordinator.
-	for _, name := range fleets {
-		l, err := fleet.FleetLadder(ctx, m.S, name)
-		if err != nil {
-			return err
-		}
-		done, err := m.ApplyLadder(ctx, name, l)
-		if err != nil {
-			return err
-		}
-		for _, d := range done {
-			f.reportLaddered(name, d)
-			if d.Err != nil {
-				errs = append(errs, d.Err)
+	}()
+	res, err := m.Sweep(ctx, fleet.Sweep{
+		Fleet:  opts.Fleet,
+		Switch: fleet.Switch{After: opts.After, Policy: opts.Policy, AfterSet: opts.AfterSet, PolicySet: opts.PolicySet},
+		Heartbeats: func(ctx context.Context) (fleet.Heartbeats, error) {
+			var err error
+			if db, err = f.existingCoordDB(ctx); db == nil {
+				return nil, err
 			}
-		}
-	}
-	db, err := f.existingCoordDB(ctx)
-	if err != nil {
+			return db, nil
+		},
+		OnLaddered: f.reportLaddered, OnReaped: f.reportReaped,
+	})
+	switch {
+	case err != nil:
 		return err
-	}
-	if db == nil {
+	case res.NoCoordinator:
 		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
-		return errors.Join(errs...)
-	}
-	defer db.Close()
-	n := 0
-	for _, name := range fleets {
-		o, err := reapOptionsFor(ctx, db, name, opts)
-		if err != nil {
-			return err
-		}
-		if len(o.LastHeard) == 0 {
-			continue
-		}
-		res, err := m.Reap(ctx, o)
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			n++
-			f.reportReaped(name, r)
-			if r.Err != nil {
-				errs = append(errs, r.Err)
-			}
-		}
-	}
-	if n == 0 {
+	case res.Reaped == 0:
 		fmt.Fprintln(f.io.ErrOut, "no silent instances")
 	}
-	return errors.Join(errs...)
+	return errors.Join(res.Failed...)
 }
 
-// reapOptionsFor is how fleet name is reaped: its launch-time dead-man
-// switch, unless the flags say otherwise.
-func reapOptionsFor(ctx context.Context, db *coord.DB, name string, opts *reapOptions) (fleet.ReapOptions, error) {
-	after, policy, ok, err := db.FleetPolicy(ctx, name)
-	if err != nil {
-		return fleet.ReapOptions{}, err
-	}
-	if !ok || opts.AfterSet || after <= 0 {
-		after = opts.After
-	}
-	if !ok || opts.PolicySet || policy == "" {
-		policy = opts.Policy
-	}
-	heard, err := db.LastHeard(ctx, name)
-	if err != nil {
-		return fleet.ReapOptions{}, err
-	}
-	return fleet.ReapOptions{Fleet: name, LastHeard: heard, After: after, Policy: policy}, nil
-}
+func (f *factory) reportLaddered(fleetName string, d fleet.Laddered) { f.report(d.Report(fleetName)) }
 
-func (f *factory) reportLaddered(fleetName string, d fleet.Laddered) {
-	verb := map[string]string{fleet.LadderStop: "stopped", fleet.LadderDestroy: "destroyed"}[d.Step.Action]
-	if d.Err != nil {
-		fmt.Fprintf(f.io.ErrOut, "instance %d (fleet %s): teardown ladder, %s; %s failed: %v\n", d.ID, fleetName, d.Step.Reason, d.Step.Action, d.Err)
-		return
-	}
-	fmt.Fprintf(f.io.Out, "instance %d (fleet %s): teardown ladder, %s: %s\n", d.ID, fleetName, d.Step.Reason, verb)
-}
+func (f *factory) reportReaped(fleetName string, r fleet.Reaped) { f.report(r.Report(fleetName)) }
 
-func (f *factory) reportReaped(fleetName string, r fleet.Reaped) {
-	verb := map[string]string{fleet.ReapStop: "stopped", fleet.ReapDestroy: "destroyed"}[r.Action]
-	if r.Err != nil {
-		fmt.Fprintf(f.io.ErrOut, "instance %d (fleet %s): agent silent for %s; %s failed: %v\n", r.ID, fleetName, r.Silent.Round(time.Second), r.Action, r.Err)
-		return
+// report prints a line of what was done, a failure on the error stream.
+func (f *factory) report(line string, failed bool) {
+	w := f.io.Out
+	if failed {
+		w = f.io.ErrOut
 	}
-	fmt.Fprintf(f.io.Out, "instance %d (fleet %s): agent silent for %s: %s\n", r.ID, fleetName, r.Silent.Round(time.Second), verb)
+	fmt.Fprintln(w, line)
 }
 
 // reapWhileCoordinating applies the fleets' teardown ladders and reaps
@@ -190,20 +126,9 @@ func (f *factory) reapWhileCoordinating(ctx context.Context, db *coord.DB, after
 	// every is market time: on a simulated market that runs faster than
 	// the wall, a ladder step is due that much sooner, so the pass comes
 	// as often in market time (once a wall second at most).
-	t := time.NewTicker(max(time.Duration(float64(every)/f.simScale()), time.Second))
-	defer t.Stop()
-	for {
-		// The first pass at once: a coordinator started again after a
-		// crash owes the steps that fell due while it was down.
-		if err := f.reapPass(ctx, dir, db, after, policy, since); err != nil && ctx.Err() == nil {
-			f.log.Warn("reaping silent instances", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	fleet.PassEvery(ctx, max(time.Duration(float64(every)/f.simScale()), time.Second), f.log, func(ctx context.Context) error {
+		return f.reapPass(ctx, dir, db, after, policy, since)
+	})
 }
 
 func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after time.Duration, policy string, since time.Time) error {
@@ -211,129 +136,37 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 	if err != nil {
 		return err
 	}
-	storeID, err := st.ID(ctx)
-	if err != nil {
-		return err
-	}
-	all, err := st.ListFleets(ctx)
-	if err != nil {
-		return err
-	}
-	var due []fleet.ReapOptions
-	ladders := map[string]fleet.Ladder{}
 	look := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log} // reads only
-	for _, fl := range all {
-		// The fleet's teardown ladder, due steps only.
-		l, err := fleet.FleetLadder(ctx, st, fl.Name)
-		if err != nil {
-			return err
-		}
-		steps, err := look.LadderSteps(ctx, fl.Name, l)
-		if err != nil {
-			return err
-		}
-		if slices.ContainsFunc(steps, func(s fleet.Laddered) bool { return s.Step.Due(f.Clock().Now()) }) {
-			ladders[fl.Name] = l
-		}
-		// Each fleet as it was launched; the coordinator's flags only
-		// for a fleet with no recorded switch.
-		o, err := reapOptionsFor(ctx, db, fl.Name, &reapOptions{After: after, Policy: policy})
-		if err != nil || len(o.LastHeard) == 0 {
-			continue
-		}
-		o.Since = since
-		recs, err := st.Instances(ctx, store.InstanceFilter{Fleet: fl.Name})
-		if err != nil {
-			return err
-		}
-		if len(fleet.Abandoned(recs, storeID, o, f.Clock().Now())) > 0 {
-			due = append(due, o)
-		}
-	}
-	if len(due) == 0 && len(ladders) == 0 {
-		return nil
-	}
-	lock, err := store.AcquireLock(dir, holderName("coord", "(reaping silent instances)"))
-	if err != nil {
-		return err // busy: the next pass tries again
-	}
-	defer lock.Unlock()
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return err
-	}
-	m := &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}
-	// What looked due was read from the store, which nobody may have
-	// brought up to date since the launch that wrote it died: an instance
-	// it last saw loading has run since. Steps are decided again on a
-	// fresh listing, or not at all (a destroy on a stale view is worse
-	// than a late one).
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return err
-	}
-	for name, l := range ladders {
-		done, err := m.ApplyLadder(ctx, name, l)
-		if err != nil {
-			return err
-		}
-		for _, d := range done {
-			f.reportLaddered(name, d)
-		}
-	}
-	for _, o := range due {
-		res, err := m.Reap(ctx, o)
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			f.reportReaped(o.Fleet, r)
-		}
-	}
-	return nil
+	return look.ReapPass(ctx, fleet.Pass{
+		Heartbeats: db, Switch: fleet.Switch{After: after, Policy: policy}, Since: since,
+		Writer: func(ctx context.Context) (*fleet.Manager, func(), error) {
+			lock, err := store.AcquireLock(dir, holderName("coord", "(reaping silent instances)"))
+			if err != nil {
+				return nil, nil, err
+			}
+			p, err := f.Provider(ctx)
+			if err != nil {
+				lock.Unlock()
+				return nil, nil, err
+			}
+			return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}, func() { lock.Unlock() }, nil
+		},
+		OnLaddered: f.reportLaddered, OnReaped: f.reportReaped,
+	})
 }
 
 // deadManMoments reads, from the data dir's coordinator database where
 // one exists, when each instance's agent will have stopped or destroyed
-// it by its dead-man switch: its last heartbeat there plus its fleet's
-// orphan-after (fleet.ReconcileOptions.SelfStops). A reconcile after the
+// it by its dead-man switch (fleet.DeadManMoments). A reconcile after the
 // coordinator was gone for a while (up --resume, down, ls, cost) then
 // dates what the agents did at the moment they did it.
 func (f *factory) deadManMoments(st *store.Store) func(context.Context) (map[int64]time.Time, error) {
 	return func(ctx context.Context) (map[int64]time.Time, error) {
-		dir, err := f.dataDir()
-		if err != nil {
-			return nil, err
-		}
-		path := filepath.Join(dir, "coord.db")
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, nil // no coordinator ever ran: no agent had a switch armed by one
-		}
-		db, err := coord.OpenDB(ctx, path)
-		if err != nil {
-			return nil, err
+		db, err := f.existingCoordDB(ctx)
+		if db == nil {
+			return nil, err // no coordinator ever ran: no agent had a switch armed by one
 		}
 		defer db.Close()
-		fleets, err := st.ListFleets(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := map[int64]time.Time{}
-		for _, fl := range fleets {
-			after, _, ok, err := db.FleetPolicy(ctx, fl.Name)
-			if err != nil {
-				return nil, err
-			}
-			if !ok || after <= 0 {
-				continue
-			}
-			heard, err := db.LastHeard(ctx, fl.Name)
-			if err != nil {
-				return nil, err
-			}
-			for id, h := range heard {
-				out[id] = fleet.DeadManAt(h, after)
-			}
-		}
-		return out, nil
+		return fleet.DeadManMoments(ctx, st, db)
 	}
 }

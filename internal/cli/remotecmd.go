@@ -70,11 +70,16 @@ func (f *factory) selectNodes(ctx context.Context, fleetName string, all bool, a
 		return nil, nil, err
 	}
 	ns, err := nodes.Select(ctx, st, p, nodes.Selection{Fleet: fleetName, All: all, IDs: ids})
+	return ns, p, nodesUsage(err)
+}
+
+// nodesUsage marks nodes' refusals of the user's input as usage errors.
+func nodesUsage(err error) error {
 	var ue *nodes.UsageError
 	if errors.As(err, &ue) {
-		return nil, nil, usagef("%s", ue.Msg)
+		return usagef("%s", ue.Msg)
 	}
-	return ns, p, err
+	return err
 }
 
 // nodeOps runs operations on nodes for this command, closed with it.

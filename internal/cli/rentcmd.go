@@ -10,7 +10,6 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
-	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -71,36 +70,13 @@ takes over 5 minutes), then prints its ssh address.`,
 	return cmd
 }
 
-func (o *rentOptions) createRequest() (provider.CreateRequest, error) {
-	env, err := launch.ParseEnv(o.Env)
-	if err != nil {
-		return provider.CreateRequest{}, usagef("--env: %v", err)
-	}
-	if o.Disk < 8 {
-		return provider.CreateRequest{}, usagef("--disk %v: the marketplace's minimum is 8 GB", o.Disk)
-	}
-	req := launch.Create(o.Image, o.Disk)
-	req.Env, req.Onstart = env, o.Onstart
-	if o.Direct {
-		req.Runtype = "ssh_direc ssh_proxy"
-	}
-	if o.Bid < 0 {
-		return provider.CreateRequest{}, usagef("--bid %v: must be positive", o.Bid)
-	}
-	if o.Bid > 0 {
-		bid := o.Bid
-		req.Price = &bid
-	}
-	return req, nil
-}
-
 // rentRun is `rent` once its flags are parsed.
 func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 	f.waitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
 	offerID := opts.OfferID
-	req, err := opts.createRequest()
+	req, err := launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid}.CreateRequest()
 	if err != nil {
-		return err
+		return launchUsage(err)
 	}
 	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
 		return usageError{err}
@@ -119,12 +95,12 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 	}
 	fmt.Fprintf(f.io.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
 	if !opts.NoWait {
-		rec, err = waitRunning(ctx, f, m, rec.ID, opts.Timeout)
+		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.io.ErrOut)
 		if err != nil {
 			return err
 		}
 	}
-	views, err := instanceViews(ctx, m, []store.Instance{rec}, f.Clock().Now())
+	views, err := m.InstanceViews(ctx, []store.Instance{rec}, f.Clock().Now())
 	if err != nil {
 		return err
 	}
@@ -132,18 +108,4 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 		return writeJSON(opts.out(f.io.Out), views[0])
 	}
 	return printInstances(f, views)
-}
-
-func waitRunning(ctx context.Context, f *factory, m *fleet.Manager, id int64, timeout time.Duration) (store.Instance, error) {
-	rec, err := m.WaitRunning(ctx, id, fleet.WaitOptions{
-		Timeout: timeout,
-		OnSlow: func(elapsed time.Duration) {
-			fmt.Fprintf(f.io.ErrOut, "instance %d is still loading after %s: large images on slow hosts can take long; Ctrl+C stops waiting (the instance stays and keeps billing storage; `vastfleet destroy %d` ends it)\n",
-				id, elapsed.Round(time.Second), id)
-		},
-	})
-	if err != nil {
-		return rec, fmt.Errorf("%w; instance %d still exists and bills at least storage: `vastfleet destroy %d` ends it, `vastfleet ls` shows it", err, id, id)
-	}
-	return rec, nil
 }

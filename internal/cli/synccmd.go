@@ -5,20 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 )
-
-// defaultExcludes keep weights, data and caches off the wire, in
-// .gitignore syntax; the tree's .gitignore and .vastfleetignore files
-// come over them and may re-include (!data/), and --exclude over all.
-var defaultExcludes = []string{"*.pt", "*.pth", "*.ckpt", "__pycache__", ".git", "data/", "wandb/", "outputs/"}
 
 // syncOptions is what `sync` was asked, parsed.
 type syncOptions struct {
@@ -40,7 +33,7 @@ func newSyncCmd(f *factory, runF func(context.Context, *syncOptions) error) *cob
 		Long: `Hashes every file of SRC (default .), asks each node for the hashes it holds
 (DEST/.vastfleet-sync) and sends a gzip'd tar of only the files that differ.
 
-Left out, in .gitignore syntax: ` + strings.Join(defaultExcludes, " ") + `;
+Left out, in .gitignore syntax: ` + strings.Join(nodes.DefaultExcludes, " ") + `;
 then the .gitignore and .vastfleetignore files of the tree apply (a
 .vastfleetignore may re-include, e.g. !data/), then each --exclude.
 
@@ -77,15 +70,9 @@ sent from here instead. --no-relay sends from here to every node.`,
 }
 
 func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
-	var extra []ignore.Rule
-	for _, pat := range opts.Excludes {
-		if r, ok := ignore.ParseLine("", pat); ok {
-			extra = append(extra, r)
-		}
-	}
-	files, err := remote.ScanTree(opts.Src, ignore.Parse("", strings.Join(defaultExcludes, "\n")), extra)
+	files, err := nodes.ScanSource(opts.Src, opts.Excludes)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", opts.Src, err)
+		return err
 	}
 	ns, p, err := opts.Nodes.resolve(ctx, f)
 	if err != nil {
@@ -101,20 +88,6 @@ func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
 		})
 }
 
-// humanBytes is n in B, KiB, MiB or GiB, one decimal.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	v, i := float64(n)/unit, 0
-	for v >= unit && i < 2 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", v, []string{"KiB", "MiB", "GiB"}[i])
-}
-
 // syncNodes sends each node the files of src (as scanned) that it lacks
 // under dest, relayed node to node unless noRelay, and says what it cost.
 func syncNodes(ctx context.Context, f *factory, p provider.Provider, ns []nodes.Node, src string, files []remote.TreeFile, dest string, parallel, seeds int, noRelay bool) ([]nodes.SyncRow, error) {
@@ -126,14 +99,6 @@ func syncNodes(ctx context.Context, f *factory, p provider.Provider, ns []nodes.
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(f.io.ErrOut, "synced %d files (%s) to %d nodes, %d of them relayed by other nodes; this machine sent %s over SSH (%s for the archives)\n",
-		sum.Files, humanBytes(sum.TreeBytes), sum.Nodes, sum.Relayed, humanBytes(sum.Sent), humanBytes(sum.Archives))
-	if sum.LastNode > 0 {
-		bound := ""
-		if sum.LinkBound > 0 {
-			bound = fmt.Sprintf(" (its archive over the slowest listed downlink takes %s)", sum.LinkBound.Round(time.Millisecond))
-		}
-		fmt.Fprintf(f.io.ErrOut, "the last node had the tree %s after the sync began%s\n", sum.LastNode.Round(time.Millisecond), bound)
-	}
+	fmt.Fprint(f.io.ErrOut, sum)
 	return rows, nil
 }

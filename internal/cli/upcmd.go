@@ -264,7 +264,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	if err != nil {
 		return nil, job.Options{}, err
 	}
-	if err := beforeRenting(ctx, m, id, lo.Ladder); err != nil {
+	if err := launch.BeforeRenting(ctx, m, id, lo.Ladder); err != nil {
 		return nil, job.Options{}, err
 	}
 	recs, err := f.jobRecords(ctx)

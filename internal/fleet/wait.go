@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -209,4 +210,20 @@ func (m *Manager) WaitAllRunning(ctx context.Context, ids []int64, opts WaitOpti
 		out[id] = fmt.Errorf("instance %d not running after %s (last error: %v)", id, opts.Timeout, lastErr)
 	}
 	return out, nil
+}
+
+// AwaitRunning is WaitRunning as rent waits: a note on slow when loading
+// takes long, and an error that says the instance still bills.
+func (m *Manager) AwaitRunning(ctx context.Context, id int64, timeout time.Duration, slow io.Writer) (store.Instance, error) {
+	rec, err := m.WaitRunning(ctx, id, WaitOptions{
+		Timeout: timeout,
+		OnSlow: func(elapsed time.Duration) {
+			fmt.Fprintf(slow, "instance %d is still loading after %s: large images on slow hosts can take long; Ctrl+C stops waiting (the instance stays and keeps billing storage; `vastfleet destroy %d` ends it)\n",
+				id, elapsed.Round(time.Second), id)
+		},
+	})
+	if err != nil {
+		return rec, fmt.Errorf("%w; instance %d still exists and bills at least storage: `vastfleet destroy %d` ends it, `vastfleet ls` shows it", err, id, id)
+	}
+	return rec, nil
 }

@@ -44,6 +44,21 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
+// Known refuses ids the store has never seen or has seen destroyed,
+// before anything is sent.
+func Known(ctx context.Context, st *store.Store, ids []int64) error {
+	for _, id := range ids {
+		r, err := st.Instance(ctx, id)
+		if err != nil {
+			return &UsageError{fmt.Sprintf("instance %d is not one vastfleet tracks (see `vastfleet ls`, or `vastfleet reconcile` to adopt instances it created)", id)}
+		}
+		if !r.Live() {
+			return &UsageError{fmt.Sprintf("instance %d was destroyed at %s", id, r.GoneAt.UTC().Format(time.RFC3339))}
+		}
+	}
+	return nil
+}
+
 // Select resolves a selection to running instances with an SSH route,
 // ranked by instance id so ranks are stable across commands.
 func Select(ctx context.Context, st *store.Store, p provider.Provider, sel Selection) ([]Node, error) {
@@ -52,14 +67,8 @@ func Select(ctx context.Context, st *store.Store, p provider.Provider, sel Selec
 		return nil, err
 	}
 	if len(sel.IDs) > 0 {
-		for _, id := range sel.IDs {
-			r, err := st.Instance(ctx, id)
-			if err != nil {
-				return nil, &UsageError{fmt.Sprintf("instance %d is not one vastfleet tracks (see `vastfleet ls`, or `vastfleet reconcile` to adopt instances it created)", id)}
-			}
-			if !r.Live() {
-				return nil, &UsageError{fmt.Sprintf("instance %d was destroyed at %s", id, r.GoneAt.UTC().Format(time.RFC3339))}
-			}
+		if err := Known(ctx, st, sel.IDs); err != nil {
+			return nil, err
 		}
 		recs = slices.DeleteFunc(recs, func(r store.Instance) bool { return !slices.Contains(sel.IDs, r.ID) })
 	}
