@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/liveview"
 )
 
 // jobView renders a job's events: the live view on a terminal, else log
@@ -18,14 +19,14 @@ type jobView struct {
 	f        *factory
 	json     bool
 	opened   bool
-	live     *liveView
+	live     *liveview.View
 	lastLine time.Time
 }
 
 func newJobView(f *factory, asJSON bool) *jobView { return &jobView{f: f, json: asJSON} }
 
 func (v *jobView) close() {
-	v.live.close()
+	v.live.Close()
 	v.live = nil
 }
 
@@ -92,7 +93,7 @@ func finishEventLine(e job.Event) string {
 func (v *jobView) progress(p job.Progress) {
 	if !v.opened && !v.json {
 		v.opened = true
-		v.live = openLiveView(v.f.io, "job "+p.Job)
+		v.live = liveview.Open(&v.f.io.ErrOut, v.f.io.ErrTTY, "job "+p.Job)
 	}
 	t := p.Totals
 	items := ""
@@ -103,9 +104,9 @@ func (v *jobView) progress(p job.Progress) {
 		t.NodesAlive, t.NodesStale, t.NodesDead, p.Ended, p.Nodes, items, t.Findings, metricText(t.Metrics), t.DPH, t.Spent, p.Elapsed.Round(time.Second))
 	switch {
 	case v.live != nil && t.ItemsDone+t.ItemsLeft > 0:
-		v.live.update(t.ItemsDone, t.ItemsDone+t.ItemsLeft, "items  "+line)
+		v.live.Update(t.ItemsDone, t.ItemsDone+t.ItemsLeft, "items  "+line)
 	case v.live != nil:
-		v.live.update(int64(p.Ended), int64(p.Nodes), "run exited  "+line)
+		v.live.Update(int64(p.Ended), int64(p.Nodes), "run exited  "+line)
 	case time.Since(v.lastLine) >= 5*time.Second:
 		v.lastLine = time.Now()
 		fmt.Fprintf(v.f.io.ErrOut, "%s job %s: %s\n", p.At.UTC().Format("15:04:05"), p.Job, line)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/liveview"
 )
 
 // launchView shows a launch: JSON lines, a live view on a terminal (a bar
@@ -20,7 +21,7 @@ type launchView struct {
 	enc     *json.Encoder
 	tty     bool
 	mu      sync.Mutex
-	live    *liveView // opened at the first event, on a terminal
+	live    *liveview.View // opened at the first event, on a terminal
 	lastLog time.Time
 }
 
@@ -41,13 +42,13 @@ func (v *launchView) event(e launch.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.tty && v.live == nil {
-		v.live = openLiveView(v.f.io, "ready")
+		v.live = liveview.Open(&v.f.io.ErrOut, v.f.io.ErrTTY, "ready")
 	}
 	w := v.f.io.ErrOut
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
 		if v.live != nil {
-			v.live.update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d%s  parked %d  releasing %d", p.Booting, stagesNote(p.Stages), p.Parked, p.Releasing),
+			v.live.Update(int64(p.Ready), int64(p.Asked), fmt.Sprintf("booting %d%s  parked %d  releasing %d", p.Booting, stagesNote(p.Stages), p.Parked, p.Releasing),
 				fmt.Sprintf("failed %d", p.Failed), fmt.Sprintf("$%.2f/hr now  $%.2f spent", p.DPH, p.Spent), fmt.Sprintf("%s left", p.TimeLeft.Round(time.Second)))
 			return
 		}
@@ -89,7 +90,7 @@ func stagesNote(st map[string]int) string {
 func (v *launchView) stop() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.live.close()
+	v.live.Close()
 	v.live = nil
 }
 
