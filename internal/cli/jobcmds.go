@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/job"
-	"github.com/vastfleet/vastfleet/internal/termsafe"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -90,33 +86,9 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	}
 	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
 	for _, r := range rows {
-		state := r.State
-		if r.CutOff() {
-			state += ", cut off: up --resume " + r.ID
-		}
-		t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), perDPHCell(r))
+		t.row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
 	}
 	return t.flush()
-}
-
-// perDPHCell is what a job delivers for its money: work items per dollar
-// spent, and its metrics per $/hr, by name, with how many of its live
-// nodes reported them.
-func perDPHCell(r job.Status) string {
-	var parts []string
-	if r.ItemsPerDollar > 0 {
-		parts = append(parts, fmt.Sprintf("%d items, %.1f per $", r.ItemsDone, r.ItemsPerDollar))
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.MetricsPerDPH)) {
-		parts = append(parts, fmt.Sprintf("%s %.4g", termsafe.Line(k), r.MetricsPerDPH[k]))
-	}
-	switch {
-	case len(parts) == 0:
-		return "-"
-	case len(r.MetricsPerDPH) > 0:
-		return fmt.Sprintf("%s (%d of %d nodes)", strings.Join(parts, ", "), r.Reporting, r.Live)
-	}
-	return parts[0]
 }
 
 // downOptions is what `down` was asked.
@@ -175,7 +147,11 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 	// A job whose up still runs (detached, or in another terminal) is
 	// ended by that up: it holds the coordinator with the findings and
 	// items, and the market's lock.
-	stopped, err := stopJobRun(ctx, f, rec)
+	dir, err := f.jobsDir()
+	if err != nil {
+		return nil, err
+	}
+	stopped, err := job.StopRun(ctx, dir, rec, f.io.ErrOut)
 	if err != nil {
 		return nil, err
 	}
@@ -251,18 +227,6 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 	if js.JSON {
 		return writeJSON(js.out(f.io.Out), all)
 	}
-	for _, l := range all {
-		fmt.Fprintf(f.io.Out, "==> %s (instance %d, %s log) <==\n", l.Node, l.ID, l.Source)
-		if l.Error != "" {
-			fmt.Fprintf(f.io.Out, "(%s)\n", termSafe(l.Error))
-		}
-		// Line by line: a log may hold any bytes, but not ones that
-		// drive this terminal.
-		for _, line := range strings.SplitAfter(l.Log, "\n") {
-			if line = strings.TrimSuffix(line, "\n"); line != "" {
-				fmt.Fprintln(f.io.Out, termsafe.Text(line))
-			}
-		}
-	}
+	job.WriteLogs(f.io.Out, all)
 	return nil
 }

@@ -28,7 +28,6 @@ import (
 // The job package's types under the names this package's commands and
 // tests use.
 type (
-	jobRecord = job.Record
 	jobReport = job.Report
 	jobNode   = job.ReportNode
 	itemLine  = job.ItemLine
@@ -39,7 +38,7 @@ type (
 // jobRecords are the data dir's job records (in the store, exported to
 // jobs/<job>/job.json).
 func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
-	dir, err := f.dataDir()
+	dir, err := f.jobsDir()
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +46,14 @@ func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &job.Records{Store: st, Dir: filepath.Join(dir, "jobs")}, nil
+	return &job.Records{Store: st, Dir: dir}, nil
+}
+
+// jobsDir is the data dir's jobs/: a directory per job (logs, lock,
+// exports).
+func (f *factory) jobsDir() (string, error) {
+	dir, err := f.dataDir()
+	return filepath.Join(dir, "jobs"), err
 }
 
 // loadJob is a job's record; an unknown job is the user's mistake.
@@ -61,16 +67,6 @@ func loadJob(ctx context.Context, f *factory, id string) (*job.Record, error) {
 		return nil, usageError{err}
 	}
 	return rec, err
-}
-
-// jobDir is the job's directory in the data dir (logs, lock, exports).
-func jobDir(f *factory, id string) (string, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return "", err
-	}
-	d := filepath.Join(dir, "jobs", id)
-	return d, os.MkdirAll(d, 0o700)
 }
 
 // syncExcludes are what a job's workdir sync leaves out by default.

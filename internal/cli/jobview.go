@@ -2,10 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/job"
@@ -38,55 +35,9 @@ func (v *jobView) event(e job.Event) {
 	if _, ok := e.(job.Ended); ok {
 		v.close() // what follows may ask a question
 	}
-	if line := jobEventLine(e); line != "" {
+	if line := job.EventLine(e); line != "" {
 		fmt.Fprintf(v.f.io.ErrOut, "job %s: %s\n", e.JobID(), line)
 	}
-}
-
-// jobEventLine is an event as a line, "" for one that has none.
-func jobEventLine(e job.Event) string {
-	switch e := e.(type) {
-	case job.Dashboard:
-		return "dashboard " + e.URL
-	case job.LaunchResumed:
-		return "its launch was cut off; resuming it within its deadline"
-	case job.Launched:
-		return fmt.Sprintf("%d of %d nodes ready at $%.3f/hr (%d rented, %d failed)", e.Ready, e.Asked, e.DPH, e.Rented, e.Failed)
-	case job.StepFailed:
-		return fmt.Sprintf("%s failed on %s (instance %d): %s; it is left out of the run", e.Step, e.Node, e.ID, termSafe(e.Why))
-	case job.Synced:
-		return fmt.Sprintf("synced %s (%d files, %d bytes sent) to %d node(s)", e.Dir, e.Files, e.Sent, e.Nodes)
-	case job.SetupDone:
-		return fmt.Sprintf("setup %d/%d done on %d node(s): %s", e.Index, e.Of, e.Nodes, termSafe(e.Command))
-	case job.Started:
-		return fmt.Sprintf("started on %d node(s)", e.Nodes)
-	case job.Resumed:
-		return fmt.Sprintf("resumed with %d of %d node(s) still running", e.Running, e.Of)
-	}
-	return finishEventLine(e)
-}
-
-// finishEventLine is an event of a job's end as a line, "" for one that
-// has none.
-func finishEventLine(e job.Event) string {
-	switch e := e.(type) {
-	case job.Ended:
-		return e.Why
-	case job.CollectMissed:
-		return fmt.Sprintf("collecting from instance %d: %s", e.ID, termSafe(e.Why))
-	case job.Collected:
-		return fmt.Sprintf("collected %d file(s) from %d node(s) into %s", e.Files, e.Nodes, e.Dir)
-	case job.ResultsWritten:
-		return fmt.Sprintf("%d %s(s) in %s", e.Count, e.Kind, e.Path)
-	case job.Destroyed:
-		return fmt.Sprintf("destroyed %d instance(s)", e.Count)
-	case job.KeptRunning:
-		if e.Interrupted {
-			return fmt.Sprintf("the nodes keep running (and billing); `vastfleet down %s` collects, destroys and reports", e.Job)
-		}
-		return fmt.Sprintf("auto_destroy is false: the nodes keep running; `vastfleet down %s` ends them", e.Job)
-	}
-	return ""
 }
 
 // progress shows the run: on the live view, or a line every 5 s.
@@ -95,13 +46,7 @@ func (v *jobView) progress(p job.Progress) {
 		v.opened = true
 		v.live = liveview.Open(&v.f.io.ErrOut, v.f.io.ErrTTY, "job "+p.Job)
 	}
-	t := p.Totals
-	items := ""
-	if t.ItemsDone+t.ItemsLeft > 0 {
-		items = fmt.Sprintf("items %d/%d %s  ", t.ItemsDone, t.ItemsDone+t.ItemsLeft, job.ItemsETA(t.ItemsDone, t.ItemsLeft, p.Elapsed))
-	}
-	line := fmt.Sprintf("nodes %d alive %d stale %d dead  run exited %d/%d  %sfindings %d  %s$%.3f/hr  $%.2f spent  %s",
-		t.NodesAlive, t.NodesStale, t.NodesDead, p.Ended, p.Nodes, items, t.Findings, metricText(t.Metrics), t.DPH, t.Spent, p.Elapsed.Round(time.Second))
+	t, line := p.Totals, p.Line()
 	switch {
 	case v.live != nil && t.ItemsDone+t.ItemsLeft > 0:
 		v.live.Update(t.ItemsDone, t.ItemsDone+t.ItemsLeft, "items  "+line)
@@ -111,31 +56,6 @@ func (v *jobView) progress(p job.Progress) {
 		v.lastLine = time.Now()
 		fmt.Fprintf(v.f.io.ErrOut, "%s job %s: %s\n", p.At.UTC().Format("15:04:05"), p.Job, line)
 	}
-}
-
-func metricText(m map[string]float64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s %s  ", k, humanNumber(m[k]))
-	}
-	return b.String()
-}
-
-func humanNumber(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2fG", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.2fM", v/1e6)
-	case v >= 1e4:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 func printJobReport(f *factory, rep *job.Report) {
@@ -177,7 +97,7 @@ func printJobReport(f *factory, rep *job.Report) {
 	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
 	if rep.ItemsDone+rep.ItemsLeft > 0 {
 		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
-		writeDelivery(w, rep.Delivery)
+		job.WriteDelivery(w, rep.Delivery)
 	}
 	if len(rep.Hosts) > 0 {
 		t := newTable(w, "HOST", "VALIDATED", "REJECTED", "UNCHECKED", "BAD HOST")
@@ -187,25 +107,4 @@ func printJobReport(f *factory, rep *job.Report) {
 		t.flush()
 	}
 	fmt.Fprintf(w, "  instances still live %d\n", rep.Live)
-}
-
-// writeDelivery says how many items a dollar bought on the instances
-// that delivered any: the median, the best and the worst instance, and
-// each hardware model's median when there are several.
-func writeDelivery(w io.Writer, d *job.Delivery) {
-	if d == nil {
-		return
-	}
-	fmt.Fprintf(w, "  per dollar %.1f items per dollar on the median instance; best %.1f (instance %d), worst %.1f (instance %d)\n",
-		d.MedianItemsPerDollar, d.Best.ItemsPerDollar, d.Best.ID, d.Worst.ItemsPerDollar, d.Worst.ID)
-	if len(d.ByModel) < 2 {
-		return
-	}
-	for _, m := range d.ByModel {
-		if m.Instances == 1 {
-			fmt.Fprintf(w, "    %s: %.1f items per dollar (1 instance)\n", termSafe(m.Model), m.MedianItemsPerDollar)
-			continue
-		}
-		fmt.Fprintf(w, "    %s: %.1f items per dollar (median of %d instances)\n", termSafe(m.Model), m.MedianItemsPerDollar, m.Instances)
-	}
 }

@@ -142,14 +142,6 @@ func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
 	return err
 }
 
-// jobID names a job (and its fleet) after the file's name and the time.
-func jobID(name string) string {
-	if name == "" {
-		name = "job"
-	}
-	return name + "-" + time.Now().UTC().Format("20060102-150405")
-}
-
 // upRun wires a job's dependencies (coordinator, market, store, nodes),
 // runs it and prints its report.
 func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, path string) (*job.Report, error) {
@@ -179,7 +171,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, pa
 		return nil, err
 	}
 	defer c.Close()
-	id := cmp.Or(opts.JobID, jobID(jf.Name))
+	id := cmp.Or(opts.JobID, job.NewID(jf.Name))
 	release, err := lockJobRun(f, id)
 	if err != nil {
 		return nil, err
