@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/job"
@@ -58,53 +57,18 @@ func (v *jobView) progress(p job.Progress) {
 	}
 }
 
+// printJobReport prints a job's cost report.
 func printJobReport(f *factory, rep *job.Report) {
 	w := f.io.Out
 	fmt.Fprintf(w, "cost report for job %s\n", rep.Job)
-	const perNode = 12
-	if len(rep.Nodes) <= perNode {
-		items := rep.ItemsDone+rep.ItemsLeft > 0
-		cols := []string{"INSTANCE", "RAN", "STATE", "RUNNING", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL"}
-		if items {
-			cols = append(cols, "ITEMS", "ITEMS/$")
-		}
-		t := newTable(w, cols...)
-		for _, n := range rep.Nodes {
-			row := []string{strconv.FormatInt(n.ID, 10), map[bool]string{true: "yes", false: "no"}[n.Ran], n.State,
-				(time.Duration(n.Running) * time.Second).String(), money(n.Compute), money(n.Storage), money(n.Bandwidth), money(n.Total)}
-			if items {
-				row = append(row, strconv.Itoa(n.ItemsDone), fmt.Sprintf("%.1f", n.ItemsPerDollar))
-			}
-			t.row(row...)
-		}
-		t.flush()
+	if cols, rows := rep.NodeTable(); cols != nil {
+		printRows(w, cols, rows)
 	} else {
 		fmt.Fprintf(w, "  %d instances (per instance: `vastfleet cost --fleet %s`, or --json)\n", len(rep.Nodes), rep.Job)
 	}
-	fmt.Fprintf(w, "  compute    %s\n  storage    %s\n  bandwidth  %s\n", money(rep.Compute), money(rep.Storage), money(rep.Bandwidth))
-	fmt.Fprintf(w, "  failed-launch waste %s (instances that never ran the job: %d of %d)\n", money(rep.Waste), len(rep.Nodes)-rep.Ran, len(rep.Nodes))
-	fmt.Fprintf(w, "  total      %s", money(rep.Total))
-	if rep.Estimate > 0 {
-		fmt.Fprintf(w, " against an estimate of %s (%s)", money(rep.Estimate), rep.EstimateOf)
-	}
-	fmt.Fprintln(w)
-	if r := rep.Reconcile; r != nil {
-		fmt.Fprintf(w, "  charged    %s by the marketplace (difference %s; %d of %d instances differ by a cent or more; per line: `vastfleet cost --reconcile --job %s`)\n",
-			money4(r.Total.Charged), signed4(r.Total.Difference), r.Disagree, len(r.Instances), rep.Job)
-	} else if rep.ReconcileError != "" {
-		fmt.Fprintf(w, "  charged    unknown: %s\n", termSafe(rep.ReconcileError))
-	}
-	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
-	if rep.ItemsDone+rep.ItemsLeft > 0 {
-		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
-		job.WriteDelivery(w, rep.Delivery)
-	}
-	if len(rep.Hosts) > 0 {
-		t := newTable(w, "HOST", "VALIDATED", "REJECTED", "UNCHECKED", "BAD HOST")
-		for _, h := range rep.Hosts {
-			t.row(h.Host, strconv.Itoa(h.Validated), strconv.Itoa(h.Rejected), strconv.Itoa(h.Unchecked), h.Caught)
-		}
-		t.flush()
+	rep.WriteTotals(w)
+	if cols, rows := rep.HostTable(); len(rows) > 0 {
+		printRows(w, cols, rows)
 	}
 	fmt.Fprintf(w, "  instances still live %d\n", rep.Live)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/bill"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
@@ -96,10 +97,10 @@ func humanNumber(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// WriteDelivery says how many items a dollar bought on the instances
+// writeDelivery says how many items a dollar bought on the instances
 // that delivered any: the median, the best and the worst instance, and
 // each hardware model's median when there are several.
-func WriteDelivery(w io.Writer, d *Delivery) {
+func writeDelivery(w io.Writer, d *Delivery) {
 	if d == nil {
 		return
 	}
@@ -158,5 +159,63 @@ func WriteLogs(w io.Writer, all []NodeLog) {
 				fmt.Fprintln(w, termsafe.Text(line))
 			}
 		}
+	}
+}
+
+// nodesListed is how many instances a report lists one by one; past it,
+// `vastfleet cost --fleet` does.
+const nodesListed = 12
+
+// NodeTable is the report's table of its instances, nil when it has too
+// many to list.
+func (rep *Report) NodeTable() (cols []string, rows [][]string) {
+	if len(rep.Nodes) > nodesListed {
+		return nil, nil
+	}
+	items := rep.ItemsDone+rep.ItemsLeft > 0
+	cols = []string{"INSTANCE", "RAN", "STATE", "RUNNING", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL"}
+	if items {
+		cols = append(cols, "ITEMS", "ITEMS/$")
+	}
+	for _, n := range rep.Nodes {
+		row := []string{strconv.FormatInt(n.ID, 10), map[bool]string{true: "yes", false: "no"}[n.Ran], n.State,
+			(time.Duration(n.Running) * time.Second).String(), bill.Dollars(n.Compute), bill.Dollars(n.Storage), bill.Dollars(n.Bandwidth), bill.Dollars(n.Total)}
+		if items {
+			row = append(row, strconv.Itoa(n.ItemsDone), fmt.Sprintf("%.1f", n.ItemsPerDollar))
+		}
+		rows = append(rows, row)
+	}
+	return cols, rows
+}
+
+// HostTable is the report's table of each host's results by verdict.
+func (rep *Report) HostTable() (cols []string, rows [][]string) {
+	for _, h := range rep.Hosts {
+		rows = append(rows, []string{h.Host, strconv.Itoa(h.Validated), strconv.Itoa(h.Rejected), strconv.Itoa(h.Unchecked), h.Caught})
+	}
+	return []string{"HOST", "VALIDATED", "REJECTED", "UNCHECKED", "BAD HOST"}, rows
+}
+
+// WriteTotals writes the report's sums: what each kind of charge came
+// to, the waste, the total against the estimate and the marketplace's
+// charges, the findings and the items.
+func (rep *Report) WriteTotals(w io.Writer) {
+	fmt.Fprintf(w, "  compute    %s\n  storage    %s\n  bandwidth  %s\n", bill.Dollars(rep.Compute), bill.Dollars(rep.Storage), bill.Dollars(rep.Bandwidth))
+	fmt.Fprintf(w, "  failed-launch waste %s (instances that never ran the job: %d of %d)\n", bill.Dollars(rep.Waste), len(rep.Nodes)-rep.Ran, len(rep.Nodes))
+	fmt.Fprintf(w, "  total      %s", bill.Dollars(rep.Total))
+	if rep.Estimate > 0 {
+		fmt.Fprintf(w, " against an estimate of %s (%s)", bill.Dollars(rep.Estimate), rep.EstimateOf)
+	}
+	fmt.Fprintln(w)
+	if r := rep.Reconcile; r != nil {
+		fmt.Fprintf(w, "  charged    %s by the marketplace (difference %s; %d of %d instances differ by a cent or more; per line: `vastfleet cost --reconcile --job %s`)\n",
+			bill.Dollars4(r.Total.Charged), bill.Signed4(r.Total.Difference), r.Disagree, len(r.Instances), rep.Job)
+	} else if rep.ReconcileError != "" {
+		fmt.Fprintf(w, "  charged    unknown: %s\n", termsafe.Line(rep.ReconcileError))
+	}
+	fmt.Fprintf(w, "  findings   %d\n", rep.Findings)
+	if rep.ItemsDone+rep.ItemsLeft > 0 {
+		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
+		writeDelivery(w, rep.Delivery)
 	}
 }
