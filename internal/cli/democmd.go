@@ -82,7 +82,7 @@ func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
 			return f.dataDir()
 		},
 		Up: func(ctx context.Context, jf *jobfile.Job, file, results string) (*job.Report, error) {
-			uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: results, OnInterrupt: upCollect, JSONFlags: opts.JSONFlags, poll: 250 * time.Millisecond}
+			uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: results, OnInterrupt: job.Collect, JSONFlags: opts.JSONFlags, poll: 250 * time.Millisecond}
 			return upRun(ctx, f, uo, jf, file)
 		},
 		Print: func(rep *job.Report) error {
