@@ -49,14 +49,8 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	var all []*job.Record
-	if opts.Job != "" {
-		rec, err := loadJob(ctx, f, opts.Job)
-		if err != nil {
-			return err
-		}
-		all = append(all, rec)
-	} else if all, err = recs.List(ctx); err != nil {
+	all, err := job.Select(ctx, recs, opts.Job)
+	if err != nil {
 		return err
 	}
 	// Spend is counted to the market's now: on the simulator that is the
@@ -144,28 +138,13 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 	if err != nil {
 		return nil, err
 	}
-	// A job whose up still runs (detached, or in another terminal) is
-	// ended by that up: it holds the coordinator with the findings and
-	// items, and the market's lock.
-	dir, err := f.jobsDir()
+	recs, err := f.jobRecords(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stopped, err := job.StopRun(ctx, dir, rec, f.io.ErrOut)
-	if err != nil {
-		return nil, err
-	}
-	if stopped {
-		if rec, err = loadJob(ctx, f, opts.Job); err != nil {
-			return nil, err
-		}
-		recs, err := f.jobRecords(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if rep, ok := job.SavedReport(recs, rec.ID); ok && rec.State == job.StateDone {
-			return rep, nil
-		}
+	rec, rep, err := job.EndByItsUp(ctx, recs, rec, f.io.ErrOut)
+	if rep != nil || err != nil {
+		return rep, err
 	}
 	f.simHosts = true // collecting reaches into the instances
 	m, err := f.manager(ctx, holderName("down", rec.ID))
@@ -175,8 +154,7 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return nil, fmt.Errorf("reconcile before down: %w", err)
 	}
-	recs, err := f.jobRecords(ctx)
-	if err != nil {
+	if recs, err = f.jobRecords(ctx); err != nil {
 		return nil, err
 	}
 	// The coordinator's database holds the findings and item results an

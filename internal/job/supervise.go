@@ -173,3 +173,37 @@ func StopRun(ctx context.Context, jobsDir string, rec *Record, w io.Writer) (boo
 	}
 	return true, nil
 }
+
+// EndByItsUp has the job's running up, if one runs it (detached, or in
+// another terminal), end it: that up holds the coordinator with the
+// findings and items, and the market's lock. It returns the job's record
+// as it is now, and the report that up saved once the job is done (nil
+// when no up ran it, or it left the job unfinished).
+func EndByItsUp(ctx context.Context, recs *Records, rec *Record, w io.Writer) (*Record, *Report, error) {
+	stopped, err := StopRun(ctx, recs.Dir, rec, w)
+	if err != nil || !stopped {
+		return rec, nil, err
+	}
+	if rec, err = recs.Load(ctx, rec.ID); err != nil {
+		return nil, nil, err
+	}
+	if rep, ok := SavedReport(recs, rec.ID); ok && rec.State == StateDone {
+		return rec, rep, nil
+	}
+	return rec, nil, nil
+}
+
+// Select is the one job named, or every job when id is "".
+func Select(ctx context.Context, recs *Records, id string) ([]*Record, error) {
+	if id == "" {
+		return recs.List(ctx)
+	}
+	rec, err := recs.Load(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, usageErr{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*Record{rec}, nil
+}
