@@ -196,9 +196,6 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 	}
 	d := &job.Deps{Provider: p, Store: st, Nodes: &jobNodes{f: f, p: p}}
 	all, err := job.Logs(ctx, d, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail, Container: op.InstanceLogs})
-	if errors.Is(err, job.ErrUsage) {
-		return usageError{err}
-	}
 	if err != nil {
 		return err
 	}
