@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
@@ -215,24 +216,14 @@ func (f *factory) existingCoordDB(ctx context.Context) (*coord.DB, error) {
 }
 
 // viewClock is the market's now for a command that only reads the store:
-// on the simulator, the clock of the process that serves the market, else
-// the last time the store saw the market (its time stands still while no
-// process has it open); wall time on vast.ai.
+// wall time on vast.ai, the simulator's as remoteclock.Viewing says.
 func (f *factory) viewClock(ctx context.Context, st *store.Store) clock.Clock {
 	if f.opts.Market != "sim" {
 		return clock.Wall{}
 	}
-	url, served := f.opts.APIURL, f.opts.APIURL != ""
-	if !served {
-		url, served = f.servedSim()
+	url := f.opts.APIURL
+	if url == "" {
+		url, _ = f.servedSim()
 	}
-	if served {
-		if c, err := remoteclock.New(ctx, url); err == nil {
-			return c
-		}
-	}
-	if asOf, err := lastRecorded(ctx, st); err == nil && !asOf.IsZero() {
-		return clock.Fixed{At: asOf}
-	}
-	return clock.Wall{}
+	return remoteclock.Viewing(ctx, url, func() (time.Time, error) { return lastRecorded(ctx, st) })
 }
