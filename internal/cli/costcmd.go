@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -95,19 +94,15 @@ func costRun(ctx context.Context, f *factory, opts *costOptions) error {
 }
 
 func printCost(w io.Writer, rep fleet.CostReport) error {
-	t := newTable(w, "INSTANCE", "FLEET", "RUNNING", "EXISTED", "COMPUTE", "STORAGE", "BANDWIDTH", "TOTAL", "ESTIMATE")
-	for _, c := range rep.Instances {
-		bw := money(c.Bandwidth)
-		if c.BandwidthEstimated {
-			bw = "~" + bw
-		}
-		t.row(strconv.FormatInt(c.InstanceID, 10), c.Fleet, c.Running.Round(1e9).String(), c.Existed.Round(1e9).String(),
-			money(c.Compute), money(c.Storage), bw, money(c.Total), optMoney(c.Estimated))
+	return printRows(w, bill.CostColumns, bill.CostRows(rep))
+}
+
+// printRows writes rows under the columns as a table.
+func printRows(w io.Writer, cols []string, rows [][]string) error {
+	t := newTable(w, cols...)
+	for _, r := range rows {
+		t.row(r...)
 	}
-	for _, fl := range rep.Fleets {
-		t.row("FLEET", fl.Fleet, "", "", money(fl.Compute), money(fl.Storage), money(fl.Bandwidth), money(fl.Total), optMoney(fl.Estimated))
-	}
-	t.row("TOTAL", "", "", "", money(rep.Compute), money(rep.Storage), money(rep.Bandwidth), money(rep.Total), optMoney(rep.Estimated))
 	return t.flush()
 }
 
@@ -127,47 +122,11 @@ func reconcileCostRun(ctx context.Context, f *factory, m *fleet.Manager, opts *c
 	if opts.JSON {
 		return writeJSON(opts.out(f.io.Out), rep)
 	}
-	return printReconcile(f.io.Out, rep)
+	return printRows(f.io.Out, bill.ReconcileColumns, rep.Rows())
 }
 
-// printReconcile writes a reconciliation as a table: one row per line of
-// each instance, then the instance's totals, then the grand total.
-func printReconcile(w io.Writer, rep bill.Report) error {
-	t := newTable(w, "INSTANCE", "FLEET", "KIND", "LEDGER", "CHARGED", "DIFFERENCE", "WHY")
-	for _, in := range rep.Instances {
-		id, fl := strconv.FormatInt(in.ID, 10), in.Fleet
-		if !in.Known {
-			fl = "(unknown)"
-		}
-		for _, l := range in.Lines {
-			why := l.Explanation
-			if l.Detail != "" {
-				why += ": " + l.Detail
-			}
-			t.row(id, fl, termSafe(l.Kind), money4(l.Ledger), money4(l.Charged), signed4(l.Difference), termSafe(why))
-		}
-		verdict := "agrees within a cent"
-		if !in.Agrees {
-			verdict = "differs"
-		}
-		t.row(id, fl, "total", money4(in.Ledger), money4(in.Charged), signed4(in.Difference), verdict)
-	}
-	t.row("TOTAL", "", "", money4(rep.Total.Ledger), money4(rep.Total.Charged), signed4(rep.Total.Difference),
-		fmt.Sprintf("%d of %d instances differ by a cent or more", rep.Disagree, len(rep.Instances)))
-	return t.flush()
-}
-
-func money4(v float64) string  { return fmt.Sprintf("$%.4f", v) }
-func signed4(v float64) string { return fmt.Sprintf("%+.4f", v) }
-
-func money(v float64) string { return fmt.Sprintf("$%.2f", v) }
-
-func optMoney(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return money(*v)
-}
+// The report's amounts, as bill writes them.
+func money(v float64) string { return bill.Dollars(v) }
 
 // exportOptions is what `export` was asked.
 type exportOptions struct {

@@ -74,6 +74,11 @@ func TestDependencyDirection(t *testing.T) {
 		"search": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "store", mod + "launch", "database/sql", "github.com/spf13/cobra"},
 		// The migration rule knows database/sql and no driver.
 		"sqlschema": {"modernc.org/sqlite", mod + "store", mod + "coord", mod + "server"},
+		// The live view is a terminal widget: it knows no market, store or job.
+		"liveview": {mod + "cli", mod + "provider", mod + "store", mod + "market", mod + "job", mod + "launch", "github.com/spf13/cobra"},
+		// The demo scripts a job through the Up it is given: no adapter, no
+		// SSH layer, no command-line library.
+		"demo": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "remote", "github.com/spf13/cobra"},
 		// bench scale measures what the user runs: it drives the vastfleet
 		// binary as processes and links none of what that binary does.
 		"scalebench": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "coord", mod + "launch", mod + "fleet", mod + "market", mod + "agent", "database/sql", "github.com/spf13/cobra"},

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/job"
-	"github.com/vastfleet/vastfleet/internal/termsafe"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -53,14 +49,8 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	var all []*job.Record
-	if opts.Job != "" {
-		rec, err := loadJob(ctx, f, opts.Job)
-		if err != nil {
-			return err
-		}
-		all = append(all, rec)
-	} else if all, err = recs.List(ctx); err != nil {
+	all, err := job.Select(ctx, recs, opts.Job)
+	if err != nil {
 		return err
 	}
 	// Spend is counted to the market's now: on the simulator that is the
@@ -90,33 +80,9 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	}
 	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
 	for _, r := range rows {
-		state := r.State
-		if r.CutOff() {
-			state += ", cut off: up --resume " + r.ID
-		}
-		t.row(r.ID, state, r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), perDPHCell(r))
+		t.row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
 	}
 	return t.flush()
-}
-
-// perDPHCell is what a job delivers for its money: work items per dollar
-// spent, and its metrics per $/hr, by name, with how many of its live
-// nodes reported them.
-func perDPHCell(r job.Status) string {
-	var parts []string
-	if r.ItemsPerDollar > 0 {
-		parts = append(parts, fmt.Sprintf("%d items, %.1f per $", r.ItemsDone, r.ItemsPerDollar))
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.MetricsPerDPH)) {
-		parts = append(parts, fmt.Sprintf("%s %.4g", termsafe.Line(k), r.MetricsPerDPH[k]))
-	}
-	switch {
-	case len(parts) == 0:
-		return "-"
-	case len(r.MetricsPerDPH) > 0:
-		return fmt.Sprintf("%s (%d of %d nodes)", strings.Join(parts, ", "), r.Reporting, r.Live)
-	}
-	return parts[0]
 }
 
 // downOptions is what `down` was asked.
@@ -172,24 +138,13 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 	if err != nil {
 		return nil, err
 	}
-	// A job whose up still runs (detached, or in another terminal) is
-	// ended by that up: it holds the coordinator with the findings and
-	// items, and the market's lock.
-	stopped, err := stopJobRun(ctx, f, rec)
+	recs, err := f.jobRecords(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if stopped {
-		if rec, err = loadJob(ctx, f, opts.Job); err != nil {
-			return nil, err
-		}
-		recs, err := f.jobRecords(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if rep, ok := job.SavedReport(recs, rec.ID); ok && rec.State == job.StateDone {
-			return rep, nil
-		}
+	rec, rep, err := job.EndByItsUp(ctx, recs, rec, f.io.ErrOut)
+	if rep != nil || err != nil {
+		return rep, err
 	}
 	f.simHosts = true // collecting reaches into the instances
 	m, err := f.manager(ctx, holderName("down", rec.ID))
@@ -199,8 +154,7 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return nil, fmt.Errorf("reconcile before down: %w", err)
 	}
-	recs, err := f.jobRecords(ctx)
-	if err != nil {
+	if recs, err = f.jobRecords(ctx); err != nil {
 		return nil, err
 	}
 	// The coordinator's database holds the findings and item results an
@@ -242,27 +196,12 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 	}
 	d := &job.Deps{Provider: p, Store: st, Nodes: &jobNodes{f: f, p: p}}
 	all, err := job.Logs(ctx, d, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail, Container: op.InstanceLogs})
-	if errors.Is(err, job.ErrUsage) {
-		return usageError{err}
-	}
 	if err != nil {
 		return err
 	}
 	if js.JSON {
 		return writeJSON(js.out(f.io.Out), all)
 	}
-	for _, l := range all {
-		fmt.Fprintf(f.io.Out, "==> %s (instance %d, %s log) <==\n", l.Node, l.ID, l.Source)
-		if l.Error != "" {
-			fmt.Fprintf(f.io.Out, "(%s)\n", termSafe(l.Error))
-		}
-		// Line by line: a log may hold any bytes, but not ones that
-		// drive this terminal.
-		for _, line := range strings.SplitAfter(l.Log, "\n") {
-			if line = strings.TrimSuffix(line, "\n"); line != "" {
-				fmt.Fprintln(f.io.Out, termsafe.Text(line))
-			}
-		}
-	}
+	job.WriteLogs(f.io.Out, all)
 	return nil
 }

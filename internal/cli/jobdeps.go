@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
@@ -28,7 +29,6 @@ import (
 // The job package's types under the names this package's commands and
 // tests use.
 type (
-	jobRecord = job.Record
 	jobReport = job.Report
 	jobNode   = job.ReportNode
 	itemLine  = job.ItemLine
@@ -39,7 +39,7 @@ type (
 // jobRecords are the data dir's job records (in the store, exported to
 // jobs/<job>/job.json).
 func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
-	dir, err := f.dataDir()
+	dir, err := f.jobsDir()
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,14 @@ func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &job.Records{Store: st, Dir: filepath.Join(dir, "jobs")}, nil
+	return &job.Records{Store: st, Dir: dir}, nil
+}
+
+// jobsDir is the data dir's jobs/: a directory per job (logs, lock,
+// exports).
+func (f *factory) jobsDir() (string, error) {
+	dir, err := f.dataDir()
+	return filepath.Join(dir, "jobs"), err
 }
 
 // loadJob is a job's record; an unknown job is the user's mistake.
@@ -61,16 +68,6 @@ func loadJob(ctx context.Context, f *factory, id string) (*job.Record, error) {
 		return nil, usageError{err}
 	}
 	return rec, err
-}
-
-// jobDir is the job's directory in the data dir (logs, lock, exports).
-func jobDir(f *factory, id string) (string, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return "", err
-	}
-	d := filepath.Join(dir, "jobs", id)
-	return d, os.MkdirAll(d, 0o700)
 }
 
 // syncExcludes are what a job's workdir sync leaves out by default.
@@ -219,24 +216,14 @@ func (f *factory) existingCoordDB(ctx context.Context) (*coord.DB, error) {
 }
 
 // viewClock is the market's now for a command that only reads the store:
-// on the simulator, the clock of the process that serves the market, else
-// the last time the store saw the market (its time stands still while no
-// process has it open); wall time on vast.ai.
+// wall time on vast.ai, the simulator's as remoteclock.Viewing says.
 func (f *factory) viewClock(ctx context.Context, st *store.Store) clock.Clock {
 	if f.opts.Market != "sim" {
 		return clock.Wall{}
 	}
-	url, served := f.opts.APIURL, f.opts.APIURL != ""
-	if !served {
-		url, served = f.servedSim()
+	url := f.opts.APIURL
+	if url == "" {
+		url, _ = f.servedSim()
 	}
-	if served {
-		if c, err := remoteclock.New(ctx, url); err == nil {
-			return c
-		}
-	}
-	if asOf, err := lastRecorded(ctx, st); err == nil && !asOf.IsZero() {
-		return clock.Fixed{At: asOf}
-	}
-	return clock.Wall{}
+	return remoteclock.Viewing(ctx, url, func() (time.Time, error) { return lastRecorded(ctx, st) })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/liveview"
 )
 
 // launchView shows a launch: JSON lines, a live view on a terminal (a bar
@@ -19,7 +20,7 @@ type launchView struct {
 	enc     *json.Encoder
 	tty     bool
 	mu      sync.Mutex
-	live    *liveView // opened at the first event, on a terminal
+	live    *liveview.View // opened at the first event, on a terminal
 	lastLog time.Time
 }
 
@@ -40,12 +41,12 @@ func (v *launchView) event(e launch.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.tty && v.live == nil {
-		v.live = openLiveView(v.f.io, "ready")
+		v.live = liveview.Open(&v.f.io.ErrOut, v.f.io.ErrTTY, "ready")
 	}
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
 		if v.live != nil {
-			v.live.update(int64(p.Ready), int64(p.Asked), p.Parts()...)
+			v.live.Update(int64(p.Ready), int64(p.Asked), p.Parts()...)
 			return
 		}
 		// Off a terminal, one progress line a minute of marketplace time.
@@ -65,7 +66,7 @@ func (v *launchView) event(e launch.Event) {
 func (v *launchView) stop() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.live.close()
+	v.live.Close()
 	v.live = nil
 }
 

@@ -91,7 +91,7 @@ func mainWith(ctx context.Context, ios *IOStreams, args []string, durable func(c
 	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
 	var ue usageError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, job.ErrUsage):
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4

@@ -3,9 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
-	"fmt"
-	"net"
-	"strings"
+	"maps"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,13 +16,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/wire"
-)
-
-// Ctrl+C choices of `up`.
-const (
-	upKeep    = job.Keep
-	upCollect = job.Collect
-	upDestroy = job.Destroy
 )
 
 type upOptions struct {
@@ -114,8 +105,8 @@ func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
 		if err != nil {
 			return err
 		}
-		if rec.State == job.StateDone {
-			return usagef("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)
+		if err := job.CheckResumable(rec); err != nil {
+			return err
 		}
 		path, opts.JobID, opts.resumed = rec.File, rec.ID, rec
 		if rec.CoordAddr != "" && !opts.coordAddrGiven {
@@ -142,18 +133,13 @@ func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
 	return err
 }
 
-// jobID names a job (and its fleet) after the file's name and the time.
-func jobID(name string) string {
-	if name == "" {
-		name = "job"
-	}
-	return name + "-" + time.Now().UTC().Format("20060102-150405")
-}
-
 // upRun wires a job's dependencies (coordinator, market, store, nodes),
 // runs it and prints its report.
 func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, path string) (*job.Report, error) {
-	loopback, err := checkUpFlags(f, opts)
+	if err := job.CheckChoice(opts.OnInterrupt); err != nil {
+		return nil, err
+	}
+	loopback, err := job.CheckCoordAddr(opts.CoordAddr, f.opts.Market == "vast")
 	if err != nil {
 		return nil, err
 	}
@@ -167,19 +153,14 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, pa
 		f.waitsOnMarket, f.simSpeedSet = true, true
 	}
 	orphanAfter := cmp.Or(jf.OrphanAfter, wire.DefaultOrphanAft)
-	interval := 10 * time.Second
-	if f.opts.Market == "sim" {
-		// Simulated nodes all run on this machine: a heartbeat a market
-		// minute keeps fifty agents from crowding its cores.
-		interval = time.Minute
-	}
+	interval := job.HeartbeatInterval(f.opts.Market == "sim")
 	c, err := startCoord(ctx, f, &coordOptions{Addr: opts.CoordAddr, TLS: !loopback, AgentBin: opts.AgentBin,
-		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval, DepthQuery: depthQuery(jf)})
+		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval, DepthQuery: job.DepthQuery(jf)})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	id := cmp.Or(opts.JobID, jobID(jf.Name))
+	id := cmp.Or(opts.JobID, job.NewID(jf.Name))
 	release, err := lockJobRun(f, id)
 	if err != nil {
 		return nil, err
@@ -202,25 +183,6 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, pa
 	return rep, err
 }
 
-// checkUpFlags checks what can be wrong in up's flags, and says whether
-// the coordinator listens on loopback.
-func checkUpFlags(f *factory, opts *upOptions) (bool, error) {
-	switch opts.OnInterrupt {
-	case "", upKeep, upCollect, upDestroy:
-	default:
-		return false, usagef("--on-interrupt %q: use keep, collect or destroy", opts.OnInterrupt)
-	}
-	host, _, err := net.SplitHostPort(opts.CoordAddr)
-	if err != nil {
-		return false, usagef("--coord-addr %q: want HOST:PORT", opts.CoordAddr)
-	}
-	loopback := host == "localhost" || net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback()
-	if f.opts.Market == "vast" && loopback {
-		return false, usagef("instances on vast.ai cannot reach a coordinator on %s: run up on a machine with a public address and pass --coord-addr 0.0.0.0:8470", opts.CoordAddr)
-	}
-	return loopback, nil
-}
-
 // upDeps builds the job's dependencies: the launch spec with the agent,
 // the market's lifecycle manager (reconciled), the nodes, the records.
 func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
@@ -236,12 +198,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	if err != nil {
 		return nil, job.Options{}, err
 	}
-	for k, v := range jf.Env {
-		spec.Create.Env[k] = v
-	}
-	for _, p := range jf.Ports {
-		spec.Create.Env[fmt.Sprintf("-p %d:%d", p, p)] = "1" // vast's way of opening a port
-	}
+	maps.Copy(spec.Create.Env, job.NodeEnv(jf))
 	wd := f.workdirOnNode()
 	spec.Sessions = job.Sessions(jf, wd)
 	if err := c.DB.SetValidation(ctx, id, coordValidation(jf.Validate)); err != nil {
@@ -253,11 +210,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	if spec.Checks, err = f.launchChecks(ctx, lo, id); err != nil {
 		return nil, job.Options{}, err
 	}
-	if jf.Park && jf.OnShortHardware == "" {
-		// A parked job's nodes are probed at their first boot and then
-		// stopped until the release; judging them there holds the park
-		// up, and the job's watch would count their silence. Their probes
-		// are reported (dashboard); on_short_hardware turns judging on.
+	if !job.JudgesHardware(jf) {
 		spec.Hardware = nil
 	}
 	m, err := f.manager(ctx, holderName("up", path))
@@ -276,38 +229,12 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 		return nil, job.Options{}, err
 	}
 	o := job.Options{Job: jf, File: path, ID: id, ResultsDir: opts.ResultsDir, Resumed: opts.resumed,
-		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: scanWorkdir}
-	if host, _, err := net.SplitHostPort(opts.CoordAddr); err == nil {
-		if _, port, err := net.SplitHostPort(c.addr.String()); err == nil {
-			o.CoordAddr = net.JoinHostPort(host, port)
-		}
-	}
+		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: scanWorkdir, CoordAddr: job.AdvertisedAddr(opts.CoordAddr, c.addr.String())}
 	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: c.Srv, Results: c.DB,
 		Nodes: &jobNodes{f: f, p: m.P}, Records: recs, Poll: opts.poll, WorkdirOnNode: wd,
 		Launcher: &jobLauncher{f: f, m: m, spec: spec, jf: jf, id: id},
-		Choose:   func() string { return askUpChoice(f, opts) }}
+		Choose:   func() string { return job.AskChoice(opts.OnInterrupt, f.io.In, f.io.ErrOut, f.io.InTTY) }}
 	return d, o, nil
-}
-
-// askUpChoice is what to do after Ctrl+C: the flag, the answer on a
-// terminal, else collect and destroy.
-func askUpChoice(f *factory, opts *upOptions) string {
-	if opts.OnInterrupt != "" {
-		return opts.OnInterrupt
-	}
-	if !f.io.InTTY {
-		return upCollect
-	}
-	fmt.Fprintf(f.io.ErrOut, "\nJob interrupted. [k]eep the nodes running, [c]ollect results and destroy, [d]estroy now? [k/c/d] ")
-	var answer string
-	fmt.Fscanln(f.io.In, &answer)
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "k", "keep":
-		return upKeep
-	case "d", "destroy":
-		return upDestroy
-	}
-	return upCollect
 }
 
 // upCandidates are the offers to launch from, best first, and for a
@@ -319,43 +246,17 @@ func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job) ([]market.Ra
 		ranked, _, err := rankedOffers(ctx, f, qf, rf, []string{jf.Query}, qf.SweepLimit)
 		return ranked, job.Estimate{}, nil, err
 	}
-	req, err := plan.Requirements(*jf.Task)
-	if err != nil {
-		return nil, job.Estimate{}, nil, usageError{err}
-	}
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, job.Estimate{}, nil, err
-	}
-	offers, err := plan.SearchTiers(ctx, req, p.SearchOffers, f.log)
-	if err != nil {
-		return nil, job.Estimate{}, nil, err
-	}
-	res, err := plan.Options(*jf.Task, req, offers)
-	if err != nil {
-		return nil, job.Estimate{}, nil, fmt.Errorf("%w; nothing was rented", err)
-	}
-	printPlan(f.io.ErrOut, req, res, false)
-	if res.OverBudget {
-		return nil, job.Estimate{}, nil, usagef("every option costs more than max_budget $%.2f: nothing rented (raise it, shorten the task or quantize)", jf.Task.MaxBudget)
-	}
-	pick := job.PickOption(res.Options, jf.Option)
+	var ask func(int) int
 	if jf.Option == "" && f.io.InTTY && f.io.ErrTTY {
-		if k := askPick(f.io, len(res.Options)); k > 0 {
-			pick = k - 1
-		}
+		ask = func(n int) int { return askPick(f.io, n) }
 	}
-	o := res.Options[pick]
-	fmt.Fprintf(f.io.ErrOut, "renting option %d (%s): %dx %s at $%.3f/hr (offer %d), estimated %.2f h, %s\n", o.Rank, o.Label, o.NumGPUs, o.GPUName, o.DPHTotal, o.OfferID, o.EstHours, money(o.EstTotal))
-	cands, est, acc := job.PlannedOffers(*jf.Task, req, res.Options, pick, offers)
-	return cands, est, acc, nil
-}
-
-// depthQuery is the dashboard's market-depth plot for a search job: its
-// own query.
-func depthQuery(jf *jobfile.Job) string {
-	if jf.Planned() {
-		return ""
-	}
-	return jf.Query
+	return job.PlanOffers(ctx, jf, job.Planner{Out: f.io.ErrOut, Ask: ask,
+		Search: func(ctx context.Context, req plan.Req) ([]market.Offer, error) {
+			p, err := f.Provider(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return plan.SearchTiers(ctx, req, p.SearchOffers, f.log)
+		},
+		Show: func(req plan.Req, res plan.Result) { printPlan(f.io.ErrOut, req, res, false) }})
 }

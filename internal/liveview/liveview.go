@@ -1,4 +1,7 @@
-package cli
+// Package liveview is the one live display of a long operation on a
+// terminal: a progress bar with a status beside it, and log lines printed
+// above it, never into it.
+package liveview
 
 import (
 	"bytes"
@@ -9,15 +12,15 @@ import (
 	"github.com/mattn/go-runewidth"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
-// liveView is the one live display of a long operation on a terminal: a
-// progress bar with the status beside it, and log lines printed above it,
-// never into it. While it is open the command's stderr goes through it, so
-// a warning from any layer lands above the bar too. Off a terminal there is
-// none: callers print log lines.
-type liveView struct {
-	io     *IOStreams
+// View is the live display. While it is open the command's stderr goes
+// through it, so a warning from any layer lands above the bar too. Off a
+// terminal there is none: callers print log lines.
+type View struct {
+	errOut *io.Writer
 	prev   io.Writer
 	p      *mpb.Progress
 	bar    *mpb.Bar
@@ -26,13 +29,14 @@ type liveView struct {
 	buf    bytes.Buffer // a log line not yet ended
 }
 
-// openLiveView starts the view on io's stderr, named label, if stderr is
-// a terminal; else it returns nil, which every method accepts.
-func openLiveView(ios *IOStreams, label string) *liveView {
-	if !ios.ErrTTY {
+// Open starts the view on *errOut, named label, if it is a terminal
+// (errTTY), and points *errOut at the view until Close; else it returns
+// nil, which every method accepts.
+func Open(errOut *io.Writer, errTTY bool, label string) *View {
+	if !errTTY {
 		return nil
 	}
-	v := &liveView{io: ios, prev: ios.ErrOut}
+	v := &View{errOut: errOut, prev: *errOut}
 	// The line is as wide as the terminal (mpb asks it at each redraw);
 	// the bar takes up to 32 columns of what the status leaves.
 	v.p = mpb.New(mpb.WithOutput(v.prev), mpb.WithAutoRefresh())
@@ -44,25 +48,25 @@ func openLiveView(ios *IOStreams, label string) *liveView {
 			return fitStatus(v.status, st.AvailableWidth-minBar-2)
 		})),
 	)
-	ios.ErrOut = v
+	*errOut = v
 	return v
 }
 
 // minBar is the narrowest bar the status leaves room for.
 const minBar = 10
 
-// update sets the bar to done of total and the status beside it. The
+// Update sets the bar to done of total and the status beside it. The
 // status is parts, least important first: where the terminal is too
 // narrow for all of them, the first ones give way, so that the last
 // (findings, rate, spend, time) stay in sight.
-func (v *liveView) update(done, total int64, parts ...string) {
+func (v *View) Update(done, total int64, parts ...string) {
 	if v == nil {
 		return
 	}
 	safe := make([]string, 0, len(parts))
 	for _, p := range parts {
 		if p != "" {
-			safe = append(safe, termSafe(p))
+			safe = append(safe, termsafe.Line(p))
 		}
 	}
 	v.mu.Lock()
@@ -73,7 +77,7 @@ func (v *liveView) update(done, total int64, parts ...string) {
 }
 
 // Write prints whole lines above the bar; a partial line waits for its end.
-func (v *liveView) Write(b []byte) (int, error) {
+func (v *View) Write(b []byte) (int, error) {
 	v.mu.Lock()
 	v.buf.Write(b)
 	var lines []byte
@@ -90,16 +94,16 @@ func (v *liveView) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// close removes the bar, prints what is left of a log line, and gives
+// Close removes the bar, prints what is left of a log line, and gives
 // stderr back. Safe to call twice and on nil.
-func (v *liveView) close() {
+func (v *View) Close() {
 	if v == nil || v.p == nil {
 		return
 	}
 	v.bar.Abort(true)
 	v.p.Wait()
 	v.p = nil
-	v.io.ErrOut = v.prev
+	*v.errOut = v.prev
 	v.mu.Lock()
 	rest := strings.TrimRight(v.buf.String(), "\n")
 	v.buf.Reset()

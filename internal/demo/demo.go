@@ -1,0 +1,146 @@
+// Package demo is `vastfleet demo`'s script: the task it writes, the
+// run on the simulated marketplace in a scratch data dir, the output
+// that stays true once that dir is gone, and the CPU job (hashwork) and
+// its verify command (hashcheck) that the nodes run.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/shell"
+)
+
+// Options is what the demo was asked.
+type Options struct {
+	Count   int
+	Prefix  string
+	Seconds float64
+	// Keep keeps the data dir the demo made.
+	Keep bool
+	// JSON says the report goes out as JSON, which must stay whole.
+	JSON bool
+	// DataDirGiven says the user named the data dir: the demo then makes
+	// none and removes nothing.
+	DataDirGiven bool
+}
+
+// Deps is what the demo runs on.
+type Deps struct {
+	// Out and ErrOut are the command's streams; a scratch demo filters
+	// them while it runs.
+	Out, ErrOut *io.Writer
+	// ErrTTY says ErrOut is a terminal (the live view must see it as one).
+	ErrTTY bool
+	// Self is the vastfleet binary the nodes run hashwork with.
+	Self string
+	// UseDataDir points the commands at dir ("" keeps theirs) and says
+	// which data dir they use.
+	UseDataDir func(dir string) (string, error)
+	// Up runs the job from its task file, results under resultsDir.
+	Up func(ctx context.Context, jf *jobfile.Job, file, resultsDir string) (*job.Report, error)
+	// Print writes the report where it goes besides the job's own output
+	// (JSON); nil writes nothing.
+	Print func(*job.Report) error
+	// Close lets go of the market and store, which live in the data dir.
+	Close func()
+}
+
+// Run is the demo: it writes its task file into the data dir, runs it and
+// removes a scratch data dir once nothing in it is live.
+func Run(ctx context.Context, d *Deps, o Options) error {
+	scratch := !o.DataDirGiven && !o.Keep // the data dir goes when the demo ends
+	newDir := ""
+	if !o.DataDirGiven {
+		var err error
+		if newDir, err = os.MkdirTemp("", "vastfleet-demo-"); err != nil {
+			return err
+		}
+	}
+	dir, err := d.UseDataDir(newDir)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "demo.yaml")
+	if err := os.WriteFile(file, []byte(Task(d.Self, o)), 0o600); err != nil {
+		return err
+	}
+	jf, err := jobfile.Load(file)
+	if err != nil {
+		return err
+	}
+	w := *d.ErrOut
+	fmt.Fprintf(w, "vastfleet demo: %d instances on the simulated marketplace, each searching sha256 hashes that start with %q for %gs\n", o.Count, o.Prefix, o.Seconds)
+	if scratch {
+		fmt.Fprintf(w, "  in a temporary data dir, removed at the end (--keep keeps it: store, results, findings, reports)\n")
+		// Lines that name a path in it, or a command that reads it, would
+		// point at nothing once it is gone.
+		// (Not the JSON, which must stay whole, nor a terminal's stderr,
+		// which the live view must see as the terminal it is.)
+		out, errOut := *d.Out, *d.ErrOut
+		if !o.JSON {
+			*d.Out = NewScratchFilter(out, dir)
+		}
+		if !d.ErrTTY {
+			*d.ErrOut = NewScratchFilter(errOut, dir)
+		}
+		defer func() { *d.Out, *d.ErrOut = out, errOut }()
+	} else {
+		fmt.Fprintf(w, "  data dir %s; the task file it runs: %s\n", dir, file)
+	}
+	fmt.Fprintf(w, "  1. rank every offer by vCPU per $/hr  2. launch parked, replace failed boots, release together\n")
+	fmt.Fprintf(w, "  3. the agent on every node runs the search and reports hashes/s and findings  4. collect, destroy, cost report\n")
+	rep, err := d.Up(ctx, jf, file, filepath.Join(dir, "results"))
+	if err != nil && scratch {
+		// Whatever went wrong, the store knows what was rented: it stays.
+		err = fmt.Errorf("%w (the demo's data dir %s is kept)", err, dir)
+	}
+	if rep != nil && d.Print != nil {
+		if perr := d.Print(rep); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rep != nil && rep.Live > 0 {
+		// The store knows those instances: it stays, whatever --keep says.
+		return fmt.Errorf("%d instance(s) still live: `vastfleet --data-dir %s down %s`", rep.Live, dir, rep.Job)
+	}
+	if scratch {
+		d.Close() // the market and store live in it
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if rep == nil || rep.Findings == 0 {
+		return fmt.Errorf("the demo found no hashes (try a shorter --prefix or more --seconds)")
+	}
+	if !scratch {
+		fmt.Fprintf(w, "kept %s: try `vastfleet --data-dir %s cost --fleet %s` or `status`\n", dir, dir, rep.Job)
+	}
+	return nil
+}
+
+// Task is the demo's task file: self (the vastfleet binary) searches on
+// every node, and verifies each finding on the coordinator.
+func Task(self string, o Options) string {
+	return fmt.Sprintf(`# written by vastfleet demo
+name: demo
+query: "rentable=True cpu_cores_effective>=4"
+by: vcpu
+count: %d
+park: true
+deadline: 45m
+image: ubuntu:22.04
+run: nice -n 5 %s hashwork --prefix %s --seconds %g
+verify: exec %s hashcheck --prefix %s
+results: /workspace/project/results
+max_duration: 2h
+`, o.Count, shell.Quote(self), o.Prefix, o.Seconds, shell.Quote(self), o.Prefix)
+}
