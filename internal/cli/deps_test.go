@@ -77,6 +77,8 @@ func TestDependencyDirection(t *testing.T) {
 		// bench scale measures what the user runs: it drives the vastfleet
 		// binary as processes and links none of what that binary does.
 		"scalebench": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "coord", mod + "launch", mod + "fleet", mod + "market", mod + "agent", "database/sql", "github.com/spf13/cobra"},
+		// The usage mark is a leaf every domain package may take.
+		"usage": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "coord", mod + "cli"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

@@ -8,13 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
-	"github.com/vastfleet/vastfleet/internal/coord"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
@@ -104,15 +101,6 @@ type factory struct {
 	storeID      string
 	lostStore    bool
 	orphans      []fleet.Orphan
-	// members caches the account's listing for the coordinator's
-	// membership checks (fleetMembership); listMu lets one caller list,
-	// refreshing marks a background refresh under way.
-	members struct {
-		listMu, mu sync.Mutex
-		refreshing atomic.Bool
-		byID       map[int64]coord.Instance
-		at         time.Time
-	}
 }
 
 func newFactory(ios *IOStreams) *factory {

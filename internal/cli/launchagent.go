@@ -34,7 +34,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	}
 	target, fingerprint, tunnelBase := o.Coord, o.CoordSHA256, 0
 	if target == "auto" {
-		ci, err := readCoordInfo(dir)
+		ci, err := coord.ReadInfo(dir)
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 	}
 	target, fingerprint := o.Coord, o.CoordSHA256
 	if target == "auto" {
-		ci, err := readCoordInfo(dir)
+		ci, err := coord.ReadInfo(dir)
 		if err != nil {
 			return c, err
 		}

@@ -223,7 +223,7 @@ func checkUpFlags(f *factory, opts *upOptions) (bool, error) {
 
 // upDeps builds the job's dependencies: the launch spec with the agent,
 // the market's lifecycle manager (reconciled), the nodes, the records.
-func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
+func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
 	lo := &launchOptions{
 		Count: jf.Count, MinReady: jf.MinReady, Deadline: cmp.Or(jf.Deadline, 10*time.Minute), Park: jf.Park, Backfill: true,
 		MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
@@ -244,7 +244,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	}
 	wd := f.workdirOnNode()
 	spec.Sessions = job.Sessions(jf, wd)
-	if err := c.DB.SetValidation(ctx, id, coordValidation(jf.Validate)); err != nil {
+	if err := c.DB.SetValidation(ctx, id, job.CoordValidation(jf.Validate)); err != nil {
 		return nil, job.Options{}, err
 	}
 	if err := f.withAgent(ctx, &spec, lo); err != nil {
@@ -278,7 +278,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	o := job.Options{Job: jf, File: path, ID: id, ResultsDir: opts.ResultsDir, Resumed: opts.resumed,
 		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: scanWorkdir}
 	if host, _, err := net.SplitHostPort(opts.CoordAddr); err == nil {
-		if _, port, err := net.SplitHostPort(c.addr.String()); err == nil {
+		if _, port, err := net.SplitHostPort(c.Addr.String()); err == nil {
 			o.CoordAddr = net.JoinHostPort(host, port)
 		}
 	}
