@@ -25,7 +25,7 @@ import (
 
 // simAPIKey is the key the built-in simulator accepts. It is not a secret:
 // the simulator only listens on loopback.
-const simAPIKey = "vastfleet-sim-key"
+const simAPIKey = sim.DefaultAPIKey
 
 // defaultAPIRate paces every call a command makes to vast.ai. Its limits
 // are per endpoint and per key, stated as thresholds with no unit
