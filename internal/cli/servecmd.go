@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,10 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
-	"github.com/vastfleet/vastfleet/internal/httpserver"
-	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
@@ -72,57 +66,21 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 	return cmd
 }
 
-// serveDBPath is where --db puts the server's database.
-func serveDBPath(f *factory, spec string) (string, error) {
-	switch {
-	case spec == "":
-		dir, err := f.dataDir()
-		if err != nil {
-			return "", err
-		}
-		return filepath.Join(dir, "serve.db"), nil
-	case strings.HasPrefix(spec, "sqlite:"):
-		return strings.TrimPrefix(spec, "sqlite:"), nil
-	}
-	return "", usagef("--db %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DB", redactDSN(spec))
-}
-
-// redactDSN hides a password in a database URL.
-func redactDSN(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
-}
-
-// serveDB opens the server's database: SQLite, or PostgreSQL for a
-// postgres:// URL.
+// serveDB opens the server's database as --db names it (server.OpenSpec).
 func (f *factory) serveDB(ctx context.Context, spec string) (*server.DB, error) {
-	if strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://") {
-		return server.OpenPostgres(ctx, spec, clock.Wall{})
-	}
-	path, err := serveDBPath(f, spec)
-	if err != nil {
-		return nil, err
-	}
-	return server.OpenDB(ctx, path, clock.Wall{})
+	return server.OpenSpec(ctx, spec, f.dataDir)
 }
 
 // serveRun is `serve` once its flags are parsed.
 func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
-	host, _, err := net.SplitHostPort(opts.Addr)
-	if err != nil {
-		return usagef("--addr %q: want HOST:PORT", opts.Addr)
-	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
-		return usagef("--addr %s is reachable from other machines: add --tls, so that tokens are encrypted", opts.Addr)
+	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
+		return err
 	}
 	dir, err := f.dataDir()
 	if err != nil {
 		return err
 	}
-	dbs, err := replicatedDBs(opts)
+	dbs, err := server.ReplicatedDBs(opts.DB, opts.Replicate != "" || opts.RestoreFrom != "")
 	if err != nil {
 		return err
 	}
@@ -188,77 +146,34 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 			if err != nil {
 				return "", err
 			}
-			rec, err := recs.Load(ctx, id)
-			if errors.Is(err, job.ErrNotFound) {
-				return "", nil
-			}
-			if err != nil {
-				return "", err
-			}
-			return rec.State, nil
+			return recs.State(ctx, id)
 		},
 		Dashboard: func(ctx context.Context, id string) (string, error) {
-			rec, err := loadJob(ctx, f, id)
+			recs, err := f.jobRecords(ctx)
 			if err != nil {
 				return "", err
 			}
-			if rec.Dashboard == "" {
-				return "", fmt.Errorf("job %s has no dashboard yet", id)
-			}
-			return rec.Dashboard, nil
+			return recs.Dashboard(ctx, id)
 		},
 	})
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
 	defer srv.Stop()
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	scheme := "http"
+	var cert func() (tls.Certificate, string, error)
 	if opts.TLS {
-		cert, fp, err := coord.SelfSigned(filepath.Join(dir, "serve-tls"))
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		scheme = "https"
-		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", fp, fp)
+		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
 	}
-	// Bundles may be large: a whole request may take 10 minutes to arrive.
-	hs := httpserver.New(srv.Handler(), httpserver.Timeouts{Read: 10 * time.Minute})
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	ln, scheme, pin, err := server.Listen(opts.Addr, cert)
+	if err != nil {
+		return err
+	}
+	if pin != "" {
+		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
+	}
 	fmt.Fprintf(f.io.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
 	fmt.Fprintf(f.io.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	hs.Shutdown(sctx)
-	return nil
-}
-
-// replicatedDBs are the data dir's databases a replica keeps: the store,
-// the coordinators' database and, unless it lives in PostgreSQL or outside
-// the data dir, the server's own.
-func replicatedDBs(opts *serveOptions) ([]string, error) {
-	dbs := []string{"state.db", "coord.db"}
-	if opts.Replicate == "" && opts.RestoreFrom == "" {
-		return dbs, nil
-	}
-	switch {
-	case opts.DB == "":
-		dbs = append(dbs, "serve.db")
-	case strings.HasPrefix(opts.DB, "sqlite:"):
-		return nil, usagef("--db %s with --replicate or --restore-from: the replica keeps the data dir's databases; leave --db out, or use PostgreSQL for the server's own", opts.DB)
-	}
-	return dbs, nil
+	return srv.ServeUntil(ctx, ln)
 }
 
 // serveRunner runs one command for the server in this process, on the
