@@ -116,7 +116,7 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 			}
 		}()
 	}
-	if err := f.printDashboards(ctx, c.DB, c.URL, opts.Fleets); err != nil {
+	if err := f.printDashboards(ctx, c, opts.Fleets); err != nil {
 		return err
 	}
 	// Instances that cannot run their own switch (stopped, outbid, a
@@ -191,31 +191,24 @@ func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleet
 }
 
 // printDashboards prints each fleet's dashboard link.
-func (f *factory) printDashboards(ctx context.Context, db *coord.DB, url string, fleets []string) error {
+func (f *factory) printDashboards(ctx context.Context, c *coord.Running, fleets []string) error {
 	if len(fleets) == 0 {
 		st, err := f.readStore(ctx)
 		if err != nil {
 			return err
 		}
-		all, err := st.ListFleets(ctx)
-		if err != nil {
+		if fleets, err = st.FleetNames(ctx); err != nil {
 			return err
-		}
-		for _, fl := range all {
-			fleets = append(fleets, fl.Name)
 		}
 	}
 	if len(fleets) == 0 {
 		fmt.Fprintln(f.io.ErrOut, "no fleets yet: `vastfleet launch --coord auto ...` starts one that reports here; `vastfleet coord --fleet NAME` prints its link")
 	}
-	for _, name := range fleets {
-		_, viewer, err := db.FleetTokens(ctx, name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(f.io.Out, "%s\t%s\n", name, coord.DashboardURL(url, viewer))
+	links, err := c.DashboardLinks(ctx, fleets)
+	for _, l := range links {
+		fmt.Fprintf(f.io.Out, "%s\t%s\n", l[0], l[1])
 	}
-	return nil
+	return err
 }
 
 // depthPlot draws the depth curve of the offers query matches, ranked by

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"time"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
@@ -74,22 +73,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName string) (launch.Checks, error) {
 	var c launch.Checks
 	if f.opts.Market == "sim" {
-		// The gates wait in market time, but a handshake, an agent's
-		// download and its probe take wall time: on a fast simulated
-		// clock they get at least a wall minute and three.
-		scale := f.simScale()
-		c.UsableFor = max(launch.DefaultUsableFor, time.Duration(scale*float64(time.Minute)))
-		c.ProbeWait = max(launch.DefaultProbeWait, time.Duration(scale*float64(3*time.Minute)))
-		// The simulated machines' agents run in wall time: a market
-		// that moves only while vastfleet waits would otherwise pass
-		// its deadline while they boot. Half a minute of wall time is
-		// what ten agents on two busy cores took to download, probe and
-		// report, with room to spare. A market on a scaled wall clock
-		// (`sim serve`, another process's) moves anyway: waiting there
-		// only blinds the launch, so it looks once a tick.
-		if f.virtual != nil {
-			c.AgentWait = 30 * time.Second
-		}
+		c = launch.SimulatedChecks(f.simScale(), f.virtual != nil)
 	}
 	switch o.ReadyCheck {
 	case "ssh":

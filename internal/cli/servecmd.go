@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
@@ -66,11 +67,6 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 	return cmd
 }
 
-// serveDB opens the server's database as --db names it (server.OpenSpec).
-func (f *factory) serveDB(ctx context.Context, spec string) (*server.DB, error) {
-	return server.OpenSpec(ctx, spec, f.dataDir)
-}
-
 // serveRun is `serve` once its flags are parsed.
 func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
@@ -93,7 +89,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 			opts.Replicate = opts.RestoreFrom
 		}
 	}
-	db, err := f.serveDB(ctx, opts.DB)
+	db, err := server.OpenSpec(ctx, opts.DB, f.dataDir)
 	if err != nil {
 		return err
 	}
@@ -130,9 +126,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		// At the end the last changes go out; Litestream's own
 		// connections go with the process.
 		defer func() {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := rep.Flush(fctx); err != nil {
+			if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
 				fmt.Fprintf(f.io.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
 			}
 		}()
@@ -141,20 +135,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	srv := server.New(server.Config{
 		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
 		Version: Version, Log: f.log,
-		JobState: func(ctx context.Context, id string) (string, error) {
-			recs, err := f.jobRecords(ctx)
-			if err != nil {
-				return "", err
-			}
-			return recs.State(ctx, id)
-		},
-		Dashboard: func(ctx context.Context, id string) (string, error) {
-			recs, err := f.jobRecords(ctx)
-			if err != nil {
-				return "", err
-			}
-			return recs.Dashboard(ctx, id)
-		},
+		JobState: f.jobAnswer((*job.Records).State), Dashboard: f.jobAnswer((*job.Records).Dashboard),
 	})
 	if err := srv.Start(ctx); err != nil {
 		return err
@@ -176,6 +157,18 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	return srv.ServeUntil(ctx, ln)
 }
 
+// jobAnswer answers the server about a job from the data dir's records,
+// opened at each question.
+func (f *factory) jobAnswer(ask func(*job.Records, context.Context, string) (string, error)) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, id string) (string, error) {
+		recs, err := f.jobRecords(ctx)
+		if err != nil {
+			return "", err
+		}
+		return ask(recs, ctx, id)
+	}
+}
+
 // serveRunner runs one command for the server in this process, on the
 // server's data dir and market, with the server's key: a fresh command
 // tree and factory, as a command typed on the server would be.
@@ -194,15 +187,7 @@ func (f *factory) serveRunner(opts *serveOptions, dir string) server.Runner {
 	}
 	getenv := f.io.Getenv
 	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
-		args = slices.Clone(args)
-		if len(args) > 0 && args[0] == "up" {
-			if opts.AgentBin != "" {
-				args = append(args, "--agent-bin", opts.AgentBin)
-			}
-			if opts.CoordAddr != "" && !slices.Contains(args, "--resume") {
-				args = append(args, "--coord-addr", opts.CoordAddr)
-			}
-		}
+		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)
 		ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
 		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.durable)
 	}
@@ -220,7 +205,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 			if !server.ValidRole(role) {
 				return usagef("--role %q: use viewer or operator", role)
 			}
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}
@@ -242,7 +227,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 		Short: "Revoke NAME's token: it is refused from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}
@@ -260,7 +245,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 		Short: "List the tokens (names, roles, dates; never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}
@@ -295,7 +280,7 @@ func newServeAuditCmd(f *factory) *cobra.Command {
 		Short: "The server's audit log: who did what, allowed or refused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}

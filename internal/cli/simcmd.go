@@ -102,11 +102,7 @@ func simResetRun(ctx context.Context, f *factory, _ *simResetOptions) error {
 	if err != nil {
 		return err
 	}
-	// The local market holds the state open: it saves and ends first.
-	if _, err := localmarket.Stop(ctx, filepath.Join(dir, "sim")); err != nil {
-		return err
-	}
-	if err := sim.Reset(filepath.Join(dir, "sim")); err != nil {
+	if err := localmarket.Reset(ctx, filepath.Join(dir, "sim")); err != nil {
 		return err
 	}
 	fmt.Fprintln(f.io.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")

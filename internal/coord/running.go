@@ -147,3 +147,17 @@ func Start(ctx context.Context, l Listen, cfg Config) (*Running, error) {
 	}
 	return c, nil
 }
+
+// DashboardLinks are the fleets' dashboard links, name and link, in the
+// order given; on an error, those made before it.
+func (c *Running) DashboardLinks(ctx context.Context, fleets []string) ([][2]string, error) {
+	var out [][2]string
+	for _, name := range fleets {
+		_, viewer, err := c.DB.FleetTokens(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, [2]string{name, DashboardURL(c.URL, viewer)})
+	}
+	return out, nil
+}

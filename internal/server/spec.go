@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,4 +114,22 @@ func (s *Server) ServeUntil(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	hs.Shutdown(sctx)
 	return nil
+}
+
+// CommandArgs are the arguments the server runs a client's command with:
+// a copy of args, an up also given the server's agent binary and, unless
+// it resumes, its coordinators' address (serve --agent-bin, --coord-addr;
+// "" for none).
+func CommandArgs(args []string, agentBin, coordAddr string) []string {
+	args = slices.Clone(args)
+	if len(args) == 0 || args[0] != "up" {
+		return args
+	}
+	if agentBin != "" {
+		args = append(args, "--agent-bin", agentBin)
+	}
+	if coordAddr != "" && !slices.Contains(args, "--resume") {
+		args = append(args, "--coord-addr", coordAddr)
+	}
+	return args
 }
