@@ -3,16 +3,11 @@ package cli
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
-	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
 
@@ -22,24 +17,11 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// contextsPath is the client's contexts file: $VASTFLEET_CONFIG/contexts.json,
-// else the user's config dir's vastfleet/contexts.json.
-func (f *factory) contextsPath() (string, error) {
-	dir := f.io.Getenv("VASTFLEET_CONFIG")
-	if dir == "" {
-		d, err := os.UserConfigDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(d, "vastfleet")
-	}
-	return filepath.Join(dir, "contexts.json"), nil
-}
+// contextsPath is the client's contexts file (server.ContextsPath).
+func (f *factory) contextsPath() (string, error) { return server.ContextsPath(f.io.Getenv) }
 
-// serverClient is the server this command talks to, if any: --server URL
-// (with VASTFLEET_TOKEN, or the token of a context for that URL), else the
-// current context (VASTFLEET_TOKEN overriding its token). --server local,
-// or no context, runs everything in this process.
+// serverClient is the server this command talks to, if any (server.ClientFor):
+// --server URL, else the current context; VASTFLEET_TOKEN overrides a token.
 func (f *factory) serverClient() (*server.Client, error) {
 	if f.opts.Server == server.Local {
 		return nil, nil
@@ -48,27 +30,7 @@ func (f *factory) serverClient() (*server.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := server.LoadContexts(path)
-	if err != nil {
-		return nil, err
-	}
-	var c *server.Context
-	if f.opts.Server != "" {
-		c = &server.Context{URL: f.opts.Server}
-		for _, n := range cs.Names() {
-			if strings.TrimRight(cs.Contexts[n].URL, "/") == strings.TrimRight(f.opts.Server, "/") {
-				c = cs.Contexts[n]
-				break
-			}
-		}
-	} else if c = cs.Active(); c == nil {
-		return nil, nil
-	}
-	cl := &server.Client{URL: c.URL, Token: c.Token, Pin: c.Pin, Version: Version}
-	if tok := f.io.Getenv("VASTFLEET_TOKEN"); tok != "" {
-		cl.Token = tok
-	}
-	return cl, nil
+	return server.ClientFor(path, f.opts.Server, f.io.Getenv("VASTFLEET_TOKEN"), Version)
 }
 
 // remotable makes cmd run on the server when there is one: up submits
@@ -87,14 +49,7 @@ func remotable(f *factory, cmd *cobra.Command) *cobra.Command {
 			return remoteUp(c, f, cl, args)
 		}
 		argv := append([]string{c.Name()}, flagArgs(c)...)
-		code, err := cl.Run(c.Context(), append(argv, args...), f.io.Out, f.io.ErrOut)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return exitCode(code)
-		}
-		return nil
+		return exitErr(cl.Run(c.Context(), append(argv, args...), f.io.Out, f.io.ErrOut))
 	}
 	return cmd
 }
@@ -132,19 +87,9 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	if len(args) == 1 {
 		path = args[0]
 	}
-	name, spec, err := server.TaskBundle(path, func(dir string) ([]string, error) {
-		files, err := remote.ScanTree(dir, syncExcludes(), nil)
-		rels := make([]string, len(files))
-		for i, tf := range files {
-			rels[i] = tf.Rel
-		}
-		return rels, err
-	})
-	if err != nil {
-		return usageError{err}
-	}
 	var bundle bytes.Buffer
-	if err := server.Pack(&bundle, spec); err != nil {
+	name, nfiles, err := server.PackTask(&bundle, path, syncExcludes())
+	if err != nil {
 		return err
 	}
 	asJSON := c.Flags().Changed("json") || c.Flags().Changed("jq")
@@ -153,24 +98,29 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "job %s submitted to %s (%d files); `vastfleet status %s`, `vastfleet down %s`\n", id, cl.URL, len(spec.Files), id, id)
-	if detach, _ := c.Flags().GetBool("detach"); detach {
-		if asJSON {
-			jq, _ := c.Flags().GetString("jq")
-			return writeJSON(JSONFlags{JSON: true, JQ: jq}.out(f.io.Out), map[string]string{"job": id, "server": cl.URL})
-		}
-		fmt.Fprintln(f.io.Out, id)
-		return nil
-	}
+	fmt.Fprintf(f.io.ErrOut, "job %s submitted to %s (%d files); `vastfleet status %s`, `vastfleet down %s`\n", id, cl.URL, nfiles, id, id)
 	// With --jq the report the server's up prints goes through the
 	// expression here, as a local up's would.
 	jq, _ := c.Flags().GetString("jq")
 	out := JSONFlags{JSON: asJSON, JQ: jq}.out(f.io.Out)
+	if detach, _ := c.Flags().GetBool("detach"); detach {
+		if asJSON {
+			return writeJSON(out, map[string]string{"job": id, "server": cl.URL})
+		}
+		fmt.Fprintln(f.io.Out, id)
+		return nil
+	}
 	code, err := cl.Follow(ctx, id, out, f.io.ErrOut, func(note string) { fmt.Fprintf(f.io.ErrOut, "note: %s\n", note) })
 	if ctx.Err() != nil {
 		fmt.Fprintf(f.io.ErrOut, "\nstopped following; job %s runs on on the server (`vastfleet down %s` ends it)\n", id, id)
 		return ctx.Err()
 	}
+	return exitErr(code, err)
+}
+
+// exitErr is the outcome of a command a server ran: err, else its exit
+// code (its output, error included, is printed already).
+func exitErr(code int, err error) error {
 	if err != nil {
 		return err
 	}
@@ -197,20 +147,9 @@ func newContextCmd(f *factory) *cobra.Command {
 		Short: "Add a server (its token read from a file, kept in the 0600 contexts file)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := server.Context{Name: args[0], URL: args[1]}
-			if opts.TokenFile != "" {
-				b, err := os.ReadFile(opts.TokenFile)
-				if err != nil {
-					return usageError{err}
-				}
-				c.Token = strings.TrimSpace(string(b))
-			}
-			if opts.Pin != "" {
-				pin, err := certpin.Parse(opts.Pin)
-				if err != nil {
-					return usagef("--pin: %v", err)
-				}
-				c.Pin = pin
+			c, err := server.NewContext(args[0], args[1], opts.TokenFile, opts.Pin)
+			if err != nil {
+				return err
 			}
 			return editContexts(f, func(cs *server.Contexts) error {
 				if err := cs.Add(c); err != nil {
@@ -253,17 +192,7 @@ func newContextCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			type row struct {
-				Name     string `json:"name"`
-				URL      string `json:"url"`
-				Current  bool   `json:"current"`
-				HasToken bool   `json:"has_token"`
-			}
-			rows := []row{{Name: server.Local, Current: cs.Current == ""}}
-			for _, n := range cs.Names() {
-				c := cs.Contexts[n]
-				rows = append(rows, row{Name: n, URL: c.URL, Current: cs.Current == n, HasToken: c.Token != ""})
-			}
+			rows := cs.Rows()
 			if opts.JSON {
 				return writeJSON(opts.out(f.io.Out), rows)
 			}
@@ -286,17 +215,11 @@ func newContextCmd(f *factory) *cobra.Command {
 	return cmd
 }
 
+// editContexts edits the contexts file (server.EditContexts).
 func editContexts(f *factory, edit func(*server.Contexts) error) error {
 	path, err := f.contextsPath()
 	if err != nil {
 		return err
 	}
-	cs, err := server.LoadContexts(path)
-	if err != nil {
-		return err
-	}
-	if err := edit(cs); err != nil {
-		return err
-	}
-	return cs.Save(path)
+	return server.EditContexts(path, edit)
 }

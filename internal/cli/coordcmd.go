@@ -1,17 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,34 +11,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/agentbin"
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/depthplot"
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/httpserver"
-	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
-// coordFile, in the data dir, says where the running coordinator listens,
-// for `launch --coord auto`.
-const coordFile = "coord.json"
-
 // reapEvery is how often, in market time, a running coordinator applies
 // the teardown ladders and looks for instances whose agent fell silent.
 const reapEvery = 15 * time.Second
-
-// coordInfo is coordFile's content.
-type coordInfo struct {
-	URL         string `json:"url"`
-	Fingerprint string `json:"fingerprint,omitempty"`
-	PID         int    `json:"pid"`
-	// TunnelBase > 0: the coordinator keeps reverse tunnels, and agents
-	// reach it on their node's 127.0.0.1:bootstrap.TunnelPort(base, id).
-	TunnelBase int `json:"tunnel_base,omitempty"`
-}
 
 type coordOptions struct {
 	Addr         string
@@ -134,13 +110,13 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 	if opts.Tunnel {
 		fmt.Fprintf(f.io.ErrOut, "reverse tunnels: agents reach it on their node's 127.0.0.1:%d+ID%%10000 over vastfleet's SSH connections\n", opts.TunnelBase)
 		go func() {
-			if err := f.keepTunnels(ctx, loopbackOf(c.addr), opts.TunnelBase, opts.Fleets); err != nil {
+			if err := f.keepTunnels(ctx, nodes.LoopbackOf(c.Addr), opts.TunnelBase, opts.Fleets); err != nil {
 				f.log.Error("tunnels stopped", "err", err)
 				fmt.Fprintf(f.io.ErrOut, "reverse tunnels: %v\n", err)
 			}
 		}()
 	}
-	if err := f.printDashboards(ctx, c.DB, c.URL, opts.Fleets); err != nil {
+	if err := f.printDashboards(ctx, c, opts.Fleets); err != nil {
 		return err
 	}
 	// Instances that cannot run their own switch (stopped, outbid, a
@@ -149,43 +125,20 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
 	select {
 	case <-ctx.Done():
-	case err := <-c.served:
+	case err := <-c.Served:
 		return err
 	}
 	return nil
 }
 
-// runningCoord is a coordinator serving in this process: `vastfleet coord`
-// and `vastfleet up` both run one.
-type runningCoord struct {
-	URL         string
-	Fingerprint string
-	DB          *coord.DB
-	Srv         *coord.Server
-	addr        net.Addr
-	served      chan error
-	close       func()
-}
-
-// Close stops serving, forgets the coordinator's address in the data dir
-// and closes its database.
-func (c *runningCoord) Close() { c.close() }
-
-// startCoord starts a coordinator on opts.Addr and records where it
-// listens in the data dir (coordFile), for `launch --coord auto`. With the
-// simulated marketplace it also keeps the simulated machines running.
-func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCoord, error) {
-	if opts.OrphanPolicy != wire.PolicyStop && opts.OrphanPolicy != wire.PolicyDestroy {
-		return nil, usagef("--orphan-policy %q: use stop or destroy", opts.OrphanPolicy)
-	}
-	host, _, err := net.SplitHostPort(opts.Addr)
+// startCoord starts a coordinator on opts.Addr (coord.Start), serving the
+// agent binary found for this market. With the simulated marketplace it
+// also keeps the simulated machines running.
+func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*coord.Running, error) {
+	loopback, err := coord.CheckListen(opts.Addr, opts.TLS, opts.OrphanPolicy)
 	if err != nil {
-		return nil, usagef("--addr %q: want HOST:PORT (%v)", opts.Addr, err)
+		return nil, err
 	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
-		return nil, usagef("--addr %s is reachable from other machines: add --tls, so that tokens and findings are encrypted", opts.Addr)
-	}
-	loopback := host == "localhost" || net.ParseIP(host).IsLoopback()
 	if !opts.TunnelSet && f.opts.Market == "vast" && loopback {
 		// Instances on vast.ai cannot reach a loopback coordinator otherwise.
 		opts.Tunnel = true
@@ -194,7 +147,12 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 	if err != nil {
 		return nil, err
 	}
-	agentBin, err := agentBinary(ctx, f, dir, opts.AgentBin)
+	arch := "amd64" // vast.ai's hosts
+	if f.opts.Market == "sim" {
+		arch = runtime.GOARCH // the simulator's hosts are this machine
+	}
+	agentBin, err := agentbin.Load(ctx, agentbin.Options{Flag: opts.AgentBin, CacheDir: filepath.Join(dir, "cache"), Arch: arch,
+		Log: func(s string) { fmt.Fprintln(f.io.ErrOut, s) }})
 	if err != nil {
 		return nil, err
 	}
@@ -203,94 +161,54 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*runningCo
 	if _, err := f.Provider(ctx); err != nil {
 		return nil, err
 	}
-	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
-	if err != nil {
-		return nil, err
+	l := coord.Listen{Addr: opts.Addr, Dir: dir, TLS: opts.TLS}
+	if opts.Tunnel {
+		l.TunnelBase = opts.TunnelBase
 	}
 	clk := f.Clock()
-	srv, err := coord.New(coord.Config{
-		DB: db, Log: f.log, Clock: clk, HeartbeatInterval: opts.Interval,
+	return coord.Start(ctx, l, coord.Config{
+		Log: f.log, Clock: clk, HeartbeatInterval: opts.Interval,
 		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
-		AgentBinary: agentBin, Costs: f.fleetCosts, Secure: opts.TLS,
-		MarketDepth: f.depthPlot(opts.DepthQuery),
-		Members:     fleetMembership{f}, BadHosts: badHosts{f}, RevokeEvery: revokeEvery,
+		AgentBinary: agentBin, Costs: f.fleetCosts, MarketDepth: f.depthPlot(opts.DepthQuery),
+		Members:  &fleet.Membership{Store: f.readStore, Provider: f.Provider, Log: f.log},
+		BadHosts: launch.BadHosts{Store: f.readStore, Clock: clk}, RevokeEvery: fleet.RevokeEvery,
 		Durable: f.durable,
 	})
+}
+
+// keepTunnels keeps a reverse tunnel to every running instance
+// (nodes.Tunnels) until ctx ends.
+func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleets []string) error {
+	p, err := f.Provider(ctx)
 	if err != nil {
-		db.Close()
-		return nil, err
+		return err
 	}
-	fail := func(err error) (*runningCoord, error) {
-		srv.Close()
-		db.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", opts.Addr)
+	ops, err := f.nodeOps(p, 64)
 	if err != nil {
-		return fail(fmt.Errorf("coordinator: %w (another coordinator on this port? pick one with --addr)", err))
+		return err
 	}
-	addr := ln.Addr()
-	scheme, fingerprint := "http", ""
-	if opts.TLS {
-		cert, fp, err := coord.SelfSigned(filepath.Join(dir, "coord-tls"))
-		if err != nil {
-			ln.Close()
-			return fail(err)
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		scheme, fingerprint = "https", fp
-	}
-	url := scheme + "://" + addr.String()
-	ci := coordInfo{URL: url, Fingerprint: fingerprint, PID: os.Getpid()}
-	if opts.Tunnel {
-		ci.TunnelBase = opts.TunnelBase
-	}
-	info, _ := json.Marshal(ci)
-	infoPath := filepath.Join(dir, coordFile)
-	if err := atomicfile.WriteFile(infoPath, info, 0o600); err != nil {
-		ln.Close()
-		return fail(err)
-	}
-	hs := srv.HTTPServer(httpserver.Timeouts{})
-	c := &runningCoord{URL: url, Fingerprint: fingerprint, DB: db, Srv: srv, addr: addr, served: make(chan error, 1)}
-	go func() { c.served <- hs.Serve(ln) }()
-	c.close = func() {
-		os.Remove(infoPath)
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(sctx)
-		srv.Close()
-		db.Close()
-	}
-	return c, nil
+	return (&nodes.Tunnels{Store: f.readStore, Provider: p, Ops: ops, Log: f.log, Base: base, Local: local, Fleets: fleets}).Keep(ctx)
 }
 
 // printDashboards prints each fleet's dashboard link.
-func (f *factory) printDashboards(ctx context.Context, db *coord.DB, url string, fleets []string) error {
+func (f *factory) printDashboards(ctx context.Context, c *coord.Running, fleets []string) error {
 	if len(fleets) == 0 {
-		st, err := f.Store(ctx, false, "")
+		st, err := f.readStore(ctx)
 		if err != nil {
 			return err
 		}
-		all, err := st.ListFleets(ctx)
-		if err != nil {
+		if fleets, err = st.FleetNames(ctx); err != nil {
 			return err
-		}
-		for _, fl := range all {
-			fleets = append(fleets, fl.Name)
 		}
 	}
 	if len(fleets) == 0 {
 		fmt.Fprintln(f.io.ErrOut, "no fleets yet: `vastfleet launch --coord auto ...` starts one that reports here; `vastfleet coord --fleet NAME` prints its link")
 	}
-	for _, name := range fleets {
-		_, viewer, err := db.FleetTokens(ctx, name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(f.io.Out, "%s\t%s\n", name, coord.DashboardURL(url, viewer))
+	links, err := c.DashboardLinks(ctx, fleets)
+	for _, l := range links {
+		fmt.Fprintf(f.io.Out, "%s\t%s\n", l[0], l[1])
 	}
-	return nil
+	return err
 }
 
 // depthPlot draws the depth curve of the offers query matches, ranked by
@@ -314,77 +232,15 @@ func (f *factory) depthPlot(query string) func(context.Context) ([]byte, error) 
 // fleetCosts gives the coordinator a fleet's $/hr and spend from the
 // store, read only: the coordinator never holds the data dir's lock.
 func (f *factory) fleetCosts(ctx context.Context, fleetName string) (float64, float64, map[int64]float64, error) {
-	st, err := f.Store(ctx, false, "")
+	st, err := f.readStore(ctx)
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	m := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}
-	rep, err := m.Cost(ctx, fleetName)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	live, err := st.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	per := map[int64]float64{}
-	for _, in := range live {
-		if in.State == provider.StateRunning {
-			per[in.ID] = in.DPHTotal
-		}
-	}
-	var dph float64
-	for _, fc := range rep.Fleets {
-		dph += fc.DPH
-	}
-	return dph, rep.Total, per, nil
+	return (&fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}).Rates(ctx, fleetName)
 }
 
-// agentBinary finds the agent to serve (agentbin.Find): the flag, the
-// small vastfleet-agent beside this executable or built from the module
-// source into the data dir's cache, else this executable, with a warning.
-func agentBinary(ctx context.Context, f *factory, dir, flag string) (func() (io.ReadCloser, string, error), error) {
-	arch := "amd64" // vast.ai's hosts
-	if f.opts.Market == "sim" {
-		arch = runtime.GOARCH // the simulator's hosts are this machine
-	}
-	found, err := agentbin.Find(ctx, agentbin.Options{Flag: flag, CacheDir: filepath.Join(dir, "cache"), Arch: arch,
-		Log: func(s string) { fmt.Fprintln(f.io.ErrOut, s) }})
-	if err != nil {
-		return nil, err
-	}
-	if found.Warning != "" {
-		fmt.Fprintln(f.io.ErrOut, "warning: "+found.Warning)
-	}
-	path := found.Path
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--agent-bin: %w", err)
-	}
-	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
-		return nil, usagef("--agent-bin %s is not a Linux executable (build one with GOOS=linux go build ./cmd/vastfleet-agent)", path)
-	}
-	s := sha256.Sum256(b)
-	sum := hex.EncodeToString(s[:])
-	return func() (io.ReadCloser, string, error) {
-		// A reader over the one copy: every download (and every digest
-		// asked) used to copy the whole binary, 6.6 MiB a node.
-		return io.NopCloser(bytes.NewReader(b)), sum, nil
-	}, nil
-}
-
-// readCoordInfo is the running coordinator, for --coord auto.
-func readCoordInfo(dir string) (coordInfo, error) {
-	var ci coordInfo
-	b, err := os.ReadFile(filepath.Join(dir, coordFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return ci, usagef("--coord auto: no coordinator is running for this data dir; start one with `vastfleet coord` in another terminal")
-	}
-	if err != nil {
-		return ci, err
-	}
-	if err := json.Unmarshal(b, &ci); err != nil {
-		return ci, fmt.Errorf("%s: %w", coordFile, err)
-	}
-	return ci, nil
+// readStore is the store, read only: the coordinator never holds the data
+// dir's lock.
+func (f *factory) readStore(ctx context.Context) (*store.Store, error) {
+	return f.Store(ctx, false, "")
 }

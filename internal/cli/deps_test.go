@@ -89,6 +89,8 @@ func TestDependencyDirection(t *testing.T) {
 		"benchrank": {mod + "cli", mod + "sim", mod + "store", mod + "fleet", mod + "launch", "database/sql", "github.com/spf13/cobra"},
 		// Flag ranges are about flags alone: pflag, never the command tree.
 		"flagrange": {mod + "cli", "github.com/spf13/cobra", "net/http", "database/sql"},
+		// The usage mark is a leaf every domain package may take.
+		"usage": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "coord", mod + "cli"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
 	}

@@ -8,13 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
-	"github.com/vastfleet/vastfleet/internal/coord"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
@@ -28,7 +25,7 @@ import (
 
 // simAPIKey is the key the built-in simulator accepts. It is not a secret:
 // the simulator only listens on loopback.
-const simAPIKey = "vastfleet-sim-key"
+const simAPIKey = sim.DefaultAPIKey
 
 // defaultAPIRate paces every call a command makes to vast.ai. Its limits
 // are per endpoint and per key, stated as thresholds with no unit
@@ -107,15 +104,6 @@ type factory struct {
 	storeID      string
 	lostStore    bool
 	orphans      []fleet.Orphan
-	// members caches the account's listing for the coordinator's
-	// membership checks (fleetMembership); listMu lets one caller list,
-	// refreshing marks a background refresh under way.
-	members struct {
-		listMu, mu sync.Mutex
-		refreshing atomic.Bool
-		byID       map[int64]coord.Instance
-		at         time.Time
-	}
 }
 
 func newFactory(ios *IOStreams) *factory {

@@ -2,20 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
-	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/coord"
-	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -32,69 +21,22 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	if err != nil {
 		return err
 	}
-	target, fingerprint, tunnelBase := o.Coord, o.CoordSHA256, 0
-	if target == "auto" {
-		ci, err := readCoordInfo(dir)
-		if err != nil {
-			return err
-		}
-		target, fingerprint, tunnelBase = ci.URL, ci.Fingerprint, ci.TunnelBase
-	}
-	u, err := url.Parse(target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("--coord %q: want auto or the coordinator's http(s)://HOST:PORT", o.Coord)
-	}
-	if f.opts.Market == "vast" && tunnelBase == 0 {
-		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsPrivate())) {
-			return usagef("--coord %s: instances on vast.ai cannot reach this address; run `vastfleet coord --tunnel` here and pass --coord auto (agents reach it through SSH tunnels), or run `vastfleet coord --addr 0.0.0.0:8470 --tls` on a machine with a public address and pass --coord https://HOST:8470", target)
-		}
-		if u.Scheme != "https" {
-			return usagef("--coord %s: agents send tokens and findings over the internet; use the coordinator's https:// address (vastfleet coord --tls)", target)
-		}
-	}
-	var sessions []wire.Session
-	workers := 0
-	for _, s := range spec.Sessions {
-		ws := wire.Session{Name: s.Name, Command: s.Command, Restart: s.Restart, After: s.After}
-		if ws.IsItemWorker() {
-			workers++
-		}
-		sessions = append(sessions, ws)
-	}
-	var items []string
-	if o.Items != "" {
-		if workers == 0 {
-			return usagef("--items: no --session names %s in its command, so nothing would run the items", wire.ItemPlaceholder)
-		}
-		if items, err = itemspec.ParseItems(o.Items); err != nil {
-			return usageError{err}
-		}
-	} else if workers > 0 {
-		return usagef("a --session names %s: give the items with --items", wire.ItemPlaceholder)
-	}
-	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	ci, err := coord.Resolve(dir, o.Coord, o.CoordSHA256)
 	if err != nil {
 		return err
 	}
-	token, _, err := db.FleetTokens(ctx, spec.Fleet)
-	if err == nil {
-		// `vastfleet reap` later reaps silent instances the same way.
-		after := o.OrphanAfter
-		if after <= 0 {
-			after = wire.DefaultOrphanAft
-		}
-		err = db.SetFleetPolicy(ctx, spec.Fleet, after, o.OrphanPolicy)
+	if err := coord.CheckReachable(ci, o.Coord, f.opts.Market == "vast"); err != nil {
+		return err
 	}
-	if err == nil && len(items) > 0 {
-		// Before renting: the first agent to boot finds them queued.
-		// Idempotent, so a relaunch of the fleet adds only new items.
-		err = db.AddItems(ctx, spec.Fleet, items)
-	}
-	db.Close()
+	sessions, items, err := launch.AgentWork(spec.Sessions, o.Items)
 	if err != nil {
 		return err
 	}
-	sum, err := agentDigest(ctx, target, token, fingerprint)
+	token, err := coord.Enlist(ctx, dir, spec.Fleet, o.OrphanAfter, o.OrphanPolicy, items)
+	if err != nil {
+		return err
+	}
+	sum, err := coord.AgentDigest(ctx, ci.URL, token, ci.Fingerprint)
 	if err != nil {
 		return err
 	}
@@ -108,10 +50,10 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 		scale = f.simScale()
 	}
 	onstart, err := bootstrap.AgentOnstart(o.Onstart, bootstrap.Agent{
-		CoordURL: target, Fleet: spec.Fleet, Token: token, BinarySHA256: sum, Fingerprint: fingerprint,
+		CoordURL: ci.URL, Fleet: spec.Fleet, Token: token, BinarySHA256: sum, Fingerprint: ci.Fingerprint,
 		Sessions: sessions, OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, MaxLifetime: o.Ladder.MaxLifetime,
 		IdleAfter: o.Ladder.IdleAfter, IdleBelow: o.Ladder.IdleBelow, TimeScale: scale,
-		TunnelPortBase: tunnelBase,
+		TunnelPortBase: ci.TunnelBase,
 	})
 	if err != nil {
 		return usageError{err}
@@ -131,22 +73,7 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName string) (launch.Checks, error) {
 	var c launch.Checks
 	if f.opts.Market == "sim" {
-		// The gates wait in market time, but a handshake, an agent's
-		// download and its probe take wall time: on a fast simulated
-		// clock they get at least a wall minute and three.
-		scale := f.simScale()
-		c.UsableFor = max(launch.DefaultUsableFor, time.Duration(scale*float64(time.Minute)))
-		c.ProbeWait = max(launch.DefaultProbeWait, time.Duration(scale*float64(3*time.Minute)))
-		// The simulated machines' agents run in wall time: a market
-		// that moves only while vastfleet waits would otherwise pass
-		// its deadline while they boot. Half a minute of wall time is
-		// what ten agents on two busy cores took to download, probe and
-		// report, with room to spare. A market on a scaled wall clock
-		// (`sim serve`, another process's) moves anyway: waiting there
-		// only blinds the launch, so it looks once a tick.
-		if f.virtual != nil {
-			c.AgentWait = 30 * time.Second
-		}
+		c = launch.SimulatedChecks(f.simScale(), f.virtual != nil)
 	}
 	switch o.ReadyCheck {
 	case "ssh":
@@ -166,87 +93,18 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 	if err != nil {
 		return c, err
 	}
-	target, fingerprint := o.Coord, o.CoordSHA256
-	if target == "auto" {
-		ci, err := readCoordInfo(dir)
-		if err != nil {
-			return c, err
-		}
-		target, fingerprint = ci.URL, ci.Fingerprint
-	}
-	db, err := coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
+	ci, err := coord.Resolve(dir, o.Coord, o.CoordSHA256)
 	if err != nil {
 		return c, err
 	}
-	_, viewer, err := db.FleetTokens(ctx, fleetName)
-	db.Close()
+	viewer, err := coord.ViewerToken(ctx, dir, fleetName)
 	if err != nil {
 		return c, err
 	}
-	c.Agents = coordAgents(target, viewer, fingerprint)
+	c.Agents = coord.AgentStates(ci.URL, viewer, ci.Fingerprint)
 	return c, nil
 }
 
 func sshUsable(ctx context.Context, host string, port int) error {
 	return remote.Handshake(ctx, host, port, launch.DefaultUsableTimeout)
-}
-
-// coordAgents reads the fleet's nodes (boot stage, probe) from the
-// coordinator's live state, by instance id.
-func coordAgents(base, viewerToken, fingerprint string) func(context.Context, string) (map[int64]wire.Node, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	if fingerprint != "" {
-		client.Transport = &http.Transport{TLSClientConfig: certpin.TLSConfig(fingerprint)}
-	}
-	return func(ctx context.Context, _ string) (map[int64]wire.Node, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathState, nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+viewerToken)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return nil, fmt.Errorf("coordinator state: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-		}
-		var snap wire.Snapshot
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&snap); err != nil {
-			return nil, fmt.Errorf("coordinator state: %w", err)
-		}
-		out := map[int64]wire.Node{}
-		for _, n := range snap.Nodes {
-			if n.InstanceID != 0 {
-				out[n.InstanceID] = n
-			}
-		}
-		return out, nil
-	}
-}
-
-// agentDigest asks the coordinator for the sha256 of the agent it serves;
-// it also proves the coordinator answers and knows the fleet's token.
-func agentDigest(ctx context.Context, base, token, fingerprint string) (string, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	if fingerprint != "" {
-		client.Transport = &http.Transport{TLSClientConfig: certpin.TLSConfig(fingerprint)}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+wire.PathAgentSum, nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("--coord %s: the coordinator does not answer (%w); is `vastfleet coord` running?", base, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("--coord %s: asking for the agent's digest: HTTP %d %s", base, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return strings.TrimSpace(string(b)), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -43,7 +44,8 @@ type partialError struct{ err error }
 func (e partialError) Error() string { return e.err.Error() }
 func (e partialError) Unwrap() error { return e.err }
 
-// usageError marks errors that are the user's input: exit code 2.
+// usageError marks errors that are the user's input: exit code 2, as
+// domain packages' usage.Error.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
@@ -91,7 +93,7 @@ func mainWith(ctx context.Context, ios *IOStreams, args []string, durable func(c
 	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
 	var ue usageError
 	switch {
-	case errors.As(err, &ue), errors.Is(err, job.ErrUsage):
+	case errors.As(err, &ue), errors.Is(err, job.ErrUsage), errors.As(err, new(usage.Error)):
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4

@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,9 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
-	"github.com/vastfleet/vastfleet/internal/httpserver"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
@@ -72,57 +67,16 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 	return cmd
 }
 
-// serveDBPath is where --db puts the server's database.
-func serveDBPath(f *factory, spec string) (string, error) {
-	switch {
-	case spec == "":
-		dir, err := f.dataDir()
-		if err != nil {
-			return "", err
-		}
-		return filepath.Join(dir, "serve.db"), nil
-	case strings.HasPrefix(spec, "sqlite:"):
-		return strings.TrimPrefix(spec, "sqlite:"), nil
-	}
-	return "", usagef("--db %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DB", redactDSN(spec))
-}
-
-// redactDSN hides a password in a database URL.
-func redactDSN(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
-}
-
-// serveDB opens the server's database: SQLite, or PostgreSQL for a
-// postgres:// URL.
-func (f *factory) serveDB(ctx context.Context, spec string) (*server.DB, error) {
-	if strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://") {
-		return server.OpenPostgres(ctx, spec, clock.Wall{})
-	}
-	path, err := serveDBPath(f, spec)
-	if err != nil {
-		return nil, err
-	}
-	return server.OpenDB(ctx, path, clock.Wall{})
-}
-
 // serveRun is `serve` once its flags are parsed.
 func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
-	host, _, err := net.SplitHostPort(opts.Addr)
-	if err != nil {
-		return usagef("--addr %q: want HOST:PORT", opts.Addr)
-	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !opts.TLS {
-		return usagef("--addr %s is reachable from other machines: add --tls, so that tokens are encrypted", opts.Addr)
+	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
+		return err
 	}
 	dir, err := f.dataDir()
 	if err != nil {
 		return err
 	}
-	dbs, err := replicatedDBs(opts)
+	dbs, err := server.ReplicatedDBs(opts.DB, opts.Replicate != "" || opts.RestoreFrom != "")
 	if err != nil {
 		return err
 	}
@@ -135,7 +89,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 			opts.Replicate = opts.RestoreFrom
 		}
 	}
-	db, err := f.serveDB(ctx, opts.DB)
+	db, err := server.OpenSpec(ctx, opts.DB, f.dataDir)
 	if err != nil {
 		return err
 	}
@@ -172,9 +126,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		// At the end the last changes go out; Litestream's own
 		// connections go with the process.
 		defer func() {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := rep.Flush(fctx); err != nil {
+			if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
 				fmt.Fprintf(f.io.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
 			}
 		}()
@@ -183,82 +135,38 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	srv := server.New(server.Config{
 		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
 		Version: Version, Log: f.log,
-		JobState: func(ctx context.Context, id string) (string, error) {
-			recs, err := f.jobRecords(ctx)
-			if err != nil {
-				return "", err
-			}
-			rec, err := recs.Load(ctx, id)
-			if errors.Is(err, job.ErrNotFound) {
-				return "", nil
-			}
-			if err != nil {
-				return "", err
-			}
-			return rec.State, nil
-		},
-		Dashboard: func(ctx context.Context, id string) (string, error) {
-			rec, err := loadJob(ctx, f, id)
-			if err != nil {
-				return "", err
-			}
-			if rec.Dashboard == "" {
-				return "", fmt.Errorf("job %s has no dashboard yet", id)
-			}
-			return rec.Dashboard, nil
-		},
+		JobState: f.jobAnswer((*job.Records).State), Dashboard: f.jobAnswer((*job.Records).Dashboard),
 	})
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
 	defer srv.Stop()
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	scheme := "http"
+	var cert func() (tls.Certificate, string, error)
 	if opts.TLS {
-		cert, fp, err := coord.SelfSigned(filepath.Join(dir, "serve-tls"))
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		scheme = "https"
-		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", fp, fp)
+		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
 	}
-	// Bundles may be large: a whole request may take 10 minutes to arrive.
-	hs := httpserver.New(srv.Handler(), httpserver.Timeouts{Read: 10 * time.Minute})
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	ln, scheme, pin, err := server.Listen(opts.Addr, cert)
+	if err != nil {
+		return err
+	}
+	if pin != "" {
+		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
+	}
 	fmt.Fprintf(f.io.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
 	fmt.Fprintf(f.io.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	hs.Shutdown(sctx)
-	return nil
+	return srv.ServeUntil(ctx, ln)
 }
 
-// replicatedDBs are the data dir's databases a replica keeps: the store,
-// the coordinators' database and, unless it lives in PostgreSQL or outside
-// the data dir, the server's own.
-func replicatedDBs(opts *serveOptions) ([]string, error) {
-	dbs := []string{"state.db", "coord.db"}
-	if opts.Replicate == "" && opts.RestoreFrom == "" {
-		return dbs, nil
+// jobAnswer answers the server about a job from the data dir's records,
+// opened at each question.
+func (f *factory) jobAnswer(ask func(*job.Records, context.Context, string) (string, error)) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, id string) (string, error) {
+		recs, err := f.jobRecords(ctx)
+		if err != nil {
+			return "", err
+		}
+		return ask(recs, ctx, id)
 	}
-	switch {
-	case opts.DB == "":
-		dbs = append(dbs, "serve.db")
-	case strings.HasPrefix(opts.DB, "sqlite:"):
-		return nil, usagef("--db %s with --replicate or --restore-from: the replica keeps the data dir's databases; leave --db out, or use PostgreSQL for the server's own", opts.DB)
-	}
-	return dbs, nil
 }
 
 // serveRunner runs one command for the server in this process, on the
@@ -279,15 +187,7 @@ func (f *factory) serveRunner(opts *serveOptions, dir string) server.Runner {
 	}
 	getenv := f.io.Getenv
 	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
-		args = slices.Clone(args)
-		if len(args) > 0 && args[0] == "up" {
-			if opts.AgentBin != "" {
-				args = append(args, "--agent-bin", opts.AgentBin)
-			}
-			if opts.CoordAddr != "" && !slices.Contains(args, "--resume") {
-				args = append(args, "--coord-addr", opts.CoordAddr)
-			}
-		}
+		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)
 		ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
 		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.durable)
 	}
@@ -305,7 +205,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 			if !server.ValidRole(role) {
 				return usagef("--role %q: use viewer or operator", role)
 			}
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}
@@ -327,7 +227,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 		Short: "Revoke NAME's token: it is refused from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}
@@ -345,7 +245,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 		Short: "List the tokens (names, roles, dates; never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}
@@ -380,7 +280,7 @@ func newServeAuditCmd(f *factory) *cobra.Command {
 		Short: "The server's audit log: who did what, allowed or refused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := f.serveDB(cmd.Context(), dbSpec)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
 			if err != nil {
 				return err
 			}

@@ -2,18 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -24,37 +17,8 @@ func newSimCmd(f *factory) *cobra.Command {
 	return cmd
 }
 
-type simServeOptions struct {
-	Addr string
-	// Clock is "scaled" (wall time × --time-scale) or "manual" (still
-	// until POST /sim/advance?d=DURATION moves it).
-	Clock  string
-	Seed   int64
-	Offers int
-	// Balance is the account's starting credit in dollars (0: sim's
-	// default, $1,000).
-	Balance float64
-	Speed   float64
-	Faults  string
-	State   string
-	APIKey  string
-	// Public allows a non-loopback --addr (with a non-default key).
-	Public bool
-	// Knobs override single shares of the fault profile; <0 means unset.
-	Stuck, BootFail, Offline, Slow, Rate429, Rate5xx, LostCreate   float64
-	SSHLate, SSHHang, SSHDrop, OnstartFail, DarkHang, Liars, Spoof float64
-	OddRows                                                        float64
-	// Cap answers every search with at most this many offers (0: no cap).
-	Cap                       int
-	AuthAs404, EndpointLimits bool
-	// NoHosts serves rows only: no machine behind the instances.
-	NoHosts bool
-	// Links paces each machine's SSH traffic at its offer's bandwidth.
-	Links bool
-}
-
-func newSimServeCmd(f *factory, runF func(context.Context, *simServeOptions) error) *cobra.Command {
-	opts := &simServeOptions{}
+func newSimServeCmd(f *factory, runF func(context.Context, *sim.ServeOptions) error) *cobra.Command {
+	opts := &sim.ServeOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the simulated marketplace over HTTP (the vast.ai API, on loopback)",
@@ -109,134 +73,8 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	return cmd
 }
 
-// checkServeExposure refuses what would open the simulator to strangers:
-// no key (auth cannot be turned off), or an address other machines reach
-// without --public and a key of the user's own (the default is published).
-func checkServeExposure(opts *simServeOptions) error {
-	if strings.TrimSpace(opts.APIKey) == "" {
-		return usagef("--api-key '': the simulator always checks a key; give one, or leave the flag out for the default")
-	}
-	host, _, err := net.SplitHostPort(opts.Addr)
-	if err != nil {
-		return usagef("--addr %q: want HOST:PORT (%v)", opts.Addr, err)
-	}
-	if loopbackHost(host) {
-		return nil
-	}
-	if !opts.Public {
-		return usagef("--addr %s listens beyond this machine: pass --public if other machines should reach it (and a key of your own with --api-key)", opts.Addr)
-	}
-	if opts.APIKey == simAPIKey {
-		return usagef("--public with the default API key: the default is published; choose your own with --api-key")
-	}
-	return nil
-}
-
-// loopbackHost reports whether host names this machine only: "localhost"
-// or a loopback IP. An empty host (":8765") is every interface.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// keyNote says which key the simulator accepts without printing it: a
-// banner lands in terminals, logs and screen shares.
-func keyNote(key string) string {
-	if key == simAPIKey {
-		return "the built-in default key"
-	}
-	return fmt.Sprintf("the key given with --api-key (%d characters)", len(key))
-}
-
-func simServeRun(ctx context.Context, f *factory, opts *simServeOptions) error {
-	if err := checkServeExposure(opts); err != nil {
-		return err
-	}
-	if opts.Speed <= 0 {
-		return usagef("--time-scale %v: must be positive", opts.Speed)
-	}
-	faults, err := sim.Profile(opts.Faults)
-	if err != nil {
-		return usagef("--faults: %v", err)
-	}
-	for _, k := range []struct {
-		name string
-		v    float64
-		dst  *float64
-	}{
-		{"--stuck", opts.Stuck, &faults.StuckLoading}, {"--boot-fail", opts.BootFail, &faults.BootFail},
-		{"--offline", opts.Offline, &faults.HostOffline}, {"--slow", opts.Slow, &faults.SlowBoot},
-		{"--rate-429", opts.Rate429, &faults.Rate429}, {"--rate-5xx", opts.Rate5xx, &faults.Rate5xx},
-		{"--lost-create", opts.LostCreate, &faults.LostCreate},
-		{"--ssh-late", opts.SSHLate, &faults.SSHLate}, {"--ssh-hang", opts.SSHHang, &faults.SSHHang},
-		{"--ssh-drop", opts.SSHDrop, &faults.SSHDrop}, {"--onstart-fail", opts.OnstartFail, &faults.OnstartFail},
-		{"--dark-hang", opts.DarkHang, &faults.DarkHang}, {"--spoof", opts.Spoof, &faults.Spoof},
-		{"--liars", opts.Liars, &faults.Liars},
-		{"--odd-rows", opts.OddRows, &faults.OddRows},
-	} {
-		if k.v == -1 {
-			continue
-		}
-		if k.v < 0 || k.v > 1 {
-			return usagef("%s %v: a share is between 0 and 1", k.name, k.v)
-		}
-		*k.dst = k.v
-	}
-	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
-	faults.EndpointLimits = faults.EndpointLimits || opts.EndpointLimits
-	cfg := sim.Config{Seed: opts.Seed, Offers: opts.Offers, Balance: opts.Balance, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: f.log, AnswerCap: opts.Cap, Links: opts.Links}
-	pace := fmt.Sprintf("%gx time", opts.Speed)
-	switch opts.Clock {
-	case "scaled":
-	case "manual":
-		if opts.State != "" {
-			return usagef("--clock manual with --state: a kept market's time runs on from where it was; leave out --state, or use --clock scaled")
-		}
-		cfg.Clock = clock.NewManual(time.Now().UTC().Truncate(time.Second))
-		pace = "manual time: POST /sim/advance?d=DURATION moves it"
-	default:
-		return usagef("--clock %q: use scaled or manual", opts.Clock)
-	}
-	if !opts.NoHosts {
-		// Instance directories live with the state, or for a memory-only
-		// market in a directory removed on exit.
-		if opts.State != "" {
-			cfg.HostDir = sim.HostsDir(opts.State)
-		} else {
-			tmp, err := os.MkdirTemp("", "vastfleet-sim-hosts-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			cfg.HostDir = tmp
-		}
-	}
-	var m *sim.Market
-	if opts.State != "" {
-		m, err = sim.Open(opts.State, cfg)
-	} else {
-		m, err = sim.New(cfg)
-	}
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", opts.Addr, err)
-	}
-	fmt.Fprintf(f.io.ErrOut, "simulated marketplace on http://%s (seed %d, faults %s, %s; it accepts %s)\n",
-		ln.Addr(), opts.Seed, opts.Faults, pace, keyNote(opts.APIKey))
-	if cfg.HostDir != "" {
-		fmt.Fprintf(f.io.ErrOut, "instances run in %s and answer SSH on 127.0.0.1\n", cfg.HostDir)
-	}
-	if err := m.ServeListener(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+func simServeRun(ctx context.Context, f *factory, opts *sim.ServeOptions) error {
+	return sim.ServeStandalone(ctx, opts, f.log, f.io.ErrOut)
 }
 
 // simResetOptions is what `sim reset` was asked: it takes no flags of its
@@ -264,11 +102,7 @@ func simResetRun(ctx context.Context, f *factory, _ *simResetOptions) error {
 	if err != nil {
 		return err
 	}
-	// The local market holds the state open: it saves and ends first.
-	if _, err := localmarket.Stop(ctx, filepath.Join(dir, "sim")); err != nil {
-		return err
-	}
-	if err := sim.Reset(filepath.Join(dir, "sim")); err != nil {
+	if err := localmarket.Reset(ctx, filepath.Join(dir, "sim")); err != nil {
 		return err
 	}
 	fmt.Fprintln(f.io.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")

@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,21 +18,6 @@ type simDepthOptions struct {
 	seeds []int64
 }
 
-// simDepthRow is one seed's sum over the top N, beside the published one.
-type simDepthRow struct {
-	Seed        int64   `json:"seed"`
-	N           int     `json:"n"`
-	VCPU        float64 `json:"vcpu"`
-	RAMGB       float64 `json:"ram_gb"`
-	DPH         float64 `json:"dph"`
-	PubVCPU     float64 `json:"published_vcpu"`
-	PubRAMGB    float64 `json:"published_ram_gb"`
-	PubDPH      float64 `json:"published_dph"`
-	VCPUDevPct  float64 `json:"vcpu_dev_pct"`
-	RAMGBDevPct float64 `json:"ram_gb_dev_pct"`
-	DPHDevPct   float64 `json:"dph_dev_pct"`
-}
-
 func newSimDepthCmd(f *factory, runF func(context.Context, *simDepthOptions) error) *cobra.Command {
 	opts := &simDepthOptions{}
 	cmd := &cobra.Command{
@@ -47,9 +30,9 @@ sums over the top 10, 30, 50, 100, 200 and 300 offers beside the published
 ones, with the deviation of each in percent.`,
 		Example: `  vastfleet sim depth --seeds 1-5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			seeds, err := parseSeeds(opts.Seeds)
-			if err != nil {
-				return err
+			seeds, ok := sim.ParseSeeds(opts.Seeds)
+			if !ok {
+				return usagef("--seeds %q: give a range like 1-5 or a list like 1,3,7", opts.Seeds)
 			}
 			opts.seeds = seeds
 			if runF != nil {
@@ -66,65 +49,24 @@ ones, with the deviation of each in percent.`,
 	return cmd
 }
 
-// parseSeeds reads "1-5" or "1,3,7".
-func parseSeeds(s string) ([]int64, error) {
-	bad := usagef("--seeds %q: give a range like 1-5 or a list like 1,3,7", s)
-	if lo, hi, ok := strings.Cut(s, "-"); ok {
-		a, err1 := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
-		b, err2 := strconv.ParseInt(strings.TrimSpace(hi), 10, 64)
-		if err1 != nil || err2 != nil || b < a || b-a >= 1000 {
-			return nil, bad
-		}
-		var out []int64
-		for x := a; x <= b; x++ {
-			out = append(out, x)
-		}
-		return out, nil
-	}
-	var out []int64
-	for _, p := range strings.Split(s, ",") {
-		x, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
-		if err != nil {
-			return nil, bad
-		}
-		out = append(out, x)
-	}
-	return out, nil
-}
-
 func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
-	var ns []int
-	for _, w := range sim.PublishedDepth {
-		ns = append(ns, w.N)
-	}
-	dev := func(got, want float64) float64 { return math.Round(1000*(got/want-1)) / 10 }
-	var rows []simDepthRow
-	for _, seed := range opts.seeds {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		for i, r := range sim.Depth(sim.GenerateOffers(seed, opts.Offers), ns...) {
-			w := sim.PublishedDepth[i]
-			rows = append(rows, simDepthRow{Seed: seed, N: r.N, VCPU: r.VCPU, RAMGB: math.Round(r.RAMGB), DPH: math.Round(r.DPH*1000) / 1000,
-				PubVCPU: w.VCPU, PubRAMGB: w.RAMGB, PubDPH: w.DPH,
-				VCPUDevPct: dev(r.VCPU, w.VCPU), RAMGBDevPct: dev(r.RAMGB, w.RAMGB), DPHDevPct: dev(r.DPH, w.DPH)})
-		}
+	rows, err := sim.CompareDepth(ctx, opts.seeds, opts.Offers)
+	if err != nil {
+		return err
 	}
 	if opts.JSON {
 		return writeJSONArray(opts.out(f.io.Out), rows)
 	}
 	t := newTable(f.io.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
-	worst := 0.0
 	for _, r := range rows {
 		t.row(strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.N),
 			fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.PubVCPU), fmt.Sprintf("%+.0f%%", r.VCPUDevPct),
 			fmt.Sprintf("%.0f", r.RAMGB), fmt.Sprintf("%.0f", r.PubRAMGB), fmt.Sprintf("%+.0f%%", r.RAMGBDevPct),
 			fmt.Sprintf("%.2f", r.DPH), fmt.Sprintf("%.2f", r.PubDPH), fmt.Sprintf("%+.0f%%", r.DPHDevPct))
-		worst = math.Max(worst, math.Max(math.Abs(r.VCPUDevPct), math.Max(math.Abs(r.RAMGBDevPct), math.Abs(r.DPHDevPct))))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "largest deviation from the published table: %.1f%%\n", worst)
+	fmt.Fprintf(f.io.ErrOut, "largest deviation from the published table: %.1f%%\n", sim.WorstDeviation(rows))
 	return nil
 }

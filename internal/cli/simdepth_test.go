@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 // sim depth prints each seed's depth beside the published table, as the
@@ -13,7 +15,7 @@ func TestSimDepth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.ok("sim", "depth", "--seeds", "1-2", "--json")
-	var rows []simDepthRow
+	var rows []sim.DepthComparison
 	if err := json.Unmarshal([]byte(r.out), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, r.out)
 	}

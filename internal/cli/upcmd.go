@@ -185,7 +185,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, pa
 
 // upDeps builds the job's dependencies: the launch spec with the agent,
 // the market's lifecycle manager (reconciled), the nodes, the records.
-func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
+func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
 	lo := &launchOptions{
 		Count: jf.Count, MinReady: jf.MinReady, Deadline: cmp.Or(jf.Deadline, 10*time.Minute), Park: jf.Park, Backfill: true,
 		MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
@@ -201,7 +201,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 	maps.Copy(spec.Create.Env, job.NodeEnv(jf))
 	wd := f.workdirOnNode()
 	spec.Sessions = job.Sessions(jf, wd)
-	if err := c.DB.SetValidation(ctx, id, coordValidation(jf.Validate)); err != nil {
+	if err := c.DB.SetValidation(ctx, id, job.CoordValidation(jf.Validate)); err != nil {
 		return nil, job.Options{}, err
 	}
 	if err := f.withAgent(ctx, &spec, lo); err != nil {
@@ -229,7 +229,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *runningCoord, j
 		return nil, job.Options{}, err
 	}
 	o := job.Options{Job: jf, File: path, ID: id, ResultsDir: opts.ResultsDir, Resumed: opts.resumed,
-		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: scanWorkdir, CoordAddr: job.AdvertisedAddr(opts.CoordAddr, c.addr.String())}
+		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: scanWorkdir, CoordAddr: job.AdvertisedAddr(opts.CoordAddr, c.Addr.String())}
 	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: c.Srv, Results: c.DB,
 		Nodes: &jobNodes{f: f, p: m.P}, Records: recs, Poll: opts.poll, WorkdirOnNode: wd,
 		Launcher: &jobLauncher{f: f, m: m, spec: spec, jf: jf, id: id},

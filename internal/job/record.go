@@ -153,3 +153,28 @@ func (r *Records) List(ctx context.Context) ([]*Record, error) {
 	}
 	return out, nil
 }
+
+// State is the job's state, "" for a job with no record (the server asks
+// of jobs it queued before they start).
+func (r *Records) State(ctx context.Context, id string) (string, error) {
+	rec, err := r.Load(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return rec.State, nil
+}
+
+// Dashboard is the job's live dashboard link; an error until it has one.
+func (r *Records) Dashboard(ctx context.Context, id string) (string, error) {
+	rec, err := r.Load(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if rec.Dashboard == "" {
+		return "", fmt.Errorf("job %s has no dashboard yet", id)
+	}
+	return rec.Dashboard, nil
+}

@@ -365,3 +365,25 @@ func (r *runner) stage(n *node) string {
 	}
 	return StageProbe
 }
+
+// SimulatedChecks are the gates' waits on a simulated market whose clock
+// runs scale market seconds a wall second (virtual: it moves only while
+// vastfleet waits). The gates wait in market time, but a handshake, an
+// agent's download and its probe take wall time: on a fast simulated
+// clock they get at least a wall minute and three. The simulated
+// machines' agents run in wall time: a virtual market would otherwise
+// pass its deadline while they boot. Half a minute of wall time is what
+// ten agents on two busy cores took to download, probe and report, with
+// room to spare. A market on a scaled wall clock (`sim serve`, another
+// process's) moves anyway: waiting there only blinds the launch, so it
+// looks once a tick.
+func SimulatedChecks(scale float64, virtual bool) Checks {
+	c := Checks{
+		UsableFor: max(DefaultUsableFor, time.Duration(scale*float64(time.Minute))),
+		ProbeWait: max(DefaultProbeWait, time.Duration(scale*float64(3*time.Minute))),
+	}
+	if virtual {
+		c.AgentWait = 30 * time.Second
+	}
+	return c
+}

@@ -425,3 +425,11 @@ func writeFiles(ctx context.Context, dir string) error {
 	}
 	return rows.Err()
 }
+
+// FlushWithin is Flush bounded by d, even once ctx is done: what a
+// process ending runs last.
+func (r *Replicator) FlushWithin(ctx context.Context, d time.Duration) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	return r.Flush(fctx)
+}

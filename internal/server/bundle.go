@@ -14,8 +14,11 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/itemspec"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // A submitted job travels as a bundle: a gzip'd tar holding the task file
@@ -195,4 +198,26 @@ func TaskBundle(path string, files func(dir string) ([]string, error)) (name str
 		spec.Items = p
 	}
 	return jf.Name, spec, nil
+}
+
+// PackTask packs what the task file at path sends to a server
+// (TaskBundle), its workdir's files as a sync with rules would send them;
+// it returns the task's name and how many workdir files it holds. A task
+// file that cannot be read or bundled is the user's error.
+func PackTask(w io.Writer, path string, rules []ignore.Rule) (name string, nfiles int, err error) {
+	name, spec, err := TaskBundle(path, func(dir string) ([]string, error) {
+		files, err := remote.ScanTree(dir, rules, nil)
+		rels := make([]string, len(files))
+		for i, tf := range files {
+			rels[i] = tf.Rel
+		}
+		return rels, err
+	})
+	if err != nil {
+		return "", 0, usage.Error{Err: err}
+	}
+	if err := Pack(w, spec); err != nil {
+		return "", 0, err
+	}
+	return name, len(spec.Files), nil
 }

@@ -152,3 +152,16 @@ func mustAffect(res sql.Result, what string) error {
 	}
 	return nil
 }
+
+// FleetNames are the names of the fleets, in ListFleets' order.
+func (s *Store) FleetNames(ctx context.Context) ([]string, error) {
+	all, err := s.ListFleets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(all))
+	for i, fl := range all {
+		names[i] = fl.Name
+	}
+	return names, nil
+}

@@ -1,9 +1,10 @@
-package cli
+package nodes
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
-	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -21,17 +21,18 @@ import (
 // came up or went away, to open or close their tunnels.
 const tunnelSyncEvery = 2 * time.Second
 
-// tunnelKeeper keeps one reverse tunnel per running instance of the
-// store's fleets: the node's 127.0.0.1:TunnelPort(base, id) is carried
-// over vastfleet's SSH connection to the coordinator on this machine.
-type tunnelKeeper struct {
-	f      *factory
-	p      provider.Provider
-	ops    *nodes.Ops
-	base   int
-	local  string   // the coordinator's address on this machine
-	fleets []string // empty: every fleet
-	runs   map[int64]*tunnelRun
+// Tunnels keeps one reverse tunnel per running instance of the store's
+// fleets: the node's 127.0.0.1:TunnelPort(Base, id) is carried over
+// vastfleet's SSH connection to the coordinator on this machine.
+type Tunnels struct {
+	Store    func(context.Context) (*store.Store, error)
+	Provider provider.Provider
+	Ops      *Ops
+	Log      *slog.Logger
+	Base     int
+	Local    string   // the coordinator's address on this machine
+	Fleets   []string // empty: every fleet
+	runs     map[int64]*tunnelRun
 }
 
 type tunnelRun struct {
@@ -40,17 +41,9 @@ type tunnelRun struct {
 	attached bool // the fleet key was attached after a refusal
 }
 
-// keepTunnels runs until ctx ends.
-func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleets []string) error {
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return err
-	}
-	ops, err := f.nodeOps(p, 64)
-	if err != nil {
-		return err
-	}
-	k := &tunnelKeeper{f: f, p: p, ops: ops, base: base, local: local, fleets: fleets, runs: map[int64]*tunnelRun{}}
+// Keep keeps the tunnels until ctx ends.
+func (k *Tunnels) Keep(ctx context.Context) error {
+	k.runs = map[int64]*tunnelRun{}
 	defer func() {
 		for _, r := range k.runs {
 			r.cancel()
@@ -60,7 +53,7 @@ func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleet
 	defer t.Stop()
 	for {
 		if err := k.sync(ctx); err != nil && ctx.Err() == nil {
-			f.log.Warn("tunnels: listing instances", "err", err)
+			k.Log.Warn("tunnels: listing instances", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -72,8 +65,8 @@ func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleet
 
 // sync opens a tunnel to each running instance that has none and closes
 // those of instances gone, stopped or moved.
-func (k *tunnelKeeper) sync(ctx context.Context) error {
-	st, err := k.f.Store(ctx, false, "")
+func (k *Tunnels) sync(ctx context.Context) error {
+	st, err := k.Store(ctx)
 	if err != nil {
 		return err
 	}
@@ -81,7 +74,7 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	listing, err := k.p.ListInstances(ctx)
+	listing, err := k.Provider.ListInstances(ctx)
 	if err != nil {
 		return err
 	}
@@ -89,13 +82,13 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 	for _, in := range listing.Instances {
 		listed[in.ID] = in
 	}
-	known, err := k.ops.Key().HostKeys()
+	known, err := k.Ops.Key().HostKeys()
 	if err != nil {
 		return err
 	}
-	want := map[int64]nodes.Node{}
+	want := map[int64]Node{}
 	for _, r := range recs {
-		if !r.GoneAt.IsZero() || (len(k.fleets) > 0 && !slices.Contains(k.fleets, r.Fleet)) {
+		if !r.GoneAt.IsZero() || (len(k.Fleets) > 0 && !slices.Contains(k.Fleets, r.Fleet)) {
 			continue
 		}
 		in, ok := listed[r.ID]
@@ -106,7 +99,7 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		want[r.ID] = nodes.Node{Name: fmt.Sprintf("%s tunnel", r.Fleet), ID: r.ID, Host: host, Port: port}
+		want[r.ID] = Node{Name: fmt.Sprintf("%s tunnel", r.Fleet), ID: r.ID, Host: host, Port: port}
 	}
 	for id, run := range k.runs {
 		if n, ok := want[id]; !ok || run.addr != net.JoinHostPort(n.Host, fmt.Sprint(n.Port)) {
@@ -122,19 +115,19 @@ func (k *tunnelKeeper) sync(ctx context.Context) error {
 	return nil
 }
 
-func (k *tunnelKeeper) start(ctx context.Context, n nodes.Node, known map[string]ssh.PublicKey) {
+func (k *Tunnels) start(ctx context.Context, n Node, known map[string]ssh.PublicKey) {
 	rctx, cancel := context.WithCancel(ctx)
 	run := &tunnelRun{addr: net.JoinHostPort(n.Host, fmt.Sprint(n.Port)), cancel: cancel}
 	k.runs[n.ID] = run
-	nodeAddr := net.JoinHostPort("127.0.0.1", fmt.Sprint(bootstrap.TunnelPort(k.base, n.ID)))
-	log := k.f.log.With("instance", n.ID, "node_addr", nodeAddr)
-	km, canAttach := k.p.(provider.KeyManager)
-	go k.ops.Pool().KeepForward(rctx, remote.Tunnel{
-		Target:     k.ops.Target(n, known),
+	nodeAddr := net.JoinHostPort("127.0.0.1", fmt.Sprint(bootstrap.TunnelPort(k.Base, n.ID)))
+	log := k.Log.With("instance", n.ID, "node_addr", nodeAddr)
+	km, canAttach := k.Provider.(provider.KeyManager)
+	go k.Ops.Pool().KeepForward(rctx, remote.Tunnel{
+		Target:     k.Ops.Target(n, known),
 		RemoteAddr: nodeAddr,
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "tcp", k.local)
+			return d.DialContext(ctx, "tcp", k.Local)
 		},
 		OnUp: func(net.Addr) { log.Info("tunnel up: the agent reaches the coordinator") },
 		OnDown: func(err error) {
@@ -142,7 +135,7 @@ func (k *tunnelKeeper) start(ctx context.Context, n nodes.Node, known map[string
 			// The fleet key is attached on first need, as exec does.
 			if errors.Is(err, remote.ErrAuth) && canAttach && !run.attached {
 				run.attached = true
-				if aerr := km.AttachSSHKey(rctx, n.ID, k.ops.Key().Authorized); aerr != nil {
+				if aerr := km.AttachSSHKey(rctx, n.ID, k.Ops.Key().Authorized); aerr != nil {
 					log.Warn("tunnel: attaching the fleet key", "err", aerr)
 				}
 			}
@@ -151,9 +144,9 @@ func (k *tunnelKeeper) start(ctx context.Context, n nodes.Node, known map[string
 	})
 }
 
-// loopbackOf is the address to dial for a listener's address: an
+// LoopbackOf is the address to dial for a listener's address: an
 // unspecified host (0.0.0.0, ::) is reached on loopback.
-func loopbackOf(a net.Addr) string {
+func LoopbackOf(a net.Addr) string {
 	tcp, ok := a.(*net.TCPAddr)
 	if !ok {
 		return a.String()

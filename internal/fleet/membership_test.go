@@ -1,8 +1,9 @@
-package cli
+package fleet
 
 import (
 	"context"
-	"io"
+	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,22 +37,21 @@ func (p *slowListing) ShowInstance(_ context.Context, id int64) (provider.Instan
 // on the listing held 20,000 connections at 1,000 nodes.
 func TestEnrollmentCheckDoesNotWaitForTheListing(t *testing.T) {
 	t.Parallel()
-	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(string) string { return "" }})
-	f.opts.DataDir = t.TempDir()
 	p := &slowListing{}
-	f.provider = p
 	ctx := t.Context()
-	st, err := f.Store(ctx, true, "test")
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
 	now := time.Now()
 	for id := int64(1); id <= 20; id++ {
 		if err := st.UpsertInstance(ctx, store.Instance{ID: id, Fleet: "big", State: provider.StateRunning}, now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m := fleetMembership{f}
+	m := &Membership{Store: func(context.Context) (*store.Store, error) { return st, nil },
+		Provider: func(context.Context) (provider.Provider, error) { return p, nil }, Log: slog.New(slog.DiscardHandler)}
 	for id := int64(1); id <= 20; id++ {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		in, ok, err := m.Instance(cctx, "big", id)
