@@ -93,7 +93,7 @@ func mainWith(ctx context.Context, ios *IOStreams, args []string, durable func(c
 	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
 	var ue usageError
 	switch {
-	case errors.As(err, &ue), errors.Is(err, job.ErrUsage), errors.As(err, new(usage.Error)):
+	case errors.As(err, &ue), errors.As(err, new(usage.Error)):
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4

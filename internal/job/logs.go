@@ -2,7 +2,6 @@ package job
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -10,16 +9,8 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
-
-// ErrUsage marks a request that is the user's mistake (a node the job
-// does not have).
-var ErrUsage = errors.New("usage")
-
-type usageErr struct{ error }
-
-func (e usageErr) Unwrap() error      { return e.error }
-func (usageErr) Is(target error) bool { return target == ErrUsage }
 
 // NodeLog is one node's logs.
 type NodeLog struct {
@@ -95,7 +86,7 @@ func logNodes(ctx context.Context, d *Deps, rec *Record, sel string) (every, pic
 			return ids, []int64{id}, nil
 		}
 	}
-	return nil, nil, usageErr{fmt.Errorf("--node %q: job %s has nodes 0..%d (rank, node-RANK or instance id)", sel, rec.ID, len(ids)-1)}
+	return nil, nil, usage.Error{Err: fmt.Errorf("--node %q: job %s has nodes 0..%d (rank, node-RANK or instance id)", sel, rec.ID, len(ids)-1)}
 }
 
 // sessionLogs reads the agent's session logs of the nodes the marketplace

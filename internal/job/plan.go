@@ -11,6 +11,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // PickOption is the index of the planner's option labelled want
@@ -74,7 +75,7 @@ type Planner struct {
 func PlanOffers(ctx context.Context, jf *jobfile.Job, p Planner) ([]market.Ranked, Estimate, *launch.Accepted, error) {
 	req, err := plan.Requirements(*jf.Task)
 	if err != nil {
-		return nil, Estimate{}, nil, usageErr{err}
+		return nil, Estimate{}, nil, usage.Error{Err: err}
 	}
 	offers, err := p.Search(ctx, req)
 	if err != nil {
@@ -86,7 +87,7 @@ func PlanOffers(ctx context.Context, jf *jobfile.Job, p Planner) ([]market.Ranke
 	}
 	p.Show(req, res)
 	if res.OverBudget {
-		return nil, Estimate{}, nil, usageErr{fmt.Errorf("every option costs more than max_budget $%.2f: nothing rented (raise it, shorten the task or quantize)", jf.Task.MaxBudget)}
+		return nil, Estimate{}, nil, usage.Error{Err: fmt.Errorf("every option costs more than max_budget $%.2f: nothing rented (raise it, shorten the task or quantize)", jf.Task.MaxBudget)}
 	}
 	pick := PickOption(res.Options, jf.Option)
 	if jf.Option == "" && p.Ask != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // CheckChoice checks a Ctrl+C choice given ahead ("" asks then).
@@ -16,7 +17,7 @@ func CheckChoice(choice string) error {
 	case "", Keep, Collect, Destroy:
 		return nil
 	}
-	return usageErr{fmt.Errorf("--on-interrupt %q: use keep, collect or destroy", choice)}
+	return usage.Error{Err: fmt.Errorf("--on-interrupt %q: use keep, collect or destroy", choice)}
 }
 
 // CheckCoordAddr checks where the job's coordinator is to listen, and
@@ -24,11 +25,11 @@ func CheckChoice(choice string) error {
 func CheckCoordAddr(addr string, vast bool) (loopback bool, err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, usageErr{fmt.Errorf("--coord-addr %q: want HOST:PORT", addr)}
+		return false, usage.Error{Err: fmt.Errorf("--coord-addr %q: want HOST:PORT", addr)}
 	}
 	loopback = host == "localhost" || net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback()
 	if vast && loopback {
-		return false, usageErr{fmt.Errorf("instances on vast.ai cannot reach a coordinator on %s: run up on a machine with a public address and pass --coord-addr 0.0.0.0:8470", addr)}
+		return false, usage.Error{Err: fmt.Errorf("instances on vast.ai cannot reach a coordinator on %s: run up on a machine with a public address and pass --coord-addr 0.0.0.0:8470", addr)}
 	}
 	return loopback, nil
 }
@@ -113,7 +114,7 @@ func DepthQuery(jf *jobfile.Job) string {
 // has nothing left to run.
 func CheckResumable(rec *Record) error {
 	if rec.State == StateDone {
-		return usageErr{fmt.Errorf("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)}
+		return usage.Error{Err: fmt.Errorf("job %s is done (`vastfleet status %s`; its report: `vastfleet down %s`)", rec.ID, rec.ID, rec.ID)}
 	}
 	return nil
 }

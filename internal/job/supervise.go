@@ -13,6 +13,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/filelock"
 	"github.com/vastfleet/vastfleet/internal/procgroup"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // A job's up process holds jobs/<job>/up.lock (flock) for as long as it
@@ -44,7 +45,7 @@ func LockRun(jobsDir, id string) (release func(), err error) {
 	}
 	fh, err := filelock.Acquire(filepath.Join(d, upLockFile))
 	if errors.Is(err, filelock.ErrBusy) {
-		return nil, usageErr{fmt.Errorf("job %s: another `vastfleet up` runs it (stop it with `vastfleet down %s`)", id, id)}
+		return nil, usage.Error{Err: fmt.Errorf("job %s: another `vastfleet up` runs it (stop it with `vastfleet down %s`)", id, id)}
 	}
 	if err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func Select(ctx context.Context, recs *Records, id string) ([]*Record, error) {
 	}
 	rec, err := recs.Load(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return nil, usageErr{err}
+		return nil, usage.Error{Err: err}
 	}
 	if err != nil {
 		return nil, err
