@@ -14,9 +14,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
@@ -34,7 +36,17 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{t: t, home: t.TempDir(), speed: "3000"}
+	e := &env{t: t, home: t.TempDir(), speed: "3000"}
+	// The local market outlives the commands: it saves and ends before
+	// the data dir is removed, not while it is.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := localmarket.Stop(ctx, filepath.Join(e.home, "sim")); err != nil {
+			t.Logf("stopping the local market: %v", err)
+		}
+	})
+	return e
 }
 
 type result struct {
