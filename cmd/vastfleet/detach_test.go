@@ -41,6 +41,7 @@ func TestUpDetachThenStatusLogsDown(t *testing.T) {
 	}
 	bin := binary(t)
 	dir := t.TempDir()
+	stopMarketAtCleanup(t, filepath.Join(dir, "data"))
 	file := filepath.Join(dir, "job.yaml")
 	// The run outlasts the test's checks; down ends it.
 	os.WriteFile(file, []byte(`name: bg

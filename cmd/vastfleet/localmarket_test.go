@@ -25,6 +25,7 @@ func TestLocalMarketOutlivesItsCommands(t *testing.T) {
 	bin := binary(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
+	stopMarketAtCleanup(t, data)
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"--data-dir", data, "--sim-faults", "none"}, args...)...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/vastfleet/vastfleet/internal/cli"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 )
 
 // built is this command, linked once per test binary: the tests run in
@@ -85,7 +87,7 @@ func binary(t *testing.T) string {
 func TestClosedPipeEndsQuietly(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-faults", "none", "search", "-n", "--all", "--json", "rentable=True")
+	cmd := exec.Command(bin, "--data-dir", dataDir(t), "--sim-faults", "none", "search", "-n", "--all", "--json", "rentable=True")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestClosedPipeEndsQuietly(t *testing.T) {
 func TestHangupStopsALaunchCleanly(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	dir := t.TempDir()
+	dir := dataDir(t)
 	cmd := exec.Command(bin, "--data-dir", dir, "--sim-faults", "none", "--sim-speed", "30",
 		"launch", "--count", "5", "--deadline", "30m", "--park", "--fleet", "hup", "--image", "ubuntu:22.04",
 		"-n", "rentable=True num_gpus=1 dph_total<1")
@@ -148,4 +150,25 @@ func TestHangupStopsALaunchCleanly(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dataDir is a data dir for one test, whose local market is stopped
+// (and saves) before the dir is removed rather than while it is.
+func dataDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	stopMarketAtCleanup(t, d)
+	return d
+}
+
+// stopMarketAtCleanup stops data's local market when the test ends,
+// before the temporary dirs made earlier are removed.
+func stopMarketAtCleanup(t *testing.T, data string) {
+	t.Cleanup(func() { stopMarket(data) })
+}
+
+func stopMarket(data string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	localmarket.Stop(ctx, filepath.Join(data, "sim"))
 }

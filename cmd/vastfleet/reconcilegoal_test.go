@@ -37,6 +37,7 @@ func TestDemoCostMatchesTheBill(t *testing.T) {
 	}
 	bin := binary(t)
 	data := filepath.Join(t.TempDir(), "demo")
+	stopMarketAtCleanup(t, data)
 	cmd := exec.Command(bin, "--data-dir", data, "demo", "--seconds", "2", "--json")
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
@@ -193,6 +194,7 @@ func TestUserLaunchCostMatchesTheBill(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				dir := filepath.Join(t.TempDir(), "data")
+				stopMarketAtCleanup(t, dir)
 				run := func(args ...string) []byte {
 					t.Helper()
 					out, err := exec.Command(bin, append([]string{"--data-dir", dir, "--sim-seed", seed}, args...)...).Output()

@@ -68,6 +68,7 @@ func TestUpKill9ThenResume(t *testing.T) {
 		t.Run(fmt.Sprintf("mid-%s-%d", at, i/2), func(t *testing.T) {
 			dir := t.TempDir()
 			data := filepath.Join(dir, "data")
+			stopMarketAtCleanup(t, data)
 			file := filepath.Join(dir, "job.yaml")
 			os.WriteFile(file, []byte(`name: k9
 query: "rentable=True num_gpus=1 dph_total<1"
@@ -188,6 +189,7 @@ func TestUpKill9ThenDown(t *testing.T) {
 	bin := binary(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
+	stopMarketAtCleanup(t, data)
 	file := filepath.Join(dir, "job.yaml")
 	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
 	// An item takes two seconds of this machine's time and reports a

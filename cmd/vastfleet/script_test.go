@@ -37,6 +37,7 @@ func TestScripts(t *testing.T) {
 		Dir: filepath.Join("testdata", "script"),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("VASTFLEET_HOME", filepath.Join(env.WorkDir, "home"))
+			env.Defer(func() { stopMarket(filepath.Join(env.WorkDir, "home")) })
 			// The agent the simulated nodes run, linked once per test
 			// binary (a job's onstart downloads it from the coordinator).
 			agent, err := agentBuilt()

@@ -21,7 +21,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 func TestLaunchOnATerminalShowsABarWithTheLogAbove(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-faults", "none",
+	cmd := exec.Command(bin, "--data-dir", dataDir(t), "--sim-faults", "none",
 		"launch", "--by", "vcpu", "--count", "5", "--deadline", "10m", "--park")
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 200})
 	if err != nil {

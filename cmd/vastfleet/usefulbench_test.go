@@ -34,7 +34,7 @@ func (l launchFigures) perVCPUHour() float64 {
 
 func runLaunch(t *testing.T, bin string, seed, count int, by string) launchFigures {
 	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-seed", strconv.Itoa(seed),
+	cmd := exec.Command(bin, "--data-dir", dataDir(t), "--sim-seed", strconv.Itoa(seed),
 		"launch", "--by", by, "--count", strconv.Itoa(count), "--deadline", "10m", "--park", "--json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

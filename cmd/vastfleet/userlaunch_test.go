@@ -38,7 +38,7 @@ func TestUserLaunchCommand(t *testing.T) {
 	bin := binary(t)
 	for _, seed := range seeds {
 		seedArg := strconv.Itoa(seed)
-		cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--sim-seed", seedArg,
+		cmd := exec.Command(bin, "--data-dir", dataDir(t), "--sim-seed", seedArg,
 			"launch", "--by", "vcpu", "--count", "300", "--deadline", "10m", "--park", "--json")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
