@@ -25,13 +25,17 @@ import (
 
 // cliInstance rents one instance that runs an onstart, on a market with
 // hosts, and returns its id once its onstart has printed.
-func cliInstance(t *testing.T, h *harness) int64 {
+func cliInstance(t *testing.T, h *harness) int64 { return cliInstanceAt(t, h, 0) }
+
+// cliInstanceAt is cliInstance on the n-th cheapest offer, for tests that
+// need several instances.
+func cliInstanceAt(t *testing.T, h *harness, n int) int64 {
 	t.Helper()
-	offers := h.search(`{"limit": 1, "rentable": {"eq": true}, "order": [["dph_total", "asc"]]}`)
+	offers := h.search(fmt.Sprintf(`{"limit": %d, "rentable": {"eq": true}, "order": [["dph_total", "asc"]]}`, n+1))
 	var out struct {
 		NewContract int64 `json:"new_contract"`
 	}
-	if st, _, b := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", offers[0].ID), map[string]any{
+	if st, _, b := h.do("PUT", fmt.Sprintf("/api/v0/asks/%d/", offers[n].ID), map[string]any{
 		"client_id": "me", "image": "ubuntu:22.04", "disk": 10, "runtype": "ssh_direc ssh_proxy",
 		"onstart": "touch hasbooted; echo onstart says hello $CONTAINER_ID"}, &out); st != 200 {
 		t.Fatalf("create: %d %s", st, b)
