@@ -78,6 +78,7 @@ func (m *Market) Handler() http.Handler {
 	api("DELETE /api/v0/commands/copy_direct/{$}", m.hCancelCopy)
 	api("GET /api/v0/charges/{$}", m.hCharges)
 	api("GET /api/v1/invoices/{$}", m.hInvoicesV1)
+	api("GET /api/v0/invoices", m.hSearchInvoices)
 	api("GET /api/v0/users/me/invoices", m.hUserInvoices)
 	api("GET /api/v0/users/me/invoices/{$}", m.hUserInvoices)
 	open("GET /api/v0/gpu_names/unique/{$}", m.hGPUNames)
@@ -850,6 +851,10 @@ const simUserID = 4242
 func (m *Market) hUser(r *http.Request, _ []byte, _ time.Time) reply {
 	b := m.st.Balance
 	return jsonReply(200, map[string]any{
+		// vast includes the key (the CLI pops it before printing): here the
+		// one the request came with, which the caller holds already, so a
+		// scoped key never learns the account's main key.
+		"api_key": requestKey(r),
 		"id": simUserID, "username": "sim", "fullname": "Simulated User", "email": "sim@example.invalid",
 		"balance": b, "credit": b, "has_billing": true, "can_pay": true, "email_verified": true,
 		"balance_threshold": 0, "balance_threshold_enabled": false, "ssh_key": "",
