@@ -51,7 +51,8 @@ func (mc *machine) rsyncd(s gliderssh.Session) {
 	}
 	cmd := exec.Command(rsync, "--server", "--daemon", "--config="+conf, ".")
 	cmd.Dir = filepath.Dir(mc.dir)
-	cmd.Env = mc.sessionEnv
+	// The marker, as every process of the machine has: a stop finds it.
+	cmd.Env = append(append([]string{}, mc.sessionEnv...), mc.marker)
 	cmd.Stdout, cmd.Stderr = s, s.Stderr()
 	procgroup.Own(cmd)
 	// Our own stdin copier, as in session: exec's would keep Wait blocked

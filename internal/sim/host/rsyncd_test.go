@@ -93,6 +93,25 @@ func TestRsyncDaemonOverSSH(t *testing.T) {
 			return nil
 		})
 	}
+	// Through a symlink the instance made to the machine's files, down
+	// and up: rsync 3.2 resolves daemon paths beneath the module (EXDEV).
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("machine only"), 0o600)
+	os.Symlink(outside, filepath.Join(dir, "evil"))
+	got := t.TempDir()
+	rsync(remote("33", "/root/evil/secret"), got)
+	rsync(remote("33", "/root/evil/"), got)
+	filepath.Walk(got, func(p string, _ os.FileInfo, _ error) error {
+		if filepath.Base(p) == "secret" {
+			t.Errorf("a symlink in the instance led a download out: %s", p)
+		}
+		return nil
+	})
+	rsync(filepath.Join(local, "data"), remote("33", "/root/evil/"))
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Errorf("a symlink in the instance led an upload out: %v", entries)
+	}
+
 	// Another instance's module is not served by this machine.
 	if out, err := rsync(filepath.Join(local, "data"), remote("34", "/workspace/")); err == nil {
 		t.Errorf("module 34 accepted on instance 33's machine: %s", out)
