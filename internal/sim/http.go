@@ -73,8 +73,16 @@ func (m *Market) Handler() http.Handler {
 	api("GET /api/v0/instances/{id}/ssh/{$}", m.hInstanceKeys)
 	api("DELETE /api/v0/instances/{id}/ssh/{key}/{$}", m.hDetachKey)
 	api("GET /api/v0/users/current", m.hUser)
+	api("GET /api/v0/auth/apikeys/{$}", m.hListAPIKeys)
+	api("POST /api/v0/auth/apikeys/{$}", m.hCreateAPIKey)
+	api("GET /api/v0/auth/apikeys/{id}/{$}", m.hShowAPIKey)
+	api("DELETE /api/v0/auth/apikeys/{id}/{$}", m.hDeleteAPIKey)
+	api("PUT /api/v0/commands/rsync/{$}", m.hCopy)
+	api("PUT /api/v0/commands/copy_direct/{$}", m.hCopy)
+	api("DELETE /api/v0/commands/copy_direct/{$}", m.hCancelCopy)
 	api("GET /api/v0/charges/{$}", m.hCharges)
 	api("GET /api/v1/invoices/{$}", m.hInvoicesV1)
+	api("GET /api/v0/invoices", m.hSearchInvoices)
 	api("GET /api/v0/users/me/invoices", m.hUserInvoices)
 	api("GET /api/v0/users/me/invoices/{$}", m.hUserInvoices)
 	open("GET /api/v0/gpu_names/unique/{$}", m.hGPUNames)
@@ -220,6 +228,9 @@ func (m *Market) authorize(r *http.Request, body []byte) (reply, bool) {
 		}
 		return jsonReply(http.StatusForbidden, map[string]any{"success": false, "error": "not_authorized",
 			"msg": fmt.Sprintf("This is instance %d's own key: it may only show, start, stop and destroy that instance.", owner)}), false
+	}
+	if k := m.apiKey(key); k != nil {
+		return k.authorize(r)
 	}
 	if m.cfg.APIKey != "" && key != m.cfg.APIKey {
 		status := http.StatusUnauthorized
@@ -850,6 +861,10 @@ func (m *Market) hUser(r *http.Request, _ []byte, _ time.Time) reply {
 		"id": simUserID, "username": "sim", "fullname": "Simulated User", "email": "sim@example.invalid",
 		"balance": b, "credit": b, "has_billing": true, "can_pay": true, "email_verified": true,
 		"balance_threshold": 0, "balance_threshold_enabled": false, "ssh_key": "",
+		// vast includes the key (the CLI pops it before printing): here the
+		// one the request came with, which the caller holds already, so a
+		// scoped key never learns the account's main key.
+		"api_key": requestKey(r),
 	})
 }
 

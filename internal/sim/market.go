@@ -291,6 +291,9 @@ type state struct {
 	Creates   map[int64]int     `json:"creates_per_offer"`
 	SSHKeys   []sshKey          `json:"ssh_keys,omitempty"`
 	NextKeyID int64             `json:"next_key_id,omitempty"`
+	// APIKeys are the account's extra API keys (apikeys.go).
+	APIKeys      []apiKey `json:"api_keys,omitempty"`
+	NextAPIKeyID int64    `json:"next_api_key_id,omitempty"`
 	// Gen counts the market's snapshots; its journal names the one it
 	// follows (journal.go).
 	Gen int64 `json:"gen,omitempty"`

@@ -108,6 +108,10 @@ var signals = map[gliderssh.Signal]syscall.Signal{
 // output goes to the client only: the container log holds the image's
 // and onstart's output, not what SSH sessions print.
 func (mc *machine) session(s gliderssh.Session) {
+	if s.User() == CopyUser {
+		mc.rsyncd(s)
+		return
+	}
 	raw := s.RawCommand()
 	var forcedEnv []string
 	if fk, ok := forcedCommand(s.Context()); ok {
