@@ -40,7 +40,9 @@ func newBenchOffersCmd(f *factory, runF func(context.Context, *benchOffersOption
 		Short: "Rank machine types by your own benchmark: measured units per dollar",
 		Long: `Rent one instance of each of the --top machine types (GPU model and CPU model)
 that the query ranks best (--by vcpu unless --by or --score says otherwise),
-run CMD with sh on each over SSH, and rank them by measured units per dollar:
+(an offer taken before the create is replaced by its type's next, up to 3
+tries), wait until each accepts SSH (at most 2 minutes after it runs), run
+CMD with sh on each over SSH, and rank them by measured units per dollar:
 the probe's units per second × 3600 / the instance's $/hr. Beside each is its
 place by the listing's $/vCPU, and the listing's pick's measured figure
 relative to the best.

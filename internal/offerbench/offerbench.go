@@ -143,18 +143,35 @@ func TypeKey(o *market.Offer) string {
 // Pick is the first offer of each of the top machine types, in the
 // ranking's order.
 func Pick(ranked []market.Ranked, top int) []market.Ranked {
-	seen := map[string]bool{}
 	var out []market.Ranked
+	for _, alts := range pickTypes(ranked, top, 1) {
+		out = append(out, alts[0])
+	}
+	return out
+}
+
+// rentTries is how many offers of one type a run tries to rent: an offer
+// another renter took between the search and the create is replaced by
+// the type's next.
+const rentTries = 3
+
+// pickTypes is the first n offers of each of the top machine types.
+func pickTypes(ranked []market.Ranked, top, n int) [][]market.Ranked {
+	at := map[string]int{}
+	var out [][]market.Ranked
 	for _, r := range ranked {
-		if len(out) >= top {
-			break
-		}
-		k := TypeKey(&r.Offer)
-		if seen[k] || r.DPHTotal <= 0 {
+		if r.DPHTotal <= 0 {
 			continue
 		}
-		seen[k] = true
-		out = append(out, r)
+		k := TypeKey(&r.Offer)
+		i, ok := at[k]
+		switch {
+		case !ok && len(out) < top:
+			at[k] = len(out)
+			out = append(out, []market.Ranked{r})
+		case ok && len(out[i]) < n:
+			out[i] = append(out[i], r)
+		}
 	}
 	return out
 }
@@ -177,7 +194,11 @@ func Run(ctx context.Context, d Deps, cands []market.Ranked, cfg Config) (res Re
 	if logw == nil {
 		logw = io.Discard
 	}
-	picks := Pick(cands, cfg.Top)
+	types := pickTypes(cands, cfg.Top, rentTries)
+	picks := make([]market.Ranked, len(types))
+	for i, alts := range types {
+		picks[i] = alts[0]
+	}
 	if len(picks) == 0 {
 		return res, errors.New("no offers to probe: the query matched none with a price")
 	}
@@ -197,17 +218,22 @@ func Run(ctx context.Context, d Deps, cands []market.Ranked, cfg Config) (res Re
 
 	// Rent all first: the machines boot in parallel while Run waits on
 	// each in turn.
-	for i, p := range picks {
-		rec, err := d.Manager.Rent(ctx, fleet.RentRequest{Fleet: cfg.Fleet, Offer: p.Offer, Create: cfg.Create, Experiment: "bench offers"})
-		if err != nil {
-			if ctx.Err() != nil {
-				return res, ctx.Err()
+	for i := range picks {
+		for _, p := range types[i] {
+			rec, err := d.Manager.Rent(ctx, fleet.RentRequest{Fleet: cfg.Fleet, Offer: p.Offer, Create: cfg.Create, Experiment: "bench offers"})
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				rows[i].Status, rows[i].Error = StatusRentFailed, err.Error()
+				continue
 			}
-			rows[i].Status, rows[i].Error = StatusRentFailed, err.Error()
-			continue
+			picks[i] = p
+			rows[i] = Row{OfferID: p.ID, InstanceID: rec.ID, MachineID: p.MachineID, Type: rows[i].Type, Model: model(&p.Offer),
+				CPU: p.CPUName, VCPU: p.CPUCoresEffective, DPH: p.DPHTotal}
+			fmt.Fprintf(logw, "rented offer %d (%s) as instance %d\n", p.ID, rows[i].Type, rec.ID)
+			break
 		}
-		rows[i].InstanceID = rec.ID
-		fmt.Fprintf(logw, "rented offer %d (%s) as instance %d\n", p.ID, rows[i].Type, rec.ID)
 	}
 	var ns []nodes.Node
 	var at []int // rows[at[k]] is ns[k]
@@ -229,6 +255,22 @@ func Run(ctx context.Context, d Deps, cands []market.Ranked, cfg Config) (res Re
 		at = append(at, i)
 	}
 	if len(ns) > 0 {
+		errs, err := reach(ctx, d, ns)
+		if err != nil {
+			return res, err
+		}
+		var reached []nodes.Node
+		var reachedAt []int
+		for k, e := range errs {
+			if e != "" {
+				rows[at[k]].Status, rows[at[k]].Error = StatusBootFailed, "never accepted SSH: "+e
+				continue
+			}
+			reached, reachedAt = append(reached, ns[k]), append(reachedAt, at[k])
+		}
+		ns, at = reached, reachedAt
+	}
+	if len(ns) > 0 {
 		fmt.Fprintf(logw, "probing %d instances (%s each at most)\n", len(ns), cfg.Timeout)
 		if err := probe(ctx, d.Ops, cfg, ns, at, rows); err != nil {
 			return res, err
@@ -248,6 +290,51 @@ func node(ctx context.Context, m *fleet.Manager, cfg Config, id int64) (nodes.No
 		return nodes.Node{}, err
 	}
 	return ns[0], nil
+}
+
+// reachFor is how long a running instance may refuse the fleet key: vast's
+// gateway refuses keys for a while after an instance runs ("try again
+// after a few seconds"), and a probe must not fail for that.
+const (
+	reachFor   = 2 * time.Minute
+	reachEvery = 5 * time.Second
+)
+
+// reach runs `true` on the nodes until each accepts SSH, or reachFor
+// passes on the marketplace's clock (the simulator's refusals last in
+// its time). It returns the last error of each node, "" once reached.
+func reach(ctx context.Context, d Deps, ns []nodes.Node) ([]string, error) {
+	errs := make([]string, len(ns))
+	pending := make([]int, len(ns))
+	for i := range pending {
+		pending[i] = i
+	}
+	clock := d.Manager.Clock
+	deadline := clock.Now().Add(reachFor)
+	for {
+		sub := make([]nodes.Node, len(pending))
+		for k, i := range pending {
+			sub[k] = ns[i]
+		}
+		rows, err := d.Ops.Exec(ctx, sub, nodes.ExecOptions{Command: "true", Parallel: len(sub), Timeout: 30 * time.Second, Quiet: true})
+		if err != nil {
+			return nil, err
+		}
+		var next []int
+		for k, r := range rows {
+			errs[pending[k]] = r.Error
+			if r.Error != "" {
+				next = append(next, pending[k])
+			}
+		}
+		pending = next
+		if len(pending) == 0 || !clock.Now().Before(deadline) {
+			return errs, nil
+		}
+		if err := clock.Sleep(ctx, reachEvery); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // probe runs the command on the nodes and fills in their rows.

@@ -42,6 +42,11 @@ func TestPickTakesOneOfferPerMachineType(t *testing.T) {
 	if len(got) != 3 || got[0] != 1 || got[1] != 4 || got[2] != 5 {
 		t.Errorf("picked %v, want [1 4 5]", got)
 	}
+	// A type's next offers stand in for one taken before the create.
+	types := pickTypes(ranked, 3, 2)
+	if len(types) != 3 || len(types[0]) != 2 || types[0][1].ID != 2 || len(types[1]) != 1 || len(types[2]) != 1 {
+		t.Errorf("types %v, want [[1 2] [4] [5]]", types)
+	}
 }
 
 // The ranking puts the passed first by units per dollar, leaves the failed
