@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -216,6 +217,36 @@ func TestBenchOffersDestroysOnInterrupt(t *testing.T) {
 	for _, in := range ins {
 		if in["gone"] != true {
 			t.Errorf("instance %v is left after Ctrl+C", in["id"])
+		}
+	}
+}
+
+// bench offers parses into its options; no probe, two rankings or a top
+// out of range stop it before anything is searched or rented.
+func TestBenchOffersParsesIntoOptions(t *testing.T) {
+	t.Parallel()
+	f := &factory{}
+	var got *benchOffersOptions
+	if err := parseOnly(t, newBenchOffersCmd(f, capture(&got)), "--probe", "echo 1", "--top", "3", "--timeout", "30s",
+		"--save", "p.json", "--by", "dlperf", "-n", "num_gpus=1"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Probe != "echo 1" || got.Top != 3 || got.Timeout != 30*time.Second || got.Save != "p.json" ||
+		got.rank.By != "dlperf" || !got.query.NoDefault || !slices.Equal(got.Query, []string{"num_gpus=1"}) {
+		t.Errorf("options %+v", got)
+	}
+	var ran bool
+	for _, argv := range [][]string{
+		{"--top", "3"},
+		{"--probe", "echo 1", "--by", "vcpu", "--score", "cpu_cores_effective"},
+	} {
+		refusedBeforeRun(t, "bench offers", newBenchOffersCmd(f, refuse[benchOffersOptions](&ran)), &ran, argv...)
+	}
+	// Ranges are the root's check, before any command runs.
+	e := newEnv(t)
+	for _, argv := range [][]string{{"--top", "21"}, {"--timeout", "0s"}, {"--parallel", "-1"}} {
+		if r := e.run(append([]string{"bench", "offers", "--probe", "echo 1"}, argv...)...); r.code != 2 {
+			t.Errorf("bench offers %v: exit %d, want 2\n%s", argv, r.code, r.err)
 		}
 	}
 }
