@@ -39,8 +39,8 @@ func newBenchOffersCmd(f *factory, runF func(context.Context, *benchOffersOption
 		Use:   "offers --probe CMD [--top N] [--save FILE] [QUERY...]",
 		Short: "Rank machine types by your own benchmark: measured units per dollar",
 		Long: `Rent one instance of each of the --top machine types (GPU model and CPU model)
-that the query ranks best (--by vcpu unless --by or --score says otherwise),
-(an offer taken before the create is replaced by its type's next, up to 3
+that the query ranks best (--by vcpu unless --by or --score says otherwise;
+an offer taken before the create is replaced by its type's next, up to 3
 tries), wait until each accepts SSH (at most 2 minutes after it runs), run
 CMD with sh on each over SSH, and rank them by measured units per dollar:
 the probe's units per second × 3600 / the instance's $/hr. Beside each is its
