@@ -87,6 +87,9 @@ func TestDependencyDirection(t *testing.T) {
 		// bench rank drives the binary and the recipe as processes and a
 		// simulator it serves: it links no store, fleet or command line.
 		"benchrank": {mod + "cli", mod + "sim", mod + "store", mod + "fleet", mod + "launch", "database/sql", "github.com/spf13/cobra"},
+		// bench offers rents through the fleet manager and reaches nodes
+		// through the node operations: no adapter, no command line.
+		"offerbench": {mod + "cli", mod + "sim", mod + "provider/vast", "github.com/spf13/cobra"},
 		// Flag ranges are about flags alone: pflag, never the command tree.
 		"flagrange": {mod + "cli", "github.com/spf13/cobra", "net/http", "database/sql"},
 		// The usage mark is a leaf every domain package may take.

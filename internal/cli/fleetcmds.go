@@ -176,7 +176,7 @@ minutes.`,
 	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
 	addJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
-	cmd.AddCommand(bl, newBenchRankCmd(f, rankF), newBenchScaleCmd(f, nil))
+	cmd.AddCommand(bl, newBenchRankCmd(f, rankF), newBenchScaleCmd(f, nil), newBenchOffersCmd(f, nil))
 	return cmd
 }
 

@@ -67,6 +67,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 		{"launch", "--count", "2", "--deadline", "30m", "--fleet", "j", "--image", "ubuntu:22.04", "--json", "-n", "rentable=True num_gpus=1 dph_total<1"},
 		{"cleanup", "j", "--json"},
 		{"bench", "launch", "--count", "3", "--json"},
+		{"bench", "offers", "--probe", "echo 1", "--top", "1", "--image", "ubuntu:22.04", "--fleet", "p", "--json"},
 		{"version", "--json"},
 		{"exec", id, "--json", "--", "true"},
 		{"sync", t.TempDir(), "--id", id, "--dest", "project", "--json"},
