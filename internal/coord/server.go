@@ -452,17 +452,21 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c caller, v any, 
 	return true
 }
 
+// admitNode is admit for a request a node sends about itself: its *node,
+// when left empty, is the credential's node (before validate runs), and a
+// request naming another node is forbidden.
+func (s *Server) admitNode(w http.ResponseWriter, r *http.Request, c caller, v any, fleet, node *string, what string, validate func() error) bool {
+	return s.admit(w, r, c, v, fleet, what, func() error {
+		if *node == "" {
+			*node = c.node
+		}
+		return validate()
+	}) && s.sameNode(w, c, node)
+}
+
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
 	var hb wire.Heartbeat
-	if !s.admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error {
-		if hb.Node == "" {
-			hb.Node = c.node
-		}
-		return validateHeartbeat(&hb)
-	}) {
-		return
-	}
-	if !s.sameNode(w, c, &hb.Node) {
+	if !s.admitNode(w, r, c, &hb, &hb.Fleet, &hb.Node, "heartbeat", func() error { return validateHeartbeat(&hb) }) {
 		return
 	}
 	hb.InstanceID = c.instanceID
@@ -481,15 +485,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
 	var fs wire.Findings
-	if !s.admit(w, r, c, &fs, &fs.Fleet, "findings", func() error {
-		if fs.Node == "" {
-			fs.Node = c.node
-		}
-		return validateFindings(&fs)
-	}) {
-		return
-	}
-	if !s.sameNode(w, c, &fs.Node) {
+	if !s.admitNode(w, r, c, &fs, &fs.Fleet, &fs.Node, "findings", func() error { return validateFindings(&fs) }) {
 		return
 	}
 	fs.InstanceID = c.instanceID
