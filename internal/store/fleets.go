@@ -86,13 +86,7 @@ func scanFleet(sc interface{ Scan(...any) error }) (Fleet, error) {
 // GetFleet returns the named fleet, or ErrNotFound.
 func (s *Store) GetFleet(ctx context.Context, name string) (Fleet, error) {
 	f, err := scanFleet(s.db.QueryRowContext(ctx, "SELECT "+fleetCols+" FROM fleets WHERE name = ?", name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Fleet{}, fmt.Errorf("store: fleet %q: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return Fleet{}, fmt.Errorf("store: fleet %q: %w", name, err)
-	}
-	return f, nil
+	return oneRow(f, err, "store: fleet %q", name)
 }
 
 // FleetExists reports whether the named fleet has a row, without reading

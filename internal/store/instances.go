@@ -141,13 +141,7 @@ func getInstance(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, id int64) (Instance, error) {
 	i, err := scanInstance(q.QueryRowContext(ctx, "SELECT "+instanceCols+" FROM instances WHERE id = ?", id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Instance{}, fmt.Errorf("instance %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Instance{}, fmt.Errorf("instance %d: %w", id, err)
-	}
-	return i, nil
+	return oneRow(i, err, "instance %d", id)
 }
 
 func addEvent(ctx context.Context, tx *sql.Tx, id int64, from, to string, at time.Time) error {

@@ -159,25 +159,13 @@ func (s *Store) queryIntents(ctx context.Context, where string, args ...any) ([]
 // Intent returns one intent by id, or ErrNotFound.
 func (s *Store) Intent(ctx context.Context, id int64) (Intent, error) {
 	in, err := scanIntent(s.db.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Intent{}, fmt.Errorf("store: intent %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Intent{}, fmt.Errorf("store: intent %d: %w", id, err)
-	}
-	return in, nil
+	return oneRow(in, err, "store: intent %d", id)
 }
 
 // IntentByLabel returns the intent carrying label, or ErrNotFound.
 func (s *Store) IntentByLabel(ctx context.Context, label string) (Intent, error) {
 	in, err := scanIntent(s.db.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE label = ?", label))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Intent{}, fmt.Errorf("store: intent labelled %q: %w", label, ErrNotFound)
-	}
-	if err != nil {
-		return Intent{}, fmt.Errorf("store: intent labelled %q: %w", label, err)
-	}
-	return in, nil
+	return oneRow(in, err, "store: intent labelled %q", label)
 }
 
 // IntentOffer is one offer of a batch of intents.

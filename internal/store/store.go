@@ -31,6 +31,19 @@ import (
 // ErrNotFound is returned (wrapped) when a row does not exist.
 var ErrNotFound = errors.New("not found")
 
+// oneRow is a single-row lookup's answer: v, or err wrapped after what was
+// looked up (format and args), ErrNotFound where there is no such row.
+func oneRow[T any](v T, err error, format string, args ...any) (T, error) {
+	if err == nil {
+		return v, nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	var zero T
+	return zero, fmt.Errorf(format+": %w", append(args, err)...)
+}
+
 // ErrConflict is returned (wrapped) when a row already exists or a change is
 // not allowed from the row's current state.
 var ErrConflict = errors.New("conflict")
