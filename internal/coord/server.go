@@ -544,15 +544,25 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, s.Snapshot(r.Context(), c.fleet))
 }
 
-func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller) {
+// agentBinary opens the agent binary this coordinator serves, with its
+// sha256; when ok is false it has answered the request.
+func (s *Server) agentBinary(w http.ResponseWriter) (rc io.ReadCloser, sum string, ok bool) {
 	if s.cfg.AgentBinary == nil {
 		writeError(w, http.StatusNotFound, "this coordinator does not serve the agent binary")
-		return
+		return nil, "", false
 	}
 	rc, sum, err := s.cfg.AgentBinary()
 	if err != nil {
 		s.log.Error("agent binary", "err", err)
 		writeError(w, http.StatusInternalServerError, "agent binary unavailable")
+		return nil, "", false
+	}
+	return rc, sum, true
+}
+
+func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller) {
+	rc, sum, ok := s.agentBinary(w)
+	if !ok {
 		return
 	}
 	defer rc.Close()
@@ -570,14 +580,8 @@ func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller
 }
 
 func (s *Server) handleAgentSum(w http.ResponseWriter, r *http.Request, _ caller) {
-	if s.cfg.AgentBinary == nil {
-		writeError(w, http.StatusNotFound, "this coordinator does not serve the agent binary")
-		return
-	}
-	rc, sum, err := s.cfg.AgentBinary()
-	if err != nil {
-		s.log.Error("agent binary", "err", err)
-		writeError(w, http.StatusInternalServerError, "agent binary unavailable")
+	rc, sum, ok := s.agentBinary(w)
+	if !ok {
 		return
 	}
 	rc.Close()
