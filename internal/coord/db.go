@@ -218,14 +218,9 @@ func OpenDB(ctx context.Context, path string) (*DB, error) {
 	}
 	w.SetMaxOpenConns(1)
 	d := &DB{db: db, w: w, path: path}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := sqlschema.RequireWAL(ctx, db); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		d.Close()
-		return nil, fmt.Errorf("coord: open %s: journal_mode is %q, want wal (is the file on a network filesystem?)", path, mode)
 	}
 	if err := d.migrate(ctx); err != nil {
 		d.Close()

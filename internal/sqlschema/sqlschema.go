@@ -1,14 +1,29 @@
 // Package sqlschema is the one rule for bringing a SQLite database's
 // schema up to date: numbered steps applied in order in one transaction,
 // PRAGMA user_version counting those done, and a database newer than the
-// code refused rather than written to.
+// code refused rather than written to; and a database that is not in WAL
+// mode refused.
 package sqlschema
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
+
+// RequireWAL refuses a database whose journal mode is not WAL: the
+// journal_mode(WAL) pragma did not take, as on a network filesystem.
+func RequireWAL(ctx context.Context, db *sql.DB) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal (is the file on a network filesystem?)", mode)
+	}
+	return nil
+}
 
 // Migrate applies the steps the database has not had yet.
 func Migrate(ctx context.Context, db *sql.DB, steps []string) error {

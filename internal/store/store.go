@@ -26,6 +26,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+
+	"github.com/vastfleet/vastfleet/internal/sqlschema"
 )
 
 // ErrNotFound is returned (wrapped) when a row does not exist.
@@ -107,14 +109,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	db.SetMaxIdleConns(4)
 	s := &Store{db: db, path: path}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := sqlschema.RequireWAL(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: journal_mode is %q, want wal (is the file on a network filesystem?)", path, mode)
 	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
