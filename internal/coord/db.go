@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -193,19 +191,11 @@ func dsn(path string) string {
 
 // OpenDB opens (creating if needed) the coordinator database at path.
 func OpenDB(ctx context.Context, path string) (*DB, error) {
-	if strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("coord: database path %q must not contain '?'", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// The findings are the user's results and the file names the fleets:
+	// it is created private.
+	if err := sqlschema.Prepare(path); err != nil {
 		return nil, fmt.Errorf("coord: %w", err)
 	}
-	// The findings are the user's results and the file names the fleets:
-	// create it private before SQLite does with the umask's mode.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("coord: open %s: %w", path, err)
-	}
-	f.Close()
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
