@@ -33,6 +33,28 @@ import (
 // ErrNotFound is returned (wrapped) when a row does not exist.
 var ErrNotFound = errors.New("not found")
 
+// rowScanner is a row to scan: *sql.Row or *sql.Rows.
+type rowScanner = interface{ Scan(...any) error }
+
+// queryAll runs query and scans each row of its answer with scan, in
+// order; on an error reading the rows it returns those scanned before.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // oneRow is a single-row lookup's answer: v, or err wrapped after what was
 // looked up (format and args), ErrNotFound where there is no such row.
 func oneRow[T any](v T, err error, format string, args ...any) (T, error) {
