@@ -366,24 +366,31 @@ func (a *agent) apply(r wire.HeartbeatReply) {
 // sendFindings drains the spool to the coordinator whenever a finding
 // waits, retrying with capped backoff.
 func (a *agent) sendFindings(ctx context.Context) {
+	a.send(ctx, "findings", a.spool.len, a.wakeSender, a.flushFindings)
+}
+
+// send flushes to the coordinator whenever something is pending (wake
+// says so), until ctx ends, retrying a failed flush with capped backoff;
+// what names it in the log.
+func (a *agent) send(ctx context.Context, what string, pending func() int, wake <-chan struct{}, flush func(context.Context) error) {
 	backoff := time.Duration(0)
 	for {
-		if backoff == 0 && a.spool.len() == 0 {
+		if backoff == 0 && pending() == 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-a.wakeSender:
+			case <-wake:
 			}
 		} else if !sleep(ctx, jitter(backoff)) {
 			return
 		}
-		err := a.flushFindings(ctx)
+		err := flush(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			backoff = min(max(2*backoff, a.cfg.retryBase), maxSendBackoff)
-			a.log.Warn("findings not acknowledged", "pending", a.spool.len(), "retry_in", backoff, "err", err)
+			a.log.Warn(what+" not acknowledged", "pending", pending(), "retry_in", backoff, "err", err)
 			continue
 		}
 		backoff = 0

@@ -275,26 +275,5 @@ func permanentStatus(code int) bool {
 
 // sendResults retries what finished could not send, with capped backoff.
 func (a *agent) sendResults(ctx context.Context) {
-	backoff := time.Duration(0)
-	for {
-		if backoff == 0 && a.results.len() == 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-a.wakeResults:
-			}
-		} else if !sleep(ctx, jitter(backoff)) {
-			return
-		}
-		err := a.flushResults(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			backoff = min(max(2*backoff, a.cfg.retryBase), maxSendBackoff)
-			a.log.Warn("item results not acknowledged", "pending", a.results.len(), "retry_in", backoff, "err", err)
-			continue
-		}
-		backoff = 0
-	}
+	a.send(ctx, "item results", a.results.len, a.wakeResults, a.flushResults)
 }

@@ -12,31 +12,14 @@ import (
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
+// launchOptions are launch's flags: the launch.Request they ask for, and
+// what the command does around it.
 type launchOptions struct {
-	query    queryFlags
-	rank     rankFlags
-	From     string
-	Resume   string
-	Count    int
-	MinReady int
-	Deadline time.Duration
-	Park     bool
-	ParkAll  bool
-	Backfill bool
-	MaxDPH   float64
-	Budget   float64
-	// BudgetSet: --budget was given (0 then turns the cap off); without
-	// it the launch derives a default budget.
-	BudgetSet  bool
-	MaxRentals int
-	ImageGB    float64
-	Image      string
-	Disk       float64
-	Env        string
-	Onstart    string
-	Sessions   []string
-	Fleet      string
-	Direct     bool
+	launch.Request
+	query  queryFlags
+	rank   rankFlags
+	From   string
+	Resume string
 	// Coord: the coordinator agents report to ("auto": the one running
 	// for this data dir); empty runs sessions without an agent.
 	Coord       string
@@ -50,22 +33,10 @@ type launchOptions struct {
 	// --stopped-for), applied by reap.
 	Ladder fleet.Ladder
 
-	Spare            float64
-	BootTimeout      time.Duration
-	ReleaseTimeout   time.Duration
-	AllowSameMachine bool
-	BadHostTTL       time.Duration
-	Workers          int
-	CreateBatch      int
-	Rate             float64
-	OnInterrupt      string
-	WaitFor          string
-	WaitMax          time.Duration
+	OnInterrupt string
+	WaitFor     string
+	WaitMax     time.Duration
 	JSONFlags
-	// Bid is --bid: min or a price ($/hr per machine); empty rents on
-	// demand. OnOutbid is --on-outbid (empty: replace).
-	Bid      string
-	OnOutbid string
 	// OnShortHardware is --on-short-hardware (with --coord): what to do
 	// with a node whose boot probe measured less than its offer lists.
 	OnShortHardware string

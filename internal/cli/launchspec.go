@@ -14,7 +14,7 @@ import (
 // usage refuses flags that contradict each other or the command, before
 // anything runs (launch.Request.Check).
 func (o *launchOptions) usage() error {
-	typ, err := o.request().Check(launch.Asked{OnInterrupt: o.OnInterrupt, Resume: o.Resume, From: o.From, Query: o.Query,
+	typ, err := o.Request.Check(launch.Asked{OnInterrupt: o.OnInterrupt, Resume: o.Resume, From: o.From, Query: o.Query,
 		Coord: o.Coord, Items: o.Items, OnShortHardware: o.OnShortHardware, ReadyCheck: o.ReadyCheck, Ladder: o.Ladder,
 		Type: o.query.Type, TypeSet: o.typeSet, Score: o.rank.Score, By: o.rank.By})
 	o.query.Type = typ
@@ -93,18 +93,8 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
 
-// request is the launch the flags ask for.
-func (o *launchOptions) request() launch.Request {
-	return launch.Request{Fleet: o.Fleet, Count: o.Count, MinReady: o.MinReady, Deadline: o.Deadline,
-		BootTimeout: o.BootTimeout, ReleaseTimeout: o.ReleaseTimeout, BadHostTTL: o.BadHostTTL,
-		Park: o.Park, ParkAll: o.ParkAll, Backfill: o.Backfill, Spare: o.Spare, MaxDPH: o.MaxDPH, Budget: o.Budget, BudgetSet: o.BudgetSet,
-		MaxRentals: o.MaxRentals, ImageGB: o.ImageGB, Image: o.Image, Disk: o.Disk, Env: o.Env, Onstart: o.Onstart,
-		Sessions: o.Sessions, Direct: o.Direct, AllowSameMachine: o.AllowSameMachine,
-		Workers: o.Workers, CreateBatch: o.CreateBatch, Rate: o.Rate, Bid: o.Bid, OnOutbid: o.OnOutbid}
-}
-
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
-	spec, err := o.request().Spec(onInterrupt, time.Now())
+	spec, err := o.Request.Spec(onInterrupt, time.Now())
 	return spec, launchUsage(err)
 }
 

@@ -12,7 +12,7 @@ import (
 type Manual struct {
 	mu      sync.Mutex
 	now     time.Time
-	waiters []*waiter
+	waiters waiters
 }
 
 // NewManual starts a manual clock at start.
@@ -33,7 +33,7 @@ func (c *Manual) Advance(d time.Duration) {
 	}
 	c.mu.Lock()
 	c.now = c.now.Add(d)
-	c.wakeLocked()
+	c.waiters.wake(c.now)
 	c.mu.Unlock()
 }
 
@@ -41,21 +41,8 @@ func (c *Manual) Advance(d time.Duration) {
 func (c *Manual) Set(t time.Time) {
 	c.mu.Lock()
 	c.now = t
-	c.wakeLocked()
+	c.waiters.wake(c.now)
 	c.mu.Unlock()
-}
-
-func (c *Manual) wakeLocked() {
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(c.now) {
-			kept = append(kept, w)
-		} else {
-			close(w.ch)
-		}
-	}
-	clear(c.waiters[len(kept):])
-	c.waiters = kept
 }
 
 // Sleep waits until the clock has been moved d past its time now, or until
@@ -73,12 +60,7 @@ func (c *Manual) Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		c.mu.Lock()
-		for i, x := range c.waiters {
-			if x == w {
-				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
-				break
-			}
-		}
+		c.waiters.remove(w)
 		c.mu.Unlock()
 		return ctx.Err()
 	}

@@ -19,7 +19,7 @@ type Virtual struct {
 	now     time.Time
 	active  int // requests in flight (see Transport)
 	actors  int // goroutines that count (see Busy)
-	waiters []*waiter
+	waiters waiters
 	lastAct time.Time // real time of the last sleeper or clock move
 	// pace, when positive, caps the clock at pace × wall time between
 	// jumps, so that a person can watch; it only adds waiting, so the
@@ -36,6 +36,33 @@ type Virtual struct {
 type waiter struct {
 	at time.Time
 	ch chan struct{}
+}
+
+// waiters are a clock's sleepers.
+type waiters []*waiter
+
+// wake closes the channels of the sleepers due at now and keeps the others.
+func (ws *waiters) wake(now time.Time) {
+	kept := (*ws)[:0]
+	for _, w := range *ws {
+		if w.at.After(now) {
+			kept = append(kept, w)
+		} else {
+			close(w.ch)
+		}
+	}
+	clear((*ws)[len(kept):])
+	*ws = kept
+}
+
+// remove takes w out, a sleeper that stopped waiting.
+func (ws *waiters) remove(w *waiter) {
+	for i, x := range *ws {
+		if x == w {
+			*ws = append((*ws)[:i], (*ws)[i+1:]...)
+			return
+		}
+	}
 }
 
 // quiet is how long every counted goroutine must have slept, with no
@@ -138,12 +165,7 @@ func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-ctx.Done():
 		v.mu.Lock()
-		for i, x := range v.waiters {
-			if x == w {
-				v.waiters = append(v.waiters[:i], v.waiters[i+1:]...)
-				break
-			}
-		}
+		v.waiters.remove(w)
 		v.mu.Unlock()
 		return ctx.Err()
 	case <-v.done:
@@ -209,15 +231,7 @@ func (v *Virtual) drive() {
 				v.now = next
 			}
 			v.lastMove = time.Now()
-			kept := v.waiters[:0]
-			for _, w := range v.waiters {
-				if w.at.After(v.now) {
-					kept = append(kept, w)
-				} else {
-					close(w.ch)
-				}
-			}
-			v.waiters = kept
+			v.waiters.wake(v.now)
 			v.lastAct = time.Now()
 		}
 		v.mu.Unlock()

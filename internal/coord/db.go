@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -193,19 +191,11 @@ func dsn(path string) string {
 
 // OpenDB opens (creating if needed) the coordinator database at path.
 func OpenDB(ctx context.Context, path string) (*DB, error) {
-	if strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("coord: database path %q must not contain '?'", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// The findings are the user's results and the file names the fleets:
+	// it is created private.
+	if err := sqlschema.Prepare(path); err != nil {
 		return nil, fmt.Errorf("coord: %w", err)
 	}
-	// The findings are the user's results and the file names the fleets:
-	// create it private before SQLite does with the umask's mode.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("coord: open %s: %w", path, err)
-	}
-	f.Close()
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
@@ -218,14 +208,9 @@ func OpenDB(ctx context.Context, path string) (*DB, error) {
 	}
 	w.SetMaxOpenConns(1)
 	d := &DB{db: db, w: w, path: path}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := sqlschema.RequireWAL(ctx, db); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		d.Close()
-		return nil, fmt.Errorf("coord: open %s: journal_mode is %q, want wal (is the file on a network filesystem?)", path, mode)
 	}
 	if err := d.migrate(ctx); err != nil {
 		d.Close()

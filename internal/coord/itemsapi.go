@@ -62,18 +62,12 @@ func (s *Server) sweepItems() {
 func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c caller) {
 	var req wire.ItemLeaseRequest
 	valid := func() error {
-		if req.Node == "" {
-			req.Node = c.node
-		}
 		if err := validName("node", req.Node); err != nil {
 			return err
 		}
 		return validName("session", req.Session)
 	}
-	if !s.admit(w, r, c, &req, &req.Fleet, "lease request", valid) {
-		return
-	}
-	if !s.sameNode(w, c, &req.Node) {
+	if !s.admitNode(w, r, c, &req, &req.Fleet, &req.Node, "lease request", valid) {
 		return
 	}
 	// Leases of quiet nodes first, so that their items can go out now.
@@ -108,15 +102,7 @@ func (s *Server) handleItemLease(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleItemResult(w http.ResponseWriter, r *http.Request, c caller) {
 	var res wire.ItemResult
-	if !s.admit(w, r, c, &res, &res.Fleet, "item result", func() error {
-		if res.Node == "" {
-			res.Node = c.node
-		}
-		return validateItemResult(&res)
-	}) {
-		return
-	}
-	if !s.sameNode(w, c, &res.Node) {
+	if !s.admitNode(w, r, c, &res, &res.Fleet, &res.Node, "item result", func() error { return validateItemResult(&res) }) {
 		return
 	}
 	v, err := s.db.FleetValidation(r.Context(), c.fleet)

@@ -452,17 +452,21 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c caller, v any, 
 	return true
 }
 
+// admitNode is admit for a request a node sends about itself: its *node,
+// when left empty, is the credential's node (before validate runs), and a
+// request naming another node is forbidden.
+func (s *Server) admitNode(w http.ResponseWriter, r *http.Request, c caller, v any, fleet, node *string, what string, validate func() error) bool {
+	return s.admit(w, r, c, v, fleet, what, func() error {
+		if *node == "" {
+			*node = c.node
+		}
+		return validate()
+	}) && s.sameNode(w, c, node)
+}
+
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
 	var hb wire.Heartbeat
-	if !s.admit(w, r, c, &hb, &hb.Fleet, "heartbeat", func() error {
-		if hb.Node == "" {
-			hb.Node = c.node
-		}
-		return validateHeartbeat(&hb)
-	}) {
-		return
-	}
-	if !s.sameNode(w, c, &hb.Node) {
+	if !s.admitNode(w, r, c, &hb, &hb.Fleet, &hb.Node, "heartbeat", func() error { return validateHeartbeat(&hb) }) {
 		return
 	}
 	hb.InstanceID = c.instanceID
@@ -481,15 +485,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c calle
 
 func (s *Server) handleFindings(w http.ResponseWriter, r *http.Request, c caller) {
 	var fs wire.Findings
-	if !s.admit(w, r, c, &fs, &fs.Fleet, "findings", func() error {
-		if fs.Node == "" {
-			fs.Node = c.node
-		}
-		return validateFindings(&fs)
-	}) {
-		return
-	}
-	if !s.sameNode(w, c, &fs.Node) {
+	if !s.admitNode(w, r, c, &fs, &fs.Fleet, &fs.Node, "findings", func() error { return validateFindings(&fs) }) {
 		return
 	}
 	fs.InstanceID = c.instanceID
@@ -548,15 +544,25 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, s.Snapshot(r.Context(), c.fleet))
 }
 
-func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller) {
+// agentBinary opens the agent binary this coordinator serves, with its
+// sha256; when ok is false it has answered the request.
+func (s *Server) agentBinary(w http.ResponseWriter) (rc io.ReadCloser, sum string, ok bool) {
 	if s.cfg.AgentBinary == nil {
 		writeError(w, http.StatusNotFound, "this coordinator does not serve the agent binary")
-		return
+		return nil, "", false
 	}
 	rc, sum, err := s.cfg.AgentBinary()
 	if err != nil {
 		s.log.Error("agent binary", "err", err)
 		writeError(w, http.StatusInternalServerError, "agent binary unavailable")
+		return nil, "", false
+	}
+	return rc, sum, true
+}
+
+func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller) {
+	rc, sum, ok := s.agentBinary(w)
+	if !ok {
 		return
 	}
 	defer rc.Close()
@@ -574,14 +580,8 @@ func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller
 }
 
 func (s *Server) handleAgentSum(w http.ResponseWriter, r *http.Request, _ caller) {
-	if s.cfg.AgentBinary == nil {
-		writeError(w, http.StatusNotFound, "this coordinator does not serve the agent binary")
-		return
-	}
-	rc, sum, err := s.cfg.AgentBinary()
-	if err != nil {
-		s.log.Error("agent binary", "err", err)
-		writeError(w, http.StatusInternalServerError, "agent binary unavailable")
+	rc, sum, ok := s.agentBinary(w)
+	if !ok {
 		return
 	}
 	rc.Close()

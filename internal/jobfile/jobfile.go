@@ -291,31 +291,11 @@ func knownKeys() []string {
 func closest(k string) string {
 	best, bestD := "", 3
 	for _, c := range append(knownKeys(), "model", "params", "precision", "mode", "hours", "dataset", "epochs", "throughput", "gpus") {
-		if d := editDistance(k, c); d < bestD {
+		if d := plan.EditDistance(k, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 type validator struct {

@@ -37,7 +37,8 @@ type Request struct {
 	Spare          float64
 	MaxDPH         float64
 	Budget         float64
-	// BudgetSet: a budget was given (0 then turns the cap off).
+	// BudgetSet: a budget was given (0 then turns the cap off); without
+	// it the launch derives a default budget.
 	BudgetSet        bool
 	MaxRentals       int
 	ImageGB          float64
@@ -51,7 +52,8 @@ type Request struct {
 	Workers          int
 	CreateBatch      int
 	Rate             float64
-	// Bid is min or a price; empty rents on demand.
+	// Bid is min or a price; empty rents on demand. OnOutbid is replace
+	// or rebid (empty: replace).
 	Bid      string
 	OnOutbid string
 }

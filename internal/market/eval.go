@@ -268,21 +268,30 @@ func listValues(v any) ([]any, bool) {
 	return nil, false
 }
 
+// numTerm compiles a term on a numeric or boolean column; the query's
+// values are scaled to the column's unit.
 func numTerm(get func(*Offer) float64, op string, val any, boolean bool, scale float64) (func(*Offer) bool, error) {
+	return term(get, op, val, scaledNum(boolean, scale))
+}
+
+// scaledNum parses a query value for a numeric or boolean column (numValue)
+// and scales it to the column's unit.
+func scaledNum(boolean bool, scale float64) func(any) (float64, bool, error) {
+	return func(v any) (float64, bool, error) {
+		f, ok, err := numValue(v, boolean)
+		return f * scale, ok, err
+	}
+}
+
+// term compiles a comparison of get's value with val, parsed by value:
+// in and notin against a list (or one value), else eq, neq, gt, gte, lt
+// or lte (the default). A null value matches nothing, or with neq
+// everything.
+func term[T cmp.Ordered](get func(*Offer) T, op string, val any, value func(any) (T, bool, error)) (func(*Offer) bool, error) {
 	if op == "in" || op == "notin" {
-		items, ok := listValues(val)
-		if !ok {
-			items = []any{val}
-		}
-		set := make([]float64, 0, len(items))
-		for _, it := range items {
-			f, ok, err := numValue(it, boolean)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				set = append(set, f*scale)
-			}
+		set, err := valueList(val, value)
+		if err != nil {
+			return nil, err
 		}
 		in := op == "in"
 		return func(o *Offer) bool { return slices.Contains(set, get(o)) == in }, nil
@@ -290,7 +299,7 @@ func numTerm(get func(*Offer) float64, op string, val any, boolean bool, scale f
 	if _, isList := listValues(val); isList {
 		return nil, fmt.Errorf("a list needs in or notin")
 	}
-	v, ok, err := numValue(val, boolean)
+	v, ok, err := value(val)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +307,6 @@ func numTerm(get func(*Offer) float64, op string, val any, boolean bool, scale f
 		never := op != "neq"
 		return func(*Offer) bool { return !never }, nil
 	}
-	v *= scale
 	switch op {
 	case "eq":
 		return func(o *Offer) bool { return get(o) == v }, nil
@@ -332,60 +340,31 @@ func strValue(v any) (string, bool, error) {
 	return "", false, fmt.Errorf("want a string, got %T", v)
 }
 
-// strList is an in/notin term's strings: a list, or one value as a list of
-// one; null members are left out.
-func strList(val any) ([]string, error) {
+// valueList is an in/notin term's values, parsed by value: a list, or one
+// value as a list of one; null members are left out.
+func valueList[T any](val any, value func(any) (T, bool, error)) ([]T, error) {
 	items, ok := listValues(val)
 	if !ok {
 		items = []any{val}
 	}
-	set := make([]string, 0, len(items))
+	set := make([]T, 0, len(items))
 	for _, it := range items {
-		s, ok, err := strValue(it)
+		x, ok, err := value(it)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			set = append(set, s)
+			set = append(set, x)
 		}
 	}
 	return set, nil
 }
 
+// strList is an in/notin term's strings.
+func strList(val any) ([]string, error) { return valueList(val, strValue) }
+
 func strTerm(get func(*Offer) string, op string, val any) (func(*Offer) bool, error) {
-	if op == "in" || op == "notin" {
-		set, err := strList(val)
-		if err != nil {
-			return nil, err
-		}
-		in := op == "in"
-		return func(o *Offer) bool { return slices.Contains(set, get(o)) == in }, nil
-	}
-	if _, isList := listValues(val); isList {
-		return nil, fmt.Errorf("a list needs in or notin")
-	}
-	v, ok, err := strValue(val)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		never := op != "neq"
-		return func(*Offer) bool { return !never }, nil
-	}
-	switch op {
-	case "eq":
-		return func(o *Offer) bool { return get(o) == v }, nil
-	case "neq":
-		return func(o *Offer) bool { return get(o) != v }, nil
-	case "gt":
-		return func(o *Offer) bool { return get(o) > v }, nil
-	case "gte":
-		return func(o *Offer) bool { return get(o) >= v }, nil
-	case "lt":
-		return func(o *Offer) bool { return get(o) < v }, nil
-	default:
-		return func(o *Offer) bool { return get(o) <= v }, nil
-	}
+	return term(get, op, val, strValue)
 }
 
 // compileGeo compares the offer's country code, and also accepts the full

@@ -116,19 +116,11 @@ func fastTermFor(name, col, op string, val any, scale float64) (fastTerm, bool) 
 	}
 	t := fastTerm{kind: pf.kind, op: fop, off: pf.off}
 	if fop == opIn || fop == opNotin {
-		items, ok := listValues(val)
-		if !ok {
-			items = []any{val}
+		nums, err := valueList(val, scaledNum(false, scale))
+		if err != nil {
+			return fastTerm{}, false
 		}
-		for _, it := range items {
-			f, ok, err := numValue(it, false)
-			if err != nil {
-				return fastTerm{}, false
-			}
-			if ok {
-				t.nums = append(t.nums, f*scale)
-			}
-		}
+		t.nums = nums
 		return t, true
 	}
 	if _, isList := listValues(val); isList {

@@ -70,35 +70,22 @@ func (q *Query) UnmarshalJSON(b []byte) error {
 			if err := json.Unmarshal(v, &q.Type); err != nil {
 				return fmt.Errorf("type: %w", err)
 			}
-		case "allocated_storage":
-			if bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
-				ops, err := decodeOps(v)
+		case "allocated_storage", "limit":
+			// A clause on a field of either name survives as an operator
+			// map; a number is the query's storage or limit.
+			if !bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
+				f, err := jsonNumber(v)
 				if err != nil {
-					return fmt.Errorf("allocated_storage: %w", err)
+					return fmt.Errorf("%s: %w", k, err)
 				}
-				q.Filters[k] = ops
+				if k == "limit" {
+					q.Limit = int(f)
+				} else {
+					q.AllocatedStorage = f
+				}
 				continue
 			}
-			f, err := jsonNumber(v)
-			if err != nil {
-				return fmt.Errorf("allocated_storage: %w", err)
-			}
-			q.AllocatedStorage = f
-		case "limit":
-			// A clause on a field called limit survives as an operator map.
-			if bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
-				ops, err := decodeOps(v)
-				if err != nil {
-					return fmt.Errorf("limit: %w", err)
-				}
-				q.Filters[k] = ops
-				continue
-			}
-			f, err := jsonNumber(v)
-			if err != nil {
-				return fmt.Errorf("limit: %w", err)
-			}
-			q.Limit = int(f)
+			fallthrough
 		default:
 			ops, err := decodeOps(v)
 			if err != nil {

@@ -140,7 +140,7 @@ func suggestModels(name string) []string {
 	}
 	var cs []cand
 	for _, m := range Models {
-		if d := editDistance(key, modelKey(m.Name)); d <= 2 {
+		if d := EditDistance(key, modelKey(m.Name)); d <= 2 {
 			cs = append(cs, cand{m.Name, d})
 		}
 	}
@@ -155,8 +155,8 @@ func suggestModels(name string) []string {
 	return out
 }
 
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

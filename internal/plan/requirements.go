@@ -65,7 +65,7 @@ func oneOf(m map[string]float64) string {
 func closest(s string, m map[string]float64) string {
 	best, bd := "", 3
 	for k := range m {
-		if d := editDistance(s, k); d < bd || (d == bd && k < best) {
+		if d := EditDistance(s, k); d < bd || (d == bd && k < best) {
 			best, bd = k, d
 		}
 	}

@@ -3,7 +3,8 @@ package remote
 import (
 	"context"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,13 +80,8 @@ func (p *Pool) RunAll(ctx context.Context, jobs []Job, parallel int) []Result {
 // SSH "env" requests they were not told to accept (OpenSSH's AcceptEnv),
 // so variables travel inside the command.
 func WithEnv(env map[string]string, cmd string) string {
-	names := make([]string, 0, len(env))
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		b.WriteString("export " + k + "=" + shell.Quote(env[k]) + "; ")
 	}
 	return b.String() + cmd

@@ -8,8 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -85,17 +83,9 @@ var schema = []string{
 // mode with full syncs: a token revoked or a job accepted is on disk
 // before the answer.
 func OpenDB(ctx context.Context, path string, clk clock.Clock) (*DB, error) {
-	if strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("server: database path %q must not contain '?'", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := sqlschema.Prepare(path); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("server: open %s: %w", path, err)
-	}
-	f.Close()
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("server: open %s: %w", path, err)

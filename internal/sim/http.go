@@ -448,21 +448,30 @@ func createBody(body []byte) (in createInput, bad *reply) {
 		return fail(errReply(&apiError{400, "invalid_price", "price must be between 0.001 and 128 $/h"}))
 	}
 	in = createInput{Image: req.Image, Disk: 8, Label: req.Label, Price: req.Price, Runtype: "ssh"}
-	if req.Disk != nil && *req.Disk > 8 {
-		in.Disk = *req.Disk
-	}
-	if req.Onstart != nil {
-		in.Onstart = *req.Onstart
-	}
-	if req.Runtype != nil && *req.Runtype != "" {
-		in.Runtype = *req.Runtype
-	}
-	env, err := parseEnv(req.Env)
-	if err != nil {
+	if err := in.override(req.Disk, req.Onstart, req.Runtype, req.Env); err != nil {
 		return fail(badArgs("env: %v", err))
 	}
-	in.Env = env
 	return in, nil
+}
+
+// override sets on in what a create body asks beyond in's defaults: a
+// disk over 8 GB, an onstart, a runtype and the env; err is the env's.
+func (in *createInput) override(disk *float64, onstart, runtype *string, env json.RawMessage) error {
+	if disk != nil && *disk > 8 {
+		in.Disk = *disk
+	}
+	if onstart != nil {
+		in.Onstart = *onstart
+	}
+	if runtype != nil && *runtype != "" {
+		in.Runtype = *runtype
+	}
+	e, err := parseEnv(env)
+	if err != nil {
+		return err
+	}
+	in.Env = e
+	return nil
 }
 
 // parseEnv accepts the dict the CLI sends, or the Docker-flag string form.

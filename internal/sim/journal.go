@@ -266,13 +266,7 @@ func (d *delta) apply(st *state) error {
 		}
 	}
 
-	for k, v := range d.Logs {
-		if v == nil {
-			delete(b.Logs, k)
-		} else {
-			b.Logs[k] = *v
-		}
-	}
+	applyMapDelta(b.Logs, d.Logs)
 	if d.LogDrop > len(b.LogOrder) {
 		return fmt.Errorf("log_drop %d past %d logs", d.LogDrop, len(b.LogOrder))
 	}
@@ -282,13 +276,7 @@ func (d *delta) apply(st *state) error {
 			b.LogOrder = nil
 		}
 	}
-	for k, v := range d.Creates {
-		if v == nil {
-			delete(b.Creates, k)
-		} else {
-			b.Creates[k] = *v
-		}
-	}
+	applyMapDelta(b.Creates, d.Creates)
 	if d.SSHKeys != nil {
 		b.SSHKeys = nil
 		if err := json.Unmarshal(d.SSHKeys, &b.SSHKeys); err != nil {
@@ -511,22 +499,7 @@ func (m *Market) diffLocked() (line []byte, commit func(), err error) {
 	}
 
 	// Logs, and their order: the oldest dropped, the newest appended.
-	for k, v := range st.Logs {
-		if ov, ok := base.logs[k]; !ok || ov != v {
-			if d.Logs == nil {
-				d.Logs = map[string]*string{}
-			}
-			d.Logs[k] = &v
-		}
-	}
-	for k := range base.logs {
-		if _, ok := st.Logs[k]; !ok {
-			if d.Logs == nil {
-				d.Logs = map[string]*string{}
-			}
-			d.Logs[k] = nil
-		}
-	}
+	d.Logs = mapDelta(st.Logs, base.logs)
 	if !slices.Equal(st.LogOrder, base.logOrder) {
 		drop := len(base.logOrder)
 		if len(st.LogOrder) > 0 {
@@ -539,43 +512,14 @@ func (m *Market) diffLocked() (line []byte, commit func(), err error) {
 	}
 	if d.Logs != nil || d.LogDrop > 0 || len(d.LogAdd) > 0 {
 		commits = append(commits, func() {
-			for k, v := range d.Logs {
-				if v == nil {
-					delete(base.logs, k)
-				} else {
-					base.logs[k] = *v
-				}
-			}
+			applyMapDelta(base.logs, d.Logs)
 			base.logOrder = slices.Clone(st.LogOrder)
 		})
 	}
 
-	for k, v := range st.Creates {
-		if ov, ok := base.creates[k]; !ok || ov != v {
-			if d.Creates == nil {
-				d.Creates = map[int64]*int{}
-			}
-			d.Creates[k] = &v
-		}
-	}
-	for k := range base.creates {
-		if _, ok := st.Creates[k]; !ok {
-			if d.Creates == nil {
-				d.Creates = map[int64]*int{}
-			}
-			d.Creates[k] = nil
-		}
-	}
+	d.Creates = mapDelta(st.Creates, base.creates)
 	if d.Creates != nil {
-		commits = append(commits, func() {
-			for k, v := range d.Creates {
-				if v == nil {
-					delete(base.creates, k)
-				} else {
-					base.creates[k] = *v
-				}
-			}
-		})
+		commits = append(commits, func() { applyMapDelta(base.creates, d.Creates) })
 	}
 
 	keys, err := json.Marshal(st.SSHKeys)
@@ -596,4 +540,39 @@ func (m *Market) diffLocked() (line []byte, commit func(), err error) {
 			c()
 		}
 	}, nil
+}
+
+// mapDelta is what changed from base to cur: the new value of each key added
+// or changed, null for each key removed; nil when nothing changed.
+func mapDelta[K, V comparable](cur, base map[K]V) map[K]*V {
+	var d map[K]*V
+	for k, v := range cur {
+		if ov, ok := base[k]; !ok || ov != v {
+			if d == nil {
+				d = map[K]*V{}
+			}
+			d[k] = &v
+		}
+	}
+	for k := range base {
+		if _, ok := cur[k]; !ok {
+			if d == nil {
+				d = map[K]*V{}
+			}
+			d[k] = nil
+		}
+	}
+	return d
+}
+
+// applyMapDelta makes m what mapDelta was taken to: each key set to its new
+// value, or removed where that is null.
+func applyMapDelta[K comparable, V any](m map[K]V, d map[K]*V) {
+	for k, v := range d {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = *v
+		}
+	}
 }

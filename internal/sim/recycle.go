@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -199,13 +200,13 @@ func templateMatch(have any, op string, want any) (bool, error) {
 			if !ok {
 				s = fmt.Sprint(w)
 			}
-			return cmpStrings(h, s), true
+			return order(h, s), true
 		case bool:
 			f, ok := asNumber(w, true)
-			return cmpFloats(b01(h), f), ok
+			return order(b01(h), f), ok
 		case float64:
 			f, ok := asNumber(w, false)
-			return cmpFloats(h, f), ok
+			return order(h, f), ok
 		}
 		return 0, false
 	}
@@ -222,17 +223,9 @@ func templateMatch(have any, op string, want any) (bool, error) {
 	return ok && holds(op, c), nil
 }
 
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpFloats(a, b float64) int {
+// order is -1, 0 or 1 as a is below, neither below nor above (NaN
+// included), or above b.
+func order[T cmp.Ordered](a, b T) int {
 	switch {
 	case a < b:
 		return -1
@@ -271,20 +264,9 @@ func (m *Market) hLaunch(r *http.Request, body []byte, now time.Time) reply {
 	if in.Image == "" {
 		return badArgs("image is required")
 	}
-	if req.Disk != nil && *req.Disk > 8 {
-		in.Disk = *req.Disk
-	}
-	if req.Onstart != nil {
-		in.Onstart = *req.Onstart
-	}
-	if req.Runtype != nil && *req.Runtype != "" {
-		in.Runtype = *req.Runtype
-	}
-	env, err := parseEnv(req.Env)
-	if err != nil {
+	if err := in.override(req.Disk, req.Onstart, req.Runtype, req.Env); err != nil {
 		return badArgs("env: %v", err)
 	}
-	in.Env = env
 	q, err := parseRequest(req.Q)
 	if err != nil {
 		return badArgs("q: %v", err)

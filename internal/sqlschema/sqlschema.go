@@ -1,14 +1,50 @@
 // Package sqlschema is the one rule for bringing a SQLite database's
 // schema up to date: numbered steps applied in order in one transaction,
 // PRAGMA user_version counting those done, and a database newer than the
-// code refused rather than written to.
+// code refused rather than written to; a database that is not in WAL mode
+// refused; and a database file made private before SQLite opens it.
 package sqlschema
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 )
+
+// Prepare readies the database file at path for sql.Open: it refuses a
+// path holding a '?' (where the DSN's options begin), makes its folder
+// (0700) and creates the file private (0600) before SQLite would with the
+// umask's mode.
+func Prepare(path string) error {
+	if strings.ContainsRune(path, '?') {
+		return fmt.Errorf("database path %q must not contain '?'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	f.Close()
+	return nil
+}
+
+// RequireWAL refuses a database whose journal mode is not WAL: the
+// journal_mode(WAL) pragma did not take, as on a network filesystem.
+func RequireWAL(ctx context.Context, db *sql.DB) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal (is the file on a network filesystem?)", mode)
+	}
+	return nil
+}
 
 // Migrate applies the steps the database has not had yet.
 func Migrate(ctx context.Context, db *sql.DB, steps []string) error {

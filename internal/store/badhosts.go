@@ -28,28 +28,20 @@ func (s *Store) MarkBadHost(ctx context.Context, h BadHost) error {
 
 // BadHosts returns the machines still to avoid at now, by machine id.
 func (s *Store) BadHosts(ctx context.Context, now time.Time) ([]BadHost, error) {
-	rows, err := s.db.QueryContext(ctx,
-		"SELECT machine_id, reason, failed_at, until FROM bad_hosts WHERE until > ? ORDER BY machine_id", fmtTime(now))
-	if err != nil {
-		return nil, fmt.Errorf("store: bad hosts: %w", err)
-	}
-	defer rows.Close()
-	var out []BadHost
-	for rows.Next() {
+	out, err := queryAll(ctx, s.db, func(sc rowScanner) (BadHost, error) {
 		var h BadHost
 		var failed, until string
-		if err := rows.Scan(&h.MachineID, &h.Reason, &failed, &until); err != nil {
-			return nil, fmt.Errorf("store: bad hosts: %w", err)
+		if err := sc.Scan(&h.MachineID, &h.Reason, &failed, &until); err != nil {
+			return h, err
 		}
+		var err error
 		if h.FailedAt, err = parseTime(failed); err != nil {
-			return nil, fmt.Errorf("store: bad hosts: %w", err)
+			return h, err
 		}
-		if h.Until, err = parseTime(until); err != nil {
-			return nil, fmt.Errorf("store: bad hosts: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
+		h.Until, err = parseTime(until)
+		return h, err
+	}, "SELECT machine_id, reason, failed_at, until FROM bad_hosts WHERE until > ? ORDER BY machine_id", fmtTime(now))
+	if err != nil {
 		return nil, fmt.Errorf("store: bad hosts: %w", err)
 	}
 	return out, nil

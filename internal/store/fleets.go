@@ -68,7 +68,7 @@ func (s *Store) CreateFleet(ctx context.Context, f Fleet) error {
 
 const fleetCols = "name, created_at, spec, state, est_dph, est_hours, est_cost"
 
-func scanFleet(sc interface{ Scan(...any) error }) (Fleet, error) {
+func scanFleet(sc rowScanner) (Fleet, error) {
 	var f Fleet
 	var created, spec string
 	if err := sc.Scan(&f.Name, &created, &spec, &f.State, &f.EstDPH, &f.EstHours, &f.EstCost); err != nil {
@@ -86,13 +86,7 @@ func scanFleet(sc interface{ Scan(...any) error }) (Fleet, error) {
 // GetFleet returns the named fleet, or ErrNotFound.
 func (s *Store) GetFleet(ctx context.Context, name string) (Fleet, error) {
 	f, err := scanFleet(s.db.QueryRowContext(ctx, "SELECT "+fleetCols+" FROM fleets WHERE name = ?", name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Fleet{}, fmt.Errorf("store: fleet %q: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return Fleet{}, fmt.Errorf("store: fleet %q: %w", name, err)
-	}
-	return f, nil
+	return oneRow(f, err, "store: fleet %q", name)
 }
 
 // FleetExists reports whether the named fleet has a row, without reading
@@ -111,20 +105,8 @@ func (s *Store) FleetExists(ctx context.Context, name string) (bool, error) {
 
 // ListFleets returns every fleet, oldest first.
 func (s *Store) ListFleets(ctx context.Context) ([]Fleet, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+fleetCols+" FROM fleets ORDER BY created_at, name")
+	out, err := queryAll(ctx, s.db, scanFleet, "SELECT "+fleetCols+" FROM fleets ORDER BY created_at, name")
 	if err != nil {
-		return nil, fmt.Errorf("store: list fleets: %w", err)
-	}
-	defer rows.Close()
-	var out []Fleet
-	for rows.Next() {
-		f, err := scanFleet(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list fleets: %w", err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: list fleets: %w", err)
 	}
 	return out, nil

@@ -98,7 +98,7 @@ const instanceCols = `id, intent_id, fleet, offer_id, machine_id, gpu_name, num_
 	ssh_host, ssh_port, ssh_url, experiment, est_hours, est_cost,
 	inet_down_cost, inet_up_cost, inet_down_mbps, pull_gb, bandwidth_billed, bandwidth_billed_at`
 
-func scanInstance(sc interface{ Scan(...any) error }) (Instance, error) {
+func scanInstance(sc rowScanner) (Instance, error) {
 	var i Instance
 	var intent sql.NullInt64
 	var created, seen string
@@ -141,13 +141,7 @@ func getInstance(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, id int64) (Instance, error) {
 	i, err := scanInstance(q.QueryRowContext(ctx, "SELECT "+instanceCols+" FROM instances WHERE id = ?", id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Instance{}, fmt.Errorf("instance %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Instance{}, fmt.Errorf("instance %d: %w", id, err)
-	}
-	return i, nil
+	return oneRow(i, err, "instance %d", id)
 }
 
 func addEvent(ctx context.Context, tx *sql.Tx, id int64, from, to string, at time.Time) error {
@@ -581,20 +575,8 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, er
 	if !f.IncludeGone {
 		where += " AND gone_at IS NULL"
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT "+instanceCols+" FROM instances "+where+" ORDER BY id", args...)
+	out, err := queryAll(ctx, s.db, scanInstance, "SELECT "+instanceCols+" FROM instances "+where+" ORDER BY id", args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: instances: %w", err)
-	}
-	defer rows.Close()
-	var out []Instance
-	for rows.Next() {
-		i, err := scanInstance(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: instances: %w", err)
-		}
-		out = append(out, i)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: instances: %w", err)
 	}
 	return out, nil
@@ -638,25 +620,17 @@ func (s *Store) ChangeRates(ctx context.Context, id int64, dphTotal, storageDPH 
 
 // RateChanges lists instance id's rate changes, oldest first.
 func (s *Store) RateChanges(ctx context.Context, id int64) ([]RateChange, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, from_dph_total, from_storage_dph, to_dph_total, to_storage_dph
-		FROM rate_changes WHERE instance_id = ? ORDER BY seq`, id)
-	if err != nil {
-		return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
-	}
-	defer rows.Close()
-	var out []RateChange
-	for rows.Next() {
+	out, err := queryAll(ctx, s.db, func(sc rowScanner) (RateChange, error) {
 		rc := RateChange{InstanceID: id}
 		var at string
-		if err := rows.Scan(&at, &rc.FromDPHTotal, &rc.FromStorageDPH, &rc.ToDPHTotal, &rc.ToStorageDPH); err != nil {
-			return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
+		err := sc.Scan(&at, &rc.FromDPHTotal, &rc.FromStorageDPH, &rc.ToDPHTotal, &rc.ToStorageDPH)
+		if err == nil {
+			rc.At, err = parseTime(at)
 		}
-		if rc.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
-		}
-		out = append(out, rc)
-	}
-	if err := rows.Err(); err != nil {
+		return rc, err
+	}, `SELECT at, from_dph_total, from_storage_dph, to_dph_total, to_storage_dph
+		FROM rate_changes WHERE instance_id = ? ORDER BY seq`, id)
+	if err != nil {
 		return nil, fmt.Errorf("store: rate changes of instance %d: %w", id, err)
 	}
 	return out, nil
@@ -664,25 +638,16 @@ func (s *Store) RateChanges(ctx context.Context, id int64) ([]RateChange, error)
 
 // Events returns an instance's state changes in the order they were seen.
 func (s *Store) Events(ctx context.Context, instanceID int64) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx,
-		"SELECT instance_id, from_state, to_state, at FROM state_events WHERE instance_id = ? ORDER BY seq", instanceID)
-	if err != nil {
-		return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
+	out, err := queryAll(ctx, s.db, func(sc rowScanner) (Event, error) {
 		var e Event
 		var at string
-		if err := rows.Scan(&e.InstanceID, &e.From, &e.To, &at); err != nil {
-			return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
+		err := sc.Scan(&e.InstanceID, &e.From, &e.To, &at)
+		if err == nil {
+			e.At, err = parseTime(at)
 		}
-		if e.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return e, err
+	}, "SELECT instance_id, from_state, to_state, at FROM state_events WHERE instance_id = ? ORDER BY seq", instanceID)
+	if err != nil {
 		return nil, fmt.Errorf("store: events of instance %d: %w", instanceID, err)
 	}
 	return out, nil

@@ -118,7 +118,7 @@ func insertIntent(ctx context.Context, tx *sql.Tx, fleet string, offerID, machin
 
 const intentCols = "id, fleet, offer_id, machine_id, label, request, created_at, updated_at, state, instance_id, error, batch_label"
 
-func scanIntent(sc interface{ Scan(...any) error }) (Intent, error) {
+func scanIntent(sc rowScanner) (Intent, error) {
 	var in Intent
 	var label, batch sql.NullString
 	var req, created, updated string
@@ -140,44 +140,19 @@ func scanIntent(sc interface{ Scan(...any) error }) (Intent, error) {
 }
 
 func (s *Store) queryIntents(ctx context.Context, where string, args ...any) ([]Intent, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+intentCols+" FROM intents "+where, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Intent
-	for rows.Next() {
-		in, err := scanIntent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, in)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanIntent, "SELECT "+intentCols+" FROM intents "+where, args...)
 }
 
 // Intent returns one intent by id, or ErrNotFound.
 func (s *Store) Intent(ctx context.Context, id int64) (Intent, error) {
 	in, err := scanIntent(s.db.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Intent{}, fmt.Errorf("store: intent %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Intent{}, fmt.Errorf("store: intent %d: %w", id, err)
-	}
-	return in, nil
+	return oneRow(in, err, "store: intent %d", id)
 }
 
 // IntentByLabel returns the intent carrying label, or ErrNotFound.
 func (s *Store) IntentByLabel(ctx context.Context, label string) (Intent, error) {
 	in, err := scanIntent(s.db.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE label = ?", label))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Intent{}, fmt.Errorf("store: intent labelled %q: %w", label, ErrNotFound)
-	}
-	if err != nil {
-		return Intent{}, fmt.Errorf("store: intent labelled %q: %w", label, err)
-	}
-	return in, nil
+	return oneRow(in, err, "store: intent labelled %q", label)
 }
 
 // IntentOffer is one offer of a batch of intents.

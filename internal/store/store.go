@@ -26,10 +26,47 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+
+	"github.com/vastfleet/vastfleet/internal/sqlschema"
 )
 
 // ErrNotFound is returned (wrapped) when a row does not exist.
 var ErrNotFound = errors.New("not found")
+
+// rowScanner is a row to scan: *sql.Row or *sql.Rows.
+type rowScanner = interface{ Scan(...any) error }
+
+// queryAll runs query and scans each row of its answer with scan, in
+// order; on an error reading the rows it returns those scanned before.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// oneRow is a single-row lookup's answer: v, or err wrapped after what was
+// looked up (format and args), ErrNotFound where there is no such row.
+func oneRow[T any](v T, err error, format string, args ...any) (T, error) {
+	if err == nil {
+		return v, nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	var zero T
+	return zero, fmt.Errorf(format+": %w", append(args, err)...)
+}
 
 // ErrConflict is returned (wrapped) when a row already exists or a change is
 // not allowed from the row's current state.
@@ -94,14 +131,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	db.SetMaxIdleConns(4)
 	s := &Store{db: db, path: path}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := sqlschema.RequireWAL(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: journal_mode is %q, want wal (is the file on a network filesystem?)", path, mode)
 	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/vasterr"
 )
 
 // SearchRequest is the request `vastai search offers` sends for q: the
@@ -358,17 +359,7 @@ func (c *Client) ListInstances(ctx context.Context) (provider.Listing, error) {
 
 // tokenText renders next_token, which may be a string or a number; "" when
 // it is null or absent.
-func tokenText(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
+func tokenText(raw json.RawMessage) string { return vasterr.Text(bytes.TrimSpace(raw)) }
 
 // ShowInstance is GET /api/v0/instances/{id}/?owner=me.
 func (c *Client) ShowInstance(ctx context.Context, id int64) (provider.Instance, error) {

@@ -2,8 +2,10 @@ package host
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,10 +86,7 @@ func (mc *machine) startGovernor(duty float64) {
 		var scanned time.Time
 		signal := func(sig syscall.Signal) {
 			mc.mu.Lock()
-			groups := make([]int, 0, len(mc.pgids))
-			for p := range mc.pgids {
-				groups = append(groups, p)
-			}
+			groups := slices.Collect(maps.Keys(mc.pgids))
 			mc.mu.Unlock()
 			for _, p := range groups {
 				procgroup.Kill(p, sig)

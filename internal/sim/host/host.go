@@ -21,10 +21,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -443,10 +445,7 @@ func (m *Manager) Close() error {
 	}
 	m.sweep.wg.Wait()
 	m.mu.Lock()
-	ids := make([]int64, 0, len(m.hung))
-	for id := range m.hung {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(m.hung))
 	m.mu.Unlock()
 	for _, id := range ids {
 		m.closeHung(id)
