@@ -17,14 +17,17 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-// simAPIKey is the key the built-in simulator accepts. It is not a secret:
-// the simulator only listens on loopback.
+// simAPIKey is the key the in-process simulator and `sim serve` accept by
+// default. It is not a secret: they listen on loopback while a command
+// runs. The local market, which lives on between commands, draws its own
+// (localmarket.KeyFile).
 const simAPIKey = sim.DefaultAPIKey
 
 // defaultAPIRate paces every call a command makes to vast.ai. Its limits
@@ -191,6 +194,15 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 				return nil, err
 			}
 			baseURL = u
+			if key == "" {
+				dir, err := f.dataDir()
+				if err != nil {
+					return nil, err
+				}
+				if key, err = localmarket.Key(filepath.Join(dir, "sim")); err != nil {
+					return nil, err
+				}
+			}
 		} else if baseURL == "" {
 			u, err := f.startSim()
 			if errors.Is(err, sim.ErrInUse) {
@@ -217,7 +229,7 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 		}
 		if key == "" {
 			key = simAPIKey
-		} else if key != simAPIKey {
+		} else if key != simAPIKey && f.opts.APIKey != "" {
 			f.warnOnce(vast.FlagKeyWarning)
 		}
 	} else {

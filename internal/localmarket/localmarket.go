@@ -12,6 +12,8 @@ package localmarket
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,38 @@ const URLFile = "served-url"
 
 // LogFile, in the simulator's directory, is the local market's own log.
 const LogFile = "market.log"
+
+// KeyFile, in the simulator's directory (0600), holds the API key the
+// local market accepts. It is drawn per data dir, not the simulator's
+// well-known default: the market lives on loopback between commands, and
+// its API runs commands on its machines as this user, so another user of
+// this computer must not be able to call it.
+const KeyFile = "api-key"
+
+// Key is the API key of the local market in dir.
+func Key(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, KeyFile))
+	if err != nil {
+		return "", fmt.Errorf("reading the local market's API key: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ensureKey draws the market's key the first time and keeps it.
+func ensureKey(dir string) (string, error) {
+	if k, err := Key(dir); err == nil && k != "" {
+		return k, nil
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	k := hex.EncodeToString(b)
+	if err := atomicfile.WriteFile(filepath.Join(dir, KeyFile), []byte(k+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return k, nil
+}
 
 // SettingsFile, in the simulator's directory, holds the Settings of the
 // process serving the market, so that a command asking for others can
@@ -102,6 +136,11 @@ func Serve(ctx context.Context, o Options) error {
 	cfg.Clock = sc
 	cfg.HostDir = sim.HostsDir(o.Dir)
 	cfg.Stop = stop
+	key, err := ensureKey(o.Dir)
+	if err != nil {
+		return err
+	}
+	cfg.APIKey = key
 	m, err := sim.Open(o.Dir, cfg)
 	if err != nil {
 		return err
