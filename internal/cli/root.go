@@ -162,7 +162,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.StringVar(&f.opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, the URL of a running 'vastfleet sim serve'")
 	pf.StringVar(&f.opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
 	pf.Float64Var(&f.opts.APIRate, "api-rate", defaultAPIRate, "--market vast: requests per second to the API, shared by all of one command's calls (a 429 halves it for a while)")
-	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale: simulated seconds per wall second (for launch, whose market time moves only while it waits: the most it runs per wall second)")
+	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale, simulated seconds per wall second: the most a waiting command (launch, up, rent) runs the market per wall second; given to the command that starts the local market, also its pace between commands (else 1x, as a real market)")
 	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Float64Var(&f.opts.SimLiars, "sim-liars", -1, "share of the simulator's machines whose operators lie with the agent's credential (default: the fault profile's; harsh has 0.05)")
 	pf.Float64Var(&f.opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")

@@ -86,7 +86,7 @@ func newSimResetCmd(f *factory, runF func(context.Context, *simResetOptions) err
 	opts := &simResetOptions{}
 	return &cobra.Command{
 		Use:   "reset",
-		Short: "Start the in-process simulated market afresh (forgets its instances, ledger and clock)",
+		Short: "Start this data dir's simulated market afresh (stops the local market first; forgets its instances, ledger and clock)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), opts)
