@@ -140,18 +140,8 @@ func holdsValue(have any, op string, want any) bool {
 		return op == "neq"
 	}
 	switch op {
-	case "eq":
-		return c == 0
-	case "neq":
-		return c != 0
-	case "gt":
-		return c > 0
-	case "gte":
-		return c >= 0
-	case "lt":
-		return c < 0
-	case "lte":
-		return c <= 0
+	case "eq", "neq", "gt", "gte", "lt", "lte":
+		return holds(op, c)
 	}
 	return false
 }
