@@ -62,6 +62,9 @@ type SetupDone struct {
 type Started struct {
 	About
 	Nodes int
+	// Clock names the time the progress lines show: "market" on a
+	// simulated market, whose clock runs ahead while vastfleet waits.
+	Clock string
 }
 
 // Resumed: a job cut off while it ran is watched again.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 )
@@ -61,7 +62,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := r.keep("start", rows); err != nil {
 		return err
 	}
-	r.d.emit(Started{About{r.rec.ID}, len(r.nodes)})
+	r.d.emit(Started{About{r.rec.ID}, len(r.nodes), clock.Kind(r.d.Clock)})
 	r.rec.RunIDs = ids(r.nodes)
 	r.rec.Started = true
 	return r.save(ctx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/bill"
+	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
@@ -30,6 +31,9 @@ func EventLine(e Event) string {
 	case SetupDone:
 		return fmt.Sprintf("setup %d/%d done on %d node(s): %s", e.Index, e.Of, e.Nodes, termsafe.Line(e.Command))
 	case Started:
+		if e.Clock == clock.KindMarket {
+			return fmt.Sprintf("started on %d node(s); times are the simulated market's clock", e.Nodes)
+		}
 		return fmt.Sprintf("started on %d node(s)", e.Nodes)
 	case Resumed:
 		return fmt.Sprintf("resumed with %d of %d node(s) still running", e.Running, e.Of)
