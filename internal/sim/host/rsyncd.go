@@ -2,7 +2,6 @@ package host
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"strings"
 
 	gliderssh "github.com/gliderlabs/ssh"
-
-	"github.com/vastfleet/vastfleet/internal/procgroup"
 )
 
 // CopyUser is the SSH user of vast's copy daemon: `vastai copy` runs
@@ -54,23 +51,9 @@ func (mc *machine) rsyncd(s gliderssh.Session) {
 	// The marker, as every process of the machine has: a stop finds it.
 	cmd.Env = append(append([]string{}, mc.sessionEnv...), mc.marker)
 	cmd.Stdout, cmd.Stderr = s, s.Stderr()
-	procgroup.Own(cmd)
-	// Our own stdin copier, as in session: exec's would keep Wait blocked
-	// on a client that never closes its input.
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		s.Exit(255)
+	if !mc.startPiped(s, cmd) {
 		return
 	}
-	if err := mc.start(cmd); err != nil {
-		fmt.Fprintf(s.Stderr(), "%v\n", err)
-		s.Exit(255)
-		return
-	}
-	go func() {
-		io.Copy(stdin, s)
-		stdin.Close()
-	}()
 	pgid := cmd.Process.Pid
 	defer mc.forget(pgid)
 	s.Exit(exitCode(cmd.Wait()))

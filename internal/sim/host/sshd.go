@@ -137,7 +137,6 @@ func (mc *machine) session(s gliderssh.Session) {
 	ptyReq, winCh, isPty := s.Pty()
 	var ptmx *os.File
 	drained := make(chan struct{}) // the terminal's output is all sent
-	var stdin io.WriteCloser
 	if isPty {
 		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
 		p, tty, err := pty.Open()
@@ -189,24 +188,9 @@ func (mc *machine) session(s gliderssh.Session) {
 	} else {
 		cmd.Stdout = s
 		cmd.Stderr = s.Stderr()
-		procgroup.Own(cmd)
-		// A pipe we copy into ourselves: exec's own stdin copier would keep
-		// Wait blocked on a client that never closes its input.
-		w, err := cmd.StdinPipe()
-		if err != nil {
-			s.Exit(255)
+		if !mc.startPiped(s, cmd) {
 			return
 		}
-		stdin = w
-		if err := mc.start(cmd); err != nil {
-			fmt.Fprintf(s.Stderr(), "%v\n", err)
-			s.Exit(255)
-			return
-		}
-		go func() {
-			io.Copy(stdin, s)
-			stdin.Close()
-		}()
 	}
 	pgid := cmd.Process.Pid
 	defer mc.forget(pgid)
@@ -283,4 +267,27 @@ func (mc *machine) sftp(s gliderssh.Session) {
 		return
 	}
 	s.Exit(0)
+}
+
+// startPiped starts cmd, without a terminal, in its own process group
+// on the machine, with s as its input through a pipe copied here: exec's
+// own stdin copier would keep Wait blocked on a client that never closes
+// its input. On failure it ends the session and says false.
+func (mc *machine) startPiped(s gliderssh.Session, cmd *exec.Cmd) bool {
+	procgroup.Own(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		s.Exit(255)
+		return false
+	}
+	if err := mc.start(cmd); err != nil {
+		fmt.Fprintf(s.Stderr(), "%v\n", err)
+		s.Exit(255)
+		return false
+	}
+	go func() {
+		io.Copy(stdin, s)
+		stdin.Close()
+	}()
+	return true
 }
