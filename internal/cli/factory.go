@@ -17,7 +17,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -118,7 +117,7 @@ func (f *factory) init(cmd *cobra.Command) error {
 		f.simSpeedSet = fl.Changed
 	}
 	f.simSet = map[string]bool{}
-	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits", "sim-speed"} {
+	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits"} {
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			f.simSet[name] = true
 		}
@@ -189,19 +188,13 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	baseURL, key := f.opts.APIURL, f.opts.APIKey
 	if f.opts.Market == "sim" {
 		if baseURL == "" && f.usesLocalMarket() {
-			u, err := f.connectLocal(ctx)
+			u, localKey, err := f.connectLocal(ctx)
 			if err != nil {
 				return nil, err
 			}
 			baseURL = u
 			if key == "" {
-				dir, err := f.dataDir()
-				if err != nil {
-					return nil, err
-				}
-				if key, err = localmarket.Key(filepath.Join(dir, "sim")); err != nil {
-					return nil, err
-				}
+				key = localKey
 			}
 		} else if baseURL == "" {
 			u, err := f.startSim()

@@ -39,23 +39,26 @@ func (f *factory) usesLocalMarket() bool {
 // connectLocal finds or starts the data dir's local market. A command
 // whose outcome depends on how long it waits (launch, up) holds a
 // session on its clock: the market then moves only while the command
-// waits. Others read its clock.
-func (f *factory) connectLocal(ctx context.Context) (string, error) {
+// waits. Others read its clock. It returns the market's URL and key.
+func (f *factory) connectLocal(ctx context.Context) (string, string, error) {
 	dir, err := f.dataDir()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	cmd, err := f.localMarketCmd(dir)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	simDir := filepath.Join(dir, "sim")
-	_, running := localmarket.Served(ctx, simDir)
-	u, err := localmarket.Ensure(ctx, simDir, cmd)
+	u, started, err := localmarket.Ensure(ctx, simDir, cmd)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	f.tellLocalMarket(simDir, running)
+	key, err := localmarket.Key(simDir)
+	if err != nil {
+		return "", "", err
+	}
+	f.tellLocalMarket(simDir, started)
 	if f.waitsOnMarket {
 		s, err := remoteclock.OpenSession(ctx, u)
 		if err == nil {
@@ -64,7 +67,7 @@ func (f *factory) connectLocal(ctx context.Context) (string, error) {
 				f.virtual.SetPace(f.opts.SimSpeed)
 			}
 			f.closers = append(f.closers, func() error { s.Close(); return nil })
-			return u, nil
+			return u, key, nil
 		}
 		// A command that holds the market in its own process serves no
 		// sessions: read its clock as any other served market's.
@@ -72,22 +75,25 @@ func (f *factory) connectLocal(ctx context.Context) (string, error) {
 	}
 	c, err := remoteclock.New(ctx, u)
 	if err != nil {
-		return "", fmt.Errorf("reading the local market's clock: %w", err)
+		return "", "", fmt.Errorf("reading the local market's clock: %w", err)
 	}
 	f.simClock = c
-	return u, nil
+	return u, key, nil
 }
 
 // tellLocalMarket says so when this command started the local market,
 // and warns when it asked for market settings the running one was not
 // started with: they would otherwise be ignored without a word.
-func (f *factory) tellLocalMarket(simDir string, wasRunning bool) {
+func (f *factory) tellLocalMarket(simDir string, started bool) {
+	if !started && len(f.simSet) == 0 {
+		return
+	}
 	s, err := localmarket.ReadSettings(simDir)
 	if err != nil {
 		f.log.Debug("reading the local market's settings", "err", err)
 		return
 	}
-	if !wasRunning {
+	if started {
 		fmt.Fprintf(f.io.ErrOut, "vastfleet: started the local simulated marketplace (seed %d, faults %s, %gx time between commands; state and log in %s; `vastfleet sim stop` ends it)\n",
 			s.Seed, s.Faults, s.Pace, simDir)
 		if f.simSet["sim-seed"] && s.Seed != f.opts.SimSeed {

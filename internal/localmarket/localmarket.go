@@ -229,24 +229,25 @@ const startTimeout = 30 * time.Second
 // Ensure returns the URL of the market served for dir, starting one with
 // cmd (a `vastfleet sim daemon` for this data dir) when none answers.
 // The process is detached: it outlives the command. Its output goes to
-// LogFile.
-func Ensure(ctx context.Context, dir string, cmd *exec.Cmd) (string, error) {
+// LogFile. started says this call started it (a market started by
+// another command in the same moment may be the one that serves).
+func Ensure(ctx context.Context, dir string, cmd *exec.Cmd) (u string, started bool, err error) {
 	if u, ok := Served(ctx, dir); ok {
-		return u, nil
+		return u, false, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", false, err
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer logf.Close()
 	before, _ := logf.Seek(0, 2)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	procgroup.Detach(cmd)
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("starting the local market: %w", err)
+		return "", false, fmt.Errorf("starting the local market: %w", err)
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- cmd.Wait() }()
@@ -256,19 +257,19 @@ func Ensure(ctx context.Context, dir string, cmd *exec.Cmd) (string, error) {
 	defer tick.Stop()
 	for {
 		if u, ok := Served(ctx, dir); ok {
-			return u, nil
+			return u, true, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", false, ctx.Err()
 		case <-deadline.C:
-			return "", fmt.Errorf("the local market did not start within %s; see %s", startTimeout, filepath.Join(dir, LogFile))
+			return "", false, fmt.Errorf("the local market did not start within %s; see %s", startTimeout, filepath.Join(dir, LogFile))
 		case err := <-ended:
 			// Lost a race with another command's market: that one serves.
 			if u, ok := waitServed(ctx, dir, 5*time.Second); ok {
-				return u, nil
+				return u, false, nil
 			}
-			return "", fmt.Errorf("the local market ended at start (%v): %s", err, tail(filepath.Join(dir, LogFile), before))
+			return "", false, fmt.Errorf("the local market ended at start (%v): %s", err, tail(filepath.Join(dir, LogFile), before))
 		case <-tick.C:
 		}
 	}

@@ -52,7 +52,7 @@ func TestOneMarketOutlivesItsCommands(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			u, err := Ensure(ctx, dir, serveCmd(t, dir, time.Hour))
+			u, _, err := Ensure(ctx, dir, serveCmd(t, dir, time.Hour))
 			if err != nil {
 				t.Error(err)
 			}
@@ -66,9 +66,9 @@ func TestOneMarketOutlivesItsCommands(t *testing.T) {
 	if urls[0] != urls[1] || !Alive(ctx, urls[0]) {
 		t.Fatalf("two commands got markets %q and %q", urls[0], urls[1])
 	}
-	again, err := Ensure(ctx, dir, serveCmd(t, dir, time.Hour))
-	if err != nil || again != urls[0] {
-		t.Fatalf("a later command got %q (%v), want the running market %q", again, err, urls[0])
+	again, started, err := Ensure(ctx, dir, serveCmd(t, dir, time.Hour))
+	if err != nil || again != urls[0] || started {
+		t.Fatalf("a later command got %q (started %t, %v), want the running market %q", again, started, err, urls[0])
 	}
 	was, err := Stop(ctx, dir)
 	if err != nil || !was {
@@ -80,9 +80,9 @@ func TestOneMarketOutlivesItsCommands(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "sim-state.json")); err != nil {
 		t.Fatalf("no saved state after stop: %v", err)
 	}
-	next, err := Ensure(ctx, dir, serveCmd(t, dir, time.Hour))
-	if err != nil || next == urls[0] || !Alive(ctx, next) {
-		t.Fatalf("after stop, the next command got %q (%v)", next, err)
+	next, started, err := Ensure(ctx, dir, serveCmd(t, dir, time.Hour))
+	if err != nil || next == urls[0] || !Alive(ctx, next) || !started {
+		t.Fatalf("after stop, the next command got %q (started %t, %v)", next, started, err)
 	}
 	if was, err := Stop(ctx, dir); err != nil || !was {
 		t.Fatalf("stop again: %v, %v", was, err)
@@ -98,12 +98,12 @@ func TestMarketEndsWhenIdleOrItsDirGoes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	idleDir := filepath.Join(t.TempDir(), "sim")
-	u1, err := Ensure(ctx, idleDir, serveCmd(t, idleDir, 2*time.Second))
+	u1, _, err := Ensure(ctx, idleDir, serveCmd(t, idleDir, 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	goneDir := filepath.Join(t.TempDir(), "data", "sim")
-	u2, err := Ensure(ctx, goneDir, serveCmd(t, goneDir, time.Hour))
+	u2, _, err := Ensure(ctx, goneDir, serveCmd(t, goneDir, time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
