@@ -75,7 +75,7 @@ func (r *runner) outbidCheck(n *node, now time.Time) (outbidDo, bool) {
 	if !eligible || !outbidSeen(true, n.state, n.intended, n.statusMsg) {
 		return outbidDo{}, false
 	}
-	_, canBid := r.m.P.(provider.Bidder)
+	canBid := r.f.CanChangeBid()
 	since := time.Duration(-1)
 	if !n.rebidAt.IsZero() {
 		since = now.Sub(n.rebidAt)
@@ -116,7 +116,6 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 	if len(cs) == 0 {
 		return
 	}
-	b := r.m.P.(provider.Bidder)
 	ns := make([]*node, len(cs))
 	price := make(map[*node]float64, len(cs))
 	idx := make(map[*node]int, len(cs))
@@ -127,7 +126,7 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 	ok := make([]bool, len(ns))
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		p := price[n]
-		if err := b.ChangeBid(ctx, n.id, &p); err != nil {
+		if err := r.f.ChangeBid(ctx, n.id, p); err != nil {
 			return fmt.Errorf("change bid to $%.4f/hr: %w", p, err)
 		}
 		ok[idx[n]] = true
@@ -144,7 +143,7 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 		n.bid, n.offer.DPHTotal = p, p+storage
 		r.rebids++
 		// From now on: the time before the change stays billed at the old bid.
-		if err := r.m.S.ChangeRates(ctx, n.id, p+storage, storage, now); err != nil {
+		if err := r.f.ChangeRates(ctx, n.id, p+storage, storage, now); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: "recording the new bid: " + err.Error()})
 		}
 	}

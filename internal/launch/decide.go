@@ -253,7 +253,7 @@ func (r *runner) releaseLead() time.Duration {
 
 func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts, why string) {
 	r.released = true
-	if err := r.m.S.SetMeta(ctx, releasedKey(r.spec.Fleet), now.UTC().Format(time.RFC3339Nano)); err != nil {
+	if err := r.f.SetMeta(ctx, releasedKey(r.spec.Fleet), now.UTC().Format(time.RFC3339Nano)); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
 	var ns []*node
@@ -288,7 +288,7 @@ func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 		for i, n := range ns {
 			ids[i] = n.id
 		}
-		if errs, ok := r.m.ReleaseAll(ctx, ids); ok {
+		if errs, ok := r.f.ReleaseAll(ctx, ids); ok {
 			for _, n := range ns {
 				n.startSentAt = now
 				n.startOK = errs[n.id] == nil
@@ -301,7 +301,7 @@ func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.startSentAt, n.startOK = now, false
-		err := r.m.Release(ctx, n.id)
+		err := r.f.Release(ctx, n.id)
 		n.startOK = err == nil // a start re-sent after a failed record is harmless
 		return err
 	})
@@ -350,7 +350,7 @@ func (r *runner) destroy(ctx context.Context, ids []int64) {
 		defer r.busy(-1)
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.spec.PollEvery+30*time.Second)
 		defer cancel()
-		if err := r.m.Destroy(dctx, uniq); err != nil {
+		if err := r.f.Destroy(dctx, uniq); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, Msg: "destroy: " + err.Error()})
 		}
 	}()

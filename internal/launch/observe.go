@@ -55,10 +55,10 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 			// known already (the background destroy confirms it too),
 			// not at this listing: up to a tick of storage and pull.
 			gone := now
-			if at, ok := r.m.DestroySent(id); ok && at.Before(now) {
+			if at, ok := r.f.DestroySent(id); ok && at.Before(now) {
 				gone = at
 			}
-			if err := r.m.S.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
+			if err := r.f.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
 				delete(r.destroying, id)
 				delete(r.goingDPH, id)
 				if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
@@ -75,7 +75,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 				continue // marketplaces list new rentals late
 			}
 			// A complete listing without it, past the grace period: gone.
-			_ = r.m.S.MarkGone(ctx, n.id, now)
+			_ = r.f.MarkGone(ctx, n.id, now)
 			if p := r.pulls[n.id]; p != nil {
 				p.GoneAt = now
 			}
@@ -92,7 +92,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		}
 		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
 		if st != n.state || host != n.sshHost || port != n.sshPort {
-			if err := r.m.S.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
+			if err := r.f.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
 				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
 			}
 			n.state, n.sshHost, n.sshPort = st, host, port
@@ -114,7 +114,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 		}
 	}
 	// One transaction for the whole listing's bandwidth figures.
-	if err := r.m.S.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
+	if err := r.f.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
 	return redo
@@ -124,7 +124,7 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 // labelled with another store's id are never adopted.
 func (r *runner) storeID(ctx context.Context) string {
 	if r.store == "" {
-		if id, err := r.m.S.ID(ctx); err == nil {
+		if id, err := r.f.StoreID(ctx); err == nil {
 			r.store = id
 		}
 	}
@@ -132,33 +132,30 @@ func (r *runner) storeID(ctx context.Context) string {
 }
 
 func (r *runner) grace() time.Duration {
-	if r.m.Grace > 0 {
-		return r.m.Grace
-	}
-	return fleet.DefaultGrace
+	return r.f.Grace()
 }
 
 // adopt records a listed instance whose label names this fleet but that
 // this run does not track: a rental whose response was lost, or made by a
 // process killed before it could record it.
 func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.LabelParts, now time.Time) {
-	in, err := r.m.S.Instance(ctx, row.ID)
+	in, err := r.f.Instance(ctx, row.ID)
 	if err == nil && r.inflight[in.OfferID].ID != 0 {
 		return // its rent is still running and will report it
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		it, ierr := r.m.IntentOf(ctx, row, label)
+		it, ierr := r.f.IntentOf(ctx, row, label)
 		if ierr != nil {
 			return // not this store's: reconcile reports it as an orphan
 		}
 		if r.inflight[it.OfferID].ID != 0 {
 			return
 		}
-		if err := r.m.AdoptIntent(ctx, it, row, now); err != nil {
+		if err := r.f.AdoptIntent(ctx, it, row, now); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, InstanceID: row.ID, Msg: err.Error()})
 			return
 		}
-		if in, err = r.m.S.Instance(ctx, row.ID); err != nil {
+		if in, err = r.f.Instance(ctx, row.ID); err != nil {
 			return
 		}
 		r.rentsOK++
@@ -167,7 +164,7 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.L
 	}
 	if !in.GoneAt.IsZero() {
 		host, port, _ := provider.SSHAddr(row)
-		_ = r.m.S.UpdateSeen(ctx, row.ID, row.Status(), host, port, provider.SSHURL(row), now)
+		_ = r.f.UpdateSeen(ctx, row.ID, row.Status(), host, port, provider.SSHURL(row), now)
 	}
 	if in.Wanted == store.WantDestroy {
 		r.destroying[row.ID] = time.Time{}
@@ -204,7 +201,7 @@ func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time
 
 // markBad puts the node's machine on the bad-host list, with why.
 func (r *runner) markBad(ctx context.Context, n *node, reason string, now time.Time) {
-	if err := r.m.S.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
+	if err := r.f.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
 		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
 	}
 }
@@ -342,7 +339,7 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 			ids[i] = n.id
 			n.stopSentAt = now
 		}
-		if errs, ok := r.m.ParkAll(ctx, ids); ok {
+		if errs, ok := r.f.ParkAll(ctx, ids); ok {
 			for _, n := range ns {
 				if err := errs[n.id]; err != nil {
 					r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
@@ -355,7 +352,7 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.stopSentAt = now
-		err := r.m.Park(ctx, n.id)
+		err := r.f.Park(ctx, n.id)
 		if err == nil {
 			n.parkRecorded()
 		}

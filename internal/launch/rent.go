@@ -90,7 +90,7 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		r.inflight[c.ID] = c
 		r.startCall(func() []rentResult {
 			out := rentResult{c: c}
-			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
+			out.in, out.err = r.f.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
 			return []rentResult{out}
 		})
 	}
@@ -158,7 +158,7 @@ func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
 		offers[i] = c.Offer
 	}
 	r.startCall(func() []rentResult {
-		outs, err := r.m.RentMany(ctx, fleet.BulkRentRequest{Fleet: r.spec.Fleet, Offers: offers, Create: r.createFor(offers[0]), ImageGB: r.spec.ImageGB})
+		outs, err := r.f.RentMany(ctx, fleet.BulkRentRequest{Fleet: r.spec.Fleet, Offers: offers, Create: r.createFor(offers[0]), ImageGB: r.spec.ImageGB})
 		res := make([]rentResult, len(batch))
 		for i, c := range batch {
 			res[i] = rentResult{c: c, err: err}

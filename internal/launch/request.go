@@ -234,13 +234,14 @@ func ReadRanked(path string, bid bool) ([]market.Ranked, error) {
 // saves the fleet's teardown ladder, before anything is rented: the
 // coordinator's pass and reap apply the ladder from the first boot.
 func BeforeRenting(ctx context.Context, m *fleet.Manager, fleetName string, l fleet.Ladder) error {
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+	f := opsOf(m)
+	if _, err := f.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before launching: %w", err)
 	}
 	if l.IsZero() {
 		return nil
 	}
-	return fleet.SaveLadder(ctx, m.S, fleetName, l)
+	return f.SaveLadder(ctx, fleetName, l)
 }
 
 // runtype is how the marketplace routes SSH: through its proxy, or (direct)

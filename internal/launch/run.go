@@ -113,7 +113,7 @@ func (n *node) rate() float64 {
 }
 
 type runner struct {
-	m      *fleet.Manager
+	f      FleetOps
 	store  string // the store's id, as labels carry it
 	spec   Spec
 	cands  []market.Ranked
@@ -195,17 +195,18 @@ type runner struct {
 // first). It creates the fleet row with the spec and candidates first, so
 // that Resume can continue after a crash. events may be nil.
 func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.Ranked, events func(Event)) (Summary, error) {
+	f := opsOf(m)
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return Summary{}, err
 	}
-	now := m.Clock.Now()
-	if _, err := m.S.GetFleet(ctx, spec.Fleet); err == nil {
+	now := f.Clock().Now()
+	if _, err := f.Fleet(ctx, spec.Fleet); err == nil {
 		return Summary{}, fmt.Errorf("%w: %q; use --resume %s to continue it, or another --fleet name", ErrFleetExists, spec.Fleet, spec.Fleet)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return Summary{}, err
 	}
-	bad, err := badHosts(ctx, m, now)
+	bad, err := badHosts(ctx, f, now)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -235,25 +236,25 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	// drops a suffix of commits), so a resume can find this fleet's
 	// instances by label; drawn at the first rent, it could be lost with
 	// the rentals and the instances would read as another store's.
-	if _, err := m.S.ID(ctx); err != nil {
+	if _, err := f.StoreID(ctx); err != nil {
 		return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 	}
 	// The secrets go first: a fleet row whose secrets are missing cannot
 	// be resumed. The data dir's lock and the check above keep another
 	// launch of this name from racing the write.
 	if secret != nil {
-		if err := m.S.SaveSecret(ctx, secretName(spec.Fleet), secret); err != nil {
+		if err := f.SaveSecret(ctx, secretName(spec.Fleet), secret); err != nil {
 			return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 		}
 	}
-	if err := m.S.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
+	if err := f.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
 		EstDPH: caps.DPH, EstHours: caps.Horizon.Hours(), EstCost: caps.Projected}); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return Summary{}, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
 		}
 		return Summary{}, err
 	}
-	r := newRunner(m, spec, candidates, events, bad, win, now)
+	r := newRunner(f, spec, candidates, events, bad, win, now)
 	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
@@ -281,12 +282,13 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 // checks, when given, are the launch's Checks (never stored with the
 // fleet, so a resume is given them again).
 func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event), checks ...Checks) (Summary, error) {
-	f, err := m.S.GetFleet(ctx, fleetName)
+	f := opsOf(m)
+	row, err := f.Fleet(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
 	}
-	st, err := decodeStored(f.Spec, func() ([]byte, error) {
-		return m.S.LoadSecret(ctx, secretName(fleetName))
+	st, err := decodeStored(row.Spec, func() ([]byte, error) {
+		return f.LoadSecret(ctx, secretName(fleetName))
 	})
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
@@ -295,7 +297,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	if len(checks) > 0 {
 		spec.Checks = checks[0]
 	}
-	storeID, err := m.S.ID(ctx)
+	storeID, err := f.StoreID(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
@@ -303,7 +305,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	// (a lost WAL, a restored backup) still has the fleet row but not the
 	// instances rented since, which run on under this store's labels.
 	// Without them the resume would rent a second fleet beside the first.
-	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
+	rep, err := f.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
@@ -313,13 +315,13 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			adopted = append(adopted, c.Instance)
 		}
 	}
-	now := m.Clock.Now()
-	bad, err := badHosts(ctx, m, now)
+	now := f.Clock().Now()
+	bad, err := badHosts(ctx, f, now)
 	if err != nil {
 		return Summary{}, err
 	}
-	r := newRunner(m, spec, cands, events, bad, st.window(f.CreatedAt), now)
-	intents, err := m.S.FleetIntents(ctx, fleetName)
+	r := newRunner(f, spec, cands, events, bad, st.window(row.CreatedAt), now)
+	intents, err := f.FleetIntents(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -330,10 +332,10 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		}
 	}
 	r.rentsOK += len(adopted) // rentals all the same: --max-rentals counts them
-	if v, err := m.S.GetMeta(ctx, releasedKey(fleetName)); err == nil && v != "" {
+	if v, err := f.Meta(ctx, releasedKey(fleetName)); err == nil && v != "" {
 		r.released = true
 	}
-	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	ins, err := f.FleetInstances(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -344,7 +346,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		}
 		r.track(in)
 	}
-	if c, err := m.Cost(ctx, fleetName); err == nil {
+	if c, err := f.Cost(ctx, fleetName); err == nil {
 		r.spent = c.Compute + c.Storage
 		for _, ic := range c.Instances {
 			if _, tracked := r.pulls[ic.InstanceID]; !tracked {
@@ -382,8 +384,8 @@ func budgetNote(s Spec, p Plan) string {
 	return fmt.Sprintf("budget $%.2f", p.Budget)
 }
 
-func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]bool, error) {
-	hs, err := m.S.BadHosts(ctx, now)
+func badHosts(ctx context.Context, f FleetOps, now time.Time) (map[int64]bool, error) {
+	hs, err := f.BadHosts(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +396,7 @@ func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]b
 	return bad, nil
 }
 
-func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, win window, now time.Time) *runner {
+func newRunner(f FleetOps, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, win window, now time.Time) *runner {
 	if events == nil {
 		events = func(Event) {}
 	}
@@ -413,7 +415,7 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		rank[c.ID] = i
 	}
 	r := &runner{
-		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create, ratio: 1,
+		f: f, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create, ratio: 1,
 		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
 		pulls:    map[int64]*store.Instance{},
 		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
@@ -421,7 +423,7 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
 		bulkLim:  rate.NewLimiter(bulkCallRate, 1),
 	}
-	_, r.bulk = m.P.(provider.BulkCreator)
+	r.bulk = f.CanRentMany()
 	return r
 }
 
@@ -499,7 +501,7 @@ func (r *runner) projected(now time.Time) (total, bandwidth float64) {
 	return r.spent + bw + pending + rate*(2*r.spec.PollEvery).Hours(), bw + pending
 }
 
-func (r *runner) now() time.Time { return r.m.Clock.Now() }
+func (r *runner) now() time.Time { return r.f.Clock().Now() }
 
 // actorClock is implemented by virtual clocks (clock.Virtual) that
 // move only when every goroutine of the launch is asleep; the launch tells
@@ -507,7 +509,7 @@ func (r *runner) now() time.Time { return r.m.Clock.Now() }
 type actorClock interface{ Busy(delta int) }
 
 func (r *runner) busy(d int) {
-	if a, ok := r.m.Clock.(actorClock); ok {
+	if a, ok := r.f.Clock().(actorClock); ok {
 		a.Busy(d)
 	}
 }
@@ -519,7 +521,7 @@ type holdClock interface{ InFlight(delta int) }
 // hold keeps a virtual market still while the launch waits on the world
 // outside it (agents reporting in wall time); 0 says it still waits.
 func (r *runner) hold(d int) {
-	if h, ok := r.m.Clock.(holdClock); ok {
+	if h, ok := r.f.Clock().(holdClock); ok {
 		h.InFlight(d)
 	}
 }
@@ -528,7 +530,7 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	return r.m.Clock.Sleep(ctx, d)
+	return r.f.Clock().Sleep(ctx, d)
 }
 
 // watching: an instance is on its way into running, a change the store
@@ -551,19 +553,16 @@ func (r *runner) watching() bool {
 // every 2 s it would take all of them.
 const watchShare = 0.25
 
-// pacer is a client that paces its calls (vast.Client); 0: it does not.
-type pacer interface{ Rate() rate.Limit }
-
 // watchEvery is the spacing of the watch's listings: Spec.WatchEvery, or
 // longer where each listing would take more than watchShare of a paced
 // client's calls (pages the last listing took).
 func (r *runner) watchEvery() time.Duration {
 	every := r.spec.WatchEvery
-	p, ok := r.m.P.(pacer)
-	if !ok || p.Rate() <= 0 || r.listPages <= 0 {
+	pace := r.f.ListRate()
+	if pace <= 0 || r.listPages <= 0 {
 		return every
 	}
-	cost := time.Duration(float64(r.listPages) / (float64(p.Rate()) * watchShare) * float64(time.Second))
+	cost := time.Duration(float64(r.listPages) / (float64(pace) * watchShare) * float64(time.Second))
 	return max(every, cost)
 }
 
@@ -571,7 +570,7 @@ func (r *runner) watchEvery() time.Duration {
 // shows (observe), acting on nothing but destroys to send again: the
 // next tick decides. A listing that fails is left to the tick.
 func (r *runner) watch(ctx context.Context) {
-	l, err := r.m.P.ListInstances(ctx)
+	l, err := r.f.ListInstances(ctx)
 	if err != nil {
 		return
 	}
@@ -591,7 +590,7 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 		}
 		tickStart := r.now()
 		next := tickStart.Add(r.spec.PollEvery)
-		l, err := r.m.P.ListInstances(ctx)
+		l, err := r.f.ListInstances(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
