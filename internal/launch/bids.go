@@ -66,33 +66,33 @@ type outbidDo struct {
 
 // outbidCheck looks at an interruptible node's listing: ok says that the
 // node is outbid and handled here (transitions skips its other checks).
-func (r *runner) outbidCheck(n *node, now time.Time) (outbidDo, bool) {
+func (m *model) outbidCheck(n *node, now time.Time) (outbidDo, bool) {
 	if n.state == provider.StateRunning {
 		n.outbid = false
 	}
 	eligible := n.phase == phBooting || n.phase == phReady ||
-		n.phase == phReleasing && n.startOK && now.Sub(n.startSentAt) >= r.spec.PollEvery
+		n.phase == phReleasing && n.startOK && now.Sub(n.startSentAt) >= m.spec.PollEvery
 	if !eligible || !outbidSeen(true, n.state, n.intended, n.statusMsg) {
 		return outbidDo{}, false
 	}
-	canBid := r.f.CanChangeBid()
+	canBid := m.canBid
 	since := time.Duration(-1)
 	if !n.rebidAt.IsZero() {
 		since = now.Sub(n.rebidAt)
 	}
-	act, p := onOutbid(outbidView{mode: r.spec.Bid.OnOutbid, canBid: canBid, bid: n.bid, minBid: n.offer.MinBid,
-		ceiling: n.offer.DPHBase, sinceRebid: since, settle: 2 * r.spec.PollEvery})
+	act, p := onOutbid(outbidView{mode: m.spec.Bid.OnOutbid, canBid: canBid, bid: n.bid, minBid: n.offer.MinBid,
+		ceiling: n.offer.DPHBase, sinceRebid: since, settle: 2 * m.spec.PollEvery})
 	if !n.outbid {
 		n.outbid = true
-		r.outbids++
+		m.outbids++
 		next := "replacing it"
 		switch {
 		case act == outbidRebid:
 			next = fmt.Sprintf("raising the bid to $%.4f/hr", p)
-		case r.spec.Bid.OnOutbid == OutbidRebid:
+		case m.spec.Bid.OnOutbid == OutbidRebid:
 			next = fmt.Sprintf("at its bound (on-demand $%.4f/hr): replacing it", n.offer.DPHBase)
 		}
-		r.emit(Event{Event: EvOutbid, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
+		m.say(Event{Event: EvOutbid, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
 			Msg: fmt.Sprintf("outbid at $%.4f/hr: %s", n.bid, next)})
 	}
 	switch act {

@@ -58,16 +58,16 @@ func storeProviderCalls(dir string) ([]string, error) {
 		return nil, fmt.Errorf("go not on PATH")
 	}
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	names, err := goList(gobin, dir, "{{range .GoFiles}}{{.}}\n{{end}}", ".")
 	if err != nil {
 		return nil, err
 	}
-	pkg := pkgs["launch"]
-	if pkg == nil {
-		return nil, fmt.Errorf("no package launch in %s", dir)
-	}
 	var files []*ast.File
-	for _, f := range pkg.Files {
+	for _, name := range names {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+		if err != nil {
+			return nil, err
+		}
 		files = append(files, f)
 	}
 	exports, err := exportData(gobin, dir)
@@ -174,7 +174,23 @@ func funcName(fd *ast.FuncDecl) string {
 // exportData maps each dependency of the package in dir to its compiled
 // export data, from the build cache.
 func exportData(gobin, dir string) (map[string]string, error) {
-	cmd := exec.Command(gobin, "list", "-export", "-deps", "-f", "{{.ImportPath}} {{.Export}}", ".")
+	lines, err := goList(gobin, dir, "{{.ImportPath}} {{.Export}}", "-export", "-deps", ".")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, l := range lines {
+		path, file, ok := strings.Cut(l, " ")
+		if ok && file != "" {
+			m[path] = filepath.Clean(file)
+		}
+	}
+	return m, nil
+}
+
+// goList runs go list with format in dir; one line of output each.
+func goList(gobin, dir, format string, args ...string) ([]string, error) {
+	cmd := exec.Command(gobin, append([]string{"list", "-f", format}, args...)...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -182,13 +198,12 @@ func exportData(gobin, dir string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("go list: %v: %s", err, stderr.String())
 	}
-	m := map[string]string{}
+	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		path, file, ok := strings.Cut(sc.Text(), " ")
-		if ok && file != "" {
-			m[path] = filepath.Clean(file)
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
 		}
 	}
-	return m, sc.Err()
+	return lines, sc.Err()
 }

@@ -108,9 +108,9 @@ func (r *runner) summary(ctx context.Context) Summary {
 	return s
 }
 
-func (r *runner) readyNodes() []*node {
+func (m *model) readyNodes() []*node {
 	var out []*node
-	for _, n := range r.sorted() {
+	for _, n := range m.sorted() {
 		if n.phase == phReady && !n.doomed && !n.dropping && n.state == provider.StateRunning {
 			out = append(out, n)
 		}

@@ -260,76 +260,6 @@ func (r *runner) gateChecks(ctx context.Context) {
 // agentPoll spaces the coordinator reads within one AgentWait.
 const agentPoll = 100 * time.Millisecond
 
-// gate decides whether a running node (first boot) is ready: usable (its
-// SSH handshake completed) and, when hardware is judged, probed and not
-// short. A node that stays unusable, or short under replace, fails like
-// a failed boot (its machine on the bad-host list, replaced with
-// backfill). ok is false while the node waits or when it failed (drop
-// then names it).
-func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, drop []int64) {
-	if n.runningAt.IsZero() {
-		n.runningAt = now
-		r.timeBoot(n, now)
-	}
-	ck := r.spec.Checks
-	if ck.Usable != nil && !n.usable {
-		limit := ck.UsableFor
-		if limit <= 0 {
-			limit = DefaultUsableFor
-		}
-		if now.Sub(n.runningAt) >= limit {
-			why := n.unusable
-			if why == "" {
-				why = "no handshake attempted"
-			}
-			return false, r.fail(ctx, n, fmt.Sprintf("running for %s but its SSH handshake never completed (%s)", limit, why), now)
-		}
-		return false, nil
-	}
-	if n.usableAt.IsZero() {
-		n.usableAt = now
-	}
-	h := r.spec.Hardware
-	if h == nil || n.judged || ck.Agents == nil {
-		return true, nil // nothing to judge by
-	}
-	wait := h.ProbeWait
-	if ck.ProbeWait > 0 {
-		wait = ck.ProbeWait
-	}
-	var c HardwareCheck
-	switch {
-	case n.probe != nil:
-		c = judge(*n.probe, n.offer, h.Below)
-	case now.Sub(n.usableAt) >= wait:
-		c = HardwareCheck{ProbeStatus: wire.ProbeFailed, Short: []string{"probe"},
-			Advertised: wire.Capacity{Cores: n.offer.CPUCoresEffective, RAMMB: n.offer.CPURAM, GPUs: n.offer.NumGPUs},
-			Error:      fmt.Sprintf("no boot probe reported within %s of the node being usable", wait)}
-	default:
-		return false, nil
-	}
-	n.judged = true
-	if len(c.Short) == 0 {
-		return true, nil
-	}
-	c.Action = h.OnShort
-	ev := EvShortHardware
-	if c.ProbeStatus != wire.ProbeOK {
-		ev = EvProbeFailed
-	}
-	reason := c.figures()
-	r.shortHW++
-	r.emit(Event{Event: ev, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
-		Msg: reason, Hardware: &c})
-	switch h.OnShort {
-	case ShortReplace:
-		return false, r.fail(ctx, n, reason, now)
-	case ShortWarn:
-		r.markBad(ctx, n, reason, now)
-	}
-	return true, nil
-}
-
 // Boot stages of a node not yet ready (Progress.Stages): the image
 // pulling or extracting (from the marketplace's status), loading (the
 // marketplace says no more), ssh (the container runs, its SSH handshake
@@ -345,7 +275,7 @@ const (
 )
 
 // stage is where a booting node is.
-func (r *runner) stage(n *node) string {
+func (m *model) stage(n *node) string {
 	if n.state != provider.StateRunning {
 		msg := strings.ToLower(n.statusMsg)
 		switch {
@@ -356,7 +286,7 @@ func (r *runner) stage(n *node) string {
 		}
 		return StageLoading
 	}
-	ck := r.spec.Checks
+	ck := m.spec.Checks
 	switch {
 	case ck.Usable != nil && !n.usable:
 		return StageSSH

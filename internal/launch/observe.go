@@ -6,7 +6,6 @@ package launch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -174,160 +173,11 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.L
 	r.emit(Event{Event: EvRented, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "adopted by label"})
 }
 
-func (r *runner) forget(n *node) {
-	delete(r.nodes, n.id)
-	if r.machines[n.machineID]--; r.machines[n.machineID] <= 0 {
-		delete(r.machines, n.machineID)
+func (m *model) forget(n *node) {
+	delete(m.nodes, n.id)
+	if m.machines[n.machineID]--; m.machines[n.machineID] <= 0 {
+		delete(m.machines, n.machineID)
 	}
-}
-
-// fail handles an instance that will not serve: with backfill it is
-// destroyed now (and replaced by fill); without, it is left until the end,
-// as the manual recipe does. Its machine is remembered either way.
-func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time) []int64 {
-	if n.doomed {
-		return nil
-	}
-	switch n.phase {
-	case phBooting:
-		r.bootFailed++
-	case phReleasing:
-		r.releaseLost++
-		r.parkedMinutes += n.parkedFor()
-	}
-	r.markBad(ctx, n, reason, now)
-	return r.giveUp(n, reason, now)
-}
-
-// markBad puts the node's machine on the bad-host list, with why.
-func (r *runner) markBad(ctx context.Context, n *node, reason string, now time.Time) {
-	if err := r.f.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
-		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
-	}
-}
-
-// giveUp counts a node as failed and skips its machine for the rest of
-// this launch; with backfill it is destroyed now (and replaced by fill),
-// without it is left until the end.
-func (r *runner) giveUp(n *node, reason string, now time.Time) []int64 {
-	if n.doomed {
-		return nil
-	}
-	r.failed++
-	r.bad[n.machineID] = true
-	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state, Msg: reason})
-	if !r.spec.Backfill {
-		n.doomed = true
-		return nil
-	}
-	n.dropping = true
-	return []int64{n.id}
-}
-
-// transitions moves every node on from what the listing showed; it stops
-// (parks) newly running instances and returns the nodes to destroy.
-func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
-	r.gateChecks(ctx)
-	var out []int64
-	var stop, start []*node
-	var rebid []bidChange
-	for _, n := range r.sorted() {
-		if n.doomed || n.dropping || !n.seen {
-			continue
-		}
-		st := n.state
-		if st == provider.StateUnknown {
-			if n.unknownSince.IsZero() {
-				n.unknownSince = now
-			}
-		} else {
-			n.unknownSince = time.Time{}
-		}
-		if r.spec.Bid != nil {
-			if act, ok := r.outbidCheck(n, now); ok {
-				if act.drop {
-					// Its machine is skipped for this launch only: a
-					// rival holds it, and the host is not at fault.
-					out = append(out, r.giveUp(n, fmt.Sprintf("outbid at $%.4f/hr", n.bid), now)...)
-				} else if act.price > 0 {
-					rebid = append(rebid, bidChange{n, act.price})
-				}
-				continue
-			}
-		}
-		switch {
-		case st == provider.StateExited:
-			out = append(out, r.fail(ctx, n, "container exited", now)...)
-			continue
-		case st == provider.StateOffline:
-			out = append(out, r.fail(ctx, n, "host went offline", now)...)
-			continue
-		case st == provider.StateUnknown && now.Sub(n.unknownSince) >= UnknownFor:
-			out = append(out, r.fail(ctx, n, "no host heartbeat for "+UnknownFor.String(), now)...)
-			continue
-		}
-		switch n.phase {
-		case phBooting:
-			if st == provider.StateRunning {
-				if ok, drop := r.gate(ctx, n, now); !ok {
-					out = append(out, drop...)
-					continue
-				}
-				r.bootOK++
-				r.timeGates(n, now)
-				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
-					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
-				// Past the deadline (a resume after it) the release is
-				// due: a stop now would only risk the GPUs.
-				switch {
-				case !r.spec.Park || r.released || !r.deadline.IsZero() && !now.Before(r.deadline):
-					n.phase = phReady
-				case !r.parkPays(n, now):
-					n.phase = phReady
-					r.keptRunning++
-					r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, State: st,
-						Msg: fmt.Sprintf("kept running: at $%.3f/hr, parking risks more than it saves", n.offer.DPHTotal)})
-				default:
-					n.phase = phParking
-					r.parkedOK++
-					stop = append(stop, n)
-				}
-			} else if now.Sub(n.rentedAt) > r.spec.BootTimeout {
-				out = append(out, r.fail(ctx, n, "still "+stateName(st)+" after the "+r.spec.BootTimeout.String()+" boot timeout", now)...)
-			}
-		case phParking:
-			switch {
-			case st == provider.StateStopped:
-				n.phase = phParked
-				r.emit(Event{Event: EvParked, At: now, InstanceID: n.id, State: st})
-			case now.Sub(n.stopSentAt) >= 2*r.spec.PollEvery:
-				stop = append(stop, n) // the stop did not take (or was never sent before a crash)
-			}
-		case phReleasing:
-			switch {
-			case st == provider.StateRunning:
-				n.phase = phReady
-				r.parkedMinutes += n.parkedFor()
-				if !n.releasedAt.Before(r.since) {
-					r.releaseDur = append(r.releaseDur, now.Sub(n.releasedAt))
-				}
-				r.emit(Event{Event: EvRunning, At: now, InstanceID: n.id, State: st})
-			case scheduling(n) && now.Sub(n.startSentAt) >= SchedulingFor:
-				// Waiting for GPUs another renter holds: it may wait for
-				// ever, so it is replaced now rather than at the timeout.
-				out = append(out, r.fail(ctx, n, "scheduling "+now.Sub(n.startSentAt).Round(time.Second).String()+" after the release: its GPUs were taken", now)...)
-			case now.Sub(n.releasedAt) > r.spec.ReleaseTimeout:
-				out = append(out, r.fail(ctx, n, "not running "+r.spec.ReleaseTimeout.String()+" after the release (its GPUs were probably taken)", now)...)
-			case st == provider.StateStopped && !scheduling(n) &&
-				(!n.startOK || n.intended != provider.StateRunning && now.Sub(n.startSentAt) >= 2*r.spec.PollEvery):
-				start = append(start, n) // the start failed, or did not take
-			}
-		}
-	}
-	r.sendStop(ctx, stop, now)
-	r.sendStart(ctx, start, now)
-	r.changeBids(ctx, rebid, now)
-	return out
 }
 
 // sendStop parks nodes: in bulk calls where the marketplace takes them
@@ -414,9 +264,9 @@ func (r *runner) parallel(ctx context.Context, ns []*node, fn func(context.Conte
 	_ = g.Wait()
 }
 
-func (r *runner) sorted() []*node {
-	out := make([]*node, 0, len(r.nodes))
-	for _, n := range r.nodes {
+func (m *model) sorted() []*node {
+	out := make([]*node, 0, len(m.nodes))
+	for _, n := range m.nodes {
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })

@@ -218,8 +218,8 @@ func bootRatio(observed []float64) float64 {
 // estimate: it ended between the last listing that saw n loading and the
 // first that saw it running. Boots of instances rented before this
 // process took over would include the pause: not timed.
-func (r *runner) timeBoot(n *node, now time.Time) {
-	if n.rentedAt.Before(r.since) || n.load <= 0 {
+func (m *model) timeBoot(n *node, now time.Time) {
+	if n.rentedAt.Before(m.since) || n.load <= 0 {
 		return
 	}
 	end, from := n.runSeenAt, n.loadSeenAt
@@ -229,21 +229,21 @@ func (r *runner) timeBoot(n *node, now time.Time) {
 	if from.Before(n.rentedAt) {
 		from = n.rentedAt
 	}
-	if took, ok := observedSpan(end.Sub(n.rentedAt), end.Sub(from), r.spec.PollEvery); ok {
-		r.bootRatios = append(r.bootRatios, float64(took)/float64(n.load))
-		r.ratio = bootRatio(r.bootRatios)
+	if took, ok := observedSpan(end.Sub(n.rentedAt), end.Sub(from), m.spec.PollEvery); ok {
+		m.bootRatios = append(m.bootRatios, float64(took)/float64(n.load))
+		m.ratio = bootRatio(m.bootRatios)
 	}
 }
 
 // timeGates samples how long n, ready at now, took through the readiness
 // gates after it first ran.
-func (r *runner) timeGates(n *node, now time.Time) {
-	if n.rentedAt.Before(r.since) || n.runningAt.IsZero() {
+func (m *model) timeGates(n *node, now time.Time) {
+	if n.rentedAt.Before(m.since) || n.runningAt.IsZero() {
 		return
 	}
-	if took, ok := observedSpan(now.Sub(n.runningAt), r.listingGap, r.spec.PollEvery); ok {
-		r.gateTimes = append(r.gateTimes, took.Seconds())
-		r.gateTime = time.Duration(stat.Median(r.gateTimes) * float64(time.Second))
+	if took, ok := observedSpan(now.Sub(n.runningAt), m.listingGap, m.spec.PollEvery); ok {
+		m.gateTimes = append(m.gateTimes, took.Seconds())
+		m.gateTime = time.Duration(stat.Median(m.gateTimes) * float64(time.Second))
 	}
 }
 

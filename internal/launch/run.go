@@ -112,76 +112,20 @@ func (n *node) rate() float64 {
 	return n.offer.StorageTotalCost
 }
 
+// runner carries a launch out: it observes the marketplace, asks the
+// planner (model, plan.go) what to do, and applies the plan through its
+// FleetOps (apply.go), emitting the events the plan names.
 type runner struct {
+	model
 	f      FleetOps
 	store  string // the store's id, as labels carry it
-	spec   Spec
-	cands  []market.Ranked
-	byOff  map[int64]market.Offer
-	rank   map[int64]int // offer id → position in the ranking
 	emit   func(Event)
 	create provider.CreateRequest
 	// listPages is how many calls the last listing took (watchEvery).
 	listPages int
 
-	nodes      map[int64]*node
-	destroying map[int64]time.Time // destroy sent (when), not yet proven gone
-	// goingDPH is what the instances being destroyed still bill per hour:
-	// they count against --max-dph until a listing shows them gone.
-	goingDPH   map[int64]float64
-	usedOffers map[int64]bool // offers with an intent in this fleet: never rented again
-	machines   map[int64]int  // live nodes per machine
-	bad        map[int64]bool
-
-	start, deadline time.Time
-	// since is when this process took the launch over (its start, or
-	// the resume): boots of instances rented before it are not timed,
-	// as their time would include the pause.
-	since     time.Time
-	released  bool
-	finishing bool
-	lim       *rate.Limiter
-	spent     float64 // compute and storage, from observed states
-	// pulls is the bandwidth record of every instance this run rented or
-	// tracked, destroyed ones included: what they pulled (as listings
-	// report it) or are expected to pull (the estimate).
-	pulls map[int64]*store.Instance
-	// bwBefore is the bandwidth of this fleet's instances that were gone
-	// before a resume.
-	bwBefore  float64
-	lastTick  time.Time
-	rentsOK   int // instances rented into this fleet, ever
-	failed    int
-	destroyed int
-	capHit    string // a cap that stopped renting for good
-	dphCapped string // set once --max-dph held a rent back
-	// budgetHeld is set once the budget held a rent back; it is not a
-	// stop: room comes back as the deadline nears and failures go.
-	budgetHeld string
-	shortHW    int // nodes whose probe was short or failed
-	outbids    int // outbid episodes seen (interruptible launches)
-	rebids     int // change bids sent
-	// bootRatios: each timed boot (rental to first seen running) over its
-	// offer's estimated load time; ratio is their bootRatio, kept as boots
-	// are timed rather than sorted again by every rent. gateTimes: how
-	// long booted nodes took through the readiness gates (SSH, agent,
-	// probe), gateTime their median. listingGap is the time between the
-	// last two listings: what a gate passed now may be late by.
-	bootRatios []float64
-	ratio      float64
-	gateTimes  []float64
-	gateTime   time.Duration
-	listingGap time.Duration
-	// What this run saw of boots and releases, for the shares that size
-	// the margins (bootShare, spares).
-	bootOK, bootFailed, releaseLost int
-	parkedOK, keptRunning           int     // booted instances parked, and kept running because parking did not pay
-	parkedMinutes                   float64 // summed over released instances, up to their release
-	// releaseDur: how long released instances took to run again.
-	releaseDur []time.Duration
-
-	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
-	calls    int                     // create calls in flight, a bulk create counting once (main goroutine only)
+	lim   *rate.Limiter
+	calls int // create calls in flight, a bulk create counting once (main goroutine only)
 	// bulk rents many offers a call where the marketplace can; bulkLim
 	// paces those calls.
 	bulk    bool
@@ -415,15 +359,18 @@ func newRunner(f FleetOps, spec Spec, cands []market.Ranked, events func(Event),
 		rank[c.ID] = i
 	}
 	r := &runner{
-		f: f, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create, ratio: 1,
-		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
-		pulls:    map[int64]*store.Instance{},
-		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
-		inflight: map[int64]market.Ranked{},
-		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
-		bulkLim:  rate.NewLimiter(bulkCallRate, 1),
+		model: model{
+			spec: spec, cands: cands, byOff: byOff, rank: rank, ratio: 1,
+			nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
+			pulls:    map[int64]*store.Instance{},
+			machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
+			inflight: map[int64]market.Ranked{},
+		},
+		f: f, emit: emit, create: create,
+		lim:     rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
+		bulkLim: rate.NewLimiter(bulkCallRate, 1),
 	}
-	r.bulk = f.CanRentMany()
+	r.bulk, r.canBid = f.CanRentMany(), f.CanChangeBid()
 	return r
 }
 
@@ -476,12 +423,12 @@ func (r *runner) track(in store.Instance) *node {
 // bandwidth is what this run's rentals have cost in bandwidth so far
 // (reported, or estimated until a listing reports it), and what the
 // booting ones are still expected to pull.
-func (r *runner) bandwidth(now time.Time) (spent, pending float64) {
-	spent = r.bwBefore
-	for id, p := range r.pulls {
+func (m *model) bandwidth(now time.Time) (spent, pending float64) {
+	spent = m.bwBefore
+	for id, p := range m.pulls {
 		got, _ := fleet.BandwidthOf(*p, now)
 		spent += got
-		if n, live := r.nodes[id]; live && n.phase == phBooting && !n.dropping {
+		if n, live := m.nodes[id]; live && n.phase == phBooting && !n.dropping {
 			est := market.TransferCost(p.Bandwidth.PullGB, 0, p.Bandwidth.DownCost, p.Bandwidth.UpCost)
 			pending += max(est-got, 0)
 		}
@@ -492,13 +439,13 @@ func (r *runner) bandwidth(now time.Time) (spent, pending float64) {
 // projected is what the launch will have spent once what it runs now is
 // stopped: spent so far, the pulls still under way, and the live rate
 // for the two polls it takes to see and destroy.
-func (r *runner) projected(now time.Time) (total, bandwidth float64) {
-	bw, pending := r.bandwidth(now)
+func (m *model) projected(now time.Time) (total, bandwidth float64) {
+	bw, pending := m.bandwidth(now)
 	rate := 0.0
-	for _, n := range r.nodes {
+	for _, n := range m.nodes {
 		rate += n.rate()
 	}
-	return r.spent + bw + pending + rate*(2*r.spec.PollEvery).Hours(), bw + pending
+	return m.spent + bw + pending + rate*(2*m.spec.PollEvery).Hours(), bw + pending
 }
 
 func (r *runner) now() time.Time { return r.f.Clock().Now() }
@@ -535,8 +482,8 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 
 // watching: an instance is on its way into running, a change the store
 // can only date by the listings around it.
-func (r *runner) watching() bool {
-	for _, n := range r.nodes {
+func (m *model) watching() bool {
+	for _, n := range m.nodes {
 		if n.doomed || n.dropping {
 			continue
 		}
@@ -579,6 +526,28 @@ func (r *runner) watch(ctx context.Context) {
 	r.destroy(ctx, r.observe(ctx, l, r.now()))
 }
 
+// tick observes one complete listing, plans the node transitions and
+// applies them, then plans the fleet's decisions (release, surplus, end)
+// and applies those; what both destroy goes in one call. It reports
+// whether the launch is over.
+func (r *runner) tick(ctx context.Context, l provider.Listing, now time.Time) bool {
+	toDestroy := r.observe(ctx, l, now)
+	r.gateChecks(ctx)
+	toDestroy = append(toDestroy, r.apply(ctx, r.transitions(now), now)...)
+	done := r.decide(now)
+	toDestroy = append(toDestroy, r.apply(ctx, r.take(), now)...)
+	r.destroy(ctx, toDestroy)
+	return done
+}
+
+// flush applies what the planner said outside a tick (the caps and
+// substitutions a rent meets): events only.
+func (r *runner) flush(ctx context.Context) {
+	if len(r.plan) > 0 {
+		r.apply(ctx, r.take(), r.now())
+	}
+}
+
 // loop is the one goroutine that drives the launch: one batched listing per
 // tick, then the transitions it implies, then rents.
 func (r *runner) loop(ctx context.Context) (Summary, error) {
@@ -607,10 +576,7 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 			r.listPages = l.Pages
 			r.land(ctx)
 			now := r.now()
-			toDestroy := r.observe(ctx, l, now)
-			toDestroy = append(toDestroy, r.transitions(ctx, now)...)
-			done := r.decide(ctx, now, &toDestroy)
-			r.destroy(ctx, toDestroy)
+			done := r.tick(ctx, l, now)
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
