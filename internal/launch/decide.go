@@ -239,10 +239,7 @@ func (m *model) decide(now time.Time) bool {
 	c := m.counts()
 	booted := c.parking + c.parked + c.releasing + c.ready
 	m.checkBudget(now)
-	if !m.deadline.IsZero() && !now.Before(m.deadline) && !m.finishing {
-		m.finishing = true
-		m.say(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, m.spec.Count)})
-	}
+	m.checkDeadline(now, booted)
 	// Complete (Count run, none parked), or, with backfill, enough booted
 	// before the release: what is beyond goes.
 	complete := (m.released || !m.spec.Park) && c.ready >= m.spec.Count
@@ -284,6 +281,14 @@ func (m *model) checkBudget(now time.Time) {
 	if total, bw := m.projected(now); total >= m.spec.Budget {
 		m.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f projected once what runs is stopped, $%.2f of it bandwidth)", m.spec.Budget, total, bw))
 		m.finishing = true
+	}
+}
+
+// checkDeadline starts the end at the deadline.
+func (m *model) checkDeadline(now time.Time, booted int) {
+	if !m.deadline.IsZero() && !now.Before(m.deadline) && !m.finishing {
+		m.finishing = true
+		m.say(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, m.spec.Count)})
 	}
 }
 

@@ -167,7 +167,7 @@ func (r *runner) gateChecks(ctx context.Context) {
 	var shake []*node
 	wantProbes := false
 	for _, n := range r.sorted() {
-		if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning {
+		if !n.atGate() {
 			continue
 		}
 		if ck.Usable != nil && !n.usable {
@@ -177,21 +177,7 @@ func (r *runner) gateChecks(ctx context.Context) {
 		}
 	}
 	if len(shake) > 0 {
-		timeout := ck.UsableTimeout
-		if timeout <= 0 {
-			timeout = DefaultUsableTimeout
-		}
-		// Each goroutine writes its own node only.
-		r.parallel(ctx, shake, func(ctx context.Context, n *node) error {
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			if err := ck.Usable(ctx, n.sshHost, n.sshPort); err != nil {
-				n.unusable = err.Error()
-				return nil
-			}
-			n.usable, n.unusable = true, ""
-			return nil
-		})
+		r.handshakes(ctx, shake)
 		for _, n := range shake {
 			wantProbes = wantProbes || n.usable && r.spec.Hardware != nil
 		}
@@ -199,49 +185,47 @@ func (r *runner) gateChecks(ctx context.Context) {
 	if !wantProbes || ck.Agents == nil {
 		return
 	}
-	// On a simulator the agents are real processes: a tick waits for
-	// each, up to AgentWait of wall time from when it first became due,
-	// and a virtual market does not move meanwhile, since the launch is
-	// busy. A dark node holds the market once, for AgentWait at most.
-	// The wait holds the clock as a request in flight does: the clock's
-	// other sleepers (the market's own) must not read it as quiet.
+	r.readProbes(ctx)
+}
+
+// atGate: the node runs, has not passed the gates and is still wanted.
+func (n *node) atGate() bool {
+	return !n.doomed && !n.dropping && n.phase == phBooting && n.state == provider.StateRunning
+}
+
+// handshakes tries an SSH handshake with each node, at most Workers at
+// once; each goroutine writes its own node only.
+func (r *runner) handshakes(ctx context.Context, ns []*node) {
+	ck := r.spec.Checks
+	timeout := ck.UsableTimeout
+	if timeout <= 0 {
+		timeout = DefaultUsableTimeout
+	}
+	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := ck.Usable(ctx, n.sshHost, n.sshPort); err != nil {
+			n.unusable = err.Error()
+			return nil
+		}
+		n.usable, n.unusable = true, ""
+		return nil
+	})
+}
+
+// readProbes takes the coordinator's probes into the nodes at the gates.
+// On a simulator the agents are real processes: a tick waits for each,
+// up to AgentWait of wall time from when it first became due, and a
+// virtual market does not move meanwhile, since the launch is busy. A
+// dark node holds the market once, for AgentWait at most. The wait holds
+// the clock as a request in flight does: the clock's other sleepers (the
+// market's own) must not read it as quiet.
+func (r *runner) readProbes(ctx context.Context) {
 	r.hold(1)
 	defer r.hold(-1)
 	for {
-		var until time.Time
-		ns, err := ck.Agents(ctx, r.spec.Fleet)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.emit(Event{Event: EvWarn, At: r.now(), Msg: "reading boot probes from the coordinator: " + err.Error()})
-			}
-			return
-		}
-		waiting := 0
-		for _, n := range r.nodes {
-			if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning || n.probe != nil {
-				continue
-			}
-			if a, ok := ns[n.id]; ok {
-				n.agentSeen = true
-				n.probe = a.Probe
-			}
-			if n.probe == nil && (ck.Usable == nil || n.usable) {
-				waiting++
-				if n.dueAt.IsZero() {
-					n.dueAt = time.Now()
-				}
-				// An agent not heard from at all (an onstart that failed)
-				// holds the market a third as long as one that probes.
-				allow := ck.AgentWait
-				if !n.agentSeen {
-					allow /= 3
-				}
-				if u := n.dueAt.Add(allow); u.After(until) {
-					until = u
-				}
-			}
-		}
-		if waiting == 0 || !time.Now().Before(until) {
+		waiting, until, ok := r.probesOnce(ctx)
+		if !ok || waiting == 0 || !time.Now().Before(until) {
 			return
 		}
 		t := time.NewTimer(min(agentPoll, time.Until(until)))
@@ -255,6 +239,50 @@ func (r *runner) gateChecks(ctx context.Context) {
 		// silence (its guard against a miscounted goroutine).
 		r.hold(0)
 	}
+}
+
+// probesOnce reads the coordinator's agents once: how many nodes still
+// wait for a probe, and until when (wall time) they may hold the tick;
+// ok is false when the read failed.
+func (r *runner) probesOnce(ctx context.Context) (waiting int, until time.Time, ok bool) {
+	ck := r.spec.Checks
+	ns, err := ck.Agents(ctx, r.spec.Fleet)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.emit(Event{Event: EvWarn, At: r.now(), Msg: "reading boot probes from the coordinator: " + err.Error()})
+		}
+		return 0, time.Time{}, false
+	}
+	for _, n := range r.nodes {
+		if !n.atGate() || n.probe != nil {
+			continue
+		}
+		if a, ok := ns[n.id]; ok {
+			n.agentSeen = true
+			n.probe = a.Probe
+		}
+		if n.probe == nil && (ck.Usable == nil || n.usable) {
+			waiting++
+			if u := n.probeDue(ck.AgentWait); u.After(until) {
+				until = u
+			}
+		}
+	}
+	return waiting, until, true
+}
+
+// probeDue is until when (wall time) the node may hold the ticks for its
+// probe: wait from when it first became due; an agent not heard from at
+// all (an onstart that failed) holds the market a third as long as one
+// that probes.
+func (n *node) probeDue(wait time.Duration) time.Time {
+	if n.dueAt.IsZero() {
+		n.dueAt = time.Now()
+	}
+	if !n.agentSeen {
+		wait /= 3
+	}
+	return n.dueAt.Add(wait)
 }
 
 // agentPoll spaces the coordinator reads within one AgentWait.

@@ -21,6 +21,35 @@ import (
 // store did not record, and gone instances.
 func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time) []int64 {
 	prev := r.lastTick
+	r.accrue(now)
+	listed := make(map[int64]provider.Instance, len(l.Instances))
+	var redo []int64
+	for _, row := range l.Instances {
+		listed[row.ID] = row
+		if r.unknownRow(ctx, row, now) {
+			redo = append(redo, row.ID) // the last destroy gave up
+		}
+	}
+	r.confirmGone(ctx, listed, now)
+	var seenRows []provider.Instance
+	for _, n := range r.sorted() {
+		row, ok := listed[n.id]
+		if !ok {
+			r.unlisted(ctx, n, now)
+			continue
+		}
+		r.seen(ctx, n, row, prev, now)
+		seenRows = append(seenRows, row)
+	}
+	// One transaction for the whole listing's bandwidth figures.
+	if err := r.f.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+	}
+	return redo
+}
+
+// accrue adds what the nodes billed since the last listing to the spend.
+func (r *runner) accrue(now time.Time) {
 	dt := now.Sub(r.lastTick)
 	if dt > 0 {
 		for _, n := range r.nodes {
@@ -29,94 +58,95 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 	}
 	r.lastTick = now
 	r.listingGap = dt
-	listed := make(map[int64]provider.Instance, len(l.Instances))
-	var redo []int64
-	for _, row := range l.Instances {
-		listed[row.ID] = row
-		if _, ok := r.nodes[row.ID]; ok {
-			continue
-		}
-		if sent, ok := r.destroying[row.ID]; ok {
-			if now.Sub(sent) > 2*r.spec.PollEvery+30*time.Second {
-				redo = append(redo, row.ID) // the last destroy gave up
-			}
-			continue
-		}
-		label, ok := fleet.ParseLabel(row.LabelText())
-		if !ok || label.Fleet != r.spec.Fleet || label.Store != r.storeID(ctx) {
-			continue
-		}
+}
+
+// unknownRow looks at a listed row that is no node of this run: one
+// being destroyed whose destroy gave up (true: send it again), or this
+// fleet's rental that this run does not track (adopted).
+func (r *runner) unknownRow(ctx context.Context, row provider.Instance, now time.Time) bool {
+	if _, ok := r.nodes[row.ID]; ok {
+		return false
+	}
+	if sent, ok := r.destroying[row.ID]; ok {
+		return now.Sub(sent) > 2*r.spec.PollEvery+30*time.Second
+	}
+	label, ok := fleet.ParseLabel(row.LabelText())
+	if ok && label.Fleet == r.spec.Fleet && label.Store == r.storeID(ctx) {
 		r.adopt(ctx, row, label, now)
 	}
+	return false
+}
+
+// confirmGone records the instances being destroyed that the listing no
+// longer shows.
+func (r *runner) confirmGone(ctx context.Context, listed map[int64]provider.Instance, now time.Time) {
 	for id := range r.destroying {
-		if _, ok := listed[id]; !ok {
-			// Gone where the destroy that took went out, when that is
-			// known already (the background destroy confirms it too),
-			// not at this listing: up to a tick of storage and pull.
-			gone := now
-			if at, ok := r.f.DestroySent(id); ok && at.Before(now) {
-				gone = at
-			}
-			if err := r.f.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
-				delete(r.destroying, id)
-				delete(r.goingDPH, id)
-				if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
-					p.GoneAt = gone
-				}
-			}
-		}
-	}
-	var seenRows []provider.Instance
-	for _, n := range r.sorted() {
-		row, ok := listed[n.id]
-		if !ok {
-			if now.Sub(n.rentedAt) < r.grace() {
-				continue // marketplaces list new rentals late
-			}
-			// A complete listing without it, past the grace period: gone.
-			_ = r.f.MarkGone(ctx, n.id, now)
-			if p := r.pulls[n.id]; p != nil {
-				p.GoneAt = now
-			}
-			r.forget(n)
-			r.failed++
-			r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "vanished from the listing"})
+		if _, ok := listed[id]; ok {
 			continue
 		}
-		n.seen = true
-		st := row.Status()
-		host, port, _ := provider.SSHAddr(row)
-		if row.Quarantined() {
-			host, port = n.sshHost, n.sshPort // an unreadable row: keep the last address
+		// Gone where the destroy that took went out, when that is
+		// known already (the background destroy confirms it too),
+		// not at this listing: up to a tick of storage and pull.
+		gone := now
+		if at, ok := r.f.DestroySent(id); ok && at.Before(now) {
+			gone = at
 		}
-		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
-		if st != n.state || host != n.sshHost || port != n.sshPort {
-			if err := r.f.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
-				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+		if err := r.f.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
+			delete(r.destroying, id)
+			delete(r.goingDPH, id)
+			if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
+				p.GoneAt = gone
 			}
-			n.state, n.sshHost, n.sshPort = st, host, port
-		}
-		if n.phase == phBooting {
-			switch {
-			case st != provider.StateRunning:
-				n.loadSeenAt, n.runSeenAt = now, time.Time{}
-			case n.runSeenAt.IsZero():
-				n.runSeenAt = now
-			}
-		}
-		seenRows = append(seenRows, row)
-		if p := r.pulls[n.id]; p != nil {
-			if rep := fleet.BandwidthReports(row); len(rep) == 1 {
-				p.Bandwidth = p.Bandwidth.Reported(rep[0], st, now)
-			}
-			p.State = st
 		}
 	}
-	// One transaction for the whole listing's bandwidth figures.
-	if err := r.f.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
-		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+}
+
+// unlisted handles a node a complete listing does not show: gone, past
+// the grace period (marketplaces list new rentals late).
+func (r *runner) unlisted(ctx context.Context, n *node, now time.Time) {
+	if now.Sub(n.rentedAt) < r.grace() {
+		return
 	}
-	return redo
+	_ = r.f.MarkGone(ctx, n.id, now)
+	if p := r.pulls[n.id]; p != nil {
+		p.GoneAt = now
+	}
+	r.forget(n)
+	r.failed++
+	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "vanished from the listing"})
+}
+
+// seen takes a node's listed row in: its state and address (recorded on
+// change only: the store fsyncs every commit), when its boot was seen,
+// and its bandwidth.
+func (r *runner) seen(ctx context.Context, n *node, row provider.Instance, prev, now time.Time) {
+	n.seen = true
+	st := row.Status()
+	host, port, _ := provider.SSHAddr(row)
+	if row.Quarantined() {
+		host, port = n.sshHost, n.sshPort // an unreadable row: keep the last address
+	}
+	n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
+	if st != n.state || host != n.sshHost || port != n.sshPort {
+		if err := r.f.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
+			r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+		}
+		n.state, n.sshHost, n.sshPort = st, host, port
+	}
+	if n.phase == phBooting {
+		switch {
+		case st != provider.StateRunning:
+			n.loadSeenAt, n.runSeenAt = now, time.Time{}
+		case n.runSeenAt.IsZero():
+			n.runSeenAt = now
+		}
+	}
+	if p := r.pulls[n.id]; p != nil {
+		if rep := fleet.BandwidthReports(row); len(rep) == 1 {
+			p.Bandwidth = p.Bandwidth.Reported(rep[0], st, now)
+		}
+		p.State = st
+	}
 }
 
 // storeID is the id of the store this launch records into; rentals

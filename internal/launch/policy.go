@@ -44,23 +44,38 @@ func releaseDue(v releaseView) (bool, string) {
 	if !v.park || v.released {
 		return false, ""
 	}
+	if why := releaseReady(v); why != "" {
+		return true, why
+	}
+	return releaseStuck(v)
+}
+
+// releaseReady names the reason to release that the fleet's size or the
+// time gives, or none.
+func releaseReady(v releaseView) string {
 	switch {
 	case v.up >= v.quorum:
-		return true, "quorum"
+		return "quorum"
 	case v.up >= v.count && v.back-v.backSD >= float64(v.count):
 		// Parked GPUs go to other renters by the minute: once enough are
 		// expected back (one deviation to spare), waiting for the spares
 		// loses more than it adds.
-		return true, "enough expected to run again"
+		return "enough expected to run again"
 	case v.up >= v.count && v.replaceable:
 		// Waiting for spares only loses parked GPUs to other renters
 		// when what the release loses can still be replaced.
-		return true, "the count is up, with time to replace what the release loses"
+		return "the count is up, with time to replace what the release loses"
 	case v.finishing:
-		return true, "end of the launch"
+		return "end of the launch"
 	case !v.deadline.IsZero() && v.booted > 0 && !v.now.Before(v.deadline.Add(-v.lead)):
-		return true, "deadline near"
+		return "deadline near"
 	}
+	return ""
+}
+
+// releaseStuck says whether waiting buys nothing more: nothing is left to
+// boot, or what still loads is late.
+func releaseStuck(v releaseView) (bool, string) {
 	stuck := v.booting == 0 && (!v.canRent || !v.backfill && v.rentsOK >= v.count)
 	if stuck && v.booted > 0 {
 		return true, "nothing left to boot"

@@ -170,10 +170,28 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
+	win, err := createFleet(ctx, f, spec, candidates, caps, now)
+	if err != nil {
+		return Summary{}, err
+	}
+	r := newRunner(f, spec, candidates, events, bad, win, now)
+	r.emit(Event{Event: EvStart, At: now, Msg: startNote(spec, caps, slow, budget, bidNote)})
+	if fast := len(candidates) - slow; fast < spec.Count {
+		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf(
+			"thin market: %d offers are expected to load a %.1f GB image within %s, for --count %d; expect fewer by the deadline: widen the query, give a later --deadline, or use a smaller image",
+			fast, spec.ImageGB, budget.Round(time.Second), spec.Count)})
+	}
+	return r.loop(ctx)
+}
+
+// createFleet writes the launch's records before anything is rented, so
+// that Resume can continue after a crash: the secrets, then the fleet row
+// with the spec, the candidates and the window it returns.
+func createFleet(ctx context.Context, f FleetOps, spec Spec, candidates []market.Ranked, caps Plan, now time.Time) (window, error) {
 	win := newWindow(now, spec.Deadline)
 	raw, secret, err := encodeStored(spec, candidates, win)
 	if err != nil {
-		return Summary{}, err
+		return win, err
 	}
 	// The store's id labels every rental. Drawn before the fleet row is
 	// written, it survives whatever the fleet row survives (a lost WAL
@@ -181,24 +199,29 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	// instances by label; drawn at the first rent, it could be lost with
 	// the rentals and the instances would read as another store's.
 	if _, err := f.StoreID(ctx); err != nil {
-		return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
+		return win, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 	}
 	// The secrets go first: a fleet row whose secrets are missing cannot
 	// be resumed. The data dir's lock and the check above keep another
 	// launch of this name from racing the write.
 	if secret != nil {
 		if err := f.SaveSecret(ctx, secretName(spec.Fleet), secret); err != nil {
-			return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
+			return win, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 		}
 	}
 	if err := f.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
 		EstDPH: caps.DPH, EstHours: caps.Horizon.Hours(), EstCost: caps.Projected}); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return Summary{}, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
+			return win, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
 		}
-		return Summary{}, err
+		return win, err
 	}
-	r := newRunner(f, spec, candidates, events, bad, win, now)
+	return win, nil
+}
+
+// startNote is the start line of a launch: what it rents first, its
+// budget and bound, and how it bids.
+func startNote(spec Spec, caps Plan, slow int, budget time.Duration, bidNote string) string {
 	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
@@ -207,13 +230,7 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	if spec.Bid != nil {
 		msg += "; " + bidName(*spec.Bid) + strings.TrimSuffix("; "+bidNote, "; ")
 	}
-	r.emit(Event{Event: EvStart, At: now, Msg: msg})
-	if fast := len(candidates) - slow; fast < spec.Count {
-		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf(
-			"thin market: %d offers are expected to load a %.1f GB image within %s, for --count %d; expect fewer by the deadline: widen the query, give a later --deadline, or use a smaller image",
-			fast, spec.ImageGB, budget.Round(time.Second), spec.Count)})
-	}
-	return r.loop(ctx)
+	return msg
 }
 
 // Resume continues a launch from its fleet row: it reconciles the store
@@ -241,23 +258,9 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	if len(checks) > 0 {
 		spec.Checks = checks[0]
 	}
-	storeID, err := f.StoreID(ctx)
+	adopted, err := adoptLost(ctx, f, fleetName)
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
-	}
-	// Adopt by label before renting: a store that lost its recent writes
-	// (a lost WAL, a restored backup) still has the fleet row but not the
-	// instances rented since, which run on under this store's labels.
-	// Without them the resume would rent a second fleet beside the first.
-	rep, err := f.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
-	if err != nil {
-		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
-	}
-	var adopted []int64
-	for _, c := range rep.Changes {
-		if c.Kind == fleet.ChangeAdopted && c.Intent == 0 {
-			adopted = append(adopted, c.Instance)
-		}
 	}
 	now := f.Clock().Now()
 	bad, err := badHosts(ctx, f, now)
@@ -265,9 +268,49 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		return Summary{}, err
 	}
 	r := newRunner(f, spec, cands, events, bad, st.window(row.CreatedAt), now)
-	intents, err := f.FleetIntents(ctx, fleetName)
-	if err != nil {
+	if err := r.takeOver(ctx, adopted); err != nil {
 		return Summary{}, err
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: r.resumeNote(now)})
+	if len(adopted) > 0 {
+		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf("adopted %d running instances of fleet %s that the store had lost (its recent writes are gone: a lost WAL or a restored backup); found by their labels, counted in the fleet, not rented again: %v",
+			len(adopted), fleetName, adopted)})
+	}
+	return r.loop(ctx)
+}
+
+// adoptLost reconciles the store with the marketplace, adopting by label
+// before anything is rented: a store that lost its recent writes (a lost
+// WAL, a restored backup) still has the fleet row but not the instances
+// rented since, which run on under this store's labels. Without them the
+// resume would rent a second fleet beside the first. It returns the
+// instances adopted that had no intent left.
+func adoptLost(ctx context.Context, f FleetOps, fleetName string) ([]int64, error) {
+	storeID, err := f.StoreID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := f.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
+	if err != nil {
+		return nil, err
+	}
+	var adopted []int64
+	for _, c := range rep.Changes {
+		if c.Kind == fleet.ChangeAdopted && c.Intent == 0 {
+			adopted = append(adopted, c.Instance)
+		}
+	}
+	return adopted, nil
+}
+
+// takeOver loads what the fleet's records say into a resumed runner: the
+// offers already tried, the rentals made (adopted ones too), whether the
+// release began, the live instances and the spend so far.
+func (r *runner) takeOver(ctx context.Context, adopted []int64) error {
+	fleetName := r.spec.Fleet
+	intents, err := r.f.FleetIntents(ctx, fleetName)
+	if err != nil {
+		return err
 	}
 	for _, it := range intents {
 		r.usedOffers[it.OfferID] = true
@@ -276,12 +319,12 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		}
 	}
 	r.rentsOK += len(adopted) // rentals all the same: --max-rentals counts them
-	if v, err := f.Meta(ctx, releasedKey(fleetName)); err == nil && v != "" {
+	if v, err := r.f.Meta(ctx, releasedKey(fleetName)); err == nil && v != "" {
 		r.released = true
 	}
-	ins, err := f.FleetInstances(ctx, fleetName)
+	ins, err := r.f.FleetInstances(ctx, fleetName)
 	if err != nil {
-		return Summary{}, err
+		return err
 	}
 	for _, in := range ins {
 		if in.Wanted == store.WantDestroy {
@@ -290,7 +333,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		}
 		r.track(in)
 	}
-	if c, err := f.Cost(ctx, fleetName); err == nil {
+	if c, err := r.f.Cost(ctx, fleetName); err == nil {
 		r.spent = c.Compute + c.Storage
 		for _, ic := range c.Instances {
 			if _, tracked := r.pulls[ic.InstanceID]; !tracked {
@@ -298,7 +341,12 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			}
 		}
 	}
-	msg := fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)
+	return nil
+}
+
+// resumeNote is the start line of a resume.
+func (r *runner) resumeNote(now time.Time) string {
+	msg := fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", r.spec.Fleet, len(r.nodes), r.rentsOK)
 	switch {
 	case r.deadline.IsZero():
 	case now.Before(r.deadline):
@@ -306,12 +354,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	default:
 		msg += fmt.Sprintf("; the deadline passed %s ago: releasing what is parked, destroying what is not running", now.Sub(r.deadline).Round(time.Second))
 	}
-	r.emit(Event{Event: EvStart, At: now, Msg: msg})
-	if len(adopted) > 0 {
-		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf("adopted %d running instances of fleet %s that the store had lost (its recent writes are gone: a lost WAL or a restored backup); found by their labels, counted in the fleet, not rented again: %v",
-			len(adopted), fleetName, adopted)})
-	}
-	return r.loop(ctx)
+	return msg
 }
 
 func releasedKey(fleetName string) string { return "launch.released." + fleetName }
@@ -389,35 +432,48 @@ func (r *runner) track(in store.Instance) *node {
 		// The store holds the bid last set (rent, then change bid).
 		n.bid, n.offer.DPHTotal = in.DPHTotal-in.StorageDPH, in.DPHTotal
 	}
-	now := r.now()
-	switch {
-	case in.Wanted == store.WantParked && in.State == provider.StateStopped && r.released:
-		n.phase, n.releasedAt = phParked, now // the release wave starts it again
-	case in.Wanted == store.WantParked && in.State == provider.StateStopped:
-		n.phase = phParked
-	case in.Wanted == store.WantParked:
-		n.phase, n.stopSentAt = phParking, time.Time{}
-	case in.State == provider.StateRunning && (r.released || !r.spec.Park):
-		n.phase = phReady
-	case in.State == provider.StateStopped && r.released:
-		n.phase, n.releasedAt = phReleasing, now
-	default:
-		n.phase = phBooting
+	var released bool
+	if n.phase, released = r.trackedPhase(in); released {
+		n.releasedAt = r.now() // the release wave starts it (again)
 	}
 	r.nodes[n.id] = n
 	r.machines[n.machineID]++
 	r.usedOffers[n.offerID] = true
 	if _, ok := r.pulls[in.ID]; !ok {
-		p := store.Instance{ID: in.ID, State: in.State, Bandwidth: in.Bandwidth}
-		if p.Bandwidth.PullGB == 0 {
-			p.Bandwidth.PullGB = r.spec.ImageGB
-		}
-		if p.Bandwidth.DownCost == 0 && p.Bandwidth.UpCost == 0 {
-			p.Bandwidth.DownCost, p.Bandwidth.UpCost, p.Bandwidth.DownMbps = o.InetDownCost, o.InetUpCost, o.InetDown
-		}
-		r.pulls[in.ID] = &p
+		r.pulls[in.ID] = r.pullRecord(in, o)
 	}
 	return n
+}
+
+// trackedPhase is where a recorded instance is in the launch, from its
+// state and what vastfleet wants of it; released: the release wave has
+// begun and it is to be started.
+func (m *model) trackedPhase(in store.Instance) (ph phase, released bool) {
+	parked := in.Wanted == store.WantParked
+	switch {
+	case parked && in.State == provider.StateStopped:
+		return phParked, m.released
+	case parked:
+		return phParking, false
+	case in.State == provider.StateRunning && (m.released || !m.spec.Park):
+		return phReady, false
+	case in.State == provider.StateStopped && m.released:
+		return phReleasing, true
+	}
+	return phBooting, false
+}
+
+// pullRecord is the bandwidth record of a tracked instance: what it
+// pulled as recorded, else the image at its offer's prices (estimated).
+func (m *model) pullRecord(in store.Instance, o market.Offer) *store.Instance {
+	p := store.Instance{ID: in.ID, State: in.State, Bandwidth: in.Bandwidth}
+	if p.Bandwidth.PullGB == 0 {
+		p.Bandwidth.PullGB = m.spec.ImageGB
+	}
+	if p.Bandwidth.DownCost == 0 && p.Bandwidth.UpCost == 0 {
+		p.Bandwidth.DownCost, p.Bandwidth.UpCost, p.Bandwidth.DownMbps = o.InetDownCost, o.InetUpCost, o.InetDown
+	}
+	return &p
 }
 
 // bandwidth is what this run's rentals have cost in bandwidth so far
@@ -560,23 +616,21 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 		tickStart := r.now()
 		next := tickStart.Add(r.spec.PollEvery)
 		l, err := r.f.ListInstances(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return r.interrupted(ctx)
-			}
-			if errors.Is(err, provider.ErrAuth) {
-				r.settle(ctx)
-				return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return r.interrupted(ctx)
+		case errors.Is(err, provider.ErrAuth):
+			r.settle(ctx)
+			return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
+		case err != nil:
 			// Rents landing between pages make a listing incomplete;
 			// look again soon rather than a whole interval later.
 			r.emit(Event{Event: EvWarn, At: tickStart, Msg: "instance listing failed; retrying: " + err.Error()})
 			next = tickStart.Add(min(r.spec.PollEvery, listRetry))
-		} else {
+		default:
 			r.listPages = l.Pages
 			r.land(ctx)
-			now := r.now()
-			done := r.tick(ctx, l, now)
+			done := r.tick(ctx, l, r.now())
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
@@ -585,33 +639,40 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 			}
 		}
 		r.emit(Event{Event: EvProgress, At: r.now(), Progress: r.progress()})
-		// Between listings, rents go out at the limiter's pace, and while
-		// instances are on their way into running the fleet is watched.
-		every := r.watchEvery()
-		look := tickStart.Add(every)
-		for {
-			r.land(ctx)
-			wait := r.dispatch(ctx)
-			now := r.now()
-			watch := next.Sub(look) >= every/2 && r.watching()
-			if watch && !now.Before(look) {
-				r.watch(ctx)
-				look = look.Add(every)
-				continue
-			}
-			d := next.Sub(now)
-			if d <= 0 {
-				break
-			}
-			if wait > 0 && wait < d {
-				d = wait
-			}
-			if watch && look.Sub(now) < d {
-				d = look.Sub(now)
-			}
-			if err := r.sleep(ctx, d); err != nil {
-				return r.interrupted(ctx)
-			}
+		if err := r.between(ctx, tickStart, next); err != nil {
+			return r.interrupted(ctx)
+		}
+	}
+}
+
+// between runs the time between two listings, until next: rents go out
+// at the limiter's pace, and while instances are on their way into
+// running the fleet is watched. An error: the context ended.
+func (r *runner) between(ctx context.Context, tickStart, next time.Time) error {
+	every := r.watchEvery()
+	look := tickStart.Add(every)
+	for {
+		r.land(ctx)
+		wait := r.dispatch(ctx)
+		now := r.now()
+		watch := next.Sub(look) >= every/2 && r.watching()
+		if watch && !now.Before(look) {
+			r.watch(ctx)
+			look = look.Add(every)
+			continue
+		}
+		d := next.Sub(now)
+		if d <= 0 {
+			return nil
+		}
+		if wait > 0 && wait < d {
+			d = wait
+		}
+		if watch && look.Sub(now) < d {
+			d = look.Sub(now)
+		}
+		if err := r.sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 }
