@@ -53,6 +53,51 @@ func TestEngineTouchesNoStoreOrProvider(t *testing.T) {
 // storeProviderCalls lists the calls in dir's non-test files that reach
 // the store or the provider, as "file:line: func calls pkg.Name".
 func storeProviderCalls(dir string) ([]string, error) {
+	return eachCall(dir, func(fn string, info *types.Info, call *ast.CallExpr) (string, bool) {
+		if _, skip := notEngine[fn]; skip {
+			return "", false
+		}
+		return reaches(info, call)
+	})
+}
+
+// TestPlannerIsPure holds the planner (the model's methods) to deciding
+// only: it calls no function value it was handed (Checks.Usable and
+// Checks.Agents are the runner's to call) and reads no wall clock; the
+// model has no FleetOps and no event sink to call at all.
+func TestPlannerIsPure(t *testing.T) {
+	t.Parallel()
+	calls, err := eachCall(".", func(fn string, info *types.Info, call *ast.CallExpr) (string, bool) {
+		if !strings.HasPrefix(fn, "model.") {
+			return "", false
+		}
+		sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+		if !ok {
+			return "", false
+		}
+		if s, ok := info.Selections[sel]; ok && s.Kind() == types.FieldVal {
+			return "the function in field " + sel.Sel.Name, true
+		}
+		if f, ok := info.Uses[sel.Sel].(*types.Func); ok && f.Pkg() != nil && f.Pkg().Path() == "time" {
+			switch f.Name() {
+			case "Now", "Since", "Until", "Sleep", "After", "NewTimer", "Tick":
+				return "time." + f.Name(), true
+			}
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, c := range calls {
+		t.Errorf("%s", c)
+	}
+}
+
+// eachCall type-checks dir's non-test files and reports every call in a
+// function body that bad flags, as "file:line: func calls what"; fn is
+// the function's name, Type.Method for a method.
+func eachCall(dir string, bad func(fn string, info *types.Info, call *ast.CallExpr) (string, bool)) ([]string, error) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		return nil, fmt.Errorf("go not on PATH")
@@ -94,15 +139,12 @@ func storeProviderCalls(dir string) ([]string, error) {
 				continue
 			}
 			name := funcName(fd)
-			if _, skip := notEngine[name]; skip {
-				continue
-			}
 			ast.Inspect(fd.Body, func(n ast.Node) bool {
 				call, ok := n.(*ast.CallExpr)
 				if !ok {
 					return true
 				}
-				if what, bad := reaches(info, call); bad {
+				if what, flagged := bad(name, info, call); flagged {
 					out = append(out, fmt.Sprintf("%s: %s calls %s", fset.Position(call.Pos()), name, what))
 				}
 				return true
