@@ -12,7 +12,8 @@ import (
 // apply carries out a plan in order: events are emitted and records
 // written where they stand; each run of parks, starts or change bids goes
 // out as one batch; the nodes to destroy (replaced or surplus) are
-// returned for the tick's one destroy.
+// returned for the tick's one destroy. Rents are sent by dispatch, which
+// paces them and tracks them in flight (renting).
 func (r *runner) apply(ctx context.Context, plan []Action, now time.Time) (toDestroy []int64) {
 	for i := 0; i < len(plan); {
 		a := plan[i]

@@ -1,7 +1,8 @@
 package launch
 
-// The decisions of each tick, made from the policies (policy.go) over the
-// nodes' counts: surplus, release, termination; and the actions they take.
+// The fleet's decisions of each tick, planned from the policies
+// (policy.go) over the nodes' counts: surplus, release, termination; and
+// the runner's starts and destroys that carry them out.
 
 import (
 	"context"

@@ -1,7 +1,9 @@
 package launch
 
-// The runner's eyes: each complete listing is applied to the nodes, and
-// their state changes (booted, parked, released, failed) are acted on.
+// The runner's eyes: each complete listing is applied to the nodes and
+// recorded (states, addresses, bandwidth, gone instances, adoptions);
+// the planner (transitions.go, decide.go) then moves them on, and the
+// runner sends what it planned (sendStop here, sendStart in decide.go).
 
 import (
 	"context"
