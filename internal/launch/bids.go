@@ -66,33 +66,33 @@ type outbidDo struct {
 
 // outbidCheck looks at an interruptible node's listing: ok says that the
 // node is outbid and handled here (transitions skips its other checks).
-func (r *runner) outbidCheck(n *node, now time.Time) (outbidDo, bool) {
+func (m *model) outbidCheck(n *node, now time.Time) (outbidDo, bool) {
 	if n.state == provider.StateRunning {
 		n.outbid = false
 	}
 	eligible := n.phase == phBooting || n.phase == phReady ||
-		n.phase == phReleasing && n.startOK && now.Sub(n.startSentAt) >= r.spec.PollEvery
+		n.phase == phReleasing && n.startOK && now.Sub(n.startSentAt) >= m.spec.PollEvery
 	if !eligible || !outbidSeen(true, n.state, n.intended, n.statusMsg) {
 		return outbidDo{}, false
 	}
-	_, canBid := r.m.P.(provider.Bidder)
+	canBid := m.canBid
 	since := time.Duration(-1)
 	if !n.rebidAt.IsZero() {
 		since = now.Sub(n.rebidAt)
 	}
-	act, p := onOutbid(outbidView{mode: r.spec.Bid.OnOutbid, canBid: canBid, bid: n.bid, minBid: n.offer.MinBid,
-		ceiling: n.offer.DPHBase, sinceRebid: since, settle: 2 * r.spec.PollEvery})
+	act, p := onOutbid(outbidView{mode: m.spec.Bid.OnOutbid, canBid: canBid, bid: n.bid, minBid: n.offer.MinBid,
+		ceiling: n.offer.DPHBase, sinceRebid: since, settle: 2 * m.spec.PollEvery})
 	if !n.outbid {
 		n.outbid = true
-		r.outbids++
+		m.outbids++
 		next := "replacing it"
 		switch {
 		case act == outbidRebid:
 			next = fmt.Sprintf("raising the bid to $%.4f/hr", p)
-		case r.spec.Bid.OnOutbid == OutbidRebid:
+		case m.spec.Bid.OnOutbid == OutbidRebid:
 			next = fmt.Sprintf("at its bound (on-demand $%.4f/hr): replacing it", n.offer.DPHBase)
 		}
-		r.emit(Event{Event: EvOutbid, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
+		m.say(Event{Event: EvOutbid, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
 			Msg: fmt.Sprintf("outbid at $%.4f/hr: %s", n.bid, next)})
 	}
 	switch act {
@@ -116,7 +116,6 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 	if len(cs) == 0 {
 		return
 	}
-	b := r.m.P.(provider.Bidder)
 	ns := make([]*node, len(cs))
 	price := make(map[*node]float64, len(cs))
 	idx := make(map[*node]int, len(cs))
@@ -127,7 +126,7 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 	ok := make([]bool, len(ns))
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		p := price[n]
-		if err := b.ChangeBid(ctx, n.id, &p); err != nil {
+		if err := r.f.ChangeBid(ctx, n.id, p); err != nil {
 			return fmt.Errorf("change bid to $%.4f/hr: %w", p, err)
 		}
 		ok[idx[n]] = true
@@ -144,7 +143,7 @@ func (r *runner) changeBids(ctx context.Context, cs []bidChange, now time.Time) 
 		n.bid, n.offer.DPHTotal = p, p+storage
 		r.rebids++
 		// From now on: the time before the change stays billed at the old bid.
-		if err := r.m.S.ChangeRates(ctx, n.id, p+storage, storage, now); err != nil {
+		if err := r.f.ChangeRates(ctx, n.id, p+storage, storage, now); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: "recording the new bid: " + err.Error()})
 		}
 	}

@@ -100,28 +100,8 @@ func CheckCaps(s Spec, cands []market.Ranked, bad map[int64]bool) (Plan, error) 
 		return p, fmt.Errorf("%w: only %d usable offers (of %d candidates, after skipping bad hosts and repeated machines) for --count %d; widen the query or lower --count",
 			ErrCaps, len(f), len(cands), s.Count)
 	}
-	if s.MaxDPH > 0 {
-		prices := make([]float64, len(f))
-		for i, c := range f {
-			prices[i] = c.DPHTotal
-		}
-		sort.Float64s(prices)
-		cheapest := 0.0
-		for _, v := range prices[:s.Count] {
-			cheapest += v
-		}
-		fit, acc := 0, 0.0
-		for _, v := range prices {
-			if acc+v > s.MaxDPH {
-				break
-			}
-			acc += v
-			fit++
-		}
-		if cheapest > s.MaxDPH {
-			return p, fmt.Errorf("%w: the cheapest %d offers cost $%.3f/hr together, above --max-dph $%.3f/hr; raise --max-dph to at least %.3f or lower --count to %d",
-				ErrCaps, s.Count, cheapest, s.MaxDPH, cheapest, fit)
-		}
+	if err := checkMaxDPH(s, f); err != nil {
+		return p, err
 	}
 	for _, c := range f {
 		if len(p.Picked) == s.Count {
@@ -148,6 +128,36 @@ func CheckCaps(s Spec, cands []market.Ranked, bad map[int64]bool) (Plan, error) 
 			ErrCaps, p.Budget, p.Projected, s.Count, p.DPH, p.Horizon, horizonName(s), p.Bandwidth, p.Projected)
 	}
 	return p, nil
+}
+
+// checkMaxDPH refuses a --max-dph that even the cheapest Count of the
+// feasible offers f exceed, naming the count that fits.
+func checkMaxDPH(s Spec, f []market.Ranked) error {
+	if s.MaxDPH <= 0 {
+		return nil
+	}
+	prices := make([]float64, len(f))
+	for i, c := range f {
+		prices[i] = c.DPHTotal
+	}
+	sort.Float64s(prices)
+	cheapest := 0.0
+	for _, v := range prices[:s.Count] {
+		cheapest += v
+	}
+	fit, acc := 0, 0.0
+	for _, v := range prices {
+		if acc+v > s.MaxDPH {
+			break
+		}
+		acc += v
+		fit++
+	}
+	if cheapest > s.MaxDPH {
+		return fmt.Errorf("%w: the cheapest %d offers cost $%.3f/hr together, above --max-dph $%.3f/hr; raise --max-dph to at least %.3f or lower --count to %d",
+			ErrCaps, s.Count, cheapest, s.MaxDPH, cheapest, fit)
+	}
+	return nil
 }
 
 func horizonName(s Spec) string {

@@ -15,13 +15,14 @@ import (
 // listing (fleet.Manager.Destroy); the ids sent are returned even when the
 // confirmation is still pending (the error says so).
 func Cleanup(ctx context.Context, m *fleet.Manager, fleetName string) ([]int64, error) {
-	if _, err := m.S.GetFleet(ctx, fleetName); err != nil {
+	f := opsOf(m)
+	if _, err := f.Fleet(ctx, fleetName); err != nil {
 		return nil, err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+	if _, err := f.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return nil, fmt.Errorf("cleanup %s: %w", fleetName, err)
 	}
-	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	ins, err := f.FleetInstances(ctx, fleetName)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +32,7 @@ func Cleanup(ctx context.Context, m *fleet.Manager, fleetName string) ([]int64, 
 			ids = append(ids, in.ID)
 		}
 	}
-	if err := m.Destroy(ctx, ids); err != nil {
+	if err := f.Destroy(ctx, ids); err != nil {
 		return ids, fmt.Errorf("cleanup %s: %w", fleetName, err)
 	}
 	return ids, nil
@@ -43,6 +44,7 @@ func Cleanup(ctx context.Context, m *fleet.Manager, fleetName string) ([]int64, 
 // booted (loading, exited, offline; parked and running ones stay, and
 // --resume continues); destroy-all destroys every live instance.
 func AfterInterrupt(ctx context.Context, m *fleet.Manager, fleetName, mode string) ([]int64, error) {
+	f := opsOf(m)
 	switch mode {
 	case InterruptKeep:
 		return nil, nil
@@ -50,7 +52,7 @@ func AfterInterrupt(ctx context.Context, m *fleet.Manager, fleetName, mode strin
 	default:
 		return nil, fmt.Errorf("interrupt mode %q: want keep, destroy-unready or destroy-all", mode)
 	}
-	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	ins, err := f.FleetInstances(ctx, fleetName)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func AfterInterrupt(ctx context.Context, m *fleet.Manager, fleetName, mode strin
 			ids = append(ids, in.ID)
 		}
 	}
-	if err := m.Destroy(ctx, ids); err != nil {
+	if err := f.Destroy(ctx, ids); err != nil {
 		return ids, fmt.Errorf("%s %s: %w", mode, fleetName, err)
 	}
 	return ids, nil

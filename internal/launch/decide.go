@@ -1,7 +1,8 @@
 package launch
 
-// The decisions of each tick, made from the policies (policy.go) over the
-// nodes' counts: surplus, release, termination; and the actions they take.
+// The fleet's decisions of each tick, planned from the policies
+// (policy.go) over the nodes' counts: surplus, release, termination; and
+// the runner's starts and destroys that carry them out.
 
 import (
 	"context"
@@ -12,9 +13,9 @@ import (
 // counts by phase, not counting doomed nodes.
 type counts struct{ booting, parking, parked, releasing, ready, doomed int }
 
-func (r *runner) counts() counts {
+func (m *model) counts() counts {
 	var c counts
-	for _, n := range r.nodes {
+	for _, n := range m.nodes {
 		if n.dropping {
 			continue
 		}
@@ -43,12 +44,12 @@ func (r *runner) counts() counts {
 }
 
 // spares is how many spares the launch rents while parking.
-func (r *runner) spares() int {
+func (m *model) spares() int {
 	// Only parked instances are lost at the release: the share expected
 	// to come back counts those kept running as sure.
-	parked := observedShare(1, r.parkedOK, r.parkedOK+r.keptRunning)
-	back := 1 - parked*(1-releaseShare(takenPerMinute(r.releaseLost, r.parkedMinutes), r.parkMinutesAhead()))
-	return spareCount(r.spec.Park, r.spec.Backfill, r.released, r.spec.Spare, back, r.spec.Count)
+	parked := observedShare(1, m.parkedOK, m.parkedOK+m.keptRunning)
+	back := 1 - parked*(1-releaseShare(takenPerMinute(m.releaseLost, m.parkedMinutes), m.parkMinutesAhead()))
+	return spareCount(m.spec.Park, m.spec.Backfill, m.released, m.spec.Spare, back, m.spec.Count)
 }
 
 // parkPays decides for a node that just booted whether parking it until
@@ -57,16 +58,16 @@ func (r *runner) spares() int {
 // a booted instance costs on this market (its own pull and boot, over the
 // share of boots that succeed). Without backfill (the manual recipe), or
 // asked to park all, every one is parked.
-func (r *runner) parkPays(n *node, now time.Time) bool {
-	if !r.spec.Backfill || r.spec.ParkAll {
+func (m *model) parkPays(n *node, now time.Time) bool {
+	if !m.spec.Backfill || m.spec.ParkAll {
 		return true
 	}
 	minutes := 5.0 // the published launch's, without a deadline
-	if !r.deadline.IsZero() {
-		minutes = r.deadline.Add(-r.releaseLead()).Sub(now).Minutes()
+	if !m.deadline.IsZero() {
+		minutes = m.deadline.Add(-m.releaseLead()).Sub(now).Minutes()
 	}
-	value := (n.offer.PullCost(r.spec.ImageGB) + n.offer.DPHTotal*n.load.Hours()) / r.bootShare(now, r.nextLoad(), r.rentLead())
-	return parkPays(n.offer.DPHTotal, takenPerMinute(r.releaseLost, r.parkedMinutes), minutes, value)
+	value := (n.offer.PullCost(m.spec.ImageGB) + n.offer.DPHTotal*n.load.Hours()) / m.bootShare(now, m.nextLoad(), m.rentLead())
+	return parkPays(n.offer.DPHTotal, takenPerMinute(m.releaseLost, m.parkedMinutes), minutes, value)
 }
 
 // parkMinutesAhead is how long the launch's instances are expected to stay
@@ -78,17 +79,17 @@ func (r *runner) parkPays(n *node, now time.Time) bool {
 // takes to be late: with a distant deadline the fleet is released about
 // when the count is up (releaseDue), so the first to boot wait about that
 // long, not until the deadline.
-func (r *runner) parkMinutesAhead() float64 {
-	if r.deadline.IsZero() {
+func (m *model) parkMinutesAhead() float64 {
+	if m.deadline.IsZero() {
 		return 5
 	}
-	load := r.nextLoad()
-	window := r.deadline.Add(-r.releaseLead()).Sub(r.start.Add(load))
-	return max(min(window.Minutes()*2/3, r.lateAfter(load).Minutes()), 0.5)
+	load := m.nextLoad()
+	window := m.deadline.Add(-m.releaseLead()).Sub(m.start.Add(load))
+	return max(min(window.Minutes()*2/3, m.lateAfter(load).Minutes()), 0.5)
 }
 
 // target is how many live slots the launch keeps.
-func (r *runner) target() int { return r.spec.Count + r.spares() }
+func (m *model) target() int { return m.spec.Count + m.spares() }
 
 // bootShare is the share of loading instances expected to boot in time:
 // the published prior moved by this launch's boots and boot failures. A
@@ -96,122 +97,27 @@ func (r *runner) target() int { return r.spec.Count + r.spares() }
 // over (a replacement fails too), before the deadline, or without one,
 // rents no margin for failures: it replaces them as they show.
 // load and lead are the next rental's, as nextLoad and rentLead give them.
-func (r *runner) bootShare(now time.Time, load, lead time.Duration) float64 {
-	if bootsInTime(now.Add(2*lateAfter(load, 1, r.spec.HedgeAfter, r.spec.PollEvery)), r.deadline, load, lead) {
+func (m *model) bootShare(now time.Time, load, lead time.Duration) float64 {
+	if bootsInTime(now.Add(2*lateAfter(load, 1, m.spec.HedgeAfter, m.spec.PollEvery)), m.deadline, load, lead) {
 		return 1
 	}
-	return observedShare(priorBootShare, r.bootOK, r.bootOK+r.bootFailed)
+	return observedShare(priorBootShare, m.bootOK, m.bootOK+m.bootFailed)
 }
 
-func (r *runner) rankOf(offerID int64) int {
-	if i, ok := r.rank[offerID]; ok {
+func (m *model) rankOf(offerID int64) int {
+	if i, ok := m.rank[offerID]; ok {
 		return i
 	}
-	return len(r.rank)
-}
-
-// decide runs the release wave, trims surplus and reports whether the
-// launch is over. It adds nodes to destroy.
-func (r *runner) decide(ctx context.Context, now time.Time, toDestroy *[]int64) bool {
-	c := r.counts()
-	booted := c.parking + c.parked + c.releasing + c.ready
-	pastDeadline := !r.deadline.IsZero() && !now.Before(r.deadline)
-	if r.spec.Budget > 0 && !r.finishing {
-		if total, bw := r.projected(now); total >= r.spec.Budget {
-			r.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f projected once what runs is stopped, $%.2f of it bandwidth)", r.spec.Budget, total, bw))
-			r.finishing = true
-		}
-	}
-	if pastDeadline && !r.finishing {
-		r.finishing = true
-		r.emit(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, r.spec.Count)})
-	}
-	drop := func(n *node, why string) {
-		if n.dropping {
-			return
-		}
-		n.dropping = true
-		*toDestroy = append(*toDestroy, n.id)
-		r.emit(Event{Event: EvDestroyed, At: now, InstanceID: n.id, OfferID: n.offerID, State: n.state, Msg: why})
-	}
-	// Complete (Count run, none parked), or, with backfill, enough booted
-	// before the release: what is beyond goes.
-	complete := (r.released || !r.spec.Park) && c.ready >= r.spec.Count
-	var live []trimNode
-	for _, n := range r.sorted() {
-		if !n.dropping {
-			ph := n.phase
-			if n.outbid {
-				ph = phBooting // stopped by a rival: not serving, as counts has it
-			}
-			live = append(live, trimNode{id: n.id, phase: ph, rank: r.rankOf(n.offerID), failed: n.doomed})
-		}
-	}
-	for _, x := range surplus(live, complete, r.spec.Backfill && !r.released, r.spec.Count, r.target()) {
-		drop(r.nodes[x.id], x.why)
-	}
-	if complete {
-		return true
-	}
-	c = r.counts()
-	canRent := !r.finishing && r.capHit == "" && r.moreCandidates() && r.budgetFits(now)
-	if r.spec.Park && !r.released {
-		back, backSD := r.expectedBack(now)
-		load := r.nextLoad()
-		due, why := releaseDue(releaseView{
-			park: r.spec.Park, released: r.released, finishing: r.finishing, backfill: r.spec.Backfill,
-			now: now, deadline: r.deadline, lead: r.releaseLead(),
-			booting: c.booting, onTime: r.onTime(now), booted: booted, up: c.parking + c.parked + c.ready,
-			back: back, backSD: backSD,
-			replaceable: replaceableAfter(now, r.deadline, load, r.lateAfter(load), r.releaseLead()),
-			quorum:      min(r.spec.Count, r.spec.MinReady) + r.spares(),
-			canRent:     canRent, rentsOK: r.rentsOK, count: r.spec.Count,
-		})
-		if due {
-			r.releaseWave(ctx, now, c, why)
-			c = r.counts()
-		}
-	} else if r.released {
-		// Parked nodes left behind by a crash during the wave.
-		var late []*node
-		for _, n := range r.sorted() {
-			if n.phase == phParked && !n.doomed {
-				late = append(late, n)
-			}
-		}
-		r.start1(ctx, late, now)
-		c = r.counts()
-	}
-	if r.finishing {
-		// Unready instances are destroyed; released ones get their
-		// release timeout.
-		for _, n := range r.sorted() {
-			if n.phase == phBooting || n.doomed {
-				drop(n, "not running at the end of the launch")
-			}
-		}
-	}
-	switch ending(endView{
-		finishing: r.finishing,
-		booting:   c.booting, parking: c.parking, parked: c.parked, releasing: c.releasing, doomed: c.doomed,
-		canRent: canRent, backfill: r.spec.Backfill, rentsOK: r.rentsOK, count: r.spec.Count,
-		noDeadline: r.deadline.IsZero(),
-	}) {
-	case launchDone:
-		return true
-	case startEnd:
-		r.finishing = true
-	}
-	return false
+	return len(m.rank)
 }
 
 // expectedBack is how many of the nodes up are expected to run after a
 // release now (see expectedBack); a node still parking counts as parked
 // from now.
-func (r *runner) expectedBack(now time.Time) (mean, sd float64) {
+func (m *model) expectedBack(now time.Time) (mean, sd float64) {
 	running := 0
 	var parked []float64
-	for _, n := range r.nodes {
+	for _, n := range m.nodes {
 		if n.doomed || n.dropping {
 			continue
 		}
@@ -226,20 +132,20 @@ func (r *runner) expectedBack(now time.Time) (mean, sd float64) {
 			parked = append(parked, m)
 		}
 	}
-	return expectedBack(running, parked, takenPerMinute(r.releaseLost, r.parkedMinutes))
+	return expectedBack(running, parked, takenPerMinute(m.releaseLost, m.parkedMinutes))
 }
 
 // lateAfter is how long a rental expected to load in load may take before
 // it is late, with this launch's boot ratio and hedge setting.
-func (r *runner) lateAfter(load time.Duration) time.Duration {
-	return lateAfter(load, r.ratio, r.spec.HedgeAfter, r.spec.PollEvery)
+func (m *model) lateAfter(load time.Duration) time.Duration {
+	return lateAfter(load, m.ratio, m.spec.HedgeAfter, m.spec.PollEvery)
 }
 
 // onTime counts the loading nodes not yet late.
-func (r *runner) onTime(now time.Time) int {
+func (m *model) onTime(now time.Time) int {
 	k := 0
-	for _, n := range r.nodes {
-		if n.phase == phBooting && !n.doomed && !n.dropping && (n.gated() || now.Sub(n.rentedAt) <= r.lateAfter(n.load)) {
+	for _, n := range m.nodes {
+		if n.phase == phBooting && !n.doomed && !n.dropping && (n.gated() || now.Sub(n.rentedAt) <= m.lateAfter(n.load)) {
 			k++
 		}
 	}
@@ -247,37 +153,8 @@ func (r *runner) onTime(now time.Time) int {
 }
 
 // releaseLead is how long before the deadline this launch releases.
-func (r *runner) releaseLead() time.Duration {
-	return releaseLead(r.releaseDur, r.spec.Deadline, r.spec.ReleaseTimeout, r.spec.PollEvery)
-}
-
-func (r *runner) releaseWave(ctx context.Context, now time.Time, c counts, why string) {
-	r.released = true
-	if err := r.m.S.SetMeta(ctx, releasedKey(r.spec.Fleet), now.UTC().Format(time.RFC3339Nano)); err != nil {
-		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
-	}
-	var ns []*node
-	for _, n := range r.sorted() {
-		if (n.phase == phParked || n.phase == phParking) && !n.doomed {
-			ns = append(ns, n)
-		}
-	}
-	up := c.parking + c.parked + c.ready
-	msg := fmt.Sprintf("releasing %d parked instances (%d booted of %d asked; %s)", len(ns), up, r.spec.Count, why)
-	if len(ns) == 0 {
-		// Every booted one was kept running: parking did not pay.
-		msg = fmt.Sprintf("nothing parked to release: %d booted of %d asked run already (%s)", up, r.spec.Count, why)
-	}
-	r.emit(Event{Event: EvRelease, At: now, Msg: msg})
-	r.start1(ctx, ns, now)
-}
-
-// start1 starts parked nodes and marks them releasing.
-func (r *runner) start1(ctx context.Context, ns []*node, now time.Time) {
-	for _, n := range ns {
-		n.phase, n.releasedAt = phReleasing, now
-	}
-	r.sendStart(ctx, ns, now)
+func (m *model) releaseLead() time.Duration {
+	return releaseLead(m.releaseDur, m.spec.Deadline, m.spec.ReleaseTimeout, m.spec.PollEvery)
 }
 
 // sendStart sends a start to each node; a node whose start fails is sent
@@ -288,7 +165,7 @@ func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 		for i, n := range ns {
 			ids[i] = n.id
 		}
-		if errs, ok := r.m.ReleaseAll(ctx, ids); ok {
+		if errs, ok := r.f.ReleaseAll(ctx, ids); ok {
 			for _, n := range ns {
 				n.startSentAt = now
 				n.startOK = errs[n.id] == nil
@@ -301,16 +178,16 @@ func (r *runner) sendStart(ctx context.Context, ns []*node, now time.Time) {
 	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.startSentAt, n.startOK = now, false
-		err := r.m.Release(ctx, n.id)
+		err := r.f.Release(ctx, n.id)
 		n.startOK = err == nil // a start re-sent after a failed record is harmless
 		return err
 	})
 }
 
-func (r *runner) capStop(now time.Time, msg string) {
-	if r.capHit == "" {
-		r.capHit = msg
-		r.emit(Event{Event: EvCap, At: now, Msg: "stopped at " + msg})
+func (m *model) capStop(now time.Time, msg string) {
+	if m.capHit == "" {
+		m.capHit = msg
+		m.say(Event{Event: EvCap, At: now, Msg: "stopped at " + msg})
 	}
 }
 
@@ -350,8 +227,164 @@ func (r *runner) destroy(ctx context.Context, ids []int64) {
 		defer r.busy(-1)
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.spec.PollEvery+30*time.Second)
 		defer cancel()
-		if err := r.m.Destroy(dctx, uniq); err != nil {
+		if err := r.f.Destroy(dctx, uniq); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, Msg: "destroy: " + err.Error()})
 		}
 	}()
+}
+
+// decide plans the release wave, trims surplus and says whether the
+// launch is over; the destroys, starts and events it decides are in the
+// plan (take).
+func (m *model) decide(now time.Time) bool {
+	c := m.counts()
+	booted := c.parking + c.parked + c.releasing + c.ready
+	m.checkBudget(now)
+	m.checkDeadline(now, booted)
+	// Complete (Count run, none parked), or, with backfill, enough booted
+	// before the release: what is beyond goes.
+	complete := (m.released || !m.spec.Park) && c.ready >= m.spec.Count
+	m.trim(now, complete)
+	if complete {
+		return true
+	}
+	canRent := !m.finishing && m.capHit == "" && m.moreCandidates() && m.budgetFits(now)
+	c = m.releaseStep(now, m.counts(), booted, canRent)
+	if m.finishing {
+		// Unready instances are destroyed; released ones get their
+		// release timeout.
+		for _, n := range m.sorted() {
+			if n.phase == phBooting || n.doomed {
+				m.drop(n, "not running at the end of the launch", now)
+			}
+		}
+	}
+	switch ending(endView{
+		finishing: m.finishing,
+		booting:   c.booting, parking: c.parking, parked: c.parked, releasing: c.releasing, doomed: c.doomed,
+		canRent: canRent, backfill: m.spec.Backfill, rentsOK: m.rentsOK, count: m.spec.Count,
+		noDeadline: m.deadline.IsZero(),
+	}) {
+	case launchDone:
+		return true
+	case startEnd:
+		m.finishing = true
+	}
+	return false
+}
+
+// checkBudget starts the end once what the launch will have spent, with
+// what runs now stopped, reaches the budget.
+func (m *model) checkBudget(now time.Time) {
+	if m.spec.Budget <= 0 || m.finishing {
+		return
+	}
+	if total, bw := m.projected(now); total >= m.spec.Budget {
+		m.capStop(now, fmt.Sprintf("budget cap $%.2f reached ($%.2f projected once what runs is stopped, $%.2f of it bandwidth)", m.spec.Budget, total, bw))
+		m.finishing = true
+	}
+}
+
+// checkDeadline starts the end at the deadline.
+func (m *model) checkDeadline(now time.Time, booted int) {
+	if !m.deadline.IsZero() && !now.Before(m.deadline) && !m.finishing {
+		m.finishing = true
+		m.say(Event{Event: EvDeadline, At: now, Msg: fmt.Sprintf("deadline: %d of %d booted", booted, m.spec.Count)})
+	}
+}
+
+// drop plans a node's destruction, once, and says why.
+func (m *model) drop(n *node, why string, now time.Time) {
+	if n.dropping {
+		return
+	}
+	n.dropping = true
+	m.act(Action{Kind: ActDestroy, Instance: n.id, Offer: n.offerID, Reason: why})
+	m.say(Event{Event: EvDestroyed, At: now, InstanceID: n.id, OfferID: n.offerID, State: n.state, Msg: why})
+}
+
+// trim drops the surplus (see surplus).
+func (m *model) trim(now time.Time, complete bool) {
+	var live []trimNode
+	for _, n := range m.sorted() {
+		if !n.dropping {
+			ph := n.phase
+			if n.outbid {
+				ph = phBooting // stopped by a rival: not serving, as counts has it
+			}
+			live = append(live, trimNode{id: n.id, phase: ph, rank: m.rankOf(n.offerID), failed: n.doomed})
+		}
+	}
+	for _, x := range surplus(live, complete, m.spec.Backfill && !m.released, m.spec.Count, m.target()) {
+		m.drop(m.nodes[x.id], x.why, now)
+	}
+}
+
+// releaseStep starts the release wave when it is due (releaseDue), or,
+// released already, starts what a crash during the wave left parked. It
+// returns the counts after.
+func (m *model) releaseStep(now time.Time, c counts, booted int, canRent bool) counts {
+	switch {
+	case m.spec.Park && !m.released:
+		due, why := releaseDue(m.releaseView(now, c, booted, canRent))
+		if !due {
+			return c
+		}
+		m.releaseWave(now, c, why)
+	case m.released:
+		var late []*node
+		for _, n := range m.sorted() {
+			if n.phase == phParked && !n.doomed {
+				late = append(late, n)
+			}
+		}
+		m.start1(late, now, "parked when the release wave was cut off")
+	default:
+		return c
+	}
+	return m.counts()
+}
+
+// releaseView is what releaseDue looks at now.
+func (m *model) releaseView(now time.Time, c counts, booted int, canRent bool) releaseView {
+	back, backSD := m.expectedBack(now)
+	load := m.nextLoad()
+	return releaseView{
+		park: m.spec.Park, released: m.released, finishing: m.finishing, backfill: m.spec.Backfill,
+		now: now, deadline: m.deadline, lead: m.releaseLead(),
+		booting: c.booting, onTime: m.onTime(now), booted: booted, up: c.parking + c.parked + c.ready,
+		back: back, backSD: backSD,
+		replaceable: replaceableAfter(now, m.deadline, load, m.lateAfter(load), m.releaseLead()),
+		quorum:      min(m.spec.Count, m.spec.MinReady) + m.spares(),
+		canRent:     canRent, rentsOK: m.rentsOK, count: m.spec.Count,
+	}
+}
+
+// releaseWave starts every parked node, recorded first so that a resume
+// after a crash finishes the wave.
+func (m *model) releaseWave(now time.Time, c counts, why string) {
+	m.released = true
+	m.act(Action{Kind: ActRecordRelease, Reason: why})
+	var ns []*node
+	for _, n := range m.sorted() {
+		if (n.phase == phParked || n.phase == phParking) && !n.doomed {
+			ns = append(ns, n)
+		}
+	}
+	up := c.parking + c.parked + c.ready
+	msg := fmt.Sprintf("releasing %d parked instances (%d booted of %d asked; %s)", len(ns), up, m.spec.Count, why)
+	if len(ns) == 0 {
+		// Every booted one was kept running: parking did not pay.
+		msg = fmt.Sprintf("nothing parked to release: %d booted of %d asked run already (%s)", up, m.spec.Count, why)
+	}
+	m.say(Event{Event: EvRelease, At: now, Msg: msg})
+	m.start1(ns, now, "release wave: "+why)
+}
+
+// start1 marks parked nodes releasing and plans their starts.
+func (m *model) start1(ns []*node, now time.Time, why string) {
+	for _, n := range ns {
+		n.phase, n.releasedAt = phReleasing, now
+		m.act(Action{Kind: ActRelease, Instance: n.id, Offer: n.offerID, Reason: why})
+	}
 }

@@ -60,7 +60,7 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 		if try > 0 && len(extra) == 0 && len(r.destroying) == 0 {
 			break
 		}
-		l, err := r.m.P.ListInstances(ctx)
+		l, err := r.f.ListInstances(ctx)
 		if err != nil {
 			if errors.Is(err, provider.ErrAuth) || r.sleep(ctx, listRetry) != nil {
 				break
@@ -76,7 +76,7 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 }
 
 func (r *runner) summary(ctx context.Context) Summary {
-	s := Summary{Clock: clock.Kind(r.m.Clock), Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
+	s := Summary{Clock: clock.Kind(r.f.Clock()), Fleet: r.spec.Fleet, Asked: r.spec.Count, MinReady: r.spec.MinReady, Rented: r.rentsOK, Failed: r.failed, Destroyed: r.destroyed,
 		StoppedAtCap: r.capHit, Elapsed: r.now().Sub(r.start), EndedAt: r.now(), ReadyIDs: []int64{}}
 	s.Replaced = max(0, r.rentsOK-r.spec.Count)
 	s.Outbid, s.Rebids, s.ShortHardware = r.outbids, r.rebids, r.shortHW
@@ -102,15 +102,15 @@ func (r *runner) summary(ctx context.Context) Summary {
 	}
 	bw, _ := r.bandwidth(r.now())
 	s.BootSpend = r.spent + bw
-	if c, err := r.m.Cost(context.WithoutCancel(ctx), r.spec.Fleet); err == nil && len(c.Fleets) == 1 {
+	if c, err := r.f.Cost(context.WithoutCancel(ctx), r.spec.Fleet); err == nil && len(c.Fleets) == 1 {
 		s.BootSpend = c.Fleets[0].Total
 	}
 	return s
 }
 
-func (r *runner) readyNodes() []*node {
+func (m *model) readyNodes() []*node {
 	var out []*node
-	for _, n := range r.sorted() {
+	for _, n := range m.sorted() {
 		if n.phase == phReady && !n.doomed && !n.dropping && n.state == provider.StateRunning {
 			out = append(out, n)
 		}

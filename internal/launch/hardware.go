@@ -167,7 +167,7 @@ func (r *runner) gateChecks(ctx context.Context) {
 	var shake []*node
 	wantProbes := false
 	for _, n := range r.sorted() {
-		if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning {
+		if !n.atGate() {
 			continue
 		}
 		if ck.Usable != nil && !n.usable {
@@ -177,21 +177,7 @@ func (r *runner) gateChecks(ctx context.Context) {
 		}
 	}
 	if len(shake) > 0 {
-		timeout := ck.UsableTimeout
-		if timeout <= 0 {
-			timeout = DefaultUsableTimeout
-		}
-		// Each goroutine writes its own node only.
-		r.parallel(ctx, shake, func(ctx context.Context, n *node) error {
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			if err := ck.Usable(ctx, n.sshHost, n.sshPort); err != nil {
-				n.unusable = err.Error()
-				return nil
-			}
-			n.usable, n.unusable = true, ""
-			return nil
-		})
+		r.handshakes(ctx, shake)
 		for _, n := range shake {
 			wantProbes = wantProbes || n.usable && r.spec.Hardware != nil
 		}
@@ -199,49 +185,47 @@ func (r *runner) gateChecks(ctx context.Context) {
 	if !wantProbes || ck.Agents == nil {
 		return
 	}
-	// On a simulator the agents are real processes: a tick waits for
-	// each, up to AgentWait of wall time from when it first became due,
-	// and a virtual market does not move meanwhile, since the launch is
-	// busy. A dark node holds the market once, for AgentWait at most.
-	// The wait holds the clock as a request in flight does: the clock's
-	// other sleepers (the market's own) must not read it as quiet.
+	r.readProbes(ctx)
+}
+
+// atGate: the node runs, has not passed the gates and is still wanted.
+func (n *node) atGate() bool {
+	return !n.doomed && !n.dropping && n.phase == phBooting && n.state == provider.StateRunning
+}
+
+// handshakes tries an SSH handshake with each node, at most Workers at
+// once; each goroutine writes its own node only.
+func (r *runner) handshakes(ctx context.Context, ns []*node) {
+	ck := r.spec.Checks
+	timeout := ck.UsableTimeout
+	if timeout <= 0 {
+		timeout = DefaultUsableTimeout
+	}
+	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := ck.Usable(ctx, n.sshHost, n.sshPort); err != nil {
+			n.unusable = err.Error()
+			return nil
+		}
+		n.usable, n.unusable = true, ""
+		return nil
+	})
+}
+
+// readProbes takes the coordinator's probes into the nodes at the gates.
+// On a simulator the agents are real processes: a tick waits for each,
+// up to AgentWait of wall time from when it first became due, and a
+// virtual market does not move meanwhile, since the launch is busy. A
+// dark node holds the market once, for AgentWait at most. The wait holds
+// the clock as a request in flight does: the clock's other sleepers (the
+// market's own) must not read it as quiet.
+func (r *runner) readProbes(ctx context.Context) {
 	r.hold(1)
 	defer r.hold(-1)
 	for {
-		var until time.Time
-		ns, err := ck.Agents(ctx, r.spec.Fleet)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.emit(Event{Event: EvWarn, At: r.now(), Msg: "reading boot probes from the coordinator: " + err.Error()})
-			}
-			return
-		}
-		waiting := 0
-		for _, n := range r.nodes {
-			if n.doomed || n.dropping || n.phase != phBooting || n.state != provider.StateRunning || n.probe != nil {
-				continue
-			}
-			if a, ok := ns[n.id]; ok {
-				n.agentSeen = true
-				n.probe = a.Probe
-			}
-			if n.probe == nil && (ck.Usable == nil || n.usable) {
-				waiting++
-				if n.dueAt.IsZero() {
-					n.dueAt = time.Now()
-				}
-				// An agent not heard from at all (an onstart that failed)
-				// holds the market a third as long as one that probes.
-				allow := ck.AgentWait
-				if !n.agentSeen {
-					allow /= 3
-				}
-				if u := n.dueAt.Add(allow); u.After(until) {
-					until = u
-				}
-			}
-		}
-		if waiting == 0 || !time.Now().Before(until) {
+		waiting, until, ok := r.probesOnce(ctx)
+		if !ok || waiting == 0 || !time.Now().Before(until) {
 			return
 		}
 		t := time.NewTimer(min(agentPoll, time.Until(until)))
@@ -257,78 +241,52 @@ func (r *runner) gateChecks(ctx context.Context) {
 	}
 }
 
+// probesOnce reads the coordinator's agents once: how many nodes still
+// wait for a probe, and until when (wall time) they may hold the tick;
+// ok is false when the read failed.
+func (r *runner) probesOnce(ctx context.Context) (waiting int, until time.Time, ok bool) {
+	ck := r.spec.Checks
+	ns, err := ck.Agents(ctx, r.spec.Fleet)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.emit(Event{Event: EvWarn, At: r.now(), Msg: "reading boot probes from the coordinator: " + err.Error()})
+		}
+		return 0, time.Time{}, false
+	}
+	for _, n := range r.nodes {
+		if !n.atGate() || n.probe != nil {
+			continue
+		}
+		if a, ok := ns[n.id]; ok {
+			n.agentSeen = true
+			n.probe = a.Probe
+		}
+		if n.probe == nil && (ck.Usable == nil || n.usable) {
+			waiting++
+			if u := n.probeDue(ck.AgentWait); u.After(until) {
+				until = u
+			}
+		}
+	}
+	return waiting, until, true
+}
+
+// probeDue is until when (wall time) the node may hold the ticks for its
+// probe: wait from when it first became due; an agent not heard from at
+// all (an onstart that failed) holds the market a third as long as one
+// that probes.
+func (n *node) probeDue(wait time.Duration) time.Time {
+	if n.dueAt.IsZero() {
+		n.dueAt = time.Now()
+	}
+	if !n.agentSeen {
+		wait /= 3
+	}
+	return n.dueAt.Add(wait)
+}
+
 // agentPoll spaces the coordinator reads within one AgentWait.
 const agentPoll = 100 * time.Millisecond
-
-// gate decides whether a running node (first boot) is ready: usable (its
-// SSH handshake completed) and, when hardware is judged, probed and not
-// short. A node that stays unusable, or short under replace, fails like
-// a failed boot (its machine on the bad-host list, replaced with
-// backfill). ok is false while the node waits or when it failed (drop
-// then names it).
-func (r *runner) gate(ctx context.Context, n *node, now time.Time) (ok bool, drop []int64) {
-	if n.runningAt.IsZero() {
-		n.runningAt = now
-		r.timeBoot(n, now)
-	}
-	ck := r.spec.Checks
-	if ck.Usable != nil && !n.usable {
-		limit := ck.UsableFor
-		if limit <= 0 {
-			limit = DefaultUsableFor
-		}
-		if now.Sub(n.runningAt) >= limit {
-			why := n.unusable
-			if why == "" {
-				why = "no handshake attempted"
-			}
-			return false, r.fail(ctx, n, fmt.Sprintf("running for %s but its SSH handshake never completed (%s)", limit, why), now)
-		}
-		return false, nil
-	}
-	if n.usableAt.IsZero() {
-		n.usableAt = now
-	}
-	h := r.spec.Hardware
-	if h == nil || n.judged || ck.Agents == nil {
-		return true, nil // nothing to judge by
-	}
-	wait := h.ProbeWait
-	if ck.ProbeWait > 0 {
-		wait = ck.ProbeWait
-	}
-	var c HardwareCheck
-	switch {
-	case n.probe != nil:
-		c = judge(*n.probe, n.offer, h.Below)
-	case now.Sub(n.usableAt) >= wait:
-		c = HardwareCheck{ProbeStatus: wire.ProbeFailed, Short: []string{"probe"},
-			Advertised: wire.Capacity{Cores: n.offer.CPUCoresEffective, RAMMB: n.offer.CPURAM, GPUs: n.offer.NumGPUs},
-			Error:      fmt.Sprintf("no boot probe reported within %s of the node being usable", wait)}
-	default:
-		return false, nil
-	}
-	n.judged = true
-	if len(c.Short) == 0 {
-		return true, nil
-	}
-	c.Action = h.OnShort
-	ev := EvShortHardware
-	if c.ProbeStatus != wire.ProbeOK {
-		ev = EvProbeFailed
-	}
-	reason := c.figures()
-	r.shortHW++
-	r.emit(Event{Event: ev, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state,
-		Msg: reason, Hardware: &c})
-	switch h.OnShort {
-	case ShortReplace:
-		return false, r.fail(ctx, n, reason, now)
-	case ShortWarn:
-		r.markBad(ctx, n, reason, now)
-	}
-	return true, nil
-}
 
 // Boot stages of a node not yet ready (Progress.Stages): the image
 // pulling or extracting (from the marketplace's status), loading (the
@@ -345,7 +303,7 @@ const (
 )
 
 // stage is where a booting node is.
-func (r *runner) stage(n *node) string {
+func (m *model) stage(n *node) string {
 	if n.state != provider.StateRunning {
 		msg := strings.ToLower(n.statusMsg)
 		switch {
@@ -356,7 +314,7 @@ func (r *runner) stage(n *node) string {
 		}
 		return StageLoading
 	}
-	ck := r.spec.Checks
+	ck := m.spec.Checks
 	switch {
 	case ck.Usable != nil && !n.usable:
 		return StageSSH

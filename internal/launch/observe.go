@@ -1,12 +1,13 @@
 package launch
 
-// The runner's eyes: each complete listing is applied to the nodes, and
-// their state changes (booted, parked, released, failed) are acted on.
+// The runner's eyes: each complete listing is applied to the nodes and
+// recorded (states, addresses, bandwidth, gone instances, adoptions);
+// the planner (transitions.go, decide.go) then moves them on, and the
+// runner sends what it planned (sendStop here, sendStart in decide.go).
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +23,35 @@ import (
 // store did not record, and gone instances.
 func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time) []int64 {
 	prev := r.lastTick
+	r.accrue(now)
+	listed := make(map[int64]provider.Instance, len(l.Instances))
+	var redo []int64
+	for _, row := range l.Instances {
+		listed[row.ID] = row
+		if r.unknownRow(ctx, row, now) {
+			redo = append(redo, row.ID) // the last destroy gave up
+		}
+	}
+	r.confirmGone(ctx, listed, now)
+	var seenRows []provider.Instance
+	for _, n := range r.sorted() {
+		row, ok := listed[n.id]
+		if !ok {
+			r.unlisted(ctx, n, now)
+			continue
+		}
+		r.seen(ctx, n, row, prev, now)
+		seenRows = append(seenRows, row)
+	}
+	// One transaction for the whole listing's bandwidth figures.
+	if err := r.f.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
+		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+	}
+	return redo
+}
+
+// accrue adds what the nodes billed since the last listing to the spend.
+func (r *runner) accrue(now time.Time) {
 	dt := now.Sub(r.lastTick)
 	if dt > 0 {
 		for _, n := range r.nodes {
@@ -30,101 +60,102 @@ func (r *runner) observe(ctx context.Context, l provider.Listing, now time.Time)
 	}
 	r.lastTick = now
 	r.listingGap = dt
-	listed := make(map[int64]provider.Instance, len(l.Instances))
-	var redo []int64
-	for _, row := range l.Instances {
-		listed[row.ID] = row
-		if _, ok := r.nodes[row.ID]; ok {
-			continue
-		}
-		if sent, ok := r.destroying[row.ID]; ok {
-			if now.Sub(sent) > 2*r.spec.PollEvery+30*time.Second {
-				redo = append(redo, row.ID) // the last destroy gave up
-			}
-			continue
-		}
-		label, ok := fleet.ParseLabel(row.LabelText())
-		if !ok || label.Fleet != r.spec.Fleet || label.Store != r.storeID(ctx) {
-			continue
-		}
+}
+
+// unknownRow looks at a listed row that is no node of this run: one
+// being destroyed whose destroy gave up (true: send it again), or this
+// fleet's rental that this run does not track (adopted).
+func (r *runner) unknownRow(ctx context.Context, row provider.Instance, now time.Time) bool {
+	if _, ok := r.nodes[row.ID]; ok {
+		return false
+	}
+	if sent, ok := r.destroying[row.ID]; ok {
+		return now.Sub(sent) > 2*r.spec.PollEvery+30*time.Second
+	}
+	label, ok := fleet.ParseLabel(row.LabelText())
+	if ok && label.Fleet == r.spec.Fleet && label.Store == r.storeID(ctx) {
 		r.adopt(ctx, row, label, now)
 	}
+	return false
+}
+
+// confirmGone records the instances being destroyed that the listing no
+// longer shows.
+func (r *runner) confirmGone(ctx context.Context, listed map[int64]provider.Instance, now time.Time) {
 	for id := range r.destroying {
-		if _, ok := listed[id]; !ok {
-			// Gone where the destroy that took went out, when that is
-			// known already (the background destroy confirms it too),
-			// not at this listing: up to a tick of storage and pull.
-			gone := now
-			if at, ok := r.m.DestroySent(id); ok && at.Before(now) {
-				gone = at
-			}
-			if err := r.m.S.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
-				delete(r.destroying, id)
-				delete(r.goingDPH, id)
-				if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
-					p.GoneAt = gone
-				}
-			}
-		}
-	}
-	var seenRows []provider.Instance
-	for _, n := range r.sorted() {
-		row, ok := listed[n.id]
-		if !ok {
-			if now.Sub(n.rentedAt) < r.grace() {
-				continue // marketplaces list new rentals late
-			}
-			// A complete listing without it, past the grace period: gone.
-			_ = r.m.S.MarkGone(ctx, n.id, now)
-			if p := r.pulls[n.id]; p != nil {
-				p.GoneAt = now
-			}
-			r.forget(n)
-			r.failed++
-			r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "vanished from the listing"})
+		if _, ok := listed[id]; ok {
 			continue
 		}
-		n.seen = true
-		st := row.Status()
-		host, port, _ := provider.SSHAddr(row)
-		if row.Quarantined() {
-			host, port = n.sshHost, n.sshPort // an unreadable row: keep the last address
+		// Gone where the destroy that took went out, when that is
+		// known already (the background destroy confirms it too),
+		// not at this listing: up to a tick of storage and pull.
+		gone := now
+		if at, ok := r.f.DestroySent(id); ok && at.Before(now) {
+			gone = at
 		}
-		n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
-		if st != n.state || host != n.sshHost || port != n.sshPort {
-			if err := r.m.S.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
-				r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+		if err := r.f.MarkGone(ctx, id, gone); err == nil || errors.Is(err, store.ErrNotFound) {
+			delete(r.destroying, id)
+			delete(r.goingDPH, id)
+			if p := r.pulls[id]; p != nil && p.GoneAt.IsZero() {
+				p.GoneAt = gone
 			}
-			n.state, n.sshHost, n.sshPort = st, host, port
-		}
-		if n.phase == phBooting {
-			switch {
-			case st != provider.StateRunning:
-				n.loadSeenAt, n.runSeenAt = now, time.Time{}
-			case n.runSeenAt.IsZero():
-				n.runSeenAt = now
-			}
-		}
-		seenRows = append(seenRows, row)
-		if p := r.pulls[n.id]; p != nil {
-			if rep := fleet.BandwidthReports(row); len(rep) == 1 {
-				p.Bandwidth = p.Bandwidth.Reported(rep[0], st, now)
-			}
-			p.State = st
 		}
 	}
-	// One transaction for the whole listing's bandwidth figures.
-	if err := r.m.S.RecordBandwidth(ctx, fleet.BandwidthReports(seenRows...), now); err != nil {
-		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
+}
+
+// unlisted handles a node a complete listing does not show: gone, past
+// the grace period (marketplaces list new rentals late).
+func (r *runner) unlisted(ctx context.Context, n *node, now time.Time) {
+	if now.Sub(n.rentedAt) < r.grace() {
+		return
 	}
-	return redo
+	_ = r.f.MarkGone(ctx, n.id, now)
+	if p := r.pulls[n.id]; p != nil {
+		p.GoneAt = now
+	}
+	r.forget(n)
+	r.failed++
+	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "vanished from the listing"})
+}
+
+// seen takes a node's listed row in: its state and address (recorded on
+// change only: the store fsyncs every commit), when its boot was seen,
+// and its bandwidth.
+func (r *runner) seen(ctx context.Context, n *node, row provider.Instance, prev, now time.Time) {
+	n.seen = true
+	st := row.Status()
+	host, port, _ := provider.SSHAddr(row)
+	if row.Quarantined() {
+		host, port = n.sshHost, n.sshPort // an unreadable row: keep the last address
+	}
+	n.intended, n.statusMsg = row.IntendedStatus, row.StatusMsg
+	if st != n.state || host != n.sshHost || port != n.sshPort {
+		if err := r.f.UpdateSeenAfter(ctx, n.id, st, host, port, provider.SSHURL(row), prev, now); err != nil {
+			r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
+		}
+		n.state, n.sshHost, n.sshPort = st, host, port
+	}
+	if n.phase == phBooting {
+		switch {
+		case st != provider.StateRunning:
+			n.loadSeenAt, n.runSeenAt = now, time.Time{}
+		case n.runSeenAt.IsZero():
+			n.runSeenAt = now
+		}
+	}
+	if p := r.pulls[n.id]; p != nil {
+		if rep := fleet.BandwidthReports(row); len(rep) == 1 {
+			p.Bandwidth = p.Bandwidth.Reported(rep[0], st, now)
+		}
+		p.State = st
+	}
 }
 
 // storeID is the id of the store this launch records into; rentals
 // labelled with another store's id are never adopted.
 func (r *runner) storeID(ctx context.Context) string {
 	if r.store == "" {
-		if id, err := r.m.S.ID(ctx); err == nil {
+		if id, err := r.f.StoreID(ctx); err == nil {
 			r.store = id
 		}
 	}
@@ -132,33 +163,30 @@ func (r *runner) storeID(ctx context.Context) string {
 }
 
 func (r *runner) grace() time.Duration {
-	if r.m.Grace > 0 {
-		return r.m.Grace
-	}
-	return fleet.DefaultGrace
+	return r.f.Grace()
 }
 
 // adopt records a listed instance whose label names this fleet but that
 // this run does not track: a rental whose response was lost, or made by a
 // process killed before it could record it.
 func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.LabelParts, now time.Time) {
-	in, err := r.m.S.Instance(ctx, row.ID)
+	in, err := r.f.Instance(ctx, row.ID)
 	if err == nil && r.inflight[in.OfferID].ID != 0 {
 		return // its rent is still running and will report it
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		it, ierr := r.m.IntentOf(ctx, row, label)
+		it, ierr := r.f.IntentOf(ctx, row, label)
 		if ierr != nil {
 			return // not this store's: reconcile reports it as an orphan
 		}
 		if r.inflight[it.OfferID].ID != 0 {
 			return
 		}
-		if err := r.m.AdoptIntent(ctx, it, row, now); err != nil {
+		if err := r.f.AdoptIntent(ctx, it, row, now); err != nil {
 			r.emit(Event{Event: EvWarn, At: now, InstanceID: row.ID, Msg: err.Error()})
 			return
 		}
-		if in, err = r.m.S.Instance(ctx, row.ID); err != nil {
+		if in, err = r.f.Instance(ctx, row.ID); err != nil {
 			return
 		}
 		r.rentsOK++
@@ -167,7 +195,7 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.L
 	}
 	if !in.GoneAt.IsZero() {
 		host, port, _ := provider.SSHAddr(row)
-		_ = r.m.S.UpdateSeen(ctx, row.ID, row.Status(), host, port, provider.SSHURL(row), now)
+		_ = r.f.UpdateSeen(ctx, row.ID, row.Status(), host, port, provider.SSHURL(row), now)
 	}
 	if in.Wanted == store.WantDestroy {
 		r.destroying[row.ID] = time.Time{}
@@ -177,160 +205,11 @@ func (r *runner) adopt(ctx context.Context, row provider.Instance, label fleet.L
 	r.emit(Event{Event: EvRented, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, Msg: "adopted by label"})
 }
 
-func (r *runner) forget(n *node) {
-	delete(r.nodes, n.id)
-	if r.machines[n.machineID]--; r.machines[n.machineID] <= 0 {
-		delete(r.machines, n.machineID)
+func (m *model) forget(n *node) {
+	delete(m.nodes, n.id)
+	if m.machines[n.machineID]--; m.machines[n.machineID] <= 0 {
+		delete(m.machines, n.machineID)
 	}
-}
-
-// fail handles an instance that will not serve: with backfill it is
-// destroyed now (and replaced by fill); without, it is left until the end,
-// as the manual recipe does. Its machine is remembered either way.
-func (r *runner) fail(ctx context.Context, n *node, reason string, now time.Time) []int64 {
-	if n.doomed {
-		return nil
-	}
-	switch n.phase {
-	case phBooting:
-		r.bootFailed++
-	case phReleasing:
-		r.releaseLost++
-		r.parkedMinutes += n.parkedFor()
-	}
-	r.markBad(ctx, n, reason, now)
-	return r.giveUp(n, reason, now)
-}
-
-// markBad puts the node's machine on the bad-host list, with why.
-func (r *runner) markBad(ctx context.Context, n *node, reason string, now time.Time) {
-	if err := r.m.S.MarkBadHost(ctx, store.BadHost{MachineID: n.machineID, Reason: reason, FailedAt: now, Until: now.Add(r.spec.BadHostTTL)}); err != nil {
-		r.emit(Event{Event: EvWarn, At: now, Msg: err.Error()})
-	}
-}
-
-// giveUp counts a node as failed and skips its machine for the rest of
-// this launch; with backfill it is destroyed now (and replaced by fill),
-// without it is left until the end.
-func (r *runner) giveUp(n *node, reason string, now time.Time) []int64 {
-	if n.doomed {
-		return nil
-	}
-	r.failed++
-	r.bad[n.machineID] = true
-	r.emit(Event{Event: EvFailed, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: n.state, Msg: reason})
-	if !r.spec.Backfill {
-		n.doomed = true
-		return nil
-	}
-	n.dropping = true
-	return []int64{n.id}
-}
-
-// transitions moves every node on from what the listing showed; it stops
-// (parks) newly running instances and returns the nodes to destroy.
-func (r *runner) transitions(ctx context.Context, now time.Time) []int64 {
-	r.gateChecks(ctx)
-	var out []int64
-	var stop, start []*node
-	var rebid []bidChange
-	for _, n := range r.sorted() {
-		if n.doomed || n.dropping || !n.seen {
-			continue
-		}
-		st := n.state
-		if st == provider.StateUnknown {
-			if n.unknownSince.IsZero() {
-				n.unknownSince = now
-			}
-		} else {
-			n.unknownSince = time.Time{}
-		}
-		if r.spec.Bid != nil {
-			if act, ok := r.outbidCheck(n, now); ok {
-				if act.drop {
-					// Its machine is skipped for this launch only: a
-					// rival holds it, and the host is not at fault.
-					out = append(out, r.giveUp(n, fmt.Sprintf("outbid at $%.4f/hr", n.bid), now)...)
-				} else if act.price > 0 {
-					rebid = append(rebid, bidChange{n, act.price})
-				}
-				continue
-			}
-		}
-		switch {
-		case st == provider.StateExited:
-			out = append(out, r.fail(ctx, n, "container exited", now)...)
-			continue
-		case st == provider.StateOffline:
-			out = append(out, r.fail(ctx, n, "host went offline", now)...)
-			continue
-		case st == provider.StateUnknown && now.Sub(n.unknownSince) >= UnknownFor:
-			out = append(out, r.fail(ctx, n, "no host heartbeat for "+UnknownFor.String(), now)...)
-			continue
-		}
-		switch n.phase {
-		case phBooting:
-			if st == provider.StateRunning {
-				if ok, drop := r.gate(ctx, n, now); !ok {
-					out = append(out, drop...)
-					continue
-				}
-				r.bootOK++
-				r.timeGates(n, now)
-				r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, OfferID: n.offerID, MachineID: n.machineID, State: st,
-					Msg: "booted in " + now.Sub(n.rentedAt).Round(time.Second).String()})
-				// Past the deadline (a resume after it) the release is
-				// due: a stop now would only risk the GPUs.
-				switch {
-				case !r.spec.Park || r.released || !r.deadline.IsZero() && !now.Before(r.deadline):
-					n.phase = phReady
-				case !r.parkPays(n, now):
-					n.phase = phReady
-					r.keptRunning++
-					r.emit(Event{Event: EvReady, At: now, InstanceID: n.id, State: st,
-						Msg: fmt.Sprintf("kept running: at $%.3f/hr, parking risks more than it saves", n.offer.DPHTotal)})
-				default:
-					n.phase = phParking
-					r.parkedOK++
-					stop = append(stop, n)
-				}
-			} else if now.Sub(n.rentedAt) > r.spec.BootTimeout {
-				out = append(out, r.fail(ctx, n, "still "+stateName(st)+" after the "+r.spec.BootTimeout.String()+" boot timeout", now)...)
-			}
-		case phParking:
-			switch {
-			case st == provider.StateStopped:
-				n.phase = phParked
-				r.emit(Event{Event: EvParked, At: now, InstanceID: n.id, State: st})
-			case now.Sub(n.stopSentAt) >= 2*r.spec.PollEvery:
-				stop = append(stop, n) // the stop did not take (or was never sent before a crash)
-			}
-		case phReleasing:
-			switch {
-			case st == provider.StateRunning:
-				n.phase = phReady
-				r.parkedMinutes += n.parkedFor()
-				if !n.releasedAt.Before(r.since) {
-					r.releaseDur = append(r.releaseDur, now.Sub(n.releasedAt))
-				}
-				r.emit(Event{Event: EvRunning, At: now, InstanceID: n.id, State: st})
-			case scheduling(n) && now.Sub(n.startSentAt) >= SchedulingFor:
-				// Waiting for GPUs another renter holds: it may wait for
-				// ever, so it is replaced now rather than at the timeout.
-				out = append(out, r.fail(ctx, n, "scheduling "+now.Sub(n.startSentAt).Round(time.Second).String()+" after the release: its GPUs were taken", now)...)
-			case now.Sub(n.releasedAt) > r.spec.ReleaseTimeout:
-				out = append(out, r.fail(ctx, n, "not running "+r.spec.ReleaseTimeout.String()+" after the release (its GPUs were probably taken)", now)...)
-			case st == provider.StateStopped && !scheduling(n) &&
-				(!n.startOK || n.intended != provider.StateRunning && now.Sub(n.startSentAt) >= 2*r.spec.PollEvery):
-				start = append(start, n) // the start failed, or did not take
-			}
-		}
-	}
-	r.sendStop(ctx, stop, now)
-	r.sendStart(ctx, start, now)
-	r.changeBids(ctx, rebid, now)
-	return out
 }
 
 // sendStop parks nodes: in bulk calls where the marketplace takes them
@@ -342,7 +221,7 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 			ids[i] = n.id
 			n.stopSentAt = now
 		}
-		if errs, ok := r.m.ParkAll(ctx, ids); ok {
+		if errs, ok := r.f.ParkAll(ctx, ids); ok {
 			for _, n := range ns {
 				if err := errs[n.id]; err != nil {
 					r.emit(Event{Event: EvWarn, At: now, InstanceID: n.id, Msg: err.Error()})
@@ -355,7 +234,7 @@ func (r *runner) sendStop(ctx context.Context, ns []*node, now time.Time) {
 	}
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
 		n.stopSentAt = now
-		err := r.m.Park(ctx, n.id)
+		err := r.f.Park(ctx, n.id)
 		if err == nil {
 			n.parkRecorded()
 		}
@@ -417,9 +296,9 @@ func (r *runner) parallel(ctx context.Context, ns []*node, fn func(context.Conte
 	_ = g.Wait()
 }
 
-func (r *runner) sorted() []*node {
-	out := make([]*node, 0, len(r.nodes))
-	for _, n := range r.nodes {
+func (m *model) sorted() []*node {
+	out := make([]*node, 0, len(m.nodes))
+	for _, n := range m.nodes {
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })

@@ -44,23 +44,38 @@ func releaseDue(v releaseView) (bool, string) {
 	if !v.park || v.released {
 		return false, ""
 	}
+	if why := releaseReady(v); why != "" {
+		return true, why
+	}
+	return releaseStuck(v)
+}
+
+// releaseReady names the reason to release that the fleet's size or the
+// time gives, or none.
+func releaseReady(v releaseView) string {
 	switch {
 	case v.up >= v.quorum:
-		return true, "quorum"
+		return "quorum"
 	case v.up >= v.count && v.back-v.backSD >= float64(v.count):
 		// Parked GPUs go to other renters by the minute: once enough are
 		// expected back (one deviation to spare), waiting for the spares
 		// loses more than it adds.
-		return true, "enough expected to run again"
+		return "enough expected to run again"
 	case v.up >= v.count && v.replaceable:
 		// Waiting for spares only loses parked GPUs to other renters
 		// when what the release loses can still be replaced.
-		return true, "the count is up, with time to replace what the release loses"
+		return "the count is up, with time to replace what the release loses"
 	case v.finishing:
-		return true, "end of the launch"
+		return "end of the launch"
 	case !v.deadline.IsZero() && v.booted > 0 && !v.now.Before(v.deadline.Add(-v.lead)):
-		return true, "deadline near"
+		return "deadline near"
 	}
+	return ""
+}
+
+// releaseStuck says whether waiting buys nothing more: nothing is left to
+// boot, or what still loads is late.
+func releaseStuck(v releaseView) (bool, string) {
 	stuck := v.booting == 0 && (!v.canRent || !v.backfill && v.rentsOK >= v.count)
 	if stuck && v.booted > 0 {
 		return true, "nothing left to boot"
@@ -218,8 +233,8 @@ func bootRatio(observed []float64) float64 {
 // estimate: it ended between the last listing that saw n loading and the
 // first that saw it running. Boots of instances rented before this
 // process took over would include the pause: not timed.
-func (r *runner) timeBoot(n *node, now time.Time) {
-	if n.rentedAt.Before(r.since) || n.load <= 0 {
+func (m *model) timeBoot(n *node, now time.Time) {
+	if n.rentedAt.Before(m.since) || n.load <= 0 {
 		return
 	}
 	end, from := n.runSeenAt, n.loadSeenAt
@@ -229,21 +244,21 @@ func (r *runner) timeBoot(n *node, now time.Time) {
 	if from.Before(n.rentedAt) {
 		from = n.rentedAt
 	}
-	if took, ok := observedSpan(end.Sub(n.rentedAt), end.Sub(from), r.spec.PollEvery); ok {
-		r.bootRatios = append(r.bootRatios, float64(took)/float64(n.load))
-		r.ratio = bootRatio(r.bootRatios)
+	if took, ok := observedSpan(end.Sub(n.rentedAt), end.Sub(from), m.spec.PollEvery); ok {
+		m.bootRatios = append(m.bootRatios, float64(took)/float64(n.load))
+		m.ratio = bootRatio(m.bootRatios)
 	}
 }
 
 // timeGates samples how long n, ready at now, took through the readiness
 // gates after it first ran.
-func (r *runner) timeGates(n *node, now time.Time) {
-	if n.rentedAt.Before(r.since) || n.runningAt.IsZero() {
+func (m *model) timeGates(n *node, now time.Time) {
+	if n.rentedAt.Before(m.since) || n.runningAt.IsZero() {
 		return
 	}
-	if took, ok := observedSpan(now.Sub(n.runningAt), r.listingGap, r.spec.PollEvery); ok {
-		r.gateTimes = append(r.gateTimes, took.Seconds())
-		r.gateTime = time.Duration(stat.Median(r.gateTimes) * float64(time.Second))
+	if took, ok := observedSpan(now.Sub(n.runningAt), m.listingGap, m.spec.PollEvery); ok {
+		m.gateTimes = append(m.gateTimes, took.Seconds())
+		m.gateTime = time.Duration(stat.Median(m.gateTimes) * float64(time.Second))
 	}
 }
 

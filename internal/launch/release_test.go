@@ -257,7 +257,7 @@ func TestWatchSpacedByThePacedClientsCalls(t *testing.T) {
 		{4, 16, 16 * time.Second},
 		{2, 3, 6 * time.Second},
 	} {
-		r := &runner{m: &fleet.Manager{P: pacedClient{rate: c.rate}}, spec: Spec{WatchEvery: 2 * time.Second}, listPages: c.pages}
+		r := &runner{f: fleet.LaunchOps{M: &fleet.Manager{P: pacedClient{rate: c.rate}}}, model: model{spec: Spec{WatchEvery: 2 * time.Second}}, listPages: c.pages}
 		if got := r.watchEvery(); got != c.want {
 			t.Errorf("rate %v, %d pages: watch every %s, want %s", c.rate, c.pages, got, c.want)
 		}

@@ -52,6 +52,7 @@ func bootableFirst(cands []market.Ranked, imageGB float64, budget time.Duration)
 // (a lost create response can take minutes to settle) and land later. It
 // returns how long until the next rent may go, or 0 when none is due.
 func (r *runner) dispatch(ctx context.Context) time.Duration {
+	defer r.flush(ctx)
 	triedBulk := false
 	for ctx.Err() == nil {
 		now := r.now()
@@ -61,7 +62,8 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		if !bootsInTime(now, r.deadline, r.nextLoad(), r.rentLead()) {
 			return 0 // a new rental could not boot before the deadline
 		}
-		if r.need(now) <= 0 {
+		need := r.need(now)
+		if need <= 0 {
 			return 0
 		}
 		if r.rentsOK+len(r.inflight) >= r.spec.MaxRentals {
@@ -73,14 +75,14 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		}
 		if r.bulk && !triedBulk {
 			triedBulk = true
-			if r.dispatchBulk(ctx, now) {
+			if r.dispatchBulk(ctx, now, need) {
 				continue
 			}
 		}
 		if tok := r.lim.TokensAt(now); tok < 1 {
 			return time.Duration((1 - tok) / r.spec.RentRate * float64(time.Second))
 		}
-		picks := r.pick(1, now)
+		picks := r.renting(ctx, r.rents(1, need, now))
 		if len(picks) == 0 {
 			return 0
 		}
@@ -90,11 +92,34 @@ func (r *runner) dispatch(ctx context.Context) time.Duration {
 		r.inflight[c.ID] = c
 		r.startCall(func() []rentResult {
 			out := rentResult{c: c}
-			out.in, out.err = r.m.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
+			out.in, out.err = r.f.Rent(ctx, fleet.RentRequest{Fleet: r.spec.Fleet, Offer: c.Offer, Create: r.createFor(c.Offer), ImageGB: r.spec.ImageGB})
 			return []rentResult{out}
 		})
 	}
 	return 0
+}
+
+// rents plans up to k rents, the best-ranked usable offers within the
+// caps (pick), for a fleet that needs more.
+func (m *model) rents(k, need int, now time.Time) []Action {
+	for _, c := range m.pick(k, now) {
+		m.act(Action{Kind: ActRent, Offer: c.ID, Machine: c.MachineID,
+			Reason: fmt.Sprintf("ranked %d of %d; the fleet needs %d more loading", m.rankOf(c.ID)+1, len(m.cands), need)})
+	}
+	return m.take()
+}
+
+// renting applies a rent plan's events and returns the offers it rents,
+// for the caller to send.
+func (r *runner) renting(ctx context.Context, plan []Action) []market.Ranked {
+	var out []market.Ranked
+	for _, a := range plan {
+		if a.Kind == ActRent {
+			out = append(out, r.cands[r.rank[a.Offer]])
+		}
+	}
+	r.apply(ctx, plan, r.now())
+	return out
 }
 
 // startCall runs one create call in the background; its results, one per
@@ -125,16 +150,16 @@ const bulkMin = 4
 // dispatchBulk rents, with one bulk create, the next offers the fleet needs
 // that share a create body (a body carries the bid when bidding). It
 // reports whether it sent one.
-func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
+func (r *runner) dispatchBulk(ctx context.Context, now time.Time, need int) bool {
 	if r.bulkLim.TokensAt(now) < 1 {
 		return false
 	}
 	least := min(bulkMin, r.spec.CreateBatch)
-	k := min(r.need(now), r.spec.CreateBatch, r.spec.MaxRentals-r.rentsOK-len(r.inflight))
+	k := min(need, r.spec.CreateBatch, r.spec.MaxRentals-r.rentsOK-len(r.inflight))
 	if k < 2 || k < least {
 		return false
 	}
-	picks := r.pick(k, now)
+	picks := r.renting(ctx, r.rents(k, need, now))
 	groups := bulkGroups(picks, r.createFor)
 	var batch []market.Ranked
 	for _, g := range groups {
@@ -158,7 +183,7 @@ func (r *runner) dispatchBulk(ctx context.Context, now time.Time) bool {
 		offers[i] = c.Offer
 	}
 	r.startCall(func() []rentResult {
-		outs, err := r.m.RentMany(ctx, fleet.BulkRentRequest{Fleet: r.spec.Fleet, Offers: offers, Create: r.createFor(offers[0]), ImageGB: r.spec.ImageGB})
+		outs, err := r.f.RentMany(ctx, fleet.BulkRentRequest{Fleet: r.spec.Fleet, Offers: offers, Create: r.createFor(offers[0]), ImageGB: r.spec.ImageGB})
 		res := make([]rentResult, len(batch))
 		for i, c := range batch {
 			res[i] = rentResult{c: c, err: err}
@@ -223,23 +248,23 @@ func (a *Accepted) keep(cands []market.Ranked) []market.Ranked {
 // was announced, and what running on it is estimated to cost against the
 // announced estimate: a hedge beside the announced instance, or a
 // replacement for it.
-func (r *runner) substitute(now time.Time, c market.Ranked) {
-	a := r.spec.Accepted
+func (m *model) substitute(now time.Time, c market.Ranked) {
+	a := m.spec.Accepted
 	if a == nil || c.ID == a.Offer {
 		return
 	}
 	role := "replacement for"
-	for _, n := range r.nodes {
+	for _, n := range m.nodes {
 		if n.offerID == a.Offer && !n.doomed {
 			role = "hedge beside"
 		}
 	}
-	if _, ok := r.inflight[a.Offer]; ok {
+	if _, ok := m.inflight[a.Offer]; ok {
 		role = "hedge beside"
 	}
-	r.emit(Event{Event: EvSubstitute, At: now, OfferID: c.ID, MachineID: c.MachineID,
+	m.say(Event{Event: EvSubstitute, At: now, OfferID: c.ID, MachineID: c.MachineID,
 		Msg: fmt.Sprintf("%s the announced offer %d: offer %d, %dx %s at $%.3f/hr (announced $%.3f/hr), estimated $%.2f against $%.2f announced",
-			role, a.Offer, c.ID, c.NumGPUs, c.GPUName, c.DPHTotal, r.byOff[a.Offer].DPHTotal, a.Est[c.ID], a.Est[a.Offer])})
+			role, a.Offer, c.ID, c.NumGPUs, c.GPUName, c.DPHTotal, m.byOff[a.Offer].DPHTotal, a.Est[c.ID], a.Est[a.Offer])})
 }
 
 type rentResult struct {
@@ -269,6 +294,7 @@ func (r *runner) land(ctx context.Context) {
 			}
 			if errors.Is(out.err, provider.ErrInsufficientBalance) || errors.Is(out.err, provider.ErrAuth) {
 				r.capStop(at, "account: "+out.err.Error())
+				r.flush(ctx)
 			}
 			continue
 		}
@@ -288,36 +314,36 @@ func (r *runner) land(ctx context.Context) {
 // need is how many rents the fleet needs now. Without backfill, each asked
 // slot gets one rental; with it, slots that failed or are hedged (loading
 // past HedgeAfter) are refilled.
-func (r *runner) need(now time.Time) int {
-	if !r.spec.Backfill {
-		return r.spec.Count - r.rentsOK - len(r.inflight)
+func (m *model) need(now time.Time) int {
+	if !m.spec.Backfill {
+		return m.spec.Count - m.rentsOK - len(m.inflight)
 	}
 	// Late nodes give up their slot only while a spare could still boot
 	// in time; after that a spare is a pull that buys nothing.
-	load, lead := r.nextLoad(), r.rentLead()
-	hedge := r.spec.HedgeAfter >= 0 && bootsInTime(now, r.deadline, load, lead)
-	booted, loading := 0, len(r.inflight)
-	for _, n := range r.nodes {
+	load, lead := m.nextLoad(), m.rentLead()
+	hedge := m.spec.HedgeAfter >= 0 && bootsInTime(now, m.deadline, load, lead)
+	booted, loading := 0, len(m.inflight)
+	for _, n := range m.nodes {
 		switch {
 		case n.doomed:
 		case n.phase != phBooting:
 			booted++
-		case hedge && !n.gated() && now.Sub(n.rentedAt) > r.lateAfter(n.load):
+		case hedge && !n.gated() && now.Sub(n.rentedAt) > m.lateAfter(n.load):
 		default:
 			loading++
 		}
 	}
-	return loadingWanted(r.target(), booted, r.bootShare(now, load, lead)) - loading
+	return loadingWanted(m.target(), booted, m.bootShare(now, load, lead)) - loading
 }
 
 // nextLoad is how long the next rental is expected to take to be ready:
 // the estimated load time of the best usable candidate, corrected by how
 // this launch's boots compared with their estimates, and the time its
 // nodes take through the readiness gates.
-func (r *runner) nextLoad() time.Duration {
-	for _, c := range r.cands {
-		if r.usable(c) {
-			return time.Duration(float64(plan.LoadTime(r.spec.ImageGB, &c.Offer))*r.ratio) + r.gateTime
+func (m *model) nextLoad() time.Duration {
+	for _, c := range m.cands {
+		if m.usable(c) {
+			return time.Duration(float64(plan.LoadTime(m.spec.ImageGB, &c.Offer))*m.ratio) + m.gateTime
 		}
 	}
 	return 0
@@ -325,76 +351,76 @@ func (r *runner) nextLoad() time.Duration {
 
 // rentLead is how long before the deadline a new rental must run: the
 // release lead while the fleet is parked, else one poll.
-func (r *runner) rentLead() time.Duration {
-	if r.spec.Park && !r.released {
-		return r.releaseLead()
+func (m *model) rentLead() time.Duration {
+	if m.spec.Park && !m.released {
+		return m.releaseLead()
 	}
-	return r.spec.PollEvery
+	return m.spec.PollEvery
 }
 
 // liveDPH is the $/hr of every live node, as rented.
-func (r *runner) liveDPH() float64 {
+func (m *model) liveDPH() float64 {
 	s := 0.0
-	for _, n := range r.nodes {
+	for _, n := range m.nodes {
 		s += n.offer.DPHTotal
 	}
-	for _, c := range r.inflight {
+	for _, c := range m.inflight {
 		s += c.DPHTotal
 	}
-	for _, d := range r.goingDPH {
+	for _, d := range m.goingDPH {
 		s += d
 	}
 	return s
 }
 
-func (r *runner) remaining(now time.Time) time.Duration {
-	if !r.deadline.IsZero() {
-		return max(0, r.deadline.Sub(now))
+func (m *model) remaining(now time.Time) time.Duration {
+	if !m.deadline.IsZero() {
+		return max(0, m.deadline.Sub(now))
 	}
-	return horizon(r.spec)
+	return horizon(m.spec)
 }
 
 // pick chooses up to k candidates in rank order that fit the caps, and
 // reserves their offers and machines.
-func (r *runner) pick(k int, now time.Time) []market.Ranked {
-	dph := r.liveDPH()
-	rem := r.remaining(now).Hours()
-	committed := r.committed(now, dph, rem)
+func (m *model) pick(k int, now time.Time) []market.Ranked {
+	dph := m.liveDPH()
+	rem := m.remaining(now).Hours()
+	committed := m.committed(now, dph, rem)
 	var out []market.Ranked
 	blockedDPH, blockedBudget := false, false
-	for _, c := range r.cands {
+	for _, c := range m.cands {
 		if len(out) == k {
 			break
 		}
-		if !r.usable(c) {
+		if !m.usable(c) {
 			continue
 		}
-		if r.spec.MaxDPH > 0 && dph+c.DPHTotal > r.spec.MaxDPH+1e-9 {
+		if m.spec.MaxDPH > 0 && dph+c.DPHTotal > m.spec.MaxDPH+1e-9 {
 			blockedDPH = true
 			continue
 		}
-		if !r.fitsBudget(committed, c, rem) {
+		if !m.fitsBudget(committed, c, rem) {
 			blockedBudget = true
 			continue
 		}
 		out = append(out, c)
-		r.usedOffers[c.ID] = true
-		r.machines[c.MachineID]++
+		m.usedOffers[c.ID] = true
+		m.machines[c.MachineID]++
 		dph += c.DPHTotal
-		committed += c.DPHTotal*rem + c.PullCost(r.spec.ImageGB)
+		committed += c.DPHTotal*rem + c.PullCost(m.spec.ImageGB)
 	}
 	if len(out) < k {
 		switch {
-		case blockedBudget && r.budgetHeld == "":
+		case blockedBudget && m.budgetHeld == "":
 			// Not sticky either: the committed part shrinks as the deadline
 			// nears and as failed instances are destroyed.
-			r.budgetHeld = fmt.Sprintf("budget cap $%.2f: a rental would bring spent + committed above it", r.spec.Budget)
-			r.emit(Event{Event: EvCap, At: now, Msg: "rent held back by the " + r.budgetHeld})
-		case blockedDPH && r.dphCapped == "":
+			m.budgetHeld = fmt.Sprintf("budget cap $%.2f: a rental would bring spent + committed above it", m.spec.Budget)
+			m.say(Event{Event: EvCap, At: now, Msg: "rent held back by the " + m.budgetHeld})
+		case blockedDPH && m.dphCapped == "":
 			// Not sticky: destroying a failed instance frees room under
 			// the cap, and the next pick may fit.
-			r.dphCapped = fmt.Sprintf("max-dph cap $%.3f/hr: no remaining offer fits under it", r.spec.MaxDPH)
-			r.emit(Event{Event: EvCap, At: now, Msg: "rent held back by the " + r.dphCapped})
+			m.dphCapped = fmt.Sprintf("max-dph cap $%.3f/hr: no remaining offer fits under it", m.spec.MaxDPH)
+			m.say(Event{Event: EvCap, At: now, Msg: "rent held back by the " + m.dphCapped})
 		}
 	}
 	return out
@@ -404,25 +430,25 @@ func (r *runner) pick(k int, now time.Time) []market.Ranked {
 // live (at dph $/hr) ran for rem hours more: spent, the bandwidth billed
 // and still pulling, and the pulls of rents in flight (not tracked until
 // they land).
-func (r *runner) committed(now time.Time, dph, rem float64) float64 {
-	bw, pending := r.bandwidth(now)
-	committed := r.spent + bw + pending + dph*rem
-	for _, c := range r.inflight {
-		committed += c.PullCost(r.spec.ImageGB)
+func (m *model) committed(now time.Time, dph, rem float64) float64 {
+	bw, pending := m.bandwidth(now)
+	committed := m.spent + bw + pending + dph*rem
+	for _, c := range m.inflight {
+		committed += c.PullCost(m.spec.ImageGB)
 	}
 	return committed
 }
 
 // budgetFits says whether some usable candidate could be rented now
 // within the budget: while none can, the launch counts as unable to rent.
-func (r *runner) budgetFits(now time.Time) bool {
-	if r.spec.Budget <= 0 {
+func (m *model) budgetFits(now time.Time) bool {
+	if m.spec.Budget <= 0 {
 		return true
 	}
-	rem := r.remaining(now).Hours()
-	committed := r.committed(now, r.liveDPH(), rem)
-	for _, c := range r.cands {
-		if r.usable(c) && r.fitsBudget(committed, c, rem) {
+	rem := m.remaining(now).Hours()
+	committed := m.committed(now, m.liveDPH(), rem)
+	for _, c := range m.cands {
+		if m.usable(c) && m.fitsBudget(committed, c, rem) {
 			return true
 		}
 	}
@@ -431,24 +457,24 @@ func (r *runner) budgetFits(now time.Time) bool {
 
 // fitsBudget says whether renting c, running rem hours more and pulling
 // the image, keeps committed within the budget (none: always).
-func (r *runner) fitsBudget(committed float64, c market.Ranked, rem float64) bool {
-	return r.spec.Budget <= 0 || committed+c.DPHTotal*rem+c.PullCost(r.spec.ImageGB) <= r.spec.Budget+1e-9
+func (m *model) fitsBudget(committed float64, c market.Ranked, rem float64) bool {
+	return m.spec.Budget <= 0 || committed+c.DPHTotal*rem+c.PullCost(m.spec.ImageGB) <= m.spec.Budget+1e-9
 }
 
-func (r *runner) unreserve(c market.Ranked) {
-	if r.machines[c.MachineID]--; r.machines[c.MachineID] <= 0 {
-		delete(r.machines, c.MachineID)
+func (m *model) unreserve(c market.Ranked) {
+	if m.machines[c.MachineID]--; m.machines[c.MachineID] <= 0 {
+		delete(m.machines, c.MachineID)
 	}
 }
 
-func (r *runner) usable(c market.Ranked) bool {
-	return !r.usedOffers[c.ID] && !r.bad[c.MachineID] && c.DPHTotal > 0 &&
-		(r.spec.AllowSameMachine || r.machines[c.MachineID] == 0)
+func (m *model) usable(c market.Ranked) bool {
+	return !m.usedOffers[c.ID] && !m.bad[c.MachineID] && c.DPHTotal > 0 &&
+		(m.spec.AllowSameMachine || m.machines[c.MachineID] == 0)
 }
 
-func (r *runner) moreCandidates() bool {
-	for _, c := range r.cands {
-		if r.usable(c) {
+func (m *model) moreCandidates() bool {
+	for _, c := range m.cands {
+		if m.usable(c) {
 			return true
 		}
 	}

@@ -95,31 +95,44 @@ func (r Request) Check(a Asked) (string, error) {
 	if err != nil {
 		return a.Type, err
 	}
+	if err := a.checkCoord(); err != nil {
+		return typ, err
+	}
+	return typ, a.checkChoices()
+}
+
+// checkCoord refuses what needs a coordinator without one.
+func (a Asked) checkCoord() error {
 	if err := a.Ladder.Validate(); err != nil {
-		return typ, usagef("%v: --idle-after and --idle-below go together, durations are positive", err)
+		return usagef("%v: --idle-after and --idle-below go together, durations are positive", err)
 	}
 	if a.Ladder.IdleAfter > 0 && a.Coord == "" {
-		return typ, usagef("--idle-after needs --coord: only each instance's agent sees its CPU and GPU use, and it stops its instance itself")
+		return usagef("--idle-after needs --coord: only each instance's agent sees its CPU and GPU use, and it stops its instance itself")
 	}
 	if a.Items != "" && a.Coord == "" {
-		return typ, usagef("--items needs --coord: the coordinator hands the items out")
+		return usagef("--items needs --coord: the coordinator hands the items out")
 	}
+	return nil
+}
+
+// checkChoices refuses unknown choices and offers given twice.
+func (a Asked) checkChoices() error {
 	if _, err := ParseOnShort(a.OnShortHardware); err != nil {
-		return typ, usagef("--on-short-hardware %q: use replace, warn or keep", a.OnShortHardware)
+		return usagef("--on-short-hardware %q: use replace, warn or keep", a.OnShortHardware)
 	}
 	switch a.ReadyCheck {
 	case "", "auto", "ssh", "running":
 	default:
-		return typ, usagef("--ready-check %q: use ssh, running or auto", a.ReadyCheck)
+		return usagef("--ready-check %q: use ssh, running or auto", a.ReadyCheck)
 	}
 	if a.From != "" {
 		if len(a.Query) > 0 {
-			return typ, usagef("--from %s and a query: the saved ranking already holds the offers", a.From)
+			return usagef("--from %s and a query: the saved ranking already holds the offers", a.From)
 		}
 	} else if a.Score != "" && a.By != "" {
-		return typ, usagef("--by %s and --score: pick one", a.By)
+		return usagef("--by %s and --score: pick one", a.By)
 	}
-	return typ, nil
+	return nil
 }
 
 // pricing checks that the ranking's prices are the rentals' prices: a bid
@@ -156,29 +169,16 @@ func (r Request) pricing(typ string, typeSet bool) (string, error) {
 // Spec is the launch r asks for, checked; a fleet without a name is
 // named after now.
 func (r Request) Spec(onInterrupt string, now time.Time) (Spec, error) {
-	if r.Count < 1 || r.Count > MaxCount {
-		return Spec{}, usagef("--count %d: must be 1..%d", r.Count, MaxCount)
-	}
-	if r.MinReady < 0 || r.MinReady > r.Count {
-		return Spec{}, usagef("--min-ready %d: must be between 1 and --count %d", r.MinReady, r.Count)
-	}
-	if r.MaxDPH < 0 || r.Budget < 0 {
-		return Spec{}, usagef("--max-dph and --budget must be positive (0 means no cap)")
-	}
-	if r.MaxRentals != 0 && r.MaxRentals < r.Count {
-		return Spec{}, usagef("--max-rentals %d: must be at least --count %d", r.MaxRentals, r.Count)
+	if err := r.checkCounts(); err != nil {
+		return Spec{}, err
 	}
 	env, err := ParseEnv(r.Env)
 	if err != nil {
 		return Spec{}, usagef("--env: %v", err)
 	}
-	var sessions []Session
-	for _, s := range r.Sessions {
-		sess, err := ParseSession(s)
-		if err != nil {
-			return Spec{}, usagef("--session %q: %v", s, err)
-		}
-		sessions = append(sessions, sess)
+	sessions, err := r.sessions()
+	if err != nil {
+		return Spec{}, err
 	}
 	name := r.Fleet
 	if name == "" {
@@ -210,6 +210,36 @@ func (r Request) Spec(onInterrupt string, now time.Time) (Spec, error) {
 	return spec, nil
 }
 
+// checkCounts checks the count, the quorum and the caps.
+func (r Request) checkCounts() error {
+	if r.Count < 1 || r.Count > MaxCount {
+		return usagef("--count %d: must be 1..%d", r.Count, MaxCount)
+	}
+	if r.MinReady < 0 || r.MinReady > r.Count {
+		return usagef("--min-ready %d: must be between 1 and --count %d", r.MinReady, r.Count)
+	}
+	if r.MaxDPH < 0 || r.Budget < 0 {
+		return usagef("--max-dph and --budget must be positive (0 means no cap)")
+	}
+	if r.MaxRentals != 0 && r.MaxRentals < r.Count {
+		return usagef("--max-rentals %d: must be at least --count %d", r.MaxRentals, r.Count)
+	}
+	return nil
+}
+
+// sessions parses the --session flags.
+func (r Request) sessions() ([]Session, error) {
+	var sessions []Session
+	for _, s := range r.Sessions {
+		sess, err := ParseSession(s)
+		if err != nil {
+			return nil, usagef("--session %q: %v", s, err)
+		}
+		sessions = append(sessions, sess)
+	}
+	return sessions, nil
+}
+
 // ReadRanked reads a saved ranking (search --save) to launch from;
 // bid: the launch bids, so offers priced at bids are its prices.
 func ReadRanked(path string, bid bool) ([]market.Ranked, error) {
@@ -234,13 +264,14 @@ func ReadRanked(path string, bid bool) ([]market.Ranked, error) {
 // saves the fleet's teardown ladder, before anything is rented: the
 // coordinator's pass and reap apply the ladder from the first boot.
 func BeforeRenting(ctx context.Context, m *fleet.Manager, fleetName string, l fleet.Ladder) error {
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+	f := opsOf(m)
+	if _, err := f.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before launching: %w", err)
 	}
 	if l.IsZero() {
 		return nil
 	}
-	return fleet.SaveLadder(ctx, m.S, fleetName, l)
+	return f.SaveLadder(ctx, fleetName, l)
 }
 
 // runtype is how the marketplace routes SSH: through its proxy, or (direct)

@@ -112,76 +112,20 @@ func (n *node) rate() float64 {
 	return n.offer.StorageTotalCost
 }
 
+// runner carries a launch out: it observes the marketplace, asks the
+// planner (model, plan.go) what to do, and applies the plan through its
+// FleetOps (apply.go), emitting the events the plan names.
 type runner struct {
-	m      *fleet.Manager
+	model
+	f      FleetOps
 	store  string // the store's id, as labels carry it
-	spec   Spec
-	cands  []market.Ranked
-	byOff  map[int64]market.Offer
-	rank   map[int64]int // offer id → position in the ranking
 	emit   func(Event)
 	create provider.CreateRequest
 	// listPages is how many calls the last listing took (watchEvery).
 	listPages int
 
-	nodes      map[int64]*node
-	destroying map[int64]time.Time // destroy sent (when), not yet proven gone
-	// goingDPH is what the instances being destroyed still bill per hour:
-	// they count against --max-dph until a listing shows them gone.
-	goingDPH   map[int64]float64
-	usedOffers map[int64]bool // offers with an intent in this fleet: never rented again
-	machines   map[int64]int  // live nodes per machine
-	bad        map[int64]bool
-
-	start, deadline time.Time
-	// since is when this process took the launch over (its start, or
-	// the resume): boots of instances rented before it are not timed,
-	// as their time would include the pause.
-	since     time.Time
-	released  bool
-	finishing bool
-	lim       *rate.Limiter
-	spent     float64 // compute and storage, from observed states
-	// pulls is the bandwidth record of every instance this run rented or
-	// tracked, destroyed ones included: what they pulled (as listings
-	// report it) or are expected to pull (the estimate).
-	pulls map[int64]*store.Instance
-	// bwBefore is the bandwidth of this fleet's instances that were gone
-	// before a resume.
-	bwBefore  float64
-	lastTick  time.Time
-	rentsOK   int // instances rented into this fleet, ever
-	failed    int
-	destroyed int
-	capHit    string // a cap that stopped renting for good
-	dphCapped string // set once --max-dph held a rent back
-	// budgetHeld is set once the budget held a rent back; it is not a
-	// stop: room comes back as the deadline nears and failures go.
-	budgetHeld string
-	shortHW    int // nodes whose probe was short or failed
-	outbids    int // outbid episodes seen (interruptible launches)
-	rebids     int // change bids sent
-	// bootRatios: each timed boot (rental to first seen running) over its
-	// offer's estimated load time; ratio is their bootRatio, kept as boots
-	// are timed rather than sorted again by every rent. gateTimes: how
-	// long booted nodes took through the readiness gates (SSH, agent,
-	// probe), gateTime their median. listingGap is the time between the
-	// last two listings: what a gate passed now may be late by.
-	bootRatios []float64
-	ratio      float64
-	gateTimes  []float64
-	gateTime   time.Duration
-	listingGap time.Duration
-	// What this run saw of boots and releases, for the shares that size
-	// the margins (bootShare, spares).
-	bootOK, bootFailed, releaseLost int
-	parkedOK, keptRunning           int     // booted instances parked, and kept running because parking did not pay
-	parkedMinutes                   float64 // summed over released instances, up to their release
-	// releaseDur: how long released instances took to run again.
-	releaseDur []time.Duration
-
-	inflight map[int64]market.Ranked // rents started, not landed (main goroutine only)
-	calls    int                     // create calls in flight, a bulk create counting once (main goroutine only)
+	lim   *rate.Limiter
+	calls int // create calls in flight, a bulk create counting once (main goroutine only)
 	// bulk rents many offers a call where the marketplace can; bulkLim
 	// paces those calls.
 	bulk    bool
@@ -195,17 +139,18 @@ type runner struct {
 // first). It creates the fleet row with the spec and candidates first, so
 // that Resume can continue after a crash. events may be nil.
 func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.Ranked, events func(Event)) (Summary, error) {
+	f := opsOf(m)
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return Summary{}, err
 	}
-	now := m.Clock.Now()
-	if _, err := m.S.GetFleet(ctx, spec.Fleet); err == nil {
+	now := f.Clock().Now()
+	if _, err := f.Fleet(ctx, spec.Fleet); err == nil {
 		return Summary{}, fmt.Errorf("%w: %q; use --resume %s to continue it, or another --fleet name", ErrFleetExists, spec.Fleet, spec.Fleet)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return Summary{}, err
 	}
-	bad, err := badHosts(ctx, m, now)
+	bad, err := badHosts(ctx, f, now)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -225,35 +170,58 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 		return Summary{}, err
 	}
 	spec.Budget = caps.Budget // a default budget is kept for --resume
+	win, err := createFleet(ctx, f, spec, candidates, caps, now)
+	if err != nil {
+		return Summary{}, err
+	}
+	r := newRunner(f, spec, candidates, events, bad, win, now)
+	r.emit(Event{Event: EvStart, At: now, Msg: startNote(spec, caps, slow, budget, bidNote)})
+	if fast := len(candidates) - slow; fast < spec.Count {
+		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf(
+			"thin market: %d offers are expected to load a %.1f GB image within %s, for --count %d; expect fewer by the deadline: widen the query, give a later --deadline, or use a smaller image",
+			fast, spec.ImageGB, budget.Round(time.Second), spec.Count)})
+	}
+	return r.loop(ctx)
+}
+
+// createFleet writes the launch's records before anything is rented, so
+// that Resume can continue after a crash: the secrets, then the fleet row
+// with the spec, the candidates and the window it returns.
+func createFleet(ctx context.Context, f FleetOps, spec Spec, candidates []market.Ranked, caps Plan, now time.Time) (window, error) {
 	win := newWindow(now, spec.Deadline)
 	raw, secret, err := encodeStored(spec, candidates, win)
 	if err != nil {
-		return Summary{}, err
+		return win, err
 	}
 	// The store's id labels every rental. Drawn before the fleet row is
 	// written, it survives whatever the fleet row survives (a lost WAL
 	// drops a suffix of commits), so a resume can find this fleet's
 	// instances by label; drawn at the first rent, it could be lost with
 	// the rentals and the instances would read as another store's.
-	if _, err := m.S.ID(ctx); err != nil {
-		return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
+	if _, err := f.StoreID(ctx); err != nil {
+		return win, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 	}
 	// The secrets go first: a fleet row whose secrets are missing cannot
 	// be resumed. The data dir's lock and the check above keep another
 	// launch of this name from racing the write.
 	if secret != nil {
-		if err := m.S.SaveSecret(ctx, secretName(spec.Fleet), secret); err != nil {
-			return Summary{}, fmt.Errorf("launch %s: %w", spec.Fleet, err)
+		if err := f.SaveSecret(ctx, secretName(spec.Fleet), secret); err != nil {
+			return win, fmt.Errorf("launch %s: %w", spec.Fleet, err)
 		}
 	}
-	if err := m.S.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
+	if err := f.CreateFleet(ctx, store.Fleet{Name: spec.Fleet, CreatedAt: now, Spec: raw, State: store.FleetActive,
 		EstDPH: caps.DPH, EstHours: caps.Horizon.Hours(), EstCost: caps.Projected}); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return Summary{}, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
+			return win, fmt.Errorf("%w: %q", ErrFleetExists, spec.Fleet)
 		}
-		return Summary{}, err
+		return win, err
 	}
-	r := newRunner(m, spec, candidates, events, bad, win, now)
+	return win, nil
+}
+
+// startNote is the start line of a launch: what it rents first, its
+// budget and bound, and how it bids.
+func startNote(spec Spec, caps Plan, slow int, budget time.Duration, bidNote string) string {
 	msg := fmt.Sprintf("launching %d instances (fleet %s): first %d offers at $%.3f/hr plus $%.2f of image pulls; %s; at most %d rentals",
 		spec.Count, spec.Fleet, len(caps.Picked), caps.DPH, caps.Bandwidth, budgetNote(spec, caps), spec.MaxRentals)
 	if slow > 0 {
@@ -262,13 +230,7 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	if spec.Bid != nil {
 		msg += "; " + bidName(*spec.Bid) + strings.TrimSuffix("; "+bidNote, "; ")
 	}
-	r.emit(Event{Event: EvStart, At: now, Msg: msg})
-	if fast := len(candidates) - slow; fast < spec.Count {
-		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf(
-			"thin market: %d offers are expected to load a %.1f GB image within %s, for --count %d; expect fewer by the deadline: widen the query, give a later --deadline, or use a smaller image",
-			fast, spec.ImageGB, budget.Round(time.Second), spec.Count)})
-	}
-	return r.loop(ctx)
+	return msg
 }
 
 // Resume continues a launch from its fleet row: it reconciles the store
@@ -281,12 +243,13 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 // checks, when given, are the launch's Checks (never stored with the
 // fleet, so a resume is given them again).
 func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event), checks ...Checks) (Summary, error) {
-	f, err := m.S.GetFleet(ctx, fleetName)
+	f := opsOf(m)
+	row, err := f.Fleet(ctx, fleetName)
 	if err != nil {
 		return Summary{}, err
 	}
-	st, err := decodeStored(f.Spec, func() ([]byte, error) {
-		return m.S.LoadSecret(ctx, secretName(fleetName))
+	st, err := decodeStored(row.Spec, func() ([]byte, error) {
+		return f.LoadSecret(ctx, secretName(fleetName))
 	})
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
@@ -295,17 +258,41 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	if len(checks) > 0 {
 		spec.Checks = checks[0]
 	}
-	storeID, err := m.S.ID(ctx)
+	adopted, err := adoptLost(ctx, f, fleetName)
 	if err != nil {
 		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
-	// Adopt by label before renting: a store that lost its recent writes
-	// (a lost WAL, a restored backup) still has the fleet row but not the
-	// instances rented since, which run on under this store's labels.
-	// Without them the resume would rent a second fleet beside the first.
-	rep, err := m.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
+	now := f.Clock().Now()
+	bad, err := badHosts(ctx, f, now)
 	if err != nil {
-		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
+		return Summary{}, err
+	}
+	r := newRunner(f, spec, cands, events, bad, st.window(row.CreatedAt), now)
+	if err := r.takeOver(ctx, adopted); err != nil {
+		return Summary{}, err
+	}
+	r.emit(Event{Event: EvStart, At: now, Msg: r.resumeNote(now)})
+	if len(adopted) > 0 {
+		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf("adopted %d running instances of fleet %s that the store had lost (its recent writes are gone: a lost WAL or a restored backup); found by their labels, counted in the fleet, not rented again: %v",
+			len(adopted), fleetName, adopted)})
+	}
+	return r.loop(ctx)
+}
+
+// adoptLost reconciles the store with the marketplace, adopting by label
+// before anything is rented: a store that lost its recent writes (a lost
+// WAL, a restored backup) still has the fleet row but not the instances
+// rented since, which run on under this store's labels. Without them the
+// resume would rent a second fleet beside the first. It returns the
+// instances adopted that had no intent left.
+func adoptLost(ctx context.Context, f FleetOps, fleetName string) ([]int64, error) {
+	storeID, err := f.StoreID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := f.Reconcile(ctx, fleet.ReconcileOptions{Adopt: fleet.OwnFleet(storeID, fleetName)})
+	if err != nil {
+		return nil, err
 	}
 	var adopted []int64
 	for _, c := range rep.Changes {
@@ -313,15 +300,17 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			adopted = append(adopted, c.Instance)
 		}
 	}
-	now := m.Clock.Now()
-	bad, err := badHosts(ctx, m, now)
+	return adopted, nil
+}
+
+// takeOver loads what the fleet's records say into a resumed runner: the
+// offers already tried, the rentals made (adopted ones too), whether the
+// release began, the live instances and the spend so far.
+func (r *runner) takeOver(ctx context.Context, adopted []int64) error {
+	fleetName := r.spec.Fleet
+	intents, err := r.f.FleetIntents(ctx, fleetName)
 	if err != nil {
-		return Summary{}, err
-	}
-	r := newRunner(m, spec, cands, events, bad, st.window(f.CreatedAt), now)
-	intents, err := m.S.FleetIntents(ctx, fleetName)
-	if err != nil {
-		return Summary{}, err
+		return err
 	}
 	for _, it := range intents {
 		r.usedOffers[it.OfferID] = true
@@ -330,12 +319,12 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		}
 	}
 	r.rentsOK += len(adopted) // rentals all the same: --max-rentals counts them
-	if v, err := m.S.GetMeta(ctx, releasedKey(fleetName)); err == nil && v != "" {
+	if v, err := r.f.Meta(ctx, releasedKey(fleetName)); err == nil && v != "" {
 		r.released = true
 	}
-	ins, err := m.S.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	ins, err := r.f.FleetInstances(ctx, fleetName)
 	if err != nil {
-		return Summary{}, err
+		return err
 	}
 	for _, in := range ins {
 		if in.Wanted == store.WantDestroy {
@@ -344,7 +333,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 		}
 		r.track(in)
 	}
-	if c, err := m.Cost(ctx, fleetName); err == nil {
+	if c, err := r.f.Cost(ctx, fleetName); err == nil {
 		r.spent = c.Compute + c.Storage
 		for _, ic := range c.Instances {
 			if _, tracked := r.pulls[ic.InstanceID]; !tracked {
@@ -352,7 +341,12 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 			}
 		}
 	}
-	msg := fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", fleetName, len(r.nodes), r.rentsOK)
+	return nil
+}
+
+// resumeNote is the start line of a resume.
+func (r *runner) resumeNote(now time.Time) string {
+	msg := fmt.Sprintf("resuming fleet %s: %d live instances, %d rented so far", r.spec.Fleet, len(r.nodes), r.rentsOK)
 	switch {
 	case r.deadline.IsZero():
 	case now.Before(r.deadline):
@@ -360,12 +354,7 @@ func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func
 	default:
 		msg += fmt.Sprintf("; the deadline passed %s ago: releasing what is parked, destroying what is not running", now.Sub(r.deadline).Round(time.Second))
 	}
-	r.emit(Event{Event: EvStart, At: now, Msg: msg})
-	if len(adopted) > 0 {
-		r.emit(Event{Event: EvWarn, At: now, Msg: fmt.Sprintf("adopted %d running instances of fleet %s that the store had lost (its recent writes are gone: a lost WAL or a restored backup); found by their labels, counted in the fleet, not rented again: %v",
-			len(adopted), fleetName, adopted)})
-	}
-	return r.loop(ctx)
+	return msg
 }
 
 func releasedKey(fleetName string) string { return "launch.released." + fleetName }
@@ -382,8 +371,8 @@ func budgetNote(s Spec, p Plan) string {
 	return fmt.Sprintf("budget $%.2f", p.Budget)
 }
 
-func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]bool, error) {
-	hs, err := m.S.BadHosts(ctx, now)
+func badHosts(ctx context.Context, f FleetOps, now time.Time) (map[int64]bool, error) {
+	hs, err := f.BadHosts(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +383,7 @@ func badHosts(ctx context.Context, m *fleet.Manager, now time.Time) (map[int64]b
 	return bad, nil
 }
 
-func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, win window, now time.Time) *runner {
+func newRunner(f FleetOps, spec Spec, cands []market.Ranked, events func(Event), bad map[int64]bool, win window, now time.Time) *runner {
 	if events == nil {
 		events = func(Event) {}
 	}
@@ -413,15 +402,18 @@ func newRunner(m *fleet.Manager, spec Spec, cands []market.Ranked, events func(E
 		rank[c.ID] = i
 	}
 	r := &runner{
-		m: m, spec: spec, cands: cands, byOff: byOff, rank: rank, emit: emit, create: create, ratio: 1,
-		nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
-		pulls:    map[int64]*store.Instance{},
-		machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
-		inflight: map[int64]market.Ranked{},
-		lim:      rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
-		bulkLim:  rate.NewLimiter(bulkCallRate, 1),
+		model: model{
+			spec: spec, cands: cands, byOff: byOff, rank: rank, ratio: 1,
+			nodes: map[int64]*node{}, destroying: map[int64]time.Time{}, goingDPH: map[int64]float64{}, usedOffers: map[int64]bool{},
+			pulls:    map[int64]*store.Instance{},
+			machines: map[int64]int{}, bad: bad, start: win.start, deadline: win.deadline, since: now, lastTick: now,
+			inflight: map[int64]market.Ranked{},
+		},
+		f: f, emit: emit, create: create,
+		lim:     rate.NewLimiter(rate.Limit(spec.RentRate), max(1, int(spec.RentRate))),
+		bulkLim: rate.NewLimiter(bulkCallRate, 1),
 	}
-	_, r.bulk = m.P.(provider.BulkCreator)
+	r.bulk, r.canBid = f.CanRentMany(), f.CanChangeBid()
 	return r
 }
 
@@ -440,46 +432,59 @@ func (r *runner) track(in store.Instance) *node {
 		// The store holds the bid last set (rent, then change bid).
 		n.bid, n.offer.DPHTotal = in.DPHTotal-in.StorageDPH, in.DPHTotal
 	}
-	now := r.now()
-	switch {
-	case in.Wanted == store.WantParked && in.State == provider.StateStopped && r.released:
-		n.phase, n.releasedAt = phParked, now // the release wave starts it again
-	case in.Wanted == store.WantParked && in.State == provider.StateStopped:
-		n.phase = phParked
-	case in.Wanted == store.WantParked:
-		n.phase, n.stopSentAt = phParking, time.Time{}
-	case in.State == provider.StateRunning && (r.released || !r.spec.Park):
-		n.phase = phReady
-	case in.State == provider.StateStopped && r.released:
-		n.phase, n.releasedAt = phReleasing, now
-	default:
-		n.phase = phBooting
+	var released bool
+	if n.phase, released = r.trackedPhase(in); released {
+		n.releasedAt = r.now() // the release wave starts it (again)
 	}
 	r.nodes[n.id] = n
 	r.machines[n.machineID]++
 	r.usedOffers[n.offerID] = true
 	if _, ok := r.pulls[in.ID]; !ok {
-		p := store.Instance{ID: in.ID, State: in.State, Bandwidth: in.Bandwidth}
-		if p.Bandwidth.PullGB == 0 {
-			p.Bandwidth.PullGB = r.spec.ImageGB
-		}
-		if p.Bandwidth.DownCost == 0 && p.Bandwidth.UpCost == 0 {
-			p.Bandwidth.DownCost, p.Bandwidth.UpCost, p.Bandwidth.DownMbps = o.InetDownCost, o.InetUpCost, o.InetDown
-		}
-		r.pulls[in.ID] = &p
+		r.pulls[in.ID] = r.pullRecord(in, o)
 	}
 	return n
+}
+
+// trackedPhase is where a recorded instance is in the launch, from its
+// state and what vastfleet wants of it; released: the release wave has
+// begun and it is to be started.
+func (m *model) trackedPhase(in store.Instance) (ph phase, released bool) {
+	parked := in.Wanted == store.WantParked
+	switch {
+	case parked && in.State == provider.StateStopped:
+		return phParked, m.released
+	case parked:
+		return phParking, false
+	case in.State == provider.StateRunning && (m.released || !m.spec.Park):
+		return phReady, false
+	case in.State == provider.StateStopped && m.released:
+		return phReleasing, true
+	}
+	return phBooting, false
+}
+
+// pullRecord is the bandwidth record of a tracked instance: what it
+// pulled as recorded, else the image at its offer's prices (estimated).
+func (m *model) pullRecord(in store.Instance, o market.Offer) *store.Instance {
+	p := store.Instance{ID: in.ID, State: in.State, Bandwidth: in.Bandwidth}
+	if p.Bandwidth.PullGB == 0 {
+		p.Bandwidth.PullGB = m.spec.ImageGB
+	}
+	if p.Bandwidth.DownCost == 0 && p.Bandwidth.UpCost == 0 {
+		p.Bandwidth.DownCost, p.Bandwidth.UpCost, p.Bandwidth.DownMbps = o.InetDownCost, o.InetUpCost, o.InetDown
+	}
+	return &p
 }
 
 // bandwidth is what this run's rentals have cost in bandwidth so far
 // (reported, or estimated until a listing reports it), and what the
 // booting ones are still expected to pull.
-func (r *runner) bandwidth(now time.Time) (spent, pending float64) {
-	spent = r.bwBefore
-	for id, p := range r.pulls {
+func (m *model) bandwidth(now time.Time) (spent, pending float64) {
+	spent = m.bwBefore
+	for id, p := range m.pulls {
 		got, _ := fleet.BandwidthOf(*p, now)
 		spent += got
-		if n, live := r.nodes[id]; live && n.phase == phBooting && !n.dropping {
+		if n, live := m.nodes[id]; live && n.phase == phBooting && !n.dropping {
 			est := market.TransferCost(p.Bandwidth.PullGB, 0, p.Bandwidth.DownCost, p.Bandwidth.UpCost)
 			pending += max(est-got, 0)
 		}
@@ -490,16 +495,16 @@ func (r *runner) bandwidth(now time.Time) (spent, pending float64) {
 // projected is what the launch will have spent once what it runs now is
 // stopped: spent so far, the pulls still under way, and the live rate
 // for the two polls it takes to see and destroy.
-func (r *runner) projected(now time.Time) (total, bandwidth float64) {
-	bw, pending := r.bandwidth(now)
+func (m *model) projected(now time.Time) (total, bandwidth float64) {
+	bw, pending := m.bandwidth(now)
 	rate := 0.0
-	for _, n := range r.nodes {
+	for _, n := range m.nodes {
 		rate += n.rate()
 	}
-	return r.spent + bw + pending + rate*(2*r.spec.PollEvery).Hours(), bw + pending
+	return m.spent + bw + pending + rate*(2*m.spec.PollEvery).Hours(), bw + pending
 }
 
-func (r *runner) now() time.Time { return r.m.Clock.Now() }
+func (r *runner) now() time.Time { return r.f.Clock().Now() }
 
 // actorClock is implemented by virtual clocks (clock.Virtual) that
 // move only when every goroutine of the launch is asleep; the launch tells
@@ -507,7 +512,7 @@ func (r *runner) now() time.Time { return r.m.Clock.Now() }
 type actorClock interface{ Busy(delta int) }
 
 func (r *runner) busy(d int) {
-	if a, ok := r.m.Clock.(actorClock); ok {
+	if a, ok := r.f.Clock().(actorClock); ok {
 		a.Busy(d)
 	}
 }
@@ -519,7 +524,7 @@ type holdClock interface{ InFlight(delta int) }
 // hold keeps a virtual market still while the launch waits on the world
 // outside it (agents reporting in wall time); 0 says it still waits.
 func (r *runner) hold(d int) {
-	if h, ok := r.m.Clock.(holdClock); ok {
+	if h, ok := r.f.Clock().(holdClock); ok {
 		h.InFlight(d)
 	}
 }
@@ -528,13 +533,13 @@ func (r *runner) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	return r.m.Clock.Sleep(ctx, d)
+	return r.f.Clock().Sleep(ctx, d)
 }
 
 // watching: an instance is on its way into running, a change the store
 // can only date by the listings around it.
-func (r *runner) watching() bool {
-	for _, n := range r.nodes {
+func (m *model) watching() bool {
+	for _, n := range m.nodes {
 		if n.doomed || n.dropping {
 			continue
 		}
@@ -551,19 +556,16 @@ func (r *runner) watching() bool {
 // every 2 s it would take all of them.
 const watchShare = 0.25
 
-// pacer is a client that paces its calls (vast.Client); 0: it does not.
-type pacer interface{ Rate() rate.Limit }
-
 // watchEvery is the spacing of the watch's listings: Spec.WatchEvery, or
 // longer where each listing would take more than watchShare of a paced
 // client's calls (pages the last listing took).
 func (r *runner) watchEvery() time.Duration {
 	every := r.spec.WatchEvery
-	p, ok := r.m.P.(pacer)
-	if !ok || p.Rate() <= 0 || r.listPages <= 0 {
+	pace := r.f.ListRate()
+	if pace <= 0 || r.listPages <= 0 {
 		return every
 	}
-	cost := time.Duration(float64(r.listPages) / (float64(p.Rate()) * watchShare) * float64(time.Second))
+	cost := time.Duration(float64(r.listPages) / (float64(pace) * watchShare) * float64(time.Second))
 	return max(every, cost)
 }
 
@@ -571,13 +573,35 @@ func (r *runner) watchEvery() time.Duration {
 // shows (observe), acting on nothing but destroys to send again: the
 // next tick decides. A listing that fails is left to the tick.
 func (r *runner) watch(ctx context.Context) {
-	l, err := r.m.P.ListInstances(ctx)
+	l, err := r.f.ListInstances(ctx)
 	if err != nil {
 		return
 	}
 	r.listPages = l.Pages
 	r.land(ctx)
 	r.destroy(ctx, r.observe(ctx, l, r.now()))
+}
+
+// tick observes one complete listing, plans the node transitions and
+// applies them, then plans the fleet's decisions (release, surplus, end)
+// and applies those; what both destroy goes in one call. It reports
+// whether the launch is over.
+func (r *runner) tick(ctx context.Context, l provider.Listing, now time.Time) bool {
+	toDestroy := r.observe(ctx, l, now)
+	r.gateChecks(ctx)
+	toDestroy = append(toDestroy, r.apply(ctx, r.transitions(now), now)...)
+	done := r.decide(now)
+	toDestroy = append(toDestroy, r.apply(ctx, r.take(), now)...)
+	r.destroy(ctx, toDestroy)
+	return done
+}
+
+// flush applies what the planner said outside a tick (the caps and
+// substitutions a rent meets): events only.
+func (r *runner) flush(ctx context.Context) {
+	if len(r.plan) > 0 {
+		r.apply(ctx, r.take(), r.now())
+	}
 }
 
 // loop is the one goroutine that drives the launch: one batched listing per
@@ -591,27 +615,22 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 		}
 		tickStart := r.now()
 		next := tickStart.Add(r.spec.PollEvery)
-		l, err := r.m.P.ListInstances(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return r.interrupted(ctx)
-			}
-			if errors.Is(err, provider.ErrAuth) {
-				r.settle(ctx)
-				return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
-			}
+		l, err := r.f.ListInstances(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return r.interrupted(ctx)
+		case errors.Is(err, provider.ErrAuth):
+			r.settle(ctx)
+			return r.summary(ctx), fmt.Errorf("launch %s: %w", r.spec.Fleet, err)
+		case err != nil:
 			// Rents landing between pages make a listing incomplete;
 			// look again soon rather than a whole interval later.
 			r.emit(Event{Event: EvWarn, At: tickStart, Msg: "instance listing failed; retrying: " + err.Error()})
 			next = tickStart.Add(min(r.spec.PollEvery, listRetry))
-		} else {
+		default:
 			r.listPages = l.Pages
 			r.land(ctx)
-			now := r.now()
-			toDestroy := r.observe(ctx, l, now)
-			toDestroy = append(toDestroy, r.transitions(ctx, now)...)
-			done := r.decide(ctx, now, &toDestroy)
-			r.destroy(ctx, toDestroy)
+			done := r.tick(ctx, l, r.now())
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
@@ -620,33 +639,40 @@ func (r *runner) loop(ctx context.Context) (Summary, error) {
 			}
 		}
 		r.emit(Event{Event: EvProgress, At: r.now(), Progress: r.progress()})
-		// Between listings, rents go out at the limiter's pace, and while
-		// instances are on their way into running the fleet is watched.
-		every := r.watchEvery()
-		look := tickStart.Add(every)
-		for {
-			r.land(ctx)
-			wait := r.dispatch(ctx)
-			now := r.now()
-			watch := next.Sub(look) >= every/2 && r.watching()
-			if watch && !now.Before(look) {
-				r.watch(ctx)
-				look = look.Add(every)
-				continue
-			}
-			d := next.Sub(now)
-			if d <= 0 {
-				break
-			}
-			if wait > 0 && wait < d {
-				d = wait
-			}
-			if watch && look.Sub(now) < d {
-				d = look.Sub(now)
-			}
-			if err := r.sleep(ctx, d); err != nil {
-				return r.interrupted(ctx)
-			}
+		if err := r.between(ctx, tickStart, next); err != nil {
+			return r.interrupted(ctx)
+		}
+	}
+}
+
+// between runs the time between two listings, until next: rents go out
+// at the limiter's pace, and while instances are on their way into
+// running the fleet is watched. An error: the context ended.
+func (r *runner) between(ctx context.Context, tickStart, next time.Time) error {
+	every := r.watchEvery()
+	look := tickStart.Add(every)
+	for {
+		r.land(ctx)
+		wait := r.dispatch(ctx)
+		now := r.now()
+		watch := next.Sub(look) >= every/2 && r.watching()
+		if watch && !now.Before(look) {
+			r.watch(ctx)
+			look = look.Add(every)
+			continue
+		}
+		d := next.Sub(now)
+		if d <= 0 {
+			return nil
+		}
+		if wait > 0 && wait < d {
+			d = wait
+		}
+		if watch && look.Sub(now) < d {
+			d = look.Sub(now)
+		}
+		if err := r.sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 }

@@ -173,12 +173,13 @@ func TestBudgetStopsAtCap(t *testing.T) {
 	}
 	spec.Budget = plan.Projected * 1.01
 	rec := &recorder{}
-	r := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
+	r := newRunner(opsOf(e.M), spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
 	// Half the hour gone, and failures have already spent 95% of the budget:
 	// a replacement for the whole fleet no longer fits.
 	e.Clock.Advance(30 * time.Minute)
 	r.spent = spec.Budget * 0.95
 	got := r.pick(5, e.Clock.Now())
+	r.flush(context.Background()) // the planner's cap events
 	committed := r.spent
 	for _, c := range got {
 		committed += c.DPHTotal * 0.5
@@ -196,11 +197,11 @@ func TestBudgetStopsAtCap(t *testing.T) {
 		t.Error("a minute before the deadline, nothing fits the budget that was held back half an hour before")
 	}
 	// Spending the budget ends the launch: unready instances are dropped.
-	r2 := newRunner(e.M, spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
+	r2 := newRunner(opsOf(e.M), spec, cands, rec.add, map[int64]bool{}, newWindow(e.Clock.Now(), spec.Deadline), e.Clock.Now())
 	r2.spent = spec.Budget
-	var drop []int64
 	r2.nodes[1] = &node{id: 1, phase: phBooting, seen: true}
-	r2.decide(context.Background(), e.Clock.Now(), &drop)
+	r2.decide(e.Clock.Now())
+	drop := r2.apply(context.Background(), r2.take(), e.Clock.Now())
 	if !r2.finishing || len(drop) != 1 || !strings.Contains(r2.capHit, "reached") {
 		t.Fatalf("finishing %v, drop %v, capHit %q", r2.finishing, drop, r2.capHit)
 	}

@@ -5,6 +5,12 @@
 // exceeds the $/hr and budget caps, and can be resumed after a crash without
 // renting anything twice (every rental goes through fleet.Manager.Rent and
 // its intent rows).
+//
+// Each tick observes one listing into the model, the planner (the
+// model's methods: no I/O) turns it into a plan of actions with reasons
+// (rent, park, release, replace, destroy, ...), and the runner applies
+// the plan through FleetOps, the engine's one door to the store and the
+// marketplace (fleet.LaunchOps implements it over a fleet.Manager).
 package launch
 
 import (
@@ -234,32 +240,8 @@ func (s Spec) WithDefaults() Spec {
 	if s.MinReady <= 0 || s.MinReady > s.Count {
 		s.MinReady = s.Count
 	}
-	if s.BootTimeout <= 0 {
-		s.BootTimeout = DefaultBootTimeout
-	}
-	if s.ReleaseTimeout <= 0 {
-		s.ReleaseTimeout = DefaultReleaseTimeout
-	}
 	if s.ImageGB <= 0 {
 		s.ImageGB = plan.ImageGB(s.Create.Image)
-	}
-	if s.BadHostTTL <= 0 {
-		s.BadHostTTL = DefaultBadHostTTL
-	}
-	if s.Workers <= 0 {
-		s.Workers = DefaultWorkers
-	}
-	if s.RentRate <= 0 {
-		s.RentRate = DefaultRentRate
-	}
-	if s.CreateBatch <= 0 {
-		s.CreateBatch = provider.BulkChunk
-	}
-	if s.PollEvery <= 0 {
-		s.PollEvery = DefaultPollEvery
-	}
-	if s.WatchEvery <= 0 {
-		s.WatchEvery = DefaultWatchEvery
 	}
 	if s.OnInterrupt == "" {
 		s.OnInterrupt = InterruptKeep
@@ -276,6 +258,40 @@ func (s Spec) WithDefaults() Spec {
 		h := s.Hardware.withDefaults()
 		s.Hardware = &h
 	}
+	return s.timeDefaults().paceDefaults()
+}
+
+// timeDefaults fills the zero timeouts and the bad-host TTL.
+func (s Spec) timeDefaults() Spec {
+	if s.BootTimeout <= 0 {
+		s.BootTimeout = DefaultBootTimeout
+	}
+	if s.ReleaseTimeout <= 0 {
+		s.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if s.BadHostTTL <= 0 {
+		s.BadHostTTL = DefaultBadHostTTL
+	}
+	return s
+}
+
+// paceDefaults fills the zero paces: workers, rents, batches, polls.
+func (s Spec) paceDefaults() Spec {
+	if s.Workers <= 0 {
+		s.Workers = DefaultWorkers
+	}
+	if s.RentRate <= 0 {
+		s.RentRate = DefaultRentRate
+	}
+	if s.CreateBatch <= 0 {
+		s.CreateBatch = provider.BulkChunk
+	}
+	if s.PollEvery <= 0 {
+		s.PollEvery = DefaultPollEvery
+	}
+	if s.WatchEvery <= 0 {
+		s.WatchEvery = DefaultWatchEvery
+	}
 	return s
 }
 
@@ -283,8 +299,19 @@ func (s Spec) WithDefaults() Spec {
 // twice, and a small fleet gets 10 replacements.
 func DefaultMaxRentals(count int) int { return max(2*count, count+10) }
 
-// Validate checks a spec (after WithDefaults).
+// Validate checks a spec (after WithDefaults); the first problem found
+// is the error.
 func (s Spec) Validate() error {
+	for _, check := range []func() error{s.validateNames, s.validateSizes, s.validateLimits, s.validateOnInterrupt, s.validateBid, s.validateSessions} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateNames checks the fleet's name and the announced offer.
+func (s Spec) validateNames() error {
 	if err := fleet.ValidateFleetName(s.Fleet); err != nil {
 		return err
 	}
@@ -293,6 +320,11 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("accepted offers: the announced offer %d has no estimate", a.Offer)
 		}
 	}
+	return nil
+}
+
+// validateSizes checks the count, the spares and the caps.
+func (s Spec) validateSizes() error {
 	if s.Count < 1 || s.Count > MaxCount {
 		return fmt.Errorf("count %d: must be 1 to %d", s.Count, MaxCount)
 	}
@@ -305,6 +337,11 @@ func (s Spec) Validate() error {
 	if s.MaxRentals < s.Count {
 		return fmt.Errorf("--max-rentals %d: must be at least --count %d", s.MaxRentals, s.Count)
 	}
+	return nil
+}
+
+// validateLimits checks the image size, the deadline and the batch.
+func (s Spec) validateLimits() error {
 	if s.ImageGB < 0 || math.IsNaN(s.ImageGB) || math.IsInf(s.ImageGB, 0) {
 		return fmt.Errorf("--image-size %g: must be a size in GB, 0 or more", s.ImageGB)
 	}
@@ -314,6 +351,12 @@ func (s Spec) Validate() error {
 	if s.CreateBatch > provider.BulkChunk {
 		return fmt.Errorf("--create-batch %d: must be 1 to %d, the most one bulk create takes", s.CreateBatch, provider.BulkChunk)
 	}
+	return nil
+}
+
+// validateOnInterrupt checks the interrupt choice and that an image is
+// given.
+func (s Spec) validateOnInterrupt() error {
 	switch s.OnInterrupt {
 	case InterruptKeep, InterruptDestroyUnready, InterruptDestroyAll:
 	default:
@@ -322,20 +365,32 @@ func (s Spec) Validate() error {
 	if s.Create.Image == "" {
 		return errors.New("an image is required (--image)")
 	}
-	if b := s.Bid; b != nil {
-		// vast's create accepts a price of 0.001 to 128 $/h.
-		if b.Price < 0 || b.Price > 128 || math.IsNaN(b.Price) || b.Price > 0 && b.Price < 0.001 {
-			return fmt.Errorf("--bid %g: must be min or a price of 0.001 to 128 $/hr per machine", b.Price)
-		}
-		switch b.OnOutbid {
-		case OutbidReplace, OutbidRebid:
-		default:
-			return fmt.Errorf("--on-outbid %q: want replace or rebid", b.OnOutbid)
-		}
-		if s.Create.Price != nil {
-			return errors.New("a bid launch sets each create's price itself: leave Create.Price nil")
-		}
+	return nil
+}
+
+// validateBid checks an interruptible launch's bid.
+func (s Spec) validateBid() error {
+	b := s.Bid
+	if b == nil {
+		return nil
 	}
+	// vast's create accepts a price of 0.001 to 128 $/h.
+	if b.Price < 0 || b.Price > 128 || math.IsNaN(b.Price) || b.Price > 0 && b.Price < 0.001 {
+		return fmt.Errorf("--bid %g: must be min or a price of 0.001 to 128 $/hr per machine", b.Price)
+	}
+	switch b.OnOutbid {
+	case OutbidReplace, OutbidRebid:
+	default:
+		return fmt.Errorf("--on-outbid %q: want replace or rebid", b.OnOutbid)
+	}
+	if s.Create.Price != nil {
+		return errors.New("a bid launch sets each create's price itself: leave Create.Price nil")
+	}
+	return nil
+}
+
+// validateSessions checks the sessions' names and commands.
+func (s Spec) validateSessions() error {
 	seen := map[string]bool{}
 	for _, se := range s.Sessions {
 		if !wire.ValidSessionName(se.Name) || seen[se.Name] {
@@ -521,6 +576,22 @@ func ParseEnv(s string) (map[string]string, error) {
 // only 0-9 : t c p / u d; -v a:b gives "-v a:b": "1"; -n name gives
 // "-n name": "1"; -h host gives "-h": host; anything else is dropped.
 func dockerEnv(s string, out map[string]string) {
+	prev := ""
+	for _, e := range envTokens(s) {
+		if prev == "" {
+			switch e {
+			case "-e", "-p", "-h", "-v", "-n":
+				prev = e
+			}
+			continue
+		}
+		envOption(prev, e, out)
+		prev = ""
+	}
+}
+
+// envTokens splits s at spaces outside quotes, keeping the quotes.
+func envTokens(s string) []string {
 	var tokens []string
 	var cur strings.Builder
 	var inD, inS bool
@@ -537,40 +608,34 @@ func dockerEnv(s string, out map[string]string) {
 		}
 		cur.WriteRune(c)
 	}
-	tokens = append(tokens, cur.String())
+	return append(tokens, cur.String())
+}
+
+// envOption records one docker option (flag, its value e) in out; a port,
+// volume or network value with characters it cannot hold is dropped.
+func envOption(flag, e string, out map[string]string) {
 	only := func(s, set string) bool {
 		return strings.Trim(s, set) == ""
 	}
-	prev := ""
-	for _, e := range tokens {
-		if prev == "" {
-			switch e {
-			case "-e", "-p", "-h", "-v", "-n":
-				prev = e
-			}
-			continue
+	switch flag {
+	case "-p":
+		if only(e, "0123456789:tcp/udp") {
+			out["-p "+e] = "1"
 		}
-		switch prev {
-		case "-p":
-			if only(e, "0123456789:tcp/udp") {
-				out["-p "+e] = "1"
-			}
-		case "-e":
-			if k, v, ok := strings.Cut(e, "="); ok {
-				out[k] = strings.Trim(v, `'"`)
-			}
-		case "-v":
-			if only(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:./_") {
-				out["-v "+e] = "1"
-			}
-		case "-n":
-			if only(e, "abcdefghijklmnopqrstuvwxyz0123456789-") {
-				out["-n "+e] = "1"
-			}
-		default:
-			out[prev] = e
+	case "-e":
+		if k, v, ok := strings.Cut(e, "="); ok {
+			out[k] = strings.Trim(v, `'"`)
 		}
-		prev = ""
+	case "-v":
+		if only(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:./_") {
+			out["-v "+e] = "1"
+		}
+	case "-n":
+		if only(e, "abcdefghijklmnopqrstuvwxyz0123456789-") {
+			out["-n "+e] = "1"
+		}
+	default:
+		out[flag] = e
 	}
 }
 
