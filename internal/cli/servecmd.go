@@ -17,6 +17,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 type serveOptions struct {
@@ -136,6 +137,9 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
 		Version: Version, Log: f.log,
 		JobState: f.jobAnswer((*job.Records).State), Dashboard: f.jobAnswer((*job.Records).Dashboard),
+		// A replica taking a job over waits until the up of the one that
+		// lost it has let the data dir go.
+		Busy: func() bool { return store.Held(dir) },
 	})
 	if err := srv.Start(ctx); err != nil {
 		return err
