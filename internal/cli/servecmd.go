@@ -47,7 +47,15 @@ a viewer reads (status, logs, ls, cost, the dashboard); an operator also
 submits (up), launches, ends (down) and destroys. Every action, allowed or
 refused, is in the audit log (` + "`vastfleet serve audit`" + `). The marketplace's
 API key stays on the server. A client talks to it with --server URL and
-VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
+VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).
+
+Servers given the same --db postgres://..., data dir and --coord-addr are
+replicas: each serves the API, and each job runs on one replica at a time,
+chosen with PostgreSQL advisory locks; when that replica dies another
+resumes the job within seconds. The replicas must share the data dir on
+one machine (its SQLite stores and job files are not in PostgreSQL), so
+they guard against a server process dying, not the machine; see the
+README.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
