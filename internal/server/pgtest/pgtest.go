@@ -24,8 +24,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 )
 
-// The one PostgreSQL a test binary shares, started at the first DSN.
-var pg struct {
+// cluster is one PostgreSQL a test binary shares, started at its first
+// database.
+type cluster struct {
 	once sync.Once
 	dsn  string // of the maintenance database
 	err  error
@@ -33,34 +34,47 @@ var pg struct {
 	n    atomic.Int64
 }
 
-// DSN is a fresh, empty database in the shared PostgreSQL; the test skips
-// (or fails, under VASTFLEET_REQUIRE_POSTGRES) when there is none.
-func DSN(t testing.TB) string {
+// fast runs with fsync off (tests of behaviour); durable syncs each
+// commit, as a production server does (benchmarks).
+var fast, durable cluster
+
+// DSN is a fresh, empty database in the shared PostgreSQL (fsync off);
+// the test skips (or fails, under VASTFLEET_REQUIRE_POSTGRES) when there
+// is none.
+func DSN(t testing.TB) string { return fast.database(t, false) }
+
+// DurableDSN is DSN in a PostgreSQL that syncs every commit to disk, for
+// timings to hold up against SQLite's synchronous=FULL.
+func DurableDSN(t testing.TB) string { return durable.database(t, true) }
+
+func (c *cluster) database(t testing.TB, fsync bool) string {
 	t.Helper()
-	pg.once.Do(func() { pg.dsn, pg.stop, pg.err = start() })
-	if pg.err != nil {
+	c.once.Do(func() { c.dsn, c.stop, c.err = start(fsync) })
+	if c.err != nil {
 		if os.Getenv("VASTFLEET_REQUIRE_POSTGRES") != "" {
-			t.Fatalf("PostgreSQL: %v", pg.err)
+			t.Fatalf("PostgreSQL: %v", c.err)
 		}
-		t.Skipf("PostgreSQL: %v", pg.err)
+		t.Skipf("PostgreSQL: %v", c.err)
 	}
-	admin, err := sql.Open("pgx", pg.dsn)
+	admin, err := sql.Open("pgx", c.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	name := fmt.Sprintf("vf_test_%d_%d", os.Getpid(), pg.n.Add(1))
+	name := fmt.Sprintf("vf_test_%d_%d_%d", os.Getpid(), map[bool]int{false: 0, true: 1}[fsync], c.n.Add(1))
 	if _, err := admin.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
-	return strings.Replace(pg.dsn, "/postgres?", "/"+name+"?", 1)
+	return strings.Replace(c.dsn, "/postgres?", "/"+name+"?", 1)
 }
 
-// Stop stops the cluster DSN started, if it did; a package's TestMain
-// calls it after its tests.
+// Stop stops the clusters DSN and DurableDSN started, if they did; a
+// package's TestMain calls it after its tests.
 func Stop() {
-	if pg.stop != nil {
-		pg.stop()
+	for _, c := range []*cluster{&fast, &durable} {
+		if c.stop != nil {
+			c.stop()
+		}
 	}
 }
 
@@ -80,7 +94,7 @@ func binary(name string) string {
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func start() (string, func(), error) {
+func start(fsync bool) (string, func(), error) {
 	if dsn := os.Getenv("VASTFLEET_TEST_POSTGRES"); dsn != "" {
 		return dsn, func() {}, nil
 	}
@@ -116,7 +130,10 @@ func start() (string, func(), error) {
 	if out, err := as(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	opts := fmt.Sprintf("-p %d -k %s -h 127.0.0.1 -F", port, dir)
+	opts := fmt.Sprintf("-p %d -k %s -h 127.0.0.1", port, dir)
+	if !fsync {
+		opts += " -F"
+	}
 	if out, err := as(pgctl, "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start").CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("pg_ctl start: %v\n%s", err, out)
 	}
