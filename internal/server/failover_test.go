@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,6 +87,80 @@ func TestLeaseOnPostgres(t *testing.T) {
 	c.Release()
 }
 
+// cluster is server replicas on one PostgreSQL and one data dir, whose
+// commands are faked: an up says which replica runs it and waits for
+// release (or its context); any other command returns at once. Each
+// command is noted as "REPLICA ARG1" (up's task file, or --resume), and
+// "both ran" when two run at once.
+type cluster struct {
+	t       *testing.T
+	dsn     string
+	dir     string
+	mu      sync.Mutex
+	events  []string
+	running atomic.Int32
+	states  sync.Map
+	release chan struct{}
+	tokens  atomic.Int64
+}
+
+func newCluster(t *testing.T) *cluster {
+	return &cluster{t: t, dsn: pgtest.DSN(t), dir: t.TempDir(), release: make(chan struct{})}
+}
+
+func (c *cluster) note(e string) { c.mu.Lock(); c.events = append(c.events, e); c.mu.Unlock() }
+
+func (c *cluster) ran() []string { c.mu.Lock(); defer c.mu.Unlock(); return slices.Clone(c.events) }
+
+func (c *cluster) replica(name string) *Server {
+	t, ctx := c.t, context.Background()
+	db, err := OpenPostgres(ctx, c.dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	run := func(ctx context.Context, args []string, out, errOut io.Writer) int {
+		if c.running.Add(1) > 1 {
+			c.note("both ran")
+		}
+		defer c.running.Add(-1)
+		c.note(name + " " + args[0] + " " + args[1])
+		if args[0] != "up" {
+			return 0
+		}
+		io.WriteString(errOut, name+" runs it\n")
+		select {
+		case <-c.release:
+			return 0
+		case <-ctx.Done():
+			return 130
+		}
+	}
+	srv := New(Config{DB: db, Run: run, Dir: c.dir, ResultsDir: filepath.Join(c.dir, "results"), Version: "v-test",
+		Poll: 20 * time.Millisecond, Busy: func() bool { return c.running.Load() > 0 },
+		JobState: func(ctx context.Context, id string) (string, error) {
+			v, _ := c.states.Load(id)
+			s, _ := v.(string)
+			return s, nil
+		}})
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// client is an operator's client of srv.
+func (c *cluster) client(srv *Server) *Client {
+	tok, err := srv.cfg.DB.CreateToken(context.Background(), fmt.Sprint("op-", c.tokens.Add(1)), RoleOperator, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	c.t.Cleanup(ts.Close)
+	return &Client{URL: ts.URL, Token: tok, Version: "v-test"}
+}
+
 // TestFailoverOnPostgres: two server replicas share a PostgreSQL and a
 // data dir. The job runs on one. When that one's database sessions end
 // (as when its process dies), its up stops, and a replica (either) takes
@@ -94,82 +170,34 @@ func TestLeaseOnPostgres(t *testing.T) {
 func TestFailoverOnPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	dir := t.TempDir()
-	var (
-		mu      sync.Mutex
-		events  []string
-		running atomic.Int32 // ups running, on either replica
-		states  sync.Map
-	)
-	note := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
-	ran := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(events) }
-	release := make(chan struct{})
-	newReplica := func(name string) *Server {
-		db, err := OpenPostgres(ctx, dsn, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		run := func(ctx context.Context, args []string, out, errOut io.Writer) int {
-			if running.Add(1) > 1 {
-				note("both ran")
-			}
-			defer running.Add(-1)
-			note(name + " " + args[1])
-			io.WriteString(errOut, name+" runs it\n")
-			select {
-			case <-release:
-				return 0
-			case <-ctx.Done():
-				return 130
-			}
-		}
-		srv := New(Config{DB: db, Run: run, Dir: dir, ResultsDir: filepath.Join(dir, "results"), Version: "v-test",
-			Poll: 20 * time.Millisecond, Busy: func() bool { return running.Load() > 0 },
-			JobState: func(ctx context.Context, id string) (string, error) {
-				v, _ := states.Load(id)
-				s, _ := v.(string)
-				return s, nil
-			}})
-		if err := srv.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Stop)
-		return srv
-	}
-	replicas := map[string]*Server{"a": newReplica("a")}
-	tok, err := replicas["a"].cfg.DB.CreateToken(ctx, "ann", RoleOperator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(replicas["a"].Handler())
-	t.Cleanup(ts.Close)
-	c := &Client{URL: ts.URL, Token: tok, Version: "v-test"}
+	cl := newCluster(t)
+	dir, ran := cl.dir, cl.ran
+	replicas := map[string]*Server{"a": cl.replica("a")}
+	c := cl.client(replicas["a"])
 	id, err := c.Submit(ctx, "j", bundle(t), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return len(ran()) == 1 })
-	states.Store(id, "running") // its up recorded it
-	replicas["b"] = newReplica("b")
+	cl.states.Store(id, "running") // its up recorded it
+	replicas["b"] = cl.replica("b")
 	waitFor(t, func() bool { return replicas["b"].job(id) != nil })
 
 	// The sessions holding the leases end: the up stops, and is resumed.
-	terminateLeases(t, dsn)
+	terminateLeases(t, cl.dsn)
 	waitFor(t, func() bool { return len(ran()) == 2 })
 	// The replica running it stops: the other resumes it.
 	holder := ran()[1][:1]
 	other := map[string]string{"a": "b", "b": "a"}[holder]
 	replicas[holder].Stop()
 	waitFor(t, func() bool { return len(ran()) == 3 })
-	close(release)
+	close(cl.release)
 	last := replicas[other]
 	waitFor(t, func() bool {
 		row, _, err := last.cfg.DB.Job(ctx, id)
 		return err == nil && row.State == JobEnded
 	})
-	want := []string{"a " + filepath.Join(dir, "jobs", id, "bundle", TaskName), holder + " --resume", other + " --resume"}
+	want := []string{"a up " + filepath.Join(dir, "jobs", id, "bundle", TaskName), holder + " up --resume", other + " up --resume"}
 	if got := ran(); !slices.Equal(got, want) {
 		t.Errorf("ran %q, want %q (never both at once)", got, want)
 	}
@@ -194,5 +222,43 @@ func TestFailoverOnPostgres(t *testing.T) {
 	defer fresh.Close()
 	if b2, ended2, _ := fresh.ReadFrom(0); !ended2 || string(b2) != string(b) {
 		t.Errorf("a replica starting now reads another log (ended %v):\n%s", ended2, b2)
+	}
+}
+
+// TestDownFromAnotherReplica: down, asked of a replica that does not run
+// the job, stops the job's up on the replica running it (nodes kept) and
+// then runs down itself: never beside the up. The client follows it to
+// the end.
+func TestDownFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := newCluster(t)
+	a := cl.replica("a")
+	id, err := cl.client(a).Submit(ctx, "j", bundle(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(cl.ran()) == 1 })
+	cl.states.Store(id, "running")
+	b := cl.replica("b")
+	waitFor(t, func() bool { return b.job(id) != nil })
+	var out, errOut bytes.Buffer
+	code, err := cl.client(b).Run(ctx, []string{"down", id}, &out, &errOut)
+	if err != nil || code != 0 {
+		t.Fatalf("down from replica b: %d %v\n%s%s", code, err, out.String(), errOut.String())
+	}
+	want := []string{"a up " + filepath.Join(cl.dir, "jobs", id, "bundle", TaskName), "b down " + id}
+	if got := cl.ran(); !slices.Equal(got, want) {
+		t.Errorf("ran %q, want %q (never both at once)", got, want)
+	}
+	if row, _, _ := a.cfg.DB.Job(ctx, id); row.State != JobEnded || row.ExitCode != 0 {
+		t.Errorf("the job after down: %+v", row)
+	}
+	if !strings.Contains(errOut.String(), "being ended from another replica") {
+		t.Errorf("the client was not told the up stopped:\n%s", errOut.String())
+	}
+	// Neither replica runs it again.
+	if got := len(cl.ran()); got != 2 {
+		t.Errorf("ran %q after down", cl.ran())
 	}
 }

@@ -180,25 +180,43 @@ func (s *Server) watch() {
 			continue
 		}
 		for _, row := range rows {
-			jr := s.job(row.ID)
-			if jr != nil && jr.log == nil {
-				continue // being submitted here
-			}
-			if jr == nil {
-				if jr, err = s.open(row); err != nil {
-					s.cfg.Log.Error("opening a job's log", "job", row.ID, "err", err)
-					continue
-				}
-			}
-			s.mu.Lock()
-			if jr.cancel == nil {
-				jr.row.State, jr.row.ExitCode = row.State, row.ExitCode
-			}
-			s.mu.Unlock()
-			if row.State != JobEnded {
-				s.enqueue(jr)
-			}
+			s.learn(row)
 		}
+	}
+}
+
+// learn takes in a job's row as the shared database has it: a job new to
+// this replica is opened, one another replica ends while this one runs it
+// is stopped here, and one not ended is queued.
+func (s *Server) learn(row JobRow) {
+	jr := s.job(row.ID)
+	if jr != nil && jr.log == nil {
+		return // being submitted here
+	}
+	if jr == nil {
+		var err error
+		if jr, err = s.open(row); err != nil {
+			s.cfg.Log.Error("opening a job's log", "job", row.ID, "err", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	if jr.cancel == nil {
+		jr.row.State, jr.row.ExitCode = row.State, row.ExitCode
+	}
+	stop := row.State == JobDowning && jr.cancel != nil && !jr.downing
+	if stop {
+		// Another replica ends it: the up stops, keeping the nodes, and
+		// lets the job's lease go to that one.
+		jr.downing = true
+		jr.cancel()
+	}
+	s.mu.Unlock()
+	if stop {
+		jr.log.Frame(frame{Err: fmt.Sprintf("server: job %s is being ended from another replica: its up here stops\n", row.ID)})
+	}
+	if row.State != JobEnded && row.State != JobDowning {
+		s.enqueue(jr)
 	}
 }
 
@@ -366,7 +384,7 @@ func (s *Server) claim(jr *jobRun) (leases []*Lease, ok bool) {
 		return release()
 	}
 	row, found, err := s.cfg.DB.Job(s.ctx, id)
-	if err != nil || !found || row.State == JobEnded {
+	if err != nil || !found || row.State == JobEnded || row.State == JobDowning {
 		return release()
 	}
 	if err := jr.log.Reload(); err != nil {
@@ -688,6 +706,17 @@ func (s *Server) downServerJob(w http.ResponseWriter, r *http.Request, who Ident
 			cancel()
 			<-done
 		}
+		if s.cfg.DB.Shared() {
+			leases := s.handOver(jr)
+			if leases == nil {
+				return // stopping: the job is left downing
+			}
+			defer func() {
+				for _, l := range leases {
+					l.Release()
+				}
+			}()
+		}
 		state, _ := s.cfg.JobState(s.ctx, jr.row.ID)
 		code := 0
 		if state != "" {
@@ -699,6 +728,34 @@ func (s *Server) downServerJob(w http.ResponseWriter, r *http.Request, who Ident
 		s.end(jr, code)
 	}()
 	s.stream(w, r, jr, offset)
+}
+
+// handOver, on a shared database, takes a job to end from whichever
+// replica runs it: the job is marked downing (that replica's watch stops
+// its up, keeping the nodes) and its leases are taken once they are free
+// and the data dir is, so that down never runs beside its up. nil when
+// this server stops first.
+func (s *Server) handOver(jr *jobRun) []*Lease {
+	if err := s.cfg.DB.SetJobState(s.ctx, jr.row.ID, JobDowning, 0); err != nil {
+		s.cfg.Log.Error("recording a job's state", "job", jr.row.ID, "err", err)
+	}
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		if leases, ok := s.lease(jr.row.ID); ok {
+			if s.cfg.Busy == nil || !s.cfg.Busy() {
+				return leases
+			}
+			for _, l := range leases {
+				l.Release()
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // follow streams a job's output frames from an offset until its exit
