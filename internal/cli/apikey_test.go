@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -85,4 +86,62 @@ func TestAPIURLCredentialsAreNotEchoed(t *testing.T) {
 			t.Errorf("%v echoes the credential:\n%s", args, r.err)
 		}
 	}
+}
+
+// TestServeAPIKeyFromSecretFile: `serve --api-key-file` refuses a key file
+// others may read; from a 0600 one the server and the commands it runs
+// for clients use the key (the market accepts nothing else here), no
+// answer to a client holds it, and no file of the data dir (serve.db,
+// state.db and their WALs included) holds its bytes.
+func TestServeAPIKeyFromSecretFile(t *testing.T) {
+	t.Parallel()
+	const key = "vk-secret-file-0123456789abcdef"
+	mkt, err := sim.New(sim.Config{Seed: 1, APIKey: key, Offers: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	market := httptest.NewServer(mkt.Handler())
+	defer market.Close()
+	e := newEnv(t)
+	keyFile := filepath.Join(t.TempDir(), "vast_api_key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(keyFile, 0o640)
+	serve := []string{"--market", "vast", "--api-url", market.URL, "serve", "--addr", "127.0.0.1:0", "--api-key-file", keyFile}
+	if r := e.fails(serve...); r.code != 2 || !strings.Contains(r.err, "chmod 600") {
+		t.Fatalf("a key file others may read: exit %d %s", r.code, r.err)
+	}
+	os.Chmod(keyFile, 0o600)
+	tok := strings.TrimSpace(e.ok("serve", "token", "create", "ann", "--role", "operator").out)
+	out, errOut := e.startCmd(serve...)
+	var url string
+	waitFor(t, "the server", 30*time.Second, func() bool {
+		if m := servingOn.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	})
+	op := client(t, tok)
+	for _, args := range [][]string{{"ls", "--all", "--json"}, {"cost", "--json"}, {"status", "--json"}, {"ls"}} {
+		r := op.run(append([]string{"--server", url}, args...)...)
+		if r.code != 0 || strings.Contains(r.err, "could not refresh") {
+			t.Errorf("%s through the server (the market takes only the file's key): exit %d %s", args, r.code, r.err)
+		}
+		if strings.Contains(r.out+r.err, key) {
+			t.Errorf("%s sent the key to the client:\n%s%s", args, r.out, r.err)
+		}
+	}
+	if strings.Contains(out.String()+errOut.String(), key) {
+		t.Errorf("the server printed the key:\n%s%s", out, errOut)
+	}
+	filepath.WalkDir(e.home, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(key)) {
+			t.Errorf("%s holds the key", path)
+		}
+		return nil
+	})
 }

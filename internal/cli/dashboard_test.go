@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/vastfleet/vastfleet/internal/server/pgtest"
 )
 
 // startCmd runs a long-lived command (a coordinator) in this process
@@ -83,6 +85,7 @@ func TestMain(m *testing.M) {
 	if agentBuildDir != "" {
 		os.RemoveAll(agentBuildDir)
 	}
+	pgtest.Stop()
 	os.Exit(code)
 }
 

@@ -64,6 +64,9 @@ func TestDependencyDirection(t *testing.T) {
 		// adapter, holds no market or store of its own (its tokens, audit log
 		// and jobs are its own database), and no command-line library.
 		"server": {mod + "cli", mod + "sim", mod + "provider", mod + "store", mod + "fleet", mod + "launch", mod + "job", mod + "coord", "github.com/spf13/cobra"},
+		// The tests' PostgreSQL is the driver and the binaries: no vastfleet
+		// package, so any package's tests may use it.
+		"server/pgtest": {mod + "cli", mod + "store", mod + "coord", mod + "sim", mod + "job", "modernc.org/sqlite"},
 		// The bill's reconciliation takes the marketplace through the
 		// contract (provider.Charger), never an adapter.
 		"bill": {mod + "cli", mod + "sim", mod + "provider/vast", mod + "launch", mod + "job"},

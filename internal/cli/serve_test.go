@@ -427,32 +427,10 @@ func checkServedJobEnd(t *testing.T, op *env, url, id, home, marketURL string, i
 func TestServeRestoresFromItsReplica(t *testing.T) {
 	needAgentTools(t)
 	agentBin := buildAgent(t)
-	bin := filepath.Join(t.TempDir(), "vastfleet")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	marketAddr, addr, coordAddr := free(), free(), free()
-	marketURL, url := "http://"+marketAddr, "http://"+addr
-	market := exec.Command(bin, "sim", "serve", "--addr", marketAddr, "--faults", "none", "--time-scale", "60", "--state", filepath.Join(t.TempDir(), "market"))
-	if err := market.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { market.Process.Signal(syscall.SIGTERM); market.Wait() }()
-	waitFor(t, "the market", 30*time.Second, func() bool {
-		resp, err := http.Get(marketURL + "/sim/clock")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	bin := vastfleetBinary(t)
+	marketURL := startServedMarket(t, bin)
+	addr, coordAddr := freeAddr(t), freeAddr(t)
+	url := "http://" + addr
 
 	e := newEnv(t)
 	replicaURL := "file://" + filepath.Join(t.TempDir(), "replica")
@@ -515,6 +493,50 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 		t.Errorf("the server did not say it restored:\n%s", log)
 	}
 	checkServedJobEnd(t, op, url, id, e.home, marketURL, items)
+}
+
+// vastfleetBinary is vastfleet built into the test's directory, for
+// servers killed with SIGKILL.
+func vastfleetBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vastfleet")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return bin
+}
+
+// freeAddr is a loopback address free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServedMarket serves a simulated market apart (as vast.ai is: it
+// outlives the controller), with no faults at 60x, until the test ends,
+// and returns its URL.
+func startServedMarket(t *testing.T, bin string) string {
+	t.Helper()
+	marketAddr := freeAddr(t)
+	marketURL := "http://" + marketAddr
+	market := exec.Command(bin, "sim", "serve", "--addr", marketAddr, "--faults", "none", "--time-scale", "60", "--state", filepath.Join(t.TempDir(), "market"))
+	if err := market.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { market.Process.Signal(syscall.SIGTERM); market.Wait() })
+	waitFor(t, "the market", 30*time.Second, func() bool {
+		resp, err := http.Get(marketURL + "/sim/clock")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	return marketURL
 }
 
 // submitUntilItemsFlow has op submit the task file to the server at url

@@ -15,8 +15,10 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
+	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 type serveOptions struct {
@@ -27,6 +29,7 @@ type serveOptions struct {
 	CoordAddr   string
 	Replicate   string
 	RestoreFrom string
+	APIKeyFile  string
 }
 
 func newServeCmd(f *factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -45,8 +48,17 @@ Clients authenticate with API tokens made here (` + "`vastfleet serve token crea
 a viewer reads (status, logs, ls, cost, the dashboard); an operator also
 submits (up), launches, ends (down) and destroys. Every action, allowed or
 refused, is in the audit log (` + "`vastfleet serve audit`" + `). The marketplace's
-API key stays on the server. A client talks to it with --server URL and
-VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
+API key stays on the server (--api-key-file reads it from a 0600 secret
+file; it is never written to the data dir nor sent to a client). A client talks to it with --server URL and
+VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).
+
+Servers given the same --db postgres://..., data dir and --coord-addr are
+replicas: each serves the API, and each job runs on one replica at a time,
+chosen with PostgreSQL advisory locks; when that replica dies another
+resumes the job within seconds. The replicas must share the data dir on
+one machine (its SQLite stores and job files are not in PostgreSQL), so
+they guard against a server process dying, not the machine; see the
+README.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -63,6 +75,7 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 	fl.StringVar(&opts.CoordAddr, "coord-addr", "", "where the jobs' coordinators listen (as up --coord-addr; default 127.0.0.1:0). Give a fixed address to restore elsewhere: the agents keep calling it")
 	fl.StringVar(&opts.Replicate, "replicate", "", "replicate the data dir continuously (Litestream) to `URL`: file:///PATH or sftp://USER@HOST/PATH")
 	fl.StringVar(&opts.RestoreFrom, "restore-from", "", "before serving, bring an empty data dir back from the replica at `URL` (then go on replicating to it), and resume its jobs")
+	fl.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the marketplace's API key from this secret `FILE` (mode 0600, e.g. a mounted secret; it wins over VAST_API_KEY): kept in memory only, never written to the data dir or sent to a client")
 	cmd.AddCommand(newServeTokenCmd(f), newServeAuditCmd(f))
 	return cmd
 }
@@ -70,6 +83,9 @@ VASTFLEET_TOKEN, or a context (` + "`vastfleet context add`" + `).`,
 // serveRun is `serve` once its flags are parsed.
 func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
+		return err
+	}
+	if err := f.useAPIKeyFile(opts.APIKeyFile); err != nil {
 		return err
 	}
 	dir, err := f.dataDir()
@@ -136,6 +152,9 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
 		Version: Version, Log: f.log,
 		JobState: f.jobAnswer((*job.Records).State), Dashboard: f.jobAnswer((*job.Records).Dashboard),
+		// A replica taking a job over waits until the up of the one that
+		// lost it has let the data dir go.
+		Busy: func() bool { return store.Held(dir) },
 	})
 	if err := srv.Start(ctx); err != nil {
 		return err
@@ -155,6 +174,38 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	fmt.Fprintf(f.io.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
 	fmt.Fprintf(f.io.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
 	return srv.ServeUntil(ctx, ln)
+}
+
+// useAPIKeyFile makes the key in a secret file the one the server and
+// every command it runs use, given to them as VAST_API_KEY inside this
+// process: it is on no command line and in no file of the data dir. A
+// file others may read is refused, as is an empty one.
+func (f *factory) useAPIKeyFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	if f.opts.APIKey != "" {
+		return usagef("give the API key once: --api-key or serve --api-key-file, not both")
+	}
+	key, warning, err := vast.ReadKeyFile(path)
+	switch {
+	case err != nil:
+		return usagef("--api-key-file: %v", err)
+	case warning != "":
+		return usagef("--api-key-file: %s; a server's key must be readable by its owner only", warning)
+	case key == "":
+		return usagef("--api-key-file %s is empty: write the vast.ai API key in it", path)
+	}
+	ios := *f.io
+	getenv := ios.Getenv
+	ios.Getenv = func(k string) string {
+		if k == "VAST_API_KEY" {
+			return key
+		}
+		return getenv(k)
+	}
+	f.io = &ios
+	return nil
 }
 
 // jobAnswer answers the server about a job from the data dir's records,

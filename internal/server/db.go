@@ -304,11 +304,15 @@ func (d *DB) AuditLog(ctx context.Context) ([]AuditEntry, error) {
 }
 
 // Server job states: queued (accepted, waits for the runner), running
-// (its up runs in the server), ended (its up returned: ExitCode).
+// (its up runs in the server), downing (being ended), ended (its up, or
+// down, returned: ExitCode).
 const (
 	JobQueued  = "queued"
 	JobRunning = "running"
 	JobEnded   = "ended"
+	// JobDowning: a replica was asked to end it (down) while another ran
+	// it; that one stops its up, and the asking one runs down.
+	JobDowning = "downing"
 )
 
 // JobRow is a job the server was given.

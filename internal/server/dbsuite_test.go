@@ -2,20 +2,16 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/server/pgtest"
 )
 
 // opener makes a fresh, empty server database on clk.
@@ -31,112 +27,17 @@ func openSQLite(t *testing.T, clk clock.Clock) *DB {
 	return db
 }
 
-// The one PostgreSQL the package's tests share: VASTFLEET_TEST_POSTGRES
-// (a DSN whose user may create databases), else one started from the
-// initdb, pg_ctl and postgres binaries on PATH or in /usr/local/bin, in a
-// temporary directory, for as long as the tests run.
-var pg struct {
-	once sync.Once
-	dsn  string // of the maintenance database
-	err  error
-	stop func()
-	n    atomic.Int64
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if pg.stop != nil {
-		pg.stop()
-	}
+	pgtest.Stop()
 	os.Exit(code)
-}
-
-func pgBinary(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if p := filepath.Join("/usr/local/bin", name); fileExists(p) {
-		return p
-	}
-	// Debian's postgresql package keeps them off PATH.
-	if ps, _ := filepath.Glob(filepath.Join("/usr/lib/postgresql", "*", "bin", name)); len(ps) > 0 {
-		return ps[len(ps)-1]
-	}
-	return ""
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-func startPostgres() (string, func(), error) {
-	if dsn := os.Getenv("VASTFLEET_TEST_POSTGRES"); dsn != "" {
-		return dsn, func() {}, nil
-	}
-	initdb, pgctl := pgBinary("initdb"), pgBinary("pg_ctl")
-	if initdb == "" || pgctl == "" {
-		return "", nil, errors.New("no initdb and pg_ctl (set VASTFLEET_TEST_POSTGRES to a DSN)")
-	}
-	dir, err := os.MkdirTemp("", "vastfleet-pg-")
-	if err != nil {
-		return "", nil, err
-	}
-	// PostgreSQL refuses to run as root: then it runs as nobody.
-	as := func(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
-	if os.Geteuid() == 0 {
-		runuser, err := exec.LookPath("runuser")
-		if err != nil {
-			return "", nil, errors.New("running as root without runuser: cannot start PostgreSQL")
-		}
-		if err := os.Chown(dir, 65534, 65534); err != nil {
-			return "", nil, err
-		}
-		as = func(name string, args ...string) *exec.Cmd {
-			return exec.Command(runuser, append([]string{"-u", "nobody", "--", name}, args...)...)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	data := filepath.Join(dir, "data")
-	if out, err := as(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	opts := fmt.Sprintf("-p %d -k %s -h 127.0.0.1 -F", port, dir)
-	if out, err := as(pgctl, "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start").CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("pg_ctl start: %v\n%s", err, out)
-	}
-	stop := func() {
-		as(pgctl, "-D", data, "-m", "immediate", "-w", "stop").Run()
-		os.RemoveAll(dir)
-	}
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), stop, nil
 }
 
 // openPostgres is a fresh database in the shared PostgreSQL.
 func openPostgres(t *testing.T, clk clock.Clock) *DB {
 	t.Helper()
-	pg.once.Do(func() { pg.dsn, pg.stop, pg.err = startPostgres() })
-	if pg.err != nil {
-		if os.Getenv("VASTFLEET_REQUIRE_POSTGRES") != "" {
-			// CI installs PostgreSQL: there a missing one is a failure,
-			// not a skip that would hide the suite.
-			t.Fatalf("PostgreSQL: %v", pg.err)
-		}
-		t.Skipf("PostgreSQL: %v", pg.err)
-	}
 	ctx := context.Background()
-	admin, err := sql.Open("pgx", pg.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	name := fmt.Sprintf("vf_test_%d_%d", os.Getpid(), pg.n.Add(1))
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	dsn := strings.Replace(pg.dsn, "/postgres?", "/"+name+"?", 1)
+	dsn := pgtest.DSN(t)
 	db, err := OpenPostgres(ctx, dsn, clk)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,9 @@ func (w frameWriter) Write(p []byte) (int, error) {
 }
 
 // frameLog is a job's output, kept as frames in a file: followers read
-// it from any offset, also after the server restarted.
+// it from any offset, also after the server restarted. Server replicas
+// sharing a data dir share the file: one appends (the replica running
+// the job), the others read what it appended.
 type frameLog struct {
 	mu      sync.Mutex
 	f       *os.File
@@ -55,22 +57,53 @@ func openFrameLog(path string) (*frameLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(f)
-	if err != nil {
+	l := &frameLog{f: f, changed: make(chan struct{})}
+	if err := l.load(); err != nil {
 		f.Close()
 		return nil, err
 	}
-	// A line cut short by a crash is dropped: followers see whole frames.
+	return l, nil
+}
+
+// load reads the whole file again (l.mu held or not yet shared). A line
+// cut short by a crash is dropped: followers see whole frames.
+func (l *frameLog) load() error {
+	b, err := io.ReadAll(io.NewSectionReader(l.f, 0, 1<<62))
+	if err != nil {
+		return err
+	}
 	if i := bytes.LastIndexByte(b, '\n'); i+1 < len(b) {
-		if err := f.Truncate(int64(i + 1)); err != nil {
-			f.Close()
-			return nil, err
+		if err := l.f.Truncate(int64(i + 1)); err != nil {
+			return err
 		}
 		b = b[:i+1]
 	}
-	l := &frameLog{f: f, size: int64(len(b)), changed: make(chan struct{})}
-	l.ended = hasExit(b)
-	return l, nil
+	l.size, l.ended = int64(len(b)), hasExit(b)
+	return nil
+}
+
+// Reload takes in what another replica wrote, before this one appends
+// (it took the job over).
+func (l *frameLog) Reload() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.load()
+}
+
+// catchUp takes in whole frames another replica appended (l.mu held).
+func (l *frameLog) catchUp() {
+	fi, err := l.f.Stat()
+	if err != nil || fi.Size() <= l.size {
+		return
+	}
+	tail := make([]byte, fi.Size()-l.size)
+	if _, err := l.f.ReadAt(tail, l.size); err != nil {
+		return
+	}
+	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
+		l.size += int64(i + 1)
+		l.ended = hasExit(tail[:i+1])
+	}
 }
 
 // hasExit says whether the log's last frame is an exit frame.
@@ -86,6 +119,7 @@ func (l *frameLog) Frame(f frame) {
 	line := f.line()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.catchUp()
 	if _, err := l.f.Write(line); err == nil {
 		l.size += int64(len(line))
 	}
@@ -105,6 +139,7 @@ func (l *frameLog) Writer(stream string) io.Writer { return frameWriter{stream, 
 func (l *frameLog) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.catchUp()
 	return l.size
 }
 
@@ -119,6 +154,7 @@ func (l *frameLog) Changed() <-chan struct{} {
 // frame is among what was read, or was before it).
 func (l *frameLog) ReadFrom(offset int64) ([]byte, bool, error) {
 	l.mu.Lock()
+	l.catchUp()
 	size, ended := l.size, l.ended
 	l.mu.Unlock()
 	if offset >= size {

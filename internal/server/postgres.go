@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
 	"net/url"
+	"sync"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 
@@ -103,3 +106,86 @@ func (d *DB) migratePG(ctx context.Context) error {
 	}
 	return tx.Commit()
 }
+
+// leaseClass is the first key of the server's session-level advisory
+// locks (the two-key form, apart from pgMigrateLock's one-key space).
+const leaseClass = 8480
+
+// Lease is work this server replica holds: on PostgreSQL a session-level
+// advisory lock, on a connection the lease keeps. When the process dies
+// its connection closes and PostgreSQL frees the lock, so another replica
+// can take the work over. On SQLite (one server process) every lease is
+// granted.
+type Lease struct {
+	conn *sql.Conn
+	key  int32
+	lost chan struct{}
+	stop chan struct{}
+	once sync.Once
+}
+
+// TryLease takes the lease named name if no replica holds it; ok is
+// false when another one does. Its connection is checked every check:
+// once it is found broken the lock may be another replica's, and Lost
+// is closed.
+func (d *DB) TryLease(ctx context.Context, name string, check time.Duration) (l *Lease, ok bool, err error) {
+	l = &Lease{lost: make(chan struct{}), stop: make(chan struct{})}
+	if !d.pg {
+		return l, true, nil
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	l.key = int32(h.Sum32())
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1, $2)`, leaseClass, l.key).Scan(&ok); err != nil || !ok {
+		conn.Close()
+		return nil, false, err
+	}
+	l.conn = conn
+	go l.watch(check)
+	return l, true, nil
+}
+
+func (l *Lease) watch(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := l.conn.PingContext(ctx)
+		cancel()
+		if err != nil {
+			close(l.lost)
+			return
+		}
+	}
+}
+
+// Lost is closed when the lease's connection broke: the work must stop,
+// as another replica may have taken it.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Release gives the lease back.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		close(l.stop)
+		if l.conn == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1, $2)`, leaseClass, l.key)
+		l.conn.Close()
+	})
+}
+
+// Shared says whether other server replicas may use this database
+// (PostgreSQL): each job then runs under a lease.
+func (d *DB) Shared() bool { return d.pg }

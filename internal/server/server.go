@@ -61,6 +61,15 @@ type Config struct {
 	Dashboard func(ctx context.Context, id string) (string, error)
 	Log       *slog.Logger
 	Clock     clock.Clock
+	// Poll is how often a server whose database is shared (PostgreSQL)
+	// looks for jobs no replica runs, such as those of a replica that
+	// died, and how often a lease's connection is checked (default 1 s).
+	Poll time.Duration
+	// Busy says whether a command still holds the data dir: a replica
+	// whose lease was lost may still be stopping its up, and a job is
+	// taken over only once it has (nil: never busy). Asked only on a
+	// shared database, whose watch queues the job again.
+	Busy func() bool
 }
 
 // Server is the HTTP API and the job runner.
@@ -84,6 +93,8 @@ type jobRun struct {
 	done   chan struct{} // closed when its up returns
 	// downing: down took the job over; the runner leaves it.
 	downing bool
+	// queued: it waits in the runner's queue.
+	queued bool
 }
 
 // New makes a server; Start starts its job runner.
@@ -93,6 +104,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Wall{}
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
 	}
 	return &Server{cfg: cfg, jobs: map[string]*jobRun{}, queue: make(chan string, 1024)}
 }
@@ -112,12 +126,118 @@ func (s *Server) Start(ctx context.Context) error {
 			return err
 		}
 		if row.State != JobEnded {
-			s.queue <- jr.row.ID
+			s.enqueue(jr)
 		}
 	}
 	s.wg.Add(1)
 	go s.runner()
+	if s.cfg.DB.Shared() {
+		s.wg.Add(1)
+		go s.watch()
+	}
 	return nil
+}
+
+// enqueue queues a job for the runner, unless it is queued or runs here.
+func (s *Server) enqueue(jr *jobRun) {
+	s.mu.Lock()
+	if jr.queued || jr.cancel != nil || jr.downing {
+		s.mu.Unlock()
+		return
+	}
+	jr.queued = true
+	s.mu.Unlock()
+	if !s.cfg.DB.Shared() {
+		s.queue <- jr.row.ID
+		return
+	}
+	select {
+	case s.queue <- jr.row.ID:
+	default: // full: the watch queues it again later
+		s.mu.Lock()
+		jr.queued = false
+		s.mu.Unlock()
+	}
+}
+
+// watch, on a database other replicas share, looks at the jobs every
+// Poll: it learns those submitted to another replica and those another
+// one ended, and queues every job not ended, so that the runner takes
+// over a job whose replica died (its lease is free) within a Poll.
+func (s *Server) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		rows, err := s.cfg.DB.Jobs(s.ctx)
+		if err != nil {
+			s.cfg.Log.Error("looking for jobs", "err", err)
+			continue
+		}
+		for _, row := range rows {
+			s.learn(row)
+		}
+	}
+}
+
+// learn takes in a job's row as the shared database has it: a job new to
+// this replica is opened, one another replica ends while this one runs it
+// is stopped here, and one not ended is queued.
+func (s *Server) learn(row JobRow) {
+	jr := s.job(row.ID)
+	if jr != nil && jr.log == nil {
+		return // being submitted here
+	}
+	if jr == nil {
+		var err error
+		if jr, err = s.open(row); err != nil {
+			s.cfg.Log.Error("opening a job's log", "job", row.ID, "err", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	if jr.cancel == nil {
+		jr.row.State, jr.row.ExitCode = row.State, row.ExitCode
+	}
+	stop := row.State == JobDowning && jr.cancel != nil && !jr.downing
+	if stop {
+		// Another replica ends it: the up stops, keeping the nodes, and
+		// lets the job's lease go to that one.
+		jr.downing = true
+		jr.cancel()
+	}
+	s.mu.Unlock()
+	if stop {
+		jr.log.Frame(frame{Err: fmt.Sprintf("server: job %s is being ended from another replica: its up here stops\n", row.ID)})
+	}
+	if row.State != JobEnded && row.State != JobDowning {
+		s.enqueue(jr)
+	}
+}
+
+// lease takes the leases a job runs under: the data dir's runner (it has
+// one writer at a time, whichever replica) and the job's own. ok is false
+// when another replica holds one of them.
+func (s *Server) lease(id string) (leases []*Lease, ok bool) {
+	for _, name := range []string{"runner", "job:" + id} {
+		l, ok, err := s.cfg.DB.TryLease(s.ctx, name, s.cfg.Poll)
+		if err != nil {
+			s.cfg.Log.Error("taking a lease", "lease", name, "err", err)
+		}
+		if !ok {
+			for _, l := range leases {
+				l.Release()
+			}
+			return nil, false
+		}
+		leases = append(leases, l)
+	}
+	return leases, true
 }
 
 // Stop stops the job runner: a running up is cut off with its nodes kept,
@@ -169,8 +289,27 @@ func (s *Server) runner() {
 
 func (s *Server) runJob(id string) {
 	jr := s.job(id)
+	if jr == nil {
+		return
+	}
 	s.mu.Lock()
-	if jr == nil || jr.downing || s.ctx.Err() != nil {
+	jr.queued = false
+	if jr.downing || jr.cancel != nil || s.ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	leases, ok := s.claim(jr)
+	if !ok {
+		return // another replica runs it, or it is not to run; the watch asks again
+	}
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	s.mu.Lock()
+	if jr.downing {
 		s.mu.Unlock()
 		return
 	}
@@ -184,6 +323,7 @@ func (s *Server) runJob(id string) {
 		close(jr.done)
 		s.mu.Unlock()
 	}()
+	lost := s.stopOnLoss(ctx, cancel, leases, id)
 	state, err := s.cfg.JobState(ctx, id)
 	if err != nil {
 		jr.log.Frame(frame{Err: fmt.Sprintf("server: reading job %s: %v\n", id, err)})
@@ -198,7 +338,7 @@ func (s *Server) runJob(id string) {
 		return
 	default:
 		args = []string{"up", "--resume", id}
-		jr.log.Frame(frame{Err: fmt.Sprintf("server: job %s was %s when the server stopped: resuming it\n", id, state)})
+		jr.log.Frame(frame{Err: fmt.Sprintf("server: job %s was %s when the server running it stopped: resuming it\n", id, state)})
 	}
 	// Cut off (server stopping, or down taking over), the up keeps the
 	// nodes: they are resumed or ended by down.
@@ -213,10 +353,67 @@ func (s *Server) runJob(id string) {
 	s.mu.Lock()
 	downing := jr.downing
 	s.mu.Unlock()
+	select {
+	case <-lost:
+		return // the replica holding the lease now resumes it
+	default:
+	}
 	if s.ctx.Err() != nil || downing {
 		return // resumed on the next start, or ended by down
 	}
 	s.end(jr, code)
+}
+
+// claim takes the leases a job runs under and checks, on a shared
+// database, that it is still to run here: no replica ended it, and the
+// data dir is free. Then its log is read again, as another replica may
+// have written it. ok false: the job is left (the leases given back).
+func (s *Server) claim(jr *jobRun) (leases []*Lease, ok bool) {
+	id := jr.row.ID
+	leases, ok = s.lease(id)
+	if !ok || !s.cfg.DB.Shared() {
+		return leases, ok
+	}
+	release := func() ([]*Lease, bool) {
+		for _, l := range leases {
+			l.Release()
+		}
+		return nil, false
+	}
+	if s.cfg.Busy != nil && s.cfg.Busy() {
+		return release()
+	}
+	row, found, err := s.cfg.DB.Job(s.ctx, id)
+	if err != nil || !found || row.State == JobEnded || row.State == JobDowning {
+		return release()
+	}
+	if err := jr.log.Reload(); err != nil {
+		s.cfg.Log.Error("reading a job's log", "job", id, "err", err)
+		return release()
+	}
+	return leases, true
+}
+
+// stopOnLoss cancels a job's up when one of its leases is lost (the
+// connection holding it broke: another replica may hold it now), keeping
+// the nodes for that one to resume; the channel it returns is closed then.
+func (s *Server) stopOnLoss(ctx context.Context, cancel context.CancelFunc, leases []*Lease, id string) <-chan struct{} {
+	lost := make(chan struct{})
+	var once sync.Once
+	for _, l := range leases {
+		go func() {
+			select {
+			case <-l.Lost():
+				once.Do(func() {
+					s.cfg.Log.Error("lost a job's lease (the database connection broke): stopping its up", "job", id)
+					close(lost)
+					cancel()
+				})
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return lost
 }
 
 // end records that a job's up (or down) is over, with its exit code, and
@@ -405,7 +602,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, who Identity) {
 	}
 	jr.log.Frame(frame{Err: fmt.Sprintf("server: job %s submitted by %s; queued\n", id, who.Name)})
 	s.audit(r.Context(), who, ActionSubmit, id, "queued")
-	s.queue <- id
+	s.enqueue(jr)
 	writeJSON(w, http.StatusAccepted, map[string]string{"job": id})
 }
 
@@ -509,6 +706,17 @@ func (s *Server) downServerJob(w http.ResponseWriter, r *http.Request, who Ident
 			cancel()
 			<-done
 		}
+		if s.cfg.DB.Shared() {
+			leases := s.handOver(jr)
+			if leases == nil {
+				return // stopping: the job is left downing
+			}
+			defer func() {
+				for _, l := range leases {
+					l.Release()
+				}
+			}()
+		}
 		state, _ := s.cfg.JobState(s.ctx, jr.row.ID)
 		code := 0
 		if state != "" {
@@ -520,6 +728,34 @@ func (s *Server) downServerJob(w http.ResponseWriter, r *http.Request, who Ident
 		s.end(jr, code)
 	}()
 	s.stream(w, r, jr, offset)
+}
+
+// handOver, on a shared database, takes a job to end from whichever
+// replica runs it: the job is marked downing (that replica's watch stops
+// its up, keeping the nodes) and its leases are taken once they are free
+// and the data dir is, so that down never runs beside its up. nil when
+// this server stops first.
+func (s *Server) handOver(jr *jobRun) []*Lease {
+	if err := s.cfg.DB.SetJobState(s.ctx, jr.row.ID, JobDowning, 0); err != nil {
+		s.cfg.Log.Error("recording a job's state", "job", jr.row.ID, "err", err)
+	}
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		if leases, ok := s.lease(jr.row.ID); ok {
+			if s.cfg.Busy == nil || !s.cfg.Busy() {
+				return leases
+			}
+			for _, l := range leases {
+				l.Release()
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // follow streams a job's output frames from an offset until its exit

@@ -186,3 +186,30 @@ func TestLockFileModeIsPrivate(t *testing.T) {
 		t.Errorf("lock file mode %v, want 0600", perm)
 	}
 }
+
+// TestHeld: Held says whether a writer holds the lock, and its probe
+// leaves the lock free and the holder's name in place.
+func TestHeld(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	if Held(dir) {
+		t.Fatal("held before anyone took it")
+	}
+	l, err := AcquireLock(dir, "vastfleet up")
+	if err != nil {
+		t.Fatalf("after a probe: %v", err)
+	}
+	if !Held(dir) {
+		t.Error("not held while up holds it")
+	}
+	if _, err := AcquireLock(dir, "vastfleet down"); err == nil || !strings.Contains(err.Error(), `"vastfleet up"`) {
+		t.Errorf("after a probe of a held lock: %v, want up named as its holder", err)
+	}
+	l.Unlock()
+	if Held(dir) {
+		t.Error("held after Unlock")
+	}
+}

@@ -122,3 +122,8 @@ func keyFileErr(path string, err error) error {
 	}
 	return fmt.Errorf("reading API key file %s: %w", path, err)
 }
+
+// ReadKeyFile reads the key in a key file named by the user (a secret
+// file): a regular file, its contents whitespace-stripped, with a warning
+// when others may read it.
+func ReadKeyFile(path string) (key, warning string, err error) { return readKeyFile(path) }
