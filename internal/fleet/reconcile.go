@@ -116,6 +116,10 @@ type Orphan struct {
 // Report is what one Reconcile saw and did.
 type Report struct {
 	Listed    int      `json:"listed"`    // rows in the complete listing
+	// Interruptible counts this store's instances the listing shows as
+	// interruptible (bids) and vastfleet keeps: what a bid watcher
+	// watches (WatchBids).
+	Interruptible int `json:"interruptible"`
 	Unmanaged int      `json:"unmanaged"` // rows without a vastfleet label (rented by hand)
 	Changes   []Change `json:"changes"`
 	Orphans   []Orphan `json:"orphans"`
@@ -241,6 +245,9 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 			} else {
 				seenRows = append(seenRows, row)
+			}
+			if row.IsBid && known.Wanted != store.WantDestroy {
+				rep.Interruptible++
 			}
 			if known.Wanted == store.WantDestroy && !opts.LookOnly {
 				if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
