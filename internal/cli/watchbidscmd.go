@@ -107,7 +107,7 @@ func (f *factory) bidWatchWriter(ctx context.Context, dir string) (fleet.Writer,
 				return nil, nil, fmt.Errorf("%w: the local market was stopped", fleet.ErrWatchOver)
 			}
 		}
-		lock, err := store.AcquireLock(dir, holderName("watch-bids", "(listing interruptible instances)"))
+		lock, err := store.AcquireLock(dir, bidWatchHolder)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -221,4 +221,46 @@ func (c atLeastWall) Sleep(ctx context.Context, d time.Duration) error {
 		return wall.Sleep(ctx, rest)
 	}
 	return nil
+}
+
+// The holders of a background pass, which keep the data dir's lock for
+// one listing at a time.
+var (
+	bidWatchHolder = holderName("watch-bids", "(listing interruptible instances)")
+	reapHolder     = holderName("coord", "(reaping silent instances)")
+)
+
+// lockWaitFor bounds how long a command waits for a background pass to
+// let go of the lock.
+const lockWaitFor = time.Minute
+
+// acquireLock takes the data dir's writer lock for a command: held by a
+// background pass (a bid watcher's or a coordinator's listing), the
+// command waits for it, up to lockWaitFor; held by another command, it
+// is refused at once.
+func acquireLock(ctx context.Context, dir, holder string) (*store.Lock, error) {
+	wall := clock.Wall{}
+	deadline := wall.Now().Add(lockWaitFor)
+	return acquireLockPausing(ctx, dir, holder, func(ctx context.Context) (bool, error) {
+		return wall.Now().Before(deadline), wall.Sleep(ctx, 100*time.Millisecond)
+	})
+}
+
+// acquireLockPausing is acquireLock with its waits: pause waits a moment
+// and says whether to try again.
+func acquireLockPausing(ctx context.Context, dir, holder string, pause func(context.Context) (bool, error)) (*store.Lock, error) {
+	for {
+		l, err := store.AcquireLock(dir, holder)
+		var held *store.LockedError
+		if err == nil || !errors.As(err, &held) || held.Holder.Command != bidWatchHolder && held.Holder.Command != reapHolder {
+			return l, err
+		}
+		again, perr := pause(ctx)
+		if perr != nil {
+			return nil, perr
+		}
+		if !again {
+			return nil, err
+		}
+	}
 }
