@@ -115,14 +115,14 @@ type Orphan struct {
 
 // Report is what one Reconcile saw and did.
 type Report struct {
-	Listed int `json:"listed"` // rows in the complete listing
+	Listed    int      `json:"listed"`    // rows in the complete listing
+	Unmanaged int      `json:"unmanaged"` // rows without a vastfleet label (rented by hand)
+	Changes   []Change `json:"changes"`
+	Orphans   []Orphan `json:"orphans"`
 	// Interruptible counts this store's instances the listing shows as
 	// interruptible (bids) and vastfleet keeps: what a bid watcher
 	// watches (WatchBids).
-	Interruptible int      `json:"interruptible"`
-	Unmanaged     int      `json:"unmanaged"` // rows without a vastfleet label (rented by hand)
-	Changes       []Change `json:"changes"`
-	Orphans       []Orphan `json:"orphans"`
+	Interruptible int `json:"interruptible"`
 	// Redestroyed are instances the store wants destroyed that were still
 	// listed: their destroy was sent again (idempotent, not a store change).
 	Redestroyed []int64 `json:"redestroyed"`
