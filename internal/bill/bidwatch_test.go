@@ -64,6 +64,15 @@ func TestBidWatchReconcilesOutbidsToTheCent(t *testing.T) {
 		if _, err := e.m.DestroyAsked(ctx, fleet.DestroyRequest{All: true, Confirm: func(int) bool { return true }}); err != nil {
 			t.Fatal(err)
 		}
+		if watch {
+			// Nothing bids any more: the watch ends at its first listing.
+			passes := 0
+			w := fleet.BidWatch{Clock: clock.Stepped{M: e.clock},
+				Writer: func(context.Context) (*fleet.Manager, func(), error) { passes++; return e.m, func() {}, nil }}
+			if err := fleet.WatchBids(ctx, w); err != nil || passes != 1 {
+				t.Errorf("a watch with nothing to watch: %v after %d listings, want one", err, passes)
+			}
+		}
 		outbids, resumed := 0, 0
 		for _, s := range e.mkt.State() {
 			outbids += s.Outbids
@@ -86,6 +95,12 @@ func TestBidWatchReconcilesOutbidsToTheCent(t *testing.T) {
 		if rep.Disagree == 0 {
 			t.Errorf("outbids and resumes nobody saw, yet every instance agrees: %+v", rep.Total)
 		}
+		worst := 0.0
+		for _, in := range rep.Instances {
+			worst = math.Max(worst, math.Abs(in.Difference))
+		}
+		t.Logf("%d outbids, %d resumed; %d of %d instances off by a cent or more, worst $%.4f; total ledger $%.4f charged $%.4f",
+			outbids, resumed, rep.Disagree, len(rep.Instances), worst, rep.Total.Ledger, rep.Total.Charged)
 	})
 	t.Run("watched", func(t *testing.T) {
 		t.Parallel()
