@@ -129,15 +129,16 @@ func (f *factory) watchBidsWhileCoordinating(ctx context.Context) {
 		f.log.Warn("no bid watch", "err", err)
 		return
 	}
+	clk := atLeastWall{f.Clock(), time.Second}
 	for {
-		err := fleet.WatchBids(ctx, fleet.BidWatch{Clock: atLeastWall{f.Clock(), time.Second}, Writer: writer, Failed: f.bidPassFailed})
+		err := fleet.WatchBids(ctx, fleet.BidWatch{Clock: clk, Writer: writer, Failed: f.bidPassFailed})
 		if err != nil {
 			if !errors.Is(err, fleet.ErrWatchOver) {
 				f.log.Warn("bid watch ends", "err", err)
 			}
 			return
 		}
-		if f.Clock().Sleep(ctx, bidLookEvery) != nil {
+		if clk.Sleep(ctx, bidLookEvery) != nil {
 			return
 		}
 	}
