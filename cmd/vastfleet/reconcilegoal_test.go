@@ -158,6 +158,11 @@ func TestLaunchWithStopsCostMatchesTheBill(t *testing.T) {
 	if len(r.Instances) < count {
 		t.Errorf("%d instances reconciled, fewer than the %d launched", len(r.Instances), count)
 	}
+	// The bid watcher the launch started ends once nothing bids.
+	eventually(t, "the bid watcher ends", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "data", "bidwatch.log"))
+		return strings.Contains(string(b), "bid watcher ends: no interruptible instance is kept")
+	})
 }
 
 // TestUserLaunchCostMatchesTheBill: the user's own launch, as README and

@@ -42,8 +42,14 @@ type env struct {
 
 func newEnv(t *testing.T, seed int64) *env {
 	t.Helper()
+	return newEnvWith(t, seed, sim.Faults{RivalShare: 1e-9})
+}
+
+// newEnvWith is newEnv on a market with faults.
+func newEnvWith(t *testing.T, seed int64, faults sim.Faults) *env {
+	t.Helper()
 	e := &env{t: t, clock: clock.NewManual(time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC))}
-	mkt, err := sim.New(sim.Config{Seed: seed, Offers: 300, Clock: e.clock, APIKey: testKey, Faults: sim.Faults{RivalShare: 1e-9}, IDBase: 1})
+	mkt, err := sim.New(sim.Config{Seed: seed, Offers: 300, Clock: e.clock, APIKey: testKey, Faults: faults, IDBase: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

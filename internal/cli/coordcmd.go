@@ -122,6 +122,8 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 	// Instances that cannot run their own switch (stopped, outbid, a
 	// wedged agent) are reaped from here.
 	go f.reapWhileCoordinating(ctx, c.DB, opts.OrphanAfter, opts.OrphanPolicy, reapEvery)
+	// Outbids and resumes are dated within a few seconds while it runs.
+	go f.watchBidsWhileCoordinating(ctx)
 	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
 	select {
 	case <-ctx.Done():

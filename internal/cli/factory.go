@@ -302,7 +302,7 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 		return nil, err
 	}
 	if write && f.lock == nil {
-		l, err := store.AcquireLock(dir, holder)
+		l, err := acquireLock(ctx, dir, holder)
 		if err != nil {
 			return nil, f.howToShare(err)
 		}

@@ -172,7 +172,7 @@ type jobLauncher struct {
 }
 
 func (l *jobLauncher) Candidates(ctx context.Context) ([]market.Ranked, job.Estimate, error) {
-	cands, est, acc, err := upCandidates(ctx, l.f, l.jf)
+	cands, est, acc, err := upCandidates(ctx, l.f, l.jf, &l.spec)
 	l.spec.Accepted = acc
 	return cands, est, err
 }

@@ -55,6 +55,9 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 		}
 		view := newLaunchView(f, opts.JSONFlags)
 		sum, err := launch.Resume(ctx, m, opts.Resume, view.event, checks)
+		if sum.Rented > 0 {
+			f.startBidWatcher() // it ends at once when none of them bids
+		}
 		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 	}
 
@@ -90,6 +93,9 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 	}
 	view := newLaunchView(f, opts.JSONFlags)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
+	if spec.Bid != nil && sum.Rented > 0 {
+		f.startBidWatcher()
+	}
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
 

@@ -140,7 +140,7 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 	return look.ReapPass(ctx, fleet.Pass{
 		Heartbeats: db, Switch: fleet.Switch{After: after, Policy: policy}, Since: since,
 		Writer: func(ctx context.Context) (*fleet.Manager, func(), error) {
-			lock, err := store.AcquireLock(dir, holderName("coord", "(reaping silent instances)"))
+			lock, err := store.AcquireLock(dir, reapHolder)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -94,6 +94,9 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 		return err
 	}
 	fmt.Fprintf(f.io.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
+	if opts.Bid > 0 {
+		f.startBidWatcher()
+	}
 	if !opts.NoWait {
 		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.io.ErrOut)
 		if err != nil {

@@ -179,7 +179,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		c.GroupID = "market"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f, nil, nil), newVersionCmd(f, nil), newAgentCmd(f)} {
+	for _, c := range []*cobra.Command{newSimCmd(f), newBenchCmd(f, nil, nil), newVersionCmd(f, nil), newAgentCmd(f), newWatchBidsCmd(f)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

@@ -239,11 +239,13 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, 
 }
 
 // upCandidates are the offers to launch from, best first, and for a
-// planned job the planner's estimate of the picked option.
-func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
+// planned job the planner's estimate of the picked option. spec is the
+// job's launch: `by: useful` scores each offer for its image and
+// deadline, not the default launch's.
+func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
 	if !jf.Planned() {
 		qf := &queryFlags{Type: "on-demand", Order: "score-", Storage: cmp.Or(jf.Disk, 20), SweepLimit: 1000}
-		rf := &rankFlags{By: jf.By}
+		rf := &rankFlags{By: jf.By, spec: spec}
 		ranked, _, err := rankedOffers(ctx, f, qf, rf, []string{jf.Query}, qf.SweepLimit)
 		return ranked, job.Estimate{}, nil, err
 	}

@@ -119,6 +119,10 @@ type Report struct {
 	Unmanaged int      `json:"unmanaged"` // rows without a vastfleet label (rented by hand)
 	Changes   []Change `json:"changes"`
 	Orphans   []Orphan `json:"orphans"`
+	// Interruptible counts this store's instances the listing shows as
+	// interruptible (bids) and vastfleet keeps: what a bid watcher
+	// watches (WatchBids).
+	Interruptible int `json:"interruptible"`
 	// Redestroyed are instances the store wants destroyed that were still
 	// listed: their destroy was sent again (idempotent, not a store change).
 	Redestroyed []int64 `json:"redestroyed"`
@@ -241,6 +245,9 @@ func (m *Manager) Reconcile(ctx context.Context, opts ReconcileOptions) (Report,
 				rep.Errors = append(rep.Errors, fmt.Errorf("instance %d: %w", row.ID, err))
 			} else {
 				seenRows = append(seenRows, row)
+			}
+			if row.IsBid && known.Wanted != store.WantDestroy {
+				rep.Interruptible++
 			}
 			if known.Wanted == store.WantDestroy && !opts.LookOnly {
 				if err := m.P.DestroyInstance(ctx, row.ID); err != nil && !errors.Is(err, provider.ErrNotFound) {
