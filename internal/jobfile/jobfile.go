@@ -83,6 +83,11 @@ type Job struct {
 	IdleBelow   float64
 	StoppedFor  time.Duration
 
+	// Cull destroys, during the run, a node that delivers less than a
+	// share of the fleet's median per dollar (cull: in the task file);
+	// nil culls nothing.
+	Cull *Cull
+
 	// Validate is how the coordinator checks the items' results (and,
 	// with Verify, the findings): a host's word is not taken as is.
 	Validate Validation
@@ -97,6 +102,18 @@ type Validation struct {
 	SpotChecks float64 // spot_checks: share of leases that re-run a validated item, unmarked
 	Verify     string  // verify: a command run on this machine per result and finding; exit 0 = valid
 }
+
+// Cull is the cull policy: once a node has reported Metric for After
+// (market time), it is destroyed when its mean Metric per $/hr is under
+// Below times the median of the nodes still running.
+type Cull struct {
+	Below  float64
+	After  time.Duration
+	Metric string // "": the one metric the nodes report
+}
+
+// DefaultCullAfter is how long a node reports before a cull judges it.
+const DefaultCullAfter = 5 * time.Minute
 
 // MaxReplicas is the most runs of one item validate: asks for.
 const MaxReplicas = 8
@@ -173,10 +190,18 @@ type raw struct {
 	OnShort     string            `yaml:"on_short_hardware"`
 	MaxLifetime string            `yaml:"max_lifetime"`
 	Idle        *rawIdle          `yaml:"idle"`
+	Cull        *rawCull          `yaml:"cull"`
 	StoppedFor  string            `yaml:"stopped_for"`
 	Validate    any               `yaml:"validate"`
 	SpotChecks  any               `yaml:"spot_checks"`
 	Verify      string            `yaml:"verify"`
+}
+
+// rawCull is the cull policy as written.
+type rawCull struct {
+	Below  float64 `yaml:"below"`
+	After  string  `yaml:"after"`
+	Metric string  `yaml:"metric"`
 }
 
 // rawIdle is the ladder's idle rung: after a duration below a share.
@@ -284,7 +309,7 @@ func knownKeys() []string {
 	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
 		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
 		"auto_destroy", "max_duration", "orphan_after", "on_short_hardware", "validate", "spot_checks", "verify",
-		"max_lifetime", "idle", "stopped_for"}
+		"max_lifetime", "idle", "stopped_for", "cull"}
 }
 
 // closest is the known key at edit distance ≤ 2 from k, if any.
@@ -409,6 +434,11 @@ func (v *validator) job(r *raw) (*Job, error) {
 			return nil, v.fail("idle", "idle: {after: 30m, below: 5} (stop a node whose CPU and GPU stayed under 5% for 30 minutes)", "idle needs both after (a duration) and below (a percentage between 0 and 100)")
 		}
 	}
+	if r.Cull != nil {
+		if j.Cull, err = v.cull(r.Cull); err != nil {
+			return nil, err
+		}
+	}
 	if j.OrphanAfter > 0 && j.OrphanAfter < time.Minute {
 		return nil, v.fail("orphan_after", "at least 1m, so that a slow network does not stop healthy nodes", "%s is too short", j.OrphanAfter)
 	}
@@ -526,6 +556,26 @@ func (v *validator) job(r *raw) (*Job, error) {
 }
 
 // validation reads validate:, spot_checks: and verify:.
+// cull checks the cull policy.
+func (v *validator) cull(r *rawCull) (*Cull, error) {
+	c := &Cull{Below: r.Below, After: DefaultCullAfter, Metric: r.Metric}
+	if r.After != "" {
+		d, err := v.duration("cull", r.After)
+		if err != nil {
+			return nil, err
+		}
+		c.After = d
+	}
+	const fix = "cull: {below: 0.5, after: 5m, metric: hashes_per_s} (destroy a node delivering under half the median node's metric per $/hr, judged after 5 minutes of reports)"
+	switch {
+	case !(c.Below > 0 && c.Below < 1):
+		return nil, v.fail("cull", fix, "below %g: want a share of the median between 0 and 1", c.Below)
+	case c.After < time.Minute:
+		return nil, v.fail("cull", fix, "after %s: at least 1m, so that a node is judged on more than one report", c.After)
+	}
+	return c, nil
+}
+
 func (v *validator) validation(j *Job, r *raw) error {
 	const fix = "validate: adaptive, or validate: {replicas: 2, quorum: 2}"
 	switch x := r.Validate.(type) {
