@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -45,6 +46,14 @@ type ProbeConfig struct {
 	// Advertised is what the offer claims (zero fields: unknown, the
 	// probe then sizes itself from what the machine shows).
 	Advertised wire.Capacity
+	// Download, when set, opens a download of n bytes from the
+	// coordinator (wire.PathProbeBlob); nil: download not measured.
+	Download func(ctx context.Context, n int64) (io.ReadCloser, error)
+	// DownloadBytes are asked for; 0: 32 MiB (4 MiB simulated).
+	DownloadBytes int64
+	// DownloadWindow bounds the download: what came by then is timed;
+	// 0: 10 s.
+	DownloadWindow time.Duration
 	// Simulated: the machine is a simulator's, whose CPUs every simulated
 	// machine shares. Time a thread waits in the run queue is then
 	// another machine's use of this computer, not a loss of its own, so
@@ -67,6 +76,9 @@ const (
 	defaultDiskBytes    = 64 << 20
 	maxProbeWorkers     = 256
 	ramChunk            = 16 << 20
+	defaultDownload     = 32 << 20
+	simDownload         = 4 << 20
+	defaultDownloadWin  = 10 * time.Second
 	simRAMCap           = 32 << 20
 	simDiskBytes        = 4 << 20
 )
@@ -81,6 +93,16 @@ func (p ProbeConfig) withDefaults() ProbeConfig {
 		if p.DiskBytes <= 0 {
 			p.DiskBytes = simDiskBytes
 		}
+		if p.DownloadBytes <= 0 {
+			p.DownloadBytes = simDownload
+		}
+	}
+	if p.DownloadBytes <= 0 {
+		p.DownloadBytes = defaultDownload
+	}
+	p.DownloadBytes = min(p.DownloadBytes, wire.MaxProbeBlob)
+	if p.DownloadWindow <= 0 {
+		p.DownloadWindow = defaultDownloadWin
 	}
 	if p.Timeout <= 0 {
 		p.Timeout = DefaultProbeTimeout
@@ -146,6 +168,9 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 		}) && step("disk", func() (err error) {
 			r.DiskMBps, err = probeDisk(ctx, dir, cfg.DiskBytes)
 			return err
+		}) && step("download", func() error {
+			r.DownloadMBps, r.DownloadBytes, r.DownloadError = probeDownload(ctx, cfg)
+			return nil
 		})
 		out = r
 	}()
@@ -170,6 +195,36 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 	}
 	res.DurationS = time.Since(start).Seconds()
 	return res
+}
+
+// probeDownload times a download of cfg.DownloadBytes from the
+// coordinator within cfg.DownloadWindow: MB/s over what arrived, and why
+// it was not measured or was cut short. Like nvidia-smi's absence, a
+// failed download is reported beside the probe, not as its failure: the
+// coordinator's own link bounds it as much as the machine's.
+func probeDownload(ctx context.Context, cfg ProbeConfig) (mbps float64, got int64, why string) {
+	if cfg.Download == nil {
+		return 0, 0, "not measured: no coordinator to download from"
+	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.DownloadWindow)
+	defer cancel()
+	start := time.Now()
+	rc, err := cfg.Download(wctx, cfg.DownloadBytes)
+	if err != nil {
+		return 0, 0, "not measured: " + err.Error()
+	}
+	defer rc.Close()
+	got, err = io.Copy(io.Discard, io.LimitReader(rc, cfg.DownloadBytes))
+	took := time.Since(start)
+	switch {
+	case got == 0:
+		return 0, 0, fmt.Sprintf("not measured: nothing arrived within %v (%v)", cfg.DownloadWindow, err)
+	case got < cfg.DownloadBytes && wctx.Err() != nil:
+		why = fmt.Sprintf("cut short at the %v window: %d of %d bytes", cfg.DownloadWindow, got, cfg.DownloadBytes)
+	case got < cfg.DownloadBytes:
+		why = fmt.Sprintf("cut short: %d of %d bytes (%v)", got, cfg.DownloadBytes, err)
+	}
+	return math.Round(100*float64(got)/1e6/took.Seconds()) / 100, got, why
 }
 
 // probeCores spins one thread per advertised core (the machine's CPUs
