@@ -56,10 +56,14 @@ const minCullPool = 3
 // culler follows what each running node delivers per dollar and names
 // those the cull policy destroys.
 type culler struct {
-	p       jobfile.Cull
-	job     string
-	inst    map[int64]store.Instance // the job's instances: $/hr and machine
-	nodes   map[int64]*delivery1
+	p     jobfile.Cull
+	job   string
+	inst  map[int64]store.Instance // the job's instances: $/hr and machine
+	nodes map[int64]*delivery1
+	// silent is when each running node without a report of the metric
+	// was first seen so (the coordinator's time): one that stays so for
+	// the grace period while the others deliver delivers nothing.
+	silent  map[int64]time.Time
 	warned  bool
 	unjudge func(why string)
 }
@@ -114,7 +118,7 @@ func (c *culler) observe(snap wire.Snapshot, running map[int64]bool) []Cull {
 	if median <= 0 {
 		return nil
 	}
-	var out []Cull
+	out := c.silentFor(snap, running, metric, median)
 	for _, id := range slices.Sorted(maps.Keys(perDPH)) {
 		dv, in := c.nodes[id], c.inst[id]
 		share := perDPH[id] / median
@@ -127,6 +131,39 @@ func (c *culler) observe(snap wire.Snapshot, running map[int64]bool) []Cull {
 	}
 	for _, k := range out {
 		delete(c.nodes, k.ID)
+	}
+	return out
+}
+
+// silentFor names the running nodes that have reported no metric for
+// the grace period while the others delivered (median per $/hr): they
+// cost their $/hr for nothing. A node the store does not know is left.
+func (c *culler) silentFor(snap wire.Snapshot, running map[int64]bool, metric string, median float64) []Cull {
+	if c.silent == nil {
+		c.silent = map[int64]time.Time{}
+	}
+	names := map[int64]string{}
+	for _, n := range snap.Nodes {
+		names[n.InstanceID] = n.Node
+	}
+	var out []Cull
+	for _, id := range slices.Sorted(maps.Keys(running)) {
+		in, known := c.inst[id]
+		if _, reported := c.nodes[id]; reported || !known {
+			delete(c.silent, id)
+			continue
+		}
+		since, ok := c.silent[id]
+		if !ok {
+			c.silent[id] = snap.At
+			continue
+		}
+		if snap.At.Sub(since) < c.p.After {
+			continue
+		}
+		delete(c.silent, id)
+		out = append(out, Cull{About: About{c.job}, At: snap.At, ID: id, Node: names[id], MachineID: in.MachineID, Metric: metric,
+			DPH: in.DPHTotal, Median: median, Below: c.p.Below, Over: snap.At.Sub(since)})
 	}
 	return out
 }

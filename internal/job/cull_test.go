@@ -33,17 +33,22 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 			4: {ID: 4, MachineID: 14, DPHTotal: 1}, // delivers a fifth of the median per dollar
 			5: {ID: 5, MachineID: 15, DPHTotal: 4}, // as much as the others, at 4x the price: a quarter
 			6: {ID: 6, MachineID: 16, DPHTotal: 1}, // its run ended, slow: not judged, not in the median
+			7: {ID: 7, MachineID: 17, DPHTotal: 1}, // reports no metric: delivers nothing
 		}}
 	rates := map[int64]float64{1: 100, 2: 110, 3: 190, 4: 20, 5: 100, 6: 1}
 	snap := func(at time.Time, metrics func(id int64) map[string]float64) wire.Snapshot {
 		s := wire.Snapshot{At: at}
-		for id := int64(1); id <= 6; id++ {
-			s.Nodes = append(s.Nodes, wire.Node{Node: fmt.Sprint("n", id), InstanceID: id, State: "alive", LastSeen: at, Metrics: metrics(id)})
+		for id := int64(1); id <= 7; id++ {
+			n := wire.Node{Node: fmt.Sprint("n", id), InstanceID: id, State: "alive", LastSeen: at}
+			if id != 7 {
+				n.Metrics = metrics(id)
+			}
+			s.Nodes = append(s.Nodes, n)
 		}
 		return s
 	}
 	one := func(id int64) map[string]float64 { return map[string]float64{"keys_per_s": rates[id]} }
-	running := map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true}
+	running := map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 7: true}
 	for m := range 5 {
 		if got := c.observe(snap(t0.Add(time.Duration(m)*time.Minute), one), running); len(got) != 0 {
 			t.Fatalf("minute %d, within the grace: culled %+v", m, got)
@@ -54,11 +59,14 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 	for _, k := range got {
 		ids = append(ids, k.ID)
 	}
-	if !slices.Equal(ids, []int64{4, 5}) {
-		t.Fatalf("after the grace culled %v, want [4 5]", ids)
+	if !slices.Equal(ids, []int64{7, 4, 5}) {
+		t.Fatalf("after the grace culled %v, want [7 4 5]", ids)
+	}
+	if k := got[0]; k.MachineID != 17 || k.Reports != 0 || k.Over != 5*time.Minute || !strings.Contains(k.Line(), "no report of keys_per_s in 5m0s") {
+		t.Errorf("silent node's cull %+v: %s", k, k.Line())
 	}
 	// The median of 100, 110, 95, 20, 25 per $/hr is 95.
-	if k := got[0]; k.MachineID != 14 || k.Metric != "keys_per_s" || k.Median != 95 || k.PerDPH != 20 || k.Reports != 6 || k.Over != 5*time.Minute {
+	if k := got[1]; k.MachineID != 14 || k.Metric != "keys_per_s" || k.Median != 95 || k.PerDPH != 20 || k.Reports != 6 || k.Over != 5*time.Minute {
 		t.Errorf("cull %+v", k)
 	}
 	// Several metrics, none named: nothing judged, said once.
@@ -72,6 +80,7 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 			t.Fatalf("two metrics, none named: culled %+v", got)
 		}
 	}
+	delete(running, 7)
 	if len(unjudged) != 1 || !strings.Contains(unjudged[0], "metric: NAME") {
 		t.Errorf("said %q, want once that a metric must be named", unjudged)
 	}

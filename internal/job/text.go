@@ -227,8 +227,14 @@ func (rep *Report) WriteTotals(w io.Writer) {
 
 // Line is a cull in words, with the figures it was judged on.
 func (k Cull) Line() string {
-	s := fmt.Sprintf("culled instance %d (machine %d): %s %.4g at $%.3f/hr is %.4g per $/hr, %.0f%% of the running nodes' median %.4g (cull below %.0f%%, over %s of reports)",
-		k.ID, k.MachineID, termsafe.Line(k.Metric), k.Mean, k.DPH, k.PerDPH, 100*k.Share, k.Median, 100*k.Below, k.Over.Round(time.Second))
+	var s string
+	if k.Reports == 0 {
+		s = fmt.Sprintf("culled instance %d (machine %d): no report of %s in %s at $%.3f/hr, while the running nodes' median delivered %.4g per $/hr",
+			k.ID, k.MachineID, termsafe.Line(k.Metric), k.Over.Round(time.Second), k.DPH, k.Median)
+	} else {
+		s = fmt.Sprintf("culled instance %d (machine %d): %s %.4g at $%.3f/hr is %.4g per $/hr, %.0f%% of the running nodes' median %.4g (cull below %.0f%%, over %s of reports)",
+			k.ID, k.MachineID, termsafe.Line(k.Metric), k.Mean, k.DPH, k.PerDPH, 100*k.Share, k.Median, 100*k.Below, k.Over.Round(time.Second))
+	}
 	if k.Error != "" {
 		s += "; " + termsafe.Line(k.Error)
 	}
