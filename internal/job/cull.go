@@ -103,14 +103,21 @@ func (c *culler) refresh(ctx context.Context, d *Deps) {
 
 // observe counts each running node's new report of the metric and
 // returns the nodes to cull now: reported for the grace period, and
-// under the share of the running nodes' median per dollar. running are
-// the nodes whose run has not ended (nor been culled).
+// under the share of the median per dollar of every node that has
+// reported during the run (those culled or whose run ended included, at
+// their mean, so that each cull does not raise the bar for the rest),
+// or silent for the grace period. running are the nodes whose run has
+// not ended (nor been culled).
 func (c *culler) observe(snap wire.Snapshot, running map[int64]bool) []Cull {
 	metric := c.metric(snap, running)
 	if metric == "" {
 		return nil
 	}
-	perDPH := c.count(snap, running, metric)
+	c.count(snap, running, metric)
+	perDPH := map[int64]float64{}
+	for id, dv := range c.nodes {
+		perDPH[id] = dv.mean() / c.inst[id].DPHTotal
+	}
 	if len(perDPH) < minCullPool {
 		return nil
 	}
@@ -122,15 +129,12 @@ func (c *culler) observe(snap wire.Snapshot, running map[int64]bool) []Cull {
 	for _, id := range slices.Sorted(maps.Keys(perDPH)) {
 		dv, in := c.nodes[id], c.inst[id]
 		share := perDPH[id] / median
-		if dv.last.Sub(dv.first) < c.p.After || share >= c.p.Below {
+		if !running[id] || dv.last.Sub(dv.first) < c.p.After || share >= c.p.Below {
 			continue
 		}
 		out = append(out, Cull{About: About{c.job}, At: snap.At, ID: id, Node: dv.node, MachineID: in.MachineID, Metric: metric,
 			Mean: dv.mean(), DPH: in.DPHTotal, PerDPH: perDPH[id], Median: median, Share: share, Below: c.p.Below,
 			Reports: dv.n, Over: dv.last.Sub(dv.first)})
-	}
-	for _, k := range out {
-		delete(c.nodes, k.ID)
 	}
 	return out
 }
@@ -169,9 +173,8 @@ func (c *culler) silentFor(snap wire.Snapshot, running map[int64]bool, metric st
 }
 
 // count adds each running, alive node's new report of metric (one per
-// heartbeat) to its mean, and returns every such node's mean per $/hr.
-func (c *culler) count(snap wire.Snapshot, running map[int64]bool, metric string) map[int64]float64 {
-	perDPH := map[int64]float64{}
+// heartbeat) to its mean.
+func (c *culler) count(snap wire.Snapshot, running map[int64]bool, metric string) {
 	for _, n := range snap.Nodes {
 		v, ok := n.Metrics[metric]
 		in, known := c.inst[n.InstanceID]
@@ -188,9 +191,7 @@ func (c *culler) count(snap wire.Snapshot, running map[int64]bool, metric string
 			dv.n++
 			dv.last = n.LastSeen
 		}
-		perDPH[n.InstanceID] = dv.mean() / in.DPHTotal
 	}
-	return perDPH
 }
 
 // metric is the metric the policy judges by: the one it names, else the

@@ -92,6 +92,41 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 	}
 }
 
+// TestCullDoesNotRaiseTheBar: the median a node is held against keeps the
+// nodes already culled at their mean, so that culling the worst does not
+// make the next-worst fall under the share (all but the best culled one
+// by one, seen in the demo before: 11 of 20).
+func TestCullDoesNotRaiseTheBar(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	inst := map[int64]store.Instance{}
+	rates := map[int64]float64{1: 100, 2: 100, 3: 100, 4: 30, 5: 30, 6: 45}
+	running := map[int64]bool{}
+	for id := range rates {
+		inst[id] = store.Instance{ID: id, MachineID: 10 + id, DPHTotal: 1}
+		running[id] = true
+	}
+	c := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*delivery1{}, inst: inst, unjudge: func(string) {}}
+	var culled []int64
+	for m := range 10 {
+		at := t0.Add(time.Duration(m) * time.Minute)
+		s := wire.Snapshot{At: at}
+		for id := range running {
+			s.Nodes = append(s.Nodes, wire.Node{Node: fmt.Sprint("n", id), InstanceID: id, State: "alive", LastSeen: at,
+				Metrics: map[string]float64{"keys_per_s": rates[id]}})
+		}
+		for _, k := range c.observe(s, running) {
+			culled = append(culled, k.ID)
+			delete(running, k.ID)
+		}
+	}
+	// The median of 100, 100, 100, 30, 30, 45 is 72.5: 45 is 62% of it,
+	// and stays; held against the three 100s left, it would be culled.
+	if slices.Sort(culled); !slices.Equal(culled, []int64{4, 5}) {
+		t.Errorf("culled %v, want [4 5]", culled)
+	}
+}
+
 // TestUpCullsTheNodeThatDeliversLeastPerDollar is the cull policy on real
 // parts (the simulated market, the store, the coordinator): of four
 // nodes, the one delivering a fifth of the others' keys per $/hr is
