@@ -229,10 +229,10 @@ func (rep *Report) WriteTotals(w io.Writer) {
 func (k Cull) Line() string {
 	var s string
 	if k.Reports == 0 {
-		s = fmt.Sprintf("culled instance %d (machine %d): no report of %s in %s at $%.3f/hr, while the running nodes' median delivered %.4g per $/hr",
+		s = fmt.Sprintf("culled instance %d (machine %d): no report of %s in %s at $%.3f/hr, while the run's median node delivered %.4g per $/hr",
 			k.ID, k.MachineID, termsafe.Line(k.Metric), k.Over.Round(time.Second), k.DPH, k.Median)
 	} else {
-		s = fmt.Sprintf("culled instance %d (machine %d): %s %.4g at $%.3f/hr is %.4g per $/hr, %.0f%% of the running nodes' median %.4g (cull below %.0f%%, over %s of reports)",
+		s = fmt.Sprintf("culled instance %d (machine %d): %s %.4g at $%.3f/hr is %.4g per $/hr, %.0f%% of the run's median %.4g (cull below %.0f%%, over %s of reports)",
 			k.ID, k.MachineID, termsafe.Line(k.Metric), k.Mean, k.DPH, k.PerDPH, 100*k.Share, k.Median, 100*k.Below, k.Over.Round(time.Second))
 	}
 	if k.Error != "" {

@@ -83,6 +83,11 @@ type Job struct {
 	IdleBelow   float64
 	StoppedFor  time.Duration
 
+	// Probe, when set, ranks the query's offers by the user's own
+	// benchmark before the launch (probe: in the task file, as `bench
+	// offers --probe`).
+	Probe *Probe
+
 	// Cull destroys, during the run, a node that delivers less than a
 	// share of the fleet's median per dollar (cull: in the task file);
 	// nil culls nothing.
@@ -111,6 +116,18 @@ type Cull struct {
 	After  time.Duration
 	Metric string // "": the one metric the nodes report
 }
+
+// Probe is a task file's probe: Command runs on one instance of each of
+// the Top machine types the query ranks best, bounded by Timeout; zero
+// Top and Timeout take bench offers' defaults.
+type Probe struct {
+	Command string
+	Top     int
+	Timeout time.Duration
+}
+
+// MaxProbeTop is the most machine types a probe may rent.
+const MaxProbeTop = 20
 
 // DefaultCullAfter is how long a node reports before a cull judges it.
 const DefaultCullAfter = 5 * time.Minute
@@ -191,6 +208,7 @@ type raw struct {
 	MaxLifetime string            `yaml:"max_lifetime"`
 	Idle        *rawIdle          `yaml:"idle"`
 	Cull        *rawCull          `yaml:"cull"`
+	Probe       any               `yaml:"probe"`
 	StoppedFor  string            `yaml:"stopped_for"`
 	Validate    any               `yaml:"validate"`
 	SpotChecks  any               `yaml:"spot_checks"`
@@ -309,7 +327,7 @@ func knownKeys() []string {
 	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
 		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
 		"auto_destroy", "max_duration", "orphan_after", "on_short_hardware", "validate", "spot_checks", "verify",
-		"max_lifetime", "idle", "stopped_for", "cull"}
+		"max_lifetime", "idle", "stopped_for", "cull", "probe"}
 }
 
 // closest is the known key at edit distance ≤ 2 from k, if any.
@@ -436,6 +454,11 @@ func (v *validator) job(r *raw) (*Job, error) {
 	}
 	if r.Cull != nil {
 		if j.Cull, err = v.cull(r.Cull); err != nil {
+			return nil, err
+		}
+	}
+	if r.Probe != nil {
+		if j.Probe, err = v.probe(r); err != nil {
 			return nil, err
 		}
 	}
@@ -574,6 +597,48 @@ func (v *validator) cull(r *rawCull) (*Cull, error) {
 		return nil, v.fail("cull", fix, "after %s: at least 1m, so that a node is judged on more than one report", c.After)
 	}
 	return c, nil
+}
+
+// probe checks the probe: a command, or {command, top, timeout}; it ranks
+// a query's offers, so a planned task has none.
+func (v *validator) probe(r *raw) (*Probe, error) {
+	const fix = "probe: 'CMD' or probe: {command: 'CMD', top: 5, timeout: 2m}, CMD printing units per second as the first word of its last line"
+	if r.Task != nil {
+		return nil, v.fail("probe", "remove probe (it ranks a query's offers), or rent by query:", "a planned task has no offers to probe")
+	}
+	p := &Probe{}
+	switch x := r.Probe.(type) {
+	case string:
+		p.Command = x
+	case map[string]any:
+		for k := range x {
+			if k != "command" && k != "top" && k != "timeout" {
+				return nil, v.fail("probe", fix, "unknown key %q", k)
+			}
+		}
+		p.Command, _ = x["command"].(string)
+		if t, given := x["top"]; given {
+			n, ok := whole(t)
+			if !ok || n < 1 || n > MaxProbeTop {
+				return nil, v.fail("probe", fmt.Sprintf("top from 1 to %d: how many machine types to probe", MaxProbeTop), "top %v", t)
+			}
+			p.Top = n
+		}
+		if t, given := x["timeout"]; given {
+			ts, _ := t.(string)
+			d, err := time.ParseDuration(ts)
+			if err != nil || d < time.Second {
+				return nil, v.fail("probe", "a timeout such as 90s or 2m (at least 1s)", "timeout %v", t)
+			}
+			p.Timeout = d
+		}
+	default:
+		return nil, v.fail("probe", fix, "%v is not a probe", x)
+	}
+	if p.Command = strings.TrimSpace(p.Command); p.Command == "" {
+		return nil, v.fail("probe", fix, "no command")
+	}
+	return p, nil
 }
 
 func (v *validator) validation(j *Job, r *raw) error {
