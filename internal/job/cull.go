@@ -24,9 +24,10 @@ type Cull struct {
 	Node      string    `json:"node"`
 	MachineID int64     `json:"machine_id"`
 	Metric    string    `json:"metric"`
-	// Mean is the node's mean Metric over its reports, DPH what it cost
-	// an hour, PerDPH the one over the other; Median is the running
-	// nodes' median PerDPH and Share PerDPH over it.
+	// Mean is the node's mean Metric over its reports (0 with none), DPH
+	// what it cost an hour, PerDPH the one over the other; Median is the
+	// median PerDPH of every node that reported during the run (culled
+	// ones included) and Share PerDPH over it.
 	Mean    float64 `json:"mean"`
 	DPH     float64 `json:"dph"`
 	PerDPH  float64 `json:"per_dph"`
@@ -34,8 +35,8 @@ type Cull struct {
 	Share   float64 `json:"share"`
 	Below   float64 `json:"below"`
 	Reports int     `json:"reports"`
-	// Over is how long (market time) the node reported the metric before
-	// it was judged.
+	// Over is how long (market time) the node reported the metric, or
+	// was silent, before it was judged.
 	Over time.Duration `json:"over_ns"`
 	// Error says the destroy failed (the node is left out of the run and
 	// `vastfleet down` destroys it); empty when it went.
@@ -48,7 +49,7 @@ type CullUnjudged struct {
 	Why string
 }
 
-// minCullPool is how many running nodes must report before any is judged
+// minCullPool is how many nodes must have reported before any is judged
 // against their median: of two, the median is their mean, and the
 // slower would always look short.
 const minCullPool = 3
@@ -59,7 +60,7 @@ type culler struct {
 	p     jobfile.Cull
 	job   string
 	inst  map[int64]store.Instance // the job's instances: $/hr and machine
-	nodes map[int64]*delivery1
+	nodes map[int64]*reports
 	// silent is when each running node without a report of the metric
 	// was first seen so (the coordinator's time): one that stays so for
 	// the grace period while the others deliver delivers nothing.
@@ -68,15 +69,15 @@ type culler struct {
 	unjudge func(why string)
 }
 
-// delivery1 is one node's reports of the metric so far.
-type delivery1 struct {
+// reports are one node's reports of the metric so far.
+type reports struct {
 	node        string
 	first, last time.Time // the coordinator's time of its first and last counted report
 	sum         float64
 	n           int
 }
 
-func (v *delivery1) mean() float64 { return v.sum / float64(v.n) }
+func (v *reports) mean() float64 { return v.sum / float64(v.n) }
 
 // newCuller reads the job's instances (their $/hr and machines) for the
 // policy; nil when the job has none.
@@ -84,7 +85,7 @@ func newCuller(ctx context.Context, d *Deps, j *jobfile.Job, id string) *culler 
 	if j.Cull == nil {
 		return nil
 	}
-	c := &culler{p: *j.Cull, job: id, inst: map[int64]store.Instance{}, nodes: map[int64]*delivery1{},
+	c := &culler{p: *j.Cull, job: id, inst: map[int64]store.Instance{}, nodes: map[int64]*reports{},
 		unjudge: func(why string) { d.emit(CullUnjudged{About{id}, why}) }}
 	c.refresh(ctx, d)
 	return c
@@ -183,7 +184,7 @@ func (c *culler) count(snap wire.Snapshot, running map[int64]bool, metric string
 		}
 		dv := c.nodes[n.InstanceID]
 		if dv == nil {
-			dv = &delivery1{node: n.Node, first: n.LastSeen}
+			dv = &reports{node: n.Node, first: n.LastSeen}
 			c.nodes[n.InstanceID] = dv
 		}
 		if dv.n == 0 || n.LastSeen.After(dv.last) {

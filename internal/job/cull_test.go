@@ -26,7 +26,7 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var unjudged []string
-	c := &culler{p: jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, job: "j", nodes: map[int64]*delivery1{},
+	c := &culler{p: jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, job: "j", nodes: map[int64]*reports{},
 		unjudge: func(why string) { unjudged = append(unjudged, why) },
 		inst: map[int64]store.Instance{
 			1: {ID: 1, MachineID: 11, DPHTotal: 1}, 2: {ID: 2, MachineID: 12, DPHTotal: 1}, 3: {ID: 3, MachineID: 13, DPHTotal: 2},
@@ -70,7 +70,7 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 		t.Errorf("cull %+v", k)
 	}
 	// Several metrics, none named: nothing judged, said once.
-	c2 := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*delivery1{}, inst: c.inst,
+	c2 := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*reports{}, inst: c.inst,
 		unjudge: func(why string) { unjudged = append(unjudged, why) }}
 	two := func(id int64) map[string]float64 {
 		return map[string]float64{"keys_per_s": rates[id], "keys": 1000 * rates[id]}
@@ -106,7 +106,7 @@ func TestCullDoesNotRaiseTheBar(t *testing.T) {
 		inst[id] = store.Instance{ID: id, MachineID: 10 + id, DPHTotal: 1}
 		running[id] = true
 	}
-	c := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*delivery1{}, inst: inst, unjudge: func(string) {}}
+	c := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*reports{}, inst: inst, unjudge: func(string) {}}
 	var culled []int64
 	for m := range 10 {
 		at := t0.Add(time.Duration(m) * time.Minute)
