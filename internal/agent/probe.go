@@ -54,6 +54,9 @@ type ProbeConfig struct {
 	// DownloadWindow bounds the download: what came by then is timed;
 	// 0: 10 s.
 	DownloadWindow time.Duration
+	// Python is the interpreter the GPU allocation runs with (it needs
+	// torch with CUDA; the agent links no CUDA): "" is python3 on PATH.
+	Python string
 	// Simulated: the machine is a simulator's, whose CPUs every simulated
 	// machine shares. Time a thread waits in the run queue is then
 	// another machine's use of this computer, not a loss of its own, so
@@ -164,6 +167,14 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 			return err
 		}) && step("gpu", func() error {
 			r.GPUs, r.GPUNames, r.GPUMemMB, r.GPUError = probeGPUs(ctx)
+			switch {
+			case r.GPUs > 0 && cfg.Simulated:
+				// Its nvidia-smi lists the machine's GPUs; there is no
+				// device behind them to allocate on.
+				r.GPUAlloc, r.GPUAllocError = wire.GPUAllocNotMeasured, "a simulated machine has no GPU to allocate on"
+			case r.GPUs > 0:
+				r.GPUAlloc, r.GPUAllocGPUs, r.GPUAllocMB, r.GPUAllocError = probeGPUAlloc(ctx, cfg.Python, r.GPUs, r.GPUMemMB)
+			}
 			return nil
 		}) && step("disk", func() (err error) {
 			r.DiskMBps, err = probeDisk(ctx, dir, cfg.DiskBytes)
@@ -472,6 +483,86 @@ func probeGPUs(ctx context.Context) (n int, names []string, memMB float64, note 
 		}
 	}
 	return n, names, memMB, ""
+}
+
+// gpuAllocScript allocates argv[1] MiB on every CUDA device, fills it and
+// waits for the fill: what a spoofed NVML cannot fake. Exit 3: no torch
+// with CUDA to allocate with.
+const gpuAllocScript = `
+import sys
+try:
+    import torch
+except Exception as e:
+    print("unavailable: no torch (%s)" % e); sys.exit(3)
+if not torch.cuda.is_available():
+    print("unavailable: torch sees no CUDA device"); sys.exit(3)
+mb, ok, n = int(sys.argv[1]), 0, torch.cuda.device_count()
+for i in range(n):
+    try:
+        x = torch.empty(mb << 20, dtype=torch.uint8, device="cuda:%d" % i)
+        x.fill_(1); torch.cuda.synchronize(i); ok += 1; del x
+    except Exception as e:
+        print("device %d: %s" % (i, str(e).splitlines()[0] if str(e) else type(e).__name__))
+print("allocated %d %d" % (ok, n))
+`
+
+// gpuAllocShare is how much of the memory nvidia-smi lists per GPU the
+// allocation demands: most of it, short of what a driver keeps.
+const gpuAllocShare = 0.8
+
+// probeGPUAlloc demands what nvidia-smi listed: gpuAllocShare of each
+// GPU's memory on every device CUDA sees, filled. listed GPUs answering
+// is ok; fewer is short. Without an interpreter with torch and CUDA it is
+// not measured, said so, never a pass.
+func probeGPUAlloc(ctx context.Context, python string, listed int, memMB float64) (status string, gpus int, allocMB float64, why string) {
+	if python == "" {
+		python = "python3"
+	}
+	path, err := exec.LookPath(python)
+	if err != nil {
+		return wire.GPUAllocNotMeasured, 0, 0, "no python3 to allocate with (the agent links no CUDA)"
+	}
+	mb := math.Floor(gpuAllocShare * memMB)
+	if mb < 1 {
+		return wire.GPUAllocNotMeasured, 0, 0, "nvidia-smi lists no memory to allocate"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-c", gpuAllocScript, strconv.Itoa(int(mb)))
+	out, err := cmd.CombinedOutput()
+	last := lastLineOf(out)
+	var ok, seen int
+	if _, serr := fmt.Sscanf(last, "allocated %d %d", &ok, &seen); serr == nil && err == nil {
+		status, why = wire.GPUAllocOK, ""
+		if ok < listed {
+			status = wire.GPUAllocShort
+			why = fmt.Sprintf("%d of the %d GPUs nvidia-smi lists took %.0f MiB each (CUDA sees %d): %s", ok, listed, mb, seen, firstLines(out, 3))
+		}
+		return status, ok, mb, why
+	}
+	switch {
+	case ctx.Err() != nil:
+		return wire.GPUAllocNotMeasured, 0, 0, "the allocation ran past 30s"
+	case strings.HasPrefix(last, "unavailable: "):
+		return wire.GPUAllocNotMeasured, 0, 0, strings.TrimPrefix(last, "unavailable: ")
+	}
+	return wire.GPUAllocNotMeasured, 0, 0, fmt.Sprintf("the allocation failed (%v): %s", err, firstLines(out, 3))
+}
+
+// lastLineOf is out's last non-empty line, trimmed.
+func lastLineOf(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// firstLines is out's first n lines on one line, bounded.
+func firstLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	s := strings.Join(lines[:min(n, len(lines))], "; ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }
 
 // probeDisk writes size bytes to a file in dir, syncs it, and removes it.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -333,6 +334,48 @@ func TestProbeDownloadSaysWhyItIsNotMeasured(t *testing.T) {
 		if p.Status != wire.ProbeOK || p.DownloadBytes != int64(tc.send) || !strings.HasPrefix(p.DownloadError, tc.want) ||
 			(tc.send > 0) != (p.DownloadMBps > 0) {
 			t.Errorf("%s: %+v, want %q", tc.name, p, tc.want)
+		}
+	}
+}
+
+// TestGPUAllocIsDemandedOrNotMeasured: the GPUs nvidia-smi lists are
+// demanded through an interpreter with torch; what took the allocation is
+// ok, fewer is short, and without torch and CUDA (this computer has no
+// GPU) it is not measured and says why, never a pass. The fake
+// interpreters stand for torch's answers; python3, where installed, runs
+// the real script (here: no torch or no CUDA).
+func TestGPUAllocIsDemandedOrNotMeasured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	fake := func(name, script string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, python string
+		status       string
+		gpus         int
+		why          string
+	}{
+		{"no interpreter", filepath.Join(dir, "missing"), wire.GPUAllocNotMeasured, 0, "no python3"},
+		{"all allocated", fake("all", "echo allocated 2 2"), wire.GPUAllocOK, 2, ""},
+		{"one short", fake("short", "echo 'device 1: CUDA out of memory'; echo allocated 1 2"), wire.GPUAllocShort, 1, "1 of the 2 GPUs nvidia-smi lists took 19651 MiB each (CUDA sees 2): device 1: CUDA out of memory"},
+		{"no torch", fake("notorch", "echo \"unavailable: no torch (No module named 'torch')\"; exit 3"), wire.GPUAllocNotMeasured, 0, "no torch"},
+		{"crashed", fake("crash", "echo Segmentation fault; exit 139"), wire.GPUAllocNotMeasured, 0, "the allocation failed (exit status 139): Segmentation fault"},
+	} {
+		status, gpus, mb, why := probeGPUAlloc(ctx, tc.python, 2, 24564)
+		if status != tc.status || gpus != tc.gpus || !strings.HasPrefix(why, tc.why) || (status != wire.GPUAllocNotMeasured) != (mb == 19651) {
+			t.Errorf("%s: %q %d GPUs %.0f MiB %q; want %q %d %q", tc.name, status, gpus, mb, why, tc.status, tc.gpus, tc.why)
+		}
+	}
+	if _, err := exec.LookPath("python3"); err == nil {
+		status, _, _, why := probeGPUAlloc(ctx, "", 1, 1000)
+		if status != wire.GPUAllocNotMeasured || !strings.Contains(why, "torch") {
+			t.Errorf("python3 on a computer without a GPU: %q %q", status, why)
 		}
 	}
 }

@@ -133,7 +133,11 @@ func judge(p wire.Probe, o market.Offer, below float64) HardwareCheck {
 	if p.RAMTargetBytes > 0 && float64(p.RAMBytes) < below*float64(p.RAMTargetBytes) {
 		c.Short = append(c.Short, "ram")
 	}
-	if c.Advertised.GPUs > 0 && float64(p.GPUs) < below*float64(c.Advertised.GPUs) {
+	if p.GPUAlloc == wire.GPUAllocOK || p.GPUAlloc == wire.GPUAllocShort {
+		// Demanded, not enumerated: the GPUs that took the allocation.
+		c.Measured.GPUs = min(p.GPUs, p.GPUAllocGPUs)
+	}
+	if c.Advertised.GPUs > 0 && float64(c.Measured.GPUs) < below*float64(c.Advertised.GPUs) {
 		c.Short = append(c.Short, "gpus")
 	}
 	return c

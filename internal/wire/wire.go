@@ -236,6 +236,13 @@ const (
 	ProbeFailed = "failed" // an error or the time bound: never a pass
 )
 
+// What demanding the GPUs showed (Probe.GPUAlloc).
+const (
+	GPUAllocOK          = "ok"
+	GPUAllocShort       = "short"
+	GPUAllocNotMeasured = "not measured"
+)
+
 // Probe is what the agent's boot probe measured of its machine, before
 // any session started: what the machine delivers, not what it lists.
 type Probe struct {
@@ -258,7 +265,15 @@ type Probe struct {
 	GPUNames []string `json:"gpu_names,omitempty"`
 	GPUMemMB float64  `json:"gpu_mem_mb,omitempty"` // per GPU, the first one's
 	GPUError string   `json:"gpu_error,omitempty"`
-	DiskMBps float64  `json:"disk_write_mbps"`
+	// GPUAlloc is what demanding the GPUs showed, where nvidia-smi lists
+	// any: "ok" (GPUAllocGPUs of them each gave GPUAllocMB and ran a
+	// fill), "short" (fewer did than nvidia-smi lists), or "not measured"
+	// with GPUAllocError saying why (no CUDA runtime to allocate with).
+	GPUAlloc      string  `json:"gpu_alloc,omitempty"`
+	GPUAllocGPUs  int     `json:"gpu_alloc_gpus,omitempty"`
+	GPUAllocMB    float64 `json:"gpu_alloc_mb,omitempty"`
+	GPUAllocError string  `json:"gpu_alloc_error,omitempty"`
+	DiskMBps      float64 `json:"disk_write_mbps"`
 	// DownloadMBps is a download from the coordinator (MB/s, 1e6 bytes)
 	// of DownloadBytes, read within a bounded window; DownloadError says
 	// why it was not measured or was cut short. The coordinator's own
