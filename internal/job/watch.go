@@ -46,8 +46,13 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 		snap := d.Coord.Snapshot(ctx, id)
 		dead, unheard := tally(snap, want, exits, began)
 		if judged != nil {
-			for _, id := range judged(ctx, snap, runningOf(want, exits)) {
-				delete(want, id)
+			if out := judged(ctx, snap, runningOf(want, exits)); len(out) > 0 {
+				for _, id := range out {
+					delete(want, id)
+				}
+				// A culled node silent since the run began is no longer
+				// one to wait for.
+				dead, unheard = tally(snap, want, exits, began)
 			}
 		}
 		now := d.Clock.Now()
