@@ -166,15 +166,7 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 			r.RAMBytes, r.RAMTargetBytes, err = probeRAM(ctx, cfg)
 			return err
 		}) && step("gpu", func() error {
-			r.GPUs, r.GPUNames, r.GPUMemMB, r.GPUError = probeGPUs(ctx)
-			switch {
-			case r.GPUs > 0 && cfg.Simulated:
-				// Its nvidia-smi lists the machine's GPUs; there is no
-				// device behind them to allocate on.
-				r.GPUAlloc, r.GPUAllocError = wire.GPUAllocNotMeasured, "a simulated machine has no GPU to allocate on"
-			case r.GPUs > 0:
-				r.GPUAlloc, r.GPUAllocGPUs, r.GPUAllocMB, r.GPUAllocError = probeGPUAlloc(ctx, cfg.Python, r.GPUs, r.GPUMemMB)
-			}
+			probeGPUStage(ctx, cfg, &r)
 			return nil
 		}) && step("disk", func() (err error) {
 			r.DiskMBps, err = probeDisk(ctx, dir, cfg.DiskBytes)
@@ -483,6 +475,19 @@ func probeGPUs(ctx context.Context) (n int, names []string, memMB float64, note 
 		}
 	}
 	return n, names, memMB, ""
+}
+
+// probeGPUStage lists the GPUs with nvidia-smi and demands them.
+func probeGPUStage(ctx context.Context, cfg ProbeConfig, r *wire.Probe) {
+	r.GPUs, r.GPUNames, r.GPUMemMB, r.GPUError = probeGPUs(ctx)
+	switch {
+	case r.GPUs > 0 && cfg.Simulated:
+		// Its nvidia-smi lists the machine's GPUs; there is no device
+		// behind them to allocate on.
+		r.GPUAlloc, r.GPUAllocError = wire.GPUAllocNotMeasured, "a simulated machine has no GPU to allocate on"
+	case r.GPUs > 0:
+		r.GPUAlloc, r.GPUAllocGPUs, r.GPUAllocMB, r.GPUAllocError = probeGPUAlloc(ctx, cfg.Python, r.GPUs, r.GPUMemMB)
+	}
 }
 
 // gpuAllocScript allocates argv[1] MiB on every CUDA device, fills it and

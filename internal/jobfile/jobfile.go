@@ -452,15 +452,8 @@ func (v *validator) job(r *raw) (*Job, error) {
 			return nil, v.fail("idle", "idle: {after: 30m, below: 5} (stop a node whose CPU and GPU stayed under 5% for 30 minutes)", "idle needs both after (a duration) and below (a percentage between 0 and 100)")
 		}
 	}
-	if r.Cull != nil {
-		if j.Cull, err = v.cull(r.Cull); err != nil {
-			return nil, err
-		}
-	}
-	if r.Probe != nil {
-		if j.Probe, err = v.probe(r); err != nil {
-			return nil, err
-		}
+	if err := v.measured(j, r); err != nil {
+		return nil, err
 	}
 	if j.OrphanAfter > 0 && j.OrphanAfter < time.Minute {
 		return nil, v.fail("orphan_after", "at least 1m, so that a slow network does not stop healthy nodes", "%s is too short", j.OrphanAfter)
@@ -579,6 +572,20 @@ func (v *validator) job(r *raw) (*Job, error) {
 }
 
 // validation reads validate:, spot_checks: and verify:.
+// measured reads what judges the machines by the user's own measure: the
+// cull policy and the probe.
+func (v *validator) measured(j *Job, r *raw) (err error) {
+	if r.Cull != nil {
+		if j.Cull, err = v.cull(r.Cull); err != nil {
+			return err
+		}
+	}
+	if r.Probe != nil {
+		j.Probe, err = v.probe(r)
+	}
+	return err
+}
+
 // cull checks the cull policy.
 func (v *validator) cull(r *rawCull) (*Cull, error) {
 	c := &Cull{Below: r.Below, After: DefaultCullAfter, Metric: r.Metric}
@@ -617,20 +624,8 @@ func (v *validator) probe(r *raw) (*Probe, error) {
 			}
 		}
 		p.Command, _ = x["command"].(string)
-		if t, given := x["top"]; given {
-			n, ok := whole(t)
-			if !ok || n < 1 || n > MaxProbeTop {
-				return nil, v.fail("probe", fmt.Sprintf("top from 1 to %d: how many machine types to probe", MaxProbeTop), "top %v", t)
-			}
-			p.Top = n
-		}
-		if t, given := x["timeout"]; given {
-			ts, _ := t.(string)
-			d, err := time.ParseDuration(ts)
-			if err != nil || d < time.Second {
-				return nil, v.fail("probe", "a timeout such as 90s or 2m (at least 1s)", "timeout %v", t)
-			}
-			p.Timeout = d
+		if err := v.probeBounds(p, x); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, v.fail("probe", fix, "%v is not a probe", x)
@@ -639,6 +634,26 @@ func (v *validator) probe(r *raw) (*Probe, error) {
 		return nil, v.fail("probe", fix, "no command")
 	}
 	return p, nil
+}
+
+// probeBounds reads a probe's top and timeout.
+func (v *validator) probeBounds(p *Probe, x map[string]any) error {
+	if t, given := x["top"]; given {
+		n, ok := whole(t)
+		if !ok || n < 1 || n > MaxProbeTop {
+			return v.fail("probe", fmt.Sprintf("top from 1 to %d: how many machine types to probe", MaxProbeTop), "top %v", t)
+		}
+		p.Top = n
+	}
+	if t, given := x["timeout"]; given {
+		ts, _ := t.(string)
+		d, err := time.ParseDuration(ts)
+		if err != nil || d < time.Second {
+			return v.fail("probe", "a timeout such as 90s or 2m (at least 1s)", "timeout %v", t)
+		}
+		p.Timeout = d
+	}
+	return nil
 }
 
 func (v *validator) validation(j *Job, r *raw) error {
