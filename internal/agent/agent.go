@@ -189,6 +189,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 			cancel()
 		}
+		if pc.Download == nil && a.cfg.CoordURL != "" {
+			pc.Download = a.client.download
+		}
 		a.probe.Store(a.runProbe(ctx, pc))
 	}
 	for i, s := range a.sessions {

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,6 +217,37 @@ func (c *coordClient) send(ctx context.Context, path, token string, in, out any)
 		return resp.StatusCode, fmt.Errorf("coordinator answer to %s: %v", path, err)
 	}
 	return resp.StatusCode, nil
+}
+
+// download opens the coordinator's probe download of n bytes; ctx bounds
+// the whole read, not only the answer.
+func (c *coordClient) download(ctx context.Context, n int64) (io.ReadCloser, error) {
+	if err := c.ensureEnrolled(ctx); err != nil {
+		return nil, err
+	}
+	c.enrollMu.Lock()
+	tok := c.token
+	c.enrollMu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+wire.PathProbeBlob+"?bytes="+strconv.FormatInt(n, 10), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		resp.Body.Close()
+		var e wire.Error
+		msg := strings.TrimSpace(string(b))
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return nil, &statusError{Status: resp.StatusCode, Msg: msg}
+	}
+	return resp.Body, nil
 }
 
 func (c *coordClient) close() { c.http.CloseIdleConnections() }

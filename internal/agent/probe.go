@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -45,6 +46,17 @@ type ProbeConfig struct {
 	// Advertised is what the offer claims (zero fields: unknown, the
 	// probe then sizes itself from what the machine shows).
 	Advertised wire.Capacity
+	// Download, when set, opens a download of n bytes from the
+	// coordinator (wire.PathProbeBlob); nil: download not measured.
+	Download func(ctx context.Context, n int64) (io.ReadCloser, error)
+	// DownloadBytes are asked for; 0: 32 MiB (4 MiB simulated).
+	DownloadBytes int64
+	// DownloadWindow bounds the download: what came by then is timed;
+	// 0: 10 s.
+	DownloadWindow time.Duration
+	// Python is the interpreter the GPU allocation runs with (it needs
+	// torch with CUDA; the agent links no CUDA): "" is python3 on PATH.
+	Python string
 	// Simulated: the machine is a simulator's, whose CPUs every simulated
 	// machine shares. Time a thread waits in the run queue is then
 	// another machine's use of this computer, not a loss of its own, so
@@ -67,6 +79,9 @@ const (
 	defaultDiskBytes    = 64 << 20
 	maxProbeWorkers     = 256
 	ramChunk            = 16 << 20
+	defaultDownload     = 32 << 20
+	simDownload         = 4 << 20
+	defaultDownloadWin  = 10 * time.Second
 	simRAMCap           = 32 << 20
 	simDiskBytes        = 4 << 20
 )
@@ -81,6 +96,16 @@ func (p ProbeConfig) withDefaults() ProbeConfig {
 		if p.DiskBytes <= 0 {
 			p.DiskBytes = simDiskBytes
 		}
+		if p.DownloadBytes <= 0 {
+			p.DownloadBytes = simDownload
+		}
+	}
+	if p.DownloadBytes <= 0 {
+		p.DownloadBytes = defaultDownload
+	}
+	p.DownloadBytes = min(p.DownloadBytes, wire.MaxProbeBlob)
+	if p.DownloadWindow <= 0 {
+		p.DownloadWindow = defaultDownloadWin
 	}
 	if p.Timeout <= 0 {
 		p.Timeout = DefaultProbeTimeout
@@ -141,11 +166,14 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 			r.RAMBytes, r.RAMTargetBytes, err = probeRAM(ctx, cfg)
 			return err
 		}) && step("gpu", func() error {
-			r.GPUs, r.GPUNames, r.GPUMemMB, r.GPUError = probeGPUs(ctx)
+			probeGPUStage(ctx, cfg, &r)
 			return nil
 		}) && step("disk", func() (err error) {
 			r.DiskMBps, err = probeDisk(ctx, dir, cfg.DiskBytes)
 			return err
+		}) && step("download", func() error {
+			r.DownloadMBps, r.DownloadBytes, r.DownloadError = probeDownload(ctx, cfg)
+			return nil
 		})
 		out = r
 	}()
@@ -170,6 +198,36 @@ func RunProbe(ctx context.Context, cfg ProbeConfig, dir string) wire.Probe {
 	}
 	res.DurationS = time.Since(start).Seconds()
 	return res
+}
+
+// probeDownload times a download of cfg.DownloadBytes from the
+// coordinator within cfg.DownloadWindow: MB/s over what arrived, and why
+// it was not measured or was cut short. Like nvidia-smi's absence, a
+// failed download is reported beside the probe, not as its failure: the
+// coordinator's own link bounds it as much as the machine's.
+func probeDownload(ctx context.Context, cfg ProbeConfig) (mbps float64, got int64, why string) {
+	if cfg.Download == nil {
+		return 0, 0, "not measured: no coordinator to download from"
+	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.DownloadWindow)
+	defer cancel()
+	start := time.Now()
+	rc, err := cfg.Download(wctx, cfg.DownloadBytes)
+	if err != nil {
+		return 0, 0, "not measured: " + err.Error()
+	}
+	defer rc.Close()
+	got, err = io.Copy(io.Discard, io.LimitReader(rc, cfg.DownloadBytes))
+	took := time.Since(start)
+	switch {
+	case got == 0:
+		return 0, 0, fmt.Sprintf("not measured: nothing arrived within %v (%v)", cfg.DownloadWindow, err)
+	case got < cfg.DownloadBytes && wctx.Err() != nil:
+		why = fmt.Sprintf("cut short at the %v window: %d of %d bytes", cfg.DownloadWindow, got, cfg.DownloadBytes)
+	case got < cfg.DownloadBytes:
+		why = fmt.Sprintf("cut short: %d of %d bytes (%v)", got, cfg.DownloadBytes, err)
+	}
+	return math.Round(100*float64(got)/1e6/took.Seconds()) / 100, got, why
 }
 
 // probeCores spins one thread per advertised core (the machine's CPUs
@@ -417,6 +475,99 @@ func probeGPUs(ctx context.Context) (n int, names []string, memMB float64, note 
 		}
 	}
 	return n, names, memMB, ""
+}
+
+// probeGPUStage lists the GPUs with nvidia-smi and demands them.
+func probeGPUStage(ctx context.Context, cfg ProbeConfig, r *wire.Probe) {
+	r.GPUs, r.GPUNames, r.GPUMemMB, r.GPUError = probeGPUs(ctx)
+	switch {
+	case r.GPUs > 0 && cfg.Simulated:
+		// Its nvidia-smi lists the machine's GPUs; there is no device
+		// behind them to allocate on.
+		r.GPUAlloc, r.GPUAllocError = wire.GPUAllocNotMeasured, "a simulated machine has no GPU to allocate on"
+	case r.GPUs > 0:
+		r.GPUAlloc, r.GPUAllocGPUs, r.GPUAllocMB, r.GPUAllocError = probeGPUAlloc(ctx, cfg.Python, r.GPUs, r.GPUMemMB)
+	}
+}
+
+// gpuAllocScript allocates argv[1] MiB on every CUDA device, fills it and
+// waits for the fill: what a spoofed NVML cannot fake. Exit 3: no torch
+// with CUDA to allocate with.
+const gpuAllocScript = `
+import sys
+try:
+    import torch
+except Exception as e:
+    print("unavailable: no torch (%s)" % e); sys.exit(3)
+if not torch.cuda.is_available():
+    print("unavailable: torch sees no CUDA device"); sys.exit(3)
+mb, ok, n = int(sys.argv[1]), 0, torch.cuda.device_count()
+for i in range(n):
+    try:
+        x = torch.empty(mb << 20, dtype=torch.uint8, device="cuda:%d" % i)
+        x.fill_(1); torch.cuda.synchronize(i); ok += 1; del x
+    except Exception as e:
+        print("device %d: %s" % (i, str(e).splitlines()[0] if str(e) else type(e).__name__))
+print("allocated %d %d" % (ok, n))
+`
+
+// gpuAllocShare is how much of the memory nvidia-smi lists per GPU the
+// allocation demands: most of it, short of what a driver keeps.
+const gpuAllocShare = 0.8
+
+// probeGPUAlloc demands what nvidia-smi listed: gpuAllocShare of each
+// GPU's memory on every device CUDA sees, filled. listed GPUs answering
+// is ok; fewer is short. Without an interpreter with torch and CUDA it is
+// not measured, said so, never a pass.
+func probeGPUAlloc(ctx context.Context, python string, listed int, memMB float64) (status string, gpus int, allocMB float64, why string) {
+	if python == "" {
+		python = "python3"
+	}
+	path, err := exec.LookPath(python)
+	if err != nil {
+		return wire.GPUAllocNotMeasured, 0, 0, "no python3 to allocate with (the agent links no CUDA)"
+	}
+	mb := math.Floor(gpuAllocShare * memMB)
+	if mb < 1 {
+		return wire.GPUAllocNotMeasured, 0, 0, "nvidia-smi lists no memory to allocate"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-c", gpuAllocScript, strconv.Itoa(int(mb)))
+	out, err := cmd.CombinedOutput()
+	last := lastLineOf(out)
+	var ok, seen int
+	if _, serr := fmt.Sscanf(last, "allocated %d %d", &ok, &seen); serr == nil && err == nil {
+		status, why = wire.GPUAllocOK, ""
+		if ok < listed {
+			status = wire.GPUAllocShort
+			why = fmt.Sprintf("%d of the %d GPUs nvidia-smi lists took %.0f MiB each (CUDA sees %d): %s", ok, listed, mb, seen, firstLines(out, 3))
+		}
+		return status, ok, mb, why
+	}
+	switch {
+	case ctx.Err() != nil:
+		return wire.GPUAllocNotMeasured, 0, 0, "the allocation ran past 30s"
+	case strings.HasPrefix(last, "unavailable: "):
+		return wire.GPUAllocNotMeasured, 0, 0, strings.TrimPrefix(last, "unavailable: ")
+	}
+	return wire.GPUAllocNotMeasured, 0, 0, fmt.Sprintf("the allocation failed (%v): %s", err, firstLines(out, 3))
+}
+
+// lastLineOf is out's last non-empty line, trimmed.
+func lastLineOf(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// firstLines is out's first n lines on one line, bounded.
+func firstLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	s := strings.Join(lines[:min(n, len(lines))], "; ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }
 
 // probeDisk writes size bytes to a file in dir, syncs it, and removes it.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -239,7 +242,7 @@ func TestProbeSizedFromTheListingAtEnrollment(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, token := fleetWithItems(t, nil)
-	listed := wire.Capacity{Cores: 3, RAMMB: 5, GPUs: 0}
+	listed := wire.Capacity{Cores: 3, RAMMB: 5, GPUs: 0, DownMbps: 800}
 	members := coord.MembershipFunc(func(context.Context, string) (map[int64]coord.Instance, error) {
 		return map[int64]coord.Instance{7: {MachineID: 1007, Advertised: listed}}, nil
 	})
@@ -253,24 +256,141 @@ func TestProbeSizedFromTheListingAtEnrollment(t *testing.T) {
 	dir := t.TempDir()
 	r := start(t, Config{
 		CoordURL: hs.URL, Fleet: "f1", Node: "n7", Token: token, InstanceID: 7,
-		Probe:    &ProbeConfig{CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20},
+		Probe:    &ProbeConfig{CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20, DownloadBytes: 3 << 20},
 		StateDir: dir, StopGrace: time.Second, FirstJitter: -1,
 		FirstInterval: 50 * time.Millisecond, restartBase: 10 * time.Millisecond, retryBase: 10 * time.Millisecond,
 	})
 	defer r.stop(t)
+	var probe *wire.Probe
 	eventually(t, "the probe, sized from the listing", func() bool {
 		for _, n := range srv.Snapshot(ctx, "f1").Nodes {
 			if n.Node == "n7" && n.Probe != nil {
 				if n.Probe.Advertised != listed {
 					t.Fatalf("probe sized from %+v, want the listed %+v", n.Probe.Advertised, listed)
 				}
+				probe = n.Probe
 				return true
 			}
 		}
 		return false
 	})
+	// The download from the coordinator, on loopback: all of it, timed.
+	if probe.DownloadBytes != 3<<20 || probe.DownloadMBps <= 0 || probe.DownloadError != "" || probe.Status != wire.ProbeOK {
+		t.Errorf("probe download: %+v", probe)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, credentialFile))
-	if err != nil || !strings.Contains(string(b), `"advertised":{"cores":3,"ram_mb":5,"gpus":0}`) {
+	if err != nil || !strings.Contains(string(b), `"advertised":{"cores":3,"ram_mb":5,"gpus":0,"down_mbps":800}`) {
 		t.Errorf("saved credential %s (%v) does not keep the listed figures for a restart", b, err)
+	}
+	// The instance's credential gets a few probe downloads, no more: a
+	// host cannot spend the coordinator's bandwidth at will.
+	var sc savedCredential
+	if err := json.Unmarshal(b, &sc); err != nil {
+		t.Fatal(err)
+	}
+	c := &coordClient{base: hs.URL, token: sc.Token, http: hs.Client()}
+	for i := 2; i <= probeBlobsAllowed+1; i++ {
+		rc, err := c.download(ctx, 1<<10)
+		if i <= probeBlobsAllowed {
+			if err != nil {
+				t.Fatalf("download %d: %v", i, err)
+			}
+			rc.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "429") {
+			t.Errorf("download %d: %v, want 429", i, err)
+		}
+	}
+}
+
+// probeBlobsAllowed is the coordinator's probeBlobsPerCredential.
+const probeBlobsAllowed = 4
+
+// TestProbeDownloadSaysWhyItIsNotMeasured: without a coordinator, with
+// one that sends nothing, and with one that stalls halfway, the download
+// is reported as not measured or cut short, with what came; the probe
+// itself passes or fails on its other stages.
+func TestProbeDownloadSaysWhyItIsNotMeasured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := ProbeConfig{CPUWindow: 20 * time.Millisecond, RAMCap: 1 << 20, DiskBytes: 1 << 20, DownloadBytes: 1 << 20, DownloadWindow: 200 * time.Millisecond}
+	if p := RunProbe(ctx, base, t.TempDir()); p.Status != wire.ProbeOK || p.DownloadMBps != 0 || !strings.HasPrefix(p.DownloadError, "not measured: no coordinator") {
+		t.Errorf("no coordinator: %+v", p)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	stall := func(send int) *httptest.Server {
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(1<<20))
+			w.Write(make([]byte, send))
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(hs.Close)
+		return hs
+	}
+	for _, tc := range []struct {
+		name string
+		send int
+		want string
+	}{
+		{"nothing sent", 0, "not measured: nothing arrived within 200ms"},
+		{"stalled halfway", 512 << 10, "cut short at the 200ms window: 524288 of 1048576 bytes"},
+	} {
+		hs := stall(tc.send)
+		c := &coordClient{base: hs.URL, token: "t", http: hs.Client()}
+		cfg := base
+		cfg.Download = c.download
+		p := RunProbe(ctx, cfg, t.TempDir())
+		if p.Status != wire.ProbeOK || p.DownloadBytes != int64(tc.send) || !strings.HasPrefix(p.DownloadError, tc.want) ||
+			(tc.send > 0) != (p.DownloadMBps > 0) {
+			t.Errorf("%s: %+v, want %q", tc.name, p, tc.want)
+		}
+	}
+}
+
+// TestGPUAllocIsDemandedOrNotMeasured: the GPUs nvidia-smi lists are
+// demanded through an interpreter with torch; what took the allocation is
+// ok, fewer is short, and without torch and CUDA (this computer has no
+// GPU) it is not measured and says why, never a pass. The fake
+// interpreters stand for torch's answers; python3, where installed, runs
+// the real script (here: no torch or no CUDA).
+func TestGPUAllocIsDemandedOrNotMeasured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	fake := func(name, script string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, python string
+		status       string
+		gpus         int
+		why          string
+	}{
+		{"no interpreter", filepath.Join(dir, "missing"), wire.GPUAllocNotMeasured, 0, "no python3"},
+		{"all allocated", fake("all", "echo allocated 2 2"), wire.GPUAllocOK, 2, ""},
+		{"one short", fake("short", "echo 'device 1: CUDA out of memory'; echo allocated 1 2"), wire.GPUAllocShort, 1, "1 of the 2 GPUs nvidia-smi lists took 19651 MiB each (CUDA sees 2): device 1: CUDA out of memory"},
+		{"no torch", fake("notorch", "echo \"unavailable: no torch (No module named 'torch')\"; exit 3"), wire.GPUAllocNotMeasured, 0, "no torch"},
+		{"crashed", fake("crash", "echo Segmentation fault; exit 139"), wire.GPUAllocNotMeasured, 0, "the allocation failed (exit status 139): Segmentation fault"},
+	} {
+		status, gpus, mb, why := probeGPUAlloc(ctx, tc.python, 2, 24564)
+		if status != tc.status || gpus != tc.gpus || !strings.HasPrefix(why, tc.why) || (status != wire.GPUAllocNotMeasured) != (mb == 19651) {
+			t.Errorf("%s: %q %d GPUs %.0f MiB %q; want %q %d %q", tc.name, status, gpus, mb, why, tc.status, tc.gpus, tc.why)
+		}
+	}
+	if _, err := exec.LookPath("python3"); err == nil {
+		status, _, _, why := probeGPUAlloc(ctx, "", 1, 1000)
+		if status != wire.GPUAllocNotMeasured || !strings.Contains(why, "torch") {
+			t.Errorf("python3 on a computer without a GPU: %q %q", status, why)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 )
 
@@ -155,6 +158,44 @@ func benchOffersRun(ctx context.Context, f *factory, opts *benchOffersOptions) e
 	}
 	// Exit 3 when some probes did not pass, 1 when none did: the rows say which.
 	return fanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
+}
+
+// probedOffers runs a task file's probe: on one instance of each of the
+// top machine types of ranked (a fleet of its own, destroyed at the
+// end), then the offers ordered by measured units per dollar. A probe
+// that passes nowhere stops the job: the benchmark is broken, or no
+// machine runs it.
+func probedOffers(ctx context.Context, f *factory, jf *jobfile.Job, ranked []market.Ranked) ([]market.Ranked, error) {
+	p := jf.Probe
+	name := "probe-" + time.Now().UTC().Format("20060102-150405")
+	m, err := f.manager(ctx, holderName("up", "probe", name))
+	if err != nil {
+		return nil, err
+	}
+	f.registerFleetKey(ctx, m.P)
+	parallel := 0
+	if f.opts.Market == "sim" {
+		parallel = 1 // the simulated machines share this computer's cores
+	}
+	ops, err := f.nodeOps(m.P, max(parallel, 1))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(f.io.ErrOut, "probe: running %q on one instance of each of the top %d machine types (fleet %s)\n", p.Command, cmp.Or(p.Top, offerbench.DefaultTop), name)
+	res, err := offerbench.Run(ctx, offerbench.Deps{Manager: m, Ops: ops}, ranked, offerbench.Config{
+		Probe: p.Command, Top: cmp.Or(p.Top, offerbench.DefaultTop), Timeout: p.Timeout, BootTimeout: launch.DefaultBootTimeout,
+		Parallel: parallel, Fleet: name, Create: launch.Create(cmp.Or(jf.Image, launch.DefaultImage), cmp.Or(jf.Disk, launch.DefaultDisk)), Log: f.io.ErrOut,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := printBenchOffers(f.io.ErrOut, res); err != nil {
+		return nil, err
+	}
+	if len(res.Ranking) == 0 {
+		return nil, usagef("probe: it passed on none of the %d machine types (see the table): fix the probe command, or remove probe:", len(res.Rows))
+	}
+	return offerbench.Rerank(ranked, res), nil
 }
 
 func printBenchOffers(w io.Writer, res offerbench.Result) error {

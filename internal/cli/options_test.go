@@ -511,10 +511,10 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 	var ran bool
 	t.Run("demo and hashwork", func(t *testing.T) {
 		var got *demoOptions
-		if err := parseOnly(t, newDemoCmd(f, capture(&got)), "--count", "10", "--prefix", "abc", "--keep"); err != nil {
+		if err := parseOnly(t, newDemoCmd(f, capture(&got)), "--count", "10", "--prefix", "abc", "--keep", "--cull", "0.5"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&demoOptions{Count: 10, Prefix: "abc", Seconds: 6, Keep: true}, got); d != "" {
+		if d := cmp.Diff(&demoOptions{Count: 10, Prefix: "abc", Seconds: 6, Keep: true, CullBelow: 0.5, CullAfter: 3 * time.Minute}, got); d != "" {
 			t.Errorf("demo options (-want +got):\n%s", d)
 		}
 		// Under the root, --data-dir and --sim-speed typed are told apart

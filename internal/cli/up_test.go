@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -280,4 +281,69 @@ max_duration: 2h
 		t.Fatalf("no lying machine ran for the job (lying machines rented: %v): the test proves nothing on this seed", liars)
 	}
 	t.Logf("%d lying machines ran for the job, %d caught; hosts %+v", lied, len(caught), rep.Hosts)
+}
+
+// TestUpLaunchesFromTheProbesRanking: a task file's probe runs on one
+// instance of each of the top machine types before the launch, and the
+// job rents the type that measured best per dollar, not the listing's
+// first; a type whose probe failed is never rented. A probe that passes
+// nowhere stops the job before its launch.
+func TestUpLaunchesFromTheProbesRanking(t *testing.T) {
+	t.Parallel()
+	needAgentTools(t)
+	agentBin := buildAgent(t)
+	e := newEnv(t)
+	e.speed = "120"
+	dir := t.TempDir()
+	// The listing's first type measures 1 unit/s, the second 5000, the
+	// third fails.
+	probe := `case $VASTFLEET_NODE_RANK in 0) echo 1;; 1) echo 5000;; *) exit 3;; esac`
+	task := func(probe string) string {
+		file := filepath.Join(dir, "job.yaml")
+		os.WriteFile(file, []byte(`name: t
+query: "rentable=True num_gpus=1 dph_total<1"
+count: 1
+image: ubuntu:22.04
+run: "true"
+max_duration: 1h
+probe: {command: '`+probe+`', top: 3, timeout: 30s}
+`), 0o644)
+		return file
+	}
+	r := e.ok("up", task(probe), "--agent-bin", agentBin, "--results", filepath.Join(dir, "out"))
+	rows := probeRows(r.err)
+	if len(rows) != 3 || !strings.Contains(r.err, "UNITS/$") {
+		t.Fatalf("probe table rows %q\nstderr:\n%s", rows, r.err)
+	}
+	var best string
+	for _, in := range decode[[]map[string]any](t, e.ok("ls", "--all", "--json").out) {
+		if f, _ := in["fleet"].(string); strings.HasPrefix(f, "t-") {
+			best = fmt.Sprint(in["gpu_name"])
+		}
+	}
+	// The table's first row is the best per dollar: the type at 5000.
+	if !strings.Contains(rows[0], "5000") || best == "" || !strings.Contains(rows[0], best) {
+		t.Errorf("the job rented %q; the probe table:\n%s", best, strings.Join(rows, "\n"))
+	}
+	r = e.fails("up", task("exit 3"), "--agent-bin", agentBin, "--results", filepath.Join(dir, "out2"))
+	if r.code != 2 || !strings.Contains(r.err, "passed on none of the 3 machine types") {
+		t.Errorf("a probe that passes nowhere: exit %d\n%s", r.code, r.err)
+	}
+}
+
+// probeRows are the probe table's rows in up's output.
+func probeRows(out string) []string {
+	var rows []string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "RANK"):
+			in = true
+		case in && strings.HasPrefix(l, "the listing's"):
+			return rows
+		case in && strings.TrimSpace(l) != "":
+			rows = append(rows, l)
+		}
+	}
+	return rows
 }

@@ -247,6 +247,9 @@ func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job, spec *launch
 		qf := &queryFlags{Type: "on-demand", Order: "score-", Storage: cmp.Or(jf.Disk, 20), SweepLimit: 1000}
 		rf := &rankFlags{By: jf.By, spec: spec}
 		ranked, _, err := rankedOffers(ctx, f, qf, rf, []string{jf.Query}, qf.SweepLimit)
+		if err == nil && jf.Probe != nil {
+			ranked, err = probedOffers(ctx, f, jf, ranked)
+		}
 		return ranked, job.Estimate{}, nil, err
 	}
 	var ask func(int) int

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -106,6 +107,7 @@ type Server struct {
 	enrolling chan struct{}
 	limitMu   sync.Mutex
 	limiters  map[string]*rate.Limiter // by token hash
+	blobs     map[string]int           // probe downloads served, by token hash
 	findingsQ chan *findingsReq
 
 	mu     sync.Mutex
@@ -244,6 +246,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+wire.PathMetrics, s.withAuth(roleViewer, s.handleMetrics))
 	m.HandleFunc("GET "+wire.PathAgentBin, s.withAuth(roleBootstrap+","+roleAgent, s.handleAgentBin))
 	m.HandleFunc("GET "+wire.PathAgentSum, s.withAuth(roleBootstrap+","+roleAgent, s.handleAgentSum))
+	m.HandleFunc("GET "+wire.PathProbeBlob, s.withAuth(roleAgent, s.handleProbeBlob))
 	m.HandleFunc("GET /static/", s.handleStatic)
 	m.HandleFunc("GET /{$}", s.handleDashboard)
 	// Everything else: a JSON 404/405 rather than the mux's plain text.
@@ -576,6 +579,49 @@ func (s *Server) handleAgentBin(w http.ResponseWriter, r *http.Request, _ caller
 			return
 		}
 		s.log.Warn("sending agent binary", "err", err)
+	}
+}
+
+// probeBlobsPerCredential is how many probe downloads one instance's
+// credential gets: its boot probe needs one (a probe is kept across
+// restarts), and a host that asks for more only spends this computer's
+// bandwidth.
+const probeBlobsPerCredential = 4
+
+// probeChunk is what a probe download repeats: random bytes, so that no
+// link compresses them.
+var probeChunk = func() []byte {
+	b := make([]byte, 64<<10)
+	_, _ = crand.Read(b)
+	return b
+}()
+
+// handleProbeBlob sends ?bytes=N bytes for the boot probe to time.
+func (s *Server) handleProbeBlob(w http.ResponseWriter, r *http.Request, c caller) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
+	if err != nil || n <= 0 || n > wire.MaxProbeBlob {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("bytes: want 1 to %d", wire.MaxProbeBlob))
+		return
+	}
+	s.limitMu.Lock()
+	if s.blobs == nil {
+		s.blobs = map[string]int{}
+	}
+	s.blobs[c.hash]++
+	served := s.blobs[c.hash]
+	s.limitMu.Unlock()
+	if served > probeBlobsPerCredential {
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("this instance had its %d probe downloads", probeBlobsPerCredential))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	for n > 0 {
+		k := min(n, int64(len(probeChunk)))
+		if _, err := w.Write(probeChunk[:k]); err != nil {
+			return // the agent's window ended, or it went away
+		}
+		n -= k
 	}
 }
 

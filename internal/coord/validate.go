@@ -137,7 +137,8 @@ func validateProbe(p *wire.Probe) error {
 		what string
 		v    string
 		max  int
-	}{{"probe.error", p.Error, 1024}, {"probe.cores_method", p.CoresMethod, 32}, {"probe.gpu_error", p.GPUError, 1024}} {
+	}{{"probe.error", p.Error, 1024}, {"probe.cores_method", p.CoresMethod, 32}, {"probe.gpu_error", p.GPUError, 1024},
+		{"probe.download_error", p.DownloadError, 1024}, {"probe.gpu_alloc", p.GPUAlloc, 32}, {"probe.gpu_alloc_error", p.GPUAllocError, 1024}} {
 		if t.v == "" {
 			continue
 		}
@@ -149,12 +150,13 @@ func validateProbe(p *wire.Probe) error {
 		what string
 		v    float64
 	}{{"probe.duration_s", p.DurationS}, {"probe.cores", p.Cores}, {"probe.gpu_mem_mb", p.GPUMemMB},
-		{"probe.disk_write_mbps", p.DiskMBps}, {"probe.advertised.cores", p.Advertised.Cores}, {"probe.advertised.ram_mb", p.Advertised.RAMMB}} {
+		{"probe.disk_write_mbps", p.DiskMBps}, {"probe.download_mbps", p.DownloadMBps}, {"probe.gpu_alloc_mb", p.GPUAllocMB}, {"probe.advertised.cores", p.Advertised.Cores},
+		{"probe.advertised.ram_mb", p.Advertised.RAMMB}, {"probe.advertised.down_mbps", p.Advertised.DownMbps}} {
 		if err := validNumber(n.what, n.v, 0, math.MaxFloat64); err != nil {
 			return err
 		}
 	}
-	if p.RAMBytes < 0 || p.RAMTargetBytes < 0 || p.Workers < 0 || p.GPUs < 0 || p.GPUs > maxGPUs || p.Advertised.GPUs < 0 {
+	if p.RAMBytes < 0 || p.RAMTargetBytes < 0 || p.DownloadBytes < 0 || p.GPUAllocGPUs < 0 || p.GPUAllocGPUs > maxGPUs || p.Workers < 0 || p.GPUs < 0 || p.GPUs > maxGPUs || p.Advertised.GPUs < 0 {
 		return fmt.Errorf("probe: a negative or too large count")
 	}
 	if len(p.GPUNames) > maxGPUs {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
@@ -25,6 +26,11 @@ type Options struct {
 	Keep bool
 	// JSON says the report goes out as JSON, which must stay whole.
 	JSON bool
+	// CullBelow, when above 0, gives the task a cull policy: a node
+	// whose hashes_per_s per $/hr stays under that share of the median
+	// after CullAfter of reports is destroyed.
+	CullBelow float64
+	CullAfter time.Duration
 	// DataDirGiven says the user named the data dir: the demo then makes
 	// none and removes nothing.
 	DataDirGiven bool
@@ -105,6 +111,9 @@ func Run(ctx context.Context, d *Deps, o Options) error {
 			err = perr
 		}
 	}
+	if rep != nil {
+		fmt.Fprintf(w, "%s\n", HashesPerDollar(rep))
+	}
 	if err != nil {
 		return err
 	}
@@ -142,5 +151,27 @@ run: nice -n 5 %s hashwork --prefix %s --seconds %g
 verify: exec %s hashcheck --prefix %s
 results: /workspace/project/results
 max_duration: 2h
-`, o.Count, shell.Quote(self), o.Prefix, o.Seconds, shell.Quote(self), o.Prefix)
+%s`, o.Count, shell.Quote(self), o.Prefix, o.Seconds, shell.Quote(self), o.Prefix, cullLine(o))
+}
+
+// cullLine is the task's cull policy, "" for none.
+func cullLine(o Options) string {
+	if o.CullBelow <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("cull: {below: %g, after: %s, metric: hashes_per_s}\n", o.CullBelow, o.CullAfter)
+}
+
+// HashesPerDollar says what the fleet delivered for the money: the
+// hashes each node last reported (its count so far), summed, over the
+// job's whole cost (failed boots and culled nodes included).
+func HashesPerDollar(rep *job.Report) string {
+	var hashes float64
+	for _, n := range rep.Nodes {
+		hashes += n.LastMetrics["hashes"]
+	}
+	if rep.Total <= 0 {
+		return fmt.Sprintf("%.4g hashes for $0.00", hashes)
+	}
+	return fmt.Sprintf("%.4g hashes for $%.4f: %.4g hashes per dollar (%d node(s) culled)", hashes, rep.Total, hashes/rep.Total, len(rep.Culls))
 }

@@ -17,7 +17,8 @@ import (
 
 // Hashwork is the demo's CPU job, as the node named by
 // $VASTFLEET_NODE_NAME: sha256 of "<node>-<n>" for n = 0, 1, ... for
-// seconds, the hash rate as metric lines on w and every hash that starts
+// seconds, the hash rate (hashes_per_s) and the hashes so far (hashes) as
+// metric lines on w and every hash that starts
 // with prefix as a finding (and into results/found.txt).
 func Hashwork(ctx context.Context, w io.Writer, prefix string, seconds float64) error {
 	node := os.Getenv("VASTFLEET_NODE_NAME")
@@ -55,12 +56,12 @@ func hashwork(ctx context.Context, node, prefix string, d time.Duration, out *bu
 		if n%4096 == 0 {
 			now := time.Now()
 			if now.Sub(last) >= 500*time.Millisecond {
-				fmt.Fprintf(out, "{\"metric\":\"hashes_per_s\",\"value\":%.0f}\n", float64(n-lastN)/now.Sub(last).Seconds())
+				fmt.Fprintf(out, "{\"metric\":\"hashes_per_s\",\"value\":%.0f}\n{\"metric\":\"hashes\",\"value\":%d}\n", float64(n-lastN)/now.Sub(last).Seconds(), n)
 				out.Flush()
 				last, lastN = now, n
 			}
 			if now.Sub(start) >= d || ctx.Err() != nil {
-				fmt.Fprintf(out, "%d hashes in %s\n", n, now.Sub(start).Round(time.Millisecond))
+				fmt.Fprintf(out, "{\"metric\":\"hashes\",\"value\":%d}\n%d hashes in %s\n", n, n, now.Sub(start).Round(time.Millisecond))
 				return ctx.Err()
 			}
 		}

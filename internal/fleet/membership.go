@@ -178,5 +178,5 @@ func (m *Membership) refreshListing(ctx context.Context) error {
 // listed or showed.
 func memberOf(in provider.Instance) coord.Instance {
 	return coord.Instance{MachineID: in.MachineID, Image: in.ImageUUID,
-		Advertised: wire.Capacity{Cores: in.CPUCoresEffective, RAMMB: in.CPURAM, GPUs: in.NumGPUs}}
+		Advertised: wire.Capacity{Cores: in.CPUCoresEffective, RAMMB: in.CPURAM, GPUs: in.NumGPUs, DownMbps: in.InetDown}}
 }

@@ -38,6 +38,7 @@ type env struct {
 	st     *store.Store
 	m      *fleet.Manager
 	db     *coord.DB
+	cs     *coord.Server
 	coord  *httptest.Server
 	dir    string
 	offers []market.Offer
@@ -93,6 +94,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
+	e.cs = cs
 	e.coord = httptest.NewServer(cs.Handler())
 	t.Cleanup(e.coord.Close)
 	machines := map[int64]bool{}

@@ -47,6 +47,8 @@ type Record struct {
 	CoordAddr string `json:"coord_addr,omitempty"`
 	// Started: the go marker is on every node of RunIDs (the run began).
 	Started bool `json:"started,omitempty"`
+	// Culls are the nodes the cull policy destroyed during the run.
+	Culls []Cull `json:"culls,omitempty"`
 }
 
 // Records keeps job records in the store and exports each, as it is

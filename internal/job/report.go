@@ -48,9 +48,12 @@ type Report struct {
 	ItemsLeft   int `json:"items_left"`
 	// Delivery is what a dollar bought on the instances that delivered
 	// items; nil when none did.
-	Delivery  *Delivery `json:"delivery,omitempty"`
-	Live      int       `json:"instances_live"`
-	Dashboard string    `json:"dashboard,omitempty"`
+	Delivery *Delivery `json:"delivery,omitempty"`
+	// Culls are the nodes the cull policy destroyed during the run, with
+	// the figures each was judged on.
+	Culls     []Cull `json:"culls,omitempty"`
+	Live      int    `json:"instances_live"`
+	Dashboard string `json:"dashboard,omitempty"`
 	// Hosts are each host's results by verdict, when the job validates.
 	Hosts []coord.HostResults `json:"hosts,omitempty"`
 	// Reconcile holds this cost up against the marketplace's charges,
@@ -76,6 +79,9 @@ type ReportNode struct {
 	// nothing or the job has no items).
 	ItemsDone      int     `json:"items_done"`
 	ItemsPerDollar float64 `json:"items_per_dollar"`
+	// LastMetrics are the metrics the instance last reported: for a
+	// counter (the demo's hashes) what it delivered in all.
+	LastMetrics map[string]float64 `json:"last_metrics,omitempty"`
 	// Model is the instance's hardware: its GPUs ("2x RTX 4090"), or
 	// what the store knows of it when it has none (see hardwareModel).
 	Model string `json:"model"`
@@ -206,7 +212,8 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 	for _, in := range ins {
 		models[in.ID] = hardwareModel(in)
 	}
-	rep := &Report{Job: rec.ID, At: cr.At, Clock: cr.Clock, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard}
+	rep := &Report{Job: rec.ID, At: cr.At, Clock: cr.Clock, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard,
+		Culls: rec.Culls}
 	for _, in := range cr.Instances {
 		n := ReportNode{ID: in.InstanceID, Ran: ran[in.InstanceID], State: in.State, Running: in.Running.Seconds(),
 			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total, Model: models[in.InstanceID]}
@@ -269,6 +276,11 @@ func countResults(ctx context.Context, r Results, rep *Report) error {
 	results, err := r.ItemResults(ctx, rep.Job)
 	if err != nil {
 		return err
+	}
+	if last, err := r.LastMetrics(ctx, rep.Job); err == nil {
+		for i := range rep.Nodes {
+			rep.Nodes[i].LastMetrics = last[rep.Nodes[i].ID].Metrics
+		}
 	}
 	rep.ItemsDone = len(results)
 	for _, r := range results {

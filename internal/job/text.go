@@ -37,6 +37,10 @@ func EventLine(e Event) string {
 		return fmt.Sprintf("started on %d node(s)", e.Nodes)
 	case Resumed:
 		return fmt.Sprintf("resumed with %d of %d node(s) still running", e.Running, e.Of)
+	case Cull:
+		return e.Line()
+	case CullUnjudged:
+		return "cull judges no node: " + e.Why
 	}
 	return finishEventLine(e)
 }
@@ -216,4 +220,23 @@ func (rep *Report) WriteTotals(w io.Writer) {
 		fmt.Fprintf(w, "  items      %d done (%d failed), %d left\n", rep.ItemsDone, rep.ItemsFailed, rep.ItemsLeft)
 		writeDelivery(w, rep.Delivery)
 	}
+	for _, k := range rep.Culls {
+		fmt.Fprintf(w, "  %s\n", k.Line())
+	}
+}
+
+// Line is a cull in words, with the figures it was judged on.
+func (k Cull) Line() string {
+	var s string
+	if k.Reports == 0 {
+		s = fmt.Sprintf("culled instance %d (machine %d): no report of %s in %s at $%.3f/hr, while the run's median node delivered %.4g per $/hr",
+			k.ID, k.MachineID, termsafe.Line(k.Metric), k.Over.Round(time.Second), k.DPH, k.Median)
+	} else {
+		s = fmt.Sprintf("culled instance %d (machine %d): %s %.4g at $%.3f/hr is %.4g per $/hr, %.0f%% of the run's median %.4g (cull below %.0f%%, over %s of reports)",
+			k.ID, k.MachineID, termsafe.Line(k.Metric), k.Mean, k.DPH, k.PerDPH, 100*k.Share, k.Median, 100*k.Below, k.Over.Round(time.Second))
+	}
+	if k.Error != "" {
+		s += "; " + termsafe.Line(k.Error)
+	}
+	return s
 }

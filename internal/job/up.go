@@ -11,6 +11,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // Options are what one up runs.
@@ -217,12 +218,35 @@ func (r *runner) resumeRun(ctx context.Context) (*Report, error) {
 
 // watchAndFinish watches the run to its end, then finishes the job.
 func (r *runner) watchAndFinish(ctx context.Context) (*Report, error) {
-	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes)
+	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes, r.culling(ctx))
 	r.d.emit(Ended{About{r.rec.ID}, end.why})
 	if ctx.Err() != nil {
 		return r.finish(ctx, r.d.choice(ctx), nil)
 	}
 	return r.finish(ctx, Collect, runOutcome(r.o.Job, r.nodes, end))
+}
+
+// culling is the watch's judge under the job's cull policy; nil without
+// one.
+func (r *runner) culling(ctx context.Context) judge {
+	c := newCuller(ctx, r.d, r.o.Job, r.rec.ID)
+	if c == nil {
+		return nil
+	}
+	return func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) []int64 {
+		for id := range running {
+			if _, ok := c.inst[id]; !ok {
+				c.refresh(ctx, r.d)
+				break
+			}
+		}
+		var out []int64
+		for _, k := range c.observe(snap, running) {
+			r.cull(ctx, k)
+			out = append(out, k.ID)
+		}
+		return out
+	}
 }
 
 // candidates are the launch's offers, nil for a launch that resumes.

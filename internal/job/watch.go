@@ -19,10 +19,16 @@ type end struct {
 	lost  error
 }
 
+// judge looks at the run's nodes and takes out of it those a policy
+// (cull) destroys, returning their ids; running are the nodes whose run
+// has not ended.
+type judge func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) []int64
+
 // watch follows the run until it ends: run exited on every node (or its
 // node died), every item done, no node left alive with items left,
-// max_duration passed, or ctx ended.
-func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node) end {
+// max_duration passed, or ctx ended. judge, when not nil, sees each look
+// at the run; the nodes it takes out are no longer waited for.
+func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node, judged judge) end {
 	began := d.Clock.Now()
 	exits := map[int64]int{}
 	want := map[int64]bool{}
@@ -39,8 +45,18 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
 		dead, unheard := tally(snap, want, exits, began)
+		if judged != nil {
+			if out := judged(ctx, snap, runningOf(want, exits)); len(out) > 0 {
+				for _, id := range out {
+					delete(want, id)
+				}
+				// A culled node silent since the run began is no longer
+				// one to wait for.
+				dead, unheard = tally(snap, want, exits, began)
+			}
+		}
 		now := d.Clock.Now()
-		v := runView{nodes: len(nodes), ended: len(exits), dead: dead, t: snap.Totals, elapsed: now.Sub(began)}
+		v := runView{nodes: len(want), ended: len(exits), dead: dead, t: snap.Totals, elapsed: now.Sub(began)}
 		switch {
 		case snap.Totals.ItemsLeft == 0 || snap.Totals.ItemsStarved < snap.Totals.ItemsLeft:
 			starvedSince = time.Time{}
@@ -66,6 +82,17 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 		case <-tick.C:
 		}
 	}
+}
+
+// runningOf are the watched nodes whose run has not exited.
+func runningOf(want map[int64]bool, exits map[int64]int) map[int64]bool {
+	running := map[int64]bool{}
+	for id := range want {
+		if _, ok := exits[id]; !ok {
+			running[id] = true
+		}
+	}
+	return running
 }
 
 // tally records the run's exit codes of the watched nodes into exits and

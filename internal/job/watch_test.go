@@ -116,7 +116,7 @@ func TestWatchEndsWhenNoAgentIsLeft(t *testing.T) {
 		}
 	}()
 	jf := &jobfile.Job{Sessions: []jobfile.Session{{Name: "w", Command: "work {item}"}}, MaxDuration: 6 * time.Hour}
-	end := watch(context.Background(), d, jf, "silent", []Node{{ID: ids[0]}, {ID: ids[1]}})
+	end := watch(context.Background(), d, jf, "silent", []Node{{ID: ids[0]}, {ID: ids[1]}}, nil)
 	if !errors.Is(end.lost, ErrPartial) || !strings.Contains(end.why, "no node alive") {
 		t.Errorf("watch ended: %q, %v; want partial, no node alive", end.why, end.lost)
 	}

@@ -83,6 +83,16 @@ type Job struct {
 	IdleBelow   float64
 	StoppedFor  time.Duration
 
+	// Probe, when set, ranks the query's offers by the user's own
+	// benchmark before the launch (probe: in the task file, as `bench
+	// offers --probe`).
+	Probe *Probe
+
+	// Cull destroys, during the run, a node that delivers less than a
+	// share of the fleet's median per dollar (cull: in the task file);
+	// nil culls nothing.
+	Cull *Cull
+
 	// Validate is how the coordinator checks the items' results (and,
 	// with Verify, the findings): a host's word is not taken as is.
 	Validate Validation
@@ -97,6 +107,30 @@ type Validation struct {
 	SpotChecks float64 // spot_checks: share of leases that re-run a validated item, unmarked
 	Verify     string  // verify: a command run on this machine per result and finding; exit 0 = valid
 }
+
+// Cull is the cull policy: once a node has reported Metric for After
+// (market time), it is destroyed when its mean Metric per $/hr is under
+// Below times the median of the nodes still running.
+type Cull struct {
+	Below  float64
+	After  time.Duration
+	Metric string // "": the one metric the nodes report
+}
+
+// Probe is a task file's probe: Command runs on one instance of each of
+// the Top machine types the query ranks best, bounded by Timeout; zero
+// Top and Timeout take bench offers' defaults.
+type Probe struct {
+	Command string
+	Top     int
+	Timeout time.Duration
+}
+
+// MaxProbeTop is the most machine types a probe may rent.
+const MaxProbeTop = 20
+
+// DefaultCullAfter is how long a node reports before a cull judges it.
+const DefaultCullAfter = 5 * time.Minute
 
 // MaxReplicas is the most runs of one item validate: asks for.
 const MaxReplicas = 8
@@ -173,10 +207,19 @@ type raw struct {
 	OnShort     string            `yaml:"on_short_hardware"`
 	MaxLifetime string            `yaml:"max_lifetime"`
 	Idle        *rawIdle          `yaml:"idle"`
+	Cull        *rawCull          `yaml:"cull"`
+	Probe       any               `yaml:"probe"`
 	StoppedFor  string            `yaml:"stopped_for"`
 	Validate    any               `yaml:"validate"`
 	SpotChecks  any               `yaml:"spot_checks"`
 	Verify      string            `yaml:"verify"`
+}
+
+// rawCull is the cull policy as written.
+type rawCull struct {
+	Below  float64 `yaml:"below"`
+	After  string  `yaml:"after"`
+	Metric string  `yaml:"metric"`
 }
 
 // rawIdle is the ladder's idle rung: after a duration below a share.
@@ -284,7 +327,7 @@ func knownKeys() []string {
 	return []string{"name", "market", "gpu", "query", "by", "count", "min_ready", "max_dph", "budget", "max_budget", "deadline", "park",
 		"task", "option", "image", "image_size", "disk", "env", "ports", "workdir", "setup", "run", "sessions", "results", "items",
 		"auto_destroy", "max_duration", "orphan_after", "on_short_hardware", "validate", "spot_checks", "verify",
-		"max_lifetime", "idle", "stopped_for"}
+		"max_lifetime", "idle", "stopped_for", "cull", "probe"}
 }
 
 // closest is the known key at edit distance ≤ 2 from k, if any.
@@ -409,6 +452,9 @@ func (v *validator) job(r *raw) (*Job, error) {
 			return nil, v.fail("idle", "idle: {after: 30m, below: 5} (stop a node whose CPU and GPU stayed under 5% for 30 minutes)", "idle needs both after (a duration) and below (a percentage between 0 and 100)")
 		}
 	}
+	if err := v.measured(j, r); err != nil {
+		return nil, err
+	}
 	if j.OrphanAfter > 0 && j.OrphanAfter < time.Minute {
 		return nil, v.fail("orphan_after", "at least 1m, so that a slow network does not stop healthy nodes", "%s is too short", j.OrphanAfter)
 	}
@@ -526,6 +572,90 @@ func (v *validator) job(r *raw) (*Job, error) {
 }
 
 // validation reads validate:, spot_checks: and verify:.
+// measured reads what judges the machines by the user's own measure: the
+// cull policy and the probe.
+func (v *validator) measured(j *Job, r *raw) (err error) {
+	if r.Cull != nil {
+		if j.Cull, err = v.cull(r.Cull); err != nil {
+			return err
+		}
+	}
+	if r.Probe != nil {
+		j.Probe, err = v.probe(r)
+	}
+	return err
+}
+
+// cull checks the cull policy.
+func (v *validator) cull(r *rawCull) (*Cull, error) {
+	c := &Cull{Below: r.Below, After: DefaultCullAfter, Metric: r.Metric}
+	if r.After != "" {
+		d, err := v.duration("cull", r.After)
+		if err != nil {
+			return nil, err
+		}
+		c.After = d
+	}
+	const fix = "cull: {below: 0.5, after: 5m, metric: hashes_per_s} (destroy a node delivering under half the median node's metric per $/hr, judged after 5 minutes of reports)"
+	switch {
+	case !(c.Below > 0 && c.Below < 1):
+		return nil, v.fail("cull", fix, "below %g: want a share of the median between 0 and 1", c.Below)
+	case c.After < time.Minute:
+		return nil, v.fail("cull", fix, "after %s: at least 1m, so that a node is judged on more than one report", c.After)
+	}
+	return c, nil
+}
+
+// probe checks the probe: a command, or {command, top, timeout}; it ranks
+// a query's offers, so a planned task has none.
+func (v *validator) probe(r *raw) (*Probe, error) {
+	const fix = "probe: 'CMD' or probe: {command: 'CMD', top: 5, timeout: 2m}, CMD printing units per second as the first word of its last line"
+	if r.Task != nil {
+		return nil, v.fail("probe", "remove probe (it ranks a query's offers), or rent by query:", "a planned task has no offers to probe")
+	}
+	p := &Probe{}
+	switch x := r.Probe.(type) {
+	case string:
+		p.Command = x
+	case map[string]any:
+		for k := range x {
+			if k != "command" && k != "top" && k != "timeout" {
+				return nil, v.fail("probe", fix, "unknown key %q", k)
+			}
+		}
+		p.Command, _ = x["command"].(string)
+		if err := v.probeBounds(p, x); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, v.fail("probe", fix, "%v is not a probe", x)
+	}
+	if p.Command = strings.TrimSpace(p.Command); p.Command == "" {
+		return nil, v.fail("probe", fix, "no command")
+	}
+	return p, nil
+}
+
+// probeBounds reads a probe's top and timeout.
+func (v *validator) probeBounds(p *Probe, x map[string]any) error {
+	if t, given := x["top"]; given {
+		n, ok := whole(t)
+		if !ok || n < 1 || n > MaxProbeTop {
+			return v.fail("probe", fmt.Sprintf("top from 1 to %d: how many machine types to probe", MaxProbeTop), "top %v", t)
+		}
+		p.Top = n
+	}
+	if t, given := x["timeout"]; given {
+		ts, _ := t.(string)
+		d, err := time.ParseDuration(ts)
+		if err != nil || d < time.Second {
+			return v.fail("probe", "a timeout such as 90s or 2m (at least 1s)", "timeout %v", t)
+		}
+		p.Timeout = d
+	}
+	return nil
+}
+
 func (v *validator) validation(j *Job, r *raw) error {
 	const fix = "validate: adaptive, or validate: {replicas: 2, quorum: 2}"
 	switch x := r.Validate.(type) {

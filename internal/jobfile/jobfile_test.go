@@ -33,6 +33,7 @@ on_short_hardware: warn
 max_lifetime: 12h
 idle: {after: 30m, below: 5}
 stopped_for: 24h
+cull: {below: 0.5, after: 10m, metric: keys_per_s}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,19 @@ stopped_for: 24h
 	}
 	if j.MaxLifetime != 12*time.Hour || j.IdleAfter != 30*time.Minute || j.IdleBelow != 5 || j.StoppedFor != 24*time.Hour {
 		t.Errorf("teardown ladder: lifetime %v, idle %v below %v%%, stopped for %v", j.MaxLifetime, j.IdleAfter, j.IdleBelow, j.StoppedFor)
+	}
+	if c := j.Cull; c == nil || c.Below != 0.5 || c.After != 10*time.Minute || c.Metric != "keys_per_s" {
+		t.Errorf("cull %+v", j.Cull)
+	}
+	if j, err := Parse("f.yaml", []byte("image: x\nrun: true\nprobe: ./bench.sh\n")); err != nil || *j.Probe != (Probe{Command: "./bench.sh"}) {
+		t.Errorf("probe: %v %+v", err, j)
+	}
+	if j, err := Parse("f.yaml", []byte("image: x\nrun: true\nprobe: {command: ./bench.sh, top: 3, timeout: 90s}\n")); err != nil ||
+		*j.Probe != (Probe{Command: "./bench.sh", Top: 3, Timeout: 90 * time.Second}) {
+		t.Errorf("probe mapping: %v %+v", err, j)
+	}
+	if j, err := Parse("f.yaml", []byte("image: x\nrun: true\ncull: {below: 0.3}\n")); err != nil || j.Cull.After != DefaultCullAfter {
+		t.Errorf("cull without after: %v %+v", err, j)
 	}
 	if j.Market != "vast" || j.Budget != 12.5 || j.Count != 40 || j.MinReady != 36 || !j.Park || j.By != "vcpu" ||
 		j.AutoDestroy || j.MaxDuration != time.Hour || j.OrphanAfter != 20*time.Minute || len(j.Setup) != 2 || j.Env["PREFIX"] != "00000" {
@@ -88,6 +102,12 @@ func TestParseErrorsNameLineAndFix(t *testing.T) {
 		{"items nobody runs", "image: x\nrun: true\nitems: 0..9\n", 3, "put {item} in run"},
 		{"backward range", "image: x\nrun: echo {item}\nitems: 9..0\n", 3, "runs backwards"},
 		{"idle without below", "image: x\nrun: true\nidle: {after: 30m}\n", 3, "idle: {after: 30m, below: 5}"},
+		{"cull without below", "image: x\nrun: true\ncull: {after: 5m}\n", 3, "cull: {below: 0.5, after: 5m"},
+		{"cull of the whole fleet", "image: x\nrun: true\ncull: {below: 1.5}\n", 3, "between 0 and 1"},
+		{"cull at once", "image: x\nrun: true\ncull: {below: 0.5, after: 10s}\n", 3, "at least 1m"},
+		{"probe without a command", "image: x\nrun: true\nprobe: {top: 3}\n", 3, "no command"},
+		{"probe of too many types", "image: x\nrun: true\nprobe: {command: bench, top: 50}\n", 3, "top from 1 to 20"},
+		{"probe of a planned task", "image: x\nrun: true\ntask:\n  model: 7b\nprobe: bench\n", 5, "ranks a query's offers"},
 		{"bad lifetime", "image: x\nrun: true\nmax_lifetime: a day\n", 3, "a duration such as"},
 		{"missing items file", "image: x\nrun: echo {item}\nitems: nosuch.txt\n", 3, "relative to the task file"},
 	} {

@@ -117,8 +117,9 @@ type HardwareCheck struct {
 func judge(p wire.Probe, o market.Offer, below float64) HardwareCheck {
 	c := HardwareCheck{
 		ProbeStatus: p.Status,
-		Measured:    wire.Capacity{Cores: round2(p.Cores), RAMMB: round2(float64(p.RAMBytes) / 1e6), GPUs: p.GPUs},
-		Advertised:  wire.Capacity{Cores: o.CPUCoresEffective, RAMMB: o.CPURAM, GPUs: o.NumGPUs},
+		Measured: wire.Capacity{Cores: round2(p.Cores), RAMMB: round2(float64(p.RAMBytes) / 1e6), GPUs: p.GPUs,
+			DownMbps: round2(8 * p.DownloadMBps)},
+		Advertised:  wire.Capacity{Cores: o.CPUCoresEffective, RAMMB: o.CPURAM, GPUs: o.NumGPUs, DownMbps: o.InetDown},
 		RAMTargetMB: round2(float64(p.RAMTargetBytes) / 1e6),
 		Error:       p.Error,
 	}
@@ -132,7 +133,11 @@ func judge(p wire.Probe, o market.Offer, below float64) HardwareCheck {
 	if p.RAMTargetBytes > 0 && float64(p.RAMBytes) < below*float64(p.RAMTargetBytes) {
 		c.Short = append(c.Short, "ram")
 	}
-	if c.Advertised.GPUs > 0 && float64(p.GPUs) < below*float64(c.Advertised.GPUs) {
+	if p.GPUAlloc == wire.GPUAllocOK || p.GPUAlloc == wire.GPUAllocShort {
+		// Demanded, not enumerated: the GPUs that took the allocation.
+		c.Measured.GPUs = min(p.GPUs, p.GPUAllocGPUs)
+	}
+	if c.Advertised.GPUs > 0 && float64(c.Measured.GPUs) < below*float64(c.Advertised.GPUs) {
 		c.Short = append(c.Short, "gpus")
 	}
 	return c

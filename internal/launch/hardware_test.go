@@ -36,6 +36,10 @@ func TestJudge(t *testing.T) {
 		{"gpus", func(p *wire.Probe) { p.GPUs = 2 }, []string{"gpus"}},
 		{"ram", func(p *wire.Probe) { p.RAMBytes = 100 << 20 }, []string{"ram"}},
 		{"all", func(p *wire.Probe) { p.Cores, p.GPUs, p.RAMBytes = 8, 1, 0 }, []string{"cores", "ram", "gpus"}},
+		// nvidia-smi lists 4 (a spoofed NVML can); 1 took the allocation.
+		{"gpus listed, not allocated", func(p *wire.Probe) { p.GPUAlloc, p.GPUAllocGPUs = wire.GPUAllocShort, 1 }, []string{"gpus"}},
+		{"gpus allocated", func(p *wire.Probe) { p.GPUAlloc, p.GPUAllocGPUs = wire.GPUAllocOK, 4 }, nil},
+		{"allocation not measured", func(p *wire.Probe) { p.GPUAlloc = wire.GPUAllocNotMeasured }, nil},
 		{"failed is never a pass", func(p *wire.Probe) { p.Status, p.Error = wire.ProbeFailed, "timed out after 1m0s during cpu" }, []string{"probe"}},
 	} {
 		p := ok

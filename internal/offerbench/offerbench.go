@@ -509,3 +509,36 @@ func cleanup(ctx context.Context, m *fleet.Manager, fleetName string, logw io.Wr
 	}
 	return ids, errors.Join(errs...)
 }
+
+// Rerank orders a launch's candidates by what the probes measured: each
+// offer of a machine type whose probe passed scores that type's units
+// per second × 3600 over the offer's own $/hr, best first; offers of
+// types no probe reached follow in their listing order; offers of types
+// whose probe failed are left out (their figure is unknown, or the
+// user's benchmark does not run there). A type's figure is one
+// machine's: another machine of the type may be short, which the boot
+// probe's hardware check catches at launch.
+func Rerank(cands []market.Ranked, res Result) []market.Ranked {
+	passed, failed := map[string]float64{}, map[string]bool{}
+	for _, r := range res.Rows {
+		if r.Passed() {
+			passed[r.Type] = r.UnitsPerS
+		} else {
+			failed[r.Type] = true
+		}
+	}
+	var measured, rest []market.Ranked
+	for _, c := range cands {
+		k := TypeKey(&c.Offer)
+		ups, ok := passed[k]
+		switch {
+		case ok && c.DPHTotal > 0:
+			c.Score = ups * 3600 / c.DPHTotal
+			measured = append(measured, c)
+		case !failed[k] && !ok:
+			rest = append(rest, c)
+		}
+	}
+	slices.SortStableFunc(measured, func(a, b market.Ranked) int { return cmpDesc(a.Score, b.Score) })
+	return append(measured, rest...)
+}

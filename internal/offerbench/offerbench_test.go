@@ -1,6 +1,7 @@
 package offerbench
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/market"
@@ -75,5 +76,35 @@ func TestRankByMeasuredUnitsPerDollar(t *testing.T) {
 	}
 	if pick != 1 || share == nil || *share != 0.25 {
 		t.Errorf("listing pick %d share %v, want 1 at 0.25", pick, share)
+	}
+}
+
+// TestRerankPutsMeasuredTypesFirst: a launch's candidates are ordered by
+// their type's measured units per second over their own $/hr; types no
+// probe reached follow in the listing's order, and types whose probe
+// failed are left out.
+func TestRerankPutsMeasuredTypesFirst(t *testing.T) {
+	t.Parallel()
+	offer := func(id int64, gpu string, dph float64) market.Ranked {
+		return market.Ranked{Offer: market.Offer{ID: id, GPUName: gpu, NumGPUs: 1, CPUName: "EPYC", DPHTotal: dph}, Score: 1000 - float64(id)}
+	}
+	cands := []market.Ranked{offer(1, "A", 1), offer(2, "B", 1), offer(3, "A", 2), offer(4, "C", 1), offer(5, "D", 1), offer(6, "B", 0.5)}
+	res := Result{Rows: []Row{
+		{Type: "A / EPYC", Status: StatusOK, UnitsPerS: 10},
+		{Type: "B / EPYC", Status: StatusOK, UnitsPerS: 4},
+		{Type: "C / EPYC", Status: "failed"},
+	}}
+	got := Rerank(cands, res)
+	var ids []int64
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	// A at $1: 36000/$, B at $0.5: 28800, A at $2: 18000, B at $1: 14400;
+	// D unprobed; C failed.
+	if want := []int64{1, 6, 3, 2, 5}; !slices.Equal(ids, want) {
+		t.Errorf("reranked %v, want %v", ids, want)
+	}
+	if got[0].Score != 36000 || got[4].Score != 995 {
+		t.Errorf("scores %v and %v, want 36000 and the listing's 995", got[0].Score, got[4].Score)
 	}
 }

@@ -24,6 +24,9 @@ const (
 	PathAgentBin  = "/agent/bin"        // GET (agent token) → the agent binary
 	PathAgentSum  = "/agent/sha256"     // GET (agent token) → hex sha256 of it
 	PathMetrics   = "/metrics"          // GET (viewer) → Prometheus text format
+	// PathProbeBlob: GET (agent credential) ?bytes=N → N bytes (at most
+	// MaxProbeBlob) that the boot probe times to measure its download.
+	PathProbeBlob = "/api/v1/probe/blob"
 	// Work items (see ItemLease): an item-worker session leases one item
 	// at a time and reports its result.
 	PathItemsLease  = "/api/v1/items/lease"  // POST ItemLeaseRequest → 200 ItemLease, or 204 when every item is done
@@ -233,6 +236,13 @@ const (
 	ProbeFailed = "failed" // an error or the time bound: never a pass
 )
 
+// What demanding the GPUs showed (Probe.GPUAlloc).
+const (
+	GPUAllocOK          = "ok"
+	GPUAllocShort       = "short"
+	GPUAllocNotMeasured = "not measured"
+)
+
 // Probe is what the agent's boot probe measured of its machine, before
 // any session started: what the machine delivers, not what it lists.
 type Probe struct {
@@ -251,13 +261,32 @@ type Probe struct {
 	RAMBytes       int64 `json:"ram_bytes"`
 	RAMTargetBytes int64 `json:"ram_target_bytes"`
 	// GPUs nvidia-smi lists (0 without it), with their names and memory.
-	GPUs       int      `json:"gpus"`
-	GPUNames   []string `json:"gpu_names,omitempty"`
-	GPUMemMB   float64  `json:"gpu_mem_mb,omitempty"` // per GPU, the first one's
-	GPUError   string   `json:"gpu_error,omitempty"`
-	DiskMBps   float64  `json:"disk_write_mbps"`
-	Advertised Capacity `json:"advertised"` // what the probe was sized from
+	GPUs     int      `json:"gpus"`
+	GPUNames []string `json:"gpu_names,omitempty"`
+	GPUMemMB float64  `json:"gpu_mem_mb,omitempty"` // per GPU, the first one's
+	GPUError string   `json:"gpu_error,omitempty"`
+	// GPUAlloc is what demanding the GPUs showed, where nvidia-smi lists
+	// any: "ok" (GPUAllocGPUs of them each gave GPUAllocMB and ran a
+	// fill), "short" (fewer did than nvidia-smi lists), or "not measured"
+	// with GPUAllocError saying why (no CUDA runtime to allocate with).
+	GPUAlloc      string  `json:"gpu_alloc,omitempty"`
+	GPUAllocGPUs  int     `json:"gpu_alloc_gpus,omitempty"`
+	GPUAllocMB    float64 `json:"gpu_alloc_mb,omitempty"`
+	GPUAllocError string  `json:"gpu_alloc_error,omitempty"`
+	DiskMBps      float64 `json:"disk_write_mbps"`
+	// DownloadMBps is a download from the coordinator (MB/s, 1e6 bytes)
+	// of DownloadBytes, read within a bounded window; DownloadError says
+	// why it was not measured or was cut short. The coordinator's own
+	// link bounds it too, so it is reported against the offer's inet_down,
+	// never judged.
+	DownloadMBps  float64  `json:"download_mbps"`
+	DownloadBytes int64    `json:"download_bytes,omitempty"`
+	DownloadError string   `json:"download_error,omitempty"`
+	Advertised    Capacity `json:"advertised"` // what the probe was sized from
 }
+
+// MaxProbeBlob is the most bytes one probe download asks for.
+const MaxProbeBlob = 64 << 20
 
 // Capacity is a machine's cores, RAM and GPUs: as an offer advertises
 // them, or as a probe measured them.
@@ -265,6 +294,9 @@ type Capacity struct {
 	Cores float64 `json:"cores"`
 	RAMMB float64 `json:"ram_mb"`
 	GPUs  int     `json:"gpus"`
+	// DownMbps is the download speed in Mb/s: the offer's inet_down, or
+	// the probe's download from the coordinator (× 8).
+	DownMbps float64 `json:"down_mbps,omitempty"`
 }
 
 // HeartbeatReply tells the agent when to report next and how its

@@ -128,6 +128,9 @@ function probeCell(n) {
   const a = p.advertised || {};
   const parts = [num(p.cores, 1) + (a.cores ? " / " + num(a.cores, 0) : "") + " cores"];
   if (a.gpus || p.gpus) parts.push(p.gpus + (a.gpus ? " / " + a.gpus : "") + " GPU");
+  // Download from the coordinator against the offer's inet_down: shown,
+  // not judged (the coordinator's own link bounds it too).
+  if (p.download_mbps) parts.push(num(8 * p.download_mbps, 0) + (a.down_mbps ? " / " + num(a.down_mbps, 0) : "") + " Mb/s down");
   const short = (a.cores && p.cores < 0.7 * a.cores) || (a.gpus && p.gpus < 0.7 * a.gpus);
   return [parts.join(" · "), short ? "num refused" : "num"];
 }

@@ -1,0 +1,328 @@
+package job
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// TestCullerJudgesPerDollarAfterTheGrace: a node is culled only once it
+// has reported for the grace period, and only when its mean metric per
+// $/hr is under the share of the running nodes' median; a node whose run
+// ended is neither judged nor counted in the median, and with several
+// metrics and none named nothing is judged (said once).
+func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var unjudged []string
+	c := &culler{p: jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, job: "j", nodes: map[int64]*reports{},
+		unjudge: func(why string) { unjudged = append(unjudged, why) },
+		inst: map[int64]store.Instance{
+			1: {ID: 1, MachineID: 11, DPHTotal: 1}, 2: {ID: 2, MachineID: 12, DPHTotal: 1}, 3: {ID: 3, MachineID: 13, DPHTotal: 2},
+			4: {ID: 4, MachineID: 14, DPHTotal: 1}, // delivers a fifth of the median per dollar
+			5: {ID: 5, MachineID: 15, DPHTotal: 4}, // as much as the others, at 4x the price: a quarter
+			6: {ID: 6, MachineID: 16, DPHTotal: 1}, // its run ended, slow: not judged, not in the median
+			7: {ID: 7, MachineID: 17, DPHTotal: 1}, // reports no metric: delivers nothing
+		}}
+	rates := map[int64]float64{1: 100, 2: 110, 3: 190, 4: 20, 5: 100, 6: 1}
+	snap := func(at time.Time, metrics func(id int64) map[string]float64) wire.Snapshot {
+		s := wire.Snapshot{At: at}
+		for id := int64(1); id <= 7; id++ {
+			n := wire.Node{Node: fmt.Sprint("n", id), InstanceID: id, State: "alive", LastSeen: at}
+			if id != 7 {
+				n.Metrics = metrics(id)
+			}
+			s.Nodes = append(s.Nodes, n)
+		}
+		return s
+	}
+	one := func(id int64) map[string]float64 { return map[string]float64{"keys_per_s": rates[id]} }
+	running := map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 7: true}
+	for m := range 5 {
+		if got := c.observe(snap(t0.Add(time.Duration(m)*time.Minute), one), running); len(got) != 0 {
+			t.Fatalf("minute %d, within the grace: culled %+v", m, got)
+		}
+	}
+	got := c.observe(snap(t0.Add(5*time.Minute), one), running)
+	var ids []int64
+	for _, k := range got {
+		ids = append(ids, k.ID)
+	}
+	if !slices.Equal(ids, []int64{7, 4, 5}) {
+		t.Fatalf("after the grace culled %v, want [7 4 5]", ids)
+	}
+	if k := got[0]; k.MachineID != 17 || k.Reports != 0 || k.Over != 5*time.Minute || !strings.Contains(k.Line(), "no report of keys_per_s in 5m0s") {
+		t.Errorf("silent node's cull %+v: %s", k, k.Line())
+	}
+	// The median of 100, 110, 95, 20, 25 per $/hr is 95.
+	if k := got[1]; k.MachineID != 14 || k.Metric != "keys_per_s" || k.Median != 95 || k.PerDPH != 20 || k.Reports != 6 || k.Over != 5*time.Minute {
+		t.Errorf("cull %+v", k)
+	}
+	// Several metrics, none named: nothing judged, said once.
+	c2 := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*reports{}, inst: c.inst,
+		unjudge: func(why string) { unjudged = append(unjudged, why) }}
+	two := func(id int64) map[string]float64 {
+		return map[string]float64{"keys_per_s": rates[id], "keys": 1000 * rates[id]}
+	}
+	for m := range 10 {
+		if got := c2.observe(snap(t0.Add(time.Duration(m)*time.Minute), two), running); len(got) != 0 {
+			t.Fatalf("two metrics, none named: culled %+v", got)
+		}
+	}
+	delete(running, 7)
+	if len(unjudged) != 1 || !strings.Contains(unjudged[0], "metric: NAME") {
+		t.Errorf("said %q, want once that a metric must be named", unjudged)
+	}
+	// Named, it judges.
+	c2.p.Metric = "keys_per_s"
+	c2.observe(snap(t0.Add(20*time.Minute), two), running)
+	if got := c2.observe(snap(t0.Add(22*time.Minute), two), running); len(got) != 2 {
+		t.Errorf("metric named: culled %+v, want 2", got)
+	}
+}
+
+// TestCullDoesNotRaiseTheBar: the median a node is held against keeps the
+// nodes already culled at their mean, so that culling the worst does not
+// make the next-worst fall under the share (all but the best culled one
+// by one, seen in the demo before: 11 of 20).
+func TestCullDoesNotRaiseTheBar(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	inst := map[int64]store.Instance{}
+	rates := map[int64]float64{1: 100, 2: 100, 3: 100, 4: 30, 5: 30, 6: 45}
+	running := map[int64]bool{}
+	for id := range rates {
+		inst[id] = store.Instance{ID: id, MachineID: 10 + id, DPHTotal: 1}
+		running[id] = true
+	}
+	c := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*reports{}, inst: inst, unjudge: func(string) {}}
+	var culled []int64
+	for m := range 10 {
+		at := t0.Add(time.Duration(m) * time.Minute)
+		s := wire.Snapshot{At: at}
+		for id := range running {
+			s.Nodes = append(s.Nodes, wire.Node{Node: fmt.Sprint("n", id), InstanceID: id, State: "alive", LastSeen: at,
+				Metrics: map[string]float64{"keys_per_s": rates[id]}})
+		}
+		for _, k := range c.observe(s, running) {
+			culled = append(culled, k.ID)
+			delete(running, k.ID)
+		}
+	}
+	// The median of 100, 100, 100, 30, 30, 45 is 72.5: 45 is 62% of it,
+	// and stays; held against the three 100s left, it would be culled.
+	if slices.Sort(culled); !slices.Equal(culled, []int64{4, 5}) {
+		t.Errorf("culled %v, want [4 5]", culled)
+	}
+}
+
+// TestUpCullsTheNodeThatDeliversLeastPerDollar is the cull policy on real
+// parts (the simulated market, the store, the coordinator): of four
+// nodes, the one delivering a fifth of the others' keys per $/hr is
+// destroyed once it has reported for the grace period, while the job
+// runs on; its machine goes on the bad-host list with the figures, and
+// the cull is an event and a line of the report. Without the policy
+// nothing is destroyed before the end, and the fleet's keys per dollar
+// is lower.
+func TestUpCullsTheNodeThatDeliversLeastPerDollar(t *testing.T) {
+	t.Parallel()
+	withCull, culls := runCullJob(t, &jobfile.Cull{Below: 0.5, After: 5 * time.Minute})
+	without, none := runCullJob(t, nil)
+	if len(none) != 0 || len(without.rep.Culls) != 0 {
+		t.Fatalf("without a cull policy: culls %+v", without.rep.Culls)
+	}
+	if len(culls) != 1 || len(withCull.rep.Culls) != 1 || withCull.rep.Culls[0].ID != withCull.slow {
+		t.Fatalf("culls %+v (report %+v), want instance %d", culls, withCull.rep.Culls, withCull.slow)
+	}
+	k := culls[0]
+	if k.Share >= 0.5 || k.Over < 5*time.Minute || k.Error != "" || k.Metric != "keys_per_s" {
+		t.Errorf("cull %+v", k)
+	}
+	// Destroyed mid-run: it ran less than half as long as the others.
+	for _, n := range withCull.rep.Nodes {
+		if n.ID != k.ID && 2*withCull.running(k.ID) > n.Running {
+			t.Errorf("culled instance %d ran %.0fs, instance %d %.0fs: not destroyed mid-run", k.ID, withCull.running(k.ID), n.ID, n.Running)
+		}
+	}
+	hosts, err := withCull.st.BadHosts(context.Background(), withCull.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != 1 || hosts[0].MachineID != k.MachineID || !strings.Contains(hosts[0].Reason, "culled by job cull") ||
+		!strings.Contains(hosts[0].Reason, "keys_per_s") {
+		t.Errorf("bad hosts %+v, want machine %d culled with its figures", hosts, k.MachineID)
+	}
+	var b bytes.Buffer
+	withCull.rep.WriteTotals(&b)
+	if !strings.Contains(b.String(), fmt.Sprintf("culled instance %d", k.ID)) {
+		t.Errorf("the report's text leaves out the cull:\n%s", b.String())
+	}
+	with, wo := withCull.keysPerDollar(), without.keysPerDollar()
+	t.Logf("keys per dollar: %.4g with cull, %.4g without (%+.0f%%)", with, wo, 100*(with/wo-1))
+	if with <= 1.15*wo {
+		t.Errorf("keys per dollar %.4g with cull, %.4g without: want over 15%% more", with, wo)
+	}
+}
+
+// cullRun is one run of the cull job.
+type cullRun struct {
+	*env
+	rep  *Report
+	slow int64
+	now  time.Time
+	ids  []int64
+	dph  map[int64]float64
+	keys map[int64]float64 // keys each node delivered (its rate over the time it reported)
+}
+
+func (r cullRun) running(id int64) float64 {
+	for _, n := range r.rep.Nodes {
+		if n.ID == id {
+			return n.Running
+		}
+	}
+	return 0
+}
+
+func (r cullRun) keysPerDollar() float64 {
+	var keys float64
+	for _, v := range r.keys {
+		keys += v
+	}
+	return keys / r.rep.Total
+}
+
+// runCullJob runs a 30-minute job on four nodes whose agents report
+// keys_per_s each 10 s of market time, the dearest node a fifth of the
+// others' per $/hr, under the cull policy p; it returns the run and its
+// cull events.
+func runCullJob(t *testing.T, p *jobfile.Cull) (cullRun, []Cull) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ids := e.rent("cull", 4)
+	run := cullRun{env: e, ids: ids, dph: map[int64]float64{}, keys: map[int64]float64{}}
+	ins, err := e.st.Instances(ctx, store.InstanceFilter{Fleet: "cull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		run.dph[in.ID] = in.DPHTotal
+		// The slow node is the dearest: what it costs is what a cull saves.
+		if run.slow == 0 || in.DPHTotal > run.dph[run.slow] {
+			run.slow = in.ID
+		}
+	}
+	creds := map[int64]string{}
+	for i, id := range ids {
+		creds[id] = e.enrollAs("cull", id, fmt.Sprint("node-", i))
+	}
+	// Every node delivers 1e6 keys/s per $/hr, the slow one 2e5.
+	rate := func(id int64) float64 {
+		if id == run.slow {
+			return 2e5 * run.dph[id]
+		}
+		return 1e6 * run.dph[id]
+	}
+	var mu sync.Mutex
+	culled := map[int64]bool{}
+	d := e.deps(nil)
+	events := d.Events
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d.Events = func(ev Event) {
+		switch ev := ev.(type) {
+		case Cull:
+			mu.Lock()
+			culled[ev.ID] = true
+			mu.Unlock()
+		case Ended:
+			// The run is over: no more keys (the nodes are destroyed next).
+			once.Do(func() { close(stop) })
+			<-stopped
+		}
+		events(ev)
+	}
+	d.Coord, d.Poll = e.cs, time.Millisecond
+	go func() { // the market's time goes on, and the agents report
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			e.clock.Advance(10 * time.Second)
+			for i, id := range ids {
+				mu.Lock()
+				gone := culled[id]
+				mu.Unlock()
+				if gone {
+					continue
+				}
+				mu.Lock()
+				run.keys[id] += 10 * rate(id)
+				mu.Unlock()
+				e.heartbeat(creds[id], wire.Heartbeat{Fleet: "cull", Node: fmt.Sprint("node-", i), InstanceID: id, SentAt: e.clock.Now(),
+					Metrics: map[string]float64{"keys_per_s": rate(id)}})
+			}
+		}
+	}()
+	jf := &jobfile.Job{Sessions: []jobfile.Session{{Name: "w", Command: "work"}}, MaxDuration: 30 * time.Minute, AutoDestroy: true, Cull: p}
+	r := &runner{d: d, o: Options{Job: jf}, rec: &Record{ID: "cull", State: StateRunning, StartedAt: e.clock.Now(), AutoDestroy: true,
+		LocalDir: t.TempDir(), RunIDs: ids, Started: true}}
+	for _, id := range ids {
+		r.nodes = append(r.nodes, Node{ID: id, Name: fmt.Sprint("C.", id)})
+	}
+	rep, err := r.watchAndFinish(ctx)
+	once.Do(func() { close(stop) })
+	<-stopped
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.rep, run.now = rep, e.clock.Now()
+	var out []Cull
+	e.mu.Lock()
+	for _, ev := range e.events {
+		if k, ok := ev.(Cull); ok {
+			out = append(out, k)
+		}
+	}
+	e.mu.Unlock()
+	return run, out
+}
+
+// enrollAs trades fleet's bootstrap token for instance id's credential as
+// node name.
+func (e *env) enrollAs(fleetName string, id int64, name string) string {
+	e.t.Helper()
+	bootstrap, _, err := e.db.FleetTokens(context.Background(), fleetName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rep wire.EnrollReply
+	e.post(bootstrap, wire.PathEnroll, wire.EnrollRequest{Fleet: fleetName, InstanceID: id, Node: name}, &rep)
+	return rep.Token
+}
+
+// heartbeat sends hb as an agent would; an answer other than 2xx (a node
+// just destroyed) is the agent's to bear, not the test's.
+func (e *env) heartbeat(credential string, hb wire.Heartbeat) {
+	b, _ := json.Marshal(hb)
+	req, _ := http.NewRequest(http.MethodPost, e.coord.URL+wire.PathHeartbeat, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+credential)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
