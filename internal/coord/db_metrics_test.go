@@ -1,7 +1,6 @@
 package coord
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,19 +10,14 @@ import (
 // TestLastMetrics: a fleet's saved heartbeats give each instance's last
 // metrics; other fleets', metric-less and instance-less nodes are left
 // out, and of two rows for one instance the newer wins.
-func TestLastMetrics(t *testing.T) {
-	t.Parallel()
+func testLastMetrics(t *testing.T, backend string) {
 	ctx := t.Context()
-	db, err := OpenDB(ctx, filepath.Join(t.TempDir(), "coord.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openBackend(t, backend)
 	t0 := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 	hb := func(node string, id int64, m map[string]float64) wire.Heartbeat {
 		return wire.Heartbeat{Node: node, InstanceID: id, Metrics: m}
 	}
-	err = db.saveNodes(ctx, []savedNode{
+	err := db.saveNodes(ctx, []savedNode{
 		{fleet: "f", lastSeen: t0, hb: hb("a", 1, map[string]float64{"hashes_per_s": 100})},
 		{fleet: "f", lastSeen: t0.Add(time.Minute), hb: hb("a2", 1, map[string]float64{"hashes_per_s": 150})},
 		{fleet: "f", lastSeen: t0, hb: hb("b", 2, nil)},

@@ -2,14 +2,10 @@ package coord
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,62 +18,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// pgStoreTables are coord.db's nodes and findings tables in PostgreSQL:
-// what the two writes BenchmarkStoreWrites times touch.
-const pgStoreTables = `CREATE TABLE nodes (
-		fleet     TEXT NOT NULL,
-		node      TEXT NOT NULL,
-		last_seen TEXT NOT NULL,
-		heartbeat TEXT NOT NULL,
-		PRIMARY KEY (fleet, node)
-	);
-	CREATE TABLE findings (
-		id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-		fleet       TEXT NOT NULL,
-		key         TEXT NOT NULL,
-		node        TEXT NOT NULL,
-		session     TEXT NOT NULL DEFAULT '',
-		at          TEXT NOT NULL,
-		data        TEXT NOT NULL,
-		received_at TEXT NOT NULL,
-		item        BIGINT NOT NULL DEFAULT 0,
-		UNIQUE (fleet, key)
-	)`
-
-// dollarParams numbers a statement's ? placeholders as PostgreSQL's $n.
-func dollarParams(q string) string {
-	for n := 1; strings.Contains(q, "?"); n++ {
-		q = strings.Replace(q, "?", "$"+strconv.Itoa(n), 1)
-	}
-	return q
-}
-
-// storeBackend is a database the coordinator's writes go to, and the
-// statements in its dialect.
+// storeBackend is a coordinator database the benchmarks write to, and
+// the statements they write with.
 type storeBackend struct {
-	w                *sql.DB
+	w                *conn
 	findings, upsert string
 }
 
+// openStoreBackend is coord.db as the coordinator opens it: on SQLite
+// (WAL, synchronous=FULL) or on PostgreSQL (a local cluster syncing each
+// commit), one writer on each.
 func openStoreBackend(b *testing.B, name string) storeBackend {
 	b.Helper()
-	if name == "sqlite" {
-		// coord.db as the coordinator opens it: WAL, synchronous=FULL.
-		db := openTestDB(b, filepath.Join(b.TempDir(), "coord.db"))
-		b.Cleanup(func() { db.Close() })
-		return storeBackend{w: db.w, findings: insertFindingSQL, upsert: upsertNodeSQL}
-	}
-	db, err := sql.Open("pgx", pgtest.DurableDSN(b))
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := newTestStore(b, name, true).open(b)
 	b.Cleanup(func() { db.Close() })
-	// One writer, as the coordinator's SQLite has.
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(pgStoreTables); err != nil {
-		b.Fatal(err)
-	}
-	return storeBackend{w: db, findings: dollarParams(insertFindingSQL), upsert: dollarParams(upsertNodeSQL)}
+	return storeBackend{w: db.w, findings: insertFindingSQL, upsert: upsertNodeSQL}
 }
 
 // Under BenchmarkHeartbeats' load (an agent sends a batch of 5 findings
