@@ -26,6 +26,7 @@ func TestStoreConformance(t *testing.T) {
 		{"StateAndFindingsSurviveARestart", testStateAndFindingsSurviveARestart},
 		{"FindingsShowTheCoordinatorsClock", testFindingsShowTheCoordinatorsClock},
 		{"LastMetrics", testLastMetrics},
+		{"GroupCommitStoresEachKeyOnce", testGroupCommitStoresEachKeyOnce},
 		{"AThousandEnrollAtOnce", testAThousandEnrollAtOnce},
 		{"ForgedRequestsAreRefused", testForgedRequestsAreRefused},
 	}

@@ -427,6 +427,9 @@ func (d *DB) tokenHashes(ctx context.Context) ([]tokenEntry, error) {
 // transaction (one fsync for all) and reports, per batch, how many keys
 // were new. A key already stored is left as it was.
 func (d *DB) insertFindings(ctx context.Context, batches []*findingsReq) error {
+	if d.w.pg {
+		return insertFindingsArrays(ctx, d.w, batches)
+	}
 	return insertFindingsWith(ctx, d.w, insertFindingSQL, batches)
 }
 
@@ -520,6 +523,9 @@ type savedNode struct {
 
 // saveNodes upserts the latest heartbeat of each node in one transaction.
 func (d *DB) saveNodes(ctx context.Context, nodes []savedNode) error {
+	if d.w.pg {
+		return saveNodesArrays(ctx, d.w, nodes)
+	}
 	return saveNodesWith(ctx, d.w, upsertNodeSQL, nodes)
 }
 

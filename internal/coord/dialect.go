@@ -3,7 +3,9 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 
@@ -15,7 +17,10 @@ import (
 // take, with SQLite's ? placeholders; conn and txn number them as $n
 // for PostgreSQL and pass a Go bool as the 0 or 1 both schemas store.
 // What else differs: the schema (pgSchema, its types and its version
-// table), group_concat (listDistinct), and the write lock (writeLock).
+// table), group_concat (listDistinct), the write lock (writeLock), and
+// the two writes under load, which on PostgreSQL pass their rows as
+// arrays in one statement (a round trip per row costs PostgreSQL's
+// backend more CPU than the row: BenchmarkStoreWrites).
 
 // isPostgres says whether where names a PostgreSQL database rather than
 // a SQLite file.
@@ -140,6 +145,98 @@ func (t *txn) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
 
 func (t *txn) Commit() error   { return t.tx.Commit() }
 func (t *txn) Rollback() error { return t.tx.Rollback() }
+
+// The coordinator's two writes under load on PostgreSQL, each one
+// statement with the rows as arrays.
+const (
+	pgUpsertNodesSQL = `INSERT INTO nodes (fleet, node, last_seen, heartbeat)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+		ON CONFLICT (fleet, node) DO UPDATE SET last_seen = excluded.last_seen, heartbeat = excluded.heartbeat`
+	pgInsertFindingsSQL = `INSERT INTO findings (fleet, key, node, session, at, data, received_at, item)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+		ON CONFLICT (fleet, key) DO NOTHING RETURNING fleet, key`
+)
+
+// saveNodesArrays is saveNodes on PostgreSQL. A node named twice in nodes
+// would fail the statement (it may change a row once): the last wins.
+func saveNodesArrays(ctx context.Context, w *conn, nodes []savedNode) error {
+	type key struct{ fleet, node string }
+	at := make(map[key]int, len(nodes))
+	cols := make([][]string, 4)
+	for _, n := range nodes {
+		b, err := json.Marshal(n.hb)
+		if err != nil {
+			return err
+		}
+		row := []string{n.fleet, n.hb.Node, n.lastSeen.UTC().Format(time.RFC3339Nano), string(b)}
+		if i, ok := at[key{n.fleet, n.hb.Node}]; ok {
+			for c := range cols {
+				cols[c][i] = row[c]
+			}
+			continue
+		}
+		at[key{n.fleet, n.hb.Node}] = len(cols[0])
+		for c := range cols {
+			cols[c] = append(cols[c], row[c])
+		}
+	}
+	_, err := w.ExecContext(ctx, pgUpsertNodesSQL, cols[0], cols[1], cols[2], cols[3])
+	return err
+}
+
+// insertFindingsArrays is insertFindings on PostgreSQL: one statement
+// for the whole group, which returns the keys it stored. A key twice in
+// the group is stored once, from its first batch, as row by row.
+func insertFindingsArrays(ctx context.Context, w *conn, batches []*findingsReq) error {
+	cols := make([][]string, 7)
+	var items []int64
+	for _, b := range batches {
+		recv := b.receivedAt.UTC().Format(time.RFC3339Nano)
+		for _, it := range b.items {
+			for c, v := range []string{b.fleet, it.Key, b.node, it.Session, it.At.UTC().Format(time.RFC3339Nano), string(it.Data), recv} {
+				cols[c] = append(cols[c], v)
+			}
+			items = append(items, it.Item)
+		}
+	}
+	type key struct{ fleet, key string }
+	stored := map[key]bool{}
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, pgInsertFindingsSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], items)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var k key
+		if err := rows.Scan(&k.fleet, &k.key); err != nil {
+			rows.Close()
+			return err
+		}
+		stored[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, b := range batches {
+		b.stored = 0
+		for i, it := range b.items {
+			if k := (key{b.fleet, it.Key}); stored[k] {
+				delete(stored, k) // the first batch naming it stored it
+				b.stored++
+				b.new = append(b.new, i)
+			}
+		}
+	}
+	return nil
+}
 
 // pgSchema is schema in PostgreSQL, as its steps leave it, in one step:
 // a later change is a new step in both lists. Integers are BIGINT (times

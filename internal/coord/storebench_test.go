@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -102,75 +101,43 @@ func BenchmarkStoreWrites(b *testing.B) {
 	}
 }
 
-// The same two writes on PostgreSQL as one statement each, the rows
-// passed as arrays: one round trip per write instead of one per row,
-// which is what a coordinator on PostgreSQL would have to do (measured
-// beside the per-row statements above).
-const (
-	pgUpsertNodesArraySQL = `INSERT INTO nodes (fleet, node, last_seen, heartbeat)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-		ON CONFLICT (fleet, node) DO UPDATE SET last_seen = excluded.last_seen, heartbeat = excluded.heartbeat`
-	pgInsertFindingsArraySQL = `INSERT INTO findings (fleet, key, node, session, at, data, received_at, item)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
-		ON CONFLICT (fleet, key) DO NOTHING RETURNING key`
-)
-
 // BenchmarkStoreWritesPostgresArrays is BenchmarkStoreWrites' PostgreSQL
-// writes with each write one statement (rows as arrays).
+// writes as the coordinator makes them there: each one statement, the
+// rows as arrays (saveNodesArrays, insertFindingsArrays).
 //
 //	go test -run '^$' -bench BenchmarkStoreWritesPostgresArrays -benchtime 200x ./internal/coord
 func BenchmarkStoreWritesPostgresArrays(b *testing.B) {
 	b.Run("op=flush", func(b *testing.B) {
-		be := openStoreBackend(b, "postgres")
-		cols := make([][]string, 4)
+		be := openStoreBackend(b, postgresBackend)
+		nodes := make([]savedNode, benchFlushNodes)
+		for a := range nodes {
+			nodes[a] = savedNode{fleet: "bench", hb: benchHeartbeat(a)}
+		}
 		timeStoreWrites(b, benchFlushNodes, func(ctx context.Context, i int) error {
-			for c := range cols {
-				cols[c] = cols[c][:0]
+			for a := range nodes {
+				nodes[a].lastSeen = time.Now()
+				nodes[a].hb.Seq = int64(i)
 			}
-			for a := range benchFlushNodes {
-				hb := benchHeartbeat(a)
-				hb.Seq = int64(i)
-				js, _ := json.Marshal(hb)
-				cols[0], cols[1] = append(cols[0], "bench"), append(cols[1], hb.Node)
-				cols[2], cols[3] = append(cols[2], time.Now().UTC().Format(time.RFC3339Nano)), append(cols[3], string(js))
-			}
-			_, err := be.w.ExecContext(ctx, pgUpsertNodesArraySQL, cols[0], cols[1], cols[2], cols[3])
-			return err
+			return saveNodesArrays(ctx, be.w, nodes)
 		})
 	})
 	b.Run("op=findings", func(b *testing.B) {
-		be := openStoreBackend(b, "postgres")
+		be := openStoreBackend(b, postgresBackend)
 		timeStoreWrites(b, benchGroupBatchs*5, func(ctx context.Context, i int) error {
-			cols := make([][]string, 7)
-			var items []int64
-			recv := time.Now().UTC().Format(time.RFC3339Nano)
-			for g := range benchGroupBatchs {
+			group := make([]*findingsReq, benchGroupBatchs)
+			for g := range group {
 				fs := benchFindings(fmt.Sprintf("node-%04d", g), i)
-				for _, it := range fs.Items {
-					for c, v := range []string{fs.Fleet, it.Key, fs.Node, it.Session, it.At.UTC().Format(time.RFC3339Nano), string(it.Data), recv} {
-						cols[c] = append(cols[c], v)
-					}
-					items = append(items, it.Item)
+				group[g] = &findingsReq{fleet: fs.Fleet, node: fs.Node, items: fs.Items, receivedAt: time.Now()}
+			}
+			if err := insertFindingsArrays(ctx, be.w, group); err != nil {
+				return err
+			}
+			for _, r := range group {
+				if r.stored != len(r.items) {
+					return fmt.Errorf("stored %d of %d new findings", r.stored, len(r.items))
 				}
 			}
-			tx, err := be.w.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			rows, err := tx.QueryContext(ctx, pgInsertFindingsArraySQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], items)
-			if err != nil {
-				return err
-			}
-			n := 0
-			for rows.Next() {
-				n++
-			}
-			rows.Close()
-			if n != len(items) {
-				return fmt.Errorf("stored %d of %d new findings", n, len(items))
-			}
-			return tx.Commit()
+			return nil
 		})
 	})
 }
