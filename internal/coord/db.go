@@ -248,8 +248,10 @@ func openPostgres(ctx context.Context, url, tokens string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coord: open %s: %w", name, err)
 	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
+	// Reads are few (the dashboard's state, a command's counts): a small
+	// pool leaves PostgreSQL's connections to others.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
 	w, err := sql.Open("pgx", url)
 	if err != nil {
 		db.Close()
