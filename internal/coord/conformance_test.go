@@ -1,6 +1,9 @@
 package coord
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestStoreConformance runs the tests of what the coordinator keeps in
 // its database (items and their leases, validation and trust,
@@ -29,6 +32,7 @@ func TestStoreConformance(t *testing.T) {
 		{"GroupCommitStoresEachKeyOnce", testGroupCommitStoresEachKeyOnce},
 		{"AThousandEnrollAtOnce", testAThousandEnrollAtOnce},
 		{"ForgedRequestsAreRefused", testForgedRequestsAreRefused},
+		{"NewerSchemaIsRefused", testNewerSchemaIsRefused},
 	}
 	for _, backend := range backends {
 		t.Run("db="+backend, func(t *testing.T) {
@@ -40,5 +44,26 @@ func TestStoreConformance(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// testNewerSchemaIsRefused: a database a newer vastfleet migrated is
+// refused, not written to.
+func testNewerSchemaIsRefused(t *testing.T, backend string) {
+	store := newTestStore(t, backend, false)
+	db := store.open(t)
+	bump := `PRAGMA user_version = 99`
+	if backend == postgresBackend {
+		bump = `UPDATE vastfleet_coord_version SET v = 99`
+	}
+	if _, err := db.w.ExecContext(t.Context(), bump); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err := Open(t.Context(), store.where, store.tokens); err == nil || !strings.Contains(err.Error(), "newer than this vastfleet knows") {
+		if err == nil {
+			db.Close()
+		}
+		t.Fatalf("opening a newer schema: %v", err)
 	}
 }
