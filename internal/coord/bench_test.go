@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,16 +20,21 @@ import (
 
 // BenchmarkHeartbeats runs N simulated agents, each a node of one fleet
 // sending heartbeats back to back over loopback HTTP (keep-alive, as the
-// agent does) to a coordinator on a real SQLite file; every 20th request
-// of an agent is instead a batch of 5 findings. b.N is the number of
-// heartbeats. It reports heartbeats/s and the p50 and p99 latency of a
-// heartbeat, and fails unless the findings counted back from SQLite
-// equal those sent.
+// agent does) to a coordinator on a real database, SQLite (coord.db) and
+// PostgreSQL (a local cluster syncing each commit) side by side; every
+// 20th request of an agent is instead a batch of 5 findings. b.N is the
+// number of heartbeats. It reports heartbeats/s and the p50 and p99
+// latency of a heartbeat, and fails unless the findings counted back
+// from the database equal those sent.
 //
 //	go test -run '^$' -bench BenchmarkHeartbeats -benchtime 20000x ./internal/coord
 func BenchmarkHeartbeats(b *testing.B) {
 	for _, agents := range []int{64, 256, 1024} {
-		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchHeartbeats(b, agents) })
+		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) {
+			for _, backend := range backends {
+				b.Run("db="+backend, func(b *testing.B) { benchHeartbeats(b, backend, agents) })
+			}
+		})
 	}
 }
 
@@ -43,7 +47,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// hbRig is a coordinator on a real SQLite file with agents enrolled, one
+// hbRig is a coordinator on a real database with agents enrolled, one
 // credential each, as on a real fleet, and a keep-alive client.
 type hbRig struct {
 	db     *DB
@@ -54,10 +58,12 @@ type hbRig struct {
 	viewer string
 }
 
-func newHBRig(tb testing.TB, agents int) *hbRig {
+// newHBRig is an hbRig on backend (PostgreSQL: one that syncs each
+// commit, as SQLite's coord.db does).
+func newHBRig(tb testing.TB, backend string, agents int) *hbRig {
 	tb.Helper()
 	ctx := context.Background()
-	r := &hbRig{db: openTestDB(tb, filepath.Join(tb.TempDir(), "coord.db")), creds: map[string]string{}}
+	r := &hbRig{db: newTestStore(tb, backend, true).open(tb), creds: map[string]string{}}
 	tb.Cleanup(func() { r.db.Close() })
 	token, viewer, err := r.db.FleetTokens(ctx, "bench")
 	if err != nil {
@@ -139,9 +145,9 @@ func benchFindings(node string, i int) wire.Findings {
 	return fs
 }
 
-func benchHeartbeats(b *testing.B, agents int) {
+func benchHeartbeats(b *testing.B, backend string, agents int) {
 	ctx := context.Background()
-	rig := newHBRig(b, agents)
+	rig := newHBRig(b, backend, agents)
 	db, srv, post := rig.db, rig.srv, rig.post
 
 	var (

@@ -56,7 +56,7 @@ func TestDashboardKeepsUpWithALargeFleet(t *testing.T) {
 	if v, err := time.ParseDuration(os.Getenv("VASTFLEET_DASH_INTERVAL")); err == nil && v > 0 {
 		interval = v
 	}
-	rig := newHBRig(t, nodes)
+	rig := newHBRig(t, sqliteBackend, nodes)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	beat := func(a int, seq int64, keys float64) {

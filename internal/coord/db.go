@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -25,7 +26,9 @@ import (
 // DB is the coordinator's own SQLite file (coord.db in the data
 // directory). It is separate from the store's state.db so that a
 // long-running coordinator never holds the data directory's single-writer
-// lock: ls, cost, exec and destroy keep working beside it.
+// lock: ls, cost, exec and destroy keep working beside it. It may instead
+// be a PostgreSQL database (Open with a postgres:// URL; dialect.go has
+// what differs).
 //
 // Plain tokens live in a 0600 JSON file beside it (TokensPath); the
 // database keeps only their sha256, so a copy of coord.db handed to
@@ -35,8 +38,9 @@ type DB struct {
 	// enrolling at once queue in Go, in order, instead of spinning in
 	// SQLite's busy handler until busy_timeout fails the slowest (750
 	// of 1,000 enrollments failed with SQLITE_BUSY before).
-	db, w *sql.DB
-	path  string
+	db, w  *conn
+	path   string // the SQLite file, or the PostgreSQL URL without its password
+	tokens string // TokensPath
 	// tokensMu serialises FleetTokens inside this process; across
 	// processes the write transaction does.
 	tokensMu sync.Mutex
@@ -189,8 +193,21 @@ func dsn(path string) string {
 		"&_pragma=synchronous(FULL)&_txlock=immediate"
 }
 
-// OpenDB opens (creating if needed) the coordinator database at path.
-func OpenDB(ctx context.Context, path string) (*DB, error) {
+// OpenDB is Open with the tokens file beside the SQLite file at path.
+func OpenDB(ctx context.Context, path string) (*DB, error) { return Open(ctx, path, "") }
+
+// Open opens (creating or migrating if needed) the coordinator database
+// where: a SQLite file's path, or a PostgreSQL URL (postgres://…). tokens
+// is the file for the fleets' plain tokens; "" puts it beside a SQLite
+// file, and a PostgreSQL database needs one named.
+func Open(ctx context.Context, where, tokens string) (*DB, error) {
+	if isPostgres(where) {
+		return openPostgres(ctx, where, tokens)
+	}
+	path := where
+	if tokens == "" {
+		tokens = path + "-tokens.json"
+	}
 	// The findings are the user's results and the file names the fleets:
 	// it is created private.
 	if err := sqlschema.Prepare(path); err != nil {
@@ -207,29 +224,66 @@ func OpenDB(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	d := &DB{db: db, w: w, path: path}
+	d := &DB{db: &conn{db: db}, w: &conn{db: w, serial: true}, path: path, tokens: tokens}
 	if err := sqlschema.RequireWAL(ctx, db); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
 	}
-	if err := d.migrate(ctx); err != nil {
+	if err := sqlschema.Migrate(ctx, w, schema); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("coord: open %s: %w", path, err)
 	}
 	return d, nil
 }
 
-func (d *DB) migrate(ctx context.Context) error { return sqlschema.Migrate(ctx, d.w, schema) }
+// openPostgres is Open on PostgreSQL. Writes go through one connection,
+// as on SQLite, and each write transaction holds writeLock: the
+// coordinator's transactions assume they are the only writer.
+func openPostgres(ctx context.Context, url, tokens string) (*DB, error) {
+	name := redactedURL(url)
+	if tokens == "" {
+		return nil, fmt.Errorf("coord: open %s: a PostgreSQL coordinator database needs a file for its fleets' tokens (none was given)", name)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, fmt.Errorf("coord: open %s: %w", name, err)
+	}
+	// Reads are few (the dashboard's state, a command's counts): a small
+	// pool leaves PostgreSQL's connections to others.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	w, err := sql.Open("pgx", url)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coord: open %s: %w", name, err)
+	}
+	w.SetMaxOpenConns(1)
+	d := &DB{db: &conn{db: db, pg: true}, w: &conn{db: w, pg: true, serial: true}, path: name, tokens: tokens}
+	if err := sqlschema.MigratePostgres(ctx, w, "vastfleet_coord_version", pgMigrateLock, pgSchema); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("coord: open %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// redactedURL is a database URL fit for a message: without its password.
+func redactedURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
 
 // Close closes the database.
 func (d *DB) Close() error { return errors.Join(d.w.Close(), d.db.Close()) }
 
-// Path is the database file's path.
+// Path is the database file's path (PostgreSQL: its URL, redacted).
 func (d *DB) Path() string { return d.path }
 
 // TokensPath is the 0600 file beside the database that keeps the fleets'
 // plain tokens, for the CLI to write onstarts and print dashboard URLs.
-func (d *DB) TokensPath() string { return d.path + "-tokens.json" }
+func (d *DB) TokensPath() string { return d.tokens }
 
 type tokenPair struct {
 	Agent  string `json:"agent"`
@@ -375,13 +429,14 @@ func (d *DB) tokenHashes(ctx context.Context) ([]tokenEntry, error) {
 // transaction (one fsync for all) and reports, per batch, how many keys
 // were new. A key already stored is left as it was.
 func (d *DB) insertFindings(ctx context.Context, batches []*findingsReq) error {
+	if d.w.pg {
+		return insertFindingsArrays(ctx, d.w, batches)
+	}
 	return insertFindingsWith(ctx, d.w, insertFindingSQL, batches)
 }
 
 // The statements of the coordinator's two writes under load: the
-// findings in group commits and the heartbeats written behind. Each is
-// SQL that PostgreSQL takes as well (with $n for ?), so that
-// BenchmarkStoreWrites times the same writes on both.
+// findings in group commits and the heartbeats written behind.
 const (
 	insertFindingSQL = `INSERT INTO findings (fleet, key, node, session, at, data, received_at, item)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (fleet, key) DO NOTHING`
@@ -390,7 +445,7 @@ const (
 )
 
 // insertFindingsWith is insertFindings on w with the statement stmt.
-func insertFindingsWith(ctx context.Context, w *sql.DB, stmt string, batches []*findingsReq) error {
+func insertFindingsWith(ctx context.Context, w *conn, stmt string, batches []*findingsReq) error {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -438,7 +493,7 @@ func (d *DB) Findings(ctx context.Context, fleet string, limit int) ([]wire.Find
 	if limit > 0 {
 		// The newest limit rows, still returned oldest first.
 		q = `SELECT key, node, session, at, data, item, received_at FROM
-			(SELECT id, key, node, session, at, data, item, received_at FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?)
+			(SELECT id, key, node, session, at, data, item, received_at FROM findings WHERE fleet = ? ORDER BY id DESC LIMIT ?) AS newest
 			ORDER BY id`
 		args = append(args, limit)
 	}
@@ -470,11 +525,14 @@ type savedNode struct {
 
 // saveNodes upserts the latest heartbeat of each node in one transaction.
 func (d *DB) saveNodes(ctx context.Context, nodes []savedNode) error {
+	if d.w.pg {
+		return saveNodesArrays(ctx, d.w, nodes)
+	}
 	return saveNodesWith(ctx, d.w, upsertNodeSQL, nodes)
 }
 
 // saveNodesWith is saveNodes on w with the statement stmt.
-func saveNodesWith(ctx context.Context, w *sql.DB, stmt string, nodes []savedNode) error {
+func saveNodesWith(ctx context.Context, w *conn, stmt string, nodes []savedNode) error {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -43,9 +43,10 @@
 //	go test -run 'TestForgedRequests|TestLiarCampaign' -v ./internal/coord
 //	VASTFLEET_TRUST_BENCH=10 go test -run TestLiarCampaign -v ./internal/coord
 //
-// Load benchmark (N simulated agents over loopback HTTP, real SQLite file;
-// reports heartbeats/s and p99 latency, and checks findings stored equal
-// findings sent, counted back from SQLite):
+// Load benchmark (N simulated agents over loopback HTTP, a real SQLite
+// file and a real PostgreSQL side by side; reports heartbeats/s and p99
+// latency, and checks findings stored equal findings sent, counted back
+// from the database):
 //
 //	go test -run '^$' -bench BenchmarkHeartbeats -benchtime 20000x ./internal/coord
 package coord

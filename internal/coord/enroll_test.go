@@ -49,10 +49,9 @@ func (m *slowMembers) Instance(ctx context.Context, fleet string, id int64) (Ins
 // the instances behind it were refused, and credential writes met
 // SQLITE_BUSY: at 1,000 nodes, 5.6k membership checks and 750 credential
 // writes failed and fewer than 300 nodes got ready.
-func TestAThousandEnrollAtOnce(t *testing.T) {
-	t.Parallel()
+func testAThousandEnrollAtOnce(t *testing.T, backend string) {
 	members := &slowMembers{delay: 100 * time.Millisecond, listed: 100, rented: 1000}
-	r := newRig(t, func(c *Config) { c.Members = members })
+	r := newRigOn(t, backend, func(c *Config) { c.Members = members })
 	const n = 1000
 	var (
 		wg     sync.WaitGroup

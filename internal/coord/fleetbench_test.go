@@ -35,9 +35,9 @@ type pacedResult struct {
 // first at a random point of the first interval, as agents boot apart) and
 // a batch of 5 findings every fifth beat, for d of wall time, while a
 // dashboard reads the fleet's state once a second.
-func runPaced(tb testing.TB, agents int, interval, d time.Duration) pacedResult {
+func runPaced(tb testing.TB, backend string, agents int, interval, d time.Duration) pacedResult {
 	tb.Helper()
-	rig := newHBRig(tb, agents)
+	rig := newHBRig(tb, backend, agents)
 	var (
 		mu        sync.Mutex
 		hbLat     []time.Duration
@@ -164,9 +164,10 @@ func runPaced(tb testing.TB, agents int, interval, d time.Duration) pacedResult 
 // BenchmarkFleetAtInterval is a fleet as it runs: VASTFLEET_COORD_AGENTS
 // agents (default 1000) at the coordinator's default heartbeat interval
 // (10 s), findings every fifth beat, a dashboard reading the state every
-// second, for VASTFLEET_COORD_SECONDS (default 60) of wall time. It
-// reports the heartbeat latency's p50 and p99, the state read's p99 and
-// size, and fails unless every finding sent was stored.
+// second, for VASTFLEET_COORD_SECONDS (default 60) of wall time, on
+// SQLite and on PostgreSQL. It reports the heartbeat latency's p50 and
+// p99, the state read's p99 and size, and fails unless every finding
+// sent was stored.
 //
 //	go test -run '^$' -bench BenchmarkFleetAtInterval -benchtime 1x ./internal/coord
 func BenchmarkFleetAtInterval(b *testing.B) {
@@ -177,30 +178,39 @@ func BenchmarkFleetAtInterval(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("VASTFLEET_COORD_SECONDS")); err == nil && v > 0 {
 		secs = v
 	}
-	for range b.N {
-		r := runPaced(b, agents, 10*time.Second, time.Duration(secs)*time.Second)
-		if r.findingsStored != r.findingsSent {
-			b.Fatalf("findings stored %d, sent and acked %d", r.findingsStored, r.findingsSent)
-		}
-		b.ReportMetric(float64(r.heartbeats), "heartbeats")
-		b.ReportMetric(float64(r.hbP50.Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(r.hbP99.Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(r.stateP99.Microseconds())/1000, "state-p99-ms")
-		b.ReportMetric(float64(r.stateBytes)/1024, "state-KiB")
-		b.ReportMetric(float64(r.sseBytes)/1024/r.sseFor.Seconds(), "events-KiB/s")
+	for _, backend := range backends {
+		b.Run("db="+backend, func(b *testing.B) {
+			for range b.N {
+				r := runPaced(b, backend, agents, 10*time.Second, time.Duration(secs)*time.Second)
+				if r.findingsStored != r.findingsSent {
+					b.Fatalf("findings stored %d, sent and acked %d", r.findingsStored, r.findingsSent)
+				}
+				b.ReportMetric(float64(r.heartbeats), "heartbeats")
+				b.ReportMetric(float64(r.hbP50.Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(r.hbP99.Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(r.stateP99.Microseconds())/1000, "state-p99-ms")
+				b.ReportMetric(float64(r.stateBytes)/1024, "state-KiB")
+				b.ReportMetric(float64(r.sseBytes)/1024/r.sseFor.Seconds(), "events-KiB/s")
+			}
+		})
 	}
 }
 
-// TestFleetAtIntervalReduced runs the fleet benchmark small, so that it
-// cannot rot: 40 agents at 200 ms for 2 s, every finding stored, every
-// agent heard and the state read.
+// TestFleetAtIntervalReduced runs the fleet benchmark small, on each
+// backend, so that it cannot rot: 40 agents at 200 ms for 2 s, every
+// finding stored, every agent heard and the state read.
 func TestFleetAtIntervalReduced(t *testing.T) {
 	t.Parallel()
-	r := runPaced(t, 40, 200*time.Millisecond, 2*time.Second)
-	if r.findingsStored != r.findingsSent || r.findingsSent == 0 {
-		t.Errorf("findings stored %d, sent and acked %d", r.findingsStored, r.findingsSent)
-	}
-	if r.heartbeats < 40 || r.stateReads == 0 || r.stateBytes == 0 {
-		t.Errorf("%d heartbeats, %d state reads of %d bytes", r.heartbeats, r.stateReads, r.stateBytes)
+	for _, backend := range backends {
+		t.Run("db="+backend, func(t *testing.T) {
+			t.Parallel()
+			r := runPaced(t, backend, 40, 200*time.Millisecond, 2*time.Second)
+			if r.findingsStored != r.findingsSent || r.findingsSent == 0 {
+				t.Errorf("findings stored %d, sent and acked %d", r.findingsStored, r.findingsSent)
+			}
+			if r.heartbeats < 40 || r.stateReads == 0 || r.stateBytes == 0 {
+				t.Errorf("%d heartbeats, %d state reads of %d bytes", r.heartbeats, r.stateReads, r.stateBytes)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/server/pgtest"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -22,10 +23,12 @@ func newFakeClock() *clock.Manual {
 	return clock.NewManual(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 }
 
-// rig is a coordinator on a real SQLite file behind a real loopback server.
+// rig is a coordinator on a real database (a SQLite file, or a
+// PostgreSQL database) behind a real loopback server.
 type rig struct {
 	t      *testing.T
-	dbPath string
+	store  testStore
+	dbPath string // the SQLite file ("" on PostgreSQL)
 	db     *DB
 	srv    *Server
 	http   *httptest.Server
@@ -95,11 +98,63 @@ func openTestDB(t testing.TB, path string) *DB {
 	return db
 }
 
-// newRig starts a coordinator; edit adjusts its Config.
-func newRig(t *testing.T, edit func(*Config)) *rig {
+// The backends the coordinator's store runs on.
+const (
+	sqliteBackend   = "sqlite"
+	postgresBackend = "postgres"
+)
+
+var backends = []string{sqliteBackend, postgresBackend}
+
+// testStore is where a test's coordinator database lives: a SQLite file,
+// or a fresh database in the test PostgreSQL (which skips the test where
+// there is none, unless VASTFLEET_REQUIRE_POSTGRES is set). durable asks
+// for a PostgreSQL that syncs every commit, for benchmarks.
+type testStore struct{ where, tokens string }
+
+func newTestStore(t testing.TB, backend string, durable bool) testStore {
 	t.Helper()
-	r := &rig{t: t, dbPath: filepath.Join(t.TempDir(), "coord.db"), creds: map[string]string{}}
-	r.db = openTestDB(t, r.dbPath)
+	dir := t.TempDir()
+	switch {
+	case backend == sqliteBackend:
+		return testStore{where: filepath.Join(dir, "coord.db"), tokens: filepath.Join(dir, "coord.db-tokens.json")}
+	case durable:
+		return testStore{where: pgtest.DurableDSN(t), tokens: filepath.Join(dir, "tokens.json")}
+	default:
+		return testStore{where: pgtest.DSN(t), tokens: filepath.Join(dir, "tokens.json")}
+	}
+}
+
+// open opens the store (again).
+func (s testStore) open(t testing.TB) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), s.where, s.tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// openBackend is a fresh coordinator database on backend, closed when
+// the test ends.
+func openBackend(t testing.TB, backend string) *DB {
+	t.Helper()
+	db := newTestStore(t, backend, false).open(t)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newRig starts a coordinator on SQLite; edit adjusts its Config.
+func newRig(t *testing.T, edit func(*Config)) *rig { return newRigOn(t, sqliteBackend, edit) }
+
+// newRigOn is newRig on backend.
+func newRigOn(t *testing.T, backend string, edit func(*Config)) *rig {
+	t.Helper()
+	r := &rig{t: t, store: newTestStore(t, backend, false), creds: map[string]string{}}
+	if backend == sqliteBackend {
+		r.dbPath = r.store.where
+	}
+	r.db = r.store.open(t)
 	t.Cleanup(func() { r.db.Close() })
 	var err error
 	r.agent, r.viewer, err = r.db.FleetTokens(context.Background(), "alpha")
@@ -188,7 +243,7 @@ func findings(fleet, node string, keys ...string) wire.Findings {
 
 func countRows(t testing.TB, db *DB, fleet string) (rows, distinct int64) {
 	t.Helper()
-	err := db.db.QueryRow(`SELECT count(*), count(DISTINCT key) FROM findings WHERE fleet = ?`, fleet).Scan(&rows, &distinct)
+	err := db.db.QueryRowContext(context.Background(), `SELECT count(*), count(DISTINCT key) FROM findings WHERE fleet = ?`, fleet).Scan(&rows, &distinct)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (d *DB) AddItems(ctx context.Context, fleet string, values []string) error 
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM items WHERE fleet = ?`, fleet).Scan(&next); err != nil {
 		return fmt.Errorf("coord: adding items: %w", err)
 	}
-	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO items (fleet, id, value) VALUES (?, ?, ?)`)
+	st, err := tx.PrepareContext(ctx, `INSERT INTO items (fleet, id, value) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("coord: adding items: %w", err)
 	}
@@ -272,7 +272,7 @@ func (d *DB) leaseItem(ctx context.Context, fleet string, h holder, expires time
 }
 
 // releaseHeld puts back in the queue what the session holds.
-func releaseHeld(ctx context.Context, tx *sql.Tx, fleet string, h holder) error {
+func releaseHeld(ctx context.Context, tx *txn, fleet string, h holder) error {
 	rows, err := tx.QueryContext(ctx, `SELECT item FROM runs WHERE fleet = ? AND node = ? AND session = ? AND state = 'leased'`,
 		fleet, h.node, h.session)
 	if err != nil {

@@ -10,10 +10,9 @@ import (
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
-func TestAddItemsIsIdempotent(t *testing.T) {
-	t.Parallel()
+func testAddItemsIsIdempotent(t *testing.T, backend string) {
 	ctx := context.Background()
-	db := openTestDB(t, t.TempDir()+"/coord.db")
+	db := openBackend(t, backend)
 	defer db.Close()
 	for range 2 {
 		if err := db.AddItems(ctx, "alpha", []string{"a", "b", "c"}); err != nil {
@@ -31,7 +30,7 @@ func TestAddItemsIsIdempotent(t *testing.T) {
 		t.Fatalf("counts = %d queued, %d leased, %d done (%v); want 4, 0, 0", q, l, d, err)
 	}
 	var id int64
-	if err := db.db.QueryRow(`SELECT id FROM items WHERE fleet = 'alpha' AND value = 'd'`).Scan(&id); err != nil || id != 4 {
+	if err := db.db.QueryRowContext(t.Context(), `SELECT id FROM items WHERE fleet = 'alpha' AND value = 'd'`).Scan(&id); err != nil || id != 4 {
 		t.Fatalf("id of d = %d (%v), want 4: new items take the next ids", id, err)
 	}
 	for _, bad := range [][]string{{""}, {"a\x00b"}, {strings.Repeat("x", maxItemLen+1)}} {
@@ -66,10 +65,9 @@ func (r *rig) beat(node string) {
 // A lease lasts while its node's heartbeats do (on the injected clock):
 // a node that keeps beating keeps its item however long it runs, a node
 // that goes quiet loses it to the queue, and the next lease request gets it.
-func TestItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T) {
-	t.Parallel()
+func testItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T, backend string) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
+	r := newRigOn(t, backend, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
 	if err := r.db.AddItems(context.Background(), "alpha", []string{"x", "y", "z"}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +109,9 @@ func TestItemLeaseExpiresWhenItsNodeGoesQuiet(t *testing.T) {
 
 // The first result for an item is the one kept: a late one from the node
 // that lost the lease and a replay are acknowledged and ignored.
-func TestItemResultIsStoredOnce(t *testing.T) {
-	t.Parallel()
+func testItemResultIsStoredOnce(t *testing.T, backend string) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
+	r := newRigOn(t, backend, func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second })
 	ctx := context.Background()
 	if err := r.db.AddItems(ctx, "alpha", []string{"only"}); err != nil {
 		t.Fatal(err)
@@ -204,11 +201,10 @@ func TestItemEndpointsRefuseStrangers(t *testing.T) {
 
 // Leases and results live in coord.db: a restarted coordinator knows who
 // holds what and which results are in.
-func TestItemsSurviveACoordinatorRestart(t *testing.T) {
-	t.Parallel()
+func testItemsSurviveACoordinatorRestart(t *testing.T, backend string) {
 	clk := newFakeClock()
 	edit := func(c *Config) { c.Clock = clk; c.HeartbeatInterval = 10 * time.Second }
-	r := newRig(t, edit)
+	r := newRigOn(t, backend, edit)
 	ctx := context.Background()
 	if err := r.db.AddItems(ctx, "alpha", []string{"a", "b"}); err != nil {
 		t.Fatal(err)

@@ -191,10 +191,9 @@ func TestMetricsEndpointParses(t *testing.T) {
 	}
 }
 
-func TestStateAndFindingsSurviveARestart(t *testing.T) {
-	t.Parallel()
+func testStateAndFindingsSurviveARestart(t *testing.T, backend string) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Clock = clk })
+	r := newRigOn(t, backend, func(c *Config) { c.Clock = clk })
 	r.do("POST", wire.PathHeartbeat, r.node("n1"), heartbeat("alpha", "n1"), nil)
 	var ack wire.FindingsAck
 	if code, _ := r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "k1", "k2", "k3"), &ack); code != 200 || ack.Stored != 3 {
@@ -204,7 +203,7 @@ func TestStateAndFindingsSurviveARestart(t *testing.T) {
 	r.srv.Close() // saves the nodes written behind
 	r.db.Close()
 
-	r.db = openTestDB(t, r.dbPath)
+	r.db = r.store.open(t)
 	clk.Advance(40 * time.Second)
 	r.start(func(c *Config) { c.Clock = clk })
 	var snap wire.Snapshot
@@ -379,10 +378,9 @@ func TestMarketDepthIsDrawnForViewersAndCached(t *testing.T) {
 // coordinator received it, on the coordinator's clock (the market's on a
 // simulated market), whatever the node stamped or claimed, live and
 // after a restart; the snapshot names which clock that is.
-func TestFindingsShowTheCoordinatorsClock(t *testing.T) {
-	t.Parallel()
+func testFindingsShowTheCoordinatorsClock(t *testing.T, backend string) {
 	clk := newFakeClock()
-	r := newRig(t, func(c *Config) { c.Clock = clk })
+	r := newRigOn(t, backend, func(c *Config) { c.Clock = clk })
 	fs := findings("alpha", "n1", "k1")
 	skewed := clk.Now().Add(-3 * time.Hour)
 	fs.Items[0].At = skewed
@@ -404,12 +402,12 @@ func TestFindingsShowTheCoordinatorsClock(t *testing.T) {
 	r.http.Close()
 	r.srv.Close()
 	r.db.Close()
-	r.db = openTestDB(t, r.dbPath)
+	r.db = r.store.open(t)
 	clk.Advance(time.Minute)
 	r.start(func(c *Config) { c.Clock = clk })
 	check("after a restart")
 
-	wall := newRig(t, nil)
+	wall := newRigOn(t, backend, nil)
 	var snap wire.Snapshot
 	wall.do("GET", wire.PathState, wall.viewer, nil, &snap)
 	if snap.Clock != "wall" {

@@ -14,11 +14,10 @@ import (
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
-func TestFleetTokensAreStablePrivateAndHashed(t *testing.T) {
-	t.Parallel()
+func testFleetTokensAreStablePrivateAndHashed(t *testing.T, backend string) {
 	ctx := context.Background()
-	path := t.TempDir() + "/coord.db"
-	db := openTestDB(t, path)
+	store := newTestStore(t, backend, false)
+	db := store.open(t)
 	a1, v1, err := db.FleetTokens(ctx, "alpha")
 	if err != nil {
 		t.Fatal(err)
@@ -42,13 +41,17 @@ func TestFleetTokensAreStablePrivateAndHashed(t *testing.T) {
 	}
 	db.Close()
 
-	db = openTestDB(t, path)
+	db = store.open(t)
 	defer db.Close()
 	a3, v3, err := db.FleetTokens(ctx, "alpha")
 	if err != nil || a3 != a1 || v3 != v1 {
 		t.Fatalf("after reopen: %v, tokens changed=%v", err, a3 != a1 || v3 != v1)
 	}
-	for _, p := range []string{path, db.TokensPath()} {
+	private := []string{db.TokensPath()}
+	if backend == sqliteBackend {
+		private = append(private, store.where)
+	}
+	for _, p := range private {
 		st, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +62,7 @@ func TestFleetTokensAreStablePrivateAndHashed(t *testing.T) {
 	}
 	// The database holds hashes only.
 	var plain int
-	if err := db.db.QueryRow(`SELECT count(*) FROM fleets WHERE CAST(agent_token_hash AS TEXT) = ? OR CAST(viewer_token_hash AS TEXT) = ?`, a1, v1).Scan(&plain); err != nil {
+	if err := db.db.QueryRowContext(t.Context(), `SELECT count(*) FROM fleets WHERE CAST(agent_token_hash AS TEXT) = ? OR CAST(viewer_token_hash AS TEXT) = ?`, a1, v1).Scan(&plain); err != nil {
 		t.Fatal(err)
 	}
 	if plain != 0 {
@@ -270,9 +273,8 @@ func TestRateLimitPerToken(t *testing.T) {
 	}
 }
 
-func TestReplayedFindingsAreAckedAgainAndStoredOnce(t *testing.T) {
-	t.Parallel()
-	r := newRig(t, nil)
+func testReplayedFindingsAreAckedAgainAndStoredOnce(t *testing.T, backend string) {
+	r := newRigOn(t, backend, nil)
 	var ack wire.FindingsAck
 	if code, _ := r.do("POST", wire.PathFindings, r.node("n1"), findings("alpha", "n1", "a", "b", "b"), &ack); code != 200 {
 		t.Fatalf("first batch: %d", code)

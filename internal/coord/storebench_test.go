@@ -2,14 +2,9 @@ package coord
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,62 +17,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// pgStoreTables are coord.db's nodes and findings tables in PostgreSQL:
-// what the two writes BenchmarkStoreWrites times touch.
-const pgStoreTables = `CREATE TABLE nodes (
-		fleet     TEXT NOT NULL,
-		node      TEXT NOT NULL,
-		last_seen TEXT NOT NULL,
-		heartbeat TEXT NOT NULL,
-		PRIMARY KEY (fleet, node)
-	);
-	CREATE TABLE findings (
-		id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-		fleet       TEXT NOT NULL,
-		key         TEXT NOT NULL,
-		node        TEXT NOT NULL,
-		session     TEXT NOT NULL DEFAULT '',
-		at          TEXT NOT NULL,
-		data        TEXT NOT NULL,
-		received_at TEXT NOT NULL,
-		item        BIGINT NOT NULL DEFAULT 0,
-		UNIQUE (fleet, key)
-	)`
-
-// dollarParams numbers a statement's ? placeholders as PostgreSQL's $n.
-func dollarParams(q string) string {
-	for n := 1; strings.Contains(q, "?"); n++ {
-		q = strings.Replace(q, "?", "$"+strconv.Itoa(n), 1)
-	}
-	return q
-}
-
-// storeBackend is a database the coordinator's writes go to, and the
-// statements in its dialect.
+// storeBackend is a coordinator database the benchmarks write to, and
+// the statements they write with.
 type storeBackend struct {
-	w                *sql.DB
+	w                *conn
 	findings, upsert string
 }
 
+// openStoreBackend is coord.db as the coordinator opens it: on SQLite
+// (WAL, synchronous=FULL) or on PostgreSQL (a local cluster syncing each
+// commit), one writer on each.
 func openStoreBackend(b *testing.B, name string) storeBackend {
 	b.Helper()
-	if name == "sqlite" {
-		// coord.db as the coordinator opens it: WAL, synchronous=FULL.
-		db := openTestDB(b, filepath.Join(b.TempDir(), "coord.db"))
-		b.Cleanup(func() { db.Close() })
-		return storeBackend{w: db.w, findings: insertFindingSQL, upsert: upsertNodeSQL}
-	}
-	db, err := sql.Open("pgx", pgtest.DurableDSN(b))
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := newTestStore(b, name, true).open(b)
 	b.Cleanup(func() { db.Close() })
-	// One writer, as the coordinator's SQLite has.
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(pgStoreTables); err != nil {
-		b.Fatal(err)
-	}
-	return storeBackend{w: db, findings: dollarParams(insertFindingSQL), upsert: dollarParams(upsertNodeSQL)}
+	return storeBackend{w: db.w, findings: insertFindingSQL, upsert: upsertNodeSQL}
 }
 
 // Under BenchmarkHeartbeats' load (an agent sends a batch of 5 findings
@@ -147,75 +101,43 @@ func BenchmarkStoreWrites(b *testing.B) {
 	}
 }
 
-// The same two writes on PostgreSQL as one statement each, the rows
-// passed as arrays: one round trip per write instead of one per row,
-// which is what a coordinator on PostgreSQL would have to do (measured
-// beside the per-row statements above).
-const (
-	pgUpsertNodesArraySQL = `INSERT INTO nodes (fleet, node, last_seen, heartbeat)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-		ON CONFLICT (fleet, node) DO UPDATE SET last_seen = excluded.last_seen, heartbeat = excluded.heartbeat`
-	pgInsertFindingsArraySQL = `INSERT INTO findings (fleet, key, node, session, at, data, received_at, item)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
-		ON CONFLICT (fleet, key) DO NOTHING RETURNING key`
-)
-
 // BenchmarkStoreWritesPostgresArrays is BenchmarkStoreWrites' PostgreSQL
-// writes with each write one statement (rows as arrays).
+// writes as the coordinator makes them there: each one statement, the
+// rows as arrays (saveNodesArrays, insertFindingsArrays).
 //
 //	go test -run '^$' -bench BenchmarkStoreWritesPostgresArrays -benchtime 200x ./internal/coord
 func BenchmarkStoreWritesPostgresArrays(b *testing.B) {
 	b.Run("op=flush", func(b *testing.B) {
-		be := openStoreBackend(b, "postgres")
-		cols := make([][]string, 4)
+		be := openStoreBackend(b, postgresBackend)
+		nodes := make([]savedNode, benchFlushNodes)
+		for a := range nodes {
+			nodes[a] = savedNode{fleet: "bench", hb: benchHeartbeat(a)}
+		}
 		timeStoreWrites(b, benchFlushNodes, func(ctx context.Context, i int) error {
-			for c := range cols {
-				cols[c] = cols[c][:0]
+			for a := range nodes {
+				nodes[a].lastSeen = time.Now()
+				nodes[a].hb.Seq = int64(i)
 			}
-			for a := range benchFlushNodes {
-				hb := benchHeartbeat(a)
-				hb.Seq = int64(i)
-				js, _ := json.Marshal(hb)
-				cols[0], cols[1] = append(cols[0], "bench"), append(cols[1], hb.Node)
-				cols[2], cols[3] = append(cols[2], time.Now().UTC().Format(time.RFC3339Nano)), append(cols[3], string(js))
-			}
-			_, err := be.w.ExecContext(ctx, pgUpsertNodesArraySQL, cols[0], cols[1], cols[2], cols[3])
-			return err
+			return saveNodesArrays(ctx, be.w, nodes)
 		})
 	})
 	b.Run("op=findings", func(b *testing.B) {
-		be := openStoreBackend(b, "postgres")
+		be := openStoreBackend(b, postgresBackend)
 		timeStoreWrites(b, benchGroupBatchs*5, func(ctx context.Context, i int) error {
-			cols := make([][]string, 7)
-			var items []int64
-			recv := time.Now().UTC().Format(time.RFC3339Nano)
-			for g := range benchGroupBatchs {
+			group := make([]*findingsReq, benchGroupBatchs)
+			for g := range group {
 				fs := benchFindings(fmt.Sprintf("node-%04d", g), i)
-				for _, it := range fs.Items {
-					for c, v := range []string{fs.Fleet, it.Key, fs.Node, it.Session, it.At.UTC().Format(time.RFC3339Nano), string(it.Data), recv} {
-						cols[c] = append(cols[c], v)
-					}
-					items = append(items, it.Item)
+				group[g] = &findingsReq{fleet: fs.Fleet, node: fs.Node, items: fs.Items, receivedAt: time.Now()}
+			}
+			if err := insertFindingsArrays(ctx, be.w, group); err != nil {
+				return err
+			}
+			for _, r := range group {
+				if r.stored != len(r.items) {
+					return fmt.Errorf("stored %d of %d new findings", r.stored, len(r.items))
 				}
 			}
-			tx, err := be.w.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			rows, err := tx.QueryContext(ctx, pgInsertFindingsArraySQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], items)
-			if err != nil {
-				return err
-			}
-			n := 0
-			for rows.Next() {
-				n++
-			}
-			rows.Close()
-			if n != len(items) {
-				return fmt.Errorf("stored %d of %d new findings", n, len(items))
-			}
-			return tx.Commit()
+			return nil
 		})
 	})
 }

@@ -104,13 +104,12 @@ func (m *fleetMembers) remove(fleet string, id int64) {
 // accepted (before credentials, 200 of 200 forged results were stored),
 // the honest node then gets every item, and each refusal is counted
 // against the sender on /metrics.
-func TestForgedRequestsAreRefused(t *testing.T) {
-	t.Parallel()
+func testForgedRequestsAreRefused(t *testing.T, backend string) {
 	ctx := context.Background()
 	members := &fleetMembers{}
 	members.add("alpha", 1, 101) // honest
 	members.add("alpha", 2, 102) // mallory's own instance
-	r := newRig(t, func(c *Config) { c.Members = members })
+	r := newRigOn(t, backend, func(c *Config) { c.Members = members })
 	values := make([]string, 200)
 	for i := range values {
 		values[i] = "item-" + strconv.Itoa(i)
@@ -214,7 +213,7 @@ func TestForgedRequestsAreRefused(t *testing.T) {
 	}
 	// Credentials are kept hashed.
 	var plain int
-	if err := r.db.db.QueryRow(`SELECT count(*) FROM credentials WHERE token_hash = ? OR token_hash = ?`, honest, mallory).Scan(&plain); err != nil || plain != 0 {
+	if err := r.db.db.QueryRowContext(t.Context(), `SELECT count(*) FROM credentials WHERE token_hash = ? OR token_hash = ?`, honest, mallory).Scan(&plain); err != nil || plain != 0 {
 		t.Fatalf("a plain credential is in coord.db (%d, %v)", plain, err)
 	}
 }

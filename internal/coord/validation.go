@@ -170,7 +170,7 @@ type run struct {
 	digest, verdict   string
 }
 
-func itemRuns(ctx context.Context, tx *sql.Tx, fleet string, item int64) ([]run, error) {
+func itemRuns(ctx context.Context, tx *txn, fleet string, item int64) ([]run, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT lease, node, host, machine_id, image, state, spot, digest, verdict
 		FROM runs WHERE fleet = ? AND item = ? ORDER BY rowid`, fleet, item)
 	if err != nil {
@@ -207,7 +207,7 @@ func policy(v Validation, need, quorum int) (int, int) {
 }
 
 // trustOf is the host's count of consecutive valid results on image.
-func trustOf(ctx context.Context, tx *sql.Tx, host, image string) (int, error) {
+func trustOf(ctx context.Context, tx *txn, host, image string) (int, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `SELECT consecutive FROM trust WHERE host = ? AND image = ?`, host, image).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -216,14 +216,14 @@ func trustOf(ctx context.Context, tx *sql.Tx, host, image string) (int, error) {
 	return n, err
 }
 
-func credit(ctx context.Context, tx *sql.Tx, host, image string, valid bool) error {
+func credit(ctx context.Context, tx *txn, host, image string, valid bool) error {
 	if valid {
 		_, err := tx.ExecContext(ctx, `INSERT INTO trust (host, image, consecutive, valid) VALUES (?, ?, 1, 1)
-			ON CONFLICT (host, image) DO UPDATE SET consecutive = consecutive + 1, valid = valid + 1`, host, image)
+			ON CONFLICT (host, image) DO UPDATE SET consecutive = trust.consecutive + 1, valid = trust.valid + 1`, host, image)
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO trust (host, image, consecutive, invalid) VALUES (?, ?, 0, 1)
-		ON CONFLICT (host, image) DO UPDATE SET consecutive = 0, invalid = invalid + 1`, host, image)
+		ON CONFLICT (host, image) DO UPDATE SET consecutive = 0, invalid = trust.invalid + 1`, host, image)
 	return err
 }
 
@@ -238,7 +238,7 @@ func banned(ctx context.Context, q querier, host string) (string, error) {
 }
 
 // setVerdict records a run's verdict and what it does to its host's trust.
-func setVerdict(ctx context.Context, tx *sql.Tx, fleet string, item int64, r run, verdict string, caught *[]caughtHost, why string) error {
+func setVerdict(ctx context.Context, tx *txn, fleet string, item int64, r run, verdict string, caught *[]caughtHost, why string) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET verdict = ? WHERE fleet = ? AND item = ? AND lease = ?`,
 		verdict, fleet, item, r.lease); err != nil {
 		return err
@@ -251,7 +251,7 @@ func setVerdict(ctx context.Context, tx *sql.Tx, fleet string, item int64, r run
 			return err
 		}
 		reason := fmt.Sprintf("fleet %s item %d: %s", fleet, item, why)
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO caught (host, machine_id, reason, at) VALUES (?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO caught (host, machine_id, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			r.host, r.machineID, reason, time.Now().UnixNano()); err != nil {
 			return err
 		}
@@ -264,7 +264,7 @@ func setVerdict(ctx context.Context, tx *sql.Tx, fleet string, item int64, r run
 // recheck doubts every result of a host caught lying that nothing but its
 // word supports: those items go back to the queue for two other machines
 // to agree on.
-func recheck(ctx context.Context, tx *sql.Tx, host string) error {
+func recheck(ctx context.Context, tx *txn, host string) error {
 	rows, err := tx.QueryContext(ctx, `SELECT fleet, item, lease FROM runs WHERE host = ? AND state = 'reported' AND verdict = ''`, host)
 	if err != nil {
 		return err
@@ -291,7 +291,7 @@ func recheck(ctx context.Context, tx *sql.Tx, host string) error {
 		}
 		// The item is done on this host's word alone (its result was not
 		// validated): it needs two other machines to agree now.
-		if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', quorum = max(quorum, 2), need = max(need, 2),
+		if _, err := tx.ExecContext(ctx, `UPDATE items SET state = 'queued', quorum = CASE WHEN quorum < 2 THEN 2 ELSE quorum END, need = CASE WHEN need < 2 THEN 2 ELSE need END,
 			digest = '', validated = 0, done_at = 0
 			WHERE fleet = ? AND id = ? AND (state != 'done' OR validated = 0)`, k.fleet, k.item); err != nil {
 			return err
@@ -302,7 +302,7 @@ func recheck(ctx context.Context, tx *sql.Tx, host string) error {
 
 // settle decides an item from its runs: done when a quorum agrees (the
 // others are invalid), otherwise queued until enough runs are out.
-func settle(ctx context.Context, tx *sql.Tx, fleet string, item int64, v Validation, rnd func() float64, caught *[]caughtHost) error {
+func settle(ctx context.Context, tx *txn, fleet string, item int64, v Validation, rnd func() float64, caught *[]caughtHost) error {
 	var state string
 	var need, quorum int
 	var digest string
@@ -425,8 +425,9 @@ type HostResults struct {
 // (agreed with a quorum or a known answer, or passed verify), rejected or
 // left unchecked; for a job's report.
 func (d *DB) HostResults(ctx context.Context, fleet string) ([]HostResults, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT r.host, max(r.machine_id), group_concat(DISTINCT r.node),
-		sum(r.verdict IN ('valid', 'verified')), sum(r.verdict = 'invalid'), sum(r.verdict IN ('', 'doubted')),
+	rows, err := d.db.QueryContext(ctx, `SELECT r.host, max(r.machine_id), `+d.db.listDistinct("r.node")+`,
+		sum(CASE WHEN r.verdict IN ('valid', 'verified') THEN 1 ELSE 0 END), sum(CASE WHEN r.verdict = 'invalid' THEN 1 ELSE 0 END),
+		sum(CASE WHEN r.verdict IN ('', 'doubted') THEN 1 ELSE 0 END),
 		coalesce((SELECT reason FROM caught c WHERE c.host = r.host), '')
 		FROM runs r WHERE r.fleet = ? AND r.state = 'reported' GROUP BY r.host ORDER BY r.host`, fleet)
 	if err != nil {
@@ -465,7 +466,7 @@ func (d *DB) Caught(ctx context.Context) (map[string]string, error) {
 // Runs is how many leases the fleet's items took, spot checks included:
 // the compute the job cost.
 func (d *DB) Runs(ctx context.Context, fleet string) (leases, reported int, err error) {
-	err = d.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(state = 'reported'), 0) FROM runs WHERE fleet = ?`, fleet).
+	err = d.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(CASE WHEN state = 'reported' THEN 1 ELSE 0 END), 0) FROM runs WHERE fleet = ?`, fleet).
 		Scan(&leases, &reported)
 	return leases, reported, err
 }

@@ -27,11 +27,10 @@ func (r *rig) report(tok string, l wire.ItemLease, out string) int {
 // Replicas go to distinct machines: a second node on the machine that runs
 // an item's first replica never gets the second, and the item is done
 // once two machines agree.
-func TestReplicasGoToDistinctMachines(t *testing.T) {
-	t.Parallel()
+func testReplicasGoToDistinctMachines(t *testing.T, backend string) {
 	ctx := context.Background()
 	// Instances 1 and 2 share machine 500.
-	r := newRig(t, func(c *Config) { c.Members = testMembers{sameMachine: map[int64]int64{1: 500, 2: 500}} })
+	r := newRigOn(t, backend, func(c *Config) { c.Members = testMembers{sameMachine: map[int64]int64{1: 500, 2: 500}} })
 	if err := r.db.SetValidation(ctx, "alpha", Validation{Mode: ValidateReplicas, Replicas: 2, Quorum: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +69,9 @@ func TestReplicasGoToDistinctMachines(t *testing.T) {
 // An item whose results disagree on every machine of the fleet is
 // starved: validation needs one more machine and none may take it. The
 // live totals say so, so the job can stop waiting.
-func TestItemsStarvedWhenEveryMachineDisagrees(t *testing.T) {
-	t.Parallel()
+func testItemsStarvedWhenEveryMachineDisagrees(t *testing.T, backend string) {
 	ctx := context.Background()
-	r := newRig(t, nil)
+	r := newRigOn(t, backend, nil)
 	if err := r.db.SetValidation(ctx, "alpha", Validation{Mode: ValidateReplicas, Replicas: 2, Quorum: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +103,13 @@ func TestItemsStarvedWhenEveryMachineDisagrees(t *testing.T) {
 // rejects a wrong result: the item is leased again to another machine,
 // the host goes on the bad-host list, and gets no more items. A finding
 // the command rejects is acknowledged but not stored.
-func TestVerifyRejectsWrongResultsAndFindings(t *testing.T) {
-	t.Parallel()
+func testVerifyRejectsWrongResultsAndFindings(t *testing.T, backend string) {
 	if runtime.GOOS == "windows" {
 		t.Skip("the verify command runs with /bin/sh")
 	}
 	ctx := context.Background()
 	sink := &badSink{}
-	r := newRig(t, func(c *Config) { c.BadHosts = sink })
+	r := newRigOn(t, backend, func(c *Config) { c.BadHosts = sink })
 	// A result is valid when its stdout is the item's value doubled; a
 	// finding when its data says ok.
 	verify := `read -r got; case "$VASTFLEET_FINDING_KEY" in ?*) [ "$got" = '{"ok":true}' ];; *) [ "$got" = "$VASTFLEET_ITEM$VASTFLEET_ITEM" ];; esac`
@@ -162,12 +159,11 @@ func TestVerifyRejectsWrongResultsAndFindings(t *testing.T) {
 // A trusted host's results are taken unchecked; a spot check (an item
 // with a validated answer, sent again unmarked) catches it lying, and its
 // unchecked results go back to the queue for two other machines.
-func TestSpotCheckCatchesATrustedLiarAndItsResultsAreRechecked(t *testing.T) {
-	t.Parallel()
+func testSpotCheckCatchesATrustedLiarAndItsResultsAreRechecked(t *testing.T, backend string) {
 	ctx := context.Background()
 	coin := 0.99 // >= 1/n: a trusted host is not replicated; > Spot: no spot check
 	sink := &badSink{}
-	r := newRig(t, func(c *Config) { c.Rand = func() float64 { return coin }; c.BadHosts = sink })
+	r := newRigOn(t, backend, func(c *Config) { c.Rand = func() float64 { return coin }; c.BadHosts = sink })
 	if err := r.db.SetValidation(ctx, "alpha", Validation{Mode: ValidateAdaptive, Spot: 0.5}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +172,7 @@ func TestSpotCheckCatchesATrustedLiarAndItsResultsAreRechecked(t *testing.T) {
 	}
 	a, b, liar := r.node("a"), r.node("b"), r.node("liar") // machines 101, 102, 103
 	// The liar's machine has earned trust on this image.
-	if _, err := r.db.db.Exec(`INSERT INTO trust (host, image, consecutive, valid) VALUES ('machine 103', 'img', 50, 50)`); err != nil {
+	if _, err := r.db.db.ExecContext(t.Context(), `INSERT INTO trust (host, image, consecutive, valid) VALUES ('machine 103', 'img', 50, 50)`); err != nil {
 		t.Fatal(err)
 	}
 	// a and b agree on item 1 (untrusted: replicated): a validated answer.

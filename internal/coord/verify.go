@@ -144,7 +144,7 @@ func (d *DB) catch(ctx context.Context, host string, machineID int64, reason str
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO caught (host, machine_id, reason, at) VALUES (?, ?, ?, ?)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO caught (host, machine_id, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		host, machineID, reason, time.Now().UnixNano()); err != nil {
 		return err
 	}

@@ -119,17 +119,7 @@ func (d *DB) rebind(q string) string {
 	if !d.pg {
 		return q
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return sqlschema.Dollars(q)
 }
 
 func (d *DB) migrate(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/sqlschema"
 )
 
 // pgSchema is schema for PostgreSQL, in the same steps.
@@ -76,35 +77,7 @@ func redacted(dsn string) string {
 }
 
 func (d *DB) migratePG(ctx context.Context) error {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, pgMigrateLock); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS vastfleet_serve_version (v INTEGER NOT NULL)`); err != nil {
-		return err
-	}
-	var v int
-	err = tx.QueryRowContext(ctx, `SELECT v FROM vastfleet_serve_version`).Scan(&v)
-	if err == sql.ErrNoRows {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO vastfleet_serve_version (v) VALUES (0)`); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return err
-	}
-	for i := v; i < len(pgSchema); i++ {
-		if _, err := tx.ExecContext(ctx, pgSchema[i]); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE vastfleet_serve_version SET v = $1`, len(pgSchema)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return sqlschema.MigratePostgres(ctx, d.db, "vastfleet_serve_version", pgMigrateLock, pgSchema)
 }
 
 // leaseClass is the first key of the server's session-level advisory

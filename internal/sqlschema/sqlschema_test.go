@@ -45,3 +45,16 @@ func TestMigrateAppliesOnceAndRefusesNewer(t *testing.T) {
 		t.Fatalf("user_version %d after a failed migration, want 3", v)
 	}
 }
+
+func TestDollarsNumbersPlaceholdersInOrder(t *testing.T) {
+	t.Parallel()
+	for q, want := range map[string]string{
+		`SELECT 1`: `SELECT 1`,
+		`SELECT a FROM t WHERE b = ? AND c IN (?, ?)`: `SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)`,
+		`INSERT INTO t (x) VALUES (?) -- é`:           `INSERT INTO t (x) VALUES ($1) -- é`,
+	} {
+		if got := Dollars(q); got != want {
+			t.Errorf("Dollars(%q) = %q, want %q", q, got, want)
+		}
+	}
+}

@@ -130,7 +130,9 @@ func start(fsync bool) (string, func(), error) {
 	if out, err := as(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	opts := fmt.Sprintf("-p %d -k %s -h 127.0.0.1", port, dir)
+	// Parallel tests each hold a few connections to databases of their
+	// own: more than the default 100 at once.
+	opts := fmt.Sprintf("-p %d -k %s -h 127.0.0.1 -c max_connections=300", port, dir)
 	if !fsync {
 		opts += " -F"
 	}
