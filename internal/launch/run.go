@@ -154,14 +154,11 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 	if err != nil {
 		return Summary{}, err
 	}
-	candidates = spec.Accepted.keep(candidates)
-	candidates = priceAt(candidates, spec.Create.Disk)
-	candidates, bidNote, err := atBid(spec, candidates)
+	candidates, slow, bidNote, err := rentOrder(spec, candidates)
 	if err != nil {
 		return Summary{}, err
 	}
 	budget := bootBudget(spec)
-	candidates, slow := bootableFirst(candidates, spec.ImageGB, budget)
 	caps, err := CheckCaps(spec, candidates, bad)
 	if err != nil {
 		if bidNote != "" {
@@ -182,6 +179,20 @@ func Run(ctx context.Context, m *fleet.Manager, spec Spec, candidates []market.R
 			fast, spec.ImageGB, budget.Round(time.Second), spec.Count)})
 	}
 	return r.loop(ctx)
+}
+
+// rentOrder is the candidates as the launch rents from them: the accepted
+// ones, priced for the spec's disk and bid, those expected to boot in time
+// first (slow counts the others).
+func rentOrder(spec Spec, candidates []market.Ranked) (ordered []market.Ranked, slow int, bidNote string, err error) {
+	candidates = spec.Accepted.keep(candidates)
+	candidates = priceAt(candidates, spec.Create.Disk)
+	candidates, bidNote, err = atBid(spec, candidates)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	ordered, slow = bootableFirst(candidates, spec.ImageGB, bootBudget(spec))
+	return ordered, slow, bidNote, nil
 }
 
 // createFleet writes the launch's records before anything is rented, so

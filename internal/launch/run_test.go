@@ -143,7 +143,13 @@ func TestBudgetJustBelowRefused(t *testing.T) {
 	cands := launchsim.Candidates(e.Mkt, 10)
 	spec := baseSpec("budget", 30)
 	spec.Deadline = 10 * time.Minute
-	plan, err := CheckCaps(spec, cands, nil)
+	// The projection the launch refuses on is that of the offers in the
+	// order it rents them.
+	ordered, _, _, err := rentOrder(spec.WithDefaults(), cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := CheckCaps(spec, ordered, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
