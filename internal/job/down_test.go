@@ -34,9 +34,14 @@ func TestDownAfterACrashWritesTheResults(t *testing.T) {
 	ids := e.rent("crashed", 2)
 	e.report("crashed", ids[0], 60, 10, 7)
 	rec := e.downRecord("crashed", ids, "")
+	// Why the run ended, with the node it ended without, is the report's.
+	rec.Ended = fmt.Sprintf("run exited on 1 node(s); 1 node(s) stopped reporting; never heard from since the run began: instance %d", ids[1])
 	rep, err := Down(context.Background(), e.deps(nil), rec, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if saved, ok := SavedReport(e.deps(nil).Records, "crashed"); !ok || rep.Ended != rec.Ended || saved.Ended != rec.Ended {
+		t.Errorf("report says the run ended %q (saved: %v), want %q", rep.Ended, saved, rec.Ended)
 	}
 	if rep.Findings != 60 || rep.ItemsDone != 7 || rep.ItemsLeft != 3 || rep.Live != 0 || rep.Ran != 2 {
 		t.Errorf("report %+v", rep)

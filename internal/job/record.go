@@ -49,6 +49,8 @@ type Record struct {
 	Started bool `json:"started,omitempty"`
 	// Culls are the nodes the cull policy destroyed during the run.
 	Culls []Cull `json:"culls,omitempty"`
+	// Ended is why the run ended, naming the nodes it ended without.
+	Ended string `json:"ended,omitempty"`
 }
 
 // Records keeps job records in the store and exports each, as it is

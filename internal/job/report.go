@@ -51,7 +51,10 @@ type Report struct {
 	Delivery *Delivery `json:"delivery,omitempty"`
 	// Culls are the nodes the cull policy destroyed during the run, with
 	// the figures each was judged on.
-	Culls     []Cull `json:"culls,omitempty"`
+	Culls []Cull `json:"culls,omitempty"`
+	// Ended is why the run ended: the nodes that stopped reporting, or
+	// were never heard from, are named.
+	Ended     string `json:"ended,omitempty"`
 	Live      int    `json:"instances_live"`
 	Dashboard string `json:"dashboard,omitempty"`
 	// Hosts are each host's results by verdict, when the job validates.
@@ -213,7 +216,7 @@ func report(ctx context.Context, d *Deps, rec *Record) (*Report, error) {
 		models[in.ID] = hardwareModel(in)
 	}
 	rep := &Report{Job: rec.ID, At: cr.At, Clock: cr.Clock, Estimate: rec.Estimate, EstimateOf: rec.EstimateOf, Dashboard: rec.Dashboard,
-		Culls: rec.Culls}
+		Culls: rec.Culls, Ended: rec.Ended}
 	for _, in := range cr.Instances {
 		n := ReportNode{ID: in.InstanceID, Ran: ran[in.InstanceID], State: in.State, Running: in.Running.Seconds(),
 			Compute: in.Compute, Storage: in.Storage, Bandwidth: in.Bandwidth, Total: in.Total, Model: models[in.InstanceID]}

@@ -220,6 +220,7 @@ func (r *runner) resumeRun(ctx context.Context) (*Report, error) {
 func (r *runner) watchAndFinish(ctx context.Context) (*Report, error) {
 	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes, r.culling(ctx))
 	r.d.emit(Ended{About{r.rec.ID}, end.why})
+	r.rec.Ended = end.why
 	if ctx.Err() != nil {
 		return r.finish(ctx, r.d.choice(ctx), nil)
 	}

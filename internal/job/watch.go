@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
@@ -44,7 +47,7 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	var starvedSince time.Time
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
-		dead, unheard := tally(snap, want, exits, began)
+		silent := tally(snap, want, exits, began)
 		if judged != nil {
 			if out := judged(ctx, snap, runningOf(want, exits)); len(out) > 0 {
 				for _, id := range out {
@@ -52,11 +55,11 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 				}
 				// A culled node silent since the run began is no longer
 				// one to wait for.
-				dead, unheard = tally(snap, want, exits, began)
+				silent = tally(snap, want, exits, began)
 			}
 		}
 		now := d.Clock.Now()
-		v := runView{nodes: len(want), ended: len(exits), dead: dead, t: snap.Totals, elapsed: now.Sub(began)}
+		v := runView{nodes: len(want), ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began)}
 		switch {
 		case snap.Totals.ItemsLeft == 0 || snap.Totals.ItemsStarved < snap.Totals.ItemsLeft:
 			starvedSince = time.Time{}
@@ -69,10 +72,13 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 			// Agents had as long as the coordinator gives a silent node
 			// to report (after a resume, to come back): one never heard
 			// from is as lost as a dead one.
-			v.lost = dead + unheard
+			v.lost = len(silent.dead) + len(silent.unheard)
 		}
 		d.emit(Progress{About: About{id}, At: d.Clock.Now(), Elapsed: v.elapsed, Totals: snap.Totals, Ended: v.ended, Nodes: v.nodes})
 		if e, done := decide(j, v); done {
+			if e.lost != nil {
+				e.why += silent.String()
+			}
 			e.exits = exits
 			return e
 		}
@@ -95,11 +101,36 @@ func runningOf(want map[int64]bool, exits map[int64]int) map[int64]bool {
 	return running
 }
 
+// silentNodes are the watched nodes whose run has not exited and that
+// stopped reporting (dead), or were never heard from since the run began
+// (unheard), by instance id.
+type silentNodes struct{ dead, unheard []int64 }
+
+// String names them for the job's end: which nodes it ended without.
+func (s silentNodes) String() string {
+	name := func(ids []int64) string {
+		slices.Sort(ids)
+		parts := make([]string, len(ids))
+		for i, id := range ids {
+			parts[i] = strconv.FormatInt(id, 10)
+		}
+		return strings.Join(parts, ", ")
+	}
+	out := ""
+	if len(s.dead) > 0 {
+		out += "; stopped reporting: instance " + name(s.dead)
+	}
+	if len(s.unheard) > 0 {
+		out += "; never heard from since the run began: instance " + name(s.unheard)
+	}
+	return out
+}
+
 // tally records the run's exit codes of the watched nodes into exits and
-// returns how many of the others stopped reporting, and how many were
-// never heard from since the run began: a node last heard before it (on
-// its first boot, then parked until the release) has yet to report.
-func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int, began time.Time) (dead, unheard int) {
+// returns the others that stopped reporting, and those never heard from
+// since the run began: a node last heard before it (on its first boot,
+// then parked until the release) has yet to report.
+func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int, began time.Time) (s silentNodes) {
 	heard := map[int64]bool{}
 	for _, n := range snap.Nodes {
 		if n.State == "dead" && n.LastSeen.Before(began) {
@@ -115,15 +146,15 @@ func tally(snap wire.Snapshot, want map[int64]bool, exits map[int64]int, began t
 			}
 		}
 		if _, ok := exits[n.InstanceID]; !ok && n.State == "dead" {
-			dead++
+			s.dead = append(s.dead, n.InstanceID)
 		}
 	}
 	for id := range want {
 		if !heard[id] {
-			unheard++
+			s.unheard = append(s.unheard, id)
 		}
 	}
-	return dead, unheard
+	return s
 }
 
 // errNodesLost: the job ends short, its nodes lost.

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -119,5 +120,9 @@ func TestWatchEndsWhenNoAgentIsLeft(t *testing.T) {
 	end := watch(context.Background(), d, jf, "silent", []Node{{ID: ids[0]}, {ID: ids[1]}}, nil)
 	if !errors.Is(end.lost, ErrPartial) || !strings.Contains(end.why, "no node alive") {
 		t.Errorf("watch ended: %q, %v; want partial, no node alive", end.why, end.lost)
+	}
+	// The job's end names the nodes it ended without.
+	if want := fmt.Sprintf("never heard from since the run began: instance %d, %d", min(ids[0], ids[1]), max(ids[0], ids[1])); !strings.Contains(end.why, want) {
+		t.Errorf("watch ended: %q; want it to say %q", end.why, want)
 	}
 }

@@ -177,20 +177,29 @@ func (r *runner) gateChecks(ctx context.Context) {
 		}
 		if ck.Usable != nil && !n.usable {
 			shake = append(shake, n)
-		} else if r.spec.Hardware != nil && n.probe == nil {
+		} else if r.awaitsAgent(n) {
 			wantProbes = true
 		}
 	}
 	if len(shake) > 0 {
 		r.handshakes(ctx, shake)
 		for _, n := range shake {
-			wantProbes = wantProbes || n.usable && r.spec.Hardware != nil
+			wantProbes = wantProbes || n.usable && r.awaitsAgent(n)
 		}
 	}
 	if !wantProbes || ck.Agents == nil {
 		return
 	}
 	r.readProbes(ctx)
+}
+
+// awaitsAgent: the gate still needs to hear from the node's agent: its
+// probe when hardware is judged, else its first report.
+func (m *model) awaitsAgent(n *node) bool {
+	if m.spec.Hardware != nil {
+		return n.probe == nil
+	}
+	return m.spec.Checks.Agents != nil && !n.agentSeen
 }
 
 // atGate: the node runs, has not passed the gates and is still wanted.
@@ -259,14 +268,14 @@ func (r *runner) probesOnce(ctx context.Context) (waiting int, until time.Time, 
 		return 0, time.Time{}, false
 	}
 	for _, n := range r.nodes {
-		if !n.atGate() || n.probe != nil {
+		if !n.atGate() || !r.awaitsAgent(n) {
 			continue
 		}
 		if a, ok := ns[n.id]; ok {
 			n.agentSeen = true
 			n.probe = a.Probe
 		}
-		if n.probe == nil && (ck.Usable == nil || n.usable) {
+		if r.awaitsAgent(n) && (ck.Usable == nil || n.usable) {
 			waiting++
 			if u := n.probeDue(ck.AgentWait); u.After(until) {
 				until = u

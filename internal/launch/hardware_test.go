@@ -317,3 +317,55 @@ func TestShortHardwareShare(t *testing.T) {
 		t.Errorf("%d of %d honest machines flagged, want at most 1%%", falseFlags, honest)
 	}
 }
+
+// A parked launch with a coordinator but no hardware judged (a job's
+// default) counts a node ready only once its agent has reported: one
+// whose onstart fails (its agent never runs) is replaced, not parked and
+// released as ready for a job to wait on (seen: one such node of 50 held
+// a demo job 30 market minutes, $5.57 for a $1.20 run).
+func TestReadyNeedsTheAgentHeard(t *testing.T) {
+	t.Parallel()
+	e, err := launchsim.NewHosts(context.Background(), 7, 3000, sim.Faults{OnstartFail: 0.5}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	t.Cleanup(func() { e.Mkt.Close() })
+	rec := &recorder{}
+	spec := baseSpec("heard", 6)
+	spec.Park = true
+	spec.MaxRentals = 30
+	spec.Deadline = time.Hour
+	// The agent stands in as a marker its onstart writes; a coordinator
+	// hears from a running node whose agent has started.
+	spec.Create.Onstart = "echo up > agent.heard"
+	heard := func(id int64) bool {
+		_, err := os.Stat(filepath.Join(e.Mkt.HostDir(id), "agent.heard"))
+		return err == nil
+	}
+	spec.Checks = Checks{ProbeWait: 5 * time.Minute, Agents: func(ctx context.Context, _ string) (map[int64]wire.Node, error) {
+		out := map[int64]wire.Node{}
+		for _, row := range e.Mkt.Instances() {
+			if row.ActualStatus != nil && *row.ActualStatus == "running" && heard(row.ID) {
+				out[row.ID] = wire.Node{InstanceID: row.ID, Stage: wire.StageProbe}
+			}
+		}
+		return out, nil
+	}}
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 6 {
+		t.Fatalf("ready %d of 6: %+v", sum.Ready, sum)
+	}
+	for _, id := range sum.ReadyIDs {
+		if !heard(id) {
+			t.Errorf("node %d counted ready though its agent never ran", id)
+		}
+	}
+	if rec.find(EvFailed, "agent never reported") == nil {
+		t.Fatal("no node failed for its silent agent (the seed should fail some onstarts)")
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}

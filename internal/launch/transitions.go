@@ -7,6 +7,7 @@ package launch
 // with backfill).
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -242,8 +243,11 @@ func (m *model) gate(n *node, now time.Time) bool {
 		n.usableAt = now
 	}
 	h := m.spec.Hardware
-	if h == nil || n.judged || m.spec.Checks.Agents == nil {
+	if m.spec.Checks.Agents == nil || n.judged {
 		return true // nothing to judge by
+	}
+	if h == nil {
+		return m.agentHeard(n, now)
 	}
 	c, ok := m.probeVerdict(n, now, *h)
 	if !ok {
@@ -273,6 +277,24 @@ func (m *model) handshaken(n *node, now time.Time) bool {
 			why = "no handshake attempted"
 		}
 		m.fail(n, fmt.Sprintf("running for %s but its SSH handshake never completed (%s)", limit, why), now)
+	}
+	return false
+}
+
+// agentHeard says whether the coordinator has heard from the node's agent
+// (hardware not judged): a node parked or counted ready before its agent
+// reported may never report (an agent stopped between its enrollment and
+// saving its credential is refused ever after, one whose onstart failed
+// never runs), and its job would wait for it. One not heard within the
+// probe wait fails like a failed boot.
+func (m *model) agentHeard(n *node, now time.Time) bool {
+	if n.agentSeen {
+		n.judged = true
+		return true
+	}
+	wait := cmp.Or(m.spec.Checks.ProbeWait, DefaultProbeWait)
+	if now.Sub(n.usableAt) >= wait {
+		m.fail(n, fmt.Sprintf("its agent never reported to the coordinator within %s of the node being usable", wait), now)
 	}
 	return false
 }
