@@ -60,13 +60,8 @@ func Migrate(ctx context.Context, db *sql.DB, steps []string) error {
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return err
 	}
-	if v > len(steps) {
-		return fmt.Errorf("schema version %d is newer than this vastfleet knows (%d): use the vastfleet that wrote it", v, len(steps))
-	}
-	for i := v; i < len(steps); i++ {
-		if _, err := tx.ExecContext(ctx, steps[i]); err != nil {
-			return fmt.Errorf("schema step %d: %w", i+1, err)
-		}
+	if err := applySteps(ctx, tx, v, steps); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(steps))); err != nil {
 		return err
@@ -99,13 +94,8 @@ func MigratePostgres(ctx context.Context, db *sql.DB, table string, lock int64, 
 	} else if err != nil {
 		return err
 	}
-	if v > len(steps) {
-		return fmt.Errorf("schema version %d is newer than this vastfleet knows (%d): use the vastfleet that wrote it", v, len(steps))
-	}
-	for i := v; i < len(steps); i++ {
-		if _, err := tx.ExecContext(ctx, steps[i]); err != nil {
-			return fmt.Errorf("schema step %d: %w", i+1, err)
-		}
+	if err := applySteps(ctx, tx, v, steps); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET v = $1`, len(steps)); err != nil {
 		return err
@@ -132,4 +122,18 @@ func Dollars(q string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// applySteps runs the steps after version v in tx, refusing a database
+// whose version is newer than steps know.
+func applySteps(ctx context.Context, tx *sql.Tx, v int, steps []string) error {
+	if v > len(steps) {
+		return fmt.Errorf("schema version %d is newer than this vastfleet knows (%d): use the vastfleet that wrote it", v, len(steps))
+	}
+	for i := v; i < len(steps); i++ {
+		if _, err := tx.ExecContext(ctx, steps[i]); err != nil {
+			return fmt.Errorf("schema step %d: %w", i+1, err)
+		}
+	}
+	return nil
 }
