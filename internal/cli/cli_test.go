@@ -339,7 +339,7 @@ func TestReadmeQuickStart(t *testing.T) {
 			commands = append(commands, l)
 		}
 	}
-	if want := []string{"go run ./cmd/vastfleet demo", "go test ./..."}; !cmp.Equal(commands, want) {
+	if want := []string{"go run ./cmd/vastfleet demo", "go test -short ./..."}; !cmp.Equal(commands, want) {
 		t.Fatalf("README's quick start should be exactly %q, it has %q", want, commands)
 	}
 	checkDemo(t, []string{"demo"})
