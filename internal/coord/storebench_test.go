@@ -67,35 +67,14 @@ func BenchmarkStoreWrites(b *testing.B) {
 		})
 		b.Run("db="+backend+"/op=flush", func(b *testing.B) {
 			be := openStoreBackend(b, backend)
-			nodes := make([]savedNode, benchFlushNodes)
-			for a := range nodes {
-				nodes[a] = savedNode{fleet: "bench", hb: benchHeartbeat(a)}
-			}
-			timeStoreWrites(b, benchFlushNodes, func(ctx context.Context, i int) error {
-				for a := range nodes {
-					nodes[a].lastSeen = time.Now()
-					nodes[a].hb.Seq = int64(i)
-				}
+			timeFlushes(b, func(ctx context.Context, nodes []savedNode) error {
 				return saveNodesWith(ctx, be.w, be.upsert, nodes)
 			})
 		})
 		b.Run("db="+backend+"/op=findings", func(b *testing.B) {
 			be := openStoreBackend(b, backend)
-			timeStoreWrites(b, benchGroupBatchs*5, func(ctx context.Context, i int) error {
-				group := make([]*findingsReq, benchGroupBatchs)
-				for g := range group {
-					fs := benchFindings(fmt.Sprintf("node-%04d", g), i)
-					group[g] = &findingsReq{fleet: fs.Fleet, node: fs.Node, items: fs.Items, receivedAt: time.Now()}
-				}
-				if err := insertFindingsWith(ctx, be.w, be.findings, group); err != nil {
-					return err
-				}
-				for _, r := range group {
-					if r.stored != len(r.items) {
-						return fmt.Errorf("stored %d of %d new findings", r.stored, len(r.items))
-					}
-				}
-				return nil
+			timeFindingGroups(b, func(ctx context.Context, group []*findingsReq) error {
+				return insertFindingsWith(ctx, be.w, be.findings, group)
 			})
 		})
 	}
@@ -109,36 +88,52 @@ func BenchmarkStoreWrites(b *testing.B) {
 func BenchmarkStoreWritesPostgresArrays(b *testing.B) {
 	b.Run("op=flush", func(b *testing.B) {
 		be := openStoreBackend(b, postgresBackend)
-		nodes := make([]savedNode, benchFlushNodes)
-		for a := range nodes {
-			nodes[a] = savedNode{fleet: "bench", hb: benchHeartbeat(a)}
-		}
-		timeStoreWrites(b, benchFlushNodes, func(ctx context.Context, i int) error {
-			for a := range nodes {
-				nodes[a].lastSeen = time.Now()
-				nodes[a].hb.Seq = int64(i)
-			}
+		timeFlushes(b, func(ctx context.Context, nodes []savedNode) error {
 			return saveNodesArrays(ctx, be.w, nodes)
 		})
 	})
 	b.Run("op=findings", func(b *testing.B) {
 		be := openStoreBackend(b, postgresBackend)
-		timeStoreWrites(b, benchGroupBatchs*5, func(ctx context.Context, i int) error {
-			group := make([]*findingsReq, benchGroupBatchs)
-			for g := range group {
-				fs := benchFindings(fmt.Sprintf("node-%04d", g), i)
-				group[g] = &findingsReq{fleet: fs.Fleet, node: fs.Node, items: fs.Items, receivedAt: time.Now()}
-			}
-			if err := insertFindingsArrays(ctx, be.w, group); err != nil {
-				return err
-			}
-			for _, r := range group {
-				if r.stored != len(r.items) {
-					return fmt.Errorf("stored %d of %d new findings", r.stored, len(r.items))
-				}
-			}
-			return nil
+		timeFindingGroups(b, func(ctx context.Context, group []*findingsReq) error {
+			return insertFindingsArrays(ctx, be.w, group)
 		})
+	})
+}
+
+// timeFlushes times save writing benchFlushNodes nodes, each write a new
+// heartbeat of every node, as the once-a-second flush does.
+func timeFlushes(b *testing.B, save func(context.Context, []savedNode) error) {
+	nodes := make([]savedNode, benchFlushNodes)
+	for a := range nodes {
+		nodes[a] = savedNode{fleet: "bench", hb: benchHeartbeat(a)}
+	}
+	timeStoreWrites(b, benchFlushNodes, func(ctx context.Context, i int) error {
+		for a := range nodes {
+			nodes[a].lastSeen = time.Now()
+			nodes[a].hb.Seq = int64(i)
+		}
+		return save(ctx, nodes)
+	})
+}
+
+// timeFindingGroups times insert storing a group commit of
+// benchGroupBatchs new batches of findings, and checks every one stored.
+func timeFindingGroups(b *testing.B, insert func(context.Context, []*findingsReq) error) {
+	timeStoreWrites(b, benchGroupBatchs*5, func(ctx context.Context, i int) error {
+		group := make([]*findingsReq, benchGroupBatchs)
+		for g := range group {
+			fs := benchFindings(fmt.Sprintf("node-%04d", g), i)
+			group[g] = &findingsReq{fleet: fs.Fleet, node: fs.Node, items: fs.Items, receivedAt: time.Now()}
+		}
+		if err := insert(ctx, group); err != nil {
+			return err
+		}
+		for _, r := range group {
+			if r.stored != len(r.items) {
+				return fmt.Errorf("stored %d of %d new findings", r.stored, len(r.items))
+			}
+		}
+		return nil
 	})
 }
 
