@@ -51,6 +51,9 @@ func TestBenchScale(t *testing.T) {
 		if p.Phase == "ssh" && sshErr != nil {
 			continue // skipped: no OpenSSH client here
 		}
+		if p.Phase == "ssh" && (len(p.Usage) == 0 || p.Usage[0].Process != scalebench.ProcSSH || p.Usage[0].CPUS == nil || *p.Usage[0].CPUS <= 0) {
+			t.Errorf("ssh phase: the clients' CPU not measured: %+v", p.Usage)
+		}
 		if p.Skipped || p.Error != "" || p.OK != nodes {
 			t.Errorf("phase %s: %d of %d nodes, skipped %v, error %q", p.Phase, p.OK, p.Nodes, p.Skipped, p.Error)
 		}
@@ -73,7 +76,7 @@ func TestBenchScale(t *testing.T) {
 	}
 	t.Logf("summary: %s", lines[len(lines)-1])
 	if s.Nodes != nodes || s.Ready != nodes || s.JobOK != nodes || s.ExecOK != nodes || s.SyncOK != nodes || s.CollectOK != nodes ||
-		s.Destroyed != nodes || s.Findings != nodes || (sshErr == nil && (s.SSHOK != nodes || s.ExecSpeedup <= 0)) || s.Failed != "" {
+		s.Destroyed != nodes || s.Findings != nodes || (sshErr == nil && (s.SSHOK != nodes || s.ExecSpeedup <= 0 || s.SSHCPUS <= 0)) || s.ExecCPUS <= 0 || s.Failed != "" {
 		t.Errorf("nodes reached: %+v", s)
 	}
 	// The machines' links are paced (--links is the default): sync says

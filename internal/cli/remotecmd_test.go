@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -81,6 +84,59 @@ func regexpLine(s, pattern string) bool {
 		}
 	}
 	return false
+}
+
+// exec runs the user's command line through each node's shell, with its
+// rank variables, and refuses a node whose host key is not the one pinned
+// for it: that node fails, the rest run, and the pin stays as it was.
+func TestExecThroughTheShellRefusesAChangedHostKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.launchFleet("k", 3)
+	e.ok("exec", "--fleet", "k", "--", "true") // learns the host keys
+	known := filepath.Join(e.home, "ssh", "known_hosts")
+	before, err := os.ReadFile(known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := nodes.HostKeyAlias(mustInt(t, idOf(t, e, "k", 1)))
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	other, _ := ssh.NewSignerFromKey(priv)
+	var forged []string
+	for _, l := range strings.Split(strings.TrimSpace(string(before)), "\n") {
+		if strings.HasPrefix(l, alias+" ") {
+			l = alias + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(other.PublicKey())))
+		}
+		forged = append(forged, l)
+	}
+	if err := os.WriteFile(known, []byte(strings.Join(forged, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := e.run("exec", "--fleet", "k", "--json", "--",
+		`case $VASTFLEET_NODE_RANK in 2) echo "last of $VASTFLEET_NUM_NODES"; exit 9;; esac`)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3 (partial)\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	}
+	rows := decode[[]nodes.ExecRow](t, r.out)
+	if len(rows) != 3 || rows[0].ExitCode != 0 || rows[0].Error != "" || rows[2].ExitCode != 9 || rows[2].Error != "" {
+		t.Fatalf("rows %+v: want node 0 exit 0 and node 2 exit 9 (the shell's case and exit)", rows)
+	}
+	if !strings.Contains(rows[1].Error, "host key changed") || !strings.Contains(rows[1].Error, ssh.FingerprintSHA256(other.PublicKey())) {
+		t.Errorf("node 1: %+v, want refused for its changed host key", rows[1])
+	}
+	if after, _ := os.ReadFile(known); string(after) != strings.Join(forged, "\n")+"\n" {
+		t.Errorf("known_hosts changed by a refused node:\n%s", after)
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestExportedSSHConfigWorksWithOpenSSH(t *testing.T) {

@@ -56,8 +56,9 @@ func (o *Ops) Exec(ctx context.Context, nodes []Node, opts ExecOptions) ([]ExecR
 			fh.Close()
 		}
 	}()
+	cmds := RankCommands(nodes, opts.Command)
 	for i, n := range nodes {
-		j := remote.Job{Target: o.Target(n, known), Cmd: remote.WithEnv(RankEnv(nodes, n), opts.Command), Timeout: opts.Timeout}
+		j := remote.Job{Target: o.Target(n, known), Cmd: cmds[i], Timeout: opts.Timeout}
 		switch {
 		case opts.OutDir != "":
 			fh, err := os.Create(filepath.Join(opts.OutDir, n.Name+".log"))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -112,18 +113,50 @@ func Select(ctx context.Context, st *store.Store, p provider.Provider, sel Selec
 // RankEnv is what every node is told about its place in the fleet, as
 // SkyPilot's SKYPILOT_NODE_RANK and friends.
 func RankEnv(all []Node, n Node) map[string]string {
-	ips := make([]string, len(all))
-	for i, m := range all {
-		ips[i] = m.Host
-	}
 	return map[string]string{
 		"VASTFLEET_NODE_RANK":     strconv.Itoa(n.Rank),
 		"VASTFLEET_NUM_NODES":     strconv.Itoa(len(all)),
-		"VASTFLEET_NODE_IPS":      strings.Join(ips, "\n"),
+		"VASTFLEET_NODE_IPS":      nodeIPs(all),
 		"VASTFLEET_MASTER_ADDR":   all[0].Host,
 		"VASTFLEET_GPUS_PER_NODE": strconv.Itoa(n.NumGPU),
 		"VASTFLEET_NODE_NAME":     n.Name,
 	}
+}
+
+// RankCommands is cmd for each node of all, in order, with the node's
+// RankEnv exported first, byte for byte as remote.WithEnv(RankEnv(all, n),
+// cmd). What every node shares (the address list, 10 KB at a thousand
+// nodes) is joined and quoted once: per node it cost a 1,000-node exec
+// 72 MB of garbage before the first connection.
+func RankCommands(all []Node, cmd string) []string {
+	if len(all) == 0 {
+		return nil
+	}
+	// WithEnv sorts by name: GPUS_PER_NODE, then the shared MASTER_ADDR
+	// and NODE_IPS, then NODE_NAME, NODE_RANK and NUM_NODES.
+	shared := remote.WithEnv(map[string]string{"VASTFLEET_MASTER_ADDR": all[0].Host, "VASTFLEET_NODE_IPS": nodeIPs(all)}, "")
+	num := strconv.Itoa(len(all))
+	cmds := make([]string, len(all))
+	for i, n := range all {
+		var b strings.Builder
+		head := remote.WithEnv(map[string]string{"VASTFLEET_GPUS_PER_NODE": strconv.Itoa(n.NumGPU)}, "")
+		tail := remote.WithEnv(map[string]string{"VASTFLEET_NODE_NAME": n.Name, "VASTFLEET_NODE_RANK": strconv.Itoa(n.Rank), "VASTFLEET_NUM_NODES": num}, cmd)
+		b.Grow(len(head) + len(shared) + len(tail))
+		b.WriteString(head)
+		b.WriteString(shared)
+		b.WriteString(tail)
+		cmds[i] = b.String()
+	}
+	return cmds
+}
+
+// nodeIPs is VASTFLEET_NODE_IPS: every node's address, one a line.
+func nodeIPs(all []Node) string {
+	ips := make([]string, len(all))
+	for i, m := range all {
+		ips[i] = m.Host
+	}
+	return strings.Join(ips, "\n")
 }
 
 // SimRelative maps /workspace and /root to a simulated instance's own

@@ -69,6 +69,7 @@ func (o *Ops) Setup(ctx context.Context, nodes []Node, opts SetupOptions) ([]Set
 	step := func(idx []int, cmd string, show bool, capture []bytes.Buffer) []remote.Result {
 		sel := make([]Node, len(idx))
 		jobs := make([]remote.Job, len(idx))
+		cmds := RankCommands(nodes, cmd)
 		var writers []*prefixWriter
 		for k, i := range idx {
 			n := nodes[i]
@@ -82,7 +83,7 @@ func (o *Ops) Setup(ctx context.Context, nodes []Node, opts SetupOptions) ([]Set
 			if capture != nil {
 				out = io.MultiWriter(out, &capture[i])
 			}
-			jobs[k] = remote.Job{Target: o.Target(n, known), Cmd: remote.WithEnv(RankEnv(nodes, n), cmd), Timeout: opts.Timeout, Stdout: out, Stderr: out}
+			jobs[k] = remote.Job{Target: o.Target(n, known), Cmd: cmds[i], Timeout: opts.Timeout, Stdout: out, Stderr: out}
 		}
 		res := o.Run(ctx, sel, jobs, opts.Parallel)
 		for _, w := range writers {

@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,7 @@ const (
 	ProcCoord     = "coord"
 	ProcSim       = "sim"
 	ProcHosts     = "hosts" // the simulated machines' processes, together
+	ProcSSH       = "ssh"   // the ssh phase's system ssh clients, together
 )
 
 // Usage is one process's share of a phase; a nil figure is not known here.
@@ -165,7 +167,14 @@ type Summary struct {
 	// is its wall time over exec's (0: not run).
 	SSHOK       int     `json:"ssh_ok"`
 	ExecSpeedup float64 `json:"exec_speedup,omitempty"`
-	SyncOK      int     `json:"sync_ok"`
+	// ExecCPUS and SSHCPUS are what each side cost this computer's CPUs:
+	// the client (exec, or every ssh) and the simulator with its machines,
+	// where the sessions' shells run. On a real fleet each node's share
+	// is its own; here both sides pay it on the same cores, so the wall
+	// speedup of a CPU-bound run nears SSHCPUS/ExecCPUS.
+	ExecCPUS float64 `json:"exec_cpu_s,omitempty"`
+	SSHCPUS  float64 `json:"ssh_cpu_s,omitempty"`
+	SyncOK   int     `json:"sync_ok"`
 	// SyncLastS is when the last node held the synced tree, after the
 	// sync began; SyncLinkS the least that could take (the slowest node's
 	// archive over its listed downlink; 0: links not listed).
@@ -354,12 +363,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	p = b.command(ctx, "exec", b.ready, append(append([]string{"exec"}, fleetFlag...), "--json", "--", "true"), parseRows)
 	sum.ExecOK = p.OK
 	execWall := p.WallS
+	sum.ExecCPUS = round3(p.cpu(ProcVastfleet, ProcSim, ProcHosts))
 	add(p)
 
 	p = b.sshFanout(ctx, b.ready)
 	sum.SSHOK = p.OK
 	if execWall > 0 && p.WallS > 0 && !p.Skipped {
 		sum.ExecSpeedup = round3(p.WallS / execWall)
+		sum.SSHCPUS = round3(p.cpu(ProcSSH, ProcSim, ProcHosts))
 	}
 	add(p)
 
@@ -709,6 +720,8 @@ func (b *bench) sshFanout(ctx context.Context, nodes int) Phase {
 	w := b.watch(cancel)
 	start := time.Now()
 	var ok atomic.Int64
+	var cpuMu sync.Mutex
+	var clientCPU time.Duration
 	sem := make(chan struct{}, fanout)
 	var wg sync.WaitGroup
 	for _, h := range hosts {
@@ -721,16 +734,34 @@ func (b *bench) sshFanout(ctx context.Context, nodes int) Phase {
 			if c.Run() == nil {
 				ok.Add(1)
 			}
+			if ps := c.ProcessState; ps != nil {
+				cpuMu.Lock()
+				clientCPU += ps.UserTime() + ps.SystemTime()
+				cpuMu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
 	p.WallS = round3(time.Since(start).Seconds())
 	w.end(&p, nil)
+	p.Usage = append([]Usage{{Process: ProcSSH, CPUS: ptr(round3(clientCPU.Seconds()))}}, p.Usage...)
 	p.OK = int(ok.Load())
 	if ctx.Err() != nil {
 		p.Error = fmt.Sprintf("interrupted after %s (the phase timeout)", b.cfg.PhaseTimeout)
 	}
 	return p
+}
+
+// cpu is the CPU seconds of the named processes over the phase, those not
+// known left out.
+func (p Phase) cpu(procs ...string) float64 {
+	var s float64
+	for _, u := range p.Usage {
+		if u.CPUS != nil && slices.Contains(procs, u.Process) {
+			s += *u.CPUS
+		}
+	}
+	return s
 }
 
 // sshConfigHosts are the Host aliases of an ssh-config file.

@@ -57,6 +57,9 @@ func (s Summary) Lines() []string {
 	}
 	if s.ExecSpeedup > 0 {
 		lines = append(lines, fmt.Sprintf("exec -- true was %.1fx faster than the system ssh run 32 at a time (%d nodes reached)", s.ExecSpeedup, s.SSHOK))
+		if s.ExecCPUS > 0 && s.SSHCPUS > 0 {
+			lines = append(lines, fmt.Sprintf("  CPU, client and simulated hosts: exec %.1fs, ssh %.1fs (%.1fx), both on this computer's cores", s.ExecCPUS, s.SSHCPUS, s.SSHCPUS/s.ExecCPUS))
+		}
 	}
 	if s.Failed != "" {
 		lines = append(lines, "first shortfall: "+termsafe.Line(s.Failed))

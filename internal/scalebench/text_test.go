@@ -24,3 +24,21 @@ func TestPhaseAndSummaryText(t *testing.T) {
 		t.Errorf("after: %q, want %q", got, want)
 	}
 }
+
+// Each side's CPU is its client's and the simulator's with its machines',
+// where the sessions' shells run; a process whose CPU is not known adds
+// nothing.
+func TestExecAndSSHCPU(t *testing.T) {
+	t.Parallel()
+	f := func(v float64) *float64 { return &v }
+	ssh := Phase{Phase: "ssh", Usage: []Usage{{Process: ProcSSH, CPUS: f(3.5)}, {Process: ProcCoord, CPUS: f(9)},
+		{Process: ProcSim, CPUS: f(1.25)}, {Process: ProcHosts}}}
+	if got := ssh.cpu(ProcSSH, ProcSim, ProcHosts); got != 4.75 {
+		t.Errorf("ssh side: %v CPU s, want 4.75 (the coordinator's left out, the hosts' unknown)", got)
+	}
+	s := Summary{ExecSpeedup: 4.2, SSHOK: 3, ExecCPUS: 1.5, SSHCPUS: 4.75}
+	want := "  CPU, client and simulated hosts: exec 1.5s, ssh 4.8s (3.2x), both on this computer's cores"
+	if got := s.Lines(); len(got) != 3 || got[2] != want {
+		t.Errorf("summary lines %q, want the CPU line %q", got, want)
+	}
+}
