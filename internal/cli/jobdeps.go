@@ -93,8 +93,10 @@ func (f *factory) workdirOnNode() string {
 // jobNodes are the job's node operations over SSH: exec, sync and collect
 // as the commands of those names run them.
 type jobNodes struct {
-	f    *factory
-	p    provider.Provider
+	f *factory
+	p provider.Provider
+	// mu guards byID: a replacement is selected beside the watch.
+	mu   sync.Mutex
 	byID map[int64]nodes.Node
 }
 
@@ -107,6 +109,8 @@ func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) 
 	if err != nil {
 		return nil, err
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.byID == nil {
 		n.byID = map[int64]nodes.Node{}
 	}
@@ -119,6 +123,8 @@ func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) 
 }
 
 func (n *jobNodes) nodes(in []job.Node) []nodes.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	out := make([]nodes.Node, 0, len(in))
 	for _, j := range in {
 		out = append(out, n.byID[j.ID])
@@ -187,6 +193,12 @@ func (l *jobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
 	view := newLaunchView(l.f, JSONFlags{})
 	defer view.stop()
 	return launch.Resume(ctx, l.m, l.id, view.event, l.spec.Checks)
+}
+
+// Grow rents a running job's replacements quietly: the job's own live
+// view is on the terminal, and the job reports each outcome.
+func (l *jobLauncher) Grow(ctx context.Context, add int) (launch.Summary, error) {
+	return launch.Grow(ctx, l.m, l.id, add, nil, l.spec.Checks)
 }
 
 func (l *jobLauncher) Running() { l.running.Do(l.f.keepMarketMoving) }

@@ -41,6 +41,10 @@ type Cull struct {
 	// Error says the destroy failed (the node is left out of the run and
 	// `vastfleet down` destroys it); empty when it went.
 	Error string `json:"error,omitempty"`
+	// Replacement is whether a node was rented in its place, and why
+	// (not) with the payback figures; nil when the job cannot rent
+	// (resumed by down) or the cull predates replacements.
+	Replacement *Replacement `json:"replacement,omitempty"`
 }
 
 // CullUnjudged: the cull policy cannot judge the nodes, once per run.
@@ -227,7 +231,7 @@ func (c *culler) metric(snap wire.Snapshot, running map[int64]bool) string {
 // on the bad-host list with the figures, the cull recorded and told. A
 // node's leased items go back to the queue as a lost node's do, when its
 // heartbeats stop.
-func (r *runner) cull(ctx context.Context, k Cull) {
+func (r *runner) cull(ctx context.Context, k Cull, inst map[int64]store.Instance, t wire.Totals) {
 	node := []Node{{ID: k.ID, Name: k.Node}}
 	for _, n := range r.nodes {
 		if n.ID == k.ID {
@@ -251,7 +255,11 @@ func (r *runner) cull(ctx context.Context, k Cull) {
 		}
 	}
 	r.nodes = slices.DeleteFunc(r.nodes, func(n Node) bool { return n.ID == k.ID })
+	k.Replacement = r.replacement(ctx, k, inst, t)
 	r.rec.Culls = append(r.rec.Culls, k)
 	_ = r.save(ctx) // the next save tries again; the cull stands either way
 	r.d.emit(k)
+	if k.Replacement != nil && k.Replacement.State == Replacing {
+		r.repl.ask(k.ID)
+	}
 }

@@ -2,17 +2,26 @@ package job
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -137,8 +146,8 @@ func TestCullDoesNotRaiseTheBar(t *testing.T) {
 // is lower.
 func TestUpCullsTheNodeThatDeliversLeastPerDollar(t *testing.T) {
 	t.Parallel()
-	withCull, culls := runCullJob(t, &jobfile.Cull{Below: 0.5, After: 5 * time.Minute})
-	without, none := runCullJob(t, nil)
+	withCull, culls := runCullJob(t, cullJob{policy: &jobfile.Cull{Below: 0.5, After: 5 * time.Minute}})
+	without, none := runCullJob(t, cullJob{})
 	if len(none) != 0 || len(without.rep.Culls) != 0 {
 		t.Fatalf("without a cull policy: culls %+v", without.rep.Culls)
 	}
@@ -179,11 +188,18 @@ func TestUpCullsTheNodeThatDeliversLeastPerDollar(t *testing.T) {
 type cullRun struct {
 	*env
 	rep  *Report
+	rec  *Record
 	slow int64
 	now  time.Time
 	ids  []int64
 	dph  map[int64]float64
 	keys map[int64]float64 // keys each node delivered (its rate over the time it reported)
+	// started are the nodes the job prepared beside the launch (its
+	// replacements), in order.
+	started []int64
+	// rented is every instance the fleet had when the run began, gone
+	// ones (failed boots, a launch's spares) included.
+	rented map[int64]bool
 }
 
 func (r cullRun) running(id int64) float64 {
@@ -203,15 +219,38 @@ func (r cullRun) keysPerDollar() float64 {
 	return keys / r.rep.Total
 }
 
-// runCullJob runs a 30-minute job on four nodes whose agents report
-// keys_per_s each 10 s of market time, the dearest node a fifth of the
-// others' per $/hr, under the cull policy p; it returns the run and its
-// cull events.
-func runCullJob(t *testing.T, p *jobfile.Cull) (cullRun, []Cull) {
+// cullJob is how a cull job runs: its policy and max_duration, and
+// whether its fleet comes from a launch (which a replacement needs: the
+// launch's stored offers and spec) rather than four plain rentals.
+type cullJob struct {
+	policy      *jobfile.Cull
+	maxDuration time.Duration
+	launched    bool
+}
+
+// runCullJob runs a job on four nodes whose agents report keys_per_s each
+// 10 s of market time, the dearest node a fifth of the others' per $/hr,
+// under the cull policy; it returns the run and its cull events. A node
+// the job prepares itself (a replacement) reports from its go marker on,
+// as a median node.
+func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 	e := newEnv(t)
 	ctx := context.Background()
-	ids := e.rent("cull", 4)
-	run := cullRun{env: e, ids: ids, dph: map[int64]float64{}, keys: map[int64]float64{}}
+	startedAt := e.clock.Now()
+	var ids []int64
+	if cj.launched {
+		ids = e.launch("cull", 4)
+	} else {
+		ids = e.rent("cull", 4)
+	}
+	run := cullRun{env: e, ids: ids, dph: map[int64]float64{}, keys: map[int64]float64{}, rented: map[int64]bool{}}
+	all, err := e.st.Instances(ctx, store.InstanceFilter{Fleet: "cull", IncludeGone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		run.rented[in.ID] = true
+	}
 	ins, err := e.st.Instances(ctx, store.InstanceFilter{Fleet: "cull"})
 	if err != nil {
 		t.Fatal(err)
@@ -224,19 +263,29 @@ func runCullJob(t *testing.T, p *jobfile.Cull) (cullRun, []Cull) {
 		}
 	}
 	creds := map[int64]string{}
-	for i, id := range ids {
-		creds[id] = e.enrollAs("cull", id, fmt.Sprint("node-", i))
+	for _, id := range ids {
+		creds[id] = e.enrollAs("cull", id, fmt.Sprint("node-", id))
 	}
+	var mu sync.Mutex
 	// Every node delivers 1e6 keys/s per $/hr, the slow one 2e5.
 	rate := func(id int64) float64 {
+		mu.Lock()
+		defer mu.Unlock()
 		if id == run.slow {
 			return 2e5 * run.dph[id]
 		}
 		return 1e6 * run.dph[id]
 	}
-	var mu sync.Mutex
 	culled := map[int64]bool{}
-	d := e.deps(nil)
+	nodes := &startNodes{e: e}
+	d := e.deps(nodes)
+	// The replacement's launch waits on a clock that also takes some wall
+	// time (as the simulator's paced clock does), so that its rents land
+	// before its deadline.
+	grower := &growLauncher{m: &fleet.Manager{P: e.client, S: e.st, Clock: pacedClock{e.clock}, Log: slog.New(slog.DiscardHandler)}}
+	if cj.launched {
+		d.Launcher = grower
+	}
 	events := d.Events
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -262,24 +311,47 @@ func runCullJob(t *testing.T, p *jobfile.Cull) (cullRun, []Cull) {
 				return
 			case <-time.After(time.Millisecond):
 			}
+			if grower.growing.Load() {
+				// A replacement's launch moves the market's time by its
+				// own waits, as the job's launch did.
+				continue
+			}
 			e.clock.Advance(10 * time.Second)
-			for i, id := range ids {
+			reporting := append([]int64(nil), ids...)
+			for _, id := range nodes.startedIDs() {
+				if creds[id] == "" {
+					in, err := e.st.Instance(ctx, id)
+					if err != nil {
+						continue
+					}
+					mu.Lock()
+					run.dph[id] = in.DPHTotal
+					mu.Unlock()
+					if creds[id], err = e.tryEnroll("cull", id, fmt.Sprint("node-", id)); err != nil {
+						continue
+					}
+				}
+				reporting = append(reporting, id)
+			}
+			for _, id := range reporting {
 				mu.Lock()
 				gone := culled[id]
 				mu.Unlock()
 				if gone {
 					continue
 				}
+				r := rate(id)
 				mu.Lock()
-				run.keys[id] += 10 * rate(id)
+				run.keys[id] += 10 * r
 				mu.Unlock()
-				e.heartbeat(creds[id], wire.Heartbeat{Fleet: "cull", Node: fmt.Sprint("node-", i), InstanceID: id, SentAt: e.clock.Now(),
-					Metrics: map[string]float64{"keys_per_s": rate(id)}})
+				e.heartbeat(creds[id], wire.Heartbeat{Fleet: "cull", Node: fmt.Sprint("node-", id), InstanceID: id, SentAt: e.clock.Now(),
+					Metrics: map[string]float64{"keys_per_s": r}})
 			}
 		}
 	}()
-	jf := &jobfile.Job{Sessions: []jobfile.Session{{Name: "w", Command: "work"}}, MaxDuration: 30 * time.Minute, AutoDestroy: true, Cull: p}
-	r := &runner{d: d, o: Options{Job: jf}, rec: &Record{ID: "cull", State: StateRunning, StartedAt: e.clock.Now(), AutoDestroy: true,
+	jf := &jobfile.Job{Sessions: []jobfile.Session{{Name: "w", Command: "work"}}, MaxDuration: cmp.Or(cj.maxDuration, 30*time.Minute),
+		AutoDestroy: true, Cull: cj.policy}
+	r := &runner{d: d, o: Options{Job: jf}, rec: &Record{ID: "cull", State: StateRunning, StartedAt: startedAt, AutoDestroy: true,
 		LocalDir: t.TempDir(), RunIDs: ids, Started: true}}
 	for _, id := range ids {
 		r.nodes = append(r.nodes, Node{ID: id, Name: fmt.Sprint("C.", id)})
@@ -290,7 +362,7 @@ func runCullJob(t *testing.T, p *jobfile.Cull) (cullRun, []Cull) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run.rep, run.now = rep, e.clock.Now()
+	run.rep, run.rec, run.now, run.started = rep, r.rec, e.clock.Now(), nodes.startedIDs()
 	var out []Cull
 	e.mu.Lock()
 	for _, ev := range e.events {
@@ -300,6 +372,141 @@ func runCullJob(t *testing.T, p *jobfile.Cull) (cullRun, []Cull) {
 	}
 	e.mu.Unlock()
 	return run, out
+}
+
+// launch launches n running instances into fleet id through the launch
+// engine, from the env's offers: its spec and offers are stored with the
+// fleet, as a job's are.
+func (e *env) launch(id string, n int) []int64 {
+	e.t.Helper()
+	var cands []market.Ranked
+	for _, o := range e.offers {
+		cands = append(cands, market.Ranked{Offer: o, Score: 1})
+	}
+	sum, err := launch.Run(context.Background(), e.m, launch.Spec{Fleet: id, Count: n, Backfill: true,
+		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20, Runtype: "ssh"}}, cands, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(sum.ReadyIDs) != n {
+		e.t.Fatalf("launch: %d ready of %d", len(sum.ReadyIDs), n)
+	}
+	return sum.ReadyIDs
+}
+
+// pacedClock is stepClock taking a ten-thousandth of each wait in wall
+// time.
+type pacedClock struct{ m *clock.Manual }
+
+func (c pacedClock) Now() time.Time { return c.m.Now() }
+func (c pacedClock) Sleep(ctx context.Context, d time.Duration) error {
+	time.Sleep(d / 10000)
+	c.m.Advance(d)
+	return ctx.Err()
+}
+
+// growLauncher rents a job's replacements with the launch engine, as the
+// command line's does; growing says a Grow runs.
+type growLauncher struct {
+	m       *fleet.Manager
+	growing atomic.Bool
+}
+
+func (*growLauncher) Candidates(context.Context) ([]market.Ranked, Estimate, error) {
+	return nil, Estimate{}, errors.New("not launching")
+}
+func (*growLauncher) Launch(context.Context, []market.Ranked) (launch.Summary, error) {
+	return launch.Summary{}, errors.New("not launching")
+}
+func (*growLauncher) Resume(context.Context) (launch.Summary, error) {
+	return launch.Summary{}, errors.New("not launching")
+}
+func (l *growLauncher) Grow(ctx context.Context, add int) (launch.Summary, error) {
+	l.growing.Store(true)
+	defer l.growing.Store(false)
+	return launch.Grow(ctx, l.m, "cull", add, nil, launch.Checks{})
+}
+func (*growLauncher) Running() {}
+
+// startNodes are the job's node operations without SSH: a node is
+// selected only when the store has it running with an address, and one
+// whose start script ran (its go marker) starts reporting.
+type startNodes struct {
+	e       *env
+	mu      sync.Mutex
+	started []int64
+}
+
+func (n *startNodes) startedIDs() []int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.started)
+}
+
+func (n *startNodes) Select(ctx context.Context, ids []int64) ([]Node, error) {
+	var out []Node
+	for _, id := range ids {
+		in, err := n.e.st.Instance(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if in.State != provider.StateRunning || in.SSHHost == "" {
+			return nil, fmt.Errorf("instance %d is %s without an SSH route", id, in.State)
+		}
+		out = append(out, Node{ID: id, Name: fmt.Sprint("C.", id)})
+	}
+	return out, nil
+}
+
+func (n *startNodes) rows(nodes []Node) []StepResult {
+	var out []StepResult
+	for _, nd := range nodes {
+		out = append(out, StepResult{ID: nd.ID, Node: nd.Name})
+	}
+	return out
+}
+
+func (n *startNodes) Sync(_ context.Context, nodes []Node, _, _ string) (int, []StepResult, error) {
+	return 1, n.rows(nodes), nil
+}
+
+func (n *startNodes) Exec(_ context.Context, nodes []Node, script, _ string) ([]StepResult, error) {
+	if script == startScript {
+		n.mu.Lock()
+		n.started = append(n.started, ids(nodes)...)
+		n.mu.Unlock()
+	}
+	return n.rows(nodes), nil
+}
+
+func (n *startNodes) Collect(_ context.Context, nodes []Node, _, _ string) ([]StepResult, error) {
+	return n.rows(nodes), nil
+}
+
+// tryEnroll is enrollAs for another goroutine than the test's: it
+// returns what went wrong.
+func (e *env) tryEnroll(fleetName string, id int64, name string) (string, error) {
+	bootstrap, _, err := e.db.FleetTokens(context.Background(), fleetName)
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(wire.EnrollRequest{Fleet: fleetName, InstanceID: id, Node: name})
+	req, _ := http.NewRequest(http.MethodPost, e.coord.URL+wire.PathEnroll, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+bootstrap)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("enroll: %s", resp.Status)
+	}
+	var rep wire.EnrollReply
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return "", err
+	}
+	return rep.Token, nil
 }
 
 // enrollAs trades fleet's bootstrap token for instance id's credential as

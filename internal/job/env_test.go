@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -80,15 +81,10 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { e.db.Close() })
 	// An instance belongs to a fleet when the store has it there: what
-	// the agents enroll against.
-	members := coord.MembershipFunc(func(ctx context.Context, fleetName string) (map[int64]coord.Instance, error) {
-		ins, err := e.st.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
-		out := map[int64]coord.Instance{}
-		for _, in := range ins {
-			out[in.ID] = coord.Instance{MachineID: in.MachineID}
-		}
-		return out, err
-	})
+	// the agents enroll against. One enrolling that the fleet's cached
+	// answer lacks (a replacement) is checked alone, as fleet.Membership
+	// does.
+	members := storeMembers{e.st}
 	cs, err := coord.New(coord.Config{DB: e.db, Clock: e.clock, Log: slog.New(slog.DiscardHandler), Members: members})
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +101,26 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	return e
+}
+
+// storeMembers is a fleet's membership as the store has it.
+type storeMembers struct{ st *store.Store }
+
+func (m storeMembers) Instances(ctx context.Context, fleetName string) (map[int64]coord.Instance, error) {
+	ins, err := m.st.Instances(ctx, store.InstanceFilter{Fleet: fleetName})
+	out := map[int64]coord.Instance{}
+	for _, in := range ins {
+		out[in.ID] = coord.Instance{MachineID: in.MachineID}
+	}
+	return out, err
+}
+
+func (m storeMembers) Instance(ctx context.Context, fleetName string, id int64) (coord.Instance, bool, error) {
+	in, err := m.st.Instance(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (in.Fleet != fleetName || !in.Live()) {
+		return coord.Instance{}, false, nil
+	}
+	return coord.Instance{MachineID: in.MachineID}, err == nil, err
 }
 
 // rent rents n running instances into fleet id.

@@ -120,6 +120,11 @@ type Launcher interface {
 	Candidates(ctx context.Context) ([]market.Ranked, Estimate, error)
 	Launch(ctx context.Context, cands []market.Ranked) (launch.Summary, error)
 	Resume(ctx context.Context) (launch.Summary, error)
+	// Grow rents add more nodes into the job's fleet once it runs (the
+	// cull policy's replacements): the launch's offers and readiness
+	// gates; what is not ready by its end is destroyed. ReadyIDs are the
+	// new nodes.
+	Grow(ctx context.Context, add int) (launch.Summary, error)
 	// Running is called once the launch is over: the market runs on by
 	// itself from then on (the simulator's virtual clock).
 	Running()

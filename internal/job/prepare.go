@@ -37,29 +37,9 @@ const startScript = `{ for v in VASTFLEET_NODE_RANK VASTFLEET_NUM_NODES VASTFLEE
 // prepare syncs the workdir, runs setup and writes the go marker on every
 // node; nodes that fail a step are left out of the run.
 func (r *runner) prepare(ctx context.Context) error {
-	logs, err := r.d.Records.JobDir(r.rec.ID)
+	kept, err := r.prepareNodes(ctx, r.nodes, r.d.emit)
+	r.nodes = kept
 	if err != nil {
-		return err
-	}
-	if err := r.sync(ctx); err != nil {
-		return err
-	}
-	for i, cmd := range r.o.Job.Setup {
-		rows, err := r.d.Nodes.Exec(ctx, r.nodes, "mkdir -p "+r.d.WorkdirOnNode+" && cd "+r.d.WorkdirOnNode+" && "+cmd,
-			filepath.Join(logs, fmt.Sprintf("setup-%d", i+1)))
-		if err != nil {
-			return err
-		}
-		r.d.emit(SetupDone{About{r.rec.ID}, i + 1, len(r.o.Job.Setup), succeeded(rows), cmd})
-		if err := r.keep("setup", rows); err != nil {
-			return err
-		}
-	}
-	rows, err := r.d.Nodes.Exec(ctx, r.nodes, startScript, filepath.Join(logs, "start"))
-	if err != nil {
-		return err
-	}
-	if err := r.keep("start", rows); err != nil {
 		return err
 	}
 	r.d.emit(Started{About{r.rec.ID}, len(r.nodes), clock.Kind(r.d.Clock)})
@@ -68,39 +48,70 @@ func (r *runner) prepare(ctx context.Context) error {
 	return r.save(ctx)
 }
 
-// sync sends the workdir to every node.
-func (r *runner) sync(ctx context.Context) error {
+// prepareNodes syncs the workdir to nodes, runs setup on them and writes
+// their go marker, telling emit how each step went; it returns the nodes
+// every step succeeded on, and fails when none is left. It reads the
+// job's options and record but changes neither: a replacement prepares
+// beside the watch.
+func (r *runner) prepareNodes(ctx context.Context, nodes []Node, emit func(Event)) ([]Node, error) {
+	logs, err := r.d.Records.JobDir(r.rec.ID)
+	if err != nil {
+		return nodes, err
+	}
+	if nodes, err = r.sync(ctx, nodes, emit); err != nil {
+		return nodes, err
+	}
+	for i, cmd := range r.o.Job.Setup {
+		rows, err := r.d.Nodes.Exec(ctx, nodes, "mkdir -p "+r.d.WorkdirOnNode+" && cd "+r.d.WorkdirOnNode+" && "+cmd,
+			filepath.Join(logs, fmt.Sprintf("setup-%d", i+1)))
+		if err != nil {
+			return nodes, err
+		}
+		emit(SetupDone{About{r.rec.ID}, i + 1, len(r.o.Job.Setup), succeeded(rows), cmd})
+		if nodes, err = keep(r.rec.ID, "setup", nodes, rows, emit); err != nil {
+			return nodes, err
+		}
+	}
+	rows, err := r.d.Nodes.Exec(ctx, nodes, startScript, filepath.Join(logs, "start"))
+	if err != nil {
+		return nodes, err
+	}
+	return keep(r.rec.ID, "start", nodes, rows, emit)
+}
+
+// sync sends the workdir to the nodes.
+func (r *runner) sync(ctx context.Context, nodes []Node, emit func(Event)) ([]Node, error) {
 	wd := r.o.Job.Workdir
 	if wd == "" {
-		return nil
+		return nodes, nil
 	}
-	files, rows, err := r.d.Nodes.Sync(ctx, r.nodes, wd, RemoteWorkdir)
+	files, rows, err := r.d.Nodes.Sync(ctx, nodes, wd, RemoteWorkdir)
 	if err != nil {
-		return err
+		return nodes, err
 	}
 	var sent int64
 	for _, row := range rows {
 		sent += row.Bytes
 	}
-	r.d.emit(Synced{About{r.rec.ID}, wd, files, sent, succeeded(rows)})
-	return r.keep("sync", rows)
+	emit(Synced{About{r.rec.ID}, wd, files, sent, succeeded(rows)})
+	return keep(r.rec.ID, "sync", nodes, rows, emit)
 }
 
-// keep leaves out of the run the nodes a step failed on, saying so; it
+// keep leaves out of job's run the nodes a step failed on, saying so; it
 // fails when no node is left.
-func (r *runner) keep(step string, rows []StepResult) error {
+func keep(job, step string, nodes []Node, rows []StepResult, emit func(Event)) ([]Node, error) {
 	failed := map[int64]bool{}
 	for _, row := range rows {
 		if row.Error != "" {
 			failed[row.ID] = true
-			r.d.emit(StepFailed{About{r.rec.ID}, step, row.Node, row.ID, row.Error})
+			emit(StepFailed{About{job}, step, row.Node, row.ID, row.Error})
 		}
 	}
-	r.nodes = slices.DeleteFunc(r.nodes, func(n Node) bool { return failed[n.ID] })
-	if len(r.nodes) == 0 {
-		return fmt.Errorf("job %s: %s failed on every node", r.rec.ID, step)
+	nodes = slices.DeleteFunc(nodes, func(n Node) bool { return failed[n.ID] })
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("job %s: %s failed on every node", job, step)
 	}
-	return nil
+	return nodes, nil
 }
 
 // succeeded is how many nodes a step succeeded on.

@@ -41,6 +41,10 @@ func EventLine(e Event) string {
 		return e.Line()
 	case CullUnjudged:
 		return "cull judges no node: " + e.Why
+	case Released:
+		return fmt.Sprintf("released %d node(s) whose run exited: %v", len(e.IDs), e.IDs)
+	case ReplacedNode:
+		return fmt.Sprintf("culled instance %d: %s", e.Culled, termsafe.Line(e.Line()))
 	}
 	return finishEventLine(e)
 }
@@ -237,6 +241,9 @@ func (k Cull) Line() string {
 	}
 	if k.Error != "" {
 		s += "; " + termsafe.Line(k.Error)
+	}
+	if k.Replacement != nil {
+		s += "; " + termsafe.Line(k.Replacement.Line())
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
@@ -37,6 +38,14 @@ type runner struct {
 	rec   *Record
 	nodes []Node
 	est   Estimate
+	// launched is when this up's launch ended (zero when it resumed a
+	// running job), began when the watch of the run began; repl rents
+	// the cull policy's replacements during it.
+	launched, began time.Time
+	repl            *replacer
+	// released are the nodes whose run exited that a cull job destroyed
+	// before the others' ended.
+	released []Node
 }
 
 // Up runs a job: plan or search, launch, prepare, start, watch, finish. A
@@ -134,6 +143,7 @@ func (r *runner) launch(ctx context.Context, cands *candidates) (launch.Summary,
 		sum, err = r.d.Launcher.Launch(ctx, cands.offers)
 	}
 	r.d.Launcher.Running()
+	r.launched = r.d.Clock.Now()
 	r.estimate(ctx)
 	if err == nil && len(sum.ReadyIDs) == 0 && !sum.Interrupted {
 		err = fmt.Errorf("job %s: no node became ready", r.rec.ID)
@@ -218,13 +228,16 @@ func (r *runner) resumeRun(ctx context.Context) (*Report, error) {
 
 // watchAndFinish watches the run to its end, then finishes the job.
 func (r *runner) watchAndFinish(ctx context.Context) (*Report, error) {
+	r.began = r.d.Clock.Now()
+	r.repl = newReplacer(ctx, r)
 	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes, r.culling(ctx))
+	r.repl.stop(ctx)
 	r.d.emit(Ended{About{r.rec.ID}, end.why})
 	r.rec.Ended = end.why
 	if ctx.Err() != nil {
 		return r.finish(ctx, r.d.choice(ctx), nil)
 	}
-	return r.finish(ctx, Collect, runOutcome(r.o.Job, r.nodes, end))
+	return r.finish(ctx, Collect, runOutcome(r.o.Job, append(slices.Clone(r.nodes), r.released...), end))
 }
 
 // culling is the watch's judge under the job's cull policy; nil without
@@ -234,19 +247,25 @@ func (r *runner) culling(ctx context.Context) judge {
 	if c == nil {
 		return nil
 	}
-	return func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) []int64 {
+	return func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) verdict {
+		var v verdict
+		v.in = r.repl.joined(ctx)
 		for id := range running {
 			if _, ok := c.inst[id]; !ok {
 				c.refresh(ctx, r.d)
 				break
 			}
 		}
-		var out []int64
 		for _, k := range c.observe(snap, running) {
-			r.cull(ctx, k)
-			out = append(out, k.ID)
+			r.cull(ctx, k, c.inst, snap.Totals)
+			v.out = append(v.out, k.ID)
 		}
-		return out
+		for _, id := range v.in {
+			running[id] = true // joined now: its run starts
+		}
+		r.releaseExited(ctx, running, snap.Totals)
+		v.coming = r.repl.coming()
+		return v
 	}
 }
 

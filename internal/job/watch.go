@@ -23,9 +23,17 @@ type end struct {
 }
 
 // judge looks at the run's nodes and takes out of it those a policy
-// (cull) destroys, returning their ids; running are the nodes whose run
-// has not ended.
-type judge func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) []int64
+// (cull) destroys, and into it those that replace them; running are the
+// nodes whose run has not ended.
+type judge func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) verdict
+
+// verdict is a judge's: instance ids out of the run, and into it, and
+// how many nodes are on their way into it (replacements being rented
+// and prepared): a run does not end on its exits while one is.
+type verdict struct {
+	out, in []int64
+	coming  int
+}
 
 // watch follows the run until it ends: run exited on every node (or its
 // node died), every item done, no node left alive with items left,
@@ -48,10 +56,16 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
 		silent := tally(snap, want, exits, began)
+		coming := 0
 		if judged != nil {
-			if out := judged(ctx, snap, runningOf(want, exits)); len(out) > 0 {
-				for _, id := range out {
+			v := judged(ctx, snap, runningOf(want, exits))
+			coming = v.coming
+			if len(v.out)+len(v.in) > 0 {
+				for _, id := range v.out {
 					delete(want, id)
+				}
+				for _, id := range v.in {
+					want[id] = true
 				}
 				// A culled node silent since the run began is no longer
 				// one to wait for.
@@ -59,7 +73,7 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 			}
 		}
 		now := d.Clock.Now()
-		v := runView{nodes: len(want), ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began)}
+		v := runView{nodes: len(want) + coming, ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began)}
 		switch {
 		case snap.Totals.ItemsLeft == 0 || snap.Totals.ItemsStarved < snap.Totals.ItemsLeft:
 			starvedSince = time.Time{}

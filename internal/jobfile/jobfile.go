@@ -89,8 +89,9 @@ type Job struct {
 	Probe *Probe
 
 	// Cull destroys, during the run, a node that delivers less than a
-	// share of the fleet's median per dollar (cull: in the task file);
-	// nil culls nothing.
+	// share of the fleet's median per dollar (cull: in the task file),
+	// and rents one in its place while a replacement is expected to pay
+	// for itself before the job ends; nil culls nothing.
 	Cull *Cull
 
 	// Validate is how the coordinator checks the items' results (and,
@@ -110,7 +111,8 @@ type Validation struct {
 
 // Cull is the cull policy: once a node has reported Metric for After
 // (market time), it is destroyed when its mean Metric per $/hr is under
-// Below times the median of the nodes still running.
+// Below times the median of the nodes that reported during the run, and
+// replaced when that pays (the job package's Payback).
 type Cull struct {
 	Below  float64
 	After  time.Duration

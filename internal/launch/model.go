@@ -27,6 +27,9 @@ type model struct {
 	usedOffers map[int64]bool // offers with an intent in this fleet: never rented again
 	machines   map[int64]int  // live nodes per machine
 	bad        map[int64]bool
+	// others are the fleet's instances a Grow leaves alone: the fleet it
+	// adds to runs them, and its listing must not adopt them.
+	others map[int64]bool
 
 	start, deadline time.Time
 	// since is when this process took the launch over (its start, or

@@ -66,7 +66,7 @@ func (r *runner) accrue(now time.Time) {
 // being destroyed whose destroy gave up (true: send it again), or this
 // fleet's rental that this run does not track (adopted).
 func (r *runner) unknownRow(ctx context.Context, row provider.Instance, now time.Time) bool {
-	if _, ok := r.nodes[row.ID]; ok {
+	if _, ok := r.nodes[row.ID]; ok || r.others[row.ID] {
 		return false
 	}
 	if sent, ok := r.destroying[row.ID]; ok {

@@ -1,0 +1,154 @@
+package job
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/store"
+)
+
+// TestUpReplacesACulledNode: on the simulated market, the store and the
+// coordinator, a launched job's slowest node per dollar is culled and a
+// replacement is rented from the job's offers (not on the culled
+// machine), prepared (its go marker written) and run: it reports keys,
+// is counted in the job's nodes, record and report, and is destroyed at
+// the end with the rest.
+func TestUpReplacesACulledNode(t *testing.T) {
+	t.Parallel()
+	run, culls := runCullJob(t, cullJob{policy: &jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, launched: true, maxDuration: 2 * time.Hour})
+	if len(culls) != 1 || culls[0].ID != run.slow {
+		t.Fatalf("culls %+v, want instance %d", culls, run.slow)
+	}
+	if rp := culls[0].Replacement; rp == nil || rp.State != Replacing || !rp.Payback.Pays {
+		t.Fatalf("the cull's replacement %+v, want one being rented that pays", rp)
+	}
+	if len(run.rec.Culls) != 1 || run.rec.Culls[0].Replacement == nil {
+		t.Fatalf("recorded culls %+v", run.rec.Culls)
+	}
+	rp := *run.rec.Culls[0].Replacement
+	if rp.State != Replaced || rp.InstanceID == 0 || slices.Contains(run.ids, rp.InstanceID) {
+		t.Fatalf("recorded replacement %+v, want a new instance replaced", rp)
+	}
+	if !slices.Equal(run.started, []int64{rp.InstanceID}) {
+		t.Errorf("the job prepared %v, want the replacement %d alone", run.started, rp.InstanceID)
+	}
+	if !slices.Contains(run.rec.RunIDs, rp.InstanceID) {
+		t.Errorf("the record's run ids %v leave out the replacement %d", run.rec.RunIDs, rp.InstanceID)
+	}
+	if run.keys[rp.InstanceID] <= 0 {
+		t.Errorf("the replacement delivered no keys: %v", run.keys)
+	}
+	ctx := context.Background()
+	in, err := run.st.Instance(ctx, rp.InstanceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Fleet != "cull" || in.MachineID == culls[0].MachineID || in.GoneAt.IsZero() {
+		t.Errorf("replacement %+v: want it in the job's fleet, on another machine than the culled %d, destroyed", in, culls[0].MachineID)
+	}
+	inReport := false
+	for _, n := range run.rep.Nodes {
+		inReport = inReport || n.ID == rp.InstanceID && n.Total > 0
+	}
+	if !inReport {
+		t.Errorf("the report leaves out the replacement's cost: %+v", run.rep.Nodes)
+	}
+	t.Log(run.rep.Culls[0].Line())
+	if got := run.rep.Culls[0].Line(); !strings.Contains(got, "replaced by instance") {
+		t.Errorf("the report's cull line: %s", got)
+	}
+	if n := run.live(); n != 0 {
+		t.Errorf("%d instance(s) left billing", n)
+	}
+	ins, err := run.st.Instances(ctx, store.InstanceFilter{Fleet: "cull", IncludeGone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the replacement's launch rented besides it (a hedge for a
+	// slow boot, say) is gone too, and never ran the job.
+	for _, in := range ins {
+		if !run.rented[in.ID] && in.ID != rp.InstanceID && (in.GoneAt.IsZero() || slices.Contains(run.rec.RunIDs, in.ID)) {
+			t.Errorf("instance %d rented for the replacement: %+v", in.ID, in)
+		}
+	}
+}
+
+// TestLateCullIsNotReplaced: a node culled when less of the job is left
+// than a replacement takes to load is not replaced, and the cull says so
+// with the figures; nothing more is rented.
+func TestLateCullIsNotReplaced(t *testing.T) {
+	t.Parallel()
+	run, culls := runCullJob(t, cullJob{policy: &jobfile.Cull{Below: 0.5, After: 29*time.Minute + 30*time.Second}, launched: true, maxDuration: 30 * time.Minute})
+	if len(culls) != 1 {
+		t.Fatalf("culls %+v, want one", culls)
+	}
+	rp := culls[0].Replacement
+	if rp == nil || rp.State != NotReplaced || rp.Payback.Pays || rp.Payback.Load <= 0 || rp.Payback.Share >= 0.5 {
+		t.Fatalf("replacement %+v, want not replaced: too little left for its load time", rp)
+	}
+	if line := culls[0].Line(); !strings.Contains(line, "not replaced: it would not pay for itself") || !strings.Contains(line, "max_duration 30m") {
+		t.Errorf("cull line: %s", line)
+	}
+	t.Log(culls[0].Line())
+	if len(run.started) != 0 {
+		t.Errorf("prepared %v, want nothing", run.started)
+	}
+	ins, err := run.st.Instances(context.Background(), store.InstanceFilter{Fleet: "cull", IncludeGone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if !run.rented[in.ID] {
+			t.Errorf("instance %d rented after the launch", in.ID)
+		}
+	}
+}
+
+// TestPayback: a replacement pays when what it delivers, valued at the
+// dearest price the cull accepts, covers its cost.
+func TestPayback(t *testing.T) {
+	t.Parallel()
+	const median, below = 1e6, 0.5
+	for _, c := range []struct {
+		name       string
+		dph, pull  float64
+		load, left time.Duration
+		known      bool
+		pays       bool
+	}{
+		{"long left, short load", 1, 0.01, 5 * time.Minute, 2 * time.Hour, true, true},
+		{"left twice the load: break-even at half", 1, 0, 10 * time.Minute, 20 * time.Minute, true, true},
+		{"left under twice the load", 1, 0, 10 * time.Minute, 19 * time.Minute, true, false},
+		{"less left than the load", 1, 0, 10 * time.Minute, 5 * time.Minute, true, false},
+		{"the pull tips it", 0.1, 0.05, 10 * time.Minute, 30 * time.Minute, true, false},
+		{"unknown time left", 1, 0.01, 10 * time.Minute, 0, false, true},
+	} {
+		p := payback(c.dph, c.pull, c.load, c.left, c.known, "t", median, below)
+		if p.Pays != c.pays {
+			t.Errorf("%s: pays %v (%s), want %v", c.name, p.Pays, p.Line(), c.pays)
+		}
+	}
+	// max_duration and the items' rate: the sooner end wins.
+	cases := []struct {
+		max, elapsed time.Duration
+		done, left   int64
+		want         time.Duration
+		known        bool
+	}{
+		{time.Hour, 20 * time.Minute, 0, 0, 40 * time.Minute, true},
+		{time.Hour, 20 * time.Minute, 100, 50, 10 * time.Minute, true},
+		{time.Hour, 20 * time.Minute, 10, 50, 40 * time.Minute, true},
+		{0, 20 * time.Minute, 10, 5, 10 * time.Minute, true},
+		{0, 20 * time.Minute, 0, 0, 0, false},
+	}
+	for _, c := range cases {
+		got, known, of := timeLeft(c.max, c.elapsed, c.done, c.left)
+		if got != c.want || known != c.known || of == "" {
+			t.Errorf("timeLeft(%s, %s, %d, %d) = %s %v %q, want %s %v", c.max, c.elapsed, c.done, c.left, got, known, of, c.want, c.known)
+		}
+	}
+}
