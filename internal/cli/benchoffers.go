@@ -142,6 +142,12 @@ func benchOffersRun(ctx context.Context, f *factory, opts *benchOffersOptions) e
 	if err != nil {
 		return err
 	}
+	return reportBenchOffers(f, opts, res)
+}
+
+// reportBenchOffers saves the ranking (--save) and prints the result.
+func reportBenchOffers(f *factory, opts *benchOffersOptions, res offerbench.Result) error {
+	var err error
 	if opts.Save != "" {
 		if err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return writeJSONArray(w, res.Ranking) }); err != nil {
 			return fmt.Errorf("--save: %w", err)

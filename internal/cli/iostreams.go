@@ -94,14 +94,7 @@ func appendIndented(dst, src []byte, prefix, indent string) []byte {
 	for i := 0; i < len(src); i++ {
 		switch c := src[i]; c {
 		case '"':
-			j := i + 1
-			for j < len(src) && src[j] != '"' {
-				if src[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			end := min(j+1, len(src))
+			end := stringEnd(src, i)
 			dst = append(dst, src[i:end]...)
 			i = end - 1
 		case '{', '[':
@@ -133,6 +126,19 @@ func appendIndented(dst, src []byte, prefix, indent string) []byte {
 		}
 	}
 	return dst
+}
+
+// stringEnd is the index just past the JSON string that opens at
+// src[start] (its escapes skipped), or len(src) if it is cut short.
+func stringEnd(src []byte, start int) int {
+	j := start + 1
+	for j < len(src) && src[j] != '"' {
+		if src[j] == '\\' {
+			j++
+		}
+		j++
+	}
+	return min(j+1, len(src))
 }
 
 func jsonDelim(c byte) bool {

@@ -101,26 +101,33 @@ func (f *factory) tellLocalMarket(simDir string, started bool) {
 		}
 		return
 	}
-	var differ []string
-	if f.simSet["sim-seed"] && s.Seed != f.opts.SimSeed {
-		differ = append(differ, fmt.Sprintf("--sim-seed %d (it has seed %d)", f.opts.SimSeed, s.Seed))
-	}
-	if f.simSet["sim-faults"] && s.Faults != f.opts.SimFaults {
-		differ = append(differ, fmt.Sprintf("--sim-faults %s (it has %s)", f.opts.SimFaults, s.Faults))
-	}
-	if f.simSet["sim-liars"] && s.Liars != f.opts.SimLiars {
-		differ = append(differ, fmt.Sprintf("--sim-liars %g (it has %g)", f.opts.SimLiars, s.Liars))
-	}
-	if f.simSet["sim-spoof"] && s.Spoof != f.opts.SimSpoof {
-		differ = append(differ, fmt.Sprintf("--sim-spoof %g (it has %g)", f.opts.SimSpoof, s.Spoof))
-	}
-	if f.simSet["sim-endpoint-limits"] && s.EndpointLimits != f.opts.SimEndpointLimits {
-		differ = append(differ, fmt.Sprintf("--sim-endpoint-limits=%t (it has %t)", f.opts.SimEndpointLimits, s.EndpointLimits))
-	}
+	differ := f.simFlagsNotApplied(s)
 	if len(differ) > 0 {
 		fmt.Fprintf(f.io.ErrOut, "warning: the local market is already running and does not apply %s; `vastfleet sim stop` ends it (the next command starts it with the new settings; `vastfleet sim reset` for a new seed)\n",
 			strings.Join(differ, ", "))
 	}
+}
+
+// simFlagsNotApplied are the market flags this command set that differ
+// from the settings the running market was started with.
+func (f *factory) simFlagsNotApplied(s localmarket.Settings) []string {
+	flags := []struct {
+		flag, format string
+		asked, runs  any
+	}{
+		{"sim-seed", "--sim-seed %v (it has seed %v)", f.opts.SimSeed, s.Seed},
+		{"sim-faults", "--sim-faults %v (it has %v)", f.opts.SimFaults, s.Faults},
+		{"sim-liars", "--sim-liars %v (it has %v)", f.opts.SimLiars, s.Liars},
+		{"sim-spoof", "--sim-spoof %v (it has %v)", f.opts.SimSpoof, s.Spoof},
+		{"sim-endpoint-limits", "--sim-endpoint-limits=%v (it has %v)", f.opts.SimEndpointLimits, s.EndpointLimits},
+	}
+	var differ []string
+	for _, fl := range flags {
+		if f.simSet[fl.flag] && fl.asked != fl.runs {
+			differ = append(differ, fmt.Sprintf(fl.format, fl.asked, fl.runs))
+		}
+	}
+	return differ
 }
 
 // localMarketCmd is `vastfleet sim daemon` for this data dir, with this

@@ -38,36 +38,19 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	for _, n := range nodes {
 		want[n.ID] = true
 	}
-	poll := d.Poll
-	if poll <= 0 {
-		poll = 250 * time.Millisecond
-	}
-	tick := time.NewTicker(poll)
+	tick := time.NewTicker(d.pollEvery())
 	defer tick.Stop()
-	var starvedSince time.Time
+	var starved starvation
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
 		silent := tally(snap, want, exits, began)
-		if judged != nil {
-			if out := judged(ctx, snap, runningOf(want, exits)); len(out) > 0 {
-				for _, id := range out {
-					delete(want, id)
-				}
-				// A culled node silent since the run began is no longer
-				// one to wait for.
-				silent = tally(snap, want, exits, began)
-			}
+		if judged != nil && cull(judged(ctx, snap, runningOf(want, exits)), want) {
+			// A culled node silent since the run began is no longer one
+			// to wait for.
+			silent = tally(snap, want, exits, began)
 		}
 		now := d.Clock.Now()
-		v := runView{nodes: len(want), ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began)}
-		switch {
-		case snap.Totals.ItemsLeft == 0 || snap.Totals.ItemsStarved < snap.Totals.ItemsLeft:
-			starvedSince = time.Time{}
-		case starvedSince.IsZero():
-			starvedSince = now
-		default:
-			v.starvedFor = now.Sub(starvedSince)
-		}
+		v := runView{nodes: len(want), ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began), starvedFor: starved.lasted(now, snap.Totals)}
 		if d.LostAfter > 0 && v.elapsed >= d.LostAfter {
 			// Agents had as long as the coordinator gives a silent node
 			// to report (after a resume, to come back): one never heard
@@ -88,6 +71,41 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 		case <-tick.C:
 		}
 	}
+}
+
+// pollEvery is how often the run is looked at.
+func (d *Deps) pollEvery() time.Duration {
+	if d.Poll <= 0 {
+		return 250 * time.Millisecond
+	}
+	return d.Poll
+}
+
+// cull takes the nodes a judge took out of the run off those watched,
+// and says whether there were any.
+func cull(out []int64, want map[int64]bool) bool {
+	for _, id := range out {
+		delete(want, id)
+	}
+	return len(out) > 0
+}
+
+// starvation follows how long every item left has been starved (no
+// watched node may take it).
+type starvation struct{ since time.Time }
+
+// lasted is how long the items left have all been starved, as of now;
+// 0 when some are not.
+func (s *starvation) lasted(now time.Time, t wire.Totals) time.Duration {
+	switch {
+	case t.ItemsLeft == 0 || t.ItemsStarved < t.ItemsLeft:
+		s.since = time.Time{}
+	case s.since.IsZero():
+		s.since = now
+	default:
+		return now.Sub(s.since)
+	}
+	return 0
 }
 
 // runningOf are the watched nodes whose run has not exited.
