@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -101,56 +100,27 @@ func (f *factory) tellLocalMarket(simDir string, started bool) {
 		}
 		return
 	}
-	differ := f.simFlagsNotApplied(s)
+	differ := s.NotApplied(f.simFlags(), f.simSet)
 	if len(differ) > 0 {
 		fmt.Fprintf(f.io.ErrOut, "warning: the local market is already running and does not apply %s; `vastfleet sim stop` ends it (the next command starts it with the new settings; `vastfleet sim reset` for a new seed)\n",
 			strings.Join(differ, ", "))
 	}
 }
 
-// simFlagsNotApplied are the market flags this command set that differ
-// from the settings the running market was started with.
-func (f *factory) simFlagsNotApplied(s localmarket.Settings) []string {
-	flags := []struct {
-		flag, format string
-		asked, runs  any
-	}{
-		{"sim-seed", "--sim-seed %v (it has seed %v)", f.opts.SimSeed, s.Seed},
-		{"sim-faults", "--sim-faults %v (it has %v)", f.opts.SimFaults, s.Faults},
-		{"sim-liars", "--sim-liars %v (it has %v)", f.opts.SimLiars, s.Liars},
-		{"sim-spoof", "--sim-spoof %v (it has %v)", f.opts.SimSpoof, s.Spoof},
-		{"sim-endpoint-limits", "--sim-endpoint-limits=%v (it has %v)", f.opts.SimEndpointLimits, s.EndpointLimits},
-	}
-	var differ []string
-	for _, fl := range flags {
-		if f.simSet[fl.flag] && fl.asked != fl.runs {
-			differ = append(differ, fmt.Sprintf(fl.format, fl.asked, fl.runs))
-		}
-	}
-	return differ
-}
-
 // localMarketCmd is `vastfleet sim daemon` for this data dir, with this
-// command's market flags (they apply when the market's state is created;
-// a saved market keeps its seed).
+// command's market flags.
 func (f *factory) localMarketCmd(dir string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--data-dir", dir, "--market", "sim",
-		"--sim-seed", strconv.FormatInt(f.opts.SimSeed, 10), "--sim-faults", f.opts.SimFaults,
-		"--sim-liars", strconv.FormatFloat(f.opts.SimLiars, 'g', -1, 64),
-		"--sim-spoof", strconv.FormatFloat(f.opts.SimSpoof, 'g', -1, 64)}
-	if f.opts.SimEndpointLimits {
-		args = append(args, "--sim-endpoint-limits")
-	}
-	if f.simSpeedSet {
-		args = append(args, "--sim-speed", strconv.FormatFloat(f.opts.SimSpeed, 'g', -1, 64))
-	}
-	cmd := exec.Command(exe, append(args, "sim", "daemon")...)
-	cmd.Env = append(os.Environ(), RunAsMainEnv+"=1")
-	return cmd, nil
+	return localmarket.DaemonCommand(exe, dir, f.simFlags(), append(os.Environ(), RunAsMainEnv+"=1")), nil
+}
+
+// simFlags are the global --sim-* flags.
+func (f *factory) simFlags() localmarket.Flags {
+	return localmarket.Flags{Seed: f.opts.SimSeed, Faults: f.opts.SimFaults, Liars: f.opts.SimLiars, Spoof: f.opts.SimSpoof,
+		EndpointLimits: f.opts.SimEndpointLimits, Speed: f.opts.SimSpeed, SpeedSet: f.simSpeedSet}
 }
 
 type simDaemonOptions struct {
