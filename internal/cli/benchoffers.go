@@ -13,6 +13,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
@@ -142,8 +143,14 @@ func benchOffersRun(ctx context.Context, f *factory, opts *benchOffersOptions) e
 	if err != nil {
 		return err
 	}
+	return reportBenchOffers(f, opts, res)
+}
+
+// reportBenchOffers saves the ranking (--save) and prints the result.
+func reportBenchOffers(f *factory, opts *benchOffersOptions, res offerbench.Result) error {
+	var err error
 	if opts.Save != "" {
-		if err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return writeJSONArray(w, res.Ranking) }); err != nil {
+		if err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return jsonarray.Write(w, res.Ranking) }); err != nil {
 			return fmt.Errorf("--save: %w", err)
 		}
 		fmt.Fprintf(f.io.ErrOut, "saved %d measured offers to %s\n", len(res.Ranking), opts.Save)

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"io"
 	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/bill"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 )

@@ -99,6 +99,13 @@ func TestDependencyDirection(t *testing.T) {
 		"usage": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "coord", mod + "cli"},
 		// Onstart scripts are text; writing them needs no network.
 		"bootstrap": {"net/http", "database/sql", mod + "provider", mod + "store", mod + "sim", mod + "cli"},
+		// The bid watcher lists through the fleet manager it is given: no
+		// adapter, no command line.
+		"bidwatch": {mod + "cli", mod + "sim", mod + "provider/vast", "github.com/spf13/cobra"},
+		// Leaves: JSON arrays and build info know no market, store or
+		// command line.
+		"jsonarray": {mod + "market", mod + "provider", mod + "store", mod + "cli", "net/http", "database/sql"},
+		"buildinfo": {mod + "market", mod + "provider", mod + "store", mod + "cli", "net/http", "database/sql"},
 	}
 	for pkg, forbidden := range never {
 		// Test-only dependencies (the simulator in fleet's tests) are fine:

@@ -185,61 +185,13 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	if f.provider != nil {
 		return f.provider, nil
 	}
-	baseURL, key := f.opts.APIURL, f.opts.APIKey
+	endpoint := f.vastEndpoint
 	if f.opts.Market == "sim" {
-		if baseURL == "" && f.usesLocalMarket() {
-			u, localKey, err := f.connectLocal(ctx)
-			if err != nil {
-				return nil, err
-			}
-			baseURL = u
-			if key == "" {
-				key = localKey
-			}
-		} else if baseURL == "" {
-			u, err := f.startSim()
-			if errors.Is(err, sim.ErrInUse) {
-				// Another vastfleet has the market open (a coordinator, a
-				// launch): talk to it where it serves the market.
-				if served, ok := f.servedSim(); ok {
-					c, cerr := remoteclock.New(ctx, served)
-					if cerr == nil {
-						f.simClock, u, err = c, served, nil
-					}
-				}
-			}
-			if err != nil {
-				return nil, f.howToShare(err)
-			}
-			baseURL = u
-		} else {
-			c, err := remoteclock.New(ctx, baseURL)
-			if err != nil {
-				return nil, fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)",
-					vast.RedactURL(baseURL), vast.RedactError(err))
-			}
-			f.simClock = c
-		}
-		if key == "" {
-			key = simAPIKey
-		} else if key != simAPIKey && f.opts.APIKey != "" {
-			f.warnOnce(vast.FlagKeyWarning)
-		}
-	} else {
-		if baseURL == "" {
-			baseURL = f.io.Getenv("VAST_URL")
-		}
-		rk, err := vast.ResolveAPIKey(key, f.io.Getenv, "")
-		if err != nil {
-			return nil, err
-		}
-		if rk.Key == "" {
-			return nil, usagef("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
-		}
-		for _, w := range rk.Warnings {
-			f.warnOnce(w)
-		}
-		key = rk.Key
+		endpoint = f.simEndpoint
+	}
+	baseURL, key, err := endpoint(ctx)
+	if err != nil {
+		return nil, err
 	}
 	// The real marketplace is reached over TLS only; the simulator, on
 	// loopback or a trusted network, may be plain http.
@@ -262,6 +214,72 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	}
 	f.provider = c
 	return c, nil
+}
+
+// simEndpoint is where the simulated market answers, and its key: the
+// data dir's local market, this command's own, or --api-url's.
+func (f *factory) simEndpoint(ctx context.Context) (baseURL, key string, err error) {
+	baseURL, key = f.opts.APIURL, f.opts.APIKey
+	switch {
+	case baseURL == "" && f.usesLocalMarket():
+		u, localKey, err := f.connectLocal(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		baseURL = u
+		if key == "" {
+			key = localKey
+		}
+	case baseURL == "":
+		u, err := f.startSim()
+		if errors.Is(err, sim.ErrInUse) {
+			// Another vastfleet has the market open (a coordinator, a
+			// launch): talk to it where it serves the market.
+			if served, ok := f.servedSim(); ok {
+				c, cerr := remoteclock.New(ctx, served)
+				if cerr == nil {
+					f.simClock, u, err = c, served, nil
+				}
+			}
+		}
+		if err != nil {
+			return "", "", f.howToShare(err)
+		}
+		baseURL = u
+	default:
+		c, err := remoteclock.New(ctx, baseURL)
+		if err != nil {
+			return "", "", fmt.Errorf("--market sim --api-url %s: reading the simulator's clock: %w (is it a `vastfleet sim serve`?)",
+				vast.RedactURL(baseURL), vast.RedactError(err))
+		}
+		f.simClock = c
+	}
+	if key == "" {
+		key = simAPIKey
+	} else if key != simAPIKey && f.opts.APIKey != "" {
+		f.warnOnce(vast.FlagKeyWarning)
+	}
+	return baseURL, key, nil
+}
+
+// vastEndpoint is vast.ai's address (VAST_URL may move it) and the key
+// found for it.
+func (f *factory) vastEndpoint(context.Context) (baseURL, key string, err error) {
+	baseURL = f.opts.APIURL
+	if baseURL == "" {
+		baseURL = f.io.Getenv("VAST_URL")
+	}
+	rk, err := vast.ResolveAPIKey(f.opts.APIKey, f.io.Getenv, "")
+	if err != nil {
+		return "", "", err
+	}
+	if rk.Key == "" {
+		return "", "", usagef("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
+	}
+	for _, w := range rk.Warnings {
+		f.warnOnce(w)
+	}
+	return baseURL, rk.Key, nil
 }
 
 // warnOnce prints a warning to stderr the first time it is given.

@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -65,37 +61,18 @@ func (f *factory) startSim() (string, error) {
 		}
 		cfg.Clock = virtual
 	}
-	m, err := sim.Open(filepath.Join(dir, "sim"), cfg)
+	// Other commands meanwhile reach the market where it is served.
+	h, err := localmarket.Hold(filepath.Join(dir, "sim"), cfg)
 	if err != nil {
 		if virtual != nil {
 			virtual.Close()
 		}
 		return "", err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		m.Close()
-		return "", err
-	}
-	// Other commands meanwhile reach the market here (see servedSim).
-	servedFile := filepath.Join(dir, "sim", servedSimFile)
-	if err := atomicfile.WriteFile(servedFile, []byte("http://"+ln.Addr().String()+"\n"), 0o600); err != nil {
-		ln.Close()
-		m.Close()
-		return "", err
-	}
-	// The server outlives the command's context: cleanup after Ctrl+C still
-	// talks to it. Close stops it, then saves and unlocks the market.
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- m.ServeListener(ctx, ln) }()
-	f.simMkt = m
+	f.simMkt = h.Market
 	f.virtual = virtual
 	f.closers = append(f.closers, func() error {
-		os.Remove(servedFile)
-		stop()
-		<-served
-		err := m.Close()
+		err := h.Close()
 		if virtual != nil {
 			virtual.Close()
 		}
@@ -108,12 +85,12 @@ func (f *factory) startSim() (string, error) {
 		fmt.Fprintf(f.io.ErrOut, "vastfleet: simulated marketplace (seed %d, faults %s, %gx time: one simulated minute per %.3g s)\n",
 			f.opts.SimSeed, f.opts.SimFaults, f.opts.SimSpeed, 60/f.opts.SimSpeed)
 	}
-	return "http://" + ln.Addr().String(), nil
+	return h.URL, nil
 }
 
 // servedSimFile, in the simulator's directory, holds the URL where the
 // process that has the market open serves it.
-const servedSimFile = "served-url"
+const servedSimFile = localmarket.URLFile
 
 // servedSim is where another process serves this data dir's market.
 func (f *factory) servedSim() (string, bool) {
@@ -121,10 +98,5 @@ func (f *factory) servedSim() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "sim", servedSimFile))
-	u := strings.TrimSpace(string(b))
-	if err != nil || !strings.HasPrefix(u, "http://127.0.0.1:") {
-		return "", false
-	}
-	return u, true
+	return localmarket.ServedAt(filepath.Join(dir, "sim"))
 }

@@ -3,12 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,52 +24,22 @@ import (
 // simulator's ledger. How long the takeover took is reported, not
 // asserted (a figure of this machine's load; the goal is 30 s).
 func TestServeFailover(t *testing.T) {
-	needAgentTools(t)
+	h := newServeHarness(t)
 	dsn := pgtest.DSN(t)
-	agentBin := buildAgent(t)
-	bin := vastfleetBinary(t)
-	marketURL := startServedMarket(t, bin)
+	marketURL := startServedMarket(t, h.bin)
 	addrA, addrB, coordAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-
-	e := newEnv(t)
-	env := append(os.Environ(), "VASTFLEET_HOME="+e.home, "VASTFLEET_CONFIG="+filepath.Join(t.TempDir(), "config"))
-	global := []string{"--market", "sim", "--api-url", marketURL, "--data-dir", e.home}
-	tok, err := exec.Command(bin, append(global, "serve", "token", "create", "ann", "--role", "operator", "--db", dsn)...).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), "serve.out")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	start := func(addr string) *exec.Cmd {
-		cmd := exec.Command(bin, append(global, "serve", "--addr", addr, "--db", dsn, "--agent-bin", agentBin, "--coord-addr", coordAddr)...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-		waitFor(t, "the server", 60*time.Second, func() bool {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-		return cmd
-	}
-	replicaA := start(addrA)
+	h.Global = append(h.Global, "--market", "sim", "--api-url", marketURL)
+	h.Serve = []string{"--db", dsn, "--coord-addr", coordAddr}
+	op := h.operator("--db", dsn)
+	replicaA := h.start(addrA)
 	urlA, urlB := "http://"+addrA, "http://"+addrB
 
 	const items = 30
-	op := client(t, strings.TrimSpace(string(tok)))
 	file := itemsJob(t, "failover", 3, items, "")
 	sub := decode[map[string]string](t, op.ok("--server", urlA, "up", file, "--detach", "--json").out)
 	id := sub["job"]
-	start(addrB)
-	cdb, err := coord.OpenDB(context.Background(), filepath.Join(e.home, "coord.db"))
+	h.start(addrB)
+	cdb, err := coord.OpenDB(context.Background(), filepath.Join(h.home, "coord.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +56,11 @@ func TestServeFailover(t *testing.T) {
 	if st := serverJob(t, op, urlB, id); st.State != "running" {
 		t.Fatalf("the job seen from replica B: %+v", st)
 	}
-	if err := replicaA.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	replicaA.Wait()
+	h.kill9(replicaA)
 	killed, doneAtKill := time.Now(), itemsDone()
 	t.Logf("killed replica A with %d of %d items done", doneAtKill, items)
 
-	serveLog := filepath.Join(e.home, "serve", "jobs", id, "serve.log")
+	serveLog := filepath.Join(h.home, "serve", "jobs", id, "serve.log")
 	waitFor(t, "replica B to take the job over", 2*time.Minute, func() bool {
 		b, _ := os.ReadFile(serveLog)
 		return strings.Contains(string(b), "resuming it")
@@ -110,11 +74,11 @@ func TestServeFailover(t *testing.T) {
 		return len(rows) == 1 && rows[0]["state"] != "running"
 	})
 	if out := readFile(t, serveLog); !strings.Contains(out, `"exit":0`) {
-		t.Errorf("the job's up did not end well; its log:\n%s\nservers' log:\n%s", out, readFile(t, logPath))
+		t.Errorf("the job's up did not end well; its log:\n%s\nservers' log:\n%s", out, readFile(t, h.logPath))
 	}
-	checkServedJobEnd(t, op, urlB, id, e.home, marketURL, items)
+	checkServedJobEnd(t, op, urlB, id, h.home, marketURL, items)
 	// Nothing twice: each item's result and finding once.
-	res := filepath.Join(e.home, "serve", "results", id)
+	res := filepath.Join(h.home, "serve", "results", id)
 	for _, name := range []string{"items.jsonl", "findings.jsonl"} {
 		seen := map[string]int{}
 		for _, line := range lines(t, filepath.Join(res, name)) {

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,106 +39,6 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// writeJSONArray writes rows as writeJSON would write the slice, one row at
-// a time, so a 100,000-offer answer never sits in memory twice. Each row
-// is encoded once, compact, and indented by hand: encoding/json's Indent
-// re-validates every byte it reads, which cost as much as the encoding.
-func writeJSONArray[T any](w io.Writer, rows []T) error {
-	if len(rows) == 0 {
-		_, err := io.WriteString(w, "[]\n")
-		return err
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString("[\n")
-	var compact bytes.Buffer
-	enc := json.NewEncoder(&compact) // escapes as json.Marshal does
-	var out []byte
-	for i := range rows {
-		compact.Reset()
-		if err := enc.Encode(&rows[i]); err != nil {
-			return err
-		}
-		b := bytes.TrimSuffix(compact.Bytes(), []byte("\n"))
-		out = append(out[:0], "  "...)
-		out = appendIndented(out, b, "  ", "  ")
-		if i < len(rows)-1 {
-			out = append(out, ",\n"...)
-		} else {
-			out = append(out, "\n]\n"...)
-		}
-		if _, err := bw.Write(out); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
-}
-
-// appendIndented appends src, compact JSON as encoding/json writes it
-// (no whitespace outside strings), indented as json.Indent(dst, src,
-// prefix, indent) would: a newline, the prefix and one indent per level
-// after each opening bracket and comma, a space after each colon, and
-// empty objects and arrays kept as {} and [].
-func appendIndented(dst, src []byte, prefix, indent string) []byte {
-	depth := 0
-	newline := func() {
-		dst = append(dst, '\n')
-		dst = append(dst, prefix...)
-		for range depth {
-			dst = append(dst, indent...)
-		}
-	}
-	for i := 0; i < len(src); i++ {
-		switch c := src[i]; c {
-		case '"':
-			j := i + 1
-			for j < len(src) && src[j] != '"' {
-				if src[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			end := min(j+1, len(src))
-			dst = append(dst, src[i:end]...)
-			i = end - 1
-		case '{', '[':
-			if i+1 < len(src) && (src[i+1] == '}' || src[i+1] == ']') {
-				dst = append(dst, c, src[i+1])
-				i++
-				continue
-			}
-			dst = append(dst, c)
-			depth++
-			newline()
-		case '}', ']':
-			depth--
-			newline()
-			dst = append(dst, c)
-		case ',':
-			dst = append(dst, ',')
-			newline()
-		case ':':
-			dst = append(dst, ':', ' ')
-		default:
-			// A number or a literal: copy up to the next delimiter.
-			j := i + 1
-			for j < len(src) && !jsonDelim(src[j]) {
-				j++
-			}
-			dst = append(dst, src[i:j]...)
-			i = j - 1
-		}
-	}
-	return dst
-}
-
-func jsonDelim(c byte) bool {
-	switch c {
-	case ',', ':', '{', '}', '[', ']', '"':
-		return true
-	}
-	return false
 }
 
 // table writes aligned columns for a person at a terminal and plain

@@ -237,5 +237,5 @@ func (f *factory) viewClock(ctx context.Context, st *store.Store) clock.Clock {
 	if url == "" {
 		url, _ = f.servedSim()
 	}
-	return remoteclock.Viewing(ctx, url, func() (time.Time, error) { return lastRecorded(ctx, st) })
+	return remoteclock.Viewing(ctx, url, func() (time.Time, error) { return st.LastListed(ctx) })
 }

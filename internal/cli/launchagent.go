@@ -21,22 +21,12 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 	if err != nil {
 		return err
 	}
-	ci, err := coord.Resolve(dir, o.Coord, o.CoordSHA256)
-	if err != nil {
-		return err
-	}
-	if err := coord.CheckReachable(ci, o.Coord, f.opts.Market == "vast"); err != nil {
-		return err
-	}
 	sessions, items, err := launch.AgentWork(spec.Sessions, o.Items)
 	if err != nil {
 		return err
 	}
-	token, err := coord.Enlist(ctx, dir, spec.Fleet, o.OrphanAfter, o.OrphanPolicy, items)
-	if err != nil {
-		return err
-	}
-	sum, err := coord.AgentDigest(ctx, ci.URL, token, ci.Fingerprint)
+	agent, err := coord.Join(ctx, coord.Joining{Dir: dir, Coord: o.Coord, CoordSHA256: o.CoordSHA256, Fleet: spec.Fleet,
+		Remote: f.opts.Market == "vast", OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, Items: items})
 	if err != nil {
 		return err
 	}
@@ -49,12 +39,9 @@ func (f *factory) withAgent(ctx context.Context, spec *launch.Spec, o *launchOpt
 		}
 		scale = f.simScale()
 	}
-	onstart, err := bootstrap.AgentOnstart(o.Onstart, bootstrap.Agent{
-		CoordURL: ci.URL, Fleet: spec.Fleet, Token: token, BinarySHA256: sum, Fingerprint: ci.Fingerprint,
-		Sessions: sessions, OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, MaxLifetime: o.Ladder.MaxLifetime,
-		IdleAfter: o.Ladder.IdleAfter, IdleBelow: o.Ladder.IdleBelow, TimeScale: scale,
-		TunnelPortBase: ci.TunnelBase,
-	})
+	agent.Sessions, agent.TimeScale = sessions, scale
+	agent.MaxLifetime, agent.IdleAfter, agent.IdleBelow = o.Ladder.MaxLifetime, o.Ladder.IdleAfter, o.Ladder.IdleBelow
+	onstart, err := bootstrap.AgentOnstart(o.Onstart, agent)
 	if err != nil {
 		return usageError{err}
 	}
@@ -90,19 +77,10 @@ func (f *factory) launchChecks(ctx context.Context, o *launchOptions, fleetName 
 		return c, nil
 	}
 	dir, err := f.dataDir()
-	if err != nil {
-		return c, err
+	if err == nil {
+		c.Agents, err = coord.FleetAgents(ctx, coord.Joining{Dir: dir, Coord: o.Coord, CoordSHA256: o.CoordSHA256, Fleet: fleetName})
 	}
-	ci, err := coord.Resolve(dir, o.Coord, o.CoordSHA256)
-	if err != nil {
-		return c, err
-	}
-	viewer, err := coord.ViewerToken(ctx, dir, fleetName)
-	if err != nil {
-		return c, err
-	}
-	c.Agents = coord.AgentStates(ci.URL, viewer, ci.Fingerprint)
-	return c, nil
+	return c, err
 }
 
 func sshUsable(ctx context.Context, host string, port int) error {

@@ -34,7 +34,6 @@ func launchUsage(err error) error {
 // resumed one.
 func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 	f.waitsOnMarket = true
-	args := opts.Query
 	onInterrupt := opts.OnInterrupt
 	ask := onInterrupt == "" && f.io.InTTY && !opts.JSON
 	if onInterrupt == "" {
@@ -44,23 +43,34 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 		}
 	}
 	if opts.Resume != "" {
-		m, err := f.manager(ctx, holderName("launch", "--resume", opts.Resume))
-		if err != nil {
-			return err
-		}
-		f.registerFleetKey(ctx, m.P)
-		checks, err := f.launchChecks(ctx, opts, opts.Resume)
-		if err != nil {
-			return err
-		}
-		view := newLaunchView(f, opts.JSONFlags)
-		sum, err := launch.Resume(ctx, m, opts.Resume, view.event, checks)
-		if sum.Rented > 0 {
-			f.startBidWatcher() // it ends at once when none of them bids
-		}
-		return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
+		return launchResume(ctx, f, opts, ask)
 	}
+	return launchNew(ctx, f, opts, onInterrupt, ask)
+}
 
+// launchResume goes on with the launch of fleet --resume; ask: the
+// interrupt's outcome is asked on the terminal.
+func launchResume(ctx context.Context, f *factory, opts *launchOptions, ask bool) error {
+	m, err := f.manager(ctx, holderName("launch", "--resume", opts.Resume))
+	if err != nil {
+		return err
+	}
+	f.registerFleetKey(ctx, m.P)
+	checks, err := f.launchChecks(ctx, opts, opts.Resume)
+	if err != nil {
+		return err
+	}
+	view := newLaunchView(f, opts.JSONFlags)
+	sum, err := launch.Resume(ctx, m, opts.Resume, view.event, checks)
+	if sum.Rented > 0 {
+		f.startBidWatcher() // it ends at once when none of them bids
+	}
+	return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
+}
+
+// launchNew launches a new fleet from the ranked offers.
+func launchNew(ctx context.Context, f *factory, opts *launchOptions, onInterrupt string, ask bool) error {
+	args := opts.Query
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err

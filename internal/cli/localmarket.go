@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -101,22 +100,7 @@ func (f *factory) tellLocalMarket(simDir string, started bool) {
 		}
 		return
 	}
-	var differ []string
-	if f.simSet["sim-seed"] && s.Seed != f.opts.SimSeed {
-		differ = append(differ, fmt.Sprintf("--sim-seed %d (it has seed %d)", f.opts.SimSeed, s.Seed))
-	}
-	if f.simSet["sim-faults"] && s.Faults != f.opts.SimFaults {
-		differ = append(differ, fmt.Sprintf("--sim-faults %s (it has %s)", f.opts.SimFaults, s.Faults))
-	}
-	if f.simSet["sim-liars"] && s.Liars != f.opts.SimLiars {
-		differ = append(differ, fmt.Sprintf("--sim-liars %g (it has %g)", f.opts.SimLiars, s.Liars))
-	}
-	if f.simSet["sim-spoof"] && s.Spoof != f.opts.SimSpoof {
-		differ = append(differ, fmt.Sprintf("--sim-spoof %g (it has %g)", f.opts.SimSpoof, s.Spoof))
-	}
-	if f.simSet["sim-endpoint-limits"] && s.EndpointLimits != f.opts.SimEndpointLimits {
-		differ = append(differ, fmt.Sprintf("--sim-endpoint-limits=%t (it has %t)", f.opts.SimEndpointLimits, s.EndpointLimits))
-	}
+	differ := s.NotApplied(f.simFlags(), f.simSet)
 	if len(differ) > 0 {
 		fmt.Fprintf(f.io.ErrOut, "warning: the local market is already running and does not apply %s; `vastfleet sim stop` ends it (the next command starts it with the new settings; `vastfleet sim reset` for a new seed)\n",
 			strings.Join(differ, ", "))
@@ -124,26 +108,19 @@ func (f *factory) tellLocalMarket(simDir string, started bool) {
 }
 
 // localMarketCmd is `vastfleet sim daemon` for this data dir, with this
-// command's market flags (they apply when the market's state is created;
-// a saved market keeps its seed).
+// command's market flags.
 func (f *factory) localMarketCmd(dir string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--data-dir", dir, "--market", "sim",
-		"--sim-seed", strconv.FormatInt(f.opts.SimSeed, 10), "--sim-faults", f.opts.SimFaults,
-		"--sim-liars", strconv.FormatFloat(f.opts.SimLiars, 'g', -1, 64),
-		"--sim-spoof", strconv.FormatFloat(f.opts.SimSpoof, 'g', -1, 64)}
-	if f.opts.SimEndpointLimits {
-		args = append(args, "--sim-endpoint-limits")
-	}
-	if f.simSpeedSet {
-		args = append(args, "--sim-speed", strconv.FormatFloat(f.opts.SimSpeed, 'g', -1, 64))
-	}
-	cmd := exec.Command(exe, append(args, "sim", "daemon")...)
-	cmd.Env = append(os.Environ(), RunAsMainEnv+"=1")
-	return cmd, nil
+	return localmarket.DaemonCommand(exe, dir, f.simFlags(), append(os.Environ(), RunAsMainEnv+"=1")), nil
+}
+
+// simFlags are the global --sim-* flags.
+func (f *factory) simFlags() localmarket.Flags {
+	return localmarket.Flags{Seed: f.opts.SimSeed, Faults: f.opts.SimFaults, Liars: f.opts.SimLiars, Spoof: f.opts.SimSpoof,
+		EndpointLimits: f.opts.SimEndpointLimits, Speed: f.opts.SimSpeed, SpeedSet: f.simSpeedSet}
 }
 
 type simDaemonOptions struct {

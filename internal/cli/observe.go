@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/sim"
-	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // observed is the fleet as the marketplace lists it now, for commands that
@@ -30,7 +28,7 @@ func (f *factory) observed(ctx context.Context) (*fleet.Manager, error) {
 		// Another process has the simulated market open and does not
 		// serve it: the state last recorded, as of when it was recorded.
 		fmt.Fprintf(f.io.ErrOut, "note: %v\nshowing the state last recorded\n", perr)
-		asOf, err := lastRecorded(ctx, live)
+		asOf, err := live.LastListed(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -56,19 +54,4 @@ func (f *factory) observed(ctx context.Context) (*fleet.Manager, error) {
 	})
 	m := &fleet.Manager{P: p, S: snap, Clock: f.Clock(), Log: f.log}
 	return f.reconciled(ctx, m, fleet.ReconcileOptions{LookOnly: true}), nil
-}
-
-// lastRecorded is the newest time the store saw any instance listed.
-func lastRecorded(ctx context.Context, st *store.Store) (time.Time, error) {
-	recs, err := st.Instances(ctx, store.InstanceFilter{IncludeGone: true})
-	if err != nil {
-		return time.Time{}, err
-	}
-	var asOf time.Time
-	for _, r := range recs {
-		if r.LastSeenAt.After(asOf) {
-			asOf = r.LastSeenAt
-		}
-	}
-	return asOf, nil
 }

@@ -141,6 +141,12 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 	} else {
 		printPlan(f.io.Out, req, res, opts.Explain)
 	}
+	return planRent(ctx, f, opts, task, req, res)
+}
+
+// planRent rents the option picked with --rent, or asked for on a
+// terminal, if any.
+func planRent(ctx context.Context, f *factory, opts *planOptions, task plan.Task, req plan.Req, res plan.Result) error {
 	pick := opts.Rent
 	if pick == 0 && f.io.InTTY && f.io.OutTTY && !opts.JSON && len(res.Options) > 0 {
 		pick = askPick(f.io, len(res.Options))

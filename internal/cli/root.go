@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/buildinfo"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -140,7 +141,7 @@ By default every command runs against the built-in simulated marketplace
 an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real one.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       readBuildInfo().String(),
+		Version:       buildinfo.Read(Version).String(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateFlags(cmd); err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -270,14 +271,14 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 		return usageOf(err)
 	}
 	if opts.Save != "" {
-		err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return writeJSONArray(w, ranked) })
+		err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return jsonarray.Write(w, ranked) })
 		if err != nil {
 			return fmt.Errorf("--save: %w", err)
 		}
 		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
 	if opts.JSON {
-		return writeJSONArray(opts.out(f.io.Out), ranked)
+		return jsonarray.Write(opts.out(f.io.Out), ranked)
 	}
 	if err := printOffers(f.io.Out, ranked); err != nil {
 		return err

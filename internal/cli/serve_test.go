@@ -240,73 +240,31 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 // finding is lost, no instance is left, and the cost report agrees with
 // the simulator's ledger to the cent.
 func TestServeSurvivesKill9(t *testing.T) {
-	needAgentTools(t)
-	agentBin := buildAgent(t)
-	bin := filepath.Join(t.TempDir(), "vastfleet")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	e := newEnv(t)
-	env := append(os.Environ(), "VASTFLEET_HOME="+e.home, "VASTFLEET_CONFIG="+filepath.Join(e.home, "config"))
-	tok, err := exec.Command(bin, "--data-dir", e.home, "serve", "token", "create", "ann", "--role", "operator").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	h := newServeHarness(t)
+	h.Global = append(h.Global, "--sim-speed", "60", "--sim-faults", "none")
+	op := h.operator()
+	addr := freeAddr(t)
 	url := "http://" + addr
-	logf, err := os.Create(filepath.Join(e.home, "serve.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "--sim-speed", "60", "--sim-faults", "none", "serve", "--addr", addr, "--agent-bin", agentBin)
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the server", 30*time.Second, func() bool {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-		return cmd
-	}
-	srv := start()
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		srv.Wait()
-	}()
+	srv := h.start(addr)
 
 	const items = 30
-	op := client(t, strings.TrimSpace(string(tok)))
-	id, doneAtKill, followed := submitUntilItemsFlow(t, op, url, e.home, itemsJob(t, "durable", 3, items, ""), "--json")
-	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	srv.Wait()
+	id, doneAtKill, followed := submitUntilItemsFlow(t, op, url, h.home, itemsJob(t, "durable", 3, items, ""), "--json")
+	h.kill9(srv)
 	t.Logf("killed the server with %d of %d items done", doneAtKill, items)
-	srv = start()
+	h.start(addr)
 
-	upRes := followed(filepath.Join(e.home, "serve.out"))
+	upRes := followed(h.logPath)
 	if upRes.code != 0 {
-		t.Fatalf("up through the restart: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, filepath.Join(e.home, "serve.out")))
+		t.Fatalf("up through the restart: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, h.logPath))
 	}
 	if !strings.Contains(upRes.err, "resuming it") {
 		t.Errorf("the client did not see the job resumed:\n%s", upRes.err)
 	}
-	served, err := os.ReadFile(filepath.Join(e.home, "sim", servedSimFile))
+	served, err := os.ReadFile(filepath.Join(h.home, "sim", servedSimFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkServedJobEnd(t, op, url, id, e.home, strings.TrimSpace(string(served)), items)
+	checkServedJobEnd(t, op, url, id, h.home, strings.TrimSpace(string(served)), items)
 }
 
 func lines(t *testing.T, path string) []string {
@@ -425,74 +383,38 @@ func checkServedJobEnd(t *testing.T, op *env, url, id, home, marketURL string, i
 // the job to its end, and no item, finding or dollar is lost. The market
 // is served apart, as vast.ai is: it outlives the controller.
 func TestServeRestoresFromItsReplica(t *testing.T) {
-	needAgentTools(t)
-	agentBin := buildAgent(t)
-	bin := vastfleetBinary(t)
-	marketURL := startServedMarket(t, bin)
+	h := newServeHarness(t)
+	marketURL := startServedMarket(t, h.bin)
 	addr, coordAddr := freeAddr(t), freeAddr(t)
 	url := "http://" + addr
-
-	e := newEnv(t)
 	replicaURL := "file://" + filepath.Join(t.TempDir(), "replica")
-	env := append(os.Environ(), "VASTFLEET_HOME="+e.home, "VASTFLEET_CONFIG="+filepath.Join(t.TempDir(), "config"))
-	global := []string{"--market", "sim", "--api-url", marketURL}
-	tok, err := exec.Command(bin, append(global, "--data-dir", e.home, "serve", "token", "create", "ann", "--role", "operator")...).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), "serve.out")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	start := func(extra ...string) *exec.Cmd {
-		cmd := exec.Command(bin, append(append(global, "serve", "--addr", addr, "--agent-bin", agentBin, "--coord-addr", coordAddr), extra...)...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the server", 60*time.Second, func() bool {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-		return cmd
-	}
-	srv := start("--replicate", replicaURL)
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		srv.Wait()
-	}()
+	h.Global = append(h.Global, "--market", "sim", "--api-url", marketURL)
+	h.Serve = []string{"--coord-addr", coordAddr}
+	op := h.operator()
+	srv := h.start(addr, "--replicate", replicaURL)
 
 	const items = 30
-	op := client(t, strings.TrimSpace(string(tok)))
-	id, doneAtKill, followed := submitUntilItemsFlow(t, op, url, e.home, itemsJob(t, "moved", 3, items, ""), "--jq", `"\(.job) \(.items_done)"`)
-	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	srv.Wait()
+	id, doneAtKill, followed := submitUntilItemsFlow(t, op, url, h.home, itemsJob(t, "moved", 3, items, ""), "--jq", `"\(.job) \(.items_done)"`)
+	h.kill9(srv)
 	// The machine is gone: nothing of its data dir is left.
-	if err := os.RemoveAll(e.home); err != nil {
+	if err := os.RemoveAll(h.home); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("killed the server with %d of %d items done, and deleted its data dir", doneAtKill, items)
-	srv = start("--restore-from", replicaURL)
+	h.start(addr, "--restore-from", replicaURL)
 
-	upRes := followed(logPath)
+	upRes := followed(h.logPath)
 	if upRes.code != 0 {
-		t.Fatalf("up through the restore: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, logPath))
+		t.Fatalf("up through the restore: exit %d\nstdout:\n%s\nstderr:\n%s\nserver log:\n%s", upRes.code, upRes.out, upRes.err, readFile(t, h.logPath))
 	}
 	// --jq ran over the server's report here, as over a local up's.
 	if got := strings.TrimSpace(upRes.out); got != fmt.Sprintf("%s %d", id, items) {
 		t.Errorf("up --jq printed %q, want %q", got, fmt.Sprintf("%s %d", id, items))
 	}
-	if log := readFile(t, logPath); !strings.Contains(log, "restored "+e.home+" from "+replicaURL) {
+	if log := readFile(t, h.logPath); !strings.Contains(log, "restored "+h.home+" from "+replicaURL) {
 		t.Errorf("the server did not say it restored:\n%s", log)
 	}
-	checkServedJobEnd(t, op, url, id, e.home, marketURL, items)
+	checkServedJobEnd(t, op, url, id, h.home, marketURL, items)
 }
 
 // vastfleetBinary is vastfleet built into the test's directory, for

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -96,14 +97,8 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.RestoreFrom != "" {
-		if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.log); err != nil {
-			return fmt.Errorf("serve --restore-from: %w", err)
-		}
-		fmt.Fprintf(f.io.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
-		if opts.Replicate == "" {
-			opts.Replicate = opts.RestoreFrom
-		}
+	if err := f.serveRestore(ctx, opts, dir, dbs); err != nil {
+		return err
 	}
 	db, err := server.OpenSpec(ctx, opts.DB, f.dataDir)
 	if err != nil {
@@ -123,31 +118,11 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if _, err := f.Store(ctx, false, ""); err != nil {
 		return err
 	}
-	if opts.Replicate != "" {
-		// Every database exists from the start, so that each is
-		// replicated from its first write.
-		cdb, err := f.coordDB(ctx)
-		if err != nil {
-			return err
-		}
-		cdb.Close()
-		rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.log)
-		if err != nil {
-			return fmt.Errorf("serve --replicate: %w", err)
-		}
-		// A job's coordinator acknowledges findings and results only once
-		// they are in the replica: a server lost the next moment and
-		// restored from it has every one it acknowledged.
-		f.durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
-		// At the end the last changes go out; Litestream's own
-		// connections go with the process.
-		defer func() {
-			if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
-				fmt.Fprintf(f.io.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
-			}
-		}()
-		fmt.Fprintf(f.io.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
+	flush, err := f.serveReplicate(ctx, opts, dir, dbs)
+	if err != nil {
+		return err
 	}
+	defer flush()
 	srv := server.New(server.Config{
 		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
 		Version: Version, Log: f.log,
@@ -160,20 +135,77 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		return err
 	}
 	defer srv.Stop()
+	ln, err := f.serveListen(opts, dir)
+	if err != nil {
+		return err
+	}
+	return srv.ServeUntil(ctx, ln)
+}
+
+// serveRestore brings an empty data dir back from --restore-from, which
+// the server then goes on replicating to unless --replicate says where.
+func (f *factory) serveRestore(ctx context.Context, opts *serveOptions, dir string, dbs []string) error {
+	if opts.RestoreFrom == "" {
+		return nil
+	}
+	if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.log); err != nil {
+		return fmt.Errorf("serve --restore-from: %w", err)
+	}
+	fmt.Fprintf(f.io.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
+	if opts.Replicate == "" {
+		opts.Replicate = opts.RestoreFrom
+	}
+	return nil
+}
+
+// serveReplicate starts replicating the data dir (--replicate), and
+// returns what sends the last changes at the end.
+func (f *factory) serveReplicate(ctx context.Context, opts *serveOptions, dir string, dbs []string) (flush func(), err error) {
+	if opts.Replicate == "" {
+		return func() {}, nil
+	}
+	// Every database exists from the start, so that each is
+	// replicated from its first write.
+	cdb, err := f.coordDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cdb.Close()
+	rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.log)
+	if err != nil {
+		return nil, fmt.Errorf("serve --replicate: %w", err)
+	}
+	// A job's coordinator acknowledges findings and results only once
+	// they are in the replica: a server lost the next moment and
+	// restored from it has every one it acknowledged.
+	f.durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
+	fmt.Fprintf(f.io.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
+	// At the end the last changes go out; Litestream's own connections
+	// go with the process.
+	return func() {
+		if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
+			fmt.Fprintf(f.io.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
+		}
+	}, nil
+}
+
+// serveListen listens on --addr (HTTPS with --tls, its pin said) and
+// says where the server serves.
+func (f *factory) serveListen(opts *serveOptions, dir string) (net.Listener, error) {
 	var cert func() (tls.Certificate, string, error)
 	if opts.TLS {
 		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
 	}
 	ln, scheme, pin, err := server.Listen(opts.Addr, cert)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if pin != "" {
 		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
 	}
 	fmt.Fprintf(f.io.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
 	fmt.Fprintf(f.io.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
-	return srv.ServeUntil(ctx, ln)
+	return ln, nil
 }
 
 // useAPIKeyFile makes the key in a secret file the one the server and

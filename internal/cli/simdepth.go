@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -55,7 +56,7 @@ func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSONArray(opts.out(f.io.Out), rows)
+		return jsonarray.Write(opts.out(f.io.Out), rows)
 	}
 	t := newTable(f.io.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
 	for _, r := range rows {

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
-	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
@@ -186,15 +185,8 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, pa
 // upDeps builds the job's dependencies: the launch spec with the agent,
 // the market's lifecycle manager (reconciled), the nodes, the records.
 func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
-	lo := &launchOptions{
-		Request: launch.Request{Count: jf.Count, MinReady: jf.MinReady, Deadline: cmp.Or(jf.Deadline, 10*time.Minute), Park: jf.Park, Backfill: true,
-			MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
-			Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id,
-			BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL},
-		Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
-		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop,
-		Ladder: fleet.Ladder{MaxLifetime: jf.MaxLifetime, IdleAfter: jf.IdleAfter, IdleBelow: jf.IdleBelow, StoppedFor: jf.StoppedFor},
-	}
+	lo := &launchOptions{Request: job.LaunchRequest(jf, id), Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
+		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Ladder: job.Ladder(jf)}
 	spec, err := lo.spec(launch.InterruptKeep)
 	if err != nil {
 		return nil, job.Options{}, err

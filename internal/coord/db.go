@@ -321,49 +321,84 @@ func (d *DB) FleetTokens(ctx context.Context, fleet string) (agent, viewer strin
 		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
 	}
 	defer tx.Rollback()
-	var agentHash, viewerHash []byte
-	err = tx.QueryRowContext(ctx, `SELECT agent_token_hash, viewer_token_hash FROM fleets WHERE name = ?`, fleet).
-		Scan(&agentHash, &viewerHash)
-	known := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
-	}
-	file, err := d.readTokens()
+	agentHash, viewerHash, known, err := fleetTokenHashes(ctx, tx, fleet)
 	if err != nil {
 		return "", "", err
 	}
-	pair, inFile := file[fleet]
-	if known && inFile &&
-		subtle.ConstantTimeCompare(hashToken(pair.Agent), agentHash) == 1 &&
-		subtle.ConstantTimeCompare(hashToken(pair.Viewer), viewerHash) == 1 {
+	pair, recorded, err := d.filedTokens(fleet, known, agentHash, viewerHash)
+	switch {
+	case err != nil:
+		return "", "", err
+	case recorded:
 		return pair.Agent, pair.Viewer, nil
-	}
-	// A file entry without a row is a crash between the file write and
-	// the commit below: keep those tokens, an onstart may already use them.
-	if known || !inFile || pair.Agent == "" || pair.Viewer == "" {
-		if pair.Agent, err = newToken(); err != nil {
-			return "", "", err
-		}
-		if pair.Viewer, err = newToken(); err != nil {
-			return "", "", err
-		}
-		file[fleet] = pair
-		if err := d.writeTokens(file); err != nil {
-			return "", "", err
-		}
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO fleets (name, agent_token_hash, viewer_token_hash, created)
 		VALUES (?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET agent_token_hash = excluded.agent_token_hash,
 			viewer_token_hash = excluded.viewer_token_hash`,
 		fleet, hashToken(pair.Agent), hashToken(pair.Viewer), time.Now().UTC().Format(time.RFC3339Nano))
+	if err == nil {
+		err = tx.Commit()
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return "", "", fmt.Errorf("coord: fleet tokens: %w", err)
-	}
 	return pair.Agent, pair.Viewer, nil
+}
+
+// filedTokens are the fleet's tokens from the tokens file, made and
+// filed anew when the file has none that match the fleet's row; recorded
+// says the row already holds them.
+func (d *DB) filedTokens(fleet string, known bool, agentHash, viewerHash []byte) (pair tokenPair, recorded bool, err error) {
+	file, err := d.readTokens()
+	if err != nil {
+		return tokenPair{}, false, err
+	}
+	pair, inFile := file[fleet]
+	if known && inFile && pair.hashesTo(agentHash, viewerHash) {
+		return pair, true, nil
+	}
+	// A file entry without a row is a crash between the file write and
+	// the row's commit: keep those tokens, an onstart may already use them.
+	if !known && inFile && pair.Agent != "" && pair.Viewer != "" {
+		return pair, false, nil
+	}
+	if pair, err = newTokenPair(); err != nil {
+		return tokenPair{}, false, err
+	}
+	file[fleet] = pair
+	return pair, false, d.writeTokens(file)
+}
+
+// fleetTokenHashes reads the fleet's token hashes; known is false when
+// the fleet has no row yet.
+func fleetTokenHashes(ctx context.Context, tx *txn, fleet string) (agentHash, viewerHash []byte, known bool, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT agent_token_hash, viewer_token_hash FROM fleets WHERE name = ?`, fleet).
+		Scan(&agentHash, &viewerHash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil, false, nil
+	case err != nil:
+		return nil, nil, false, fmt.Errorf("coord: fleet tokens: %w", err)
+	}
+	return agentHash, viewerHash, true, nil
+}
+
+// hashesTo says, in constant time, whether the pair is the one whose
+// hashes are stored.
+func (p tokenPair) hashesTo(agentHash, viewerHash []byte) bool {
+	a := subtle.ConstantTimeCompare(hashToken(p.Agent), agentHash)
+	v := subtle.ConstantTimeCompare(hashToken(p.Viewer), viewerHash)
+	return a&v == 1
+}
+
+func newTokenPair() (tokenPair, error) {
+	agent, err := newToken()
+	if err != nil {
+		return tokenPair{}, err
+	}
+	viewer, err := newToken()
+	return tokenPair{Agent: agent, Viewer: viewer}, err
 }
 
 func (d *DB) readTokens() (map[string]tokenPair, error) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/certpin"
 	"github.com/vastfleet/vastfleet/internal/usage"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -75,6 +76,61 @@ func Enlist(ctx context.Context, dir, fleet string, orphanAfter time.Duration, p
 		}
 	}
 	return token, nil
+}
+
+// Joining is a fleet about to launch with the agent on its instances,
+// reporting to the coordinator a launch's --coord names.
+type Joining struct {
+	Dir         string // the data dir
+	Coord       string // --coord as typed: auto, or the coordinator's URL
+	CoordSHA256 string // --coord-sha256: the URL's certificate pin
+	Fleet       string
+	// Remote: the instances are on the internet (vast.ai), so the
+	// coordinator must be reachable from there (CheckReachable).
+	Remote       bool
+	OrphanAfter  time.Duration
+	OrphanPolicy string
+	Items        []string
+}
+
+// Join enlists the fleet with the coordinator (Resolve, CheckReachable,
+// Enlist) and returns what its instances' onstart needs to install the
+// agent and report: the coordinator's address and pin, the fleet's agent
+// token, the agent binary's digest, the dead-man switch, and the tunnel
+// port base. The caller adds the sessions, the teardown ladder and the
+// market's time scale.
+func Join(ctx context.Context, j Joining) (bootstrap.Agent, error) {
+	ci, err := Resolve(j.Dir, j.Coord, j.CoordSHA256)
+	if err != nil {
+		return bootstrap.Agent{}, err
+	}
+	if err := CheckReachable(ci, j.Coord, j.Remote); err != nil {
+		return bootstrap.Agent{}, err
+	}
+	token, err := Enlist(ctx, j.Dir, j.Fleet, j.OrphanAfter, j.OrphanPolicy, j.Items)
+	if err != nil {
+		return bootstrap.Agent{}, err
+	}
+	sum, err := AgentDigest(ctx, ci.URL, token, ci.Fingerprint)
+	if err != nil {
+		return bootstrap.Agent{}, err
+	}
+	return bootstrap.Agent{CoordURL: ci.URL, Fleet: j.Fleet, Token: token, BinarySHA256: sum, Fingerprint: ci.Fingerprint,
+		OrphanAfter: j.OrphanAfter, OrphanPolicy: j.OrphanPolicy, TunnelPortBase: ci.TunnelBase}, nil
+}
+
+// FleetAgents reads the states of the fleet's agents from the
+// coordinator j names, with the fleet's viewer token (AgentStates).
+func FleetAgents(ctx context.Context, j Joining) (func(context.Context, string) (map[int64]wire.Node, error), error) {
+	ci, err := Resolve(j.Dir, j.Coord, j.CoordSHA256)
+	if err != nil {
+		return nil, err
+	}
+	viewer, err := ViewerToken(ctx, j.Dir, j.Fleet)
+	if err != nil {
+		return nil, err
+	}
+	return AgentStates(ci.URL, viewer, ci.Fingerprint), nil
 }
 
 // ViewerToken is the fleet's viewer token in the data dir's coordinator

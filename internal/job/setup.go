@@ -1,13 +1,16 @@
 package job
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
@@ -77,6 +80,21 @@ func HeartbeatInterval(sim bool) time.Duration {
 		return time.Minute
 	}
 	return 10 * time.Second
+}
+
+// LaunchRequest is the launch a job's file asks for, its fleet named
+// id: backfilled, with the launch engine's default timeouts, a 10-minute
+// deadline and a 20 GB disk unless the file says otherwise.
+func LaunchRequest(jf *jobfile.Job, id string) launch.Request {
+	return launch.Request{Count: jf.Count, MinReady: jf.MinReady, Deadline: cmp.Or(jf.Deadline, 10*time.Minute), Park: jf.Park, Backfill: true,
+		MaxDPH: jf.MaxDPH, Budget: jf.Budget, BudgetSet: jf.Budget > 0, ImageGB: jf.ImageGB,
+		Image: jf.Image, Disk: cmp.Or(jf.Disk, 20), Fleet: id,
+		BootTimeout: launch.DefaultBootTimeout, ReleaseTimeout: launch.DefaultReleaseTimeout, BadHostTTL: launch.DefaultBadHostTTL}
+}
+
+// Ladder is the teardown ladder a job's file asks its agents for.
+func Ladder(jf *jobfile.Job) fleet.Ladder {
+	return fleet.Ladder{MaxLifetime: jf.MaxLifetime, IdleAfter: jf.IdleAfter, IdleBelow: jf.IdleBelow, StoppedFor: jf.StoppedFor}
 }
 
 // NodeEnv is what the job sets in its nodes' environment: its env, and

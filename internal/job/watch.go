@@ -46,13 +46,9 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 	for _, n := range nodes {
 		want[n.ID] = true
 	}
-	poll := d.Poll
-	if poll <= 0 {
-		poll = 250 * time.Millisecond
-	}
-	tick := time.NewTicker(poll)
+	tick := time.NewTicker(d.pollEvery())
 	defer tick.Stop()
-	var starvedSince time.Time
+	var starved starvation
 	for {
 		snap := d.Coord.Snapshot(ctx, id)
 		silent := tally(snap, want, exits, began)
@@ -60,28 +56,14 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 		if judged != nil {
 			v := judged(ctx, snap, runningOf(want, exits))
 			coming = v.coming
-			if len(v.out)+len(v.in) > 0 {
-				for _, id := range v.out {
-					delete(want, id)
-				}
-				for _, id := range v.in {
-					want[id] = true
-				}
+			if v.apply(want) {
 				// A culled node silent since the run began is no longer
 				// one to wait for.
 				silent = tally(snap, want, exits, began)
 			}
 		}
 		now := d.Clock.Now()
-		v := runView{nodes: len(want) + coming, ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began)}
-		switch {
-		case snap.Totals.ItemsLeft == 0 || snap.Totals.ItemsStarved < snap.Totals.ItemsLeft:
-			starvedSince = time.Time{}
-		case starvedSince.IsZero():
-			starvedSince = now
-		default:
-			v.starvedFor = now.Sub(starvedSince)
-		}
+		v := runView{nodes: len(want) + coming, ended: len(exits), dead: len(silent.dead), t: snap.Totals, elapsed: now.Sub(began), starvedFor: starved.lasted(now, snap.Totals)}
 		if d.LostAfter > 0 && v.elapsed >= d.LostAfter {
 			// Agents had as long as the coordinator gives a silent node
 			// to report (after a resume, to come back): one never heard
@@ -102,6 +84,44 @@ func watch(ctx context.Context, d *Deps, j *jobfile.Job, id string, nodes []Node
 		case <-tick.C:
 		}
 	}
+}
+
+// pollEvery is how often the run is looked at.
+func (d *Deps) pollEvery() time.Duration {
+	if d.Poll <= 0 {
+		return 250 * time.Millisecond
+	}
+	return d.Poll
+}
+
+// apply takes the nodes a judge took out of the run off those watched,
+// adds those that joined it, and says whether the watched set changed.
+func (v verdict) apply(want map[int64]bool) bool {
+	for _, id := range v.out {
+		delete(want, id)
+	}
+	for _, id := range v.in {
+		want[id] = true
+	}
+	return len(v.out)+len(v.in) > 0
+}
+
+// starvation follows how long every item left has been starved (no
+// watched node may take it).
+type starvation struct{ since time.Time }
+
+// lasted is how long the items left have all been starved, as of now;
+// 0 when some are not.
+func (s *starvation) lasted(now time.Time, t wire.Totals) time.Duration {
+	switch {
+	case t.ItemsLeft == 0 || t.ItemsStarved < t.ItemsLeft:
+		s.since = time.Time{}
+	case s.since.IsZero():
+		s.since = now
+	default:
+		return now.Sub(s.since)
+	}
+	return 0
 }
 
 // runningOf are the watched nodes whose run has not exited.

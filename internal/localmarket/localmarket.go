@@ -215,12 +215,19 @@ func Alive(ctx context.Context, u string) bool {
 
 // Served is the URL where a live process serves the market in dir.
 func Served(ctx context.Context, dir string) (string, bool) {
+	u, ok := ServedAt(dir)
+	return u, ok && Alive(ctx, u)
+}
+
+// ServedAt is the URL that URLFile gives for the market in dir, alive or
+// not: a process that holds the market open serves it on loopback there.
+func ServedAt(dir string) (string, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, URLFile))
 	u := strings.TrimSpace(string(b))
 	if err != nil || !strings.HasPrefix(u, "http://127.0.0.1:") {
 		return "", false
 	}
-	return u, Alive(ctx, u)
+	return u, true
 }
 
 // startTimeout bounds how long Ensure waits for a market it started.

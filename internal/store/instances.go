@@ -564,6 +564,23 @@ func (s *Store) Instance(ctx context.Context, id int64) (Instance, error) {
 	return i, nil
 }
 
+// LastListed is the newest time any instance, gone ones included, was
+// seen in a listing: the moment the store's picture of the account is
+// from (zero when it has none).
+func (s *Store) LastListed(ctx context.Context) (time.Time, error) {
+	recs, err := s.Instances(ctx, InstanceFilter{IncludeGone: true})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var asOf time.Time
+	for _, r := range recs {
+		if r.LastSeenAt.After(asOf) {
+			asOf = r.LastSeenAt
+		}
+	}
+	return asOf, nil
+}
+
 // Instances returns the instances matching f, in id order.
 func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
 	where := "WHERE 1=1"

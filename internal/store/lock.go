@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/filelock"
@@ -162,4 +164,27 @@ func Held(dir string) bool {
 	}
 	l.Unlock()
 	return false
+}
+
+// AcquireLockBehind is AcquireLock for a command that may find the lock
+// held by a background pass (a bid watcher's or a coordinator's listing,
+// named in passes), which holds it for one listing at a time: the command
+// waits for it, calling pause between tries, which waits a moment and
+// says whether to try again. Held by anyone else, the lock is refused at
+// once.
+func AcquireLockBehind(ctx context.Context, dir, holder string, passes []string, pause func(context.Context) (bool, error)) (*Lock, error) {
+	for {
+		l, err := AcquireLock(dir, holder)
+		var held *LockedError
+		if err == nil || !errors.As(err, &held) || !slices.Contains(passes, held.Holder.Command) {
+			return l, err
+		}
+		again, perr := pause(ctx)
+		if perr != nil {
+			return nil, perr
+		}
+		if !again {
+			return nil, err
+		}
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -211,5 +212,56 @@ func TestHeld(t *testing.T) {
 	l.Unlock()
 	if Held(dir) {
 		t.Error("held after Unlock")
+	}
+}
+
+// TestCommandsWaitForABackgroundPass: a command that finds the data dir's
+// lock held by a background pass (a bid watcher's listing) waits for it
+// instead of failing, and gives up at its bound; held by another
+// command, it is refused at once.
+func TestCommandsWaitForABackgroundPass(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	const pass = "vastfleet watch-bids (listing interruptible instances)"
+	passes := []string{pass, "vastfleet coord (reaping silent instances)"}
+	watcher, err := AcquireLock(dir, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses := 0
+	// The watcher's listing ends during the command's third wait.
+	l, err := AcquireLockBehind(ctx, dir, "vastfleet destroy --all", passes, func(context.Context) (bool, error) {
+		if pauses++; pauses == 3 {
+			watcher.Unlock()
+		}
+		return true, nil
+	})
+	if err != nil || pauses != 3 {
+		t.Fatalf("a command behind a bid watcher's listing: %v after %d waits", err, pauses)
+	}
+	pauses = 0
+	_, err = AcquireLockBehind(ctx, dir, "vastfleet launch", passes, func(context.Context) (bool, error) {
+		pauses++
+		return true, nil
+	})
+	if !errors.Is(err, ErrLocked) || pauses != 0 {
+		t.Fatalf("a command behind another command: %v after %d waits, want refused at once", err, pauses)
+	}
+	l.Unlock()
+	if watcher, err = AcquireLock(dir, pass); err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Unlock()
+	_, err = AcquireLockBehind(ctx, dir, "vastfleet launch", passes, func(context.Context) (bool, error) {
+		pauses++
+		return pauses < 5, nil
+	})
+	if !errors.Is(err, ErrLocked) || pauses != 5 {
+		t.Fatalf("a watcher that never lets go: %v after %d waits, want refused at the bound", err, pauses)
+	}
+	wantErr := errors.New("interrupted")
+	if _, err = AcquireLockBehind(ctx, dir, "vastfleet launch", passes, func(context.Context) (bool, error) { return true, wantErr }); !errors.Is(err, wantErr) {
+		t.Fatalf("a wait that is interrupted: %v, want %v", err, wantErr)
 	}
 }

@@ -396,6 +396,9 @@ func TestInstanceLifecycleAndEvents(t *testing.T) {
 	if !i.RunningSince.IsZero() || i.State != "stopped" || !i.LastSeenAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("after stop: %+v", i)
 	}
+	if at, err := s.LastListed(ctx); err != nil || !at.Equal(t0.Add(time.Hour)) {
+		t.Errorf("LastListed = %v, %v; want the last listing, %v", at, err, t0.Add(time.Hour))
+	}
 	if err := s.SetEstimate(ctx, 7, 2, 0.8); err != nil {
 		t.Fatal(err)
 	}

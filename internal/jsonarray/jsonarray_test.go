@@ -1,4 +1,4 @@
-package cli
+package jsonarray
 
 import (
 	"bytes"
@@ -27,11 +27,11 @@ type jsonOdd struct {
 	Offer  *market.Offer     `json:"offer,omitempty"`
 }
 
-// TestWriteJSONArrayEqualsMarshalIndent: the hand-indented stream is byte
-// for byte what writeJSON (json.MarshalIndent over the whole slice) gives,
+// TestWriteEqualsMarshalIndent: the hand-indented stream is byte
+// for byte what an indenting json.Encoder over the whole slice gives,
 // for ranked offers with awkward strings and numbers and for rows of
 // other shapes.
-func TestWriteJSONArrayEqualsMarshalIndent(t *testing.T) {
+func TestWriteEqualsMarshalIndent(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	strs := []string{"", `a"b`, `back\slash`, "tab\there", "new\nline", "<b>&amp;</b>", "\u2028\u2029", "émoji 🚀",
@@ -54,7 +54,9 @@ func TestWriteJSONArrayEqualsMarshalIndent(t *testing.T) {
 	check := func(name string, rows any, got func(*bytes.Buffer) error) {
 		t.Helper()
 		var want, have bytes.Buffer
-		if err := writeJSON(&want, rows); err != nil {
+		enc := json.NewEncoder(&want) // what the CLI's writeJSON writes
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
 			t.Fatal(err)
 		}
 		if err := got(&have); err != nil {
@@ -69,9 +71,9 @@ func TestWriteJSONArrayEqualsMarshalIndent(t *testing.T) {
 			t.Fatalf("%s: differs at byte %d:\nwant …%q…\ngot  …%q…", name, i, w[max(0, i-60):min(len(w), i+60)], h[max(0, i-60):min(len(h), i+60)])
 		}
 	}
-	check("ranked offers", ranked, func(b *bytes.Buffer) error { return writeJSONArray(b, ranked) })
-	check("one offer", ranked[:1], func(b *bytes.Buffer) error { return writeJSONArray(b, ranked[:1]) })
-	check("none", []market.Ranked{}, func(b *bytes.Buffer) error { return writeJSONArray(b, []market.Ranked{}) })
+	check("ranked offers", ranked, func(b *bytes.Buffer) error { return Write(b, ranked) })
+	check("one offer", ranked[:1], func(b *bytes.Buffer) error { return Write(b, ranked[:1]) })
+	check("none", []market.Ranked{}, func(b *bytes.Buffer) error { return Write(b, []market.Ranked{}) })
 
 	f := 2.5
 	odd := []jsonOdd{
@@ -80,16 +82,16 @@ func TestWriteJSONArrayEqualsMarshalIndent(t *testing.T) {
 		{Raw: json.RawMessage(`null`), Offer: &ranked[0].Offer},
 		{Name: strings.Repeat(`\"`, 50), Raw: json.RawMessage(`"str\"ing"`)},
 	}
-	check("other shapes", odd, func(b *bytes.Buffer) error { return writeJSONArray(b, odd) })
+	check("other shapes", odd, func(b *bytes.Buffer) error { return Write(b, odd) })
 	ints := []int{1, -2, 3}
-	check("scalars", ints, func(b *bytes.Buffer) error { return writeJSONArray(b, ints) })
+	check("scalars", ints, func(b *bytes.Buffer) error { return Write(b, ints) })
 	ss := []string{"", `"`, "{[,:]}"}
-	check("strings", ss, func(b *bytes.Buffer) error { return writeJSONArray(b, ss) })
+	check("strings", ss, func(b *bytes.Buffer) error { return Write(b, ss) })
 }
 
-// BenchmarkWriteJSONArray: 20,000 ranked offers, hand-indented beside
-// json.MarshalIndent per row (what writeJSONArray did before).
-func BenchmarkWriteJSONArray(b *testing.B) {
+// BenchmarkWrite: 20,000 ranked offers, hand-indented beside
+// json.MarshalIndent per row (what Write did before).
+func BenchmarkWrite(b *testing.B) {
 	rows := make([]market.Ranked, 20_000)
 	for i := range rows {
 		rows[i] = market.Ranked{Offer: market.Offer{ID: int64(i), GPUName: "RTX 4090", Geolocation: "Texas, US", DPHTotal: 0.3 + float64(i)/1e5,
@@ -97,7 +99,7 @@ func BenchmarkWriteJSONArray(b *testing.B) {
 	}
 	b.Run("hand", func(b *testing.B) {
 		for b.Loop() {
-			if err := writeJSONArray(io.Discard, rows); err != nil {
+			if err := Write(io.Discard, rows); err != nil {
 				b.Fatal(err)
 			}
 		}
