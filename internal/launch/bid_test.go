@@ -107,11 +107,12 @@ func bidLaunch(t *testing.T, seed int64, rivals float64, count int, bid Bid) (*l
 // before a half hour in which rivals bid on 90% of the offers: the outbid
 // instances are destroyed and replaced from the next offers, the 20 that
 // end running pay the bid, and the launch's spend, from the recorded bids,
-// agrees with the simulator's ledger. (Seed 31: 10 outbid, 11 replaced,
-// 31 rented, spend $1.7045 against a ledger of $1.7045.)
+// agrees with the simulator's ledger. (Seed 16: 13 outbid, 14 replaced,
+// 34 rented, spend $2.2078 against a ledger of $2.2080. Seeds are picked
+// for outbids: on a third of seeds, the bid windows leave these 20 alone.)
 func TestBidLaunchReplacesOutbid(t *testing.T) {
 	t.Parallel()
-	e, sum, rec, _ := bidLaunch(t, 31, 0.9, 20, Bid{OnOutbid: OutbidReplace})
+	e, sum, rec, _ := bidLaunch(t, 16, 0.9, 20, Bid{OnOutbid: OutbidReplace})
 	outbid, failedOutbid := rec.count(EvOutbid), 0
 	rec.mu.Lock()
 	for _, ev := range rec.evs {
@@ -137,11 +138,11 @@ func TestBidLaunchReplacesOutbid(t *testing.T) {
 
 // With --on-outbid rebid the outbid instances have their bids raised
 // (change bid) rather than being destroyed; those that cannot win within
-// their on-demand price are replaced. (Seed 29: 4 outbid, 8 change bids,
-// 3 of the 20 end at a raised bid, 1 replaced.)
+// their on-demand price are replaced. (Seed 19: 5 outbid, 10 change bids,
+// 5 of the 20 end at a raised bid, 1 replaced.)
 func TestBidLaunchRebids(t *testing.T) {
 	t.Parallel()
-	e, sum, rec, offers := bidLaunch(t, 29, 0.9, 20, Bid{OnOutbid: OutbidRebid})
+	e, sum, rec, offers := bidLaunch(t, 19, 0.9, 20, Bid{OnOutbid: OutbidRebid})
 	if rec.count(EvOutbid) < 3 || rec.count(EvRebid) == 0 || sum.Rebids != rec.count(EvRebid) {
 		t.Fatalf("outbid %d, rebid events %d, summary rebids %d: want outbids answered by rebids", rec.count(EvOutbid), rec.count(EvRebid), sum.Rebids)
 	}

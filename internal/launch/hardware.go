@@ -169,23 +169,29 @@ func (c HardwareCheck) figures() string {
 // and one look at the coordinator's probes.
 func (r *runner) gateChecks(ctx context.Context) {
 	ck := r.spec.Checks
-	var shake []*node
+	var shake, aside []*node
 	wantProbes := false
 	for _, n := range r.sorted() {
 		if !n.atGate() {
 			continue
 		}
-		if ck.Usable != nil && !n.usable {
+		switch {
+		case ck.Usable != nil && !n.usable && n.shakeSlow:
+			aside = append(aside, n)
+		case ck.Usable != nil && !n.usable:
 			shake = append(shake, n)
-		} else if r.awaitsAgent(n) {
+		case r.awaitsAgent(n):
 			wantProbes = true
 		}
 	}
-	if len(shake) > 0 {
-		r.handshakes(ctx, shake)
-		for _, n := range shake {
-			wantProbes = wantProbes || n.usable && r.awaitsAgent(n)
-		}
+	r.handshakes(ctx, shake)
+	// After the tick's own handshakes, so that none of theirs is spent
+	// while the market stands still for those.
+	for _, n := range aside {
+		r.shakeAside(ctx, n)
+	}
+	for _, n := range append(shake, aside...) {
+		wantProbes = wantProbes || n.usable && r.awaitsAgent(n)
 	}
 	if !wantProbes || ck.Agents == nil {
 		return
@@ -208,23 +214,83 @@ func (n *node) atGate() bool {
 }
 
 // handshakes tries an SSH handshake with each node, at most Workers at
-// once; each goroutine writes its own node only.
+// once; each goroutine writes its own node only. The tick waits for them,
+// so a virtual market stands still meanwhile: a node whose handshake runs
+// out of its time is marked slow, and its later tries no longer hold the
+// ticks (shakeAside).
 func (r *runner) handshakes(ctx context.Context, ns []*node) {
 	ck := r.spec.Checks
-	timeout := ck.UsableTimeout
-	if timeout <= 0 {
-		timeout = DefaultUsableTimeout
-	}
+	timeout := r.usableTimeout()
 	r.parallel(ctx, ns, func(ctx context.Context, n *node) error {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+		sctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		if err := ck.Usable(ctx, n.sshHost, n.sshPort); err != nil {
+		start := time.Now()
+		if err := ck.Usable(sctx, n.sshHost, n.sshPort); err != nil {
 			n.unusable = err.Error()
+			// Slow: it took the whole time, whichever timer ended it.
+			n.shakeSlow = ctx.Err() == nil && time.Since(start) >= timeout
 			return nil
 		}
 		n.usable, n.unusable = true, ""
 		return nil
 	})
+}
+
+func (r *runner) usableTimeout() time.Duration {
+	if t := r.spec.Checks.UsableTimeout; t > 0 {
+		return t
+	}
+	return DefaultUsableTimeout
+}
+
+// shakeAside handles the handshakes of a node whose port once took
+// UsableTimeout of wall time without answering (SSHHang in the simulator,
+// a wedged sshd on vast). Waiting that long on every tick would hold a
+// virtual market UsableTimeout a tick for as long as the node is kept
+// (UsableFor), and on vast delay every other node's tick: two such nodes
+// among a demo's 69 rentals made its launch take 170 s of wall time where
+// 50 s did without them. So it holds the ticks once, in handshakes; after
+// that one try at a time runs in the background, the market moving as it
+// would on vast, and the first tick after it ends takes its result in.
+// What it leaves waiting is a node already known to answer slowly, never
+// one that answers: the outcome does not depend on this machine's load
+// unless a loopback handshake took the whole UsableTimeout.
+func (r *runner) shakeAside(ctx context.Context, n *node) {
+	if n.shaking != nil {
+		select {
+		case err := <-n.shaking:
+			n.shaking = nil
+			if err != nil {
+				n.unusable = err.Error()
+				break
+			}
+			n.usable, n.unusable = true, ""
+			return
+		default:
+			return // still under way
+		}
+	}
+	if r.shakeCtx == nil {
+		r.shakeCtx, r.shakeStop = context.WithCancel(ctx)
+	}
+	done := make(chan error, 1)
+	n.shaking = done
+	usable, host, port, timeout := r.spec.Checks.Usable, n.sshHost, n.sshPort, r.usableTimeout()
+	r.shakes.Add(1)
+	go func() {
+		defer r.shakes.Done()
+		sctx, cancel := context.WithTimeout(r.shakeCtx, timeout)
+		defer cancel()
+		done <- usable(sctx, host, port)
+	}()
+}
+
+// endShakes stops the background handshakes and waits for them.
+func (r *runner) endShakes() {
+	if r.shakeStop != nil {
+		r.shakeStop()
+	}
+	r.shakes.Wait()
 }
 
 // readProbes takes the coordinator's probes into the nodes at the gates.

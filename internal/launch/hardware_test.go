@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,6 +95,67 @@ func TestReadyNeedsSSHHandshake(t *testing.T) {
 	}
 	if rec.find(EvFailed, "SSH handshake never completed") == nil {
 		t.Fatal("no node failed its handshake (the seed should hang some)")
+	}
+	checkNoLeaks(t, e.Mkt, e.St)
+}
+
+// A node whose SSH port accepts TCP and never answers holds a virtual
+// market for one handshake's timeout, once: its later tries run while the
+// market moves, and it is still replaced once UsableFor has passed. (Two
+// such nodes held every 15 s tick of the demo's launch for a 10 s
+// timeout: 170 s of wall time where 50 s did without them.)
+func TestHungHandshakeHoldsTheMarketOnce(t *testing.T) {
+	t.Parallel()
+	e, err := launchsim.NewHosts(context.Background(), 5, 3000, sim.Faults{SSHHang: 0.4}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	t.Cleanup(func() { e.Mkt.Close() })
+	const timeout = 2 * time.Second
+	var mu sync.Mutex
+	// By SSH port: tries that ran out of time with the market standing
+	// still, and tries during which it moved.
+	held, moved := map[int]int{}, map[int]int{}
+	usable := func(ctx context.Context, host string, port int) error {
+		at, start := e.Clock.Now(), time.Now()
+		err := remote.Handshake(ctx, host, port, timeout)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !e.Clock.Now().Equal(at):
+			moved[port]++
+		case err != nil && time.Since(start) >= timeout:
+			held[port]++
+		}
+		return err
+	}
+	rec := &recorder{}
+	spec := baseSpec("hung", 4)
+	spec.Checks = Checks{Usable: usable, UsableTimeout: timeout, UsableFor: 2 * time.Minute}
+	spec.Deadline = time.Hour
+	sum, err := Run(context.Background(), e.M, spec, launchsim.Candidates(e.Mkt, 10), rec.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Ready != 4 {
+		t.Fatalf("ready %d of 4: %+v", sum.Ready, sum)
+	}
+	if rec.find(EvFailed, "SSH handshake never completed") == nil {
+		t.Fatal("no node failed its handshake (the seed should hang some)")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(held) == 0 {
+		t.Fatal("no handshake ran out of time (the seed should hang some)")
+	}
+	for port, n := range held {
+		if n > 1 {
+			t.Errorf("port %d: %d handshakes held the market for their whole timeout, want 1", port, n)
+		}
+	}
+	if len(moved) == 0 {
+		t.Error("the market never moved during a handshake: every try held it")
 	}
 	checkNoLeaks(t, e.Mkt, e.St)
 }

@@ -77,6 +77,10 @@ type node struct {
 	agentSeen             bool      // the coordinator has heard from its agent
 	dueAt                 time.Time // wall time it first waited for its agent's probe
 	judged                bool
+	// shakeSlow: a handshake ran out of its time, so later ones run in
+	// the background (shakeAside); shaking brings the one under way.
+	shakeSlow bool
+	shaking   chan error
 
 	// Interruptible nodes: what the node bids ($/hr), whether a rival
 	// outbid it (until it runs again), and when the last change bid went.
@@ -133,6 +137,11 @@ type runner struct {
 	wg      sync.WaitGroup
 	resMu   sync.Mutex
 	results []rentResult
+	// shakes are the background handshakes (shakeAside), under
+	// shakeCtx; the loop stops them as it returns.
+	shakes    sync.WaitGroup
+	shakeCtx  context.Context
+	shakeStop context.CancelFunc
 }
 
 // Run launches spec.Count instances from the ranked candidates (best
@@ -620,6 +629,7 @@ func (r *runner) flush(ctx context.Context) {
 func (r *runner) loop(ctx context.Context) (Summary, error) {
 	r.busy(1)
 	defer r.busy(-1)
+	defer r.endShakes()
 	for {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
