@@ -2,6 +2,8 @@ package job
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +37,24 @@ func TestUpReplacesACulledNode(t *testing.T) {
 	}
 	if !slices.Equal(run.started, []int64{rp.InstanceID}) {
 		t.Errorf("the job prepared %v, want the replacement %d alone", run.started, rp.InstanceID)
+	}
+	// It takes the culled node's place: its name and rank (its rank
+	// variables), its own logs beside the culled node's.
+	var culled Node
+	for i, id := range run.ranked {
+		if id == run.slow {
+			culled = Node{ID: id, Name: fmt.Sprint("C.", id), Rank: i}
+		}
+	}
+	if culled.Rank == 0 {
+		t.Fatalf("the culled node %+v is rank 0: the test tells no place from a fresh selection's", culled)
+	}
+	if len(run.placed) != 1 || run.placed[0] != (Node{ID: rp.InstanceID, Name: culled.Name, Rank: culled.Rank}) {
+		t.Errorf("the replacement started as %+v, want instance %d as %s, rank %d", run.placed, rp.InstanceID, culled.Name, culled.Rank)
+	}
+	jobDir := filepath.Join(run.dir, "jobs", "cull")
+	if len(run.logDirs) != 1 || run.logDirs[0] != filepath.Join(jobDir, "replacement-1", "start") {
+		t.Errorf("the replacement's start logs went to %v, want %s", run.logDirs, filepath.Join(jobDir, "replacement-1", "start"))
 	}
 	if !slices.Contains(run.rec.RunIDs, rp.InstanceID) {
 		t.Errorf("the record's run ids %v leave out the replacement %d", run.rec.RunIDs, rp.InstanceID)
