@@ -288,12 +288,21 @@ func (r *runner) loadTime(ctx context.Context, inst map[int64]store.Instance) ti
 	return load
 }
 
-// releaseExited collects and destroys the nodes of a `run:` job without
-// items whose run has exited, under a cull policy: a replacement starts
-// the run over and ends it later than the others, which would bill idle
-// until then. running are the nodes whose run has not exited.
+// releases says whether the job releases each node once its run has
+// exited: a `run:` job that destroys its nodes at the end (auto_destroy)
+// and runs no other session on them, so that a node done early (or a
+// replacement that started the run over) leaves no other billing idle.
+// A job with items releases none: its run is how items get done.
+func (r *runner) releases() bool {
+	j := r.o.Job
+	return j.Run != "" && j.AutoDestroy && len(j.Sessions) == 0
+}
+
+// releaseExited collects and destroys the nodes of a job that releases
+// (releases) whose run has exited, while others still run; running are
+// the nodes whose run has not exited.
 func (r *runner) releaseExited(ctx context.Context, running map[int64]bool, t wire.Totals) {
-	if r.o.Job.Run == "" || t.ItemsDone+t.ItemsLeft > 0 {
+	if !r.releases() || t.ItemsDone+t.ItemsLeft > 0 {
 		return
 	}
 	var done []Node
