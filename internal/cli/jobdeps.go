@@ -95,9 +95,13 @@ func (f *factory) workdirOnNode() string {
 type jobNodes struct {
 	f *factory
 	p provider.Provider
-	// mu guards byID: a replacement is selected beside the watch.
+	// mu guards byID and fleet: a replacement is selected beside the
+	// watch.
 	mu   sync.Mutex
 	byID map[int64]nodes.Node
+	// fleet is the first selection, ranked: the places a replacement
+	// takes, and the fleet its rank variables are of.
+	fleet []nodes.Node
 }
 
 func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) {
@@ -113,22 +117,39 @@ func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) 
 	defer n.mu.Unlock()
 	if n.byID == nil {
 		n.byID = map[int64]nodes.Node{}
+		n.fleet = ns
 	}
 	out := make([]job.Node, len(ns))
 	for i, nd := range ns {
 		n.byID[nd.ID] = nd
-		out[i] = job.Node{ID: nd.ID, Name: nd.Name}
+		out[i] = job.Node{ID: nd.ID, Name: nd.Name, Rank: nd.Rank}
 	}
 	return out, nil
 }
 
-func (n *jobNodes) nodes(in []job.Node) []nodes.Node {
+// nodes are the selected nodes under the names and ranks the job gives
+// them, and the fleet their rank variables are of when one of them
+// stands in another's place (nil when none does).
+func (n *jobNodes) nodes(in []job.Node) ([]nodes.Node, []nodes.Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := make([]nodes.Node, 0, len(in))
+	var fleet []nodes.Node
 	for _, j := range in {
-		out = append(out, n.byID[j.ID])
+		nd := n.byID[j.ID]
+		if j.Name != nd.Name || j.Rank != nd.Rank {
+			fleet = n.fleet
+		}
+		nd.Name, nd.Rank = j.Name, j.Rank
+		out = append(out, nd)
 	}
+	return out, fleet
+}
+
+// picked are the selected nodes under the names and ranks the job gives
+// them.
+func (n *jobNodes) picked(in []job.Node) []nodes.Node {
+	out, _ := n.nodes(in)
 	return out
 }
 
@@ -137,7 +158,7 @@ func (n *jobNodes) Sync(ctx context.Context, sel []job.Node, src, dest string) (
 	if err != nil {
 		return 0, nil, usagef("workdir %s: %v", src, err)
 	}
-	rows, err := syncNodes(ctx, n.f, n.p, n.nodes(sel), src, files, dest, 64, 3, false)
+	rows, err := syncNodes(ctx, n.f, n.p, n.picked(sel), src, files, dest, 64, 3, false)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Bytes: r.WireBytes}
@@ -146,7 +167,12 @@ func (n *jobNodes) Sync(ctx context.Context, sel []job.Node, src, dest string) (
 }
 
 func (n *jobNodes) Exec(ctx context.Context, sel []job.Node, script, logDir string) ([]job.StepResult, error) {
-	rows, err := execOnNodes(ctx, n.f, n.p, n.nodes(sel), script, 64, 0, logDir, true)
+	ns, fleet := n.nodes(sel)
+	o, err := n.f.nodeOps(n.p, 64)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := o.Exec(ctx, ns, nodes.ExecOptions{Command: script, Parallel: 64, OutDir: logDir, Quiet: true, Fleet: fleet})
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, LogFile: r.OutputFile}
@@ -158,7 +184,7 @@ func (n *jobNodes) Exec(ctx context.Context, sel []job.Node, script, logDir stri
 }
 
 func (n *jobNodes) Collect(ctx context.Context, sel []job.Node, remoteDir, localParent string) ([]job.StepResult, error) {
-	rows, err := collectNodes(ctx, n.f, n.p, n.nodes(sel), remoteDir, localParent, 64)
+	rows, err := collectNodes(ctx, n.f, n.p, n.picked(sel), remoteDir, localParent, 64)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Files: r.Fetched}

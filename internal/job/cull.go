@@ -260,6 +260,6 @@ func (r *runner) cull(ctx context.Context, k Cull, inst map[int64]store.Instance
 	_ = r.save(ctx) // the next save tries again; the cull stands either way
 	r.d.emit(k)
 	if k.Replacement != nil && k.Replacement.State == Replacing {
-		r.repl.ask(k.ID)
+		r.repl.ask(node[0])
 	}
 }

@@ -197,6 +197,12 @@ type cullRun struct {
 	// started are the nodes the job prepared beside the launch (its
 	// replacements), in order.
 	started []int64
+	// placed are the replacements as their go marker was written (their
+	// names and ranks), and where its log went.
+	placed  []Node
+	logDirs []string
+	// ranked are the run's nodes by rank.
+	ranked []int64
 	// rented is every instance the fleet had when the run began, gone
 	// ones (failed boots, a launch's spares) included.
 	rented map[int64]bool
@@ -353,8 +359,15 @@ func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 		AutoDestroy: true, Cull: cj.policy}
 	r := &runner{d: d, o: Options{Job: jf}, rec: &Record{ID: "cull", State: StateRunning, StartedAt: startedAt, AutoDestroy: true,
 		LocalDir: t.TempDir(), RunIDs: ids, Started: true}}
-	for _, id := range ids {
-		r.nodes = append(r.nodes, Node{ID: id, Name: fmt.Sprint("C.", id)})
+	// Ranked so that the slow node is never rank 0, the rank a
+	// replacement selected alone gets.
+	ranked := slices.Clone(ids)
+	if ranked[0] == run.slow {
+		ranked[0], ranked[1] = ranked[1], ranked[0]
+	}
+	run.ranked = ranked
+	for i, id := range ranked {
+		r.nodes = append(r.nodes, Node{ID: id, Name: fmt.Sprint("C.", id), Rank: i})
 	}
 	rep, err := r.watchAndFinish(ctx)
 	once.Do(func() { close(stop) })
@@ -363,6 +376,9 @@ func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 		t.Fatal(err)
 	}
 	run.rep, run.rec, run.now, run.started = rep, r.rec, e.clock.Now(), nodes.startedIDs()
+	nodes.mu.Lock()
+	run.placed, run.logDirs = slices.Clone(nodes.placed), slices.Clone(nodes.logDirs)
+	nodes.mu.Unlock()
 	var out []Cull
 	e.mu.Lock()
 	for _, ev := range e.events {
@@ -435,6 +451,8 @@ type startNodes struct {
 	e       *env
 	mu      sync.Mutex
 	started []int64
+	placed  []Node
+	logDirs []string
 }
 
 func (n *startNodes) startedIDs() []int64 {
@@ -445,7 +463,7 @@ func (n *startNodes) startedIDs() []int64 {
 
 func (n *startNodes) Select(ctx context.Context, ids []int64) ([]Node, error) {
 	var out []Node
-	for _, id := range ids {
+	for i, id := range ids {
 		in, err := n.e.st.Instance(ctx, id)
 		if err != nil {
 			return nil, err
@@ -453,7 +471,8 @@ func (n *startNodes) Select(ctx context.Context, ids []int64) ([]Node, error) {
 		if in.State != provider.StateRunning || in.SSHHost == "" {
 			return nil, fmt.Errorf("instance %d is %s without an SSH route", id, in.State)
 		}
-		out = append(out, Node{ID: id, Name: fmt.Sprint("C.", id)})
+		// Ranked as the selection is, from 0.
+		out = append(out, Node{ID: id, Name: fmt.Sprint("C.", id), Rank: i})
 	}
 	return out, nil
 }
@@ -470,10 +489,12 @@ func (n *startNodes) Sync(_ context.Context, nodes []Node, _, _ string) (int, []
 	return 1, n.rows(nodes), nil
 }
 
-func (n *startNodes) Exec(_ context.Context, nodes []Node, script, _ string) ([]StepResult, error) {
+func (n *startNodes) Exec(_ context.Context, nodes []Node, script, logDir string) ([]StepResult, error) {
 	if script == startScript {
 		n.mu.Lock()
 		n.started = append(n.started, ids(nodes)...)
+		n.placed = append(n.placed, nodes...)
+		n.logDirs = append(n.logDirs, logDir)
 		n.mu.Unlock()
 	}
 	return n.rows(nodes), nil

@@ -68,10 +68,13 @@ func fanOut(what string, failed, total int) error {
 	return partial(fmt.Errorf("%s failed on %d of %d nodes", what, failed, total))
 }
 
-// Node is one node of the job, as the node operations name it.
+// Node is one node of the job, as the node operations name it: its name
+// and rank are its place in the fleet (a replacement takes the culled
+// node's).
 type Node struct {
 	ID   int64
 	Name string
+	Rank int
 }
 
 // StepResult is one node's outcome of a step (sync, setup, start,

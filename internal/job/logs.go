@@ -35,7 +35,7 @@ type LogsOptions struct {
 // from each node's agent; a node out of reach gives its container log.
 // Nodes are named as up names them: by rank in instance-id order.
 func Logs(ctx context.Context, d *Deps, rec *Record, o LogsOptions) ([]NodeLog, error) {
-	every, ids, err := logNodes(ctx, d, rec, o.Node)
+	rank, ids, err := logNodes(ctx, d, rec, o.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -54,15 +54,16 @@ func Logs(ctx context.Context, d *Deps, rec *Record, o LogsOptions) ([]NodeLog, 
 			}
 			l.Log = text
 		}
-		l.Node = fmt.Sprintf("%s-node-%d", rec.ID, slices.Index(every, id))
+		l.Node = fmt.Sprintf("%s-node-%d", rec.ID, rank[id])
 		all = append(all, l)
 	}
 	return all, nil
 }
 
-// logNodes are the job's instances in id order (their ranks), and those
-// whose logs are asked for.
-func logNodes(ctx context.Context, d *Deps, rec *Record, sel string) (every, picked []int64, err error) {
+// logNodes are the job's instances with their ranks (in id order, a
+// replacement in its culled node's), and those whose logs are asked for
+// (a rank picks the culled node and its replacement).
+func logNodes(ctx context.Context, d *Deps, rec *Record, sel string) (rank map[int64]int, picked []int64, err error) {
 	ids := slices.Clone(rec.RunIDs)
 	if len(ids) == 0 {
 		recs, err := d.Store.Instances(ctx, store.InstanceFilter{Fleet: rec.ID})
@@ -77,16 +78,47 @@ func logNodes(ctx context.Context, d *Deps, rec *Record, sel string) (every, pic
 	if len(ids) == 0 {
 		return nil, nil, fmt.Errorf("job %s has no nodes yet (see `vastfleet status %s`)", rec.ID, rec.ID)
 	}
+	rank = nodeRanks(rec, ids)
 	if sel == "" {
-		return ids, ids, nil
+		return rank, ids, nil
 	}
-	for rank, id := range ids {
-		r := strconv.Itoa(rank)
+	places := 0
+	for _, id := range ids {
+		r := strconv.Itoa(rank[id])
+		places = max(places, rank[id]+1)
 		if sel == r || sel == "node-"+r || sel == rec.ID+"-node-"+r || sel == strconv.FormatInt(id, 10) {
-			return ids, []int64{id}, nil
+			picked = append(picked, id)
 		}
 	}
-	return nil, nil, usage.Error{Err: fmt.Errorf("--node %q: job %s has nodes 0..%d (rank, node-RANK or instance id)", sel, rec.ID, len(ids)-1)}
+	if len(picked) > 0 {
+		return rank, picked, nil
+	}
+	return nil, nil, usage.Error{Err: fmt.Errorf("--node %q: job %s has nodes 0..%d (rank, node-RANK or instance id)", sel, rec.ID, places-1)}
+}
+
+// nodeRanks are the places of ids, as up gave them: the nodes that began
+// the run in id order, each replacement in the place of the node it
+// replaced (culls are recorded in order, so a culled replacement's place
+// is known before its own replacement's).
+func nodeRanks(rec *Record, ids []int64) map[int64]int {
+	replaced := map[int64]int64{} // replacement → culled
+	for _, k := range rec.Culls {
+		if rp := k.Replacement; rp != nil && rp.State == Replaced {
+			replaced[rp.InstanceID] = k.ID
+		}
+	}
+	rank := map[int64]int{}
+	for _, id := range ids {
+		if _, ok := replaced[id]; !ok {
+			rank[id] = len(rank)
+		}
+	}
+	for _, k := range rec.Culls {
+		if rp := k.Replacement; rp != nil && rp.State == Replaced {
+			rank[rp.InstanceID] = rank[k.ID]
+		}
+	}
+	return rank
 }
 
 // sessionLogs reads the agent's session logs of the nodes the marketplace

@@ -37,7 +37,7 @@ const startScript = `{ for v in VASTFLEET_NODE_RANK VASTFLEET_NUM_NODES VASTFLEE
 // prepare syncs the workdir, runs setup and writes the go marker on every
 // node; nodes that fail a step are left out of the run.
 func (r *runner) prepare(ctx context.Context) error {
-	kept, err := r.prepareNodes(ctx, r.nodes, r.d.emit)
+	kept, err := r.prepareNodes(ctx, r.nodes, "", r.d.emit)
 	r.nodes = kept
 	if err != nil {
 		return err
@@ -50,14 +50,16 @@ func (r *runner) prepare(ctx context.Context) error {
 
 // prepareNodes syncs the workdir to nodes, runs setup on them and writes
 // their go marker, telling emit how each step went; it returns the nodes
-// every step succeeded on, and fails when none is left. It reads the
-// job's options and record but changes neither: a replacement prepares
-// beside the watch.
-func (r *runner) prepareNodes(ctx context.Context, nodes []Node, emit func(Event)) ([]Node, error) {
+// every step succeeded on, and fails when none is left. Its logs are in
+// the job's directory, under sub when set (a replacement's, beside those
+// of the node whose name it takes). It reads the job's options and record
+// but changes neither: a replacement prepares beside the watch.
+func (r *runner) prepareNodes(ctx context.Context, nodes []Node, sub string, emit func(Event)) ([]Node, error) {
 	logs, err := r.d.Records.JobDir(r.rec.ID)
 	if err != nil {
 		return nodes, err
 	}
+	logs = filepath.Join(logs, sub)
 	if nodes, err = r.sync(ctx, nodes, emit); err != nil {
 		return nodes, err
 	}

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,5 +49,21 @@ func TestRecordsLiveInTheStore(t *testing.T) {
 	st.Close()
 	if err := recs.Save(ctx, rec); err == nil {
 		t.Error("a save to a closed store did not fail")
+	}
+}
+
+// A replacement is named by the place it took: its culled node's rank,
+// also when that node was itself a replacement.
+func TestNodeRanksPlaceReplacements(t *testing.T) {
+	t.Parallel()
+	rec := &Record{Culls: []Cull{
+		{ID: 20, Replacement: &Replacement{State: Replaced, InstanceID: 40}},
+		{ID: 30, Replacement: &Replacement{State: NotReplaced}},
+		{ID: 40, Replacement: &Replacement{State: Replaced, InstanceID: 50}},
+	}}
+	got := nodeRanks(rec, []int64{10, 20, 30, 40, 50})
+	want := map[int64]int{10: 0, 20: 1, 30: 2, 40: 1, 50: 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("ranks %v, want %v", got, want)
 	}
 }

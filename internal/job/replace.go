@@ -58,17 +58,18 @@ type replacer struct {
 	r       *runner
 	ctx     context.Context
 	cancel  context.CancelFunc
-	pending []int64 // culled instances waiting for a batch
+	pending []Node // culled nodes waiting for a batch
 	busy    bool
-	batch   []int64 // the batch under way, while busy
+	batch   []Node // the batch under way, while busy
+	batches int    // batches started: each prepares into its own logs
 	done    chan grown
 }
 
-// grown is one batch's outcome: the culled instances it replaces, the
-// nodes ready and prepared (fewer when some failed) and what preparing
-// them said.
+// grown is one batch's outcome: the culled nodes it replaces, the nodes
+// ready and prepared in their places (fewer when some failed) and what
+// preparing them said.
 type grown struct {
-	culled []int64
+	culled []Node
 	nodes  []Node
 	events []Event
 	err    error
@@ -88,8 +89,8 @@ func (p *replacer) coming() int {
 	return n
 }
 
-// ask queues a replacement for the culled instance.
-func (p *replacer) ask(culled int64) {
+// ask queues a replacement for the culled node, to take its place.
+func (p *replacer) ask(culled Node) {
 	p.pending = append(p.pending, culled)
 	p.next()
 }
@@ -101,12 +102,15 @@ func (p *replacer) next() {
 	}
 	batch := p.pending
 	p.pending, p.busy, p.batch = nil, true, batch
-	go func() { p.done <- p.grow(batch) }()
+	p.batches++
+	sub := fmt.Sprintf("replacement-%d", p.batches)
+	go func() { p.done <- p.grow(batch, sub) }()
 }
 
 // grow rents len(culled) replacements, waits until they are ready and
-// prepares them; what fails is destroyed.
-func (p *replacer) grow(culled []int64) grown {
+// prepares them, each in a culled node's place (its name and rank), their
+// logs under sub; what fails is destroyed.
+func (p *replacer) grow(culled []Node, sub string) grown {
 	r := p.r
 	g := grown{culled: culled}
 	sum, err := r.d.Launcher.Grow(p.ctx, len(culled))
@@ -121,8 +125,11 @@ func (p *replacer) grow(culled []int64) grown {
 	}
 	nodes, err := r.d.Nodes.Select(p.ctx, sum.ReadyIDs)
 	if err == nil {
+		for i := range min(len(nodes), len(culled)) {
+			nodes[i].Name, nodes[i].Rank = culled[i].Name, culled[i].Rank
+		}
 		emit := func(e Event) { g.events = append(g.events, e) }
-		nodes, err = r.prepareNodes(p.ctx, nodes, emit)
+		nodes, err = r.prepareNodes(p.ctx, nodes, sub, emit)
 	}
 	if err != nil {
 		g.err = fmt.Errorf("preparing: %w", err)
@@ -174,22 +181,23 @@ func (p *replacer) take(ctx context.Context, g grown, join bool) []int64 {
 		r.d.emit(e)
 	}
 	var in []int64
-	for i, culled := range g.culled {
+	for _, culled := range g.culled {
 		rp := Replacement{State: ReplaceFailed}
+		i := slices.IndexFunc(g.nodes, func(n Node) bool { return n.Name == culled.Name })
 		switch {
-		case i < len(g.nodes) && join:
+		case i >= 0 && join:
 			rp.State, rp.InstanceID = Replaced, g.nodes[i].ID
 			r.nodes = append(r.nodes, g.nodes[i])
 			r.rec.RunIDs = append(r.rec.RunIDs, g.nodes[i].ID)
 			in = append(in, g.nodes[i].ID)
-		case i < len(g.nodes):
+		case i >= 0:
 			rp.InstanceID, rp.Error = g.nodes[i].ID, "ready after the run ended; destroyed with the job"
 		case g.err != nil:
 			rp.Error = g.err.Error()
 		default:
 			rp.Error = "fewer replacements became ready than asked"
 		}
-		r.replaced(culled, rp)
+		r.replaced(culled.ID, rp)
 	}
 	_ = r.save(ctx) // the next save tries again
 	return in
@@ -205,7 +213,7 @@ func (p *replacer) stop(ctx context.Context) {
 		p.busy = false
 	}
 	for _, culled := range p.pending {
-		p.r.replaced(culled, Replacement{State: ReplaceFailed, Error: "the run ended first"})
+		p.r.replaced(culled.ID, Replacement{State: ReplaceFailed, Error: "the run ended first"})
 	}
 	p.pending = nil
 	_ = p.r.save(ctx)
@@ -280,12 +288,21 @@ func (r *runner) loadTime(ctx context.Context, inst map[int64]store.Instance) ti
 	return load
 }
 
-// releaseExited collects and destroys the nodes of a `run:` job without
-// items whose run has exited, under a cull policy: a replacement starts
-// the run over and ends it later than the others, which would bill idle
-// until then. running are the nodes whose run has not exited.
+// releases says whether the job releases each node once its run has
+// exited: a `run:` job that destroys its nodes at the end (auto_destroy)
+// and runs no other session on them, so that a node done early (or a
+// replacement that started the run over) leaves no other billing idle.
+// A job with items releases none: its run is how items get done.
+func (r *runner) releases() bool {
+	j := r.o.Job
+	return j.Run != "" && j.AutoDestroy && len(j.Sessions) == 0
+}
+
+// releaseExited collects and destroys the nodes of a job that releases
+// (releases) whose run has exited, while others still run; running are
+// the nodes whose run has not exited.
 func (r *runner) releaseExited(ctx context.Context, running map[int64]bool, t wire.Totals) {
-	if r.o.Job.Run == "" || t.ItemsDone+t.ItemsLeft > 0 {
+	if !r.releases() || t.ItemsDone+t.ItemsLeft > 0 {
 		return
 	}
 	var done []Node

@@ -2,6 +2,8 @@ package job
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // TestUpReplacesACulledNode: on the simulated market, the store and the
@@ -35,6 +38,24 @@ func TestUpReplacesACulledNode(t *testing.T) {
 	}
 	if !slices.Equal(run.started, []int64{rp.InstanceID}) {
 		t.Errorf("the job prepared %v, want the replacement %d alone", run.started, rp.InstanceID)
+	}
+	// It takes the culled node's place: its name and rank (its rank
+	// variables), its own logs beside the culled node's.
+	var culled Node
+	for i, id := range run.ranked {
+		if id == run.slow {
+			culled = Node{ID: id, Name: fmt.Sprint("C.", id), Rank: i}
+		}
+	}
+	if culled.Rank == 0 {
+		t.Fatalf("the culled node %+v is rank 0: the test tells no place from a fresh selection's", culled)
+	}
+	if len(run.placed) != 1 || run.placed[0] != (Node{ID: rp.InstanceID, Name: culled.Name, Rank: culled.Rank}) {
+		t.Errorf("the replacement started as %+v, want instance %d as %s, rank %d", run.placed, rp.InstanceID, culled.Name, culled.Rank)
+	}
+	jobDir := filepath.Join(run.dir, "jobs", "cull")
+	if len(run.logDirs) != 1 || run.logDirs[0] != filepath.Join(jobDir, "replacement-1", "start") {
+		t.Errorf("the replacement's start logs went to %v, want %s", run.logDirs, filepath.Join(jobDir, "replacement-1", "start"))
 	}
 	if !slices.Contains(run.rec.RunIDs, rp.InstanceID) {
 		t.Errorf("the record's run ids %v leave out the replacement %d", run.rec.RunIDs, rp.InstanceID)
@@ -150,5 +171,77 @@ func TestPayback(t *testing.T) {
 		if got != c.want || known != c.known || of == "" {
 			t.Errorf("timeLeft(%s, %s, %d, %d) = %s %v %q, want %s %v", c.max, c.elapsed, c.done, c.left, got, known, of, c.want, c.known)
 		}
+	}
+}
+
+// TestRunReleasesNodesWhoseRunExited: in a `run:` job that destroys its
+// nodes at the end and runs nothing else on them, a node whose run has
+// exited is collected and destroyed while the others still run, with or
+// without a cull policy; never when the task says auto_destroy: false,
+// nor when the node still runs other sessions of the job.
+func TestRunReleasesNodesWhoseRunExited(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		job     jobfile.Job
+		release bool
+	}{
+		{"run", jobfile.Job{Run: "hash", AutoDestroy: true}, true},
+		{"auto_destroy false", jobfile.Job{Run: "hash"}, false},
+		{"other sessions", jobfile.Job{Run: "hash", AutoDestroy: true, Sessions: []jobfile.Session{{Name: "w", Command: "serve"}}}, false},
+		{"no run", jobfile.Job{AutoDestroy: true, Sessions: []jobfile.Session{{Name: "w", Command: "serve"}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := context.Background()
+			ids := e.rent("rel", 3)
+			r := &runner{d: e.deps(&startNodes{e: e}), o: Options{Job: &tc.job}, rec: &Record{ID: "rel", State: StateRunning,
+				AutoDestroy: tc.job.AutoDestroy, Results: "out", LocalDir: filepath.Join(t.TempDir(), "rel"), RunIDs: ids, Started: true}}
+			for i, id := range ids {
+				r.nodes = append(r.nodes, Node{ID: id, Name: fmt.Sprint("C.", id), Rank: i})
+			}
+			r.repl = newReplacer(ctx, r)
+			defer r.repl.stop(ctx)
+			judged := r.judging(ctx)
+			if (judged != nil) != tc.release {
+				t.Fatalf("judge %v, want one: %v", judged != nil, tc.release)
+			}
+			// The first node's run exited; the others run on.
+			running := map[int64]bool{ids[1]: true, ids[2]: true}
+			if judged != nil {
+				judged(ctx, wire.Snapshot{}, running)
+			} else {
+				r.releaseExited(ctx, running, wire.Totals{})
+			}
+			destroyed := map[int64]bool{}
+			for _, s := range e.mkt.State() {
+				destroyed[s.ID] = s.Destroyed
+			}
+			var released []int64
+			collected := 0
+			e.mu.Lock()
+			for _, ev := range e.events {
+				switch ev := ev.(type) {
+				case Released:
+					released = append(released, ev.IDs...)
+				case Collected:
+					collected += ev.Nodes
+				}
+			}
+			e.mu.Unlock()
+			if !tc.release {
+				if destroyed[ids[0]] || len(released) > 0 || len(r.nodes) != 3 {
+					t.Errorf("released %v (destroyed: %v), nodes %v: want none released", released, destroyed[ids[0]], r.nodes)
+				}
+				return
+			}
+			if !destroyed[ids[0]] || !slices.Equal(released, ids[:1]) || collected != 1 {
+				t.Errorf("released %v, destroyed %v, collected %d node(s): want %d collected and destroyed", released, destroyed, collected, ids[0])
+			}
+			if destroyed[ids[1]] || destroyed[ids[2]] || len(r.nodes) != 2 {
+				t.Errorf("destroyed %v, nodes %v: the nodes still running must stay", destroyed, r.nodes)
+			}
+		})
 	}
 }

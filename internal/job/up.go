@@ -230,7 +230,7 @@ func (r *runner) resumeRun(ctx context.Context) (*Report, error) {
 func (r *runner) watchAndFinish(ctx context.Context) (*Report, error) {
 	r.began = r.d.Clock.Now()
 	r.repl = newReplacer(ctx, r)
-	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes, r.culling(ctx))
+	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes, r.judging(ctx))
 	r.repl.stop(ctx)
 	r.d.emit(Ended{About{r.rec.ID}, end.why})
 	r.rec.Ended = end.why
@@ -240,30 +240,35 @@ func (r *runner) watchAndFinish(ctx context.Context) (*Report, error) {
 	return r.finish(ctx, Collect, runOutcome(r.o.Job, append(slices.Clone(r.nodes), r.released...), end))
 }
 
-// culling is the watch's judge under the job's cull policy; nil without
-// one.
-func (r *runner) culling(ctx context.Context) judge {
+// judging is the watch's judge: the job's cull policy, and the release of
+// nodes whose run exited (releases); nil when neither applies.
+func (r *runner) judging(ctx context.Context) judge {
 	c := newCuller(ctx, r.d, r.o.Job, r.rec.ID)
-	if c == nil {
+	release := r.releases()
+	if c == nil && !release {
 		return nil
 	}
 	return func(ctx context.Context, snap wire.Snapshot, running map[int64]bool) verdict {
 		var v verdict
-		v.in = r.repl.joined(ctx)
-		for id := range running {
-			if _, ok := c.inst[id]; !ok {
-				c.refresh(ctx, r.d)
-				break
+		if c != nil {
+			v.in = r.repl.joined(ctx)
+			for id := range running {
+				if _, ok := c.inst[id]; !ok {
+					c.refresh(ctx, r.d)
+					break
+				}
+			}
+			for _, k := range c.observe(snap, running) {
+				r.cull(ctx, k, c.inst, snap.Totals)
+				v.out = append(v.out, k.ID)
+			}
+			for _, id := range v.in {
+				running[id] = true // joined now: its run starts
 			}
 		}
-		for _, k := range c.observe(snap, running) {
-			r.cull(ctx, k, c.inst, snap.Totals)
-			v.out = append(v.out, k.ID)
+		if release {
+			r.releaseExited(ctx, running, snap.Totals)
 		}
-		for _, id := range v.in {
-			running[id] = true // joined now: its run starts
-		}
-		r.releaseExited(ctx, running, snap.Totals)
 		v.coming = r.repl.coming()
 		return v
 	}

@@ -34,6 +34,10 @@ type ExecOptions struct {
 	// else it goes to the Ops' Out, prefixed, unless Quiet.
 	OutDir string
 	Quiet  bool
+	// Fleet, when set, is the fleet the nodes' ranks are places of:
+	// VASTFLEET_NUM_NODES, MASTER_ADDR and NODE_IPS are its, each node at
+	// its rank (a replacement taking a culled node's place).
+	Fleet []Node
 }
 
 // Exec runs a command on every node.
@@ -57,6 +61,9 @@ func (o *Ops) Exec(ctx context.Context, nodes []Node, opts ExecOptions) ([]ExecR
 		}
 	}()
 	cmds := RankCommands(nodes, opts.Command)
+	if opts.Fleet != nil {
+		cmds = PlacedCommands(opts.Fleet, nodes, opts.Command)
+	}
 	for i, n := range nodes {
 		j := remote.Job{Target: o.Target(n, known), Cmd: cmds[i], Timeout: opts.Timeout}
 		switch {

@@ -150,6 +150,23 @@ func RankCommands(all []Node, cmd string) []string {
 	return cmds
 }
 
+// PlacedCommands is cmd for each of nodes with the rank variables of
+// fleet, each node standing at its Rank in it (in its place's address):
+// a replacement run alone is told the fleet the others were.
+func PlacedCommands(fleet, nodes []Node, cmd string) []string {
+	all := slices.Clone(fleet)
+	for _, n := range nodes {
+		if n.Rank >= 0 && n.Rank < len(all) {
+			all[n.Rank] = n
+		}
+	}
+	cmds := make([]string, len(nodes))
+	for i, n := range nodes {
+		cmds[i] = remote.WithEnv(RankEnv(all, n), cmd)
+	}
+	return cmds
+}
+
 // nodeIPs is VASTFLEET_NODE_IPS: every node's address, one a line.
 func nodeIPs(all []Node) string {
 	ips := make([]string, len(all))

@@ -43,6 +43,19 @@ func TestRankCommandsAreWithEnvOfRankEnv(t *testing.T) {
 	}
 }
 
+// A replacement run alone in a culled node's place is told that node's
+// rank and name, and the fleet's size and addresses, its own in its place.
+func TestPlacedCommandsTellTheFleet(t *testing.T) {
+	t.Parallel()
+	by := Node{Name: "f-node-1", Rank: 1, ID: 200, Host: "10.9.9.9", NumGPU: 1}
+	got := PlacedCommands(fleetOf(3), []Node{by}, "true")
+	want := "export VASTFLEET_GPUS_PER_NODE=1; export VASTFLEET_MASTER_ADDR=10.0.0.0; export VASTFLEET_NODE_IPS='10.0.0.0\n10.9.9.9\n10.0.0.2'; " +
+		"export VASTFLEET_NODE_NAME=f-node-1; export VASTFLEET_NODE_RANK=1; export VASTFLEET_NUM_NODES=3; true"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("replacement of node 1 of 3:\n got %q\nwant %q", got, want)
+	}
+}
+
 // The commands of a 1,000-node exec, each node's built alone against
 // RankCommands:
 //
