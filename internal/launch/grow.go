@@ -21,15 +21,9 @@ import (
 // against it. Only one Grow may run on a fleet at a time.
 func Grow(ctx context.Context, m *fleet.Manager, fleetName string, add int, events func(Event), checks Checks) (Summary, error) {
 	f := opsOf(m)
-	row, err := f.Fleet(ctx, fleetName)
+	_, st, err := loadStored(ctx, f, fleetName, "grow")
 	if err != nil {
 		return Summary{}, err
-	}
-	st, err := decodeStored(row.Spec, func() ([]byte, error) {
-		return f.LoadSecret(ctx, secretName(fleetName))
-	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("grow %s: %w", fleetName, err)
 	}
 	spec := growSpec(st.Spec.WithDefaults(), add)
 	spec.Checks = checks

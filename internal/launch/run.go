@@ -253,6 +253,22 @@ func startNote(spec Spec, caps Plan, slow int, budget time.Duration, bidNote str
 	return msg
 }
 
+// loadStored reads a fleet's row and the launch stored with it (its
+// secrets from the store's secret file), for what continues a launch.
+func loadStored(ctx context.Context, f FleetOps, fleetName, verb string) (store.Fleet, stored, error) {
+	row, err := f.Fleet(ctx, fleetName)
+	if err != nil {
+		return store.Fleet{}, stored{}, err
+	}
+	st, err := decodeStored(row.Spec, func() ([]byte, error) {
+		return f.LoadSecret(ctx, secretName(fleetName))
+	})
+	if err != nil {
+		return store.Fleet{}, stored{}, fmt.Errorf("%s %s: %w", verb, fleetName, err)
+	}
+	return row, st, nil
+}
+
 // Resume continues a launch from its fleet row: it reconciles the store
 // with the marketplace first, tracks the fleet's live instances, never
 // rents an offer that has an intent in this fleet, and runs the launch to
@@ -264,15 +280,9 @@ func startNote(spec Spec, caps Plan, slow int, budget time.Duration, bidNote str
 // fleet, so a resume is given them again).
 func Resume(ctx context.Context, m *fleet.Manager, fleetName string, events func(Event), checks ...Checks) (Summary, error) {
 	f := opsOf(m)
-	row, err := f.Fleet(ctx, fleetName)
+	row, st, err := loadStored(ctx, f, fleetName, "resume")
 	if err != nil {
 		return Summary{}, err
-	}
-	st, err := decodeStored(row.Spec, func() ([]byte, error) {
-		return f.LoadSecret(ctx, secretName(fleetName))
-	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("resume %s: %w", fleetName, err)
 	}
 	spec, cands := st.Spec.WithDefaults(), st.Candidates
 	if len(checks) > 0 {
