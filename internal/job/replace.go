@@ -307,15 +307,23 @@ func (r *runner) releaseExited(ctx context.Context, running map[int64]bool, t wi
 	}
 	var done []Node
 	for _, n := range r.nodes {
-		if !running[n.ID] {
+		if !running[n.ID] && !r.kept[n.ID] {
 			done = append(done, n)
 		}
 	}
 	if len(done) == 0 || len(done) == len(r.nodes) && r.repl.coming() == 0 {
 		return // the run is over: the job's finish collects and destroys
 	}
-	if r.rec.Results != "" {
-		_ = collectFiles(ctx, r.d, r.rec, done)
+	if err := collectFiles(ctx, r.d, r.rec, done); err != nil {
+		// Nothing is destroyed before its results are home: these stay
+		// for the finish, which collects again first.
+		if r.kept == nil {
+			r.kept = map[int64]bool{}
+		}
+		for _, n := range done {
+			r.kept[n.ID] = true
+		}
+		return
 	}
 	if err := r.d.Fleet.Destroy(ctx, ids(done)); err != nil {
 		return // the job's finish destroys them

@@ -43,9 +43,12 @@ type runner struct {
 	// the cull policy's replacements during it.
 	launched, began time.Time
 	repl            *replacer
-	// released are the nodes whose run exited that a cull job destroyed
+	// released are the nodes whose run exited that the job destroyed
 	// before the others' ended.
 	released []Node
+	// kept: exited nodes whose results did not all come back; the
+	// finish collects them again before it destroys them.
+	kept map[int64]bool
 }
 
 // Up runs a job: plan or search, launch, prepare, start, watch, finish. A
