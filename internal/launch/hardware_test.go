@@ -59,6 +59,19 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// hostsMarket is a 3,000-offer simulated market of seed whose instances
+// run as machines behind loopback SSH, with faults, closed with the test.
+func hostsMarket(t *testing.T, seed int64, faults sim.Faults) *launchsim.Env {
+	t.Helper()
+	e, err := launchsim.NewHosts(context.Background(), seed, 3000, faults, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	t.Cleanup(func() { e.Mkt.Close() })
+	return e
+}
+
 func handshake(ctx context.Context, host string, port int) error {
 	return remote.Handshake(ctx, host, port, 300*time.Millisecond)
 }
@@ -68,12 +81,7 @@ func handshake(ctx context.Context, host string, port int) error {
 // and every node counted ready completes a handshake.
 func TestReadyNeedsSSHHandshake(t *testing.T) {
 	t.Parallel()
-	e, err := launchsim.NewHosts(context.Background(), 5, 3000, sim.Faults{SSHHang: 0.4}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	t.Cleanup(func() { e.Mkt.Close() })
+	e := hostsMarket(t, 5, sim.Faults{SSHHang: 0.4})
 	rec := &recorder{}
 	spec := baseSpec("usable", 4)
 	spec.Checks = Checks{Usable: handshake, UsableTimeout: 300 * time.Millisecond, UsableFor: time.Minute}
@@ -106,12 +114,7 @@ func TestReadyNeedsSSHHandshake(t *testing.T) {
 // timeout: 170 s of wall time where 50 s did without them.)
 func TestHungHandshakeHoldsTheMarketOnce(t *testing.T) {
 	t.Parallel()
-	e, err := launchsim.NewHosts(context.Background(), 5, 3000, sim.Faults{SSHHang: 0.4}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	t.Cleanup(func() { e.Mkt.Close() })
+	e := hostsMarket(t, 5, sim.Faults{SSHHang: 0.4})
 	const timeout = 2 * time.Second
 	var mu sync.Mutex
 	// By SSH port: tries that ran out of time with the market standing
@@ -203,12 +206,7 @@ const advertisedFile = "advertised.json"
 // says which rented machines were spoofed and which were flagged.
 func hwRun(t *testing.T, seed int64, count int, spoof float64) (spoofed, flagged map[int64]bool, rented map[int64]bool, sum Summary, rec *recorder, e *launchsim.Env) {
 	t.Helper()
-	e, err := launchsim.NewHosts(context.Background(), seed, 3000, sim.Faults{Spoof: spoof}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	t.Cleanup(func() { e.Mkt.Close() })
+	e = hostsMarket(t, seed, sim.Faults{Spoof: spoof})
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -387,12 +385,7 @@ func TestShortHardwareShare(t *testing.T) {
 // a demo job 30 market minutes, $5.57 for a $1.20 run).
 func TestReadyNeedsTheAgentHeard(t *testing.T) {
 	t.Parallel()
-	e, err := launchsim.NewHosts(context.Background(), 7, 3000, sim.Faults{OnstartFail: 0.5}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	t.Cleanup(func() { e.Mkt.Close() })
+	e := hostsMarket(t, 7, sim.Faults{OnstartFail: 0.5})
 	rec := &recorder{}
 	spec := baseSpec("heard", 6)
 	spec.Park = true
