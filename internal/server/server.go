@@ -205,15 +205,18 @@ func (s *Server) learn(row JobRow) {
 		jr.row.State, jr.row.ExitCode = row.State, row.ExitCode
 	}
 	stop := row.State == JobDowning && jr.cancel != nil && !jr.downing
+	cancel := jr.cancel
 	if stop {
-		// Another replica ends it: the up stops, keeping the nodes, and
-		// lets the job's lease go to that one.
 		jr.downing = true
-		jr.cancel()
 	}
 	s.mu.Unlock()
 	if stop {
+		// Another replica ends it: the up stops, keeping the nodes, and
+		// lets the job's lease go to that one. Said before the up is
+		// cancelled: once it ends, that replica's down may write its exit
+		// frame, and a client following the log stops there.
 		jr.log.Frame(frame{Err: fmt.Sprintf("server: job %s is being ended from another replica: its up here stops\n", row.ID)})
+		cancel()
 	}
 	if row.State != JobEnded && row.State != JobDowning {
 		s.enqueue(jr)
