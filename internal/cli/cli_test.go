@@ -370,12 +370,7 @@ func TestReadmeQuickStart(t *testing.T) {
 func checkDemo(t *testing.T, args []string) {
 	t.Helper()
 	needAgentTools(t)
-	bin := filepath.Join(t.TempDir(), "vastfleet")
-	build := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build vastfleet: %v\n%s", err, out)
-	}
+	bin := vastfleetBinary(t)
 	data := t.TempDir()
 	// The README's command with 8 nodes instead of 20: the same story,
 	// inside the package's test timeout on a busy 2-core machine.

@@ -52,26 +52,42 @@ func (e *env) startCmd(args ...string) (out, errOut *syncBuffer) {
 	return out, errOut
 }
 
-// buildAgent builds the small agent binary the coordinator serves.
-// agentBuild builds the agent once per test binary: tests run in
+// Each binary a test runs is built once per test binary: tests run in
 // parallel, and each linking its own copy cost seconds of a 2-core CI.
-var agentBuild = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "vastfleet-agent-test-")
-	if err != nil {
-		return "", err
-	}
-	agentBuildDir = dir
-	bin := filepath.Join(dir, "vastfleet-agent")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build vastfleet-agent: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+var (
+	agentBuild     = onceBuild("github.com/vastfleet/vastfleet/cmd/vastfleet-agent", "vastfleet-agent")
+	vastfleetBuild = onceBuild("github.com/vastfleet/vastfleet/cmd/vastfleet", "vastfleet")
+)
 
-// agentBuildDir is removed by TestMain once every test has run.
-var agentBuildDir string
+// buildDir holds the binaries; TestMain removes it once every test has run.
+var buildDir = sync.OnceValues(func() (string, error) { return os.MkdirTemp("", "vastfleet-cli-test-") })
+
+func onceBuild(pkg, name string) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		dir, err := buildDir()
+		if err != nil {
+			return "", err
+		}
+		bin := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", name, err, out)
+		}
+		return bin, nil
+	})
+}
+
+// vastfleetBinary is vastfleet as built, for tests that run it as a user
+// does (or kill it with SIGKILL).
+func vastfleetBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := vastfleetBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(RunAsMainEnv) == "1" {
@@ -82,8 +98,8 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	code := m.Run()
-	if agentBuildDir != "" {
-		os.RemoveAll(agentBuildDir)
+	if dir, err := buildDir(); err == nil {
+		os.RemoveAll(dir)
 	}
 	pgtest.Stop()
 	os.Exit(code)

@@ -417,17 +417,6 @@ func TestServeRestoresFromItsReplica(t *testing.T) {
 	checkServedJobEnd(t, op, url, id, h.home, marketURL, items)
 }
 
-// vastfleetBinary is vastfleet built into the test's directory, for
-// servers killed with SIGKILL.
-func vastfleetBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "vastfleet")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/vastfleet/vastfleet/cmd/vastfleet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return bin
-}
-
 // freeAddr is a loopback address free now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
