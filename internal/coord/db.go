@@ -481,16 +481,12 @@ const (
 
 // insertFindingsWith is insertFindings on w with the statement stmt.
 func insertFindingsWith(ctx context.Context, w *conn, stmt string, batches []*findingsReq) error {
-	tx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, stmt)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	return w.withPrepared(ctx, stmt, func(st *sql.Stmt) error {
+		return insertFindingsRows(ctx, st, batches)
+	})
+}
+
+func insertFindingsRows(ctx context.Context, st *sql.Stmt, batches []*findingsReq) error {
 	for _, b := range batches {
 		b.stored = 0
 		recv := b.receivedAt.UTC().Format(time.RFC3339Nano)
@@ -511,7 +507,7 @@ func insertFindingsWith(ctx context.Context, w *conn, stmt string, batches []*fi
 			}
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // CountFindings is how many distinct findings the fleet has stored.
@@ -568,16 +564,10 @@ func (d *DB) saveNodes(ctx context.Context, nodes []savedNode) error {
 
 // saveNodesWith is saveNodes on w with the statement stmt.
 func saveNodesWith(ctx context.Context, w *conn, stmt string, nodes []savedNode) error {
-	tx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, stmt)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	return w.withPrepared(ctx, stmt, func(st *sql.Stmt) error { return saveNodesRows(ctx, st, nodes) })
+}
+
+func saveNodesRows(ctx context.Context, st *sql.Stmt, nodes []savedNode) error {
 	for _, n := range nodes {
 		b, err := json.Marshal(n.hb)
 		if err != nil {
@@ -587,7 +577,7 @@ func saveNodesWith(ctx context.Context, w *conn, stmt string, nodes []savedNode)
 			return err
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // loadNodes reads every node's last known heartbeat.

@@ -143,6 +143,25 @@ func (t *txn) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
 	return t.tx.PrepareContext(ctx, t.c.sql(q))
 }
 
+// withPrepared runs each with stmt prepared in one transaction, committed
+// when each succeeds.
+func (c *conn) withPrepared(ctx context.Context, stmt string, each func(*sql.Stmt) error) error {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, stmt)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := each(st); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 func (t *txn) Commit() error   { return t.tx.Commit() }
 func (t *txn) Rollback() error { return t.tx.Rollback() }
 
