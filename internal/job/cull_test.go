@@ -453,6 +453,10 @@ type startNodes struct {
 	started []int64
 	placed  []Node
 	logDirs []string
+	// failCollect: nodes whose collect fails (a dropped connection);
+	// collects counts each node's collects.
+	failCollect map[int64]bool
+	collects    map[int64]int
 }
 
 func (n *startNodes) startedIDs() []int64 {
@@ -501,7 +505,19 @@ func (n *startNodes) Exec(_ context.Context, nodes []Node, script, logDir string
 }
 
 func (n *startNodes) Collect(_ context.Context, nodes []Node, _, _ string) ([]StepResult, error) {
-	return n.rows(nodes), nil
+	rows := n.rows(nodes)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.collects == nil {
+		n.collects = map[int64]int{}
+	}
+	for i := range rows {
+		n.collects[rows[i].ID]++
+		if n.failCollect[rows[i].ID] {
+			rows[i].Error = "ssh: connection reset by peer"
+		}
+	}
+	return rows, nil
 }
 
 // tryEnroll is enrollAs for another goroutine than the test's: it

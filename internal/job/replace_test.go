@@ -245,3 +245,53 @@ func TestRunReleasesNodesWhoseRunExited(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseKeepsANodeWhoseCollectFailed: a finished node whose results
+// did not come back is not destroyed while the others run. It stays in
+// the job's nodes (the finish collects again before it destroys), and is
+// not collected again on every look at the run.
+func TestReleaseKeepsANodeWhoseCollectFailed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	ids := e.rent("rel", 3)
+	nodes := &startNodes{e: e, failCollect: map[int64]bool{ids[0]: true}}
+	job := jobfile.Job{Run: "hash", AutoDestroy: true}
+	r := &runner{d: e.deps(nodes), o: Options{Job: &job}, rec: &Record{ID: "rel", State: StateRunning,
+		AutoDestroy: true, Results: "out", LocalDir: filepath.Join(t.TempDir(), "rel"), RunIDs: ids, Started: true}}
+	for i, id := range ids {
+		r.nodes = append(r.nodes, Node{ID: id, Name: fmt.Sprint("C.", id), Rank: i})
+	}
+	r.repl = newReplacer(ctx, r)
+	defer r.repl.stop(ctx)
+	running := map[int64]bool{ids[1]: true, ids[2]: true}
+	r.releaseExited(ctx, running, wire.Totals{})
+	r.releaseExited(ctx, running, wire.Totals{}) // a second look at the run
+	for _, s := range e.mkt.State() {
+		if s.Destroyed {
+			t.Errorf("instance %d destroyed: a node whose results did not come back must stay", s.ID)
+		}
+	}
+	if len(r.nodes) != 3 {
+		t.Errorf("nodes %v: the node must stay for the finish's collect", r.nodes)
+	}
+	var missed []int64
+	e.mu.Lock()
+	for _, ev := range e.events {
+		switch ev := ev.(type) {
+		case Released:
+			t.Errorf("released %v", ev.IDs)
+		case CollectMissed:
+			missed = append(missed, ev.ID)
+		}
+	}
+	e.mu.Unlock()
+	if !slices.Equal(missed, ids[:1]) {
+		t.Errorf("collect missed on %v, want %v said once", missed, ids[:1])
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	if got := nodes.collects[ids[0]]; got != 1 {
+		t.Errorf("collected %d times before the finish, want once", got)
+	}
+}
