@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
@@ -14,7 +15,7 @@ import (
 
 // balanceOptions is what `balance` was asked.
 type balanceOptions struct {
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBalanceCmd parses into balanceOptions and hands them to runF (tests)
@@ -31,7 +32,7 @@ func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error
 			return balanceRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -46,7 +47,7 @@ func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), u)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), u)
 	}
 	fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
 	return nil
@@ -61,7 +62,7 @@ type logsOptions struct {
 	Tail       int
 	Node       string
 	Session    string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newLogsCmd parses into logsOptions and hands them to runF (tests) or
@@ -107,7 +108,7 @@ the node; a node that does not answer gives its container log instead.
 	cmd.Flags().StringVar(&opts.Node, "node", "", "with JOB: only this node (rank, node-RANK or instance id)")
 	cmd.Flags().StringVar(&opts.Session, "session", "", "with JOB: only this session's log (default: every session's)")
 	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -126,7 +127,7 @@ func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"id": opts.InstanceID, "log": text})
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"id": opts.InstanceID, "log": text})
 	}
 	_, err = fmt.Fprint(f.io.Out, termsafe.Text(text))
 	return err
@@ -160,7 +161,7 @@ type routeURLOptions struct {
 	// Scheme is ssh or scp.
 	Scheme string
 	ID     int64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newRouteURLCmd is `ssh-url` or `scp-url` (scheme): it parses into
@@ -183,7 +184,7 @@ func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *route
 			return routeURLRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -199,7 +200,7 @@ func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
 		return nodesUsage(err)
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
 	}
 	_, err = fmt.Fprintln(f.io.Out, r.URL)
 	return err

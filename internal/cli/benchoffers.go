@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/jsonarray"
@@ -31,7 +32,7 @@ type benchOffersOptions struct {
 	Image       string
 	Disk        float64
 	Fleet       string
-	JSONFlags
+	cmdutil.JSONFlags
 	Query []string
 }
 
@@ -93,7 +94,7 @@ one at a time (--parallel), since its machines share this computer's cores.`,
 	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
 	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB per instance")
 	fl.StringVar(&opts.Fleet, "fleet", "", "fleet the probe instances belong to (default: probe-<time>)")
-	addJSONFlags(fl, &opts.JSONFlags, "print the result (rows, listing_pick, listing_pick_share, destroyed) as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result (rows, listing_pick, listing_pick_share, destroyed) as JSON")
 	limitFlags(fl, bounds{"top", "1", strconv.Itoa(offerbench.MaxTop)}, bounds{"timeout", "1s", "24h"},
 		bounds{"boot-timeout", "0", "720h"}, bounds{"parallel", "0", strconv.Itoa(offerbench.MaxTop)}, bounds{"disk", ">0", "100000"})
 	return cmd
@@ -156,7 +157,7 @@ func reportBenchOffers(f *factory, opts *benchOffersOptions, res offerbench.Resu
 		fmt.Fprintf(f.io.ErrOut, "saved %d measured offers to %s\n", len(res.Ranking), opts.Save)
 	}
 	if opts.JSON {
-		err = writeJSON(opts.out(f.io.Out), res)
+		err = cmdutil.WriteJSON(opts.Out(f.io.Out), res)
 	} else {
 		err = printBenchOffers(f.io.Out, res)
 	}
@@ -206,7 +207,7 @@ func probedOffers(ctx context.Context, f *factory, jf *jobfile.Job, ranked []mar
 }
 
 func printBenchOffers(w io.Writer, res offerbench.Result) error {
-	t := newTable(w, "RANK", "OFFER", "MODEL", "CPU", "VCPU", "$/HR", "UNITS/S", "UNITS/$", "$/VCPU RANK", "STATUS")
+	t := cmdutil.NewTable(w, "RANK", "OFFER", "MODEL", "CPU", "VCPU", "$/HR", "UNITS/S", "UNITS/$", "$/VCPU RANK", "STATUS")
 	for _, r := range res.Rows {
 		rank, ups, upd := "-", "-", "-"
 		if r.Passed() {
@@ -217,10 +218,10 @@ func printBenchOffers(w io.Writer, res offerbench.Result) error {
 		if r.Error != "" {
 			status += ": " + termSafe(r.Error)
 		}
-		t.row(rank, strconv.FormatInt(r.OfferID, 10), r.Model, r.CPU, strconv.FormatFloat(r.VCPU, 'g', 4, 64),
+		t.Row(rank, strconv.FormatInt(r.OfferID, 10), r.Model, r.CPU, strconv.FormatFloat(r.VCPU, 'g', 4, 64),
 			fmt.Sprintf("%.4f", r.DPH), ups, upd, strconv.Itoa(r.ListingRank), status)
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	if res.ListingPickShare != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -199,7 +200,7 @@ func TestBenchOffersDestroysOnInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errb := &cancelOn{word: "probing 3 instances", cancel: cancel}
-	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errb, Getenv: func(k string) string {
+	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errb, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/benchrank"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 )
 
 type benchRankOptions struct {
@@ -17,7 +18,7 @@ type benchRankOptions struct {
 	Recipe  string
 	File    string
 	Seconds float64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBenchRankCmd parses into benchRankOptions and hands them to runF
@@ -53,7 +54,7 @@ The dump is generated with the recipe's --gen unless --file names one.`,
 	cmd.Flags().StringVar(&opts.File, "file", "", "rank this offers JSON array instead of a generated one")
 	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 3, "how long to measure the simulator's search rate")
 	limitFlags(cmd.Flags(), bounds{"offers", "1", "10000000"}, bounds{"pairs", "1", "1000"}, bounds{"seconds", ">0", "3600"})
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the rows as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the rows as JSON")
 	return cmd
 }
 
@@ -80,17 +81,17 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), res.Rows)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), res.Rows)
 	}
 	fmt.Fprintf(f.io.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
-	t := newTable(f.io.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
+	t := cmdutil.NewTable(f.io.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
 	for _, r := range res.Rows {
 		rec, ratio := "", ""
 		if r.Recipe > 0 {
 			rec = strconv.FormatFloat(r.Recipe, 'g', 4, 64)
 			ratio = fmt.Sprintf("%.1fx", r.Ratio)
 		}
-		t.row(r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio)
+		t.Row(r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio)
 	}
-	return t.flush()
+	return t.Flush()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
@@ -19,7 +20,7 @@ type benchScaleOptions struct {
 	Config     scalebench.Config
 	SyncMB     float64
 	MemFloorMB float64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBenchScaleCmd parses into benchScaleOptions and hands them to runF
@@ -92,7 +93,7 @@ line per phase and the summary last.`,
 		bounds{"deadline", "1m", "8760h"}, bounds{"heartbeat", "100ms", "1h"}, bounds{"probe-timeout", "1s", "24h"}, bounds{"work", "1", "1000000000"},
 		bounds{"sync-mb", ">0", "100000"}, bounds{"sync-files", "1", "100000"}, bounds{"phase-timeout", "1s", "720h"},
 		bounds{"mem-floor-mb", "0", "10000000"})
-	addJSONFlags(fl, &opts.JSONFlags, "print one JSON line per phase, the summary last")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print one JSON line per phase, the summary last")
 	return cmd
 }
 
@@ -108,7 +109,7 @@ func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) err
 	cfg.Log = f.io.ErrOut
 	var enc *json.Encoder
 	if opts.JSON {
-		enc = json.NewEncoder(opts.out(f.io.Out))
+		enc = json.NewEncoder(opts.Out(f.io.Out))
 	}
 	var printErr error
 	cfg.OnPhase = func(p scalebench.Phase) {
@@ -146,11 +147,11 @@ func printScale(w io.Writer, enc *json.Encoder, v any, lines []string, rows [][]
 	if rows == nil {
 		return nil
 	}
-	t := newTable(w, scalebench.UsageHeader...)
+	t := cmdutil.NewTable(w, scalebench.UsageHeader...)
 	for _, r := range rows {
-		t.row(r...)
+		t.Row(r...)
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, after)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
@@ -102,10 +103,10 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	// With --jq the report the server's up prints goes through the
 	// expression here, as a local up's would.
 	jq, _ := c.Flags().GetString("jq")
-	out := JSONFlags{JSON: asJSON, JQ: jq}.out(f.io.Out)
+	out := cmdutil.JSONFlags{JSON: asJSON, JQ: jq}.Out(f.io.Out)
 	if detach, _ := c.Flags().GetBool("detach"); detach {
 		if asJSON {
-			return writeJSON(out, map[string]string{"job": id, "server": cl.URL})
+			return cmdutil.WriteJSON(out, map[string]string{"job": id, "server": cl.URL})
 		}
 		fmt.Fprintln(f.io.Out, id)
 		return nil
@@ -133,7 +134,7 @@ func exitErr(code int, err error) error {
 type contextOptions struct {
 	TokenFile string
 	Pin       string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 func newContextCmd(f *factory) *cobra.Command {
@@ -194,9 +195,9 @@ func newContextCmd(f *factory) *cobra.Command {
 			}
 			rows := cs.Rows()
 			if opts.JSON {
-				return writeJSON(opts.out(f.io.Out), rows)
+				return cmdutil.WriteJSON(opts.Out(f.io.Out), rows)
 			}
-			t := newTable(f.io.Out, "CURRENT", "NAME", "URL", "TOKEN")
+			t := cmdutil.NewTable(f.io.Out, "CURRENT", "NAME", "URL", "TOKEN")
 			for _, r := range rows {
 				cur, tok := "", ""
 				if r.Current {
@@ -205,12 +206,12 @@ func newContextCmd(f *factory) *cobra.Command {
 				if r.HasToken {
 					tok = "yes"
 				}
-				t.row(cur, r.Name, r.URL, tok)
+				t.Row(cur, r.Name, r.URL, tok)
 			}
-			return t.flush()
+			return t.Flush()
 		},
 	}
-	addJSONFlags(ls.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(ls.Flags(), &opts.JSONFlags, "print JSON")
 	cmd.AddCommand(add, use, ls)
 	return cmd
 }

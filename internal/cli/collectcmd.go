@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -18,7 +19,7 @@ type collectOptions struct {
 	RemoteDir string
 	To        string
 	Parallel  int
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 func newCollectCmd(f *factory, runF func(context.Context, *collectOptions) error) *cobra.Command {
@@ -39,7 +40,7 @@ func newCollectCmd(f *factory, runF func(context.Context, *collectOptions) error
 	fl.StringVar(&opts.To, "to", "results", "local directory; files land in TO/<fleet>/<node>/")
 	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	limitFlags(fl, bounds{"parallel", "1", "1024"})
-	addJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/bill"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 )
 
@@ -22,7 +23,7 @@ type costOptions struct {
 	Job string
 	// Reconcile holds the ledger up against the marketplace's charges.
 	Reconcile bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newCostCmd parses into costOptions and hands them to runF (tests) or
@@ -63,7 +64,7 @@ whole is an error, never $0.`,
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
 	cmd.Flags().StringVar(&opts.Job, "job", "", "only this job's instances")
 	cmd.Flags().BoolVar(&opts.Reconcile, "reconcile", false, "compare with the marketplace's charges, line by line")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON (with --reconcile: instances with their lines, and total)")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON (with --reconcile: instances with their lines, and total)")
 	return cmd
 }
 
@@ -82,7 +83,7 @@ func costRun(ctx context.Context, f *factory, opts *costOptions) error {
 	}
 	orphans := f.orphanViews(f.orphans)
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), struct {
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), struct {
 			fleet.CostReport
 			Orphans []fleet.OrphanView `json:"orphans"`
 		}{rep, orphans})
@@ -99,11 +100,11 @@ func printCost(w io.Writer, rep fleet.CostReport) error {
 
 // printRows writes rows under the columns as a table.
 func printRows(w io.Writer, cols []string, rows [][]string) error {
-	t := newTable(w, cols...)
+	t := cmdutil.NewTable(w, cols...)
 	for _, r := range rows {
-		t.row(r...)
+		t.Row(r...)
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // reconcileCostRun is `cost --reconcile`.
@@ -120,7 +121,7 @@ func reconcileCostRun(ctx context.Context, f *factory, m *fleet.Manager, opts *c
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rep)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), rep)
 	}
 	return printRows(f.io.Out, bill.ReconcileColumns, rep.Rows())
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/demo"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
@@ -20,7 +21,7 @@ type demoOptions struct {
 	// CullBelow and CullAfter are the task's cull policy (0: none).
 	CullBelow float64
 	CullAfter time.Duration
-	JSONFlags
+	cmdutil.JSONFlags
 	// DataDirGiven and SimSpeedGiven say the user typed --data-dir and
 	// --sim-speed: the demo otherwise picks a fresh data dir and its
 	// own speed.
@@ -62,7 +63,7 @@ cost report printed. The simulated instances run on this machine.`,
 	fl.Float64Var(&opts.CullBelow, "cull", 0, "cull: destroy a node whose hashes_per_s per $/hr stays under this share of the median (0.5: half), judged after --cull-after (0: no cull)")
 	fl.DurationVar(&opts.CullAfter, "cull-after", 3*time.Minute, "with --cull: how long (market time) a node reports before it is judged")
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
-	addJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"}, bounds{"cull", "0", "0.99"}, bounds{"cull-after", "1m", "24h"})
 	return cmd
 }
@@ -94,7 +95,7 @@ func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
 			if !opts.JSON {
 				return nil
 			}
-			return writeJSON(opts.out(f.io.Out), rep)
+			return cmdutil.WriteJSON(opts.Out(f.io.Out), rep)
 		}}
 	return demo.Run(ctx, d, demo.Options{Count: opts.Count, Prefix: opts.Prefix, Seconds: opts.Seconds,
 		Keep: opts.Keep, JSON: opts.JSON, DataDirGiven: opts.DataDirGiven, CullBelow: opts.CullBelow, CullAfter: opts.CullAfter})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 )
@@ -14,7 +15,7 @@ import (
 type destroyOptions struct {
 	// IDs are the instances given; empty with --all.
 	IDs []int64
-	JSONFlags
+	cmdutil.JSONFlags
 	All   bool
 	Yes   bool
 	Fleet string
@@ -52,7 +53,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the destroyed ids as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the destroyed ids as JSON")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
 	cmd.Flags().BoolVar(&opts.Collect, "collect", false, "collect each running node's results into ./results/<fleet>/<node>/ first")
 	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
@@ -72,7 +73,7 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 	}
 	req := fleet.DestroyRequest{IDs: ids, All: opts.All, Fleet: opts.Fleet,
 		Known:   func(ctx context.Context, ids []int64) error { return knownIDs(ctx, m.S, ids) },
-		Confirm: func(n int) bool { return opts.Yes || confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", n)) }}
+		Confirm: func(n int) bool { return opts.Yes || f.io.Confirm(fmt.Sprintf("Destroy %d instance(s)?", n)) }}
 	if !opts.Force {
 		req.Guard = func(ctx context.Context, ids []int64) error {
 			if opts.Collect {
@@ -98,7 +99,7 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 		return nil
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "ids": ids})
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"action": "destroy", "ids": ids})
 	}
 	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
 	return nil
@@ -110,7 +111,7 @@ type reconcileOptions struct {
 	DestroyForeign bool
 	Adopt          bool
 	AdoptForeign   bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newReconcileCmd parses into reconcileOptions and hands them to runF
@@ -135,7 +136,7 @@ func newReconcileCmd(f *factory, runF func(context.Context, *reconcileOptions) e
 	cmd.Flags().BoolVar(&opts.DestroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
 	cmd.Flags().BoolVar(&opts.Adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
 	cmd.Flags().BoolVar(&opts.AdoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -158,7 +159,7 @@ func reconcileRun(ctx context.Context, f *factory, opts *reconcileOptions) error
 	}
 	f.warnOrphans(rep.Orphans)
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rep)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), rep)
 	}
 	fmt.Fprint(f.io.Out, rep.String())
 	return nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 )
@@ -48,7 +49,7 @@ func detachUp(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job)
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), bg)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), bg)
 	}
 	fmt.Fprintf(f.io.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
 		id, bg.State, bg.PID, dash(bg.Dashboard), id, id, bg.Log, id)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -60,7 +61,7 @@ type globalOptions struct {
 // factory builds the adapters a command needs, lazily, and closes them when
 // the process ends. It is the one place that names concrete adapters.
 type factory struct {
-	io   *IOStreams
+	io   *iostreams.IOStreams
 	opts globalOptions
 	log  *slog.Logger
 	// durable, set by `serve --replicate` for the jobs it runs, returns
@@ -108,7 +109,7 @@ type factory struct {
 	orphans      []fleet.Orphan
 }
 
-func newFactory(ios *IOStreams) *factory {
+func newFactory(ios *iostreams.IOStreams) *factory {
 	return &factory{io: ios, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 

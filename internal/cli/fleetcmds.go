@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/launch/launchbench"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -18,7 +19,7 @@ import (
 // cleanupOptions is what `cleanup` was asked.
 type cleanupOptions struct {
 	Fleet string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newCleanupCmd parses into cleanupOptions and hands them to runF (tests)
@@ -37,7 +38,7 @@ func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error
 			return cleanupRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
 	return cmd
 }
 
@@ -56,7 +57,7 @@ func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
 	}
 	if opts.JSON {
 		// The keys of `destroy --json`, and the fleet.
-		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
 	}
 	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
 	return nil
@@ -67,7 +68,7 @@ type hostsOptions struct {
 	Clear bool
 	// MachineIDs are the machines --clear forgets (all when empty).
 	MachineIDs []int64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newHostsCmd parses into hostsOptions and hands them to runF (tests) or
@@ -97,7 +98,7 @@ func newHostsCmd(f *factory, runF func(context.Context, *hostsOptions) error) *c
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Clear, "clear", false, "forget the given machines (all when none are given)")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -129,20 +130,20 @@ func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
 		if hs == nil {
 			hs = []store.BadHost{}
 		}
-		return writeJSON(opts.out(f.io.Out), hs)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), hs)
 	}
-	t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
+	t := cmdutil.NewTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
 	for _, h := range hs {
-		t.row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
+		t.Row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // benchLaunchOptions is what `bench launch` was asked.
 type benchLaunchOptions struct {
 	Config   launchbench.Config
 	Profiles []string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBenchCmd is `bench` with launch, rank and scale; launch and rank parse
@@ -175,7 +176,7 @@ minutes.`,
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
 	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
-	addJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
 	cmd.AddCommand(bl, newBenchRankCmd(f, rankF), newBenchScaleCmd(f, nil), newBenchOffersCmd(f, nil))
 	return cmd
 }
@@ -187,7 +188,7 @@ func benchLaunchRun(ctx context.Context, f *factory, opts *benchLaunchOptions) e
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), rows)
 	}
 	fmt.Fprint(f.io.Out, launchbench.Table(rows))
 	return nil

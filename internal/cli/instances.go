@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -114,7 +115,7 @@ type stateOptions struct {
 	// Verb is stop or start.
 	Verb string
 	IDs  []int64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newStateCmd is `stop` or `start` (verb): it parses into stateOptions and
@@ -137,7 +138,7 @@ func newStateCmd(f *factory, verb, short string, runF func(context.Context, *sta
 			return stateRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ids acted on as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ids acted on as JSON")
 	return cmd
 }
 
@@ -162,7 +163,7 @@ func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"action": verb, "ids": ids})
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"action": verb, "ids": ids})
 	}
 	fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -17,7 +18,7 @@ import (
 type statusOptions struct {
 	// Job is the one job to show (every job when empty).
 	Job string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newStatusCmd parses into statusOptions and hands them to runF (tests) or
@@ -39,7 +40,7 @@ func newStatusCmd(f *factory, runF func(context.Context, *statusOptions) error) 
 			return statusRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -72,23 +73,23 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
+	t := cmdutil.NewTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
 	for _, r := range rows {
-		t.row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
+		t.Row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // downOptions is what `down` was asked.
 type downOptions struct {
 	Job string
-	JSONFlags
+	cmdutil.JSONFlags
 	NoCollect bool
 }
 
@@ -115,7 +116,7 @@ named, and down then exits 3.`,
 			return downRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")
 	cmd.Flags().BoolVar(&opts.NoCollect, "no-collect", false, "destroy without collecting results")
 	return cmd
 }
@@ -125,7 +126,7 @@ func downRun(ctx context.Context, f *factory, opts *downOptions) error {
 	rep, err := downJob(ctx, f, opts)
 	if rep != nil {
 		if opts.JSON {
-			return errors.Join(writeJSON(opts.out(f.io.Out), rep), err)
+			return errors.Join(cmdutil.WriteJSON(opts.Out(f.io.Out), rep), err)
 		}
 		printJobReport(f, rep)
 	}
@@ -173,7 +174,7 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 
 // jobLogs prints the session logs of the nodes that ran the job, each
 // under its node's name; a node out of reach gives its container log.
-func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail int, js JSONFlags) error {
+func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail int, js cmdutil.JSONFlags) error {
 	if session != "" && !wire.ValidSessionName(session) {
 		return usagef("--session %q: a session name is letters, digits, '_' and '-'", session)
 	}
@@ -200,7 +201,7 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 		return err
 	}
 	if js.JSON {
-		return writeJSON(js.out(f.io.Out), all)
+		return cmdutil.WriteJSON(js.Out(f.io.Out), all)
 	}
 	job.WriteLogs(f.io.Out, all)
 	return nil

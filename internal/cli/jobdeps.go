@@ -13,6 +13,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/ignore"
@@ -210,13 +211,13 @@ func (l *jobLauncher) Candidates(ctx context.Context) ([]market.Ranked, job.Esti
 }
 
 func (l *jobLauncher) Launch(ctx context.Context, cands []market.Ranked) (launch.Summary, error) {
-	view := newLaunchView(l.f, JSONFlags{})
+	view := newLaunchView(l.f, cmdutil.JSONFlags{})
 	defer view.stop()
 	return launch.Run(ctx, l.m, l.spec, cands, view.event)
 }
 
 func (l *jobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
-	view := newLaunchView(l.f, JSONFlags{})
+	view := newLaunchView(l.f, cmdutil.JSONFlags{})
 	defer view.stop()
 	return launch.Resume(ctx, l.m, l.id, view.event, l.spec.Checks)
 }

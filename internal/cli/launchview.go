@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/liveview"
 )
@@ -24,10 +26,10 @@ type launchView struct {
 	lastLog time.Time
 }
 
-func newLaunchView(f *factory, js JSONFlags) *launchView {
+func newLaunchView(f *factory, js cmdutil.JSONFlags) *launchView {
 	v := &launchView{f: f, json: js.JSON, tty: f.io.ErrTTY && !js.JSON}
 	if js.JSON {
-		v.enc = json.NewEncoder(js.out(f.io.Out))
+		v.enc = json.NewEncoder(js.Out(f.io.Out))
 		v.enc.SetEscapeHTML(false)
 	}
 	return v
@@ -103,7 +105,7 @@ func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, f
 	return err
 }
 
-func askInterrupt(ios *IOStreams) string {
+func askInterrupt(ios *iostreams.IOStreams) string {
 	fmt.Fprintf(ios.ErrOut, "\nLaunch interrupted. [k]eep instances (resume later), destroy [u]nready, destroy [a]ll? [k/u/a] ")
 	var answer string
 	fmt.Fscanln(ios.In, &answer)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -15,7 +16,7 @@ import (
 type lsOptions struct {
 	Fleet string
 	All   bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newLsCmd parses into lsOptions and hands them to runF (tests) or lsRun.
@@ -33,7 +34,7 @@ func newLsCmd(f *factory, runF func(context.Context, *lsOptions) error) *cobra.C
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "include destroyed instances")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -60,7 +61,7 @@ func lsRun(ctx context.Context, f *factory, opts *lsOptions) error {
 		for _, o := range orphans {
 			rows = append(rows, o)
 		}
-		return writeJSON(opts.out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), rows)
 	}
 	if len(views) > 0 || len(orphans) == 0 {
 		if err := printInstances(f, views); err != nil {
@@ -75,18 +76,18 @@ func printInstances(f *factory, views []fleet.InstanceView) error {
 		fmt.Fprintln(f.io.ErrOut, "no instances (rent one with `vastfleet rent OFFER_ID` or `vastfleet launch`)")
 		return nil
 	}
-	t := newTable(f.io.Out, "ID", "OFFER", "GPU", "vCPU", "$/hr", "STATE", "UPTIME", "COST", "SSH", "FLEET")
+	t := cmdutil.NewTable(f.io.Out, "ID", "OFFER", "GPU", "vCPU", "$/hr", "STATE", "UPTIME", "COST", "SSH", "FLEET")
 	for _, v := range views {
 		fleetName := v.Fleet
 		if v.Experiment != "" {
 			fleetName += "/" + v.Experiment
 		}
-		t.row(strconv.FormatInt(v.ID, 10), strconv.FormatInt(v.OfferID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs),
+		t.Row(strconv.FormatInt(v.ID, 10), strconv.FormatInt(v.OfferID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs),
 			fmtNum(v.CPUCores), fmt.Sprintf("%.3f", v.DPHTotal), v.ShownState(),
 			(time.Duration(v.UptimeSec) * time.Second).Round(time.Minute).String(),
 			fmt.Sprintf("$%.3f", v.CostSoFar), dash(v.SSHURL), fleetName)
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	for _, v := range views {

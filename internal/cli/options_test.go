@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -36,7 +37,7 @@ func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, cmd, "--fleet", "f1", "--parallel", "8", "--timeout", "90s", "--json", "--", "nvidia-smi", "-L"); err != nil {
 			t.Fatal(err)
 		}
-		want := &execOptions{Nodes: nodeTargets{Fleet: "f1", IDs: []string{}}, Command: "nvidia-smi -L", Parallel: 8, Timeout: 90 * time.Second, JSONFlags: JSONFlags{JSON: true}}
+		want := &execOptions{Nodes: nodeTargets{Fleet: "f1", IDs: []string{}}, Command: "nvidia-smi -L", Parallel: 8, Timeout: 90 * time.Second, JSONFlags: cmdutil.JSONFlags{JSON: true}}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("exec options (-want +got):\n%s", d)
 		}
@@ -319,7 +320,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newLsCmd(f, capture(&ls)), "--fleet", "f1", "--all", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&lsOptions{Fleet: "f1", All: true, JSONFlags: JSONFlags{JSON: true}}, ls); d != "" {
+		if d := cmp.Diff(&lsOptions{Fleet: "f1", All: true, JSONFlags: cmdutil.JSONFlags{JSON: true}}, ls); d != "" {
 			t.Errorf("ls options (-want +got):\n%s", d)
 		}
 		var cost *costOptions
@@ -335,7 +336,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newStateCmd(f, "stop", "", capture(&got)), "3", "4", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&stateOptions{Verb: "stop", IDs: []int64{3, 4}, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&stateOptions{Verb: "stop", IDs: []int64{3, 4}, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("stop options (-want +got):\n%s", d)
 		}
 		if err := parseOnly(t, newStateCmd(f, "start", "", capture(&got)), "7"); err != nil {
@@ -370,7 +371,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newReconcileCmd(f, capture(&got)), "--adopt", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&reconcileOptions{Adopt: true, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&reconcileOptions{Adopt: true, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("reconcile options (-want +got):\n%s", d)
 		}
 		refusedBeforeRun(t, "reconcile", newReconcileCmd(f, refuse[reconcileOptions](&ran)), &ran, "--adopt", "--destroy-orphans")
@@ -446,7 +447,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newLogsCmd(f, capture(&got)), "4711", "--tail", "50", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&logsOptions{Target: "4711", InstanceID: 4711, Tail: 50, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&logsOptions{Target: "4711", InstanceID: 4711, Tail: 50, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("logs ID options (-want +got):\n%s", d)
 		}
 		if err := parseOnly(t, newLogsCmd(f, capture(&got)), "sweep-1", "--node", "2", "--session", "run"); err != nil {
@@ -470,7 +471,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newSCPURLCmd(f, capture(&got)), "12", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&routeURLOptions{Scheme: "scp", ID: 12, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&routeURLOptions{Scheme: "scp", ID: 12, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("scp-url options (-want +got):\n%s", d)
 		}
 		refusedBeforeRun(t, "ssh-url", newSSHURLCmd(f, refuse[routeURLOptions](&ran)), &ran, "host")
@@ -488,7 +489,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newStatusCmd(f, capture(&st)), "job-1", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&statusOptions{Job: "job-1", JSONFlags: JSONFlags{JSON: true}}, st); d != "" {
+		if d := cmp.Diff(&statusOptions{Job: "job-1", JSONFlags: cmdutil.JSONFlags{JSON: true}}, st); d != "" {
 			t.Errorf("status JOB options (-want +got):\n%s", d)
 		}
 		refusedBeforeRun(t, "status", newStatusCmd(f, refuse[statusOptions](&ran)), &ran, "job-1", "job-2")
@@ -569,7 +570,7 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newSimDepthCmd(f, capture(&got)), "--seeds", "1,3,7", "--offers", "2000", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		want := &simDepthOptions{Seeds: "1,3,7", Offers: 2000, JSONFlags: JSONFlags{JSON: true}, seeds: []int64{1, 3, 7}}
+		want := &simDepthOptions{Seeds: "1,3,7", Offers: 2000, JSONFlags: cmdutil.JSONFlags{JSON: true}, seeds: []int64{1, 3, 7}}
 		if d := cmp.Diff(want, got, cmp.AllowUnexported(simDepthOptions{})); d != "" {
 			t.Errorf("sim depth options (-want +got):\n%s", d)
 		}

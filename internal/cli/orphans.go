@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -61,7 +62,7 @@ func printOrphans(w io.Writer, views []fleet.OrphanView) error {
 		return nil
 	}
 	fmt.Fprintf(w, "\nORPHANS: billing, not tracked by this data dir (`vastfleet reconcile --adopt` tracks them)\n")
-	t := newTable(w, "ID", "GPU", "$/hr", "STATE", "FLEET", "LABEL", "WHY")
+	t := cmdutil.NewTable(w, "ID", "GPU", "$/hr", "STATE", "FLEET", "LABEL", "WHY")
 	dph := 0.0
 	for _, v := range views {
 		dph += v.DPHTotal
@@ -69,10 +70,10 @@ func printOrphans(w io.Writer, views []fleet.OrphanView) error {
 		if state == "" {
 			state = "provisioning"
 		}
-		t.row(strconv.FormatInt(v.ID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs), fmt.Sprintf("%.3f", v.DPHTotal),
+		t.Row(strconv.FormatInt(v.ID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs), fmt.Sprintf("%.3f", v.DPHTotal),
 			state, dash(v.Fleet), v.Label, v.Reason)
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%d orphan(s) bill $%.3f/hr of compute, not counted in the figures above\n", len(views), dph)

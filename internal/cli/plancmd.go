@@ -12,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/plan"
 )
@@ -24,7 +26,7 @@ type planOptions struct {
 	Train   bool
 	Infer   bool
 	Explain bool
-	JSONFlags
+	cmdutil.JSONFlags
 	Rent    int
 	Image   string
 	Fleet   string
@@ -91,7 +93,7 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 	fl.Float64Var(&t.CUDA, "cuda", 0, "minimum CUDA version")
 	fl.Float64Var(&t.MaxBudget, "max-budget", 0, "dollars for the whole run: options above it are flagged and --rent refuses")
 	fl.BoolVar(&opts.Explain, "explain", false, "show the reasoning behind every requirement")
-	addJSONFlags(fl, &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print JSON")
 	fl.IntVar(&opts.Rent, "rent", 0, "rent option N (1-3), wait until it runs and record its estimate")
 	fl.StringVar(&opts.Fleet, "fleet", "default", "with --rent: fleet to record the instance in")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --rent: give up waiting for running after this long")
@@ -135,7 +137,7 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return err
 	}
 	if opts.JSON {
-		if err := writeJSON(opts.out(f.io.Out), res); err != nil {
+		if err := cmdutil.WriteJSON(opts.Out(f.io.Out), res); err != nil {
 			return err
 		}
 	} else {
@@ -172,13 +174,13 @@ func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
 		}
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "#", "GPU", "VRAM", "$/hr", "Est.hours", "Est.total", "Reliability", "OfferID", "")
+	t := cmdutil.NewTable(w, "#", "GPU", "VRAM", "$/hr", "Est.hours", "Est.total", "Reliability", "OfferID", "")
 	for _, o := range res.Options {
-		t.row(strconv.Itoa(o.Rank), fmt.Sprintf("%dx %s", o.NumGPUs, o.GPUName), fmtGB(o.Offer.GPURAM),
+		t.Row(strconv.Itoa(o.Rank), fmt.Sprintf("%dx %s", o.NumGPUs, o.GPUName), fmtGB(o.Offer.GPURAM),
 			fmt.Sprintf("%.3f", o.DPHTotal), fmt.Sprintf("%.2f", o.EstHours), money(o.EstTotal),
 			fmt.Sprintf("%.3f", o.Reliability), strconv.FormatInt(o.OfferID, 10), o.Label)
 	}
-	t.flush()
+	t.Flush()
 	for _, o := range res.Options {
 		for _, warn := range o.Warnings {
 			fmt.Fprintf(w, "option %d: %s\n", o.Rank, warn)
@@ -189,7 +191,7 @@ func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
 	}
 }
 
-func askPick(ios *IOStreams, n int) int {
+func askPick(ios *iostreams.IOStreams, n int) int {
 	fmt.Fprintf(ios.ErrOut, "Rent which option? [1-%d, Enter for none] ", n)
 	var answer string
 	fmt.Fscanln(ios.In, &answer)

@@ -16,6 +16,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -191,7 +192,7 @@ func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	f := newFactory(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
+	f := newFactory(&iostreams.IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
@@ -280,7 +281,7 @@ func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
 	}
 	defer db.Close()
 	var out bytes.Buffer
-	f := newFactory(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
+	f := newFactory(&iostreams.IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
@@ -100,7 +101,7 @@ type execOptions struct {
 	Parallel int
 	Timeout  time.Duration
 	OutDir   string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newExecCmd parses into execOptions and hands them to runF (tests) or
@@ -135,7 +136,7 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
 	fl.StringVar(&opts.OutDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
-	addJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
 	return cmd
 }
 
@@ -159,7 +160,7 @@ func execOnNodes(ctx context.Context, f *factory, p provider.Provider, ns []node
 	return o.Exec(ctx, ns, nodes.ExecOptions{Command: command, Parallel: parallel, Timeout: timeout, OutDir: outDir, Quiet: quiet})
 }
 
-func reportExec(f *factory, rows []nodes.ExecRow, js JSONFlags) error {
+func reportExec(f *factory, rows []nodes.ExecRow, js cmdutil.JSONFlags) error {
 	return reportNodes(f, "the command", rows, js, nodes.ExecRow.Failed,
 		[]string{"NODE", "ID", "EXIT", "DURATION", "ERROR"}, func(r nodes.ExecRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), dash(r.Error)}
@@ -168,7 +169,7 @@ func reportExec(f *factory, rows []nodes.ExecRow, js JSONFlags) error {
 
 // reportNodes prints what an operation did on each node, as JSON or as a
 // table, and returns its outcome (fanOutError) from the rows that failed.
-func reportNodes[R any](f *factory, what string, rows []R, js JSONFlags, failed func(R) bool, header []string, cells func(R) []string) error {
+func reportNodes[R any](f *factory, what string, rows []R, js cmdutil.JSONFlags, failed func(R) bool, header []string, cells func(R) []string) error {
 	n := 0
 	for _, r := range rows {
 		if failed(r) {
@@ -176,15 +177,15 @@ func reportNodes[R any](f *factory, what string, rows []R, js JSONFlags, failed 
 		}
 	}
 	if js.JSON {
-		if err := writeJSON(js.out(f.io.Out), rows); err != nil {
+		if err := cmdutil.WriteJSON(js.Out(f.io.Out), rows); err != nil {
 			return err
 		}
 	} else {
-		tw := newTable(f.io.Out, header...)
+		tw := cmdutil.NewTable(f.io.Out, header...)
 		for _, r := range rows {
-			tw.row(cells(r)...)
+			tw.Row(cells(r)...)
 		}
-		if err := tw.flush(); err != nil {
+		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -26,7 +27,7 @@ type rentOptions struct {
 	Bid     float64
 	Timeout time.Duration
 	NoWait  bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newRentCmd parses into rentOptions and hands them to runF (tests) or
@@ -65,7 +66,7 @@ takes over 5 minutes), then prints its ssh address.`,
 	fl.Float64Var(&opts.Bid, "bid", 0, "interruptible: bid $/hr per machine (0: on-demand)")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up waiting for running after this long (marketplace time)")
 	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
-	addJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
 	limitFlags(fl, bounds{"disk", ">0", "100000"}, bounds{"bid", "0", "1000"}, bounds{"timeout", "0", "720h"})
 	return cmd
 }
@@ -108,7 +109,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), views[0])
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), views[0])
 	}
 	return printInstances(f, views)
 }

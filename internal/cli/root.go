@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/buildinfo"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -59,13 +61,13 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 var serverRuns = map[string]bool{"up": true, "status": true, "logs": true, "down": true, "ls": true, "cost": true, "destroy": true, "launch": true}
 
 // Main runs vastfleet with args and returns the process exit code.
-func Main(ctx context.Context, ios *IOStreams, args []string) int {
+func Main(ctx context.Context, ios *iostreams.IOStreams, args []string) int {
 	return mainWith(ctx, ios, args, nil)
 }
 
 // mainWith is Main with what a caller in this process (serve's job runner)
 // gives the factory before any command runs.
-func mainWith(ctx context.Context, ios *IOStreams, args []string, durable func(context.Context) error) int {
+func mainWith(ctx context.Context, ios *iostreams.IOStreams, args []string, durable func(context.Context) error) int {
 	f := newFactory(ios)
 	f.durable = durable
 	defer f.Close()
@@ -146,7 +148,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 			if err := validateFlags(cmd); err != nil {
 				return err
 			}
-			if err := checkJQ(cmd); err != nil {
+			if err := cmdutil.CheckJQ(cmd); err != nil {
 				return err
 			}
 			return f.init(cmd)

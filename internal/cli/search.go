@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
@@ -83,7 +85,7 @@ func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 	limitFlags(fl, bounds{"limit", "0", "10000000"}, bounds{"storage", "0", "100000"}, bounds{"sweep-limit", "1", "1000000"})
 }
 
-func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
+func (q *queryFlags) parse(io *iostreams.IOStreams, args []string) (market.Query, error) {
 	query, warnings, err := search.ParseQuery(args, market.ParseOptions{
 		NoDefault: q.NoDefault, Type: q.Type, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
@@ -197,7 +199,7 @@ type searchOptions struct {
 	rank    rankFlags
 	All     bool
 	Explain bool
-	JSONFlags
+	cmdutil.JSONFlags
 	Save string
 	From string
 	// Query is the positional query (`offers` first is allowed, as the
@@ -238,7 +240,7 @@ slices until every matching offer is collected.`,
 	opts.query.register(cmd)
 	opts.rank.register(cmd, "")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "collect every matching offer, beyond the marketplace's per-search cap")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ranked offers as a JSON array")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ranked offers as a JSON array")
 	cmd.Flags().StringVar(&opts.Save, "save", "", "also write the ranked offers as JSON to FILE (input for launch --from)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "rank offers from FILE (- for stdin) instead of the marketplace: a search answer, a `vastai search offers --raw` array, a --save'd ranking, or JSON lines")
 	cmd.Flags().BoolVar(&opts.Explain, "explain", false, "also print the query object sent and each offer's score factors")
@@ -278,7 +280,7 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
 	if opts.JSON {
-		return jsonarray.Write(opts.out(f.io.Out), ranked)
+		return jsonarray.Write(opts.Out(f.io.Out), ranked)
 	}
 	if err := printOffers(f.io.Out, ranked); err != nil {
 		return err

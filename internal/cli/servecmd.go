@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/replica"
@@ -271,7 +273,7 @@ func (f *factory) serveRunner(opts *serveOptions, dir string) server.Runner {
 	getenv := f.io.Getenv
 	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
 		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)
-		ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
+		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
 		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.durable)
 	}
 }
@@ -322,7 +324,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 			return nil
 		},
 	}
-	var js JSONFlags
+	var js cmdutil.JSONFlags
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the tokens (names, roles, dates; never the tokens)",
@@ -338,16 +340,16 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 				return err
 			}
 			if js.JSON {
-				return writeJSON(js.out(f.io.Out), rows)
+				return cmdutil.WriteJSON(js.Out(f.io.Out), rows)
 			}
-			t := newTable(f.io.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
+			t := cmdutil.NewTable(f.io.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
 			for _, r := range rows {
-				t.row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
+				t.Row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
 			}
-			return t.flush()
+			return t.Flush()
 		},
 	}
-	addJSONFlags(ls.Flags(), &js, "print JSON")
+	cmdutil.AddJSONFlags(ls.Flags(), &js, "print JSON")
 	for _, c := range []*cobra.Command{create, revoke, ls} {
 		c.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
 		cmd.AddCommand(c)
@@ -356,7 +358,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 }
 
 func newServeAuditCmd(f *factory) *cobra.Command {
-	var js JSONFlags
+	var js cmdutil.JSONFlags
 	var dbSpec string
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -373,16 +375,16 @@ func newServeAuditCmd(f *factory) *cobra.Command {
 				return err
 			}
 			if js.JSON {
-				return writeJSON(js.out(f.io.Out), rows)
+				return cmdutil.WriteJSON(js.Out(f.io.Out), rows)
 			}
-			t := newTable(f.io.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
+			t := cmdutil.NewTable(f.io.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
 			for _, r := range rows {
-				t.row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
+				t.Row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
 			}
-			return t.flush()
+			return t.Flush()
 		},
 	}
-	addJSONFlags(cmd.Flags(), &js, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &js, "print JSON")
 	cmd.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 )
 
@@ -17,7 +18,7 @@ type setupOptions struct {
 	Force    bool
 	Parallel int
 	Timeout  time.Duration
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 func newSetupCmd(f *factory, runF func(context.Context, *setupOptions) error) *cobra.Command {
@@ -54,7 +55,7 @@ Exit status: 0 when every node is set up, 3 when some failed, 1 when all did.`,
 	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node's phase after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
-	addJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
 	return cmd
 }
 
@@ -75,7 +76,7 @@ func setupRun(ctx context.Context, f *factory, opts *setupOptions) error {
 	return reportSetup(f, rows, opts.JSONFlags)
 }
 
-func reportSetup(f *factory, rows []nodes.SetupRow, js JSONFlags) error {
+func reportSetup(f *factory, rows []nodes.SetupRow, js cmdutil.JSONFlags) error {
 	return reportNodes(f, "setup", rows, js, func(r nodes.SetupRow) bool { return r.Status == "failed" },
 		[]string{"NODE", "ID", "STATUS", "PHASES RUN", "VERIFY", "ERROR"}, func(r nodes.SetupRow) []string {
 			v := "-"

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 )
 
 func TestSimServeRefusesExposure(t *testing.T) {
@@ -59,7 +61,7 @@ func TestSimServeBannerHidesTheKey(t *testing.T) {
 	} {
 		var errb syncBuffer
 		home := t.TempDir()
-		ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
+		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
 			Getenv: func(k string) string { return map[string]string{"VASTFLEET_HOME": home}[k] }}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
@@ -89,7 +91,7 @@ func TestSimServeManualClock(t *testing.T) {
 	t.Parallel()
 	var errb syncBuffer
 	home := t.TempDir()
-	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
+	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
 		Getenv: func(k string) string { return map[string]string{"VASTFLEET_HOME": home}[k] }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
@@ -22,7 +23,7 @@ type syncOptions struct {
 	Parallel   int
 	RelaySeeds int
 	NoRelay    bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 func newSyncCmd(f *factory, runF func(context.Context, *syncOptions) error) *cobra.Command {
@@ -65,7 +66,7 @@ sent from here instead. --no-relay sends from here to every node.`,
 	fl.IntVar(&opts.RelaySeeds, "relay-seeds", 3, "nodes this machine sends each archive to; the rest get it relayed")
 	fl.BoolVar(&opts.NoRelay, "no-relay", false, "send from this machine to every node")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"relay-seeds", "1", "1024"})
-	addJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
@@ -24,7 +25,7 @@ type upOptions struct {
 	CoordAddr   string
 	ResultsDir  string
 	OnInterrupt string
-	JSONFlags
+	cmdutil.JSONFlags
 	Detach bool
 	// JobID names the job instead of name-time: the background up that
 	// --detach starts runs the job its parent named.
@@ -87,7 +88,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.CoordAddr, "coord-addr", "127.0.0.1:0", "where the job's coordinator listens (instances on vast.ai need a public address; it then serves TLS)")
 	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else built from the module source, else this binary)")
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, collect (then destroy) or destroy (default: ask on a terminal, else collect)")
-	addJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	fl.BoolVar(&opts.Detach, "detach", false, "run the job in a background up (output in the data dir's jobs/<job>/up.log) and return once it runs; status, logs and down JOB work from any terminal")
 	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
 	fl.MarkHidden("job-id")
@@ -125,7 +126,7 @@ func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
 	}
 	rep, err := upRun(ctx, f, opts, jf, path)
 	if rep != nil && opts.JSON {
-		if jerr := writeJSON(opts.out(f.io.Out), rep); jerr != nil && err == nil {
+		if jerr := cmdutil.WriteJSON(opts.Out(f.io.Out), rep); jerr != nil && err == nil {
 			err = jerr
 		}
 	}

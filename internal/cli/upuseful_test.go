@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 )
@@ -18,7 +19,7 @@ import (
 // demo's task that rented a fleet 1.75x as dear per hour as --by vcpu.
 func TestUpRanksUsefulForItsOwnTask(t *testing.T) {
 	t.Parallel()
-	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(k string) string {
+	f := newFactory(&iostreams.IOStreams{ErrOut: io.Discard, Getenv: func(k string) string {
 		if k == "VASTFLEET_SIM_LOCAL" {
 			return "off"
 		}

@@ -7,11 +7,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/buildinfo"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 )
 
 // versionOptions is what `version` was asked.
 type versionOptions struct {
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newVersionCmd parses into versionOptions and hands them to runF (tests)
@@ -29,7 +30,7 @@ func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error
 			return versionRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
@@ -37,7 +38,7 @@ func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error
 func versionRun(_ context.Context, f *factory, opts *versionOptions) error {
 	b := buildinfo.Read(Version)
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), b)
+		return cmdutil.WriteJSON(opts.Out(f.io.Out), b)
 	}
 	_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
 	return err
