@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
-	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
@@ -20,7 +20,7 @@ type balanceOptions struct {
 
 // newBalanceCmd parses into balanceOptions and hands them to runF (tests)
 // or balanceRun.
-func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error) *cobra.Command {
+func newBalanceCmd(f *factory.Factory, runF func(context.Context, *balanceOptions) error) *cobra.Command {
 	opts := &balanceOptions{}
 	cmd := &cobra.Command{
 		Use:   "balance",
@@ -37,7 +37,7 @@ func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error
 }
 
 // balanceRun is `balance` once its flags are parsed.
-func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
+func balanceRun(ctx context.Context, f *factory.Factory, opts *balanceOptions) error {
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return err
@@ -47,9 +47,9 @@ func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), u)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), u)
 	}
-	fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
+	fmt.Fprintf(f.IO.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
 	return nil
 }
 
@@ -67,7 +67,7 @@ type logsOptions struct {
 
 // newLogsCmd parses into logsOptions and hands them to runF (tests) or
 // logsRun; --node and --session with an instance id are a usage error.
-func newLogsCmd(f *factory, runF func(context.Context, *logsOptions) error) *cobra.Command {
+func newLogsCmd(f *factory.Factory, runF func(context.Context, *logsOptions) error) *cobra.Command {
 	opts := &logsOptions{}
 	cmd := &cobra.Command{
 		Use:   "logs ID|JOB",
@@ -114,11 +114,11 @@ the node; a node that does not answer gives its container log instead.
 
 // logsRun is `logs` once its flags are parsed: a job's session logs or an
 // instance's container log.
-func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
+func logsRun(ctx context.Context, f *factory.Factory, opts *logsOptions) error {
 	if opts.InstanceID == 0 {
 		return jobLogs(ctx, f, opts.Target, opts.Node, opts.Session, opts.Tail, opts.JSONFlags)
 	}
-	op, err := f.operator(ctx)
+	op, err := f.Operator(ctx)
 	if err != nil {
 		return err
 	}
@@ -127,32 +127,18 @@ func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"id": opts.InstanceID, "log": text})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"id": opts.InstanceID, "log": text})
 	}
-	_, err = fmt.Fprint(f.io.Out, termsafe.Text(text))
+	_, err = fmt.Fprint(f.IO.Out, termsafe.Text(text))
 	return err
 }
 
-// operator is the marketplace client's instance operations (logs,
-// execute), which every client here has.
-func (f *factory) operator(ctx context.Context) (provider.Operator, error) {
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, err
-	}
-	op, ok := p.(provider.Operator)
-	if !ok {
-		return nil, fmt.Errorf("this marketplace client cannot fetch logs")
-	}
-	return op, nil
-}
-
-func newSSHURLCmd(f *factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+func newSSHURLCmd(f *factory.Factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
 	return newRouteURLCmd(f, "ssh", runF)
 }
 
 // newSCPURLCmd is `scp-url ID`: the same route as ssh-url, as scp://.
-func newSCPURLCmd(f *factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+func newSCPURLCmd(f *factory.Factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
 	return newRouteURLCmd(f, "scp", runF)
 }
 
@@ -166,7 +152,7 @@ type routeURLOptions struct {
 
 // newRouteURLCmd is `ssh-url` or `scp-url` (scheme): it parses into
 // routeURLOptions and hands them to runF (tests) or routeURLRun.
-func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+func newRouteURLCmd(f *factory.Factory, scheme string, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
 	opts := &routeURLOptions{Scheme: scheme}
 	cmd := &cobra.Command{
 		Use:   scheme + "-url ID",
@@ -189,7 +175,7 @@ func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *route
 }
 
 // routeURLRun is `ssh-url` or `scp-url` once its flags are parsed.
-func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
+func routeURLRun(ctx context.Context, f *factory.Factory, opts *routeURLOptions) error {
 	scheme, id := opts.Scheme, opts.ID
 	p, err := f.Provider(ctx)
 	if err != nil {
@@ -197,11 +183,11 @@ func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
 	}
 	r, err := nodes.RouteOf(ctx, p, id, scheme)
 	if err != nil {
-		return nodesUsage(err)
+		return nodes.AsUsage(err)
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
 	}
-	_, err = fmt.Fprintln(f.io.Out, r.URL)
+	_, err = fmt.Fprintln(f.IO.Out, r.URL)
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -226,7 +227,7 @@ func TestBenchOffersDestroysOnInterrupt(t *testing.T) {
 // out of range stop it before anything is searched or rented.
 func TestBenchOffersParsesIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var got *benchOffersOptions
 	if err := parseOnly(t, newBenchOffersCmd(f, capture(&got)), "--probe", "echo 1", "--top", "3", "--timeout", "30s",
 		"--save", "p.json", "--by", "dlperf", "-n", "num_gpus=1"); err != nil {

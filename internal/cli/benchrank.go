@@ -10,6 +10,8 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/benchrank"
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 type benchRankOptions struct {
@@ -23,7 +25,7 @@ type benchRankOptions struct {
 
 // newBenchRankCmd parses into benchRankOptions and hands them to runF
 // (tests) or benchRankRun.
-func newBenchRankCmd(f *factory, runF func(context.Context, *benchRankOptions) error) *cobra.Command {
+func newBenchRankCmd(f *factory.Factory, runF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	opts := &benchRankOptions{}
 	cmd := &cobra.Command{
 		Use:   "rank",
@@ -58,7 +60,7 @@ The dump is generated with the recipe's --gen unless --file names one.`,
 	return cmd
 }
 
-func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error {
+func benchRankRun(ctx context.Context, f *factory.Factory, opts *benchRankOptions) error {
 	if opts.Offers < 1 || opts.Pairs < 1 || opts.Seconds <= 0 {
 		return usagef("--offers, --pairs and --seconds must be positive")
 	}
@@ -76,15 +78,15 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 		return err
 	}
 	res, err := benchrank.Run(ctx, benchrank.Config{Bin: self, Recipe: recipe, File: opts.File,
-		Offers: opts.Offers, Pairs: opts.Pairs, Seconds: opts.Seconds, APIKey: simAPIKey, Log: f.io.ErrOut})
+		Offers: opts.Offers, Pairs: opts.Pairs, Seconds: opts.Seconds, APIKey: sim.DefaultAPIKey, Log: f.IO.ErrOut})
 	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), res.Rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), res.Rows)
 	}
-	fmt.Fprintf(f.io.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
-	t := cmdutil.NewTable(f.io.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
+	fmt.Fprintf(f.IO.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
+	t := cmdutil.NewTable(f.IO.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
 	for _, r := range res.Rows {
 		rec, ratio := "", ""
 		if r.Recipe > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
@@ -25,7 +26,7 @@ type benchScaleOptions struct {
 
 // newBenchScaleCmd parses into benchScaleOptions and hands them to runF
 // (tests) or benchScaleRun.
-func newBenchScaleCmd(f *factory, runF func(context.Context, *benchScaleOptions) error) *cobra.Command {
+func newBenchScaleCmd(f *factory.Factory, runF func(context.Context, *benchScaleOptions) error) *cobra.Command {
 	opts := &benchScaleOptions{}
 	cfg := &opts.Config
 	cmd := &cobra.Command{
@@ -99,21 +100,21 @@ line per phase and the summary last.`,
 
 // benchScaleRun runs the benchmark with this binary and prints each phase
 // as it ends, then the summary.
-func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) error {
+func benchScaleRun(ctx context.Context, f *factory.Factory, opts *benchScaleOptions) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	cfg := opts.Config
 	cfg.Bin = self
-	cfg.Log = f.io.ErrOut
+	cfg.Log = f.IO.ErrOut
 	var enc *json.Encoder
 	if opts.JSON {
-		enc = json.NewEncoder(opts.Out(f.io.Out))
+		enc = json.NewEncoder(opts.Out(f.IO.Out))
 	}
 	var printErr error
 	cfg.OnPhase = func(p scalebench.Phase) {
-		err := printScale(f.io.Out, enc, p, p.Lines(), p.Rows(), "")
+		err := printScale(f.IO.Out, enc, p, p.Lines(), p.Rows(), "")
 		if printErr == nil {
 			printErr = err
 		}
@@ -126,7 +127,7 @@ func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) err
 		return printErr
 	}
 	s := rep.Summary
-	if err := printScale(f.io.Out, enc, s, s.Lines(), s.Rows(), s.After()); err != nil {
+	if err := printScale(f.IO.Out, enc, s, s.Lines(), s.Rows(), s.After()); err != nil {
 		return err
 	}
 	if !s.Complete() {

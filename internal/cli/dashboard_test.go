@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/server/pgtest"
 )
@@ -75,7 +76,7 @@ var agentBuild = sync.OnceValues(func() (string, error) {
 var agentBuildDir string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(RunAsMainEnv) == "1" {
+	if os.Getenv(factory.RunAsMainEnv) == "1" {
 		// The local market, started again as this program.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		code := Main(ctx, iostreams.System(), os.Args[1:])

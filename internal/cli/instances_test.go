@@ -254,7 +254,7 @@ func TestLsWhileAnotherProcessHoldsTheDataDir(t *testing.T) {
 // serve` does, at a pace that lets rentals boot within a test.
 func serveSim(t *testing.T) (*sim.Market, *httptest.Server) {
 	t.Helper()
-	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000})
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: sim.DefaultAPIKey, TimeScale: 3000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestLsWhileLockedShowsTheLiveListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: simAPIKey})
+	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: sim.DefaultAPIKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestLsAndCostShowFreshStateAndNeverWrite(t *testing.T) {
 		return fmt.Sprintf("%s/%d events", rec.State, len(evs))
 	}
 	before := recorded()
-	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: simAPIKey})
+	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: sim.DefaultAPIKey})
 	if err != nil {
 		t.Fatal(err)
 	}

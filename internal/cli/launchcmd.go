@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -52,7 +53,7 @@ type launchOptions struct {
 
 // newLaunchCmd parses into launchOptions and hands them to runF (tests) or
 // launchRun.
-func newLaunchCmd(f *factory, runF func(context.Context, *launchOptions) error) *cobra.Command {
+func newLaunchCmd(f *factory.Factory, runF func(context.Context, *launchOptions) error) *cobra.Command {
 	opts := &launchOptions{}
 	cmd := &cobra.Command{
 		Use:   "launch [flags] [QUERY...]",

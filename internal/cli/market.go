@@ -10,6 +10,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/depthplot"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -22,7 +23,7 @@ type depthOptions struct {
 	cmdutil.JSONFlags
 }
 
-func newMarketCmd(f *factory, depthF func(context.Context, *depthOptions) error) *cobra.Command {
+func newMarketCmd(f *factory.Factory, depthF func(context.Context, *depthOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "market", Short: "Market-wide views of the offers"}
 	opts := &depthOptions{}
 	depth := &cobra.Command{
@@ -49,7 +50,7 @@ give together. --plot writes the same curve as an SVG or PNG image.`,
 	return cmd
 }
 
-func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
+func depthRun(ctx context.Context, f *factory.Factory, opts *depthOptions) error {
 	if opts.Plot != "" {
 		if err := depthplot.CheckName(opts.Plot); err != nil {
 			return usageError{err}
@@ -71,12 +72,12 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 		if err := depthplot.Write(opts.Plot, curve, opts.Tops, s.Name()); err != nil {
 			return err
 		}
-		fmt.Fprintf(f.io.ErrOut, "wrote %s\n", opts.Plot)
+		fmt.Fprintf(f.IO.ErrOut, "wrote %s\n", opts.Plot)
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
 	}
-	t := cmdutil.NewTable(f.io.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
+	t := cmdutil.NewTable(f.IO.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
 	for _, r := range rows {
 		per := 0.0
 		if r.DPH > 0 {
@@ -89,7 +90,7 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 		return err
 	}
 	if len(ranked) < opts.Tops[len(opts.Tops)-1] {
-		fmt.Fprintf(f.io.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
+		fmt.Fprintf(f.IO.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -30,7 +31,7 @@ func parseOnly(t *testing.T, cmd *cobra.Command, argv ...string) error {
 // checked apart from what the command then does.
 func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	t.Run("exec", func(t *testing.T) {
 		var got *execOptions
 		cmd := newExecCmd(f, func(_ context.Context, o *execOptions) error { got = o; return nil })
@@ -102,7 +103,7 @@ func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 // the same value typed out: the options record which were given.
 func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var reap *reapOptions
 	if err := parseOnly(t, newReapCmd(f, func(_ context.Context, o *reapOptions) error { reap = o; return nil }), "--fleet", "a", "--orphan-after", "10m"); err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
 
 func TestUpParsesItsFileAndRefusesResumeWithOne(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var got *upOptions
 	capture := func(_ context.Context, o *upOptions) error { got = o; return nil }
 	if err := parseOnly(t, newUpCmd(f, capture), "examples/sweep.yaml", "--results", "out", "--detach", "--coord-addr", "0.0.0.0:9000"); err != nil {
@@ -179,7 +180,7 @@ func refuse[T any](ran *bool) func(context.Context, *T) error {
 // anything is searched.
 func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	t.Run("search", func(t *testing.T) {
 		var got *searchOptions
 		argv := []string{"-n", "-i", "--by", "vcpu", "--all", "--save", "out.json", "-o", "+dph_total", "--limit", "5", "offers", "gpu_ram>=24", "reliability>0.95"}
@@ -300,7 +301,7 @@ func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
 // that contradict each other are usage errors before anything runs.
 func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var ran bool
 	t.Run("rent", func(t *testing.T) {
 		var got *rentOptions
@@ -508,7 +509,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 // parse into options as the other commands do.
 func TestToolCommandsParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var ran bool
 	t.Run("demo and hashwork", func(t *testing.T) {
 		var got *demoOptions

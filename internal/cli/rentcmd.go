@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -32,7 +33,7 @@ type rentOptions struct {
 
 // newRentCmd parses into rentOptions and hands them to runF (tests) or
 // rentRun.
-func newRentCmd(f *factory, runF func(context.Context, *rentOptions) error) *cobra.Command {
+func newRentCmd(f *factory.Factory, runF func(context.Context, *rentOptions) error) *cobra.Command {
 	opts := &rentOptions{}
 	cmd := &cobra.Command{
 		Use:   "rent OFFER_ID",
@@ -72,8 +73,8 @@ takes over 5 minutes), then prints its ssh address.`,
 }
 
 // rentRun is `rent` once its flags are parsed.
-func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
-	f.waitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
+func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
+	f.WaitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
 	offerID := opts.OfferID
 	req, err := launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid}.CreateRequest()
 	if err != nil {
@@ -82,24 +83,24 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
 		return usageError{err}
 	}
-	m, err := f.manager(ctx, holderName("rent", strconv.FormatInt(offerID, 10)))
+	m, err := f.Manager(ctx, factory.HolderName("rent", strconv.FormatInt(offerID, 10)))
 	if err != nil {
 		return err
 	}
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before renting: %w", err)
 	}
-	f.registerFleetKey(ctx, m.P)
+	f.RegisterFleetKey(ctx, m.P)
 	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
+	fmt.Fprintf(f.IO.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
 	if opts.Bid > 0 {
-		f.startBidWatcher()
+		f.StartBidWatcher()
 	}
 	if !opts.NoWait {
-		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.io.ErrOut)
+		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.IO.ErrOut)
 		if err != nil {
 			return err
 		}
@@ -109,7 +110,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), views[0])
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), views[0])
 	}
 	return printInstances(f, views)
 }

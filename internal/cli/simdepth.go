@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -20,7 +21,7 @@ type simDepthOptions struct {
 	seeds []int64
 }
 
-func newSimDepthCmd(f *factory, runF func(context.Context, *simDepthOptions) error) *cobra.Command {
+func newSimDepthCmd(f *factory.Factory, runF func(context.Context, *simDepthOptions) error) *cobra.Command {
 	opts := &simDepthOptions{}
 	cmd := &cobra.Command{
 		Use:   "depth",
@@ -51,15 +52,15 @@ ones, with the deviation of each in percent.`,
 	return cmd
 }
 
-func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
+func simDepthRun(ctx context.Context, f *factory.Factory, opts *simDepthOptions) error {
 	rows, err := sim.CompareDepth(ctx, opts.seeds, opts.Offers)
 	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return jsonarray.Write(opts.Out(f.io.Out), rows)
+		return jsonarray.Write(opts.Out(f.IO.Out), rows)
 	}
-	t := cmdutil.NewTable(f.io.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
+	t := cmdutil.NewTable(f.IO.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
 	for _, r := range rows {
 		t.Row(strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.N),
 			fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.PubVCPU), fmt.Sprintf("%+.0f%%", r.VCPUDevPct),
@@ -69,6 +70,6 @@ func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "largest deviation from the published table: %.1f%%\n", sim.WorstDeviation(rows))
+	fmt.Fprintf(f.IO.ErrOut, "largest deviation from the published table: %.1f%%\n", sim.WorstDeviation(rows))
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/iostreams"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 func TestSimServeRefusesExposure(t *testing.T) {
@@ -25,7 +26,7 @@ func TestSimServeRefusesExposure(t *testing.T) {
 		{[]string{"--addr", "0.0.0.0:0"}, "--public"},
 		{[]string{"--addr", ":0"}, "--public"},
 		{[]string{"--addr", "0.0.0.0:0", "--public"}, "default API key"},
-		{[]string{"--addr", "0.0.0.0:0", "--public", "--api-key", simAPIKey}, "default API key"},
+		{[]string{"--addr", "0.0.0.0:0", "--public", "--api-key", sim.DefaultAPIKey}, "default API key"},
 	} {
 		r := e.fails(append([]string{"sim", "serve", "--no-hosts", "--offers", "10"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.err, tc.want) {
@@ -79,7 +80,7 @@ func TestSimServeBannerHidesTheKey(t *testing.T) {
 		if !strings.Contains(banner, "marketplace on http://127.0.0.1:") {
 			t.Fatalf("no banner: %q", banner)
 		}
-		if strings.Contains(banner, key) || strings.Contains(banner, simAPIKey) {
+		if strings.Contains(banner, key) || strings.Contains(banner, sim.DefaultAPIKey) {
 			t.Errorf("banner shows the key: %q", banner)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/buildinfo"
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 )
 
 // versionOptions is what `version` was asked.
@@ -17,7 +18,7 @@ type versionOptions struct {
 
 // newVersionCmd parses into versionOptions and hands them to runF (tests)
 // or versionRun.
-func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error) *cobra.Command {
+func newVersionCmd(f *factory.Factory, runF func(context.Context, *versionOptions) error) *cobra.Command {
 	opts := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
@@ -35,11 +36,11 @@ func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error
 }
 
 // versionRun is `version` once its flags are parsed.
-func versionRun(_ context.Context, f *factory, opts *versionOptions) error {
+func versionRun(_ context.Context, f *factory.Factory, opts *versionOptions) error {
 	b := buildinfo.Read(Version)
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.io.Out), b)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), b)
 	}
-	_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
+	_, err := fmt.Fprintf(f.IO.Out, "vastfleet %s\n", b)
 	return err
 }
