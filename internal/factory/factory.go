@@ -229,7 +229,7 @@ func (f *Factory) Provider(ctx context.Context) (provider.Provider, error) {
 func (f *Factory) simEndpoint(ctx context.Context) (baseURL, key string, err error) {
 	baseURL, key = f.Opts.APIURL, f.Opts.APIKey
 	switch {
-	case baseURL == "" && f.UsesLocalMarket():
+	case baseURL == "" && f.usesLocalMarket():
 		u, localKey, err := f.connectLocal(ctx)
 		if err != nil {
 			return "", "", err
@@ -265,7 +265,7 @@ func (f *Factory) simEndpoint(ctx context.Context) (baseURL, key string, err err
 	if key == "" {
 		key = sim.DefaultAPIKey
 	} else if key != sim.DefaultAPIKey && f.Opts.APIKey != "" {
-		f.WarnOnce(vast.FlagKeyWarning)
+		f.warnOnce(vast.FlagKeyWarning)
 	}
 	return baseURL, key, nil
 }
@@ -285,13 +285,13 @@ func (f *Factory) vastEndpoint(context.Context) (baseURL, key string, err error)
 		return "", "", usage.Errorf("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
 	}
 	for _, w := range rk.Warnings {
-		f.WarnOnce(w)
+		f.warnOnce(w)
 	}
 	return baseURL, rk.Key, nil
 }
 
-// WarnOnce prints a warning to stderr the first time it is given.
-func (f *Factory) WarnOnce(msg string) {
+// warnOnce prints a warning to stderr the first time it is given.
+func (f *Factory) warnOnce(msg string) {
 	if f.warned == nil {
 		f.warned = map[string]bool{}
 	}
@@ -359,7 +359,7 @@ func (f *Factory) howToShare(err error) error {
 	if f.Opts.Market != "sim" || f.Opts.APIURL != "" || !(errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse)) {
 		return err
 	}
-	if f.UsesLocalMarket() {
+	if f.usesLocalMarket() {
 		// The market is shared already; the lock keeps two writers off
 		// one data dir's fleets.
 		return fmt.Errorf("%w; meanwhile `vastfleet ls`, `cost` and ssh through an exported ssh-config reach the same market without it", err)

@@ -29,13 +29,13 @@ func (f *Factory) Manager(ctx context.Context, holder string) (*fleet.Manager, e
 	if err != nil {
 		return nil, err
 	}
-	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.Log, SelfStops: f.DeadManMoments(st)}, nil
+	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.Log, SelfStops: f.deadManMoments(st)}, nil
 }
 
-// KeepMarketMoving makes a paced virtual clock run on by itself once the
+// keepMarketMoving makes a paced virtual clock run on by itself once the
 // launch that waited on it is over, so that the market's time passes for
 // the agents, billing and the coordinator as it would on a scaled clock.
-func (f *Factory) KeepMarketMoving() {
+func (f *Factory) keepMarketMoving() {
 	v := f.virtual
 	if v == nil {
 		return
@@ -58,13 +58,13 @@ func (f *Factory) Refreshed(ctx context.Context, holder string) (*fleet.Manager,
 	if err != nil {
 		return nil, err
 	}
-	return f.Reconciled(ctx, m, fleet.ReconcileOptions{}), nil
+	return f.reconciled(ctx, m, fleet.ReconcileOptions{}), nil
 }
 
-// Reconciled brings m's store up to the marketplace's listing and keeps
+// reconciled brings m's store up to the marketplace's listing and keeps
 // the orphans it found to show: never dropped, each one bills. A failed
 // reconcile leaves the store as it was, and the command shows that.
-func (f *Factory) Reconciled(ctx context.Context, m *fleet.Manager, opts fleet.ReconcileOptions) *fleet.Manager {
+func (f *Factory) reconciled(ctx context.Context, m *fleet.Manager, opts fleet.ReconcileOptions) *fleet.Manager {
 	rep, err := m.Reconcile(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(f.IO.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
@@ -116,7 +116,7 @@ func (f *Factory) Observed(ctx context.Context) (*fleet.Manager, error) {
 		return err
 	})
 	m := &fleet.Manager{P: p, S: snap, Clock: f.Clock(), Log: f.Log}
-	return f.Reconciled(ctx, m, fleet.ReconcileOptions{LookOnly: true}), nil
+	return f.reconciled(ctx, m, fleet.ReconcileOptions{LookOnly: true}), nil
 }
 
 // checkStoreFile warns, before the database is opened, when the data dir
@@ -169,12 +169,12 @@ func (f *Factory) OrphanViews() []fleet.OrphanView {
 // another process holds the simulated market (Observed); zero otherwise.
 func (f *Factory) FrozenAt() time.Time { return f.frozenAt }
 
-// DeadManMoments reads, from the data dir's coordinator database where
+// deadManMoments reads, from the data dir's coordinator database where
 // one exists, when each instance's agent will have stopped or destroyed
 // it by its dead-man switch (fleet.DeadManMoments). A reconcile after the
 // coordinator was gone for a while (up --resume, down, ls, cost) then
 // dates what the agents did at the moment they did it.
-func (f *Factory) DeadManMoments(st *store.Store) func(context.Context) (map[int64]time.Time, error) {
+func (f *Factory) deadManMoments(st *store.Store) func(context.Context) (map[int64]time.Time, error) {
 	return func(ctx context.Context) (map[int64]time.Time, error) {
 		db, err := f.ExistingCoordDB(ctx)
 		if db == nil {
@@ -199,7 +199,7 @@ func (f *Factory) RegisterFleetKey(ctx context.Context, p provider.Provider) {
 	}
 	key, err := f.FleetKey()
 	if err != nil {
-		f.WarnOnce(fmt.Sprintf("fleet SSH key: %v (instances will get it attached when first reached)", err))
+		f.warnOnce(fmt.Sprintf("fleet SSH key: %v (instances will get it attached when first reached)", err))
 		return
 	}
 	keys, err := km.ListSSHKeys(ctx)
@@ -212,7 +212,7 @@ func (f *Factory) RegisterFleetKey(ctx context.Context, p provider.Provider) {
 		_, err = km.RegisterSSHKey(ctx, key.Authorized)
 	}
 	if err != nil && ctx.Err() == nil {
-		f.WarnOnce(fmt.Sprintf("registering the fleet SSH key on the account: %v (instances will get it attached when first reached)", err))
+		f.warnOnce(fmt.Sprintf("registering the fleet SSH key on the account: %v (instances will get it attached when first reached)", err))
 	}
 }
 
@@ -267,8 +267,8 @@ func (f *Factory) BidWatchDeps(ctx context.Context) (bidwatch.Deps, error) {
 	if err != nil {
 		return bidwatch.Deps{}, err
 	}
-	d := bidwatch.Deps{Dir: dir, Provider: p, Store: st, Clock: f.Clock(), Log: f.Log, SelfStops: f.DeadManMoments(st)}
-	if f.Opts.Market == "sim" && f.Opts.APIURL == "" && f.UsesLocalMarket() {
+	d := bidwatch.Deps{Dir: dir, Provider: p, Store: st, Clock: f.Clock(), Log: f.Log, SelfStops: f.deadManMoments(st)}
+	if f.Opts.Market == "sim" && f.Opts.APIURL == "" && f.usesLocalMarket() {
 		d.MarketStopped = func(ctx context.Context) bool {
 			_, ok := localmarket.Served(ctx, filepath.Join(dir, "sim"))
 			return !ok
@@ -296,7 +296,7 @@ func (f *Factory) StartBidWatcher() {
 	case "0", "off", "false":
 		return
 	}
-	if f.Opts.Market == "sim" && f.Opts.APIURL == "" && !f.UsesLocalMarket() {
+	if f.Opts.Market == "sim" && f.Opts.APIURL == "" && !f.usesLocalMarket() {
 		return
 	}
 	dir, err := f.DataDir()

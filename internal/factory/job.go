@@ -205,7 +205,7 @@ func (l *JobLauncher) Grow(ctx context.Context, add int) (launch.Summary, error)
 	return launch.Grow(ctx, l.M, l.ID, add, nil, l.Spec.Checks)
 }
 
-func (l *JobLauncher) Running() { l.running.Do(l.F.KeepMarketMoving) }
+func (l *JobLauncher) Running() { l.running.Do(l.F.keepMarketMoving) }
 
 // CoordDB opens the data dir's coordinator database (findings, items),
 // for a job whose coordinator no longer runs.

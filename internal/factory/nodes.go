@@ -54,9 +54,9 @@ func (f *Factory) NodeOps(p provider.Provider, parallel int) (*nodes.Ops, error)
 	return o, nil
 }
 
-// RunningNodes are the running instances among ids, as nodes with the
+// runningNodes are the running instances among ids, as nodes with the
 // operations that reach them; none (nil ops) when none runs.
-func (f *Factory) RunningNodes(ctx context.Context, st *store.Store, ids []int64) ([]nodes.Node, *nodes.Ops, error) {
+func (f *Factory) runningNodes(ctx context.Context, st *store.Store, ids []int64) ([]nodes.Node, *nodes.Ops, error) {
 	running := nodes.Running(ctx, st, ids)
 	if len(running) == 0 {
 		return nil, nil, nil
@@ -73,7 +73,7 @@ func (f *Factory) RunningNodes(ctx context.Context, st *store.Store, ids []int64
 // directory holds a file newer than their last collect (or any file, never
 // collected), and the ones that could not be checked.
 func (f *Factory) Uncollected(ctx context.Context, st *store.Store, ids []int64, resultsDir string) (map[int64]string, error) {
-	ns, o, err := f.RunningNodes(ctx, st, ids)
+	ns, o, err := f.runningNodes(ctx, st, ids)
 	if o == nil {
 		return map[int64]string{}, err
 	}
@@ -93,7 +93,7 @@ func (f *Factory) CollectNodes(ctx context.Context, p provider.Provider, ns []no
 // CollectBeforeDestroy is destroy --collect: every running node's results
 // into ./results, refusing the destroy when a node could not be collected.
 func (f *Factory) CollectBeforeDestroy(ctx context.Context, st *store.Store, ids []int64, resultsDir string) error {
-	ns, o, err := f.RunningNodes(ctx, st, ids)
+	ns, o, err := f.runningNodes(ctx, st, ids)
 	if o == nil {
 		return err
 	}

@@ -113,11 +113,11 @@ func (f *Factory) servedSim() (string, bool) {
 // test binary.
 const RunAsMainEnv = "VASTFLEET_RUN_AS_MAIN"
 
-// UsesLocalMarket: --market sim without --api-url talks to the data
+// usesLocalMarket: --market sim without --api-url talks to the data
 // dir's local market process (package localmarket), unless
 // VASTFLEET_SIM_LOCAL=off opens the market in this command's own process
 // for the command's lifetime, as before the local market.
-func (f *Factory) UsesLocalMarket() bool {
+func (f *Factory) usesLocalMarket() bool {
 	switch f.IO.Getenv("VASTFLEET_SIM_LOCAL") {
 	case "0", "off", "false":
 		return false
