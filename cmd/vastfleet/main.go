@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/vastfleet/vastfleet/internal/cli"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 )
 
 func main() { os.Exit(run()) }
@@ -49,7 +50,7 @@ func run() int {
 		// which would otherwise kill the child before it stops its work.
 		signal.Reset(os.Interrupt, syscall.SIGHUP)
 	}()
-	code := cli.Main(ctx, cli.System(), os.Args[1:])
+	code := cli.Main(ctx, iostreams.System(), os.Args[1:])
 	cancel()
 	return code
 }

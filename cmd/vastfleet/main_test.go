@@ -18,7 +18,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/vastfleet/vastfleet/internal/cli"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/localmarket"
 )
 
@@ -45,7 +45,7 @@ var builtDir string
 // testscript run the scripts' "vastfleet" as this test binary, entering
 // main instead of the tests.
 func TestMain(m *testing.M) {
-	if os.Getenv(cli.RunAsMainEnv) == "1" {
+	if os.Getenv(factory.RunAsMainEnv) == "1" {
 		main() // the local market, started again as this program
 	}
 	dir, err := os.MkdirTemp("", "vastfleet-config-")

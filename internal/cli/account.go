@@ -7,19 +7,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
-	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // balanceOptions is what `balance` was asked.
 type balanceOptions struct {
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBalanceCmd parses into balanceOptions and hands them to runF (tests)
 // or balanceRun.
-func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error) *cobra.Command {
+func newBalanceCmd(f *factory.Factory, runF func(context.Context, *balanceOptions) error) *cobra.Command {
 	opts := &balanceOptions{}
 	cmd := &cobra.Command{
 		Use:   "balance",
@@ -31,12 +32,12 @@ func newBalanceCmd(f *factory, runF func(context.Context, *balanceOptions) error
 			return balanceRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // balanceRun is `balance` once its flags are parsed.
-func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
+func balanceRun(ctx context.Context, f *factory.Factory, opts *balanceOptions) error {
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return err
@@ -46,9 +47,9 @@ func balanceRun(ctx context.Context, f *factory, opts *balanceOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), u)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), u)
 	}
-	fmt.Fprintf(f.io.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
+	fmt.Fprintf(f.IO.Out, "account %d (%s): balance $%.2f, credit $%.2f\n", u.ID, termSafe(u.Username), u.Balance, u.Credit)
 	return nil
 }
 
@@ -61,12 +62,12 @@ type logsOptions struct {
 	Tail       int
 	Node       string
 	Session    string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newLogsCmd parses into logsOptions and hands them to runF (tests) or
 // logsRun; --node and --session with an instance id are a usage error.
-func newLogsCmd(f *factory, runF func(context.Context, *logsOptions) error) *cobra.Command {
+func newLogsCmd(f *factory.Factory, runF func(context.Context, *logsOptions) error) *cobra.Command {
 	opts := &logsOptions{}
 	cmd := &cobra.Command{
 		Use:   "logs ID|JOB",
@@ -107,17 +108,17 @@ the node; a node that does not answer gives its container log instead.
 	cmd.Flags().StringVar(&opts.Node, "node", "", "with JOB: only this node (rank, node-RANK or instance id)")
 	cmd.Flags().StringVar(&opts.Session, "session", "", "with JOB: only this session's log (default: every session's)")
 	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // logsRun is `logs` once its flags are parsed: a job's session logs or an
 // instance's container log.
-func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
+func logsRun(ctx context.Context, f *factory.Factory, opts *logsOptions) error {
 	if opts.InstanceID == 0 {
 		return jobLogs(ctx, f, opts.Target, opts.Node, opts.Session, opts.Tail, opts.JSONFlags)
 	}
-	op, err := f.operator(ctx)
+	op, err := f.Operator(ctx)
 	if err != nil {
 		return err
 	}
@@ -126,32 +127,18 @@ func logsRun(ctx context.Context, f *factory, opts *logsOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"id": opts.InstanceID, "log": text})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"id": opts.InstanceID, "log": text})
 	}
-	_, err = fmt.Fprint(f.io.Out, termsafe.Text(text))
+	_, err = fmt.Fprint(f.IO.Out, termsafe.Text(text))
 	return err
 }
 
-// operator is the marketplace client's instance operations (logs,
-// execute), which every client here has.
-func (f *factory) operator(ctx context.Context) (provider.Operator, error) {
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, err
-	}
-	op, ok := p.(provider.Operator)
-	if !ok {
-		return nil, fmt.Errorf("this marketplace client cannot fetch logs")
-	}
-	return op, nil
-}
-
-func newSSHURLCmd(f *factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+func newSSHURLCmd(f *factory.Factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
 	return newRouteURLCmd(f, "ssh", runF)
 }
 
 // newSCPURLCmd is `scp-url ID`: the same route as ssh-url, as scp://.
-func newSCPURLCmd(f *factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+func newSCPURLCmd(f *factory.Factory, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
 	return newRouteURLCmd(f, "scp", runF)
 }
 
@@ -160,12 +147,12 @@ type routeURLOptions struct {
 	// Scheme is ssh or scp.
 	Scheme string
 	ID     int64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newRouteURLCmd is `ssh-url` or `scp-url` (scheme): it parses into
 // routeURLOptions and hands them to runF (tests) or routeURLRun.
-func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
+func newRouteURLCmd(f *factory.Factory, scheme string, runF func(context.Context, *routeURLOptions) error) *cobra.Command {
 	opts := &routeURLOptions{Scheme: scheme}
 	cmd := &cobra.Command{
 		Use:   scheme + "-url ID",
@@ -183,12 +170,12 @@ func newRouteURLCmd(f *factory, scheme string, runF func(context.Context, *route
 			return routeURLRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // routeURLRun is `ssh-url` or `scp-url` once its flags are parsed.
-func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
+func routeURLRun(ctx context.Context, f *factory.Factory, opts *routeURLOptions) error {
 	scheme, id := opts.Scheme, opts.ID
 	p, err := f.Provider(ctx)
 	if err != nil {
@@ -196,11 +183,11 @@ func routeURLRun(ctx context.Context, f *factory, opts *routeURLOptions) error {
 	}
 	r, err := nodes.RouteOf(ctx, p, id, scheme)
 	if err != nil {
-		return nodesUsage(err)
+		return nodes.AsUsage(err)
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"id": id, scheme + "_url": r.URL, "ssh_host": r.Host, "ssh_port": r.Port})
 	}
-	_, err = fmt.Fprintln(f.io.Out, r.URL)
+	_, err = fmt.Fprintln(f.IO.Out, r.URL)
 	return err
 }

@@ -19,7 +19,7 @@ func TestFleetKeyRegisteredOnAccountBeforeCreate(t *testing.T) {
 	t.Parallel()
 	// This market runs on wall time, as a shared one does: slow enough that
 	// a busy machine still boots two instances well inside the deadline.
-	mkt, err := sim.New(sim.Config{Seed: 5, APIKey: simAPIKey, TimeScale: 100, HostDir: t.TempDir()})
+	mkt, err := sim.New(sim.Config{Seed: 5, APIKey: sim.DefaultAPIKey, TimeScale: 100, HostDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestFleetKeyRegisteredOnAccountBeforeCreate(t *testing.T) {
 		t.Errorf("%d account key registrations, want 1", n)
 	}
 	req, _ := http.NewRequest("GET", srv.URL+"/api/v0/ssh/", nil)
-	req.Header.Set("Authorization", "Bearer "+simAPIKey)
+	req.Header.Set("Authorization", "Bearer "+sim.DefaultAPIKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -6,12 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/agent"
+	"github.com/vastfleet/vastfleet/internal/factory"
 )
 
 // newAgentCmd runs the on-instance agent from this binary, for
 // coordinators that serve it when no small vastfleet-agent binary is at
 // hand; the onstart starts either as `… agent`.
-func newAgentCmd(f *factory) *cobra.Command {
+func newAgentCmd(f *factory.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agent",
 		Short: "Run the on-instance agent (configured by VASTFLEET_* environment variables; started by the onstart)",
@@ -25,11 +26,11 @@ Exit status: 0 stopped, 2 bad configuration, 3 the dead-man switch acted.`,
 		Args:   cobra.NoArgs,
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := agent.FromEnv(f.io.Getenv)
+			cfg, err := agent.FromEnv(f.IO.Getenv)
 			if err != nil {
 				return usageError{err}
 			}
-			err = agent.Run(cmd.Context(), cfg, slog.New(slog.NewTextHandler(f.io.ErrOut, nil)))
+			err = agent.Run(cmd.Context(), cfg, slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)))
 			if agent.StoppedItself(err) {
 				return partialError{err} // exit 3, as vastfleet-agent
 			}

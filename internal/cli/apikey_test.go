@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -17,7 +18,7 @@ import (
 func runWithEnv(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	ios := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb, Getenv: func(k string) string { return env[k] }}
+	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb, Getenv: func(k string) string { return env[k] }}
 	code := Main(context.Background(), ios, args)
 	return result{out: out.String(), err: errb.String(), code: code}
 }

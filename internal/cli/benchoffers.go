@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/jsonarray"
@@ -31,13 +33,13 @@ type benchOffersOptions struct {
 	Image       string
 	Disk        float64
 	Fleet       string
-	JSONFlags
+	cmdutil.JSONFlags
 	Query []string
 }
 
 // newBenchOffersCmd parses into benchOffersOptions and hands them to runF
 // (tests) or benchOffersRun.
-func newBenchOffersCmd(f *factory, runF func(context.Context, *benchOffersOptions) error) *cobra.Command {
+func newBenchOffersCmd(f *factory.Factory, runF func(context.Context, *benchOffersOptions) error) *cobra.Command {
 	opts := &benchOffersOptions{}
 	cmd := &cobra.Command{
 		Use:   "offers --probe CMD [--top N] [--save FILE] [QUERY...]",
@@ -93,16 +95,16 @@ one at a time (--parallel), since its machines share this computer's cores.`,
 	fl.StringVar(&opts.Image, "image", launch.DefaultImage, "docker image")
 	fl.Float64Var(&opts.Disk, "disk", launch.DefaultDisk, "disk GB per instance")
 	fl.StringVar(&opts.Fleet, "fleet", "", "fleet the probe instances belong to (default: probe-<time>)")
-	addJSONFlags(fl, &opts.JSONFlags, "print the result (rows, listing_pick, listing_pick_share, destroyed) as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result (rows, listing_pick, listing_pick_share, destroyed) as JSON")
 	limitFlags(fl, bounds{"top", "1", strconv.Itoa(offerbench.MaxTop)}, bounds{"timeout", "1s", "24h"},
 		bounds{"boot-timeout", "0", "720h"}, bounds{"parallel", "0", strconv.Itoa(offerbench.MaxTop)}, bounds{"disk", ">0", "100000"})
 	return cmd
 }
 
 // benchOffersRun is `bench offers` once its flags are parsed.
-func benchOffersRun(ctx context.Context, f *factory, opts *benchOffersOptions) error {
-	f.waitsOnMarket = true // the market moves while the instances boot
-	f.simHosts = true      // the probes reach into the simulated machines
+func benchOffersRun(ctx context.Context, f *factory.Factory, opts *benchOffersOptions) error {
+	f.WaitsOnMarket = true // the market moves while the instances boot
+	f.SimHosts = true      // the probes reach into the simulated machines
 	name := opts.Fleet
 	if name == "" {
 		name = "probe-" + time.Now().UTC().Format("20060102-150405")
@@ -116,29 +118,29 @@ func benchOffersRun(ctx context.Context, f *factory, opts *benchOffersOptions) e
 	}
 	args := opts.Query
 	if len(args) == 0 && !opts.query.NoDefault {
-		fmt.Fprintf(f.io.ErrOut, "no query: probing offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
+		fmt.Fprintf(f.IO.ErrOut, "no query: probing offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
 		args = []string{launch.DefaultFilter}
 	}
 	cands, _, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, 0)
 	if err != nil {
 		return err
 	}
-	m, err := f.manager(ctx, holderName("bench", "offers", "--fleet", name))
+	m, err := f.Manager(ctx, factory.HolderName("bench", "offers", "--fleet", name))
 	if err != nil {
 		return err
 	}
-	f.registerFleetKey(ctx, m.P)
+	f.RegisterFleetKey(ctx, m.P)
 	parallel := opts.Parallel
-	if parallel == 0 && f.opts.Market == "sim" {
+	if parallel == 0 && f.Opts.Market == "sim" {
 		parallel = 1
 	}
-	ops, err := f.nodeOps(m.P, max(parallel, 1))
+	ops, err := f.NodeOps(m.P, max(parallel, 1))
 	if err != nil {
 		return err
 	}
 	res, err := offerbench.Run(ctx, offerbench.Deps{Manager: m, Ops: ops}, cands, offerbench.Config{
 		Probe: opts.Probe, Top: opts.Top, Timeout: opts.Timeout, BootTimeout: opts.BootTimeout,
-		Parallel: parallel, Fleet: name, Create: create, Log: f.io.ErrOut,
+		Parallel: parallel, Fleet: name, Create: create, Log: f.IO.ErrOut,
 	})
 	if err != nil {
 		return err
@@ -147,18 +149,18 @@ func benchOffersRun(ctx context.Context, f *factory, opts *benchOffersOptions) e
 }
 
 // reportBenchOffers saves the ranking (--save) and prints the result.
-func reportBenchOffers(f *factory, opts *benchOffersOptions, res offerbench.Result) error {
+func reportBenchOffers(f *factory.Factory, opts *benchOffersOptions, res offerbench.Result) error {
 	var err error
 	if opts.Save != "" {
 		if err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return jsonarray.Write(w, res.Ranking) }); err != nil {
 			return fmt.Errorf("--save: %w", err)
 		}
-		fmt.Fprintf(f.io.ErrOut, "saved %d measured offers to %s\n", len(res.Ranking), opts.Save)
+		fmt.Fprintf(f.IO.ErrOut, "saved %d measured offers to %s\n", len(res.Ranking), opts.Save)
 	}
 	if opts.JSON {
-		err = writeJSON(opts.out(f.io.Out), res)
+		err = cmdutil.WriteJSON(opts.Out(f.IO.Out), res)
 	} else {
-		err = printBenchOffers(f.io.Out, res)
+		err = printBenchOffers(f.IO.Out, res)
 	}
 	if err != nil {
 		return err
@@ -172,31 +174,31 @@ func reportBenchOffers(f *factory, opts *benchOffersOptions, res offerbench.Resu
 // end), then the offers ordered by measured units per dollar. A probe
 // that passes nowhere stops the job: the benchmark is broken, or no
 // machine runs it.
-func probedOffers(ctx context.Context, f *factory, jf *jobfile.Job, ranked []market.Ranked) ([]market.Ranked, error) {
+func probedOffers(ctx context.Context, f *factory.Factory, jf *jobfile.Job, ranked []market.Ranked) ([]market.Ranked, error) {
 	p := jf.Probe
 	name := "probe-" + time.Now().UTC().Format("20060102-150405")
-	m, err := f.manager(ctx, holderName("up", "probe", name))
+	m, err := f.Manager(ctx, factory.HolderName("up", "probe", name))
 	if err != nil {
 		return nil, err
 	}
-	f.registerFleetKey(ctx, m.P)
+	f.RegisterFleetKey(ctx, m.P)
 	parallel := 0
-	if f.opts.Market == "sim" {
+	if f.Opts.Market == "sim" {
 		parallel = 1 // the simulated machines share this computer's cores
 	}
-	ops, err := f.nodeOps(m.P, max(parallel, 1))
+	ops, err := f.NodeOps(m.P, max(parallel, 1))
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(f.io.ErrOut, "probe: running %q on one instance of each of the top %d machine types (fleet %s)\n", p.Command, cmp.Or(p.Top, offerbench.DefaultTop), name)
+	fmt.Fprintf(f.IO.ErrOut, "probe: running %q on one instance of each of the top %d machine types (fleet %s)\n", p.Command, cmp.Or(p.Top, offerbench.DefaultTop), name)
 	res, err := offerbench.Run(ctx, offerbench.Deps{Manager: m, Ops: ops}, ranked, offerbench.Config{
 		Probe: p.Command, Top: cmp.Or(p.Top, offerbench.DefaultTop), Timeout: p.Timeout, BootTimeout: launch.DefaultBootTimeout,
-		Parallel: parallel, Fleet: name, Create: launch.Create(cmp.Or(jf.Image, launch.DefaultImage), cmp.Or(jf.Disk, launch.DefaultDisk)), Log: f.io.ErrOut,
+		Parallel: parallel, Fleet: name, Create: launch.Create(cmp.Or(jf.Image, launch.DefaultImage), cmp.Or(jf.Disk, launch.DefaultDisk)), Log: f.IO.ErrOut,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := printBenchOffers(f.io.ErrOut, res); err != nil {
+	if err := printBenchOffers(f.IO.ErrOut, res); err != nil {
 		return nil, err
 	}
 	if len(res.Ranking) == 0 {
@@ -206,7 +208,7 @@ func probedOffers(ctx context.Context, f *factory, jf *jobfile.Job, ranked []mar
 }
 
 func printBenchOffers(w io.Writer, res offerbench.Result) error {
-	t := newTable(w, "RANK", "OFFER", "MODEL", "CPU", "VCPU", "$/HR", "UNITS/S", "UNITS/$", "$/VCPU RANK", "STATUS")
+	t := cmdutil.NewTable(w, "RANK", "OFFER", "MODEL", "CPU", "VCPU", "$/HR", "UNITS/S", "UNITS/$", "$/VCPU RANK", "STATUS")
 	for _, r := range res.Rows {
 		rank, ups, upd := "-", "-", "-"
 		if r.Passed() {
@@ -217,10 +219,10 @@ func printBenchOffers(w io.Writer, res offerbench.Result) error {
 		if r.Error != "" {
 			status += ": " + termSafe(r.Error)
 		}
-		t.row(rank, strconv.FormatInt(r.OfferID, 10), r.Model, r.CPU, strconv.FormatFloat(r.VCPU, 'g', 4, 64),
+		t.Row(rank, strconv.FormatInt(r.OfferID, 10), r.Model, r.CPU, strconv.FormatFloat(r.VCPU, 'g', 4, 64),
 			fmt.Sprintf("%.4f", r.DPH), ups, upd, strconv.Itoa(r.ListingRank), status)
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	if res.ListingPickShare != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -199,7 +201,7 @@ func TestBenchOffersDestroysOnInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errb := &cancelOn{word: "probing 3 instances", cancel: cancel}
-	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errb, Getenv: func(k string) string {
+	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errb, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
@@ -225,7 +227,7 @@ func TestBenchOffersDestroysOnInterrupt(t *testing.T) {
 // out of range stop it before anything is searched or rented.
 func TestBenchOffersParsesIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var got *benchOffersOptions
 	if err := parseOnly(t, newBenchOffersCmd(f, capture(&got)), "--probe", "echo 1", "--top", "3", "--timeout", "30s",
 		"--save", "p.json", "--by", "dlperf", "-n", "num_gpus=1"); err != nil {

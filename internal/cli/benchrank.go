@@ -9,6 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/benchrank"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 type benchRankOptions struct {
@@ -17,12 +20,12 @@ type benchRankOptions struct {
 	Recipe  string
 	File    string
 	Seconds float64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBenchRankCmd parses into benchRankOptions and hands them to runF
 // (tests) or benchRankRun.
-func newBenchRankCmd(f *factory, runF func(context.Context, *benchRankOptions) error) *cobra.Command {
+func newBenchRankCmd(f *factory.Factory, runF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	opts := &benchRankOptions{}
 	cmd := &cobra.Command{
 		Use:   "rank",
@@ -53,11 +56,11 @@ The dump is generated with the recipe's --gen unless --file names one.`,
 	cmd.Flags().StringVar(&opts.File, "file", "", "rank this offers JSON array instead of a generated one")
 	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 3, "how long to measure the simulator's search rate")
 	limitFlags(cmd.Flags(), bounds{"offers", "1", "10000000"}, bounds{"pairs", "1", "1000"}, bounds{"seconds", ">0", "3600"})
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the rows as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the rows as JSON")
 	return cmd
 }
 
-func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error {
+func benchRankRun(ctx context.Context, f *factory.Factory, opts *benchRankOptions) error {
 	if opts.Offers < 1 || opts.Pairs < 1 || opts.Seconds <= 0 {
 		return usagef("--offers, --pairs and --seconds must be positive")
 	}
@@ -75,22 +78,22 @@ func benchRankRun(ctx context.Context, f *factory, opts *benchRankOptions) error
 		return err
 	}
 	res, err := benchrank.Run(ctx, benchrank.Config{Bin: self, Recipe: recipe, File: opts.File,
-		Offers: opts.Offers, Pairs: opts.Pairs, Seconds: opts.Seconds, APIKey: simAPIKey, Log: f.io.ErrOut})
+		Offers: opts.Offers, Pairs: opts.Pairs, Seconds: opts.Seconds, APIKey: sim.DefaultAPIKey, Log: f.IO.ErrOut})
 	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), res.Rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), res.Rows)
 	}
-	fmt.Fprintf(f.io.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
-	t := newTable(f.io.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
+	fmt.Fprintf(f.IO.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
+	t := cmdutil.NewTable(f.IO.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
 	for _, r := range res.Rows {
 		rec, ratio := "", ""
 		if r.Recipe > 0 {
 			rec = strconv.FormatFloat(r.Recipe, 'g', 4, 64)
 			ratio = fmt.Sprintf("%.1fx", r.Ratio)
 		}
-		t.row(r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio)
+		t.Row(r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio)
 	}
-	return t.flush()
+	return t.Flush()
 }

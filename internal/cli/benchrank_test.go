@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/benchrank"
+	"github.com/vastfleet/vastfleet/internal/factory"
 )
 
 // bench rank compared unlike things (issue 28): its search --all ratio set
@@ -31,7 +32,7 @@ func TestBenchRankComparesLikeWithLike(t *testing.T) {
 	// processes bench rank starts of itself: no build to wait for.
 	cmd := exec.Command(os.Args[0], "--data-dir", t.TempDir(), "bench", "rank", "--recipe", recipe,
 		"--offers", "2000", "--pairs", "1", "--seconds", "0.2", "--json")
-	cmd.Env = append(os.Environ(), RunAsMainEnv+"=1")
+	cmd.Env = append(os.Environ(), factory.RunAsMainEnv+"=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
@@ -19,12 +21,12 @@ type benchScaleOptions struct {
 	Config     scalebench.Config
 	SyncMB     float64
 	MemFloorMB float64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBenchScaleCmd parses into benchScaleOptions and hands them to runF
 // (tests) or benchScaleRun.
-func newBenchScaleCmd(f *factory, runF func(context.Context, *benchScaleOptions) error) *cobra.Command {
+func newBenchScaleCmd(f *factory.Factory, runF func(context.Context, *benchScaleOptions) error) *cobra.Command {
 	opts := &benchScaleOptions{}
 	cfg := &opts.Config
 	cmd := &cobra.Command{
@@ -92,27 +94,27 @@ line per phase and the summary last.`,
 		bounds{"deadline", "1m", "8760h"}, bounds{"heartbeat", "100ms", "1h"}, bounds{"probe-timeout", "1s", "24h"}, bounds{"work", "1", "1000000000"},
 		bounds{"sync-mb", ">0", "100000"}, bounds{"sync-files", "1", "100000"}, bounds{"phase-timeout", "1s", "720h"},
 		bounds{"mem-floor-mb", "0", "10000000"})
-	addJSONFlags(fl, &opts.JSONFlags, "print one JSON line per phase, the summary last")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print one JSON line per phase, the summary last")
 	return cmd
 }
 
 // benchScaleRun runs the benchmark with this binary and prints each phase
 // as it ends, then the summary.
-func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) error {
+func benchScaleRun(ctx context.Context, f *factory.Factory, opts *benchScaleOptions) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	cfg := opts.Config
 	cfg.Bin = self
-	cfg.Log = f.io.ErrOut
+	cfg.Log = f.IO.ErrOut
 	var enc *json.Encoder
 	if opts.JSON {
-		enc = json.NewEncoder(opts.out(f.io.Out))
+		enc = json.NewEncoder(opts.Out(f.IO.Out))
 	}
 	var printErr error
 	cfg.OnPhase = func(p scalebench.Phase) {
-		err := printScale(f.io.Out, enc, p, p.Lines(), p.Rows(), "")
+		err := printScale(f.IO.Out, enc, p, p.Lines(), p.Rows(), "")
 		if printErr == nil {
 			printErr = err
 		}
@@ -125,7 +127,7 @@ func benchScaleRun(ctx context.Context, f *factory, opts *benchScaleOptions) err
 		return printErr
 	}
 	s := rep.Summary
-	if err := printScale(f.io.Out, enc, s, s.Lines(), s.Rows(), s.After()); err != nil {
+	if err := printScale(f.IO.Out, enc, s, s.Lines(), s.Rows(), s.After()); err != nil {
 		return err
 	}
 	if !s.Complete() {
@@ -146,11 +148,11 @@ func printScale(w io.Writer, enc *json.Encoder, v any, lines []string, rows [][]
 	if rows == nil {
 		return nil
 	}
-	t := newTable(w, scalebench.UsageHeader...)
+	t := cmdutil.NewTable(w, scalebench.UsageHeader...)
 	for _, r := range rows {
-		t.row(r...)
+		t.Row(r...)
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, after)

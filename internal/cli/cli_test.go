@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
@@ -65,7 +67,7 @@ func (e *env) run(args ...string) result {
 func (e *env) runIn(stdin string, args ...string) result {
 	e.t.Helper()
 	var out, errb bytes.Buffer
-	ios := &IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errb, Getenv: func(k string) string {
+	ios := &iostreams.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errb, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
@@ -446,8 +448,8 @@ func shellWords(s string) ([]string, error) {
 // Every command on the real API goes through one paced client.
 func TestRealAPIIsPaced(t *testing.T) {
 	t.Parallel()
-	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(string) string { return "" }})
-	f.opts = globalOptions{Market: "vast", APIKey: "k", APIURL: "http://127.0.0.1:1", APIRate: 3, SimSpeed: 60}
+	f := factory.New(&iostreams.IOStreams{ErrOut: io.Discard, Getenv: func(string) string { return "" }}, Version)
+	f.Opts = factory.Options{Market: "vast", APIKey: "k", APIURL: "http://127.0.0.1:1", APIRate: 3, SimSpeed: 60}
 	p, err := f.Provider(context.Background())
 	if err != nil {
 		t.Fatal(err)

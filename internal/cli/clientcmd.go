@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
@@ -17,28 +19,12 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// contextsPath is the client's contexts file (server.ContextsPath).
-func (f *factory) contextsPath() (string, error) { return server.ContextsPath(f.io.Getenv) }
-
-// serverClient is the server this command talks to, if any (server.ClientFor):
-// --server URL, else the current context; VASTFLEET_TOKEN overrides a token.
-func (f *factory) serverClient() (*server.Client, error) {
-	if f.opts.Server == server.Local {
-		return nil, nil
-	}
-	path, err := f.contextsPath()
-	if err != nil {
-		return nil, err
-	}
-	return server.ClientFor(path, f.opts.Server, f.io.Getenv("VASTFLEET_TOKEN"), Version)
-}
-
 // remotable makes cmd run on the server when there is one: up submits
 // and follows, the others are run there as typed.
-func remotable(f *factory, cmd *cobra.Command) *cobra.Command {
+func remotable(f *factory.Factory, cmd *cobra.Command) *cobra.Command {
 	local := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		cl, err := f.serverClient()
+		cl, err := f.ServerClient()
 		if err != nil {
 			return err
 		}
@@ -49,7 +35,7 @@ func remotable(f *factory, cmd *cobra.Command) *cobra.Command {
 			return remoteUp(c, f, cl, args)
 		}
 		argv := append([]string{c.Name()}, flagArgs(c)...)
-		return exitErr(cl.Run(c.Context(), append(argv, args...), f.io.Out, f.io.ErrOut))
+		return exitErr(cl.Run(c.Context(), append(argv, args...), f.IO.Out, f.IO.ErrOut))
 	}
 	return cmd
 }
@@ -77,7 +63,7 @@ func flagArgs(c *cobra.Command) []string {
 // remoteUp sends the task file, its workdir and items file to the server
 // which runs the job, and follows its output to the end (or, with
 // --detach, returns once it is queued).
-func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) error {
+func remoteUp(c *cobra.Command, f *factory.Factory, cl *server.Client, args []string) error {
 	for _, name := range []string{"resume", "coord-addr", "agent-bin", "results", "on-interrupt", "job-id"} {
 		if c.Flags().Changed(name) {
 			return usagef("up --%s is for a local up; against a server, up FILE [--json] [--detach] (the server keeps the results: `vastfleet down JOB` there)", name)
@@ -88,7 +74,7 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 		path = args[0]
 	}
 	var bundle bytes.Buffer
-	name, nfiles, err := server.PackTask(&bundle, path, syncExcludes())
+	name, nfiles, err := server.PackTask(&bundle, path, factory.SyncExcludes())
 	if err != nil {
 		return err
 	}
@@ -98,21 +84,21 @@ func remoteUp(c *cobra.Command, f *factory, cl *server.Client, args []string) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "job %s submitted to %s (%d files); `vastfleet status %s`, `vastfleet down %s`\n", id, cl.URL, nfiles, id, id)
+	fmt.Fprintf(f.IO.ErrOut, "job %s submitted to %s (%d files); `vastfleet status %s`, `vastfleet down %s`\n", id, cl.URL, nfiles, id, id)
 	// With --jq the report the server's up prints goes through the
 	// expression here, as a local up's would.
 	jq, _ := c.Flags().GetString("jq")
-	out := JSONFlags{JSON: asJSON, JQ: jq}.out(f.io.Out)
+	out := cmdutil.JSONFlags{JSON: asJSON, JQ: jq}.Out(f.IO.Out)
 	if detach, _ := c.Flags().GetBool("detach"); detach {
 		if asJSON {
-			return writeJSON(out, map[string]string{"job": id, "server": cl.URL})
+			return cmdutil.WriteJSON(out, map[string]string{"job": id, "server": cl.URL})
 		}
-		fmt.Fprintln(f.io.Out, id)
+		fmt.Fprintln(f.IO.Out, id)
 		return nil
 	}
-	code, err := cl.Follow(ctx, id, out, f.io.ErrOut, func(note string) { fmt.Fprintf(f.io.ErrOut, "note: %s\n", note) })
+	code, err := cl.Follow(ctx, id, out, f.IO.ErrOut, func(note string) { fmt.Fprintf(f.IO.ErrOut, "note: %s\n", note) })
 	if ctx.Err() != nil {
-		fmt.Fprintf(f.io.ErrOut, "\nstopped following; job %s runs on on the server (`vastfleet down %s` ends it)\n", id, id)
+		fmt.Fprintf(f.IO.ErrOut, "\nstopped following; job %s runs on on the server (`vastfleet down %s` ends it)\n", id, id)
 		return ctx.Err()
 	}
 	return exitErr(code, err)
@@ -133,10 +119,10 @@ func exitErr(code int, err error) error {
 type contextOptions struct {
 	TokenFile string
 	Pin       string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
-func newContextCmd(f *factory) *cobra.Command {
+func newContextCmd(f *factory.Factory) *cobra.Command {
 	opts := &contextOptions{}
 	cmd := &cobra.Command{
 		Use:   "context",
@@ -158,7 +144,7 @@ func newContextCmd(f *factory) *cobra.Command {
 				if cs.Current == "" {
 					cs.Current = c.Name
 				}
-				fmt.Fprintf(f.io.ErrOut, "context %s: %s (current: %s)\n", c.Name, c.URL, cs.Current)
+				fmt.Fprintf(f.IO.ErrOut, "context %s: %s (current: %s)\n", c.Name, c.URL, cs.Current)
 				return nil
 			})
 		},
@@ -174,7 +160,7 @@ func newContextCmd(f *factory) *cobra.Command {
 				if err := cs.Use(args[0]); err != nil {
 					return usageError{err}
 				}
-				fmt.Fprintf(f.io.ErrOut, "current context: %s\n", args[0])
+				fmt.Fprintf(f.IO.ErrOut, "current context: %s\n", args[0])
 				return nil
 			})
 		},
@@ -184,7 +170,7 @@ func newContextCmd(f *factory) *cobra.Command {
 		Short: "List the contexts, the current one marked",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := f.contextsPath()
+			path, err := f.ContextsPath()
 			if err != nil {
 				return err
 			}
@@ -194,9 +180,9 @@ func newContextCmd(f *factory) *cobra.Command {
 			}
 			rows := cs.Rows()
 			if opts.JSON {
-				return writeJSON(opts.out(f.io.Out), rows)
+				return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
 			}
-			t := newTable(f.io.Out, "CURRENT", "NAME", "URL", "TOKEN")
+			t := cmdutil.NewTable(f.IO.Out, "CURRENT", "NAME", "URL", "TOKEN")
 			for _, r := range rows {
 				cur, tok := "", ""
 				if r.Current {
@@ -205,19 +191,19 @@ func newContextCmd(f *factory) *cobra.Command {
 				if r.HasToken {
 					tok = "yes"
 				}
-				t.row(cur, r.Name, r.URL, tok)
+				t.Row(cur, r.Name, r.URL, tok)
 			}
-			return t.flush()
+			return t.Flush()
 		},
 	}
-	addJSONFlags(ls.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(ls.Flags(), &opts.JSONFlags, "print JSON")
 	cmd.AddCommand(add, use, ls)
 	return cmd
 }
 
 // editContexts edits the contexts file (server.EditContexts).
-func editContexts(f *factory, edit func(*server.Contexts) error) error {
-	path, err := f.contextsPath()
+func editContexts(f *factory.Factory, edit func(*server.Contexts) error) error {
+	path, err := f.ContextsPath()
 	if err != nil {
 		return err
 	}

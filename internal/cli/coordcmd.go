@@ -14,10 +14,10 @@ import (
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/depthplot"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/nodes"
-	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -39,7 +39,7 @@ type coordOptions struct {
 	TunnelBase   int
 }
 
-func newCoordCmd(f *factory, runF func(context.Context, *coordOptions) error) *cobra.Command {
+func newCoordCmd(f *factory.Factory, runF func(context.Context, *coordOptions) error) *cobra.Command {
 	opts := &coordOptions{}
 	cmd := &cobra.Command{
 		Use:   "coord [--addr 127.0.0.1:8470] [--tls] [--fleet F...]",
@@ -100,31 +100,31 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	return cmd
 }
 
-func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
+func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error {
 	c, err := startCoord(ctx, f, opts)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	fmt.Fprintf(f.io.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", c.URL, opts.OrphanPolicy, opts.OrphanAfter)
+	fmt.Fprintf(f.IO.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", c.URL, opts.OrphanPolicy, opts.OrphanAfter)
 	if opts.Tunnel {
-		fmt.Fprintf(f.io.ErrOut, "reverse tunnels: agents reach it on their node's 127.0.0.1:%d+ID%%10000 over vastfleet's SSH connections\n", opts.TunnelBase)
+		fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: agents reach it on their node's 127.0.0.1:%d+ID%%10000 over vastfleet's SSH connections\n", opts.TunnelBase)
 		go func() {
-			if err := f.keepTunnels(ctx, nodes.LoopbackOf(c.Addr), opts.TunnelBase, opts.Fleets); err != nil {
-				f.log.Error("tunnels stopped", "err", err)
-				fmt.Fprintf(f.io.ErrOut, "reverse tunnels: %v\n", err)
+			if err := f.KeepTunnels(ctx, nodes.LoopbackOf(c.Addr), opts.TunnelBase, opts.Fleets); err != nil {
+				f.Log.Error("tunnels stopped", "err", err)
+				fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: %v\n", err)
 			}
 		}()
 	}
-	if err := f.printDashboards(ctx, c, opts.Fleets); err != nil {
+	if err := printDashboards(ctx, f, c, opts.Fleets); err != nil {
 		return err
 	}
 	// Instances that cannot run their own switch (stopped, outbid, a
 	// wedged agent) are reaped from here.
-	go f.reapWhileCoordinating(ctx, c.DB, opts.OrphanAfter, opts.OrphanPolicy, reapEvery)
+	go reapWhileCoordinating(ctx, f, c.DB, opts.OrphanAfter, opts.OrphanPolicy, reapEvery)
 	// Outbids and resumes are dated within a few seconds while it runs.
-	go f.watchBidsWhileCoordinating(ctx)
-	fmt.Fprintln(f.io.ErrOut, "Ctrl+C stops it.")
+	go f.WatchBidsWhileCoordinating(ctx)
+	fmt.Fprintln(f.IO.ErrOut, "Ctrl+C stops it.")
 	select {
 	case <-ctx.Done():
 	case err := <-c.Served:
@@ -136,30 +136,30 @@ func coordRun(ctx context.Context, f *factory, opts *coordOptions) error {
 // startCoord starts a coordinator on opts.Addr (coord.Start), serving the
 // agent binary found for this market. With the simulated marketplace it
 // also keeps the simulated machines running.
-func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*coord.Running, error) {
+func startCoord(ctx context.Context, f *factory.Factory, opts *coordOptions) (*coord.Running, error) {
 	loopback, err := coord.CheckListen(opts.Addr, opts.TLS, opts.OrphanPolicy)
 	if err != nil {
 		return nil, err
 	}
-	if !opts.TunnelSet && f.opts.Market == "vast" && loopback {
+	if !opts.TunnelSet && f.Opts.Market == "vast" && loopback {
 		// Instances on vast.ai cannot reach a loopback coordinator otherwise.
 		opts.Tunnel = true
 	}
-	dir, err := f.dataDir()
+	dir, err := f.DataDir()
 	if err != nil {
 		return nil, err
 	}
 	arch := "amd64" // vast.ai's hosts
-	if f.opts.Market == "sim" {
+	if f.Opts.Market == "sim" {
 		arch = runtime.GOARCH // the simulator's hosts are this machine
 	}
 	agentBin, err := agentbin.Load(ctx, agentbin.Options{Flag: opts.AgentBin, CacheDir: filepath.Join(dir, "cache"), Arch: arch,
-		Log: func(s string) { fmt.Fprintln(f.io.ErrOut, s) }})
+		Log: func(s string) { fmt.Fprintln(f.IO.ErrOut, s) }})
 	if err != nil {
 		return nil, err
 	}
 	// The simulated instances run while the coordinator runs.
-	f.simHosts = true
+	f.SimHosts = true
 	if _, err := f.Provider(ctx); err != nil {
 		return nil, err
 	}
@@ -169,33 +169,19 @@ func startCoord(ctx context.Context, f *factory, opts *coordOptions) (*coord.Run
 	}
 	clk := f.Clock()
 	return coord.Start(ctx, l, coord.Config{
-		Log: f.log, Clock: clk, HeartbeatInterval: opts.Interval,
+		Log: f.Log, Clock: clk, HeartbeatInterval: opts.Interval,
 		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
-		AgentBinary: agentBin, Costs: f.fleetCosts, MarketDepth: f.depthPlot(opts.DepthQuery),
-		Members:  &fleet.Membership{Store: f.readStore, Provider: f.Provider, Log: f.log},
-		BadHosts: launch.BadHosts{Store: f.readStore, Clock: clk}, RevokeEvery: fleet.RevokeEvery,
-		Durable: f.durable,
+		AgentBinary: agentBin, Costs: f.FleetCosts, MarketDepth: depthPlot(f, opts.DepthQuery),
+		Members:  &fleet.Membership{Store: f.ReadStore, Provider: f.Provider, Log: f.Log},
+		BadHosts: launch.BadHosts{Store: f.ReadStore, Clock: clk}, RevokeEvery: fleet.RevokeEvery,
+		Durable: f.Durable,
 	})
 }
 
-// keepTunnels keeps a reverse tunnel to every running instance
-// (nodes.Tunnels) until ctx ends.
-func (f *factory) keepTunnels(ctx context.Context, local string, base int, fleets []string) error {
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return err
-	}
-	ops, err := f.nodeOps(p, 64)
-	if err != nil {
-		return err
-	}
-	return (&nodes.Tunnels{Store: f.readStore, Provider: p, Ops: ops, Log: f.log, Base: base, Local: local, Fleets: fleets}).Keep(ctx)
-}
-
 // printDashboards prints each fleet's dashboard link.
-func (f *factory) printDashboards(ctx context.Context, c *coord.Running, fleets []string) error {
+func printDashboards(ctx context.Context, f *factory.Factory, c *coord.Running, fleets []string) error {
 	if len(fleets) == 0 {
-		st, err := f.readStore(ctx)
+		st, err := f.ReadStore(ctx)
 		if err != nil {
 			return err
 		}
@@ -204,18 +190,18 @@ func (f *factory) printDashboards(ctx context.Context, c *coord.Running, fleets 
 		}
 	}
 	if len(fleets) == 0 {
-		fmt.Fprintln(f.io.ErrOut, "no fleets yet: `vastfleet launch --coord auto ...` starts one that reports here; `vastfleet coord --fleet NAME` prints its link")
+		fmt.Fprintln(f.IO.ErrOut, "no fleets yet: `vastfleet launch --coord auto ...` starts one that reports here; `vastfleet coord --fleet NAME` prints its link")
 	}
 	links, err := c.DashboardLinks(ctx, fleets)
 	for _, l := range links {
-		fmt.Fprintf(f.io.Out, "%s\t%s\n", l[0], l[1])
+		fmt.Fprintf(f.IO.Out, "%s\t%s\n", l[0], l[1])
 	}
 	return err
 }
 
 // depthPlot draws the depth curve of the offers query matches, ranked by
 // vCPU per $/hr, as `market depth --plot` does.
-func (f *factory) depthPlot(query string) func(context.Context) ([]byte, error) {
+func depthPlot(f *factory.Factory, query string) func(context.Context) ([]byte, error) {
 	if strings.TrimSpace(query) == "" {
 		return nil
 	}
@@ -229,20 +215,4 @@ func (f *factory) depthPlot(query string) func(context.Context) ([]byte, error) 
 		tops := []int{10, 30, 50, 100, 200, 300}
 		return []byte(depthplot.SVG(depthplot.Curve(ranked, 300, tops), tops, s.Name())), nil
 	}
-}
-
-// fleetCosts gives the coordinator a fleet's $/hr and spend from the
-// store, read only: the coordinator never holds the data dir's lock.
-func (f *factory) fleetCosts(ctx context.Context, fleetName string) (float64, float64, map[int64]float64, error) {
-	st, err := f.readStore(ctx)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	return (&fleet.Manager{S: st, Clock: f.Clock(), Log: f.log}).Rates(ctx, fleetName)
-}
-
-// readStore is the store, read only: the coordinator never holds the data
-// dir's lock.
-func (f *factory) readStore(ctx context.Context) (*store.Store, error) {
-	return f.Store(ctx, false, "")
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/bill"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 )
 
@@ -22,12 +24,12 @@ type costOptions struct {
 	Job string
 	// Reconcile holds the ledger up against the marketplace's charges.
 	Reconcile bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newCostCmd parses into costOptions and hands them to runF (tests) or
 // costRun.
-func newCostCmd(f *factory, runF func(context.Context, *costOptions) error) *cobra.Command {
+func newCostCmd(f *factory.Factory, runF func(context.Context, *costOptions) error) *cobra.Command {
 	opts := &costOptions{}
 	cmd := &cobra.Command{
 		Use:   "cost",
@@ -63,13 +65,13 @@ whole is an error, never $0.`,
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
 	cmd.Flags().StringVar(&opts.Job, "job", "", "only this job's instances")
 	cmd.Flags().BoolVar(&opts.Reconcile, "reconcile", false, "compare with the marketplace's charges, line by line")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON (with --reconcile: instances with their lines, and total)")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON (with --reconcile: instances with their lines, and total)")
 	return cmd
 }
 
 // costRun is `cost` once its flags are parsed.
-func costRun(ctx context.Context, f *factory, opts *costOptions) error {
-	m, err := f.observed(ctx)
+func costRun(ctx context.Context, f *factory.Factory, opts *costOptions) error {
+	m, err := f.Observed(ctx)
 	if err != nil {
 		return err
 	}
@@ -80,17 +82,17 @@ func costRun(ctx context.Context, f *factory, opts *costOptions) error {
 	if err != nil {
 		return err
 	}
-	orphans := f.orphanViews(f.orphans)
+	orphans := f.OrphanViews()
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), struct {
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), struct {
 			fleet.CostReport
 			Orphans []fleet.OrphanView `json:"orphans"`
 		}{rep, orphans})
 	}
-	if err := printCost(f.io.Out, rep); err != nil {
+	if err := printCost(f.IO.Out, rep); err != nil {
 		return err
 	}
-	return printOrphans(f.io.Out, orphans)
+	return printOrphans(f.IO.Out, orphans)
 }
 
 func printCost(w io.Writer, rep fleet.CostReport) error {
@@ -99,16 +101,16 @@ func printCost(w io.Writer, rep fleet.CostReport) error {
 
 // printRows writes rows under the columns as a table.
 func printRows(w io.Writer, cols []string, rows [][]string) error {
-	t := newTable(w, cols...)
+	t := cmdutil.NewTable(w, cols...)
 	for _, r := range rows {
-		t.row(r...)
+		t.Row(r...)
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // reconcileCostRun is `cost --reconcile`.
-func reconcileCostRun(ctx context.Context, f *factory, m *fleet.Manager, opts *costOptions) error {
-	if !f.frozenAt.IsZero() {
+func reconcileCostRun(ctx context.Context, f *factory.Factory, m *fleet.Manager, opts *costOptions) error {
+	if !f.FrozenAt().IsZero() {
 		return fmt.Errorf("cost --reconcile needs the marketplace, and another process holds the simulated market without serving it")
 	}
 	scope := opts.Fleet
@@ -120,9 +122,9 @@ func reconcileCostRun(ctx context.Context, f *factory, m *fleet.Manager, opts *c
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rep)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rep)
 	}
-	return printRows(f.io.Out, bill.ReconcileColumns, rep.Rows())
+	return printRows(f.IO.Out, bill.ReconcileColumns, rep.Rows())
 }
 
 // The report's amounts, as bill writes them.
@@ -147,7 +149,7 @@ var exportFormats = []string{"vast-instances", "ssh-config", "hostfile", "env", 
 
 // newExportCmd parses into exportOptions and hands them to runF (tests) or
 // exportRun; an unknown --format is a usage error.
-func newExportCmd(f *factory, runF func(context.Context, *exportOptions) error) *cobra.Command {
+func newExportCmd(f *factory.Factory, runF func(context.Context, *exportOptions) error) *cobra.Command {
 	opts := &exportOptions{}
 	cmd := &cobra.Command{
 		Use:   "export --format vast-instances|ssh-config|hostfile|env|torchrun [--fleet F | ID...] [--mpich] [--out FILE]",
@@ -173,11 +175,11 @@ func newExportCmd(f *factory, runF func(context.Context, *exportOptions) error) 
 }
 
 // exportRun is `export` once its flags are parsed.
-func exportRun(ctx context.Context, f *factory, opts *exportOptions) error {
+func exportRun(ctx context.Context, f *factory.Factory, opts *exportOptions) error {
 	out := opts.Out
 	if opts.Format != "vast-instances" {
 		if out == "" || out == "-" {
-			return exportNodes(ctx, f, f.io.Out, opts.Format, opts.Fleet, opts.IDs, opts.Mpich, opts.Script)
+			return exportNodes(ctx, f, f.IO.Out, opts.Format, opts.Fleet, opts.IDs, opts.Mpich, opts.Script)
 		}
 		var b bytes.Buffer
 		if err := exportNodes(ctx, f, &b, opts.Format, opts.Fleet, opts.IDs, opts.Mpich, opts.Script); err != nil {
@@ -190,7 +192,7 @@ func exportRun(ctx context.Context, f *factory, opts *exportOptions) error {
 		return err
 	}
 	if out == "" || out == "-" {
-		return st.ExportVastInstances(ctx, f.io.Out, opts.All)
+		return st.ExportVastInstances(ctx, f.IO.Out, opts.All)
 	}
 	return atomicfile.Write(out, 0o600, func(w io.Writer) error {
 		return st.ExportVastInstances(ctx, w, opts.All)
@@ -205,7 +207,7 @@ type importOptions struct {
 
 // newImportCmd parses into importOptions and hands them to runF (tests) or
 // importRun; a --format other than vast-instances is a usage error.
-func newImportCmd(f *factory, runF func(context.Context, *importOptions) error) *cobra.Command {
+func newImportCmd(f *factory.Factory, runF func(context.Context, *importOptions) error) *cobra.Command {
 	opts := &importOptions{}
 	cmd := &cobra.Command{
 		Use:   "import [--format vast-instances] FILE",
@@ -227,13 +229,13 @@ func newImportCmd(f *factory, runF func(context.Context, *importOptions) error) 
 }
 
 // importRun is `import` once its flags are parsed.
-func importRun(ctx context.Context, f *factory, opts *importOptions) error {
+func importRun(ctx context.Context, f *factory.Factory, opts *importOptions) error {
 	fh, err := os.Open(opts.File)
 	if err != nil {
 		return usageError{err}
 	}
 	defer fh.Close()
-	st, err := f.Store(ctx, true, holderName("import", opts.File))
+	st, err := f.Store(ctx, true, factory.HolderName("import", opts.File))
 	if err != nil {
 		return err
 	}
@@ -241,6 +243,6 @@ func importRun(ctx context.Context, f *factory, opts *importOptions) error {
 	if err != nil {
 		return usagef("%s: %v (nothing was imported)", opts.File, err)
 	}
-	fmt.Fprintf(f.io.ErrOut, "imported %d instance(s) from %s; run `vastfleet reconcile` to refresh them from the marketplace\n", n, opts.File)
+	fmt.Fprintf(f.IO.ErrOut, "imported %d instance(s) from %s; run `vastfleet reconcile` to refresh them from the marketplace\n", n, opts.File)
 	return nil
 }

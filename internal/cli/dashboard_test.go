@@ -16,6 +16,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/server/pgtest"
 )
 
@@ -25,7 +27,7 @@ func (e *env) startCmd(args ...string) (out, errOut *syncBuffer) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errOut = &syncBuffer{}, &syncBuffer{}
-	ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: func(k string) string {
+	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
@@ -90,10 +92,10 @@ func vastfleetBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(RunAsMainEnv) == "1" {
+	if os.Getenv(factory.RunAsMainEnv) == "1" {
 		// The local market, started again as this program.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-		code := Main(ctx, System(), os.Args[1:])
+		code := Main(ctx, iostreams.System(), os.Args[1:])
 		stop()
 		os.Exit(code)
 	}

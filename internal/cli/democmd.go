@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/demo"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 )
@@ -20,7 +22,7 @@ type demoOptions struct {
 	// CullBelow and CullAfter are the task's cull policy (0: none).
 	CullBelow float64
 	CullAfter time.Duration
-	JSONFlags
+	cmdutil.JSONFlags
 	// DataDirGiven and SimSpeedGiven say the user typed --data-dir and
 	// --sim-speed: the demo otherwise picks a fresh data dir and its
 	// own speed.
@@ -29,7 +31,7 @@ type demoOptions struct {
 
 // newDemoCmd parses into demoOptions and hands them to runF (tests) or
 // demoRun; a --prefix that is not hex is a usage error.
-func newDemoCmd(f *factory, runF func(context.Context, *demoOptions) error) *cobra.Command {
+func newDemoCmd(f *factory.Factory, runF func(context.Context, *demoOptions) error) *cobra.Command {
 	opts := &demoOptions{}
 	cmd := &cobra.Command{
 		Use:   "demo [--count 50]",
@@ -62,29 +64,29 @@ cost report printed. The simulated instances run on this machine.`,
 	fl.Float64Var(&opts.CullBelow, "cull", 0, "cull: destroy a node whose hashes_per_s per $/hr stays under this share of the median (0.5: half), judged after --cull-after (0: no cull)")
 	fl.DurationVar(&opts.CullAfter, "cull-after", 3*time.Minute, "with --cull: how long (market time) a node reports before it is judged")
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
-	addJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"}, bounds{"cull", "0", "0.99"}, bounds{"cull-after", "1m", "24h"})
 	return cmd
 }
 
 // demoRun is `demo` once its flags are parsed.
-func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
-	if f.opts.Market != "sim" {
-		return usagef("the demo runs on the simulated marketplace only (drop --market %s)", f.opts.Market)
+func demoRun(ctx context.Context, f *factory.Factory, opts *demoOptions) error {
+	if f.Opts.Market != "sim" {
+		return usagef("the demo runs on the simulated marketplace only (drop --market %s)", f.Opts.Market)
 	}
 	if !opts.SimSpeedGiven {
-		f.opts.SimSpeed = 40 // a simulated minute per 1.5 s: API calls take wall time, and boots must fit the deadline
+		f.Opts.SimSpeed = 40 // a simulated minute per 1.5 s: API calls take wall time, and boots must fit the deadline
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	d := &demo.Deps{Out: &f.io.Out, ErrOut: &f.io.ErrOut, ErrTTY: f.io.ErrTTY, Self: self, Close: func() { f.Close() },
+	d := &demo.Deps{Out: &f.IO.Out, ErrOut: &f.IO.ErrOut, ErrTTY: f.IO.ErrTTY, Self: self, Close: func() { f.Close() },
 		UseDataDir: func(dir string) (string, error) {
 			if dir != "" {
-				f.opts.DataDir = dir
+				f.Opts.DataDir = dir
 			}
-			return f.dataDir()
+			return f.DataDir()
 		},
 		Up: func(ctx context.Context, jf *jobfile.Job, file, results string) (*job.Report, error) {
 			uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: results, OnInterrupt: job.Collect, JSONFlags: opts.JSONFlags, poll: 250 * time.Millisecond}
@@ -94,7 +96,7 @@ func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
 			if !opts.JSON {
 				return nil
 			}
-			return writeJSON(opts.out(f.io.Out), rep)
+			return cmdutil.WriteJSON(opts.Out(f.IO.Out), rep)
 		}}
 	return demo.Run(ctx, d, demo.Options{Count: opts.Count, Prefix: opts.Prefix, Seconds: opts.Seconds,
 		Keep: opts.Keep, JSON: opts.JSON, DataDirGiven: opts.DataDirGiven, CullBelow: opts.CullBelow, CullAfter: opts.CullAfter})
@@ -104,7 +106,7 @@ func demoRun(ctx context.Context, f *factory, opts *demoOptions) error {
 // each finding (its JSON on stdin), which it accepts only when the hash is
 // the input's sha256 and starts with --prefix, so a node cannot report
 // hashes it did not find.
-func newHashcheckCmd(f *factory) *cobra.Command {
+func newHashcheckCmd(f *factory.Factory) *cobra.Command {
 	var prefix string
 	cmd := &cobra.Command{
 		Use:    "hashcheck --prefix HEX < finding.json",
@@ -112,7 +114,7 @@ func newHashcheckCmd(f *factory) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return demo.Hashcheck(f.io.In, prefix)
+			return demo.Hashcheck(f.IO.In, prefix)
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "hex prefix every hash must start with")
@@ -123,7 +125,7 @@ func newHashcheckCmd(f *factory) *cobra.Command {
 // 1, ... until --seconds pass, printing the hash rate as a metric line
 // and every hash that starts with --prefix as a finding (and into
 // results/found.txt).
-func newHashworkCmd(f *factory, runF func(context.Context, *hashworkOptions) error) *cobra.Command {
+func newHashworkCmd(f *factory.Factory, runF func(context.Context, *hashworkOptions) error) *cobra.Command {
 	opts := &hashworkOptions{}
 	cmd := &cobra.Command{
 		Use:    "hashwork --prefix HEX --seconds S",
@@ -150,6 +152,6 @@ type hashworkOptions struct {
 }
 
 // hashworkRun is `hashwork` once its flags are parsed.
-func hashworkRun(ctx context.Context, f *factory, opts *hashworkOptions) error {
-	return demo.Hashwork(ctx, f.io.Out, opts.Prefix, opts.Seconds)
+func hashworkRun(ctx context.Context, f *factory.Factory, opts *hashworkOptions) error {
+	return demo.Hashwork(ctx, f.IO.Out, opts.Prefix, opts.Seconds)
 }

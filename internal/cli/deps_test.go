@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// TestDependencyDirection keeps imports pointing one way: the CLI wires
-// packages, packages never import the CLI, and the contracts and pure
-// packages never link the adapters. It is the one place these rules live;
-// a forbidden path also forbids the packages below it.
+// TestDependencyDirection keeps imports pointing one way: cli -> factory
+// -> domain packages; packages never import the CLI or the factory, and
+// the contracts and pure packages never link the adapters. It is the one
+// place these rules live; a forbidden path also forbids the packages
+// below it.
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	gobin, err := exec.LookPath("go")
@@ -104,8 +105,32 @@ func TestDependencyDirection(t *testing.T) {
 		"bidwatch": {mod + "cli", mod + "sim", mod + "provider/vast", "github.com/spf13/cobra"},
 		// Leaves: JSON arrays and build info know no market, store or
 		// command line.
+		// The composition root builds adapters; it never reaches back
+		// into the command tree or its command-line library.
+		"factory": {mod + "cli", mod + "cmdutil", "github.com/spf13/cobra"},
+		// What reporting commands share, and the terminal's streams: no
+		// market, store or factory, so any command may take them.
+		"cmdutil":   {mod + "cli", mod + "factory", mod + "provider", mod + "store", mod + "market", "net/http", "database/sql"},
+		"iostreams": {mod + "cli", mod + "factory", mod + "cmdutil", mod + "provider", mod + "store", "net/http", "database/sql", "github.com/spf13/cobra"},
 		"jsonarray": {mod + "market", mod + "provider", mod + "store", mod + "cli", "net/http", "database/sql"},
 		"buildinfo": {mod + "market", mod + "provider", mod + "store", mod + "cli", "net/http", "database/sql"},
+	}
+	// The factory is the one composition root: the command tree and the
+	// binaries take it, no domain package does.
+	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/vastfleet/vastfleet/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == mod+"cli" || strings.HasPrefix(fields[0], "github.com/vastfleet/vastfleet/cmd/") {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if imp == mod+"factory" {
+				t.Errorf("%s imports internal/factory: only internal/cli and cmd/ may", fields[0])
+			}
+		}
 	}
 	for pkg, forbidden := range never {
 		// Test-only dependencies (the simulator in fleet's tests) are fine:

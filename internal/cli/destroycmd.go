@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 )
@@ -14,7 +16,7 @@ import (
 type destroyOptions struct {
 	// IDs are the instances given; empty with --all.
 	IDs []int64
-	JSONFlags
+	cmdutil.JSONFlags
 	All   bool
 	Yes   bool
 	Fleet string
@@ -26,7 +28,7 @@ type destroyOptions struct {
 
 // newDestroyCmd parses into destroyOptions and hands them to runF (tests)
 // or destroyRun.
-func newDestroyCmd(f *factory, runF func(context.Context, *destroyOptions) error) *cobra.Command {
+func newDestroyCmd(f *factory.Factory, runF func(context.Context, *destroyOptions) error) *cobra.Command {
 	opts := &destroyOptions{}
 	cmd := &cobra.Command{
 		Use:   "destroy ID... | --all",
@@ -52,7 +54,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask")
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "with --all: only this fleet")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the destroyed ids as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the destroyed ids as JSON")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
 	cmd.Flags().BoolVar(&opts.Collect, "collect", false, "collect each running node's results into ./results/<fleet>/<node>/ first")
 	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
@@ -60,27 +62,27 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 }
 
 // destroyRun is `destroy` once its flags are parsed.
-func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
+func destroyRun(ctx context.Context, f *factory.Factory, opts *destroyOptions) error {
 	ids := opts.IDs
 	if !opts.Force {
 		// Checking results reaches into the instances.
-		f.simHosts = true
+		f.SimHosts = true
 	}
-	m, err := f.manager(ctx, holderName(append([]string{"destroy"}, idArgs(ids)...)...))
+	m, err := f.Manager(ctx, factory.HolderName(append([]string{"destroy"}, idArgs(ids)...)...))
 	if err != nil {
 		return err
 	}
 	req := fleet.DestroyRequest{IDs: ids, All: opts.All, Fleet: opts.Fleet,
 		Known:   func(ctx context.Context, ids []int64) error { return knownIDs(ctx, m.S, ids) },
-		Confirm: func(n int) bool { return opts.Yes || confirm(f.io, fmt.Sprintf("Destroy %d instance(s)?", n)) }}
+		Confirm: func(n int) bool { return opts.Yes || f.IO.Confirm(fmt.Sprintf("Destroy %d instance(s)?", n)) }}
 	if !opts.Force {
 		req.Guard = func(ctx context.Context, ids []int64) error {
 			if opts.Collect {
-				if err := f.collectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
+				if err := f.CollectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
 					return err
 				}
 			}
-			left, err := f.uncollected(ctx, m.S, ids, opts.Results)
+			left, err := f.Uncollected(ctx, m.S, ids, opts.Results)
 			if err != nil {
 				return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
 			}
@@ -94,13 +96,13 @@ func destroyRun(ctx context.Context, f *factory, opts *destroyOptions) error {
 	case err != nil:
 		return err
 	case len(ids) == 0:
-		fmt.Fprintln(f.io.ErrOut, "nothing to destroy")
+		fmt.Fprintln(f.IO.ErrOut, "nothing to destroy")
 		return nil
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "ids": ids})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"action": "destroy", "ids": ids})
 	}
-	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
+	fmt.Fprintf(f.IO.ErrOut, "destroyed %d instance(s); the marketplace no longer lists them\n", len(ids))
 	return nil
 }
 
@@ -110,13 +112,13 @@ type reconcileOptions struct {
 	DestroyForeign bool
 	Adopt          bool
 	AdoptForeign   bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newReconcileCmd parses into reconcileOptions and hands them to runF
 // (tests) or reconcileRun; adopting and destroying together is a usage
 // error.
-func newReconcileCmd(f *factory, runF func(context.Context, *reconcileOptions) error) *cobra.Command {
+func newReconcileCmd(f *factory.Factory, runF func(context.Context, *reconcileOptions) error) *cobra.Command {
 	opts := &reconcileOptions{}
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -135,13 +137,13 @@ func newReconcileCmd(f *factory, runF func(context.Context, *reconcileOptions) e
 	cmd.Flags().BoolVar(&opts.DestroyForeign, "destroy-foreign", false, "also destroy instances labelled by another vastfleet data dir (a lost database, or a colleague's!)")
 	cmd.Flags().BoolVar(&opts.Adopt, "adopt", false, "track again the orphans this data dir rented (its state store was lost, emptied or rolled back)")
 	cmd.Flags().BoolVar(&opts.AdoptForeign, "adopt-foreign", false, "also take over orphans labelled by another vastfleet data dir")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // reconcileRun is `reconcile` once its flags are parsed.
-func reconcileRun(ctx context.Context, f *factory, opts *reconcileOptions) error {
-	m, err := f.manager(ctx, holderName("reconcile"))
+func reconcileRun(ctx context.Context, f *factory.Factory, opts *reconcileOptions) error {
+	m, err := f.Manager(ctx, factory.HolderName("reconcile"))
 	if err != nil {
 		return err
 	}
@@ -150,16 +152,16 @@ func reconcileRun(ctx context.Context, f *factory, opts *reconcileOptions) error
 	case opts.AdoptForeign:
 		ropts.Adopt = func(fleet.Orphan) bool { return true }
 	case opts.Adopt:
-		ropts.Adopt = f.ownOrphan
+		ropts.Adopt = f.OwnOrphan
 	}
 	rep, err := m.Reconcile(ctx, ropts)
 	if err != nil {
 		return err
 	}
-	f.warnOrphans(rep.Orphans)
+	f.WarnOrphans(rep.Orphans)
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rep)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rep)
 	}
-	fmt.Fprint(f.io.Out, rep.String())
+	fmt.Fprint(f.IO.Out, rep.String())
 	return nil
 }

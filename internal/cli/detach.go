@@ -7,13 +7,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 )
 
 // lockJobRun takes the job's up lock, or says who holds it.
-func lockJobRun(f *factory, id string) (func(), error) {
-	dir, err := f.jobsDir()
+func lockJobRun(f *factory.Factory, id string) (func(), error) {
+	dir, err := f.JobsDir()
 	if err != nil {
 		return nil, err
 	}
@@ -21,19 +23,19 @@ func lockJobRun(f *factory, id string) (func(), error) {
 }
 
 // jobRunAlive reports whether an up process still holds the job's lock.
-func jobRunAlive(f *factory, id string) bool {
-	dir, err := f.jobsDir()
+func jobRunAlive(f *factory.Factory, id string) bool {
+	dir, err := f.JobsDir()
 	return err != nil || job.RunAlive(dir, id)
 }
 
 // detachUp runs this same command again as the job's background up (less
 // --detach, with the job's name) and returns once the job runs.
-func detachUp(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job) error {
+func detachUp(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile.Job) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	dir, err := f.jobsDir()
+	dir, err := f.JobsDir()
 	if err != nil {
 		return err
 	}
@@ -43,14 +45,14 @@ func detachUp(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job)
 	})
 	bg, err := job.Detach(ctx, job.DetachOptions{JobsDir: dir, ID: id, Exe: exe, Args: append(args, "--job-id", id),
 		Load:   func(ctx context.Context, id string) (*job.Record, error) { return loadJob(ctx, f, id) },
-		ErrOut: f.io.ErrOut, Quiet: opts.JSON})
+		ErrOut: f.IO.ErrOut, Quiet: opts.JSON})
 	if bg == nil || err != nil {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), bg)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), bg)
 	}
-	fmt.Fprintf(f.io.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
+	fmt.Fprintf(f.IO.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
 		id, bg.State, bg.PID, dash(bg.Dashboard), id, id, bg.Log, id)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/shell"
 )
@@ -23,7 +24,7 @@ type sshOptions struct {
 
 // newSSHCmd parses into sshOptions and hands them to runF (tests) or
 // sshRun; anything but one ID before -- is a usage error.
-func newSSHCmd(f *factory, runF func(context.Context, *sshOptions) error) *cobra.Command {
+func newSSHCmd(f *factory.Factory, runF func(context.Context, *sshOptions) error) *cobra.Command {
 	opts := &sshOptions{}
 	cmd := &cobra.Command{
 		Use:   "ssh ID [--print] [-- CMD]",
@@ -53,18 +54,18 @@ a terminal behaves as it always does. --print prints the command instead.`,
 }
 
 // sshRun is `ssh` once its flags are parsed.
-func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
-	ns, p, err := f.selectNodes(ctx, "", false, []string{opts.ID}, !opts.Print)
+func sshRun(ctx context.Context, f *factory.Factory, opts *sshOptions) error {
+	ns, p, err := selectNodes(ctx, f, "", false, []string{opts.ID}, !opts.Print)
 	if err != nil {
 		return err
 	}
-	key, err := f.fleetKey()
+	key, err := f.FleetKey()
 	if err != nil {
 		return err
 	}
 	argv := append(nodes.SSHArgs(key, ns[0]), opts.Command...)
 	if opts.Print {
-		fmt.Fprintln(f.io.Out, "ssh "+shell.Join(argv))
+		fmt.Fprintln(f.IO.Out, "ssh "+shell.Join(argv))
 		return nil
 	}
 	// Learn the host key and attach the fleet key in-process first,
@@ -77,7 +78,7 @@ func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
 		return fmt.Errorf("%s", rows[0].Error)
 	}
 	c := exec.CommandContext(ctx, "ssh", argv...)
-	c.Stdin, c.Stdout, c.Stderr = f.io.In, f.io.Out, f.io.ErrOut
+	c.Stdin, c.Stdout, c.Stderr = f.IO.In, f.IO.Out, f.IO.ErrOut
 	if err := c.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			return fmt.Errorf("ssh exited with status %d", ee.ExitCode())
@@ -88,10 +89,10 @@ func sshRun(ctx context.Context, f *factory, opts *sshOptions) error {
 }
 
 // exportNodes writes a fleet in a format other engines read.
-func exportNodes(ctx context.Context, f *factory, w io.Writer, format, fleetName string, ids []string, mpich bool, script string) error {
-	ns, _, err := f.selectNodes(ctx, fleetName, fleetName == "" && len(ids) == 0, ids, false)
+func exportNodes(ctx context.Context, f *factory.Factory, w io.Writer, format, fleetName string, ids []string, mpich bool, script string) error {
+	ns, _, err := selectNodes(ctx, f, fleetName, fleetName == "" && len(ids) == 0, ids, false)
 	if err != nil {
 		return err
 	}
-	return nodesUsage(nodes.Export(w, ns, nodes.ExportOptions{Format: format, Key: f.fleetKey, Mpich: mpich, Script: script}))
+	return nodes.AsUsage(nodes.Export(w, ns, nodes.ExportOptions{Format: format, Key: f.FleetKey, Mpich: mpich, Script: script}))
 }

@@ -7,7 +7,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/flagrange"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 )
 
 // TestBadNumericFlagsRefused is issue 9's list of bad inputs and more:
@@ -80,7 +82,7 @@ func TestFlagRangeMessage(t *testing.T) {
 // tree must have one, and every default must lie in it.
 func TestEveryNumericFlagHasARange(t *testing.T) {
 	t.Parallel()
-	root := newRootCmd(newFactory(&IOStreams{Getenv: func(string) string { return "" }}))
+	root := newRootCmd(factory.New(&iostreams.IOStreams{Getenv: func(string) string { return "" }}, Version))
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		check := func(f *pflag.Flag) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/launch/launchbench"
 	"github.com/vastfleet/vastfleet/internal/sim"
@@ -18,12 +20,12 @@ import (
 // cleanupOptions is what `cleanup` was asked.
 type cleanupOptions struct {
 	Fleet string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newCleanupCmd parses into cleanupOptions and hands them to runF (tests)
 // or cleanupRun.
-func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error) *cobra.Command {
+func newCleanupCmd(f *factory.Factory, runF func(context.Context, *cleanupOptions) error) *cobra.Command {
 	opts := &cleanupOptions{}
 	cmd := &cobra.Command{
 		Use:   "cleanup FLEET",
@@ -37,13 +39,13 @@ func newCleanupCmd(f *factory, runF func(context.Context, *cleanupOptions) error
 			return cleanupRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
 	return cmd
 }
 
 // cleanupRun is `cleanup` once its arguments are parsed.
-func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
-	m, err := f.manager(ctx, holderName("cleanup", opts.Fleet))
+func cleanupRun(ctx context.Context, f *factory.Factory, opts *cleanupOptions) error {
+	m, err := f.Manager(ctx, factory.HolderName("cleanup", opts.Fleet))
 	if err != nil {
 		return err
 	}
@@ -56,9 +58,9 @@ func cleanupRun(ctx context.Context, f *factory, opts *cleanupOptions) error {
 	}
 	if opts.JSON {
 		// The keys of `destroy --json`, and the fleet.
-		return writeJSON(opts.out(f.io.Out), map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"action": "destroy", "fleet": opts.Fleet, "ids": append([]int64{}, ids...)})
 	}
-	fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
+	fmt.Fprintf(f.IO.ErrOut, "destroyed %d instance(s) of fleet %s that were not running\n", len(ids), opts.Fleet)
 	return nil
 }
 
@@ -67,12 +69,12 @@ type hostsOptions struct {
 	Clear bool
 	// MachineIDs are the machines --clear forgets (all when empty).
 	MachineIDs []int64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newHostsCmd parses into hostsOptions and hands them to runF (tests) or
 // hostsRun; machine ids without --clear are a usage error.
-func newHostsCmd(f *factory, runF func(context.Context, *hostsOptions) error) *cobra.Command {
+func newHostsCmd(f *factory.Factory, runF func(context.Context, *hostsOptions) error) *cobra.Command {
 	opts := &hostsOptions{}
 	cmd := &cobra.Command{
 		Use:   "hosts [--clear [MACHINE_ID...]]",
@@ -97,13 +99,13 @@ func newHostsCmd(f *factory, runF func(context.Context, *hostsOptions) error) *c
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Clear, "clear", false, "forget the given machines (all when none are given)")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // hostsRun is `hosts` once its flags are parsed.
-func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
-	st, err := f.Store(ctx, opts.Clear, holderName("hosts", "--clear"))
+func hostsRun(ctx context.Context, f *factory.Factory, opts *hostsOptions) error {
+	st, err := f.Store(ctx, opts.Clear, factory.HolderName("hosts", "--clear"))
 	if err != nil {
 		return err
 	}
@@ -111,12 +113,12 @@ func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
 		if err := st.ClearBadHosts(ctx, opts.MachineIDs...); err != nil {
 			return err
 		}
-		fmt.Fprintln(f.io.ErrOut, "cleared")
+		fmt.Fprintln(f.IO.ErrOut, "cleared")
 		return nil
 	}
 	// Bad hosts expire in the marketplace's time: with the simulator,
 	// open it for its clock (if another process has it, wall time).
-	if f.opts.Market == "sim" {
+	if f.Opts.Market == "sim" {
 		if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
 			return err
 		}
@@ -129,25 +131,25 @@ func hostsRun(ctx context.Context, f *factory, opts *hostsOptions) error {
 		if hs == nil {
 			hs = []store.BadHost{}
 		}
-		return writeJSON(opts.out(f.io.Out), hs)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), hs)
 	}
-	t := newTable(f.io.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
+	t := cmdutil.NewTable(f.IO.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
 	for _, h := range hs {
-		t.row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
+		t.Row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // benchLaunchOptions is what `bench launch` was asked.
 type benchLaunchOptions struct {
 	Config   launchbench.Config
 	Profiles []string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newBenchCmd is `bench` with launch, rank and scale; launch and rank parse
 // into their options and hand them to launchF or rankF (tests), or run them.
-func newBenchCmd(f *factory, launchF func(context.Context, *benchLaunchOptions) error, rankF func(context.Context, *benchRankOptions) error) *cobra.Command {
+func newBenchCmd(f *factory.Factory, launchF func(context.Context, *benchLaunchOptions) error, rankF func(context.Context, *benchRankOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on the simulated marketplace"}
 	opts := &benchLaunchOptions{}
 	cfg := &opts.Config
@@ -175,20 +177,20 @@ minutes.`,
 	bl.Flags().Int64Var(&cfg.Seed, "seed", 1, "market seed")
 	bl.Flags().StringSliceVar(&opts.Profiles, "profile", []string{"realistic", "harsh"}, "fault profiles to run, in order: none, realistic, harsh, bench")
 	limitFlags(bl.Flags(), bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"deadline", "0", "720h"})
-	addJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(bl.Flags(), &opts.JSONFlags, "print JSON")
 	cmd.AddCommand(bl, newBenchRankCmd(f, rankF), newBenchScaleCmd(f, nil), newBenchOffersCmd(f, nil))
 	return cmd
 }
 
 // benchLaunchRun is `bench launch` once its flags are parsed.
-func benchLaunchRun(ctx context.Context, f *factory, opts *benchLaunchOptions) error {
+func benchLaunchRun(ctx context.Context, f *factory.Factory, opts *benchLaunchOptions) error {
 	rows, err := launchbench.RunProfiles(ctx, opts.Config, opts.Profiles)
 	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
 	}
-	fmt.Fprint(f.io.Out, launchbench.Table(rows))
+	fmt.Fprint(f.IO.Out, launchbench.Table(rows))
 	return nil
 }

@@ -4,17 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-func instanceCommands(f *factory) []*cobra.Command {
+func instanceCommands(f *factory.Factory) []*cobra.Command {
 	return []*cobra.Command{
 		newRentCmd(f, nil), newLsCmd(f, nil),
 		newStateCmd(f, "stop", "Stop instances (storage keeps billing; only destroy ends all charges)", nil),
@@ -25,65 +24,6 @@ func instanceCommands(f *factory) []*cobra.Command {
 		newUpCmd(f, nil), newStatusCmd(f, nil), newDownCmd(f, nil), newResultsCmd(f, nil), newDemoCmd(f, nil), newHashworkCmd(f, nil), newHashcheckCmd(f),
 	}
 }
-
-// manager wires the lifecycle manager to the marketplace, the store and the
-// marketplace's clock. Writers hold the data dir's lock.
-func (f *factory) manager(ctx context.Context, holder string) (*fleet.Manager, error) {
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Store(ctx, true, holder)
-	if err != nil {
-		return nil, err
-	}
-	return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log, SelfStops: f.deadManMoments(st)}, nil
-}
-
-// keepMarketMoving makes a paced virtual clock run on by itself once the
-// launch that waited on it is over, so that the market's time passes for
-// the agents, billing and the coordinator as it would on a scaled clock.
-func (f *factory) keepMarketMoving() {
-	v := f.virtual
-	if v == nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for v.Sleep(ctx, time.Second) == nil {
-		}
-	}()
-	f.closers = append(f.closers, func() error { cancel(); <-done; return nil })
-}
-
-// refreshed returns the writer's manager after reconciling the store with
-// the marketplace (reap acts on what it shows). Commands that only look
-// use observed, which needs no lock.
-func (f *factory) refreshed(ctx context.Context, holder string) (*fleet.Manager, error) {
-	m, err := f.manager(ctx, holder)
-	if err != nil {
-		return nil, err
-	}
-	return f.reconciled(ctx, m, fleet.ReconcileOptions{}), nil
-}
-
-// reconciled brings m's store up to the marketplace's listing and keeps
-// the orphans it found to show: never dropped, each one bills. A failed
-// reconcile leaves the store as it was, and the command shows that.
-func (f *factory) reconciled(ctx context.Context, m *fleet.Manager, opts fleet.ReconcileOptions) *fleet.Manager {
-	rep, err := m.Reconcile(ctx, opts)
-	if err != nil {
-		fmt.Fprintf(f.io.ErrOut, "warning: could not refresh from the marketplace (%v); showing the last known state\n", err)
-		return m
-	}
-	f.orphans = rep.Orphans
-	f.warnOrphans(rep.Orphans)
-	return m
-}
-
-func holderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
 
 func dash(s string) string {
 	if s == "" {
@@ -106,7 +46,7 @@ func parseIDs(args []string) ([]int64, error) {
 
 // knownIDs refuses ids the store has never seen, before anything is sent.
 func knownIDs(ctx context.Context, st *store.Store, ids []int64) error {
-	return nodesUsage(nodes.Known(ctx, st, ids))
+	return nodes.AsUsage(nodes.Known(ctx, st, ids))
 }
 
 // stateOptions is what `stop` or `start` was asked.
@@ -114,12 +54,12 @@ type stateOptions struct {
 	// Verb is stop or start.
 	Verb string
 	IDs  []int64
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newStateCmd is `stop` or `start` (verb): it parses into stateOptions and
 // hands them to runF (tests) or stateRun.
-func newStateCmd(f *factory, verb, short string, runF func(context.Context, *stateOptions) error) *cobra.Command {
+func newStateCmd(f *factory.Factory, verb, short string, runF func(context.Context, *stateOptions) error) *cobra.Command {
 	opts := &stateOptions{Verb: verb}
 	cmd := &cobra.Command{
 		Use:   verb + " ID...",
@@ -137,7 +77,7 @@ func newStateCmd(f *factory, verb, short string, runF func(context.Context, *sta
 			return stateRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ids acted on as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ids acted on as JSON")
 	return cmd
 }
 
@@ -151,9 +91,9 @@ func idArgs(ids []int64) []string {
 }
 
 // stateRun is `stop` or `start` once its flags are parsed.
-func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
+func stateRun(ctx context.Context, f *factory.Factory, opts *stateOptions) error {
 	verb, ids := opts.Verb, opts.IDs
-	m, err := f.manager(ctx, holderName(append([]string{verb}, idArgs(ids)...)...))
+	m, err := f.Manager(ctx, factory.HolderName(append([]string{verb}, idArgs(ids)...)...))
 	if err != nil {
 		return err
 	}
@@ -162,8 +102,8 @@ func stateRun(ctx context.Context, f *factory, opts *stateOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), map[string]any{"action": verb, "ids": ids})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), map[string]any{"action": verb, "ids": ids})
 	}
-	fmt.Fprintf(f.io.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
+	fmt.Fprintf(f.IO.ErrOut, "%s requested for %d instance(s)\n", verb, len(ids))
 	return nil
 }

@@ -257,7 +257,7 @@ func serveSim(t *testing.T) (*sim.Market, *httptest.Server) {
 	// With machines behind its instances, as `sim serve` has: destroy's
 	// check for uncollected results then gets an answer rather than
 	// waiting out a refused port's retries (31 s).
-	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000, HostDir: t.TempDir()})
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: sim.DefaultAPIKey, TimeScale: 3000, HostDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func TestLsWhileLockedShowsTheLiveListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: simAPIKey})
+	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: sim.DefaultAPIKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func TestLsAndCostShowFreshStateAndNeverWrite(t *testing.T) {
 		return fmt.Sprintf("%s/%d events", rec.State, len(evs))
 	}
 	before := recorded()
-	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: simAPIKey})
+	c, err := vast.New(vast.Options{BaseURL: srv.URL, APIKey: sim.DefaultAPIKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -17,12 +19,12 @@ import (
 type statusOptions struct {
 	// Job is the one job to show (every job when empty).
 	Job string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newStatusCmd parses into statusOptions and hands them to runF (tests) or
 // statusRun.
-func newStatusCmd(f *factory, runF func(context.Context, *statusOptions) error) *cobra.Command {
+func newStatusCmd(f *factory.Factory, runF func(context.Context, *statusOptions) error) *cobra.Command {
 	opts := &statusOptions{}
 	cmd := &cobra.Command{
 		Use:   "status [JOB]",
@@ -39,13 +41,13 @@ func newStatusCmd(f *factory, runF func(context.Context, *statusOptions) error) 
 			return statusRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // statusRun is `status` once its flags are parsed.
-func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
-	recs, err := f.jobRecords(ctx)
+func statusRun(ctx context.Context, f *factory.Factory, opts *statusOptions) error {
+	recs, err := f.JobRecords(ctx)
 	if err != nil {
 		return err
 	}
@@ -55,11 +57,11 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 	}
 	// Spend is counted to the market's now: on the simulator that is the
 	// market's own clock, which runs ahead of this machine's.
-	m := &fleet.Manager{S: recs.Store, Clock: f.viewClock(ctx, recs.Store), Log: f.log}
+	m := &fleet.Manager{S: recs.Store, Clock: f.ViewClock(ctx, recs.Store), Log: f.Log}
 	d := &job.Deps{Store: recs.Store, Fleet: m}
 	// The coordinator's last heartbeats give what each job delivers per
 	// dollar; a data dir that never ran one has no database to read.
-	db, err := f.existingCoordDB(ctx)
+	db, err := f.ExistingCoordDB(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,29 +74,29 @@ func statusRun(ctx context.Context, f *factory, opts *statusOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintln(f.io.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
+		fmt.Fprintln(f.IO.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	t := newTable(f.io.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
+	t := cmdutil.NewTable(f.IO.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
 	for _, r := range rows {
-		t.row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
+		t.Row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // downOptions is what `down` was asked.
 type downOptions struct {
 	Job string
-	JSONFlags
+	cmdutil.JSONFlags
 	NoCollect bool
 }
 
 // newDownCmd parses into downOptions and hands them to runF (tests) or
 // downRun.
-func newDownCmd(f *factory, runF func(context.Context, *downOptions) error) *cobra.Command {
+func newDownCmd(f *factory.Factory, runF func(context.Context, *downOptions) error) *cobra.Command {
 	opts := &downOptions{}
 	cmd := &cobra.Command{
 		Use:   "down JOB",
@@ -115,17 +117,17 @@ named, and down then exits 3.`,
 			return downRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")
 	cmd.Flags().BoolVar(&opts.NoCollect, "no-collect", false, "destroy without collecting results")
 	return cmd
 }
 
 // downRun is `down` once its flags are parsed.
-func downRun(ctx context.Context, f *factory, opts *downOptions) error {
+func downRun(ctx context.Context, f *factory.Factory, opts *downOptions) error {
 	rep, err := downJob(ctx, f, opts)
 	if rep != nil {
 		if opts.JSON {
-			return errors.Join(writeJSON(opts.out(f.io.Out), rep), err)
+			return errors.Join(cmdutil.WriteJSON(opts.Out(f.IO.Out), rep), err)
 		}
 		printJobReport(f, rep)
 	}
@@ -133,33 +135,33 @@ func downRun(ctx context.Context, f *factory, opts *downOptions) error {
 }
 
 // downJob has the job's running up end it, or ends it here.
-func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, error) {
+func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.Report, error) {
 	rec, err := loadJob(ctx, f, opts.Job)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := f.jobRecords(ctx)
+	recs, err := f.JobRecords(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rec, rep, err := job.EndByItsUp(ctx, recs, rec, f.io.ErrOut)
+	rec, rep, err := job.EndByItsUp(ctx, recs, rec, f.IO.ErrOut)
 	if rep != nil || err != nil {
 		return rep, err
 	}
-	f.simHosts = true // collecting reaches into the instances
-	m, err := f.manager(ctx, holderName("down", rec.ID))
+	f.SimHosts = true // collecting reaches into the instances
+	m, err := f.Manager(ctx, factory.HolderName("down", rec.ID))
 	if err != nil {
 		return nil, err
 	}
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return nil, fmt.Errorf("reconcile before down: %w", err)
 	}
-	if recs, err = f.jobRecords(ctx); err != nil {
+	if recs, err = f.JobRecords(ctx); err != nil {
 		return nil, err
 	}
 	// The coordinator's database holds the findings and item results an
 	// up cut off never wrote out.
-	db, err := f.coordDB(ctx)
+	db, err := f.CoordDB(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -167,13 +169,13 @@ func downJob(ctx context.Context, f *factory, opts *downOptions) (*job.Report, e
 	view := newJobView(f, opts.JSON)
 	defer view.close()
 	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Results: db,
-		Nodes: &jobNodes{f: f, p: m.P}, Records: recs, Events: view.event}
+		Nodes: f.JobNodes(m.P), Records: recs, Events: view.event}
 	return job.Down(ctx, d, rec, opts.NoCollect)
 }
 
 // jobLogs prints the session logs of the nodes that ran the job, each
 // under its node's name; a node out of reach gives its container log.
-func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail int, js JSONFlags) error {
+func jobLogs(ctx context.Context, f *factory.Factory, id, nodeSel, session string, tail int, js cmdutil.JSONFlags) error {
 	if session != "" && !wire.ValidSessionName(session) {
 		return usagef("--session %q: a session name is letters, digits, '_' and '-'", session)
 	}
@@ -181,8 +183,8 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 	if err != nil {
 		return err
 	}
-	f.simHosts = true // the simulated nodes answer SSH while this runs
-	op, err := f.operator(ctx)
+	f.SimHosts = true // the simulated nodes answer SSH while this runs
+	op, err := f.Operator(ctx)
 	if err != nil {
 		return err
 	}
@@ -194,14 +196,37 @@ func jobLogs(ctx context.Context, f *factory, id, nodeSel, session string, tail 
 	if err != nil {
 		return err
 	}
-	d := &job.Deps{Provider: p, Store: st, Nodes: &jobNodes{f: f, p: p}}
+	d := &job.Deps{Provider: p, Store: st, Nodes: f.JobNodes(p)}
 	all, err := job.Logs(ctx, d, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail, Container: op.InstanceLogs})
 	if err != nil {
 		return err
 	}
 	if js.JSON {
-		return writeJSON(js.out(f.io.Out), all)
+		return cmdutil.WriteJSON(js.Out(f.IO.Out), all)
 	}
-	job.WriteLogs(f.io.Out, all)
+	job.WriteLogs(f.IO.Out, all)
 	return nil
+}
+
+// The job package's types under the names this package's commands and
+// tests use.
+type (
+	jobReport = job.Report
+	jobNode   = job.ReportNode
+	itemLine  = job.ItemLine
+	nodeLog   = job.NodeLog
+	jobStatus = job.Status
+)
+
+// loadJob is a job's record; an unknown job is the user's mistake.
+func loadJob(ctx context.Context, f *factory.Factory, id string) (*job.Record, error) {
+	recs, err := f.JobRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := recs.Load(ctx, id)
+	if errors.Is(err, job.ErrNotFound) {
+		return nil, usageError{err}
+	}
+	return rec, err
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/liveview"
 )
@@ -12,14 +13,14 @@ import (
 // lines (the run's progress every five seconds of wall time, stamped in
 // the market's).
 type jobView struct {
-	f        *factory
+	f        *factory.Factory
 	json     bool
 	opened   bool
 	live     *liveview.View
 	lastLine time.Time
 }
 
-func newJobView(f *factory, asJSON bool) *jobView { return &jobView{f: f, json: asJSON} }
+func newJobView(f *factory.Factory, asJSON bool) *jobView { return &jobView{f: f, json: asJSON} }
 
 func (v *jobView) close() {
 	v.live.Close()
@@ -35,7 +36,7 @@ func (v *jobView) event(e job.Event) {
 		v.close() // what follows may ask a question
 	}
 	if line := job.EventLine(e); line != "" {
-		fmt.Fprintf(v.f.io.ErrOut, "job %s: %s\n", e.JobID(), line)
+		fmt.Fprintf(v.f.IO.ErrOut, "job %s: %s\n", e.JobID(), line)
 	}
 }
 
@@ -43,7 +44,7 @@ func (v *jobView) event(e job.Event) {
 func (v *jobView) progress(p job.Progress) {
 	if !v.opened && !v.json {
 		v.opened = true
-		v.live = liveview.Open(&v.f.io.ErrOut, v.f.io.ErrTTY, "job "+p.Job)
+		v.live = liveview.Open(&v.f.IO.ErrOut, v.f.IO.ErrTTY, "job "+p.Job)
 	}
 	t, line := p.Totals, p.Line()
 	switch {
@@ -53,13 +54,13 @@ func (v *jobView) progress(p job.Progress) {
 		v.live.Update(int64(p.Ended), int64(p.Nodes), "run exited  "+line)
 	case time.Since(v.lastLine) >= 5*time.Second:
 		v.lastLine = time.Now()
-		fmt.Fprintf(v.f.io.ErrOut, "%s job %s: %s\n", p.At.UTC().Format("15:04:05"), p.Job, line)
+		fmt.Fprintf(v.f.IO.ErrOut, "%s job %s: %s\n", p.At.UTC().Format("15:04:05"), p.Job, line)
 	}
 }
 
 // printJobReport prints a job's cost report.
-func printJobReport(f *factory, rep *job.Report) {
-	w := f.io.Out
+func printJobReport(f *factory.Factory, rep *job.Report) {
+	w := f.IO.Out
 	fmt.Fprintf(w, "cost report for job %s\n", rep.Job)
 	if cols, rows := rep.NodeTable(); cols != nil {
 		printRows(w, cols, rows)

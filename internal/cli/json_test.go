@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/vastfleet/vastfleet/internal/benchrank"
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/scalebench"
 )
@@ -138,7 +140,7 @@ func TestEveryJSONCommandSpeaksSnakeCase(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(newRootCmd(newFactory(&IOStreams{})))
+	walk(newRootCmd(factory.New(&iostreams.IOStreams{}, Version)))
 }
 
 // commandPath is the command part of args ("market depth" of

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -36,7 +38,7 @@ type launchOptions struct {
 	OnInterrupt string
 	WaitFor     string
 	WaitMax     time.Duration
-	JSONFlags
+	cmdutil.JSONFlags
 	// OnShortHardware is --on-short-hardware (with --coord): what to do
 	// with a node whose boot probe measured less than its offer lists.
 	OnShortHardware string
@@ -51,7 +53,7 @@ type launchOptions struct {
 
 // newLaunchCmd parses into launchOptions and hands them to runF (tests) or
 // launchRun.
-func newLaunchCmd(f *factory, runF func(context.Context, *launchOptions) error) *cobra.Command {
+func newLaunchCmd(f *factory.Factory, runF func(context.Context, *launchOptions) error) *cobra.Command {
 	opts := &launchOptions{}
 	cmd := &cobra.Command{
 		Use:   "launch [flags] [QUERY...]",
@@ -169,7 +171,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, destroy-unready or destroy-all (default: ask on a terminal, else destroy-unready)")
 	fl.StringVar(&opts.WaitFor, "wait-for", "", "launch only when the top --count offers meet this, e.g. 'vcpu>=5000 dph_per_vcpu<=0.002'")
 	fl.DurationVar(&opts.WaitMax, "wait-max", 6*time.Hour, "with --wait-for: give up after this long")
-	addJSONFlags(fl, &opts.JSONFlags, "print one JSON event per line, ending with the summary")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print one JSON event per line, ending with the summary")
 	limitFlags(fl,
 		bounds{"count", "1", strconv.Itoa(launch.MaxCount)}, bounds{"min-ready", "0", strconv.Itoa(launch.MaxCount)},
 		bounds{"deadline", "0", "720h"}, bounds{"spare", "-1", "10"},

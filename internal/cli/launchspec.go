@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
@@ -32,10 +33,10 @@ func launchUsage(err error) error {
 
 // launchRun is `launch` once its flags are parsed: a new launch or a
 // resumed one.
-func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
-	f.waitsOnMarket = true
+func launchRun(ctx context.Context, f *factory.Factory, opts *launchOptions) error {
+	f.WaitsOnMarket = true
 	onInterrupt := opts.OnInterrupt
-	ask := onInterrupt == "" && f.io.InTTY && !opts.JSON
+	ask := onInterrupt == "" && f.IO.InTTY && !opts.JSON
 	if onInterrupt == "" {
 		onInterrupt = launch.InterruptDestroyUnready
 		if ask {
@@ -50,33 +51,33 @@ func launchRun(ctx context.Context, f *factory, opts *launchOptions) error {
 
 // launchResume goes on with the launch of fleet --resume; ask: the
 // interrupt's outcome is asked on the terminal.
-func launchResume(ctx context.Context, f *factory, opts *launchOptions, ask bool) error {
-	m, err := f.manager(ctx, holderName("launch", "--resume", opts.Resume))
+func launchResume(ctx context.Context, f *factory.Factory, opts *launchOptions, ask bool) error {
+	m, err := f.Manager(ctx, factory.HolderName("launch", "--resume", opts.Resume))
 	if err != nil {
 		return err
 	}
-	f.registerFleetKey(ctx, m.P)
-	checks, err := f.launchChecks(ctx, opts, opts.Resume)
+	f.RegisterFleetKey(ctx, m.P)
+	checks, err := launchChecks(ctx, f, opts, opts.Resume)
 	if err != nil {
 		return err
 	}
 	view := newLaunchView(f, opts.JSONFlags)
 	sum, err := launch.Resume(ctx, m, opts.Resume, view.event, checks)
 	if sum.Rented > 0 {
-		f.startBidWatcher() // it ends at once when none of them bids
+		f.StartBidWatcher() // it ends at once when none of them bids
 	}
 	return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
 }
 
 // launchNew launches a new fleet from the ranked offers.
-func launchNew(ctx context.Context, f *factory, opts *launchOptions, onInterrupt string, ask bool) error {
+func launchNew(ctx context.Context, f *factory.Factory, opts *launchOptions, onInterrupt string, ask bool) error {
 	args := opts.Query
 	spec, err := opts.spec(onInterrupt)
 	if err != nil {
 		return err
 	}
 	if opts.Coord != "" {
-		if err := f.withAgent(ctx, &spec, opts); err != nil {
+		if err := withAgent(ctx, f, &spec, opts); err != nil {
 			return err
 		}
 	}
@@ -90,21 +91,21 @@ func launchNew(ctx context.Context, f *factory, opts *launchOptions, onInterrupt
 			return err
 		}
 	}
-	m, err := f.manager(ctx, holderName("launch", "--fleet", spec.Fleet, "--count", strconv.Itoa(spec.Count)))
+	m, err := f.Manager(ctx, factory.HolderName("launch", "--fleet", spec.Fleet, "--count", strconv.Itoa(spec.Count)))
 	if err != nil {
 		return err
 	}
 	if err := launch.BeforeRenting(ctx, m, spec.Fleet, opts.Ladder); err != nil {
 		return err
 	}
-	f.registerFleetKey(ctx, m.P)
-	if spec.Checks, err = f.launchChecks(ctx, opts, spec.Fleet); err != nil {
+	f.RegisterFleetKey(ctx, m.P)
+	if spec.Checks, err = launchChecks(ctx, f, opts, spec.Fleet); err != nil {
 		return err
 	}
 	view := newLaunchView(f, opts.JSONFlags)
 	sum, err := launch.Run(ctx, m, spec, cands, view.event)
 	if spec.Bid != nil && sum.Rented > 0 {
-		f.startBidWatcher()
+		f.StartBidWatcher()
 	}
 	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
 }
@@ -116,7 +117,7 @@ func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
 
 // candidates are the ranked offers to launch from: a saved ranking, or every
 // offer matching the query (swept past the search cap) ranked by --by.
-func (o *launchOptions) candidates(ctx context.Context, f *factory, args []string) ([]market.Ranked, error) {
+func (o *launchOptions) candidates(ctx context.Context, f *factory.Factory, args []string) ([]market.Ranked, error) {
 	if o.From != "" {
 		if len(args) > 0 {
 			return nil, usagef("--from %s and a query: the saved ranking already holds the offers", o.From)
@@ -128,7 +129,7 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory, args []strin
 		o.query.Storage = o.Disk
 	}
 	if len(args) == 0 && !o.query.NoDefault {
-		fmt.Fprintf(f.io.ErrOut, "no query: launching from offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
+		fmt.Fprintf(f.IO.ErrOut, "no query: launching from offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
 		args = []string{launch.DefaultFilter}
 	}
 	ranked, _, err := rankedOffers(ctx, f, &o.query, &o.rank, args, o.query.SweepLimit)
@@ -137,17 +138,17 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory, args []strin
 
 // waitForWindow polls the market until the top --count offers meet
 // --wait-for, or --wait-max passes.
-func waitForWindow(ctx context.Context, f *factory, opts *launchOptions, args []string) ([]market.Ranked, error) {
+func waitForWindow(ctx context.Context, f *factory.Factory, opts *launchOptions, args []string) ([]market.Ranked, error) {
 	cond, err := launch.ParseWaitFor(opts.WaitFor)
 	if err != nil {
 		return nil, usagef("--wait-for: %v", err)
 	}
 	poll := func(ctx context.Context) ([]market.Ranked, error) { return opts.candidates(ctx, f, args) }
-	fmt.Fprintf(f.io.ErrOut, "waiting for %s (checking every 10m, at most %s)\n", opts.WaitFor, opts.WaitMax)
+	fmt.Fprintf(f.IO.ErrOut, "waiting for %s (checking every 10m, at most %s)\n", opts.WaitFor, opts.WaitMax)
 	ranked, m, err := launch.WaitFor(ctx, cond, opts.Count, poll, 10*time.Minute, opts.WaitMax, f.Clock())
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(f.io.ErrOut, "price window open: top %d give %.0f vCPU at $%.3f/hr\n", m.N, m.VCPU, m.DPH)
+	fmt.Fprintf(f.IO.ErrOut, "price window open: top %d give %.0f vCPU at $%.3f/hr\n", m.N, m.VCPU, m.DPH)
 	return ranked, nil
 }

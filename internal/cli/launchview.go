@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/liveview"
 )
@@ -15,7 +18,7 @@ import (
 // launchView shows a launch: JSON lines, a live view on a terminal (a bar
 // of ready instances, the log above it), or log lines.
 type launchView struct {
-	f       *factory
+	f       *factory.Factory
 	json    bool
 	enc     *json.Encoder
 	tty     bool
@@ -24,10 +27,10 @@ type launchView struct {
 	lastLog time.Time
 }
 
-func newLaunchView(f *factory, js JSONFlags) *launchView {
-	v := &launchView{f: f, json: js.JSON, tty: f.io.ErrTTY && !js.JSON}
+func newLaunchView(f *factory.Factory, js cmdutil.JSONFlags) *launchView {
+	v := &launchView{f: f, json: js.JSON, tty: f.IO.ErrTTY && !js.JSON}
 	if js.JSON {
-		v.enc = json.NewEncoder(js.out(f.io.Out))
+		v.enc = json.NewEncoder(js.Out(f.IO.Out))
 		v.enc.SetEscapeHTML(false)
 	}
 	return v
@@ -41,7 +44,7 @@ func (v *launchView) event(e launch.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.tty && v.live == nil {
-		v.live = liveview.Open(&v.f.io.ErrOut, v.f.io.ErrTTY, "ready")
+		v.live = liveview.Open(&v.f.IO.ErrOut, v.f.IO.ErrTTY, "ready")
 	}
 	if e.Event == launch.EvProgress && e.Progress != nil {
 		p := e.Progress
@@ -52,12 +55,12 @@ func (v *launchView) event(e launch.Event) {
 		// Off a terminal, one progress line a minute of marketplace time.
 		if e.At.Sub(v.lastLog) >= time.Minute {
 			v.lastLog = e.At
-			fmt.Fprintln(v.f.io.ErrOut, p.Line(e.At))
+			fmt.Fprintln(v.f.IO.ErrOut, p.Line(e.At))
 		}
 		return
 	}
 	if e.Event != launch.EvSummary {
-		fmt.Fprintln(v.f.io.ErrOut, e.Line())
+		fmt.Fprintln(v.f.IO.ErrOut, e.Line())
 	}
 }
 
@@ -75,7 +78,7 @@ func (v *launchView) stop() {
 // A launch that ends with fewer ready than --min-ready (default: every
 // instance asked; on --resume, the stored launch's) exits 3, "partial",
 // whatever the rest of the summary.
-func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool) error {
+func (v *launchView) finish(ctx context.Context, f *factory.Factory, m *fleet.Manager, fleetName string, sum launch.Summary, err error, ask bool) error {
 	if err == nil {
 		if short := sum.Shortfall(fleetName); short != nil {
 			err = partialError{short}
@@ -88,22 +91,22 @@ func (v *launchView) finish(ctx context.Context, f *factory, m *fleet.Manager, f
 	if sum.Interrupted && ask {
 		cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 		defer cancel()
-		ids, derr := launch.AfterInterrupt(cleanupCtx, m, fleetName, askInterrupt(f.io))
+		ids, derr := launch.AfterInterrupt(cleanupCtx, m, fleetName, askInterrupt(f.IO))
 		if derr != nil {
 			return derr
 		}
 		if len(ids) > 0 {
-			fmt.Fprintf(f.io.ErrOut, "destroyed %d instance(s)\n", len(ids))
+			fmt.Fprintf(f.IO.ErrOut, "destroyed %d instance(s)\n", len(ids))
 		}
 	}
 	if v.json {
 		return err // the launch emitted the summary line itself
 	}
-	fmt.Fprint(f.io.Out, sum.Report(fleetName))
+	fmt.Fprint(f.IO.Out, sum.Report(fleetName))
 	return err
 }
 
-func askInterrupt(ios *IOStreams) string {
+func askInterrupt(ios *iostreams.IOStreams) string {
 	fmt.Fprintf(ios.ErrOut, "\nLaunch interrupted. [k]eep instances (resume later), destroy [u]nready, destroy [a]ll? [k/u/a] ")
 	var answer string
 	fmt.Fscanln(ios.In, &answer)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/localmarket"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 // TestLocalMarketSaysWhatItRuns: the command that starts the local
@@ -54,7 +55,7 @@ func TestLocalMarketHasItsOwnKey(t *testing.T) {
 		t.Fatal("no local market after a command")
 	}
 	key, err := localmarket.Key(dir)
-	if err != nil || key == "" || key == simAPIKey {
+	if err != nil || key == "" || key == sim.DefaultAPIKey {
 		t.Fatalf("local market key %q, %v", key, err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, localmarket.KeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
@@ -63,7 +64,7 @@ func TestLocalMarketHasItsOwnKey(t *testing.T) {
 	for _, c := range []struct {
 		key  string
 		want int
-	}{{simAPIKey, http.StatusUnauthorized}, {"", http.StatusUnauthorized}, {key, http.StatusOK}} {
+	}{{sim.DefaultAPIKey, http.StatusUnauthorized}, {"", http.StatusUnauthorized}, {key, http.StatusOK}} {
 		req, _ := http.NewRequest("GET", u+"/api/v1/instances/", nil)
 		if c.key != "" {
 			req.Header.Set("Authorization", "Bearer "+c.key)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/depthplot"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
@@ -18,10 +20,10 @@ type depthOptions struct {
 	rank  rankFlags
 	Tops  []int
 	Plot  string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
-func newMarketCmd(f *factory, depthF func(context.Context, *depthOptions) error) *cobra.Command {
+func newMarketCmd(f *factory.Factory, depthF func(context.Context, *depthOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "market", Short: "Market-wide views of the offers"}
 	opts := &depthOptions{}
 	depth := &cobra.Command{
@@ -43,12 +45,12 @@ give together. --plot writes the same curve as an SVG or PNG image.`,
 	opts.rank.register(depth, "vcpu")
 	depth.Flags().IntSliceVar(&opts.Tops, "top", []int{10, 30, 50, 100, 200, 300}, "cumulative rows to print")
 	depth.Flags().StringVar(&opts.Plot, "plot", "", "write the depth curve to FILE (.svg or .png)")
-	addJSONFlags(depth.Flags(), &opts.JSONFlags, "print the rows as JSON")
+	cmdutil.AddJSONFlags(depth.Flags(), &opts.JSONFlags, "print the rows as JSON")
 	cmd.AddCommand(depth)
 	return cmd
 }
 
-func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
+func depthRun(ctx context.Context, f *factory.Factory, opts *depthOptions) error {
 	if opts.Plot != "" {
 		if err := depthplot.CheckName(opts.Plot); err != nil {
 			return usageError{err}
@@ -70,25 +72,25 @@ func depthRun(ctx context.Context, f *factory, opts *depthOptions) error {
 		if err := depthplot.Write(opts.Plot, curve, opts.Tops, s.Name()); err != nil {
 			return err
 		}
-		fmt.Fprintf(f.io.ErrOut, "wrote %s\n", opts.Plot)
+		fmt.Fprintf(f.IO.ErrOut, "wrote %s\n", opts.Plot)
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
 	}
-	t := newTable(f.io.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
+	t := cmdutil.NewTable(f.IO.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
 	for _, r := range rows {
 		per := 0.0
 		if r.DPH > 0 {
 			per = r.VCPU / r.DPH
 		}
-		t.row(strconv.Itoa(r.N), fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.RAMGB), strconv.Itoa(r.GPUs),
+		t.Row(strconv.Itoa(r.N), fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.RAMGB), strconv.Itoa(r.GPUs),
 			fmt.Sprintf("%.3f", r.DPH), fmt.Sprintf("%.1f", per))
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	if len(ranked) < opts.Tops[len(opts.Tops)-1] {
-		fmt.Fprintf(f.io.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
+		fmt.Fprintf(f.IO.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
 	}
 	return nil
 }

@@ -5,18 +5,19 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/market"
 )
 
 // printOffers writes the offer table a person reads at a glance; data lines
 // start with the offer id, and a TOTAL row sums the fleet it would make.
 func printOffers(w io.Writer, ranked []market.Ranked) error {
-	t := newTable(w, "ID", "SCORE", "vCPUs", "RAM", "$/hr", "N", "MODEL", "LOCATION", "RELIABILITY")
+	t := cmdutil.NewTable(w, "ID", "SCORE", "vCPUs", "RAM", "$/hr", "N", "MODEL", "LOCATION", "RELIABILITY")
 	var vcpu, ram, dph float64
 	var gpus int
 	for _, r := range ranked {
 		o := r.Offer
-		t.row(strconv.FormatInt(o.ID, 10), fmtScore(r.Score), fmtNum(o.CPUCoresEffective), fmtGB(o.CPURAM),
+		t.Row(strconv.FormatInt(o.ID, 10), fmtScore(r.Score), fmtNum(o.CPUCoresEffective), fmtGB(o.CPURAM),
 			fmt.Sprintf("%.3f", o.DPHTotal), strconv.Itoa(o.NumGPUs), o.GPUName, o.Geolocation,
 			fmt.Sprintf("%.3f", o.Reliability))
 		vcpu += o.CPUCoresEffective
@@ -24,8 +25,8 @@ func printOffers(w io.Writer, ranked []market.Ranked) error {
 		dph += o.DPHTotal
 		gpus += o.NumGPUs
 	}
-	t.row("TOTAL", fmt.Sprintf("%d offers", len(ranked)), fmtNum(vcpu), fmtGB(ram), fmt.Sprintf("%.3f", dph), strconv.Itoa(gpus), "", "", "")
-	return t.flush()
+	t.Row("TOTAL", fmt.Sprintf("%d offers", len(ranked)), fmtNum(vcpu), fmtGB(ram), fmt.Sprintf("%.3f", dph), strconv.Itoa(gpus), "", "", "")
+	return t.Flush()
 }
 
 func fmtScore(v float64) string {

@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -29,14 +31,14 @@ func parseOnly(t *testing.T, cmd *cobra.Command, argv ...string) error {
 // checked apart from what the command then does.
 func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	t.Run("exec", func(t *testing.T) {
 		var got *execOptions
 		cmd := newExecCmd(f, func(_ context.Context, o *execOptions) error { got = o; return nil })
 		if err := parseOnly(t, cmd, "--fleet", "f1", "--parallel", "8", "--timeout", "90s", "--json", "--", "nvidia-smi", "-L"); err != nil {
 			t.Fatal(err)
 		}
-		want := &execOptions{Nodes: nodeTargets{Fleet: "f1", IDs: []string{}}, Command: "nvidia-smi -L", Parallel: 8, Timeout: 90 * time.Second, JSONFlags: JSONFlags{JSON: true}}
+		want := &execOptions{Nodes: nodeTargets{Fleet: "f1", IDs: []string{}}, Command: "nvidia-smi -L", Parallel: 8, Timeout: 90 * time.Second, JSONFlags: cmdutil.JSONFlags{JSON: true}}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("exec options (-want +got):\n%s", d)
 		}
@@ -101,7 +103,7 @@ func TestFanOutCommandsParseIntoOptions(t *testing.T) {
 // the same value typed out: the options record which were given.
 func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var reap *reapOptions
 	if err := parseOnly(t, newReapCmd(f, func(_ context.Context, o *reapOptions) error { reap = o; return nil }), "--fleet", "a", "--orphan-after", "10m"); err != nil {
 		t.Fatal(err)
@@ -128,7 +130,7 @@ func TestDefaultsAndGivenFlagsAreToldApart(t *testing.T) {
 
 func TestUpParsesItsFileAndRefusesResumeWithOne(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var got *upOptions
 	capture := func(_ context.Context, o *upOptions) error { got = o; return nil }
 	if err := parseOnly(t, newUpCmd(f, capture), "examples/sweep.yaml", "--results", "out", "--detach", "--coord-addr", "0.0.0.0:9000"); err != nil {
@@ -178,7 +180,7 @@ func refuse[T any](ran *bool) func(context.Context, *T) error {
 // anything is searched.
 func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	t.Run("search", func(t *testing.T) {
 		var got *searchOptions
 		argv := []string{"-n", "-i", "--by", "vcpu", "--all", "--save", "out.json", "-o", "+dph_total", "--limit", "5", "offers", "gpu_ram>=24", "reliability>0.95"}
@@ -299,7 +301,7 @@ func TestSearchPlanAndLaunchParseIntoOptions(t *testing.T) {
 // that contradict each other are usage errors before anything runs.
 func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var ran bool
 	t.Run("rent", func(t *testing.T) {
 		var got *rentOptions
@@ -319,7 +321,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newLsCmd(f, capture(&ls)), "--fleet", "f1", "--all", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&lsOptions{Fleet: "f1", All: true, JSONFlags: JSONFlags{JSON: true}}, ls); d != "" {
+		if d := cmp.Diff(&lsOptions{Fleet: "f1", All: true, JSONFlags: cmdutil.JSONFlags{JSON: true}}, ls); d != "" {
 			t.Errorf("ls options (-want +got):\n%s", d)
 		}
 		var cost *costOptions
@@ -335,7 +337,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newStateCmd(f, "stop", "", capture(&got)), "3", "4", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&stateOptions{Verb: "stop", IDs: []int64{3, 4}, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&stateOptions{Verb: "stop", IDs: []int64{3, 4}, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("stop options (-want +got):\n%s", d)
 		}
 		if err := parseOnly(t, newStateCmd(f, "start", "", capture(&got)), "7"); err != nil {
@@ -370,7 +372,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newReconcileCmd(f, capture(&got)), "--adopt", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&reconcileOptions{Adopt: true, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&reconcileOptions{Adopt: true, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("reconcile options (-want +got):\n%s", d)
 		}
 		refusedBeforeRun(t, "reconcile", newReconcileCmd(f, refuse[reconcileOptions](&ran)), &ran, "--adopt", "--destroy-orphans")
@@ -446,7 +448,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newLogsCmd(f, capture(&got)), "4711", "--tail", "50", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&logsOptions{Target: "4711", InstanceID: 4711, Tail: 50, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&logsOptions{Target: "4711", InstanceID: 4711, Tail: 50, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("logs ID options (-want +got):\n%s", d)
 		}
 		if err := parseOnly(t, newLogsCmd(f, capture(&got)), "sweep-1", "--node", "2", "--session", "run"); err != nil {
@@ -470,7 +472,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newSCPURLCmd(f, capture(&got)), "12", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&routeURLOptions{Scheme: "scp", ID: 12, JSONFlags: JSONFlags{JSON: true}}, got); d != "" {
+		if d := cmp.Diff(&routeURLOptions{Scheme: "scp", ID: 12, JSONFlags: cmdutil.JSONFlags{JSON: true}}, got); d != "" {
 			t.Errorf("scp-url options (-want +got):\n%s", d)
 		}
 		refusedBeforeRun(t, "ssh-url", newSSHURLCmd(f, refuse[routeURLOptions](&ran)), &ran, "host")
@@ -488,7 +490,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newStatusCmd(f, capture(&st)), "job-1", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&statusOptions{Job: "job-1", JSONFlags: JSONFlags{JSON: true}}, st); d != "" {
+		if d := cmp.Diff(&statusOptions{Job: "job-1", JSONFlags: cmdutil.JSONFlags{JSON: true}}, st); d != "" {
 			t.Errorf("status JOB options (-want +got):\n%s", d)
 		}
 		refusedBeforeRun(t, "status", newStatusCmd(f, refuse[statusOptions](&ran)), &ran, "job-1", "job-2")
@@ -507,7 +509,7 @@ func TestInstanceCommandsParseIntoOptions(t *testing.T) {
 // parse into options as the other commands do.
 func TestToolCommandsParseIntoOptions(t *testing.T) {
 	t.Parallel()
-	f := &factory{}
+	f := &factory.Factory{}
 	var ran bool
 	t.Run("demo and hashwork", func(t *testing.T) {
 		var got *demoOptions
@@ -569,7 +571,7 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 		if err := parseOnly(t, newSimDepthCmd(f, capture(&got)), "--seeds", "1,3,7", "--offers", "2000", "--json"); err != nil {
 			t.Fatal(err)
 		}
-		want := &simDepthOptions{Seeds: "1,3,7", Offers: 2000, JSONFlags: JSONFlags{JSON: true}, seeds: []int64{1, 3, 7}}
+		want := &simDepthOptions{Seeds: "1,3,7", Offers: 2000, JSONFlags: cmdutil.JSONFlags{JSON: true}, seeds: []int64{1, 3, 7}}
 		if d := cmp.Diff(want, got, cmp.AllowUnexported(simDepthOptions{})); d != "" {
 			t.Errorf("sim depth options (-want +got):\n%s", d)
 		}

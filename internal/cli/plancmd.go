@@ -12,7 +12,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/plan"
 )
@@ -24,7 +27,7 @@ type planOptions struct {
 	Train   bool
 	Infer   bool
 	Explain bool
-	JSONFlags
+	cmdutil.JSONFlags
 	Rent    int
 	Image   string
 	Fleet   string
@@ -36,7 +39,7 @@ type planOptions struct {
 
 // newPlanCmd parses into planOptions and hands them to runF (tests) or
 // planRun.
-func newPlanCmd(f *factory, runF func(context.Context, *planOptions) error) *cobra.Command {
+func newPlanCmd(f *factory.Factory, runF func(context.Context, *planOptions) error) *cobra.Command {
 	opts := &planOptions{}
 	cmd := &cobra.Command{
 		Use:   "plan [--model NAME | --params N] [flags]",
@@ -91,7 +94,7 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 	fl.Float64Var(&t.CUDA, "cuda", 0, "minimum CUDA version")
 	fl.Float64Var(&t.MaxBudget, "max-budget", 0, "dollars for the whole run: options above it are flagged and --rent refuses")
 	fl.BoolVar(&opts.Explain, "explain", false, "show the reasoning behind every requirement")
-	addJSONFlags(fl, &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print JSON")
 	fl.IntVar(&opts.Rent, "rent", 0, "rent option N (1-3), wait until it runs and record its estimate")
 	fl.StringVar(&opts.Fleet, "fleet", "default", "with --rent: fleet to record the instance in")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --rent: give up waiting for running after this long")
@@ -105,7 +108,7 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 }
 
 // planRun is `plan` once its flags are parsed.
-func planRun(ctx context.Context, f *factory, opts *planOptions) error {
+func planRun(ctx context.Context, f *factory.Factory, opts *planOptions) error {
 	task, err := plan.Input{File: opts.File, Flags: opts.Task, Given: opts.Given, Params: opts.Params,
 		Train: opts.Train, Infer: opts.Infer, Image: opts.Image}.Task()
 	if err != nil {
@@ -118,16 +121,16 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 	if opts.Rent < 0 || opts.Rent > 3 {
 		return usagef("--rent %d: pick an option from 1 to 3", opts.Rent)
 	}
-	f.waitsOnMarket = opts.Rent > 0 // the market moves while --rent waits for the boot
+	f.WaitsOnMarket = opts.Rent > 0 // the market moves while --rent waits for the boot
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := plan.Find(ctx, task, req, p.SearchOffers, f.log)
+	res, err := plan.Find(ctx, task, req, p.SearchOffers, f.Log)
 	var nofit *plan.NoFitError
 	if errors.As(err, &nofit) {
 		if opts.Explain {
-			fmt.Fprintln(f.io.ErrOut, req.Explain())
+			fmt.Fprintln(f.IO.ErrOut, req.Explain())
 		}
 		return fmt.Errorf("%w; nothing was rented", err)
 	}
@@ -135,21 +138,21 @@ func planRun(ctx context.Context, f *factory, opts *planOptions) error {
 		return err
 	}
 	if opts.JSON {
-		if err := writeJSON(opts.out(f.io.Out), res); err != nil {
+		if err := cmdutil.WriteJSON(opts.Out(f.IO.Out), res); err != nil {
 			return err
 		}
 	} else {
-		printPlan(f.io.Out, req, res, opts.Explain)
+		printPlan(f.IO.Out, req, res, opts.Explain)
 	}
 	return planRent(ctx, f, opts, task, req, res)
 }
 
 // planRent rents the option picked with --rent, or asked for on a
 // terminal, if any.
-func planRent(ctx context.Context, f *factory, opts *planOptions, task plan.Task, req plan.Req, res plan.Result) error {
+func planRent(ctx context.Context, f *factory.Factory, opts *planOptions, task plan.Task, req plan.Req, res plan.Result) error {
 	pick := opts.Rent
-	if pick == 0 && f.io.InTTY && f.io.OutTTY && !opts.JSON && len(res.Options) > 0 {
-		pick = askPick(f.io, len(res.Options))
+	if pick == 0 && f.IO.InTTY && f.IO.OutTTY && !opts.JSON && len(res.Options) > 0 {
+		pick = askPick(f.IO, len(res.Options))
 	}
 	if pick == 0 {
 		return nil
@@ -172,13 +175,13 @@ func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
 		}
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "#", "GPU", "VRAM", "$/hr", "Est.hours", "Est.total", "Reliability", "OfferID", "")
+	t := cmdutil.NewTable(w, "#", "GPU", "VRAM", "$/hr", "Est.hours", "Est.total", "Reliability", "OfferID", "")
 	for _, o := range res.Options {
-		t.row(strconv.Itoa(o.Rank), fmt.Sprintf("%dx %s", o.NumGPUs, o.GPUName), fmtGB(o.Offer.GPURAM),
+		t.Row(strconv.Itoa(o.Rank), fmt.Sprintf("%dx %s", o.NumGPUs, o.GPUName), fmtGB(o.Offer.GPURAM),
 			fmt.Sprintf("%.3f", o.DPHTotal), fmt.Sprintf("%.2f", o.EstHours), money(o.EstTotal),
 			fmt.Sprintf("%.3f", o.Reliability), strconv.FormatInt(o.OfferID, 10), o.Label)
 	}
-	t.flush()
+	t.Flush()
 	for _, o := range res.Options {
 		for _, warn := range o.Warnings {
 			fmt.Fprintf(w, "option %d: %s\n", o.Rank, warn)
@@ -189,7 +192,7 @@ func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
 	}
 }
 
-func askPick(ios *IOStreams, n int) int {
+func askPick(ios *iostreams.IOStreams, n int) int {
 	fmt.Fprintf(ios.ErrOut, "Rent which option? [1-%d, Enter for none] ", n)
 	var answer string
 	fmt.Fscanln(ios.In, &answer)
@@ -200,12 +203,12 @@ func askPick(ios *IOStreams, n int) int {
 	return k
 }
 
-func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req, o plan.Option) error {
+func rentOption(ctx context.Context, f *factory.Factory, opts *planOptions, req plan.Req, o plan.Option) error {
 	image := opts.Task.Image
 	if image == "" {
 		image = launch.DefaultImage
 	}
-	m, err := f.manager(ctx, holderName("plan", "--rent", strconv.Itoa(o.Rank)))
+	m, err := f.Manager(ctx, factory.HolderName("plan", "--rent", strconv.Itoa(o.Rank)))
 	if err != nil {
 		return err
 	}
@@ -222,11 +225,11 @@ func rentOption(ctx context.Context, f *factory, opts *planOptions, req plan.Req
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "rented option %d (offer %d) as instance %d; waiting for it to run\n", o.Rank, o.OfferID, rec.ID)
-	rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.io.ErrOut)
+	fmt.Fprintf(f.IO.ErrOut, "rented option %d (offer %d) as instance %d; waiting for it to run\n", o.Rank, o.OfferID, rec.ID)
+	rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.IO.ErrOut)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, dash(rec.SSHURL), hours, money(total))
+	fmt.Fprintf(f.IO.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, dash(rec.SSHURL), hours, money(total))
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 )
 
@@ -19,7 +20,7 @@ type queryParseOptions struct {
 
 // newQueryCmd is `query` with its parse subcommand, which parses into
 // queryParseOptions and hands them to parseF (tests) or queryParseRun.
-func newQueryCmd(f *factory, parseF func(context.Context, *queryParseOptions) error) *cobra.Command {
+func newQueryCmd(f *factory.Factory, parseF func(context.Context, *queryParseOptions) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "query", Short: "Work with the vastai query language"}
 	// query parse shows what the vastai CLI would send, unknown fields
 	// included (with a warning); search refuses them before sending.
@@ -50,13 +51,13 @@ keeping only the last one.`,
 }
 
 // queryParseRun is `query parse` once its flags are parsed.
-func queryParseRun(_ context.Context, f *factory, opts *queryParseOptions) error {
-	query, err := opts.query.parse(f.io, opts.Query)
+func queryParseRun(_ context.Context, f *factory.Factory, opts *queryParseOptions) error {
+	query, err := opts.query.parse(f.IO, opts.Query)
 	if err != nil {
 		return err
 	}
 	method, path, body := vast.SearchRequest(query, opts.query.New)
-	fmt.Fprintf(f.io.ErrOut, "%s %s\n", method, path)
+	fmt.Fprintf(f.IO.ErrOut, "%s %s\n", method, path)
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -70,6 +71,6 @@ func queryParseRun(_ context.Context, f *factory, opts *queryParseOptions) error
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(f.io.Out, string(out))
+	_, err = fmt.Fprintln(f.IO.Out, string(out))
 	return err
 }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -191,14 +193,14 @@ func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	f := newFactory(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
+	f := factory.New(&iostreams.IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
 		return ""
-	}})
-	f.opts = globalOptions{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
-	err = f.reapPass(ctx, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
+	}}, Version)
+	f.Opts = factory.Options{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
+	err = reapPass(ctx, f, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
 	f.Close()
 	if err != nil {
 		t.Fatalf("reap pass: %v\n%s", err, out.String())
@@ -280,17 +282,17 @@ func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
 	}
 	defer db.Close()
 	var out bytes.Buffer
-	f := newFactory(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
+	f := factory.New(&iostreams.IOStreams{Out: &out, ErrOut: &out, Getenv: func(k string) string {
 		if k == "VASTFLEET_HOME" {
 			return e.home
 		}
 		return ""
-	}})
-	f.opts = globalOptions{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
+	}}, Version)
+	f.Opts = factory.Options{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
 	if _, err := f.Provider(ctx); err != nil { // the market's clock, as the coordinator holds it
 		t.Fatal(err)
 	}
-	err = f.reapPass(ctx, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
+	err = reapPass(ctx, f, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
 	f.Close()
 	if err != nil {
 		t.Fatalf("reap pass: %v\n%s", err, out.String())

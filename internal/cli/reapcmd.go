@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -22,7 +23,7 @@ type reapOptions struct {
 	PolicySet bool
 }
 
-func newReapCmd(f *factory, runF func(context.Context, *reapOptions) error) *cobra.Command {
+func newReapCmd(f *factory.Factory, runF func(context.Context, *reapOptions) error) *cobra.Command {
 	opts := &reapOptions{}
 	cmd := &cobra.Command{
 		Use:   "reap [--fleet F]",
@@ -59,11 +60,11 @@ instance, where ls shows it.`,
 	return cmd
 }
 
-func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
+func reapRun(ctx context.Context, f *factory.Factory, opts *reapOptions) error {
 	if opts.Policy != wire.PolicyStop && opts.Policy != wire.PolicyDestroy {
 		return usagef("--orphan-policy %q: use stop or destroy", opts.Policy)
 	}
-	m, err := f.refreshed(ctx, holderName("reap"))
+	m, err := f.Refreshed(ctx, factory.HolderName("reap"))
 	if err != nil {
 		return err
 	}
@@ -78,33 +79,36 @@ func reapRun(ctx context.Context, f *factory, opts *reapOptions) error {
 		Switch: fleet.Switch{After: opts.After, Policy: opts.Policy, AfterSet: opts.AfterSet, PolicySet: opts.PolicySet},
 		Heartbeats: func(ctx context.Context) (fleet.Heartbeats, error) {
 			var err error
-			if db, err = f.existingCoordDB(ctx); db == nil {
+			if db, err = f.ExistingCoordDB(ctx); db == nil {
 				return nil, err
 			}
 			return db, nil
 		},
-		OnLaddered: f.reportLaddered, OnReaped: f.reportReaped,
+		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped,
 	})
 	switch {
 	case err != nil:
 		return err
 	case res.NoCoordinator:
-		fmt.Fprintln(f.io.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
+		fmt.Fprintln(f.IO.ErrOut, "no coordinator has run for this data dir: no agent's silence to go by")
 	case res.Reaped == 0:
-		fmt.Fprintln(f.io.ErrOut, "no silent instances")
+		fmt.Fprintln(f.IO.ErrOut, "no silent instances")
 	}
 	return errors.Join(res.Failed...)
 }
 
-func (f *factory) reportLaddered(fleetName string, d fleet.Laddered) { f.report(d.Report(fleetName)) }
+// reporter prints what a reap pass did (its OnLaddered, OnReaped).
+type reporter struct{ f *factory.Factory }
 
-func (f *factory) reportReaped(fleetName string, r fleet.Reaped) { f.report(r.Report(fleetName)) }
+func (r reporter) laddered(fleetName string, d fleet.Laddered) { r.report(d.Report(fleetName)) }
+
+func (r reporter) reaped(fleetName string, x fleet.Reaped) { r.report(x.Report(fleetName)) }
 
 // report prints a line of what was done, a failure on the error stream.
-func (f *factory) report(line string, failed bool) {
-	w := f.io.Out
+func (r reporter) report(line string, failed bool) {
+	w := r.f.IO.Out
 	if failed {
-		w = f.io.ErrOut
+		w = r.f.IO.ErrOut
 	}
 	fmt.Fprintln(w, line)
 }
@@ -117,8 +121,8 @@ func (f *factory) report(line string, failed bool) {
 // while it was down), and the data dir's lock is taken only for a pass
 // that has something to do, so ls, launch and destroy in other terminals
 // are not kept waiting.
-func (f *factory) reapWhileCoordinating(ctx context.Context, db *coord.DB, after time.Duration, policy string, every time.Duration) {
-	dir, err := f.dataDir()
+func reapWhileCoordinating(ctx context.Context, f *factory.Factory, db *coord.DB, after time.Duration, policy string, every time.Duration) {
+	dir, err := f.DataDir()
 	if err != nil {
 		return
 	}
@@ -126,21 +130,21 @@ func (f *factory) reapWhileCoordinating(ctx context.Context, db *coord.DB, after
 	// every is market time: on a simulated market that runs faster than
 	// the wall, a ladder step is due that much sooner, so the pass comes
 	// as often in market time (once a wall second at most).
-	fleet.PassEvery(ctx, max(time.Duration(float64(every)/f.simScale()), time.Second), f.log, func(ctx context.Context) error {
-		return f.reapPass(ctx, dir, db, after, policy, since)
+	fleet.PassEvery(ctx, max(time.Duration(float64(every)/f.SimScale()), time.Second), f.Log, func(ctx context.Context) error {
+		return reapPass(ctx, f, dir, db, after, policy, since)
 	})
 }
 
-func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after time.Duration, policy string, since time.Time) error {
+func reapPass(ctx context.Context, f *factory.Factory, dir string, db *coord.DB, after time.Duration, policy string, since time.Time) error {
 	st, err := f.Store(ctx, false, "")
 	if err != nil {
 		return err
 	}
-	look := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.log} // reads only
+	look := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.Log} // reads only
 	return look.ReapPass(ctx, fleet.Pass{
 		Heartbeats: db, Switch: fleet.Switch{After: after, Policy: policy}, Since: since,
 		Writer: func(ctx context.Context) (*fleet.Manager, func(), error) {
-			lock, err := store.AcquireLock(dir, reapHolder)
+			lock, err := store.AcquireLock(dir, factory.ReapHolder)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -149,24 +153,8 @@ func (f *factory) reapPass(ctx context.Context, dir string, db *coord.DB, after 
 				lock.Unlock()
 				return nil, nil, err
 			}
-			return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.log}, func() { lock.Unlock() }, nil
+			return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.Log}, func() { lock.Unlock() }, nil
 		},
-		OnLaddered: f.reportLaddered, OnReaped: f.reportReaped,
+		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped,
 	})
-}
-
-// deadManMoments reads, from the data dir's coordinator database where
-// one exists, when each instance's agent will have stopped or destroyed
-// it by its dead-man switch (fleet.DeadManMoments). A reconcile after the
-// coordinator was gone for a while (up --resume, down, ls, cost) then
-// dates what the agents did at the moment they did it.
-func (f *factory) deadManMoments(st *store.Store) func(context.Context) (map[int64]time.Time, error) {
-	return func(ctx context.Context) (map[int64]time.Time, error) {
-		db, err := f.existingCoordDB(ctx)
-		if db == nil {
-			return nil, err // no coordinator ever ran: no agent had a switch armed by one
-		}
-		defer db.Close()
-		return fleet.DeadManMoments(ctx, st, db)
-	}
 }

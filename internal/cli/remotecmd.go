@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -12,18 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 )
-
-// fleetKey is the data dir's fleet key, made the first time.
-func (f *factory) fleetKey() (*nodes.Key, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return nil, err
-	}
-	return nodes.LoadKey(filepath.Join(dir, "ssh"))
-}
 
 // nodeTargets is which nodes a fan-out command acts on: a fleet's live
 // instances, every live instance, or the instance ids given.
@@ -43,54 +34,18 @@ func (n *nodeTargets) register(fl *pflag.FlagSet, verb string, idFlag bool) {
 	}
 }
 
-func (n *nodeTargets) resolve(ctx context.Context, f *factory) ([]nodes.Node, provider.Provider, error) {
-	return f.selectNodes(ctx, n.Fleet, n.All, n.IDs, true)
+func (n *nodeTargets) resolve(ctx context.Context, f *factory.Factory) ([]nodes.Node, provider.Provider, error) {
+	return selectNodes(ctx, f, n.Fleet, n.All, n.IDs, true)
 }
 
-// selectNodes resolves --fleet/--all/IDs to running instances with an SSH
-// route (nodes.Select). reach turns on the in-process simulator's
-// machines, for commands that connect to the nodes.
-func (f *factory) selectNodes(ctx context.Context, fleetName string, all bool, args []string, reach bool) ([]nodes.Node, provider.Provider, error) {
+// selectNodes is factory.SelectNodes of the instance ids given as
+// arguments.
+func selectNodes(ctx context.Context, f *factory.Factory, fleetName string, all bool, args []string, reach bool) ([]nodes.Node, provider.Provider, error) {
 	ids, err := parseIDs(args)
 	if err != nil {
 		return nil, nil, err
 	}
-	if (fleetName != "") == all && len(ids) == 0 || (len(ids) > 0 && (fleetName != "" || all)) {
-		return nil, nil, usagef("name the nodes: --fleet F, --all, or instance IDs (one of them)")
-	}
-	if reach {
-		f.simHosts = true
-	}
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := f.Store(ctx, false, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	ns, err := nodes.Select(ctx, st, p, nodes.Selection{Fleet: fleetName, All: all, IDs: ids})
-	return ns, p, nodesUsage(err)
-}
-
-// nodesUsage marks nodes' refusals of the user's input as usage errors.
-func nodesUsage(err error) error {
-	var ue *nodes.UsageError
-	if errors.As(err, &ue) {
-		return usagef("%s", ue.Msg)
-	}
-	return err
-}
-
-// nodeOps runs operations on nodes for this command, closed with it.
-func (f *factory) nodeOps(p provider.Provider, parallel int) (*nodes.Ops, error) {
-	key, err := f.fleetKey()
-	if err != nil {
-		return nil, err
-	}
-	o := nodes.New(key, p, nodes.Config{Parallel: parallel, Sim: f.opts.Market == "sim", Out: f.io.Out, ErrOut: f.io.ErrOut})
-	f.closers = append(f.closers, o.Close)
-	return o, nil
+	return f.SelectNodes(ctx, fleetName, all, ids, reach)
 }
 
 // execOptions is what `exec` was asked: flags and arguments, parsed.
@@ -100,12 +55,12 @@ type execOptions struct {
 	Parallel int
 	Timeout  time.Duration
 	OutDir   string
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newExecCmd parses into execOptions and hands them to runF (tests) or
 // execRun.
-func newExecCmd(f *factory, runF func(context.Context, *execOptions) error) *cobra.Command {
+func newExecCmd(f *factory.Factory, runF func(context.Context, *execOptions) error) *cobra.Command {
 	opts := &execOptions{}
 	cmd := &cobra.Command{
 		Use:   "exec (--fleet F | --all | ID...) [--parallel K] [--timeout D] [--out DIR] -- CMD",
@@ -135,11 +90,11 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
 	fl.StringVar(&opts.OutDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
-	addJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
 	return cmd
 }
 
-func execRun(ctx context.Context, f *factory, opts *execOptions) error {
+func execRun(ctx context.Context, f *factory.Factory, opts *execOptions) error {
 	ns, p, err := opts.Nodes.resolve(ctx, f)
 	if err != nil {
 		return err
@@ -151,15 +106,15 @@ func execRun(ctx context.Context, f *factory, opts *execOptions) error {
 	return reportExec(f, rows, opts.JSONFlags)
 }
 
-func execOnNodes(ctx context.Context, f *factory, p provider.Provider, ns []nodes.Node, command string, parallel int, timeout time.Duration, outDir string, quiet bool) ([]nodes.ExecRow, error) {
-	o, err := f.nodeOps(p, parallel)
+func execOnNodes(ctx context.Context, f *factory.Factory, p provider.Provider, ns []nodes.Node, command string, parallel int, timeout time.Duration, outDir string, quiet bool) ([]nodes.ExecRow, error) {
+	o, err := f.NodeOps(p, parallel)
 	if err != nil {
 		return nil, err
 	}
 	return o.Exec(ctx, ns, nodes.ExecOptions{Command: command, Parallel: parallel, Timeout: timeout, OutDir: outDir, Quiet: quiet})
 }
 
-func reportExec(f *factory, rows []nodes.ExecRow, js JSONFlags) error {
+func reportExec(f *factory.Factory, rows []nodes.ExecRow, js cmdutil.JSONFlags) error {
 	return reportNodes(f, "the command", rows, js, nodes.ExecRow.Failed,
 		[]string{"NODE", "ID", "EXIT", "DURATION", "ERROR"}, func(r nodes.ExecRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), dash(r.Error)}
@@ -168,7 +123,7 @@ func reportExec(f *factory, rows []nodes.ExecRow, js JSONFlags) error {
 
 // reportNodes prints what an operation did on each node, as JSON or as a
 // table, and returns its outcome (fanOutError) from the rows that failed.
-func reportNodes[R any](f *factory, what string, rows []R, js JSONFlags, failed func(R) bool, header []string, cells func(R) []string) error {
+func reportNodes[R any](f *factory.Factory, what string, rows []R, js cmdutil.JSONFlags, failed func(R) bool, header []string, cells func(R) []string) error {
 	n := 0
 	for _, r := range rows {
 		if failed(r) {
@@ -176,15 +131,15 @@ func reportNodes[R any](f *factory, what string, rows []R, js JSONFlags, failed 
 		}
 	}
 	if js.JSON {
-		if err := writeJSON(js.out(f.io.Out), rows); err != nil {
+		if err := cmdutil.WriteJSON(js.Out(f.IO.Out), rows); err != nil {
 			return err
 		}
 	} else {
-		tw := newTable(f.io.Out, header...)
+		tw := cmdutil.NewTable(f.IO.Out, header...)
 		for _, r := range rows {
-			tw.row(cells(r)...)
+			tw.Row(cells(r)...)
 		}
-		if err := tw.flush(); err != nil {
+		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}

@@ -215,7 +215,7 @@ func TestOpenSSHThroughExportedConfig(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("OpenSSH client not installed")
 	}
-	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: simAPIKey, TimeScale: 3000, HostDir: t.TempDir()})
+	mkt, err := sim.New(sim.Config{Seed: 3, APIKey: sim.DefaultAPIKey, TimeScale: 3000, HostDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -26,12 +28,12 @@ type rentOptions struct {
 	Bid     float64
 	Timeout time.Duration
 	NoWait  bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newRentCmd parses into rentOptions and hands them to runF (tests) or
 // rentRun.
-func newRentCmd(f *factory, runF func(context.Context, *rentOptions) error) *cobra.Command {
+func newRentCmd(f *factory.Factory, runF func(context.Context, *rentOptions) error) *cobra.Command {
 	opts := &rentOptions{}
 	cmd := &cobra.Command{
 		Use:   "rent OFFER_ID",
@@ -65,14 +67,14 @@ takes over 5 minutes), then prints its ssh address.`,
 	fl.Float64Var(&opts.Bid, "bid", 0, "interruptible: bid $/hr per machine (0: on-demand)")
 	fl.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up waiting for running after this long (marketplace time)")
 	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
-	addJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
 	limitFlags(fl, bounds{"disk", ">0", "100000"}, bounds{"bid", "0", "1000"}, bounds{"timeout", "0", "720h"})
 	return cmd
 }
 
 // rentRun is `rent` once its flags are parsed.
-func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
-	f.waitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
+func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
+	f.WaitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
 	offerID := opts.OfferID
 	req, err := launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid}.CreateRequest()
 	if err != nil {
@@ -81,24 +83,24 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
 		return usageError{err}
 	}
-	m, err := f.manager(ctx, holderName("rent", strconv.FormatInt(offerID, 10)))
+	m, err := f.Manager(ctx, factory.HolderName("rent", strconv.FormatInt(offerID, 10)))
 	if err != nil {
 		return err
 	}
 	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return fmt.Errorf("reconcile before renting: %w", err)
 	}
-	f.registerFleetKey(ctx, m.P)
+	f.RegisterFleetKey(ctx, m.P)
 	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
+	fmt.Fprintf(f.IO.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
 	if opts.Bid > 0 {
-		f.startBidWatcher()
+		f.StartBidWatcher()
 	}
 	if !opts.NoWait {
-		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.io.ErrOut)
+		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.IO.ErrOut)
 		if err != nil {
 			return err
 		}
@@ -108,7 +110,7 @@ func rentRun(ctx context.Context, f *factory, opts *rentOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), views[0])
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), views[0])
 	}
 	return printInstances(f, views)
 }

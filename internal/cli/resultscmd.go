@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
 
@@ -18,7 +19,7 @@ type resultsOptions struct {
 
 // newResultsCmd parses into resultsOptions and hands them to runF
 // (tests) or resultsRun.
-func newResultsCmd(f *factory, runF func(context.Context, *resultsOptions) error) *cobra.Command {
+func newResultsCmd(f *factory.Factory, runF func(context.Context, *resultsOptions) error) *cobra.Command {
 	opts := &resultsOptions{}
 	cmd := &cobra.Command{
 		Use:   "results JOB [--to DIR]",
@@ -41,11 +42,11 @@ may. Without a server, say where the local up put them.`,
 }
 
 // resultsRun is `results` once its flags are parsed.
-func resultsRun(ctx context.Context, f *factory, opts *resultsOptions) error {
+func resultsRun(ctx context.Context, f *factory.Factory, opts *resultsOptions) error {
 	if !server.ValidJobName(opts.Job) {
 		return usagef("job %q: a job's name, as status lists it", opts.Job)
 	}
-	cl, err := f.serverClient()
+	cl, err := f.ServerClient()
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func resultsRun(ctx context.Context, f *factory, opts *resultsOptions) error {
 		if rec.LocalDir == "" {
 			return fmt.Errorf("job %s has collected no results here yet (they land at its end, or with `vastfleet down %s`)", opts.Job, opts.Job)
 		}
-		fmt.Fprintln(f.io.Out, rec.LocalDir)
+		fmt.Fprintln(f.IO.Out, rec.LocalDir)
 		return nil
 	}
 	dir := filepath.Join(opts.To, opts.Job)
@@ -65,7 +66,7 @@ func resultsRun(ctx context.Context, f *factory, opts *resultsOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "%d files of job %s from %s\n", n, opts.Job, cl.URL)
-	fmt.Fprintln(f.io.Out, dir)
+	fmt.Fprintf(f.IO.ErrOut, "%d files of job %s from %s\n", n, opts.Job, cl.URL)
+	fmt.Fprintln(f.IO.Out, dir)
 	return nil
 }

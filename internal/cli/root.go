@@ -1,6 +1,6 @@
-// Package cli is vastfleet's command tree. It parses flags, wires the domain
-// packages together (factory.go is the one place that names concrete
-// adapters) and maps errors to messages and exit codes.
+// Package cli is vastfleet's command tree: it parses flags, calls what
+// the factory (internal/factory, the one place that names concrete
+// adapters) gives it, prints, and maps errors to messages and exit codes.
 package cli
 
 import (
@@ -13,6 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/buildinfo"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
@@ -59,15 +62,15 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 var serverRuns = map[string]bool{"up": true, "status": true, "logs": true, "down": true, "ls": true, "cost": true, "destroy": true, "launch": true}
 
 // Main runs vastfleet with args and returns the process exit code.
-func Main(ctx context.Context, ios *IOStreams, args []string) int {
+func Main(ctx context.Context, ios *iostreams.IOStreams, args []string) int {
 	return mainWith(ctx, ios, args, nil)
 }
 
 // mainWith is Main with what a caller in this process (serve's job runner)
 // gives the factory before any command runs.
-func mainWith(ctx context.Context, ios *IOStreams, args []string, durable func(context.Context) error) int {
-	f := newFactory(ios)
-	f.durable = durable
+func mainWith(ctx context.Context, ios *iostreams.IOStreams, args []string, durable func(context.Context) error) int {
+	f := factory.New(ios, Version)
+	f.Durable = durable
 	defer f.Close()
 	root := newRootCmd(f)
 	root.SetArgs(args)
@@ -128,7 +131,7 @@ func unknownCommand(err error) (string, bool) {
 	return msg + " (see vastfleet --help)", true
 }
 
-func newRootCmd(f *factory) *cobra.Command {
+func newRootCmd(f *factory.Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vastfleet",
 		Short: "Cheap, safe clusters from GPU marketplaces (vast.ai and a built-in simulator)",
@@ -146,10 +149,10 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 			if err := validateFlags(cmd); err != nil {
 				return err
 			}
-			if err := checkJQ(cmd); err != nil {
+			if err := cmdutil.CheckJQ(cmd); err != nil {
 				return err
 			}
-			return f.init(cmd)
+			return f.Init(func(name string) bool { fl := cmd.Flags().Lookup(name); return fl != nil && fl.Changed })
 		},
 	}
 	defer usageOnBadArgs(root)
@@ -158,20 +161,20 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 		return usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
 	})
 	pf := root.PersistentFlags()
-	pf.StringVar(&f.opts.Market, "market", "sim", "marketplace: sim (built-in simulator) or vast (real vast.ai)")
-	pf.StringVar(&f.opts.APIKey, "api-key", "", "vast.ai API key (default: $VAST_API_KEY, then the vastai CLI's key file)")
-	pf.StringVar(&f.opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, the URL of a running 'vastfleet sim serve'")
-	pf.StringVar(&f.opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
-	pf.Float64Var(&f.opts.APIRate, "api-rate", defaultAPIRate, "--market vast: requests per second to the API, shared by all of one command's calls (a 429 halves it for a while)")
-	pf.Float64Var(&f.opts.SimSpeed, "sim-speed", 60, "simulator time scale, simulated seconds per wall second: the most a waiting command (launch, up, rent) runs the market per wall second; given to the command that starts the local market, also its pace between commands (else 1x, as a real market)")
-	pf.StringVar(&f.opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
-	pf.Float64Var(&f.opts.SimLiars, "sim-liars", -1, "share of the simulator's machines whose operators lie with the agent's credential (default: the fault profile's; harsh has 0.05)")
-	pf.Float64Var(&f.opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")
-	pf.BoolVar(&f.opts.SimEndpointLimits, "sim-endpoint-limits", false, "limit the simulator's endpoints per key as vast does (about one call a market second on most)")
-	pf.Int64Var(&f.opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
-	pf.BoolVar(&f.simHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
-	pf.BoolVarP(&f.opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
-	pf.StringVar(&f.opts.Server, "server", "", "run up, status, logs, down, ls, cost, destroy and launch on this vastfleet server (token: $VASTFLEET_TOKEN or the context for its URL; default: the current context; local: this process)")
+	pf.StringVar(&f.Opts.Market, "market", "sim", "marketplace: sim (built-in simulator) or vast (real vast.ai)")
+	pf.StringVar(&f.Opts.APIKey, "api-key", "", "vast.ai API key (default: $VAST_API_KEY, then the vastai CLI's key file)")
+	pf.StringVar(&f.Opts.APIURL, "api-url", "", "marketplace base URL (default https://console.vast.ai, or $VAST_URL); with --market sim, the URL of a running 'vastfleet sim serve'")
+	pf.StringVar(&f.Opts.DataDir, "data-dir", "", "state directory (default $VASTFLEET_HOME, else ~/.local/share/vastfleet)")
+	pf.Float64Var(&f.Opts.APIRate, "api-rate", factory.DefaultAPIRate, "--market vast: requests per second to the API, shared by all of one command's calls (a 429 halves it for a while)")
+	pf.Float64Var(&f.Opts.SimSpeed, "sim-speed", 60, "simulator time scale, simulated seconds per wall second: the most a waiting command (launch, up, rent) runs the market per wall second; given to the command that starts the local market, also its pace between commands (else 1x, as a real market)")
+	pf.StringVar(&f.Opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
+	pf.Float64Var(&f.Opts.SimLiars, "sim-liars", -1, "share of the simulator's machines whose operators lie with the agent's credential (default: the fault profile's; harsh has 0.05)")
+	pf.Float64Var(&f.Opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")
+	pf.BoolVar(&f.Opts.SimEndpointLimits, "sim-endpoint-limits", false, "limit the simulator's endpoints per key as vast does (about one call a market second on most)")
+	pf.Int64Var(&f.Opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
+	pf.BoolVar(&f.SimHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
+	pf.BoolVarP(&f.Opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
+	pf.StringVar(&f.Opts.Server, "server", "", "run up, status, logs, down, ls, cost, destroy and launch on this vastfleet server (token: $VASTFLEET_TOKEN or the context for its URL; default: the current context; local: this process)")
 	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"}, bounds{"sim-liars", "-1", "1"}, bounds{"sim-spoof", "-1", "1"})
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},

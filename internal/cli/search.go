@@ -15,6 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
@@ -83,7 +86,7 @@ func (q *queryFlags) register(cmd *cobra.Command, omit ...string) {
 	limitFlags(fl, bounds{"limit", "0", "10000000"}, bounds{"storage", "0", "100000"}, bounds{"sweep-limit", "1", "1000000"})
 }
 
-func (q *queryFlags) parse(io *IOStreams, args []string) (market.Query, error) {
+func (q *queryFlags) parse(io *iostreams.IOStreams, args []string) (market.Query, error) {
 	query, warnings, err := search.ParseQuery(args, market.ParseOptions{
 		NoDefault: q.NoDefault, Type: q.Type, Order: q.Order, Limit: q.Limit, Storage: q.Storage, Strict: !q.sendUnknown,
 	})
@@ -115,9 +118,9 @@ func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 }
 
 // scorer returns nil when no ranking is asked for and there is no default.
-func (r *rankFlags) scorer(ctx context.Context, f *factory) (market.Scorer, error) {
+func (r *rankFlags) scorer(ctx context.Context, f *factory.Factory) (market.Scorer, error) {
 	s, err := search.Ranking{By: r.By, Score: r.Score, Default: r.byDefault}.Scorer(func() (market.Scorer, error) {
-		return f.usefulScorer(ctx, r.spec)
+		return usefulScorer(ctx, f, r.spec)
 	})
 	return s, usageOf(err)
 }
@@ -133,19 +136,19 @@ func usageOf(err error) error {
 
 // usefulScorer is --by useful for spec (nil: the default launch), with
 // this data dir's host records when it has a store.
-func (f *factory) usefulScorer(ctx context.Context, spec *launch.Spec) (market.Scorer, error) {
+func usefulScorer(ctx context.Context, f *factory.Factory, spec *launch.Spec) (market.Scorer, error) {
 	sp := launch.DefaultSpec("", 1, 10*time.Minute, false)
 	if spec != nil {
 		sp = *spec
 	}
-	if f.opts.Market == "sim" {
+	if f.Opts.Market == "sim" {
 		// The bans expire on the market's clock, which the simulator keeps.
 		if _, err := f.Provider(ctx); err != nil {
 			return nil, err
 		}
 	}
 	var st *store.Store
-	if dir, err := f.dataDir(); err == nil {
+	if dir, err := f.DataDir(); err == nil {
 		if _, err := os.Stat(filepath.Join(dir, "state.db")); err == nil {
 			if st, err = f.Store(ctx, false, ""); err != nil {
 				return nil, err
@@ -157,7 +160,7 @@ func (f *factory) usefulScorer(ctx context.Context, spec *launch.Spec) (market.S
 
 // rankedOffers parses the query flags, searches (sweeping past the
 // marketplace's cap when sweepLimit > 0) and ranks.
-func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string, sweepLimit int) ([]market.Ranked, market.Scorer, error) {
+func rankedOffers(ctx context.Context, f *factory.Factory, qf *queryFlags, rf *rankFlags, args []string, sweepLimit int) ([]market.Ranked, market.Scorer, error) {
 	q, s, err := parseSearch(ctx, f, qf, rf, args)
 	if err != nil {
 		return nil, nil, err
@@ -167,8 +170,8 @@ func rankedOffers(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags
 }
 
 // parseSearch is the query and the scorer the flags ask for.
-func parseSearch(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags, args []string) (market.Query, market.Scorer, error) {
-	q, err := qf.parse(f.io, args)
+func parseSearch(ctx context.Context, f *factory.Factory, qf *queryFlags, rf *rankFlags, args []string) (market.Query, market.Scorer, error) {
+	q, err := qf.parse(f.IO, args)
 	if err != nil {
 		return q, nil, err
 	}
@@ -177,7 +180,7 @@ func parseSearch(ctx context.Context, f *factory, qf *queryFlags, rf *rankFlags,
 }
 
 // liveRanked searches the marketplace for q and ranks by s.
-func liveRanked(ctx context.Context, f *factory, qf *queryFlags, q market.Query, s market.Scorer, sweepLimit int) ([]market.Ranked, error) {
+func liveRanked(ctx context.Context, f *factory.Factory, qf *queryFlags, q market.Query, s market.Scorer, sweepLimit int) ([]market.Ranked, error) {
 	if sweepLimit < 0 {
 		return nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
 	}
@@ -185,7 +188,7 @@ func liveRanked(ctx context.Context, f *factory, qf *queryFlags, q market.Query,
 	if err != nil {
 		return nil, err
 	}
-	ranked, err := search.Live(ctx, p, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s, Notes: f.io.ErrOut})
+	ranked, err := search.Live(ctx, p, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s, Notes: f.IO.ErrOut})
 	if errors.Is(err, search.ErrNoNewForm) {
 		return nil, usagef("--new: %v", err)
 	}
@@ -197,7 +200,7 @@ type searchOptions struct {
 	rank    rankFlags
 	All     bool
 	Explain bool
-	JSONFlags
+	cmdutil.JSONFlags
 	Save string
 	From string
 	// Query is the positional query (`offers` first is allowed, as the
@@ -207,7 +210,7 @@ type searchOptions struct {
 
 // newSearchCmd parses into searchOptions and hands them to runF (tests) or
 // searchRun.
-func newSearchCmd(f *factory, runF func(context.Context, *searchOptions) error) *cobra.Command {
+func newSearchCmd(f *factory.Factory, runF func(context.Context, *searchOptions) error) *cobra.Command {
 	opts := &searchOptions{}
 	cmd := &cobra.Command{
 		Use:   "search [flags] QUERY...",
@@ -238,7 +241,7 @@ slices until every matching offer is collected.`,
 	opts.query.register(cmd)
 	opts.rank.register(cmd, "")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "collect every matching offer, beyond the marketplace's per-search cap")
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ranked offers as a JSON array")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ranked offers as a JSON array")
 	cmd.Flags().StringVar(&opts.Save, "save", "", "also write the ranked offers as JSON to FILE (input for launch --from)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "rank offers from FILE (- for stdin) instead of the marketplace: a search answer, a `vastai search offers --raw` array, a --save'd ranking, or JSON lines")
 	cmd.Flags().BoolVar(&opts.Explain, "explain", false, "also print the query object sent and each offer's score factors")
@@ -246,7 +249,7 @@ slices until every matching offer is collected.`,
 }
 
 // searchRun is `search` once its flags are parsed.
-func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
+func searchRun(ctx context.Context, f *factory.Factory, opts *searchOptions) error {
 	if opts.All || opts.From != "" {
 		defer search.TuneForWholeMarket()()
 	}
@@ -263,7 +266,7 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 	}
 	var ranked []market.Ranked
 	if opts.From != "" {
-		ranked, err = search.FromFile(ctx, f.io.In, opts.From, q, scorer)
+		ranked, err = search.FromFile(ctx, f.IO.In, opts.From, q, scorer)
 	} else {
 		ranked, err = liveRanked(ctx, f, &opts.query, q, scorer, sweep)
 	}
@@ -275,16 +278,16 @@ func searchRun(ctx context.Context, f *factory, opts *searchOptions) error {
 		if err != nil {
 			return fmt.Errorf("--save: %w", err)
 		}
-		fmt.Fprintf(f.io.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
+		fmt.Fprintf(f.IO.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
 	}
 	if opts.JSON {
-		return jsonarray.Write(opts.out(f.io.Out), ranked)
+		return jsonarray.Write(opts.Out(f.IO.Out), ranked)
 	}
-	if err := printOffers(f.io.Out, ranked); err != nil {
+	if err := printOffers(f.IO.Out, ranked); err != nil {
 		return err
 	}
 	if opts.Explain {
-		return explainSearch(f.io.Out, opts, q, scorer, ranked)
+		return explainSearch(f.IO.Out, opts, q, scorer, ranked)
 	}
 	return nil
 }

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/server"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 // itemsJob writes a task file whose n items each print one finding
@@ -199,7 +201,7 @@ func TestServeTwoUsersOneJob(t *testing.T) {
 				args = append([]string{"--server", url}, args...)
 			}
 			r := c.run(args...)
-			if strings.Contains(r.out+r.err, simAPIKey) {
+			if strings.Contains(r.out+r.err, sim.DefaultAPIKey) {
 				t.Errorf("%v sent the API key to a client", args)
 			}
 		}
@@ -260,7 +262,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 	if !strings.Contains(upRes.err, "resuming it") {
 		t.Errorf("the client did not see the job resumed:\n%s", upRes.err)
 	}
-	served, err := os.ReadFile(filepath.Join(h.home, "sim", servedSimFile))
+	served, err := os.ReadFile(filepath.Join(h.home, "sim", localmarket.URLFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/replica"
@@ -33,7 +36,7 @@ type serveOptions struct {
 	APIKeyFile  string
 }
 
-func newServeCmd(f *factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
+func newServeCmd(f *factory.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
 	opts := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8480] [--tls] [--db sqlite:PATH|postgres://...]",
@@ -82,14 +85,14 @@ README.`,
 }
 
 // serveRun is `serve` once its flags are parsed.
-func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
+func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error {
 	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
 		return err
 	}
-	if err := f.useAPIKeyFile(opts.APIKeyFile); err != nil {
+	if err := useAPIKeyFile(f, opts.APIKeyFile); err != nil {
 		return err
 	}
-	dir, err := f.dataDir()
+	dir, err := f.DataDir()
 	if err != nil {
 		return err
 	}
@@ -97,10 +100,10 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := f.serveRestore(ctx, opts, dir, dbs); err != nil {
+	if err := serveRestore(ctx, f, opts, dir, dbs); err != nil {
 		return err
 	}
-	db, err := server.OpenSpec(ctx, opts.DB, f.dataDir)
+	db, err := server.OpenSpec(ctx, opts.DB, f.DataDir)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	// The server holds the market for its whole life: on the simulator,
 	// its machines run in this process, and each command the server runs
 	// reaches the market where this process serves it.
-	f.simHosts = true
+	f.SimHosts = true
 	if _, err := f.Provider(ctx); err != nil {
 		return err
 	}
@@ -118,15 +121,15 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 	if _, err := f.Store(ctx, false, ""); err != nil {
 		return err
 	}
-	flush, err := f.serveReplicate(ctx, opts, dir, dbs)
+	flush, err := serveReplicate(ctx, f, opts, dir, dbs)
 	if err != nil {
 		return err
 	}
 	defer flush()
 	srv := server.New(server.Config{
-		DB: db, Run: f.serveRunner(opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
-		Version: Version, Log: f.log,
-		JobState: f.jobAnswer((*job.Records).State), Dashboard: f.jobAnswer((*job.Records).Dashboard),
+		DB: db, Run: serveRunner(f, opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
+		Version: Version, Log: f.Log,
+		JobState: jobAnswer(f, (*job.Records).State), Dashboard: jobAnswer(f, (*job.Records).Dashboard),
 		// A replica taking a job over waits until the up of the one that
 		// lost it has let the data dir go.
 		Busy: func() bool { return store.Held(dir) },
@@ -135,7 +138,7 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 		return err
 	}
 	defer srv.Stop()
-	ln, err := f.serveListen(opts, dir)
+	ln, err := serveListen(f, opts, dir)
 	if err != nil {
 		return err
 	}
@@ -144,14 +147,14 @@ func serveRun(ctx context.Context, f *factory, opts *serveOptions) error {
 
 // serveRestore brings an empty data dir back from --restore-from, which
 // the server then goes on replicating to unless --replicate says where.
-func (f *factory) serveRestore(ctx context.Context, opts *serveOptions, dir string, dbs []string) error {
+func serveRestore(ctx context.Context, f *factory.Factory, opts *serveOptions, dir string, dbs []string) error {
 	if opts.RestoreFrom == "" {
 		return nil
 	}
-	if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.log); err != nil {
+	if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.Log); err != nil {
 		return fmt.Errorf("serve --restore-from: %w", err)
 	}
-	fmt.Fprintf(f.io.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
+	fmt.Fprintf(f.IO.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
 	if opts.Replicate == "" {
 		opts.Replicate = opts.RestoreFrom
 	}
@@ -160,38 +163,38 @@ func (f *factory) serveRestore(ctx context.Context, opts *serveOptions, dir stri
 
 // serveReplicate starts replicating the data dir (--replicate), and
 // returns what sends the last changes at the end.
-func (f *factory) serveReplicate(ctx context.Context, opts *serveOptions, dir string, dbs []string) (flush func(), err error) {
+func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions, dir string, dbs []string) (flush func(), err error) {
 	if opts.Replicate == "" {
 		return func() {}, nil
 	}
 	// Every database exists from the start, so that each is
 	// replicated from its first write.
-	cdb, err := f.coordDB(ctx)
+	cdb, err := f.CoordDB(ctx)
 	if err != nil {
 		return nil, err
 	}
 	cdb.Close()
-	rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.log)
+	rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.Log)
 	if err != nil {
 		return nil, fmt.Errorf("serve --replicate: %w", err)
 	}
 	// A job's coordinator acknowledges findings and results only once
 	// they are in the replica: a server lost the next moment and
 	// restored from it has every one it acknowledged.
-	f.durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
-	fmt.Fprintf(f.io.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
+	f.Durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
+	fmt.Fprintf(f.IO.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
 	// At the end the last changes go out; Litestream's own connections
 	// go with the process.
 	return func() {
 		if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
-			fmt.Fprintf(f.io.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
+			fmt.Fprintf(f.IO.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
 		}
 	}, nil
 }
 
 // serveListen listens on --addr (HTTPS with --tls, its pin said) and
 // says where the server serves.
-func (f *factory) serveListen(opts *serveOptions, dir string) (net.Listener, error) {
+func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listener, error) {
 	var cert func() (tls.Certificate, string, error)
 	if opts.TLS {
 		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
@@ -201,10 +204,10 @@ func (f *factory) serveListen(opts *serveOptions, dir string) (net.Listener, err
 		return nil, err
 	}
 	if pin != "" {
-		fmt.Fprintf(f.io.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
+		fmt.Fprintf(f.IO.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
 	}
-	fmt.Fprintf(f.io.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
-	fmt.Fprintf(f.io.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
+	fmt.Fprintf(f.IO.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
+	fmt.Fprintf(f.IO.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
 	return ln, nil
 }
 
@@ -212,11 +215,11 @@ func (f *factory) serveListen(opts *serveOptions, dir string) (net.Listener, err
 // every command it runs use, given to them as VAST_API_KEY inside this
 // process: it is on no command line and in no file of the data dir. A
 // file others may read is refused, as is an empty one.
-func (f *factory) useAPIKeyFile(path string) error {
+func useAPIKeyFile(f *factory.Factory, path string) error {
 	if path == "" {
 		return nil
 	}
-	if f.opts.APIKey != "" {
+	if f.Opts.APIKey != "" {
 		return usagef("give the API key once: --api-key or serve --api-key-file, not both")
 	}
 	key, warning, err := vast.ReadKeyFile(path)
@@ -228,7 +231,7 @@ func (f *factory) useAPIKeyFile(path string) error {
 	case key == "":
 		return usagef("--api-key-file %s is empty: write the vast.ai API key in it", path)
 	}
-	ios := *f.io
+	ios := *f.IO
 	getenv := ios.Getenv
 	ios.Getenv = func(k string) string {
 		if k == "VAST_API_KEY" {
@@ -236,15 +239,15 @@ func (f *factory) useAPIKeyFile(path string) error {
 		}
 		return getenv(k)
 	}
-	f.io = &ios
+	f.IO = &ios
 	return nil
 }
 
 // jobAnswer answers the server about a job from the data dir's records,
 // opened at each question.
-func (f *factory) jobAnswer(ask func(*job.Records, context.Context, string) (string, error)) func(context.Context, string) (string, error) {
+func jobAnswer(f *factory.Factory, ask func(*job.Records, context.Context, string) (string, error)) func(context.Context, string) (string, error) {
 	return func(ctx context.Context, id string) (string, error) {
-		recs, err := f.jobRecords(ctx)
+		recs, err := f.JobRecords(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -255,28 +258,28 @@ func (f *factory) jobAnswer(ask func(*job.Records, context.Context, string) (str
 // serveRunner runs one command for the server in this process, on the
 // server's data dir and market, with the server's key: a fresh command
 // tree and factory, as a command typed on the server would be.
-func (f *factory) serveRunner(opts *serveOptions, dir string) server.Runner {
-	globals := []string{"--server", server.Local, "--data-dir", dir, "--market", f.opts.Market,
-		"--sim-speed", strconv.FormatFloat(f.opts.SimSpeed, 'g', -1, 64), "--sim-faults", f.opts.SimFaults,
-		"--sim-seed", strconv.FormatInt(f.opts.SimSeed, 10), "--api-rate", strconv.FormatFloat(f.opts.APIRate, 'g', -1, 64)}
-	if f.opts.APIKey != "" {
-		globals = append(globals, "--api-key", f.opts.APIKey)
+func serveRunner(f *factory.Factory, opts *serveOptions, dir string) server.Runner {
+	globals := []string{"--server", server.Local, "--data-dir", dir, "--market", f.Opts.Market,
+		"--sim-speed", strconv.FormatFloat(f.Opts.SimSpeed, 'g', -1, 64), "--sim-faults", f.Opts.SimFaults,
+		"--sim-seed", strconv.FormatInt(f.Opts.SimSeed, 10), "--api-rate", strconv.FormatFloat(f.Opts.APIRate, 'g', -1, 64)}
+	if f.Opts.APIKey != "" {
+		globals = append(globals, "--api-key", f.Opts.APIKey)
 	}
-	if f.opts.APIURL != "" {
-		globals = append(globals, "--api-url", f.opts.APIURL)
+	if f.Opts.APIURL != "" {
+		globals = append(globals, "--api-url", f.Opts.APIURL)
 	}
-	if f.opts.Verbose {
+	if f.Opts.Verbose {
 		globals = append(globals, "-v")
 	}
-	getenv := f.io.Getenv
+	getenv := f.IO.Getenv
 	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
 		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)
-		ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
-		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.durable)
+		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
+		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.Durable)
 	}
 }
 
-func newServeTokenCmd(f *factory) *cobra.Command {
+func newServeTokenCmd(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "API tokens of this server: create, revoke, ls"}
 	var role, dbSpec string
 	var ttl time.Duration
@@ -288,7 +291,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 			if !server.ValidRole(role) {
 				return usagef("--role %q: use viewer or operator", role)
 			}
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
 			if err != nil {
 				return err
 			}
@@ -297,8 +300,8 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			fmt.Fprintln(f.io.Out, tok)
-			fmt.Fprintf(f.io.ErrOut, "token %s (%s) made: it is shown only now; give it to its user (VASTFLEET_TOKEN, or `vastfleet context add NAME URL --token-file F`)\n", args[0], role)
+			fmt.Fprintln(f.IO.Out, tok)
+			fmt.Fprintf(f.IO.ErrOut, "token %s (%s) made: it is shown only now; give it to its user (VASTFLEET_TOKEN, or `vastfleet context add NAME URL --token-file F`)\n", args[0], role)
 			return nil
 		},
 	}
@@ -310,7 +313,7 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 		Short: "Revoke NAME's token: it is refused from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
 			if err != nil {
 				return err
 			}
@@ -318,17 +321,17 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 			if err := db.RevokeToken(cmd.Context(), args[0]); err != nil {
 				return usageError{err}
 			}
-			fmt.Fprintf(f.io.ErrOut, "token %s revoked\n", args[0])
+			fmt.Fprintf(f.IO.ErrOut, "token %s revoked\n", args[0])
 			return nil
 		},
 	}
-	var js JSONFlags
+	var js cmdutil.JSONFlags
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the tokens (names, roles, dates; never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
 			if err != nil {
 				return err
 			}
@@ -338,16 +341,16 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 				return err
 			}
 			if js.JSON {
-				return writeJSON(js.out(f.io.Out), rows)
+				return cmdutil.WriteJSON(js.Out(f.IO.Out), rows)
 			}
-			t := newTable(f.io.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
+			t := cmdutil.NewTable(f.IO.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
 			for _, r := range rows {
-				t.row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
+				t.Row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
 			}
-			return t.flush()
+			return t.Flush()
 		},
 	}
-	addJSONFlags(ls.Flags(), &js, "print JSON")
+	cmdutil.AddJSONFlags(ls.Flags(), &js, "print JSON")
 	for _, c := range []*cobra.Command{create, revoke, ls} {
 		c.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
 		cmd.AddCommand(c)
@@ -355,15 +358,15 @@ func newServeTokenCmd(f *factory) *cobra.Command {
 	return cmd
 }
 
-func newServeAuditCmd(f *factory) *cobra.Command {
-	var js JSONFlags
+func newServeAuditCmd(f *factory.Factory) *cobra.Command {
+	var js cmdutil.JSONFlags
 	var dbSpec string
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "The server's audit log: who did what, allowed or refused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.dataDir)
+			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
 			if err != nil {
 				return err
 			}
@@ -373,16 +376,16 @@ func newServeAuditCmd(f *factory) *cobra.Command {
 				return err
 			}
 			if js.JSON {
-				return writeJSON(js.out(f.io.Out), rows)
+				return cmdutil.WriteJSON(js.Out(f.IO.Out), rows)
 			}
-			t := newTable(f.io.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
+			t := cmdutil.NewTable(f.IO.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
 			for _, r := range rows {
-				t.row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
+				t.Row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
 			}
-			return t.flush()
+			return t.Flush()
 		},
 	}
-	addJSONFlags(cmd.Flags(), &js, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &js, "print JSON")
 	cmd.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
 	return cmd
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 )
 
@@ -17,10 +19,10 @@ type setupOptions struct {
 	Force    bool
 	Parallel int
 	Timeout  time.Duration
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
-func newSetupCmd(f *factory, runF func(context.Context, *setupOptions) error) *cobra.Command {
+func newSetupCmd(f *factory.Factory, runF func(context.Context, *setupOptions) error) *cobra.Command {
 	opts := &setupOptions{}
 	cmd := &cobra.Command{
 		Use:   "setup (--fleet F | --all | ID...) --phase CMD [--phase CMD...] [--verify CMD]",
@@ -54,16 +56,16 @@ Exit status: 0 when every node is set up, 3 when some failed, 1 when all did.`,
 	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node's phase after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
-	addJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
 	return cmd
 }
 
-func setupRun(ctx context.Context, f *factory, opts *setupOptions) error {
+func setupRun(ctx context.Context, f *factory.Factory, opts *setupOptions) error {
 	ns, p, err := opts.Nodes.resolve(ctx, f)
 	if err != nil {
 		return err
 	}
-	o, err := f.nodeOps(p, opts.Parallel)
+	o, err := f.NodeOps(p, opts.Parallel)
 	if err != nil {
 		return err
 	}
@@ -75,7 +77,7 @@ func setupRun(ctx context.Context, f *factory, opts *setupOptions) error {
 	return reportSetup(f, rows, opts.JSONFlags)
 }
 
-func reportSetup(f *factory, rows []nodes.SetupRow, js JSONFlags) error {
+func reportSetup(f *factory.Factory, rows []nodes.SetupRow, js cmdutil.JSONFlags) error {
 	return reportNodes(f, "setup", rows, js, func(r nodes.SetupRow) bool { return r.Status == "failed" },
 		[]string{"NODE", "ID", "STATUS", "PHASES RUN", "VERIFY", "ERROR"}, func(r nodes.SetupRow) []string {
 			v := "-"

@@ -7,17 +7,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
-func newSimCmd(f *factory) *cobra.Command {
+func newSimCmd(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "The built-in vast.ai-compatible simulated marketplace"}
 	cmd.AddCommand(newSimServeCmd(f, nil), newSimResetCmd(f, nil), newSimDepthCmd(f, nil), newSimDaemonCmd(f, nil), newSimStopCmd(f, nil))
 	return cmd
 }
 
-func newSimServeCmd(f *factory, runF func(context.Context, *sim.ServeOptions) error) *cobra.Command {
+func newSimServeCmd(f *factory.Factory, runF func(context.Context, *sim.ServeOptions) error) *cobra.Command {
 	opts := &sim.ServeOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,7 +44,7 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.StringVar(&opts.Clock, "clock", "scaled", "market time: scaled (wall time × --time-scale) or manual (still until a client POSTs /sim/advance?d=10m from loopback, so its results never depend on this machine's load)")
 	fl.StringVar(&opts.Faults, "faults", "realistic", "fault profile: none, realistic or harsh")
 	fl.StringVar(&opts.State, "state", "", "directory to keep the market's state in across restarts (default: memory only)")
-	fl.StringVar(&opts.APIKey, "api-key", simAPIKey, "the API key the simulator accepts (cannot be empty: auth is always on)")
+	fl.StringVar(&opts.APIKey, "api-key", sim.DefaultAPIKey, "the API key the simulator accepts (cannot be empty: auth is always on)")
 	fl.Float64Var(&opts.Stuck, "stuck", -1, "share of instances stuck in loading forever (overrides the profile)")
 	fl.Float64Var(&opts.BootFail, "boot-fail", -1, "share of instances that fail to boot")
 	fl.Float64Var(&opts.Offline, "offline", -1, "share of instances whose host goes offline")
@@ -73,8 +74,8 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	return cmd
 }
 
-func simServeRun(ctx context.Context, f *factory, opts *sim.ServeOptions) error {
-	return sim.ServeStandalone(ctx, opts, f.log, f.io.ErrOut)
+func simServeRun(ctx context.Context, f *factory.Factory, opts *sim.ServeOptions) error {
+	return sim.ServeStandalone(ctx, opts, f.Log, f.IO.ErrOut)
 }
 
 // simResetOptions is what `sim reset` was asked: it takes no flags of its
@@ -82,7 +83,7 @@ func simServeRun(ctx context.Context, f *factory, opts *sim.ServeOptions) error 
 type simResetOptions struct{}
 
 // newSimResetCmd hands its (empty) options to runF (tests) or simResetRun.
-func newSimResetCmd(f *factory, runF func(context.Context, *simResetOptions) error) *cobra.Command {
+func newSimResetCmd(f *factory.Factory, runF func(context.Context, *simResetOptions) error) *cobra.Command {
 	opts := &simResetOptions{}
 	return &cobra.Command{
 		Use:   "reset",
@@ -97,14 +98,14 @@ func newSimResetCmd(f *factory, runF func(context.Context, *simResetOptions) err
 }
 
 // simResetRun is `sim reset` once parsed.
-func simResetRun(ctx context.Context, f *factory, _ *simResetOptions) error {
-	dir, err := f.dataDir()
+func simResetRun(ctx context.Context, f *factory.Factory, _ *simResetOptions) error {
+	dir, err := f.DataDir()
 	if err != nil {
 		return err
 	}
 	if err := localmarket.Reset(ctx, filepath.Join(dir, "sim")); err != nil {
 		return err
 	}
-	fmt.Fprintln(f.io.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")
+	fmt.Fprintln(f.IO.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")
 	return nil
 }

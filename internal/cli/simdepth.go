@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
@@ -15,11 +17,11 @@ import (
 type simDepthOptions struct {
 	Seeds  string
 	Offers int
-	JSONFlags
+	cmdutil.JSONFlags
 	seeds []int64
 }
 
-func newSimDepthCmd(f *factory, runF func(context.Context, *simDepthOptions) error) *cobra.Command {
+func newSimDepthCmd(f *factory.Factory, runF func(context.Context, *simDepthOptions) error) *cobra.Command {
 	opts := &simDepthOptions{}
 	cmd := &cobra.Command{
 		Use:   "depth",
@@ -45,29 +47,29 @@ ones, with the deviation of each in percent.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Seeds, "seeds", "1-5", "market seeds: a range 1-5 or a list 1,3,7")
 	fl.IntVar(&opts.Offers, "offers", sim.DefaultOffers, "offers in each market")
-	addJSONFlags(fl, &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print JSON")
 	limitFlags(fl, bounds{"offers", "1", "1000000"})
 	return cmd
 }
 
-func simDepthRun(ctx context.Context, f *factory, opts *simDepthOptions) error {
+func simDepthRun(ctx context.Context, f *factory.Factory, opts *simDepthOptions) error {
 	rows, err := sim.CompareDepth(ctx, opts.seeds, opts.Offers)
 	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return jsonarray.Write(opts.out(f.io.Out), rows)
+		return jsonarray.Write(opts.Out(f.IO.Out), rows)
 	}
-	t := newTable(f.io.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
+	t := cmdutil.NewTable(f.IO.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
 	for _, r := range rows {
-		t.row(strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.N),
+		t.Row(strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.N),
 			fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.PubVCPU), fmt.Sprintf("%+.0f%%", r.VCPUDevPct),
 			fmt.Sprintf("%.0f", r.RAMGB), fmt.Sprintf("%.0f", r.PubRAMGB), fmt.Sprintf("%+.0f%%", r.RAMGBDevPct),
 			fmt.Sprintf("%.2f", r.DPH), fmt.Sprintf("%.2f", r.PubDPH), fmt.Sprintf("%+.0f%%", r.DPHDevPct))
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.io.ErrOut, "largest deviation from the published table: %.1f%%\n", sim.WorstDeviation(rows))
+	fmt.Fprintf(f.IO.ErrOut, "largest deviation from the published table: %.1f%%\n", sim.WorstDeviation(rows))
 	return nil
 }

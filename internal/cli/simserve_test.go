@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/iostreams"
+	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 func TestSimServeRefusesExposure(t *testing.T) {
@@ -23,7 +26,7 @@ func TestSimServeRefusesExposure(t *testing.T) {
 		{[]string{"--addr", "0.0.0.0:0"}, "--public"},
 		{[]string{"--addr", ":0"}, "--public"},
 		{[]string{"--addr", "0.0.0.0:0", "--public"}, "default API key"},
-		{[]string{"--addr", "0.0.0.0:0", "--public", "--api-key", simAPIKey}, "default API key"},
+		{[]string{"--addr", "0.0.0.0:0", "--public", "--api-key", sim.DefaultAPIKey}, "default API key"},
 	} {
 		r := e.fails(append([]string{"sim", "serve", "--no-hosts", "--offers", "10"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.err, tc.want) {
@@ -59,7 +62,7 @@ func TestSimServeBannerHidesTheKey(t *testing.T) {
 	} {
 		var errb syncBuffer
 		home := t.TempDir()
-		ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
+		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
 			Getenv: func(k string) string { return map[string]string{"VASTFLEET_HOME": home}[k] }}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
@@ -77,7 +80,7 @@ func TestSimServeBannerHidesTheKey(t *testing.T) {
 		if !strings.Contains(banner, "marketplace on http://127.0.0.1:") {
 			t.Fatalf("no banner: %q", banner)
 		}
-		if strings.Contains(banner, key) || strings.Contains(banner, simAPIKey) {
+		if strings.Contains(banner, key) || strings.Contains(banner, sim.DefaultAPIKey) {
 			t.Errorf("banner shows the key: %q", banner)
 		}
 	}
@@ -89,7 +92,7 @@ func TestSimServeManualClock(t *testing.T) {
 	t.Parallel()
 	var errb syncBuffer
 	home := t.TempDir()
-	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
+	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errb,
 		Getenv: func(k string) string { return map[string]string{"VASTFLEET_HOME": home}[k] }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -2,15 +2,14 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
-	"github.com/vastfleet/vastfleet/internal/provider"
-	"github.com/vastfleet/vastfleet/internal/remote"
 )
 
 // syncOptions is what `sync` was asked, parsed.
@@ -22,10 +21,10 @@ type syncOptions struct {
 	Parallel   int
 	RelaySeeds int
 	NoRelay    bool
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
-func newSyncCmd(f *factory, runF func(context.Context, *syncOptions) error) *cobra.Command {
+func newSyncCmd(f *factory.Factory, runF func(context.Context, *syncOptions) error) *cobra.Command {
 	opts := &syncOptions{}
 	cmd := &cobra.Command{
 		Use:   "sync [SRC] (--fleet F | --all | --id ID...) [--dest /workspace/project] [--exclude PAT...]",
@@ -65,11 +64,11 @@ sent from here instead. --no-relay sends from here to every node.`,
 	fl.IntVar(&opts.RelaySeeds, "relay-seeds", 3, "nodes this machine sends each archive to; the rest get it relayed")
 	fl.BoolVar(&opts.NoRelay, "no-relay", false, "send from this machine to every node")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"relay-seeds", "1", "1024"})
-	addJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
 	return cmd
 }
 
-func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
+func syncRun(ctx context.Context, f *factory.Factory, opts *syncOptions) error {
 	files, err := nodes.ScanSource(opts.Src, opts.Excludes)
 	if err != nil {
 		return err
@@ -78,7 +77,7 @@ func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
 	if err != nil {
 		return err
 	}
-	rows, err := syncNodes(ctx, f, p, ns, opts.Src, files, opts.Dest, opts.Parallel, opts.RelaySeeds, opts.NoRelay)
+	rows, err := f.SyncNodes(ctx, p, ns, opts.Src, files, opts.Dest, opts.Parallel, opts.RelaySeeds, opts.NoRelay)
 	if err != nil {
 		return err
 	}
@@ -86,19 +85,4 @@ func syncRun(ctx context.Context, f *factory, opts *syncOptions) error {
 		[]string{"NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR"}, func(r nodes.SyncRow) []string {
 			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), dash(r.Via), dash(r.Error)}
 		})
-}
-
-// syncNodes sends each node the files of src (as scanned) that it lacks
-// under dest, relayed node to node unless noRelay, and says what it cost.
-func syncNodes(ctx context.Context, f *factory, p provider.Provider, ns []nodes.Node, src string, files []remote.TreeFile, dest string, parallel, seeds int, noRelay bool) ([]nodes.SyncRow, error) {
-	o, err := f.nodeOps(p, parallel)
-	if err != nil {
-		return nil, err
-	}
-	rows, sum, err := o.Sync(ctx, ns, nodes.SyncOptions{Src: src, Files: files, Dest: dest, Parallel: parallel, Seeds: seeds, NoRelay: noRelay})
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprint(f.io.ErrOut, sum)
-	return rows, nil
 }

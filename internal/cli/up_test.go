@@ -17,6 +17,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
@@ -128,7 +129,7 @@ func TestStatusShowsTheMarketsSpend(t *testing.T) {
 	// The market is served, as up serves it, an hour on from the launch.
 	e.ok("sim", "stop")
 	mc := clock.NewManual(time.Now())
-	mkt, err := sim.Open(filepath.Join(e.home, "sim"), sim.Config{APIKey: simAPIKey, Clock: mc})
+	mkt, err := sim.Open(filepath.Join(e.home, "sim"), sim.Config{APIKey: sim.DefaultAPIKey, Clock: mc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestStatusShowsTheMarketsSpend(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- mkt.ServeListener(sctx, ln) }()
 	defer func() { stop(); <-served; mkt.Close() }()
-	os.WriteFile(filepath.Join(e.home, "sim", servedSimFile), []byte("http://"+ln.Addr().String()+"\n"), 0o600)
+	os.WriteFile(filepath.Join(e.home, "sim", localmarket.URLFile), []byte("http://"+ln.Addr().String()+"\n"), 0o600)
 
 	rows := decode[[]jobStatus](t, e.ok("status", "spendy", "--json").out)
 	if len(rows) != 1 || rows[0].Live != 2 {

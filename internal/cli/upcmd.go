@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
@@ -24,7 +26,7 @@ type upOptions struct {
 	CoordAddr   string
 	ResultsDir  string
 	OnInterrupt string
-	JSONFlags
+	cmdutil.JSONFlags
 	Detach bool
 	// JobID names the job instead of name-time: the background up that
 	// --detach starts runs the job its parent named.
@@ -41,7 +43,7 @@ type upOptions struct {
 	coordAddrGiven, marketGiven bool
 }
 
-func newUpCmd(f *factory, runF func(context.Context, *upOptions) error) *cobra.Command {
+func newUpCmd(f *factory.Factory, runF func(context.Context, *upOptions) error) *cobra.Command {
 	opts := &upOptions{poll: 250 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "up [FILE]",
@@ -87,7 +89,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.CoordAddr, "coord-addr", "127.0.0.1:0", "where the job's coordinator listens (instances on vast.ai need a public address; it then serves TLS)")
 	fl.StringVar(&opts.AgentBin, "agent-bin", "", "agent binary to serve to instances (default: vastfleet-agent beside this binary, else built from the module source, else this binary)")
 	fl.StringVar(&opts.OnInterrupt, "on-interrupt", "", "on Ctrl+C: keep, collect (then destroy) or destroy (default: ask on a terminal, else collect)")
-	addJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
+	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	fl.BoolVar(&opts.Detach, "detach", false, "run the job in a background up (output in the data dir's jobs/<job>/up.log) and return once it runs; status, logs and down JOB work from any terminal")
 	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
 	fl.MarkHidden("job-id")
@@ -97,7 +99,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 
 // upCmdRun is `up` once its flags are parsed: a fresh job from its task
 // file, a resumed one, or a detached one.
-func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
+func upCmdRun(ctx context.Context, f *factory.Factory, opts *upOptions) error {
 	path := opts.File
 	if opts.Resume != "" {
 		rec, err := loadJob(ctx, f, opts.Resume)
@@ -118,14 +120,14 @@ func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
 		return usageError{err}
 	}
 	if jf.Market != "" && !opts.marketGiven {
-		f.opts.Market = jf.Market
+		f.Opts.Market = jf.Market
 	}
 	if opts.Detach {
 		return detachUp(ctx, f, opts, jf)
 	}
 	rep, err := upRun(ctx, f, opts, jf, path)
 	if rep != nil && opts.JSON {
-		if jerr := writeJSON(opts.out(f.io.Out), rep); jerr != nil && err == nil {
+		if jerr := cmdutil.WriteJSON(opts.Out(f.IO.Out), rep); jerr != nil && err == nil {
 			err = jerr
 		}
 	}
@@ -134,25 +136,25 @@ func upCmdRun(ctx context.Context, f *factory, opts *upOptions) error {
 
 // upRun wires a job's dependencies (coordinator, market, store, nodes),
 // runs it and prints its report.
-func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, path string) (*job.Report, error) {
+func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile.Job, path string) (*job.Report, error) {
 	if err := job.CheckChoice(opts.OnInterrupt); err != nil {
 		return nil, err
 	}
-	loopback, err := job.CheckCoordAddr(opts.CoordAddr, f.opts.Market == "vast")
+	loopback, err := job.CheckCoordAddr(opts.CoordAddr, f.Opts.Market == "vast")
 	if err != nil {
 		return nil, err
 	}
-	if err := job.Check(jf, scanWorkdir); err != nil {
+	if err := job.Check(jf, factory.ScanWorkdir); err != nil {
 		return nil, usageError{err}
 	}
-	if f.opts.Market == "sim" && f.opts.APIURL == "" {
+	if f.Opts.Market == "sim" && f.Opts.APIURL == "" {
 		// The launch waits on the virtual clock, paced at the market's
 		// speed: its own work costs no market time however busy this
 		// machine is, and the agents' wall-scaled timers keep in step.
-		f.waitsOnMarket, f.simSpeedSet = true, true
+		f.WaitsOnMarket, f.SimSpeedSet = true, true
 	}
 	orphanAfter := cmp.Or(jf.OrphanAfter, wire.DefaultOrphanAft)
-	interval := job.HeartbeatInterval(f.opts.Market == "sim")
+	interval := job.HeartbeatInterval(f.Opts.Market == "sim")
 	c, err := startCoord(ctx, f, &coordOptions{Addr: opts.CoordAddr, TLS: !loopback, AgentBin: opts.AgentBin,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval, DepthQuery: job.DepthQuery(jf)})
 	if err != nil {
@@ -184,7 +186,7 @@ func upRun(ctx context.Context, f *factory, opts *upOptions, jf *jobfile.Job, pa
 
 // upDeps builds the job's dependencies: the launch spec with the agent,
 // the market's lifecycle manager (reconciled), the nodes, the records.
-func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
+func upDeps(ctx context.Context, f *factory.Factory, opts *upOptions, c *coord.Running, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
 	lo := &launchOptions{Request: job.LaunchRequest(jf, id), Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Ladder: job.Ladder(jf)}
 	spec, err := lo.spec(launch.InterruptKeep)
@@ -192,28 +194,28 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, 
 		return nil, job.Options{}, err
 	}
 	maps.Copy(spec.Create.Env, job.NodeEnv(jf))
-	wd := f.workdirOnNode()
+	wd := f.WorkdirOnNode()
 	spec.Sessions = job.Sessions(jf, wd)
 	if err := c.DB.SetValidation(ctx, id, job.CoordValidation(jf.Validate)); err != nil {
 		return nil, job.Options{}, err
 	}
-	if err := f.withAgent(ctx, &spec, lo); err != nil {
+	if err := withAgent(ctx, f, &spec, lo); err != nil {
 		return nil, job.Options{}, err
 	}
-	if spec.Checks, err = f.launchChecks(ctx, lo, id); err != nil {
+	if spec.Checks, err = launchChecks(ctx, f, lo, id); err != nil {
 		return nil, job.Options{}, err
 	}
 	if !job.JudgesHardware(jf) {
 		spec.Hardware = nil
 	}
-	m, err := f.manager(ctx, holderName("up", path))
+	m, err := f.Manager(ctx, factory.HolderName("up", path))
 	if err != nil {
 		return nil, job.Options{}, err
 	}
 	if err := launch.BeforeRenting(ctx, m, id, lo.Ladder); err != nil {
 		return nil, job.Options{}, err
 	}
-	recs, err := f.jobRecords(ctx)
+	recs, err := f.JobRecords(ctx)
 	if err != nil {
 		return nil, job.Options{}, err
 	}
@@ -222,11 +224,18 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, 
 		return nil, job.Options{}, err
 	}
 	o := job.Options{Job: jf, File: path, ID: id, ResultsDir: opts.ResultsDir, Resumed: opts.resumed,
-		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: scanWorkdir, CoordAddr: job.AdvertisedAddr(opts.CoordAddr, c.Addr.String())}
+		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: factory.ScanWorkdir, CoordAddr: job.AdvertisedAddr(opts.CoordAddr, c.Addr.String())}
 	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: c.Srv, Results: c.DB,
-		Nodes: &jobNodes{f: f, p: m.P}, Records: recs, Poll: opts.poll, WorkdirOnNode: wd,
-		Launcher: &jobLauncher{f: f, m: m, spec: spec, jf: jf, id: id},
-		Choose:   func() string { return job.AskChoice(opts.OnInterrupt, f.io.In, f.io.ErrOut, f.io.InTTY) }}
+		Nodes: f.JobNodes(m.P), Records: recs, Poll: opts.poll, WorkdirOnNode: wd,
+		Launcher: &factory.JobLauncher{F: f, M: m, Spec: spec, ID: id,
+			Offers: func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
+				return upCandidates(ctx, f, jf, spec)
+			},
+			View: func() (func(launch.Event), func()) {
+				v := newLaunchView(f, cmdutil.JSONFlags{})
+				return v.event, v.stop
+			}},
+		Choose: func() string { return job.AskChoice(opts.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }}
 	return d, o, nil
 }
 
@@ -234,7 +243,7 @@ func upDeps(ctx context.Context, f *factory, opts *upOptions, c *coord.Running, 
 // planned job the planner's estimate of the picked option. spec is the
 // job's launch: `by: useful` scores each offer for its image and
 // deadline, not the default launch's.
-func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
+func upCandidates(ctx context.Context, f *factory.Factory, jf *jobfile.Job, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
 	if !jf.Planned() {
 		qf := &queryFlags{Type: "on-demand", Order: "score-", Storage: cmp.Or(jf.Disk, 20), SweepLimit: 1000}
 		rf := &rankFlags{By: jf.By, spec: spec}
@@ -245,16 +254,16 @@ func upCandidates(ctx context.Context, f *factory, jf *jobfile.Job, spec *launch
 		return ranked, job.Estimate{}, nil, err
 	}
 	var ask func(int) int
-	if jf.Option == "" && f.io.InTTY && f.io.ErrTTY {
-		ask = func(n int) int { return askPick(f.io, n) }
+	if jf.Option == "" && f.IO.InTTY && f.IO.ErrTTY {
+		ask = func(n int) int { return askPick(f.IO, n) }
 	}
-	return job.PlanOffers(ctx, jf, job.Planner{Out: f.io.ErrOut, Ask: ask,
+	return job.PlanOffers(ctx, jf, job.Planner{Out: f.IO.ErrOut, Ask: ask,
 		Search: func(ctx context.Context, req plan.Req) ([]market.Offer, error) {
 			p, err := f.Provider(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return plan.SearchTiers(ctx, req, p.SearchOffers, f.log)
+			return plan.SearchTiers(ctx, req, p.SearchOffers, f.Log)
 		},
-		Show: func(req plan.Req, res plan.Result) { printPlan(f.io.ErrOut, req, res, false) }})
+		Show: func(req plan.Req, res plan.Result) { printPlan(f.IO.ErrOut, req, res, false) }})
 }

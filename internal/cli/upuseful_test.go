@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 )
@@ -18,13 +20,13 @@ import (
 // demo's task that rented a fleet 1.75x as dear per hour as --by vcpu.
 func TestUpRanksUsefulForItsOwnTask(t *testing.T) {
 	t.Parallel()
-	f := newFactory(&IOStreams{ErrOut: io.Discard, Getenv: func(k string) string {
+	f := factory.New(&iostreams.IOStreams{ErrOut: io.Discard, Getenv: func(k string) string {
 		if k == "VASTFLEET_SIM_LOCAL" {
 			return "off"
 		}
 		return ""
-	}})
-	f.opts = globalOptions{Market: "sim", DataDir: t.TempDir(), SimSeed: 1, SimFaults: "none", SimSpeed: 60, SimLiars: -1, SimSpoof: -1}
+	}}, Version)
+	f.Opts = factory.Options{Market: "sim", DataDir: t.TempDir(), SimSeed: 1, SimFaults: "none", SimSpeed: 60, SimLiars: -1, SimSpoof: -1}
 	ctx := context.Background()
 	jf := &jobfile.Job{Query: "rentable=True cpu_cores_effective>=4", By: "useful", Image: "ubuntu:22.04", Count: 50, Deadline: 45 * time.Minute}
 	spec := launch.DefaultSpec("job", jf.Count, jf.Deadline, true)

@@ -7,16 +7,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/buildinfo"
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/factory"
 )
 
 // versionOptions is what `version` was asked.
 type versionOptions struct {
-	JSONFlags
+	cmdutil.JSONFlags
 }
 
 // newVersionCmd parses into versionOptions and hands them to runF (tests)
 // or versionRun.
-func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error) *cobra.Command {
+func newVersionCmd(f *factory.Factory, runF func(context.Context, *versionOptions) error) *cobra.Command {
 	opts := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
@@ -29,16 +31,16 @@ func newVersionCmd(f *factory, runF func(context.Context, *versionOptions) error
 			return versionRun(cmd.Context(), f, opts)
 		},
 	}
-	addJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
+	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	return cmd
 }
 
 // versionRun is `version` once its flags are parsed.
-func versionRun(_ context.Context, f *factory, opts *versionOptions) error {
+func versionRun(_ context.Context, f *factory.Factory, opts *versionOptions) error {
 	b := buildinfo.Read(Version)
 	if opts.JSON {
-		return writeJSON(opts.out(f.io.Out), b)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), b)
 	}
-	_, err := fmt.Fprintf(f.io.Out, "vastfleet %s\n", b)
+	_, err := fmt.Fprintf(f.IO.Out, "vastfleet %s\n", b)
 	return err
 }

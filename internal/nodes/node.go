@@ -6,6 +6,7 @@ package nodes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // Node is one instance reached over SSH, with its place in the fleet.
@@ -44,6 +46,16 @@ type Selection struct {
 type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
+
+// AsUsage marks a UsageError in err as the user's input (usage.Error,
+// exit 2) for the command line; other errors pass as they are.
+func AsUsage(err error) error {
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return usage.Errorf("%s", ue.Msg)
+	}
+	return err
+}
 
 // Known refuses ids the store has never seen or has seen destroyed,
 // before anything is sent.

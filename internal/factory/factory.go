@@ -1,4 +1,11 @@
-package cli
+// Package factory is vastfleet's composition root, as gh's pkg/cmd/factory:
+// it builds the adapters a command needs (the marketplace client, pointed at
+// vast.ai or at the simulator, the store, the clock, node operations, a
+// job's dependencies) lazily, once per process, and closes them when the
+// process ends. The choice between the simulator and vast.ai is made here
+// and nowhere else; commands (internal/cli) only parse flags, call what
+// the factory gives them, and print.
+package factory
 
 import (
 	"context"
@@ -8,37 +15,35 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/vastfleet/vastfleet/internal/clock"
-	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
-
-	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/vastfleet/vastfleet/internal/bidwatch"
+	"github.com/vastfleet/vastfleet/internal/clock"
+	"github.com/vastfleet/vastfleet/internal/clock/remoteclock"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
+	"github.com/vastfleet/vastfleet/internal/server"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
-// simAPIKey is the key the in-process simulator and `sim serve` accept by
-// default. It is not a secret: they listen on loopback while a command
-// runs. The local market, which lives on between commands, draws its own
-// (localmarket.KeyFile).
-const simAPIKey = sim.DefaultAPIKey
-
-// defaultAPIRate paces every call a command makes to vast.ai. Its limits
+// DefaultAPIRate paces every call a command makes to vast.ai. Its limits
 // are per endpoint and per key, stated as thresholds with no unit
 // (vast-api.md §10): a few calls a second, in bursts of a few, stays under
 // them, and 429s slow the client further.
 const (
-	defaultAPIRate  = 4
+	DefaultAPIRate  = 4
 	defaultAPIBurst = 8
 )
 
-type globalOptions struct {
+// Options are the global flags, bound by the command tree.
+type Options struct {
 	Market    string
 	APIKey    string
 	APIURL    string
@@ -57,35 +62,37 @@ type globalOptions struct {
 	Server string
 }
 
-// factory builds the adapters a command needs, lazily, and closes them when
+// Factory builds the adapters a command needs, lazily, and closes them when
 // the process ends. It is the one place that names concrete adapters.
-type factory struct {
-	io   *IOStreams
-	opts globalOptions
-	log  *slog.Logger
-	// durable, set by `serve --replicate` for the jobs it runs, returns
+type Factory struct {
+	IO   *iostreams.IOStreams
+	Opts Options
+	Log  *slog.Logger
+	// Version is the binary's, sent as the user agent.
+	Version string
+	// Durable, set by `serve --replicate` for the jobs it runs, returns
 	// once the coordinator's commits have reached the replica: nothing is
 	// acknowledged to an agent before (coord.Config.Durable).
-	durable func(ctx context.Context) error
+	Durable func(ctx context.Context) error
 
 	provider provider.Provider
 	simMkt   *sim.Market
-	// simHosts puts a machine (directory, onstart, SSH on loopback) behind
+	// SimHosts puts a machine (directory, onstart, SSH on loopback) behind
 	// every running instance of the in-process simulator (--sim-hosts).
 	// Commands that reach into instances may set it before Provider;
 	// otherwise the machines stay off, so that a quick `ls` does not boot a
 	// fleet (each in-process run is a reboot: onstart runs again).
-	simHosts bool
+	SimHosts bool
 	simClock *remoteclock.Clock
-	// waitsOnMarket marks a command whose outcome depends on how long it
+	// WaitsOnMarket marks a command whose outcome depends on how long it
 	// waits (launch): the in-process simulator then runs on a virtual
 	// clock that moves only while the command waits, so its results do
 	// not depend on how busy this machine is.
-	waitsOnMarket bool
+	WaitsOnMarket bool
 	virtual       *clock.Virtual
-	// simSpeedSet: --sim-speed was given; on the virtual clock it is a
+	// SimSpeedSet: --sim-speed was given; on the virtual clock it is a
 	// cap on speed, so a person can watch.
-	simSpeedSet bool
+	SimSpeedSet bool
 	// simSet names the --sim-* market flags given, which a running local
 	// market started with others does not apply.
 	simSet map[string]bool
@@ -99,7 +106,7 @@ type factory struct {
 	// and its warning happen once per command.
 	dataDirChecked string
 	warned         map[string]bool
-	// formerStores are the store ids this data dir has had (orphans.go);
+	// formerStores are the store ids this data dir has had (fleet.go);
 	// lostStore is set when the store file was missing or empty although
 	// the data dir had one; orphans are what the last refresh found.
 	formerStores []string
@@ -108,37 +115,38 @@ type factory struct {
 	orphans      []fleet.Orphan
 }
 
-func newFactory(ios *IOStreams) *factory {
-	return &factory{io: ios, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+// New is the factory for one process, before its flags are parsed.
+func New(ios *iostreams.IOStreams, version string) *Factory {
+	return &Factory{IO: ios, Version: version, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-func (f *factory) init(cmd *cobra.Command) error {
-	if fl := cmd.Flags().Lookup("sim-speed"); fl != nil {
-		f.simSpeedSet = fl.Changed
-	}
+// Init takes the parsed global flags; changed says which were given.
+func (f *Factory) Init(changed func(flag string) bool) error {
+	f.SimSpeedSet = changed("sim-speed")
 	f.simSet = map[string]bool{}
 	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits"} {
-		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+		if changed(name) {
 			f.simSet[name] = true
 		}
 	}
 	level := slog.LevelWarn
-	if f.opts.Verbose {
+	if f.Opts.Verbose {
 		level = slog.LevelDebug
 	}
-	f.log = slog.New(slog.NewTextHandler(f.io.ErrOut, &slog.HandlerOptions{Level: level}))
-	switch f.opts.Market {
+	f.Log = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: level}))
+	switch f.Opts.Market {
 	case "sim", "vast":
 	default:
-		return usagef("--market %q: use sim (the built-in simulator) or vast (real vast.ai)", f.opts.Market)
+		return usage.Errorf("--market %q: use sim (the built-in simulator) or vast (real vast.ai)", f.Opts.Market)
 	}
 	return nil
 }
 
-func (f *factory) dataDir() (string, error) {
-	dir := f.opts.DataDir
+// DataDir is the data dir, made and made private the first time.
+func (f *Factory) DataDir() (string, error) {
+	dir := f.Opts.DataDir
 	if dir == "" {
-		if v := f.io.Getenv("VASTFLEET_HOME"); v != "" {
+		if v := f.IO.Getenv("VASTFLEET_HOME"); v != "" {
 			dir = v
 		} else {
 			d, err := store.DefaultDir()
@@ -164,7 +172,7 @@ func (f *factory) dataDir() (string, error) {
 // state store, the fleet's SSH key and launch secrets, and a directory
 // others may enter exposes every file in it that was created before the
 // files themselves were made 0600. It says so once, as a warning.
-func (f *factory) tightenDataDir(dir string) error {
+func (f *Factory) tightenDataDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -173,7 +181,7 @@ func (f *factory) tightenDataDir(dir string) error {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("data dir %s is accessible to other users (mode %#o) and could not be made private: %w", dir, perm, err)
 		}
-		fmt.Fprintf(f.io.ErrOut, "warning: data dir %s was accessible to other users (mode %#o); it is now 0700\n", dir, perm)
+		fmt.Fprintf(f.IO.ErrOut, "warning: data dir %s was accessible to other users (mode %#o); it is now 0700\n", dir, perm)
 	}
 	return nil
 }
@@ -181,12 +189,12 @@ func (f *factory) tightenDataDir(dir string) error {
 // Provider returns the marketplace client: the real vast.ai client, pointed
 // either at vast.ai or at the simulator over loopback HTTP, so the code path
 // users run is the one tests exercise.
-func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
+func (f *Factory) Provider(ctx context.Context) (provider.Provider, error) {
 	if f.provider != nil {
 		return f.provider, nil
 	}
 	endpoint := f.vastEndpoint
-	if f.opts.Market == "sim" {
+	if f.Opts.Market == "sim" {
 		endpoint = f.simEndpoint
 	}
 	baseURL, key, err := endpoint(ctx)
@@ -197,16 +205,16 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 	// loopback or a trusted network, may be plain http.
 	// The send times of stops and destroys date where billing ended, on
 	// the clock the store's timeline is kept on (a simulator's own).
-	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.log, UserAgent: "vastfleet/" + Version,
-		RequireTLS: f.opts.Market == "vast", SentClock: f.Clock()}
+	opts := vast.Options{BaseURL: baseURL, APIKey: key, Logger: f.Log, UserAgent: "vastfleet/" + f.Version,
+		RequireTLS: f.Opts.Market == "vast", SentClock: f.Clock()}
 	if f.virtual != nil {
 		// Requests take no market time, and the client's own back-offs
 		// wait on the market's clock.
 		opts.Clock = f.virtual
 	}
-	if f.opts.Market == "vast" {
+	if f.Opts.Market == "vast" {
 		// The simulator draws its own 429s; the real API gets paced.
-		opts.RateLimit, opts.Burst = rate.Limit(f.opts.APIRate), defaultAPIBurst
+		opts.RateLimit, opts.Burst = rate.Limit(f.Opts.APIRate), defaultAPIBurst
 	}
 	c, err := vast.New(opts)
 	if err != nil {
@@ -218,8 +226,8 @@ func (f *factory) Provider(ctx context.Context) (provider.Provider, error) {
 
 // simEndpoint is where the simulated market answers, and its key: the
 // data dir's local market, this command's own, or --api-url's.
-func (f *factory) simEndpoint(ctx context.Context) (baseURL, key string, err error) {
-	baseURL, key = f.opts.APIURL, f.opts.APIKey
+func (f *Factory) simEndpoint(ctx context.Context) (baseURL, key string, err error) {
+	baseURL, key = f.Opts.APIURL, f.Opts.APIKey
 	switch {
 	case baseURL == "" && f.usesLocalMarket():
 		u, localKey, err := f.connectLocal(ctx)
@@ -255,8 +263,8 @@ func (f *factory) simEndpoint(ctx context.Context) (baseURL, key string, err err
 		f.simClock = c
 	}
 	if key == "" {
-		key = simAPIKey
-	} else if key != simAPIKey && f.opts.APIKey != "" {
+		key = sim.DefaultAPIKey
+	} else if key != sim.DefaultAPIKey && f.Opts.APIKey != "" {
 		f.warnOnce(vast.FlagKeyWarning)
 	}
 	return baseURL, key, nil
@@ -264,17 +272,17 @@ func (f *factory) simEndpoint(ctx context.Context) (baseURL, key string, err err
 
 // vastEndpoint is vast.ai's address (VAST_URL may move it) and the key
 // found for it.
-func (f *factory) vastEndpoint(context.Context) (baseURL, key string, err error) {
-	baseURL = f.opts.APIURL
+func (f *Factory) vastEndpoint(context.Context) (baseURL, key string, err error) {
+	baseURL = f.Opts.APIURL
 	if baseURL == "" {
-		baseURL = f.io.Getenv("VAST_URL")
+		baseURL = f.IO.Getenv("VAST_URL")
 	}
-	rk, err := vast.ResolveAPIKey(f.opts.APIKey, f.io.Getenv, "")
+	rk, err := vast.ResolveAPIKey(f.Opts.APIKey, f.IO.Getenv, "")
 	if err != nil {
 		return "", "", err
 	}
 	if rk.Key == "" {
-		return "", "", usagef("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
+		return "", "", usage.Errorf("no vast.ai API key: set VAST_API_KEY, run `vastai set api-key KEY`, or pass --api-key")
 	}
 	for _, w := range rk.Warnings {
 		f.warnOnce(w)
@@ -283,13 +291,13 @@ func (f *factory) vastEndpoint(context.Context) (baseURL, key string, err error)
 }
 
 // warnOnce prints a warning to stderr the first time it is given.
-func (f *factory) warnOnce(msg string) {
+func (f *Factory) warnOnce(msg string) {
 	if f.warned == nil {
 		f.warned = map[string]bool{}
 	}
 	if !f.warned[msg] {
 		f.warned[msg] = true
-		fmt.Fprintf(f.io.ErrOut, "warning: %s\n", msg)
+		fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", msg)
 	}
 }
 
@@ -298,7 +306,7 @@ func (f *factory) warnOnce(msg string) {
 // served elsewhere: a wait of d takes d/scale of wall time), wall time
 // otherwise, and the newest recorded time for a view of a store another
 // process holds.
-func (f *factory) Clock() clock.Clock {
+func (f *Factory) Clock() clock.Clock {
 	switch {
 	case !f.frozenAt.IsZero():
 		return clock.Fixed{At: f.frozenAt}
@@ -314,8 +322,8 @@ func (f *factory) Clock() clock.Clock {
 
 // Store opens the state store; writers also take the data dir's lock so
 // that two terminals never launch into the same fleet at once.
-func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.Store, error) {
-	dir, err := f.dataDir()
+func (f *Factory) Store(ctx context.Context, write bool, holder string) (*store.Store, error) {
+	dir, err := f.DataDir()
 	if err != nil {
 		return nil, err
 	}
@@ -347,8 +355,8 @@ func (f *factory) Store(ctx context.Context, write bool, holder string) (*store.
 // howToShare adds, to a refusal because another process holds the data
 // dir or its simulated market, how two commands can use one simulated
 // market at once: one serves it, the others reach it with --api-url.
-func (f *factory) howToShare(err error) error {
-	if f.opts.Market != "sim" || f.opts.APIURL != "" || !(errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse)) {
+func (f *Factory) howToShare(err error) error {
+	if f.Opts.Market != "sim" || f.Opts.APIURL != "" || !(errors.Is(err, store.ErrLocked) || errors.Is(err, sim.ErrInUse)) {
 		return err
 	}
 	if f.usesLocalMarket() {
@@ -360,11 +368,49 @@ func (f *factory) howToShare(err error) error {
 }
 
 // Close releases everything in reverse order of acquisition.
-func (f *factory) Close() error {
+func (f *Factory) Close() error {
 	var errs []error
 	for i := len(f.closers) - 1; i >= 0; i-- {
 		errs = append(errs, f.closers[i]())
 	}
 	f.closers = nil
 	return errors.Join(errs...)
+}
+
+// ReapHolder names a coordinator's reaping pass in the data dir's lock.
+var ReapHolder = HolderName("coord", "(reaping silent instances)")
+
+// lockWaitFor bounds how long a command waits for a background pass to
+// let go of the lock.
+const lockWaitFor = time.Minute
+
+// acquireLock takes the data dir's writer lock for a command: held by a
+// background pass (a bid watcher's or a coordinator's listing), the
+// command waits for it, up to lockWaitFor; held by another command, it
+// is refused at once.
+func acquireLock(ctx context.Context, dir, holder string) (*store.Lock, error) {
+	wall := clock.Wall{}
+	deadline := wall.Now().Add(lockWaitFor)
+	return store.AcquireLockBehind(ctx, dir, holder, []string{bidwatch.Holder, ReapHolder}, func(ctx context.Context) (bool, error) {
+		return wall.Now().Before(deadline), wall.Sleep(ctx, 100*time.Millisecond)
+	})
+}
+
+// HolderName names a command in the data dir's lock: who holds it.
+func HolderName(args ...string) string { return "vastfleet " + strings.Join(args, " ") }
+
+// ContextsPath is the client's contexts file (server.ContextsPath).
+func (f *Factory) ContextsPath() (string, error) { return server.ContextsPath(f.IO.Getenv) }
+
+// ServerClient is the server this command talks to, if any (server.ClientFor):
+// --server URL, else the current context; VASTFLEET_TOKEN overrides a token.
+func (f *Factory) ServerClient() (*server.Client, error) {
+	if f.Opts.Server == server.Local {
+		return nil, nil
+	}
+	path, err := f.ContextsPath()
+	if err != nil {
+		return nil, err
+	}
+	return server.ClientFor(path, f.Opts.Server, f.IO.Getenv("VASTFLEET_TOKEN"), f.Version)
 }

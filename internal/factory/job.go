@@ -1,4 +1,4 @@
-package cli
+package factory
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,29 +16,19 @@ import (
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/ignore"
 	"github.com/vastfleet/vastfleet/internal/job"
-	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
-// The job package's types under the names this package's commands and
-// tests use.
-type (
-	jobReport = job.Report
-	jobNode   = job.ReportNode
-	itemLine  = job.ItemLine
-	nodeLog   = job.NodeLog
-	jobStatus = job.Status
-)
-
-// jobRecords are the data dir's job records (in the store, exported to
+// JobRecords are the data dir's job records (in the store, exported to
 // jobs/<job>/job.json).
-func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
-	dir, err := f.jobsDir()
+func (f *Factory) JobRecords(ctx context.Context) (*job.Records, error) {
+	dir, err := f.JobsDir()
 	if err != nil {
 		return nil, err
 	}
@@ -50,50 +39,39 @@ func (f *factory) jobRecords(ctx context.Context) (*job.Records, error) {
 	return &job.Records{Store: st, Dir: dir}, nil
 }
 
-// jobsDir is the data dir's jobs/: a directory per job (logs, lock,
+// JobsDir is the data dir's jobs/: a directory per job (logs, lock,
 // exports).
-func (f *factory) jobsDir() (string, error) {
-	dir, err := f.dataDir()
+func (f *Factory) JobsDir() (string, error) {
+	dir, err := f.DataDir()
 	return filepath.Join(dir, "jobs"), err
 }
 
-// loadJob is a job's record; an unknown job is the user's mistake.
-func loadJob(ctx context.Context, f *factory, id string) (*job.Record, error) {
-	recs, err := f.jobRecords(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := recs.Load(ctx, id)
-	if errors.Is(err, job.ErrNotFound) {
-		return nil, usageError{err}
-	}
-	return rec, err
-}
-
-// syncExcludes are what a job's workdir sync leaves out by default.
-func syncExcludes() []ignore.Rule {
+// SyncExcludes are what a job's workdir sync leaves out by default.
+func SyncExcludes() []ignore.Rule {
 	return ignore.Parse("", strings.Join(nodes.DefaultExcludes, "\n"))
 }
 
-// scanWorkdir reads a job's workdir as its sync will, every file hashed.
-func scanWorkdir(dir string) error {
-	_, err := remote.ScanTree(dir, syncExcludes(), nil)
+// ScanWorkdir reads a job's workdir as its sync will, every file hashed.
+func ScanWorkdir(dir string) error {
+	_, err := remote.ScanTree(dir, SyncExcludes(), nil)
 	return err
 }
 
-// workdirOnNode is where a job's workdir lands on a node (inside the
+// WorkdirOnNode is where a job's workdir lands on a node (inside the
 // simulated machine's sandbox on the simulator).
-func (f *factory) workdirOnNode() string {
-	if f.opts.Market == "sim" {
+func (f *Factory) WorkdirOnNode() string {
+	if f.Opts.Market == "sim" {
 		return nodes.SimRelative(job.RemoteWorkdir)
 	}
 	return job.RemoteWorkdir
 }
 
-// jobNodes are the job's node operations over SSH: exec, sync and collect
-// as the commands of those names run them.
+// JobNodes are a job's node operations over SSH on p: exec, sync and
+// collect as the commands of those names run them.
+func (f *Factory) JobNodes(p provider.Provider) job.Nodes { return &jobNodes{f: f, p: p} }
+
 type jobNodes struct {
-	f *factory
+	f *Factory
 	p provider.Provider
 	// mu guards byID and fleet: a replacement is selected beside the
 	// watch.
@@ -105,11 +83,7 @@ type jobNodes struct {
 }
 
 func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) {
-	args := make([]string, len(ids))
-	for i, id := range ids {
-		args[i] = strconv.FormatInt(id, 10)
-	}
-	ns, _, err := n.f.selectNodes(ctx, "", false, args, true)
+	ns, _, err := n.f.SelectNodes(ctx, "", false, ids, true)
 	if err != nil {
 		return nil, err
 	}
@@ -154,11 +128,11 @@ func (n *jobNodes) picked(in []job.Node) []nodes.Node {
 }
 
 func (n *jobNodes) Sync(ctx context.Context, sel []job.Node, src, dest string) (int, []job.StepResult, error) {
-	files, err := remote.ScanTree(src, syncExcludes(), nil)
+	files, err := remote.ScanTree(src, SyncExcludes(), nil)
 	if err != nil {
-		return 0, nil, usagef("workdir %s: %v", src, err)
+		return 0, nil, usage.Errorf("workdir %s: %v", src, err)
 	}
-	rows, err := syncNodes(ctx, n.f, n.p, n.picked(sel), src, files, dest, 64, 3, false)
+	rows, err := n.f.SyncNodes(ctx, n.p, n.picked(sel), src, files, dest, 64, 3, false)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Bytes: r.WireBytes}
@@ -168,7 +142,7 @@ func (n *jobNodes) Sync(ctx context.Context, sel []job.Node, src, dest string) (
 
 func (n *jobNodes) Exec(ctx context.Context, sel []job.Node, script, logDir string) ([]job.StepResult, error) {
 	ns, fleet := n.nodes(sel)
-	o, err := n.f.nodeOps(n.p, 64)
+	o, err := n.f.NodeOps(n.p, 64)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +158,7 @@ func (n *jobNodes) Exec(ctx context.Context, sel []job.Node, script, logDir stri
 }
 
 func (n *jobNodes) Collect(ctx context.Context, sel []job.Node, remoteDir, localParent string) ([]job.StepResult, error) {
-	rows, err := collectNodes(ctx, n.f, n.p, n.picked(sel), remoteDir, localParent, 64)
+	rows, err := n.f.CollectNodes(ctx, n.p, n.picked(sel), remoteDir, localParent, 64)
 	out := make([]job.StepResult, len(rows))
 	for i, r := range rows {
 		out[i] = job.StepResult{ID: r.ID, Node: r.Node, Error: r.Error, Files: r.Fetched}
@@ -192,74 +166,78 @@ func (n *jobNodes) Collect(ctx context.Context, sel []job.Node, remoteDir, local
 	return out, err
 }
 
-// jobLauncher rents a job's fleet with the launch engine, its progress on
-// the launch's own view.
-type jobLauncher struct {
-	f       *factory
-	m       *fleet.Manager
-	spec    launch.Spec
-	jf      *jobfile.Job
-	id      string
+// JobLauncher rents a job's fleet with the launch engine (job.Launcher).
+// The command gives what is its own: the offers to launch from and the
+// view a launch's progress is shown on.
+type JobLauncher struct {
+	F    *Factory
+	M    *fleet.Manager
+	Spec launch.Spec
+	ID   string
+	// Offers are the offers to launch from, best first, for spec (up's
+	// search or plan), with what the plan accepted.
+	Offers func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error)
+	// View opens the launch's view: its events, and its end.
+	View    func() (event func(launch.Event), stop func())
 	running sync.Once
 }
 
-func (l *jobLauncher) Candidates(ctx context.Context) ([]market.Ranked, job.Estimate, error) {
-	cands, est, acc, err := upCandidates(ctx, l.f, l.jf, &l.spec)
-	l.spec.Accepted = acc
+func (l *JobLauncher) Candidates(ctx context.Context) ([]market.Ranked, job.Estimate, error) {
+	cands, est, acc, err := l.Offers(ctx, &l.Spec)
+	l.Spec.Accepted = acc
 	return cands, est, err
 }
-
-func (l *jobLauncher) Launch(ctx context.Context, cands []market.Ranked) (launch.Summary, error) {
-	view := newLaunchView(l.f, JSONFlags{})
-	defer view.stop()
-	return launch.Run(ctx, l.m, l.spec, cands, view.event)
+func (l *JobLauncher) Launch(ctx context.Context, cands []market.Ranked) (launch.Summary, error) {
+	event, stop := l.View()
+	defer stop()
+	return launch.Run(ctx, l.M, l.Spec, cands, event)
 }
 
-func (l *jobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
-	view := newLaunchView(l.f, JSONFlags{})
-	defer view.stop()
-	return launch.Resume(ctx, l.m, l.id, view.event, l.spec.Checks)
+func (l *JobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
+	event, stop := l.View()
+	defer stop()
+	return launch.Resume(ctx, l.M, l.ID, event, l.Spec.Checks)
 }
 
 // Grow rents a running job's replacements quietly: the job's own live
 // view is on the terminal, and the job reports each outcome.
-func (l *jobLauncher) Grow(ctx context.Context, add int) (launch.Summary, error) {
-	return launch.Grow(ctx, l.m, l.id, add, nil, l.spec.Checks)
+func (l *JobLauncher) Grow(ctx context.Context, add int) (launch.Summary, error) {
+	return launch.Grow(ctx, l.M, l.ID, add, nil, l.Spec.Checks)
 }
 
-func (l *jobLauncher) Running() { l.running.Do(l.f.keepMarketMoving) }
+func (l *JobLauncher) Running() { l.running.Do(l.F.keepMarketMoving) }
 
-// coordDB opens the data dir's coordinator database (findings, items),
+// CoordDB opens the data dir's coordinator database (findings, items),
 // for a job whose coordinator no longer runs.
-func (f *factory) coordDB(ctx context.Context) (*coord.DB, error) {
-	dir, err := f.dataDir()
+func (f *Factory) CoordDB(ctx context.Context) (*coord.DB, error) {
+	dir, err := f.DataDir()
 	if err != nil {
 		return nil, err
 	}
 	return coord.OpenDB(ctx, filepath.Join(dir, "coord.db"))
 }
 
-// existingCoordDB opens the data dir's coordinator database when a
+// ExistingCoordDB opens the data dir's coordinator database when a
 // coordinator ever ran here; nil (and no error) when none did, so that a
 // command that only reads creates nothing.
-func (f *factory) existingCoordDB(ctx context.Context) (*coord.DB, error) {
-	dir, err := f.dataDir()
+func (f *Factory) ExistingCoordDB(ctx context.Context) (*coord.DB, error) {
+	dir, err := f.DataDir()
 	if err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "coord.db")); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	return f.coordDB(ctx)
+	return f.CoordDB(ctx)
 }
 
-// viewClock is the market's now for a command that only reads the store:
+// ViewClock is the market's now for a command that only reads the store:
 // wall time on vast.ai, the simulator's as remoteclock.Viewing says.
-func (f *factory) viewClock(ctx context.Context, st *store.Store) clock.Clock {
-	if f.opts.Market != "sim" {
+func (f *Factory) ViewClock(ctx context.Context, st *store.Store) clock.Clock {
+	if f.Opts.Market != "sim" {
 		return clock.Wall{}
 	}
-	url := f.opts.APIURL
+	url := f.Opts.APIURL
 	if url == "" {
 		url, _ = f.servedSim()
 	}

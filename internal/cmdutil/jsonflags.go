@@ -1,4 +1,7 @@
-package cli
+// Package cmdutil holds what reporting commands share, as gh's
+// pkg/cmdutil does: --json and --jq declared once, the JSON writer and
+// the table a person reads or a pipe cuts.
+package cmdutil
 
 import (
 	"bytes"
@@ -10,31 +13,33 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // JSONFlags is a reporting command's --json and --jq, declared once by
-// addJSONFlags so that every command takes both the same way, as gh does.
+// AddJSONFlags so that every command takes both the same way, as gh does.
 type JSONFlags struct {
 	JSON bool   // print JSON instead of the table
 	JQ   string // a jq expression over that JSON; implies JSON
 }
 
-// addJSONFlags declares --json (usage says what it prints) and --jq.
-func addJSONFlags(fl *pflag.FlagSet, j *JSONFlags, usage string) {
+// AddJSONFlags declares --json (usage says what it prints) and --jq.
+func AddJSONFlags(fl *pflag.FlagSet, j *JSONFlags, usage string) {
 	fl.BoolVar(&j.JSON, "json", false, usage)
 	fl.StringVar(&j.JQ, "jq", "", "print what the jq `expression` makes of the JSON: strings raw, other values as JSON, one per line (implies --json)")
 }
 
-// checkJQ runs before every command (root's PersistentPreRunE): a bad
+// CheckJQ runs before every command (root's PersistentPreRunE): a bad
 // --jq expression is a usage error before anything is done or rented,
 // and --jq turns --json on.
-func checkJQ(cmd *cobra.Command) error {
+func CheckJQ(cmd *cobra.Command) error {
 	fl := cmd.Flags().Lookup("jq")
 	if fl == nil || !fl.Changed {
 		return nil
 	}
 	if _, err := compileJQ(fl.Value.String()); err != nil {
-		return usageError{err}
+		return usage.Error{Err: err}
 	}
 	return cmd.Flags().Set("json", "true")
 }
@@ -50,10 +55,10 @@ func compileJQ(expr string) (*gojq.Code, error) {
 	return nil, fmt.Errorf("--jq %q: %v (see https://jqlang.org/manual/)", expr, err)
 }
 
-// out is where the command writes its JSON: w itself, or with --jq a
+// Out is where the command writes its JSON: w itself, or with --jq a
 // writer that runs the expression over each JSON value written to it
 // (one document, or one per line as launch --json streams them).
-func (j JSONFlags) out(w io.Writer) io.Writer {
+func (j JSONFlags) Out(w io.Writer) io.Writer {
 	if j.JQ == "" {
 		return w
 	}

@@ -1,0 +1,130 @@
+package factory
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/vastfleet/vastfleet/internal/nodes"
+	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/remote"
+	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
+)
+
+// FleetKey is the data dir's fleet key, made the first time.
+func (f *Factory) FleetKey() (*nodes.Key, error) {
+	dir, err := f.DataDir()
+	if err != nil {
+		return nil, err
+	}
+	return nodes.LoadKey(filepath.Join(dir, "ssh"))
+}
+
+// SelectNodes resolves --fleet/--all/IDs to running instances with an SSH
+// route (nodes.Select). reach turns on the in-process simulator's
+// machines, for commands that connect to the nodes.
+func (f *Factory) SelectNodes(ctx context.Context, fleetName string, all bool, ids []int64, reach bool) ([]nodes.Node, provider.Provider, error) {
+	if (fleetName != "") == all && len(ids) == 0 || (len(ids) > 0 && (fleetName != "" || all)) {
+		return nil, nil, usage.Errorf("name the nodes: --fleet F, --all, or instance IDs (one of them)")
+	}
+	if reach {
+		f.SimHosts = true
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := nodes.Select(ctx, st, p, nodes.Selection{Fleet: fleetName, All: all, IDs: ids})
+	return ns, p, nodes.AsUsage(err)
+}
+
+// NodeOps runs operations on nodes for this command, closed with it.
+func (f *Factory) NodeOps(p provider.Provider, parallel int) (*nodes.Ops, error) {
+	key, err := f.FleetKey()
+	if err != nil {
+		return nil, err
+	}
+	o := nodes.New(key, p, nodes.Config{Parallel: parallel, Sim: f.Opts.Market == "sim", Out: f.IO.Out, ErrOut: f.IO.ErrOut})
+	f.closers = append(f.closers, o.Close)
+	return o, nil
+}
+
+// runningNodes are the running instances among ids, as nodes with the
+// operations that reach them; none (nil ops) when none runs.
+func (f *Factory) runningNodes(ctx context.Context, st *store.Store, ids []int64) ([]nodes.Node, *nodes.Ops, error) {
+	running := nodes.Running(ctx, st, ids)
+	if len(running) == 0 {
+		return nil, nil, nil
+	}
+	ns, p, err := f.SelectNodes(ctx, "", false, running, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := f.NodeOps(p, 64)
+	return ns, o, err
+}
+
+// Uncollected returns the running instances among ids whose results
+// directory holds a file newer than their last collect (or any file, never
+// collected), and the ones that could not be checked.
+func (f *Factory) Uncollected(ctx context.Context, st *store.Store, ids []int64, resultsDir string) (map[int64]string, error) {
+	ns, o, err := f.runningNodes(ctx, st, ids)
+	if o == nil {
+		return map[int64]string{}, err
+	}
+	return o.Uncollected(ctx, ns, resultsDir)
+}
+
+// CollectNodes pulls each node's changed results into to/<fleet>/<node>/
+// and marks the collect on the node.
+func (f *Factory) CollectNodes(ctx context.Context, p provider.Provider, ns []nodes.Node, remoteDir, to string, parallel int) ([]nodes.CollectRow, error) {
+	o, err := f.NodeOps(p, parallel)
+	if err != nil {
+		return nil, err
+	}
+	return o.Collect(ctx, ns, remoteDir, to, parallel)
+}
+
+// CollectBeforeDestroy is destroy --collect: every running node's results
+// into ./results, refusing the destroy when a node could not be collected.
+func (f *Factory) CollectBeforeDestroy(ctx context.Context, st *store.Store, ids []int64, resultsDir string) error {
+	ns, o, err := f.runningNodes(ctx, st, ids)
+	if o == nil {
+		return err
+	}
+	return o.CollectFirst(ctx, ns, resultsDir, "results", f.IO.ErrOut)
+}
+
+// SyncNodes sends each node the files of src (as scanned) that it lacks
+// under dest, relayed node to node unless noRelay, and says what it cost.
+func (f *Factory) SyncNodes(ctx context.Context, p provider.Provider, ns []nodes.Node, src string, files []remote.TreeFile, dest string, parallel, seeds int, noRelay bool) ([]nodes.SyncRow, error) {
+	o, err := f.NodeOps(p, parallel)
+	if err != nil {
+		return nil, err
+	}
+	rows, sum, err := o.Sync(ctx, ns, nodes.SyncOptions{Src: src, Files: files, Dest: dest, Parallel: parallel, Seeds: seeds, NoRelay: noRelay})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprint(f.IO.ErrOut, sum)
+	return rows, nil
+}
+
+// KeepTunnels keeps a reverse tunnel to every running instance
+// (nodes.Tunnels) until ctx ends.
+func (f *Factory) KeepTunnels(ctx context.Context, local string, base int, fleets []string) error {
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	ops, err := f.NodeOps(p, 64)
+	if err != nil {
+		return err
+	}
+	return (&nodes.Tunnels{Store: f.ReadStore, Provider: p, Ops: ops, Log: f.Log, Base: base, Local: local, Fleets: fleets}).Keep(ctx)
+}
