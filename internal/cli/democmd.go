@@ -19,6 +19,8 @@ type demoOptions struct {
 	Prefix  string
 	Seconds float64
 	Keep    bool
+	// By is the task's ranking: vcpu or useful.
+	By string
 	// CullBelow and CullAfter are the task's cull policy (0: none).
 	CullBelow float64
 	CullAfter time.Duration
@@ -46,6 +48,9 @@ printed; then results are collected, every instance destroyed and the
 cost report printed. The simulated instances run on this machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.By != "vcpu" && opts.By != "useful" {
+				return usagef("--by %q: want vcpu or useful", opts.By)
+			}
 			if !demo.ValidPrefix(opts.Prefix) {
 				return usagef("--prefix %q: want up to 16 hex digits", opts.Prefix)
 			}
@@ -63,6 +68,7 @@ cost report printed. The simulated instances run on this machine.`,
 	fl.Float64Var(&opts.Seconds, "seconds", 6, "how long each node searches (wall seconds)")
 	fl.Float64Var(&opts.CullBelow, "cull", 0, "cull: destroy a node whose hashes_per_s per $/hr stays under this share of the median (0.5: half), judged after --cull-after (0: no cull)")
 	fl.DurationVar(&opts.CullAfter, "cull-after", 3*time.Minute, "with --cull: how long (market time) a node reports before it is judged")
+	fl.StringVar(&opts.By, "by", "vcpu", "the task's ranking: vcpu ($/vCPU, cheapest first) or useful (the expected $ of a node ready in time and kept)")
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"}, bounds{"cull", "0", "0.99"}, bounds{"cull-after", "1m", "24h"})
@@ -99,7 +105,7 @@ func demoRun(ctx context.Context, f *factory.Factory, opts *demoOptions) error {
 			return cmdutil.WriteJSON(opts.Out(f.IO.Out), rep)
 		}}
 	return demo.Run(ctx, d, demo.Options{Count: opts.Count, Prefix: opts.Prefix, Seconds: opts.Seconds,
-		Keep: opts.Keep, JSON: opts.JSON, DataDirGiven: opts.DataDirGiven, CullBelow: opts.CullBelow, CullAfter: opts.CullAfter})
+		By: opts.By, Keep: opts.Keep, JSON: opts.JSON, DataDirGiven: opts.DataDirGiven, CullBelow: opts.CullBelow, CullAfter: opts.CullAfter})
 }
 
 // newHashcheckCmd is the demo's verify command: the coordinator runs it on

@@ -513,10 +513,10 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 	var ran bool
 	t.Run("demo and hashwork", func(t *testing.T) {
 		var got *demoOptions
-		if err := parseOnly(t, newDemoCmd(f, capture(&got)), "--count", "10", "--prefix", "abc", "--keep", "--cull", "0.5"); err != nil {
+		if err := parseOnly(t, newDemoCmd(f, capture(&got)), "--count", "10", "--prefix", "abc", "--by", "useful", "--keep", "--cull", "0.5"); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(&demoOptions{Count: 10, Prefix: "abc", Seconds: 6, Keep: true, CullBelow: 0.5, CullAfter: 3 * time.Minute}, got); d != "" {
+		if d := cmp.Diff(&demoOptions{Count: 10, Prefix: "abc", Seconds: 6, By: "useful", Keep: true, CullBelow: 0.5, CullAfter: 3 * time.Minute}, got); d != "" {
 			t.Errorf("demo options (-want +got):\n%s", d)
 		}
 		// Under the root, --data-dir and --sim-speed typed are told apart
@@ -532,6 +532,7 @@ func TestToolCommandsParseIntoOptions(t *testing.T) {
 			t.Errorf("demo under the root: %+v; want --data-dir given, --sim-speed not", got)
 		}
 		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "--prefix", "xyz")
+		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "--by", "dlperf")
 		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "--prefix", "00000000000000000")
 		refusedBeforeRun(t, "demo", newDemoCmd(f, refuse[demoOptions](&ran)), &ran, "extra")
 		var hw *hashworkOptions

@@ -109,7 +109,7 @@ type rankFlags struct {
 
 func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 	r.byDefault = defaultBy
-	help := "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr), dlperf (DLPerf per $/hr) or useful (vCPU-hours per expected $ of a node ready in time and kept: failures, slow boots and pulls priced in)"
+	help := "rank by vcpu (vCPUs per $/hr), gpu (relative FP16 speed per $/hr), dlperf (DLPerf per $/hr) or useful (the expected $ of a node ready in time and kept, lowest first: failures, slow boots and pulls priced in; the query bounds the node's size)"
 	if defaultBy != "" {
 		help += " (default " + defaultBy + ")"
 	}

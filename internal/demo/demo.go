@@ -5,6 +5,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ type Options struct {
 	Count   int
 	Prefix  string
 	Seconds float64
+	// By is the task's ranking ("": vcpu).
+	By string
 	// Keep keeps the data dir the demo made.
 	Keep bool
 	// JSON says the report goes out as JSON, which must stay whole.
@@ -99,7 +102,7 @@ func Run(ctx context.Context, d *Deps, o Options) error {
 	} else {
 		fmt.Fprintf(w, "  data dir %s; the task file it runs: %s\n", dir, file)
 	}
-	fmt.Fprintf(w, "  1. rank every offer by vCPU per $/hr  2. launch parked, replace failed boots, release together\n")
+	fmt.Fprintf(w, "  1. rank every offer by %s  2. launch parked, replace failed boots, release together\n", rankingWords(o.By))
 	fmt.Fprintf(w, "  3. the agent on every node runs the search and reports hashes/s and findings  4. collect, destroy, cost report\n")
 	rep, err := d.Up(ctx, jf, file, filepath.Join(dir, "results"))
 	if err != nil && scratch {
@@ -142,7 +145,7 @@ func Task(self string, o Options) string {
 	return fmt.Sprintf(`# written by vastfleet demo
 name: demo
 query: "rentable=True cpu_cores_effective>=4"
-by: vcpu
+by: %s
 count: %d
 park: true
 deadline: 45m
@@ -151,7 +154,15 @@ run: nice -n 5 %s hashwork --prefix %s --seconds %g
 verify: exec %s hashcheck --prefix %s
 results: /workspace/project/results
 max_duration: 2h
-%s`, o.Count, shell.Quote(self), o.Prefix, o.Seconds, shell.Quote(self), o.Prefix, cullLine(o))
+%s`, cmp.Or(o.By, "vcpu"), o.Count, shell.Quote(self), o.Prefix, o.Seconds, shell.Quote(self), o.Prefix, cullLine(o))
+}
+
+// rankingWords says what the task ranks by.
+func rankingWords(by string) string {
+	if by == "useful" {
+		return "the expected $ of a node ready in time and kept"
+	}
+	return "vCPU per $/hr"
 }
 
 // cullLine is the task's cull policy, "" for none.

@@ -29,8 +29,9 @@ var ScoreKinds = []string{"vcpu", "gpu", "dlperf", "useful"}
 
 // ScoreBy returns a built-in scorer: "vcpu" (cpu_cores_effective per $/h),
 // "gpu" (relative GPU speed × num_gpus per $/h), "dlperf" (dlperf per $/h)
-// or "useful" (vCPU-hours per expected dollar of a useful node, see
-// Useful; the caller sets its image, deadline and host records).
+// or "useful" (useful nodes per dollar, the inverse of the expected price
+// of a node ready in time and kept, see Useful; the caller sets its
+// image, deadline and host records).
 func ScoreBy(kind string) (Scorer, error) {
 	switch kind {
 	case "useful":

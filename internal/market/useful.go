@@ -13,8 +13,14 @@ import (
 //
 //	(price × keep + boot waste + failure waste) / P(ready in time and kept)
 //
-// and the score is the vCPU-hours that buys per dollar, so that a host
-// which never fails and boots at once scores as `--by vcpu` does.
+// and offers rank by it, cheapest first: the score is its inverse, useful
+// nodes per dollar. It prices a node, not a vCPU: the query's filters
+// (cpu_cores_effective>16, say) bound what a node must be, and among the
+// nodes they admit the one that costs least to get and keep wins. A job
+// that needs vCPUs rather than nodes asks `--by vcpu`, or bounds the node
+// size in its query. Ranking by vCPU-hours per dollar of this cost, as
+// --by useful first did, paid for cores a job of single-threaded work
+// never uses: the demo's job cost 4.5-12% more per node than --by vcpu.
 
 // HostRecord is what this data dir knows of a machine: the caller reads it
 // from its store (the bad-host list), so that market imports no store.
@@ -76,13 +82,14 @@ type UsefulTerms struct {
 	BootWaste float64 `json:"boot_waste"` // $ per rental before it is useful: the pull and the paid load time
 	FailWaste float64 `json:"fail_waste"` // expected $ per rental lost to a fault, noticed at the deadline
 	Cost      float64 `json:"cost"`       // expected $ per useful node kept KeepHours
-	Score     float64 `json:"score"`      // cpu_cores_effective × keep hours / cost
+	Score     float64 `json:"score"`      // 1 / cost: useful nodes per dollar (0: none)
 }
 
 // Name is the ranking's name, as --by takes it.
 func (u *Useful) Name() string { return "useful" }
 
-// Score is UsefulTerms(o).Score: higher is better.
+// Score is UsefulTerms(o).Score, useful nodes per dollar: higher is
+// better, and the order is that of the cost per useful node, lowest first.
 func (u *Useful) Score(o *Offer) float64 { return u.Terms(o).Score }
 
 // Factors lists the terms, for search --explain.
@@ -169,6 +176,6 @@ func (u *Useful) Terms(o *Offer) UsefulTerms {
 		return t
 	}
 	t.Cost = (o.DPHTotal*keep + t.BootWaste + t.FailWaste) / t.P
-	t.Score = o.CPUCoresEffective * keep / t.Cost
+	t.Score = 1 / t.Cost
 	return t
 }

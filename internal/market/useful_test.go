@@ -68,22 +68,22 @@ func TestUsefulTerms(t *testing.T) {
 	base := Offer{ID: 1, MachineID: 11, CPUCoresEffective: 32, DPHTotal: 0.40, Reliability: 0.995, Verification: "verified",
 		InetDown: 2000, DiskBW: 2000, InetDownCost: 0.01}
 	u := &Useful{ImageGB: gb, Deadline: 6 * time.Minute, KeepHours: 1}
-	t.Run("a sound host scores near $/vCPU, less its waste", func(t *testing.T) {
+	t.Run("a sound host costs its price and waste over its chance", func(t *testing.T) {
 		tm := u.Terms(&base)
 		if tm.P < 0.75 || tm.P > 0.8 {
 			t.Fatalf("p_useful %.4f, want about 0.8 × (1 - p_fault)", tm.P)
-		}
-		vcpu := base.CPUCoresEffective / base.DPHTotal
-		if tm.Score >= vcpu || tm.Score < vcpu*0.6 {
-			t.Fatalf("score %.2f against vcpu's %.2f", tm.Score, vcpu)
 		}
 		wantBoot := gb*0.01 + base.DPHTotal*tm.LoadS/3600
 		if math.Abs(tm.BootWaste-wantBoot) > 1e-12 {
 			t.Fatalf("boot waste %.6f, want %.6f", tm.BootWaste, wantBoot)
 		}
 		wantCost := (base.DPHTotal + tm.BootWaste + tm.FailWaste) / tm.P
-		if math.Abs(tm.Cost-wantCost) > 1e-12 || math.Abs(tm.Score-32/wantCost) > 1e-9 {
-			t.Fatalf("cost %.6f score %.4f, want %.6f and %.4f", tm.Cost, tm.Score, wantCost, 32/wantCost)
+		if math.Abs(tm.Cost-wantCost) > 1e-12 || math.Abs(tm.Score-1/wantCost) > 1e-12 {
+			t.Fatalf("cost %.6f score %.6f, want %.6f and %.6f", tm.Cost, tm.Score, wantCost, 1/wantCost)
+		}
+		// Paying for the misses: an hour kept costs more than an hour's price.
+		if tm.Cost <= base.DPHTotal/tm.P {
+			t.Fatalf("cost per useful node $%.4f for a $%.2f/h host", tm.Cost, base.DPHTotal)
 		}
 	})
 	cheapShaky := base
@@ -94,6 +94,39 @@ func TestUsefulTerms(t *testing.T) {
 		}
 		if u.Score(&cheapShaky) >= u.Score(&base) {
 			t.Fatalf("useful: shaky %.2f >= sound %.2f", u.Score(&cheapShaky), u.Score(&base))
+		}
+	})
+	t.Run("a slightly dearer reliable host beats a cheap unreliable one", func(t *testing.T) {
+		shaky := base
+		shaky.ID, shaky.MachineID, shaky.DPHTotal, shaky.Reliability, shaky.Verification = 4, 14, 0.38, 0.88, "unverified"
+		sound := base
+		sound.DPHTotal = 0.42 // 10% dearer, reliability 0.995 verified
+		ts, tr := u.Terms(&shaky), u.Terms(&sound)
+		if ts.Cost <= tr.Cost || u.Score(&shaky) >= u.Score(&sound) {
+			t.Fatalf("shaky $%.2f/h costs $%.4f a useful node, sound $%.2f/h $%.4f: want the sound one cheaper",
+				shaky.DPHTotal, ts.Cost, sound.DPHTotal, tr.Cost)
+		}
+		if r := Rank([]Offer{shaky, sound}, u); r[0].ID != sound.ID {
+			t.Fatalf("ranked %d first, want the sound host %d", r[0].ID, sound.ID)
+		}
+	})
+	t.Run("at the same reliability the node that costs less wins, whatever its size", func(t *testing.T) {
+		big := base
+		big.ID, big.MachineID, big.CPUCoresEffective, big.DPHTotal = 5, 15, 64, 0.60 // $0.0094/vCPU
+		small := base
+		small.ID, small.MachineID, small.CPUCoresEffective, small.DPHTotal = 6, 16, 16, 0.20 // $0.0125/vCPU
+		if v, _ := ScoreBy("vcpu"); v.Score(&big) <= v.Score(&small) {
+			t.Fatal("test premise: vcpu prefers the big node")
+		}
+		tb, ts := u.Terms(&big), u.Terms(&small)
+		if math.Abs(tb.P-ts.P) > 1e-12 {
+			t.Fatalf("premise: same chance, got %.4f and %.4f", tb.P, ts.P)
+		}
+		if ts.Cost >= tb.Cost {
+			t.Fatalf("small node $%.4f per useful node, big $%.4f", ts.Cost, tb.Cost)
+		}
+		if r := Rank([]Offer{big, small}, u); r[0].ID != small.ID {
+			t.Fatalf("ranked %d first, want the cheaper node %d", r[0].ID, small.ID)
 		}
 	})
 	slow := base
