@@ -97,7 +97,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	fl.BoolVar(&opts.Tunnel, "tunnel", false, "keep a reverse SSH tunnel to every running instance, so agents reach this coordinator from behind NAT (default with --market vast and a loopback --addr)")
 	fl.IntVar(&opts.TunnelBase, "tunnel-port-base", bootstrap.DefaultTunnelPortBase, "with --tunnel: agents dial 127.0.0.1:(this + instance id % 10000) on their node")
 	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"}, bounds{"heartbeat", "1s", "1h"}, bounds{"tunnel-port-base", "1024", "55535"})
-	return cmd
+	return withNeeds(f, cmd, reachesNodes) // the simulated instances run while the coordinator runs
 }
 
 func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error {
@@ -158,8 +158,6 @@ func startCoord(ctx context.Context, f *factory.Factory, opts *coordOptions) (*c
 	if err != nil {
 		return nil, err
 	}
-	// The simulated instances run while the coordinator runs.
-	f.SimHosts = true
 	if _, err := f.Provider(ctx); err != nil {
 		return nil, err
 	}
@@ -174,7 +172,7 @@ func startCoord(ctx context.Context, f *factory.Factory, opts *coordOptions) (*c
 		AgentBinary: agentBin, Costs: f.FleetCosts, MarketDepth: depthPlot(f, opts.DepthQuery),
 		Members:  &fleet.Membership{Store: f.ReadStore, Provider: f.Provider, Log: f.Log},
 		BadHosts: launch.BadHosts{Store: f.ReadStore, Clock: clk}, RevokeEvery: fleet.RevokeEvery,
-		Durable: f.Durable,
+		Durable: f.Durable(),
 	})
 }
 

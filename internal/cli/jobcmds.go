@@ -119,7 +119,7 @@ named, and down then exits 3.`,
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")
 	cmd.Flags().BoolVar(&opts.NoCollect, "no-collect", false, "destroy without collecting results")
-	return cmd
+	return withNeeds(f, cmd, reachesNodes) // collecting reaches into the instances
 }
 
 // downRun is `down` once its flags are parsed.
@@ -148,7 +148,6 @@ func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.R
 	if rep != nil || err != nil {
 		return rep, err
 	}
-	f.SimHosts = true // collecting reaches into the instances
 	m, err := f.Manager(ctx, factory.HolderName("down", rec.ID))
 	if err != nil {
 		return nil, err
@@ -183,7 +182,6 @@ func jobLogs(ctx context.Context, f *factory.Factory, id, nodeSel, session strin
 	if err != nil {
 		return err
 	}
-	f.SimHosts = true // the simulated nodes answer SSH while this runs
 	op, err := f.Operator(ctx)
 	if err != nil {
 		return err

@@ -70,7 +70,7 @@ func launchChecks(ctx context.Context, f *factory.Factory, o *launchOptions, fle
 		// The simulator's instances answer SSH only with machines behind
 		// them (--sim-hosts in process); agents need them, so --coord
 		// implies them. Against a `sim serve` elsewhere, pass ssh.
-		if f.Opts.Market != "sim" || f.SimHosts || o.Coord != "" {
+		if f.Opts.Market != "sim" || f.Settings().SimHosts || o.Coord != "" {
 			c.Usable = sshUsable
 		}
 	}

@@ -49,7 +49,7 @@ func simDaemonRun(ctx context.Context, f *factory.Factory, opts *simDaemonOption
 		return err
 	}
 	pace := 1.0
-	if f.SimSpeedSet {
+	if f.Settings().Paced {
 		pace = f.Opts.SimSpeed
 	}
 	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: opts.Idle, Log: f.Log,

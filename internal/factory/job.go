@@ -83,7 +83,7 @@ type jobNodes struct {
 }
 
 func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) {
-	ns, _, err := n.f.SelectNodes(ctx, "", false, ids, true)
+	ns, _, err := n.f.SelectNodes(ctx, "", false, ids)
 	if err != nil {
 		return nil, err
 	}
