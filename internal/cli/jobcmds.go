@@ -73,18 +73,14 @@ func statusRun(ctx context.Context, f *factory.Factory, opts *statusOptions) err
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
-	}
-	if len(rows) == 0 {
+	if len(rows) == 0 && !opts.JSON {
 		fmt.Fprintln(f.IO.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	t := cmdutil.NewTable(f.IO.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
-	for _, r := range rows {
-		t.Row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
-	}
-	return t.Flush()
+	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, []string{"JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED"},
+		func(r job.Status) []string {
+			return []string{r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered()}
+		})
 }
 
 // downOptions is what `down` was asked.

@@ -134,18 +134,8 @@ func reportNodes[R any](f *factory.Factory, what string, rows []R, js cmdutil.JS
 			n++
 		}
 	}
-	if js.JSON {
-		if err := cmdutil.WriteJSON(js.Out(f.IO.Out), rows); err != nil {
-			return err
-		}
-	} else {
-		tw := cmdutil.NewTable(f.IO.Out, header...)
-		for _, r := range rows {
-			tw.Row(cells(r)...)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := cmdutil.PrintRows(f.IO.Out, js, rows, header, cells); err != nil {
+		return err
 	}
 	return fanOutError(what, n, len(rows))
 }

@@ -297,23 +297,10 @@ func newServeTokenCmd(f *factory.Factory) *cobra.Command {
 		Short: "List the tokens (names, roles, dates; never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rows, err := db.Tokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if js.JSON {
-				return cmdutil.WriteJSON(js.Out(f.IO.Out), rows)
-			}
-			t := cmdutil.NewTable(f.IO.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
-			for _, r := range rows {
-				t.Row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
-			}
-			return t.Flush()
+			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).Tokens, []string{"NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED"},
+				func(r server.TokenInfo) []string {
+					return []string{r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt}
+				})
 		},
 	}
 	cmdutil.AddJSONFlags(ls.Flags(), &js, "print JSON")
@@ -332,26 +319,28 @@ func newServeAuditCmd(f *factory.Factory) *cobra.Command {
 		Short: "The server's audit log: who did what, allowed or refused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rows, err := db.AuditLog(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if js.JSON {
-				return cmdutil.WriteJSON(js.Out(f.IO.Out), rows)
-			}
-			t := cmdutil.NewTable(f.IO.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
-			for _, r := range rows {
-				t.Row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
-			}
-			return t.Flush()
+			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).AuditLog, []string{"AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME"},
+				func(r server.AuditEntry) []string {
+					return []string{r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome)}
+				})
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &js, "print JSON")
 	cmd.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
 	return cmd
+}
+
+// printServeRows prints what read gives of the server's database (--db).
+func printServeRows[T any](ctx context.Context, f *factory.Factory, dbSpec string, js cmdutil.JSONFlags,
+	read func(*server.DB, context.Context) ([]T, error), header []string, cells func(T) []string) error {
+	db, err := server.OpenSpec(ctx, dbSpec, f.DataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rows, err := read(db, ctx)
+	if err != nil {
+		return err
+	}
+	return cmdutil.PrintRows(f.IO.Out, js, rows, header, cells)
 }
