@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
-	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/iostreams"
-	"github.com/vastfleet/vastfleet/internal/job"
-	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
-	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 type serveOptions struct {
@@ -107,14 +101,7 @@ func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error
 		return err
 	}
 	defer db.Close()
-	// The server holds the market for its whole life (withNeeds above).
-	if _, err := f.Provider(ctx); err != nil {
-		return err
-	}
-	// The store is made (and migrated) before any command runs, so that no
-	// client's command opens it while a job's up is still creating it
-	// (seen once, under load, as a status failing with SQLITE_BUSY).
-	if _, err := f.Store(ctx, false, ""); err != nil {
+	if err := f.HoldForServing(ctx); err != nil {
 		return err
 	}
 	flush, durable, err := serveReplicate(ctx, f, opts, dir, dbs)
@@ -122,14 +109,10 @@ func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error
 		return err
 	}
 	defer flush()
-	srv := server.New(server.Config{
-		DB: db, Run: serveRunner(f, opts, dir, durable), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
-		Version: Version, Log: f.Log,
-		JobState: jobAnswer(f, (*job.Records).State), Dashboard: jobAnswer(f, (*job.Records).Dashboard),
-		// A replica taking a job over waits until the up of the one that
-		// lost it has let the data dir go.
-		Busy: func() bool { return store.Held(dir) },
-	})
+	srv, err := f.Server(db, serveRunner(f, opts, dir, durable))
+	if err != nil {
+		return err
+	}
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
@@ -147,7 +130,7 @@ func serveRestore(ctx context.Context, f *factory.Factory, opts *serveOptions, d
 	if opts.RestoreFrom == "" {
 		return nil
 	}
-	if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.Log); err != nil {
+	if err := f.Restore(ctx, opts.RestoreFrom, dbs); err != nil {
 		return fmt.Errorf("serve --restore-from: %w", err)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
@@ -164,14 +147,7 @@ func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions,
 	if opts.Replicate == "" {
 		return func() {}, nil, nil
 	}
-	// Every database exists from the start, so that each is
-	// replicated from its first write.
-	cdb, err := f.CoordDB(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	cdb.Close()
-	rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.Log)
+	rep, err := f.Replicate(ctx, opts.Replicate, dbs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve --replicate: %w", err)
 	}
@@ -192,11 +168,7 @@ func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions,
 // serveListen listens on --addr (HTTPS with --tls, its pin said) and
 // says where the server serves.
 func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listener, error) {
-	var cert func() (tls.Certificate, string, error)
-	if opts.TLS {
-		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
-	}
-	ln, scheme, pin, err := server.Listen(opts.Addr, cert)
+	ln, scheme, pin, err := f.ServeListen(opts.Addr, opts.TLS)
 	if err != nil {
 		return nil, err
 	}
@@ -206,18 +178,6 @@ func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listen
 	fmt.Fprintf(f.IO.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
 	fmt.Fprintf(f.IO.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
 	return ln, nil
-}
-
-// jobAnswer answers the server about a job from the data dir's records,
-// opened at each question.
-func jobAnswer(f *factory.Factory, ask func(*job.Records, context.Context, string) (string, error)) func(context.Context, string) (string, error) {
-	return func(ctx context.Context, id string) (string, error) {
-		recs, err := f.JobRecords(ctx)
-		if err != nil {
-			return "", err
-		}
-		return ask(recs, ctx, id)
-	}
 }
 
 // serveRunner runs one command for the server in this process, on the
