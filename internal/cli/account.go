@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -111,7 +112,7 @@ the node; a node that does not answer gives its container log instead.
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
 	// A job's session logs are read over SSH.
 	return withNeeds(f, cmd, func(args []string) factory.Needs {
-		_, err := strconv.ParseInt(args[0], 10, 64)
+		_, err := strconv.ParseInt(strings.Join(args, " "), 10, 64)
 		return factory.Needs{SimHosts: err != nil}
 	})
 }

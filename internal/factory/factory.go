@@ -66,9 +66,9 @@ type Options struct {
 }
 
 // Needs is what a command needs of the factory beyond the global flags,
-// worked out from its parsed flags and given to Init: the factory's
-// settings are fixed before it builds any adapter, and no command changes
-// them after.
+// declared as the command is built (Declare) and worked out from its
+// parsed flags when Init reads it: the factory's settings are fixed
+// before it builds any adapter, and no command changes them after.
 type Needs struct {
 	// SimHosts puts a machine (directory, onstart, SSH on loopback)
 	// behind every running instance of the in-process simulator, for a
