@@ -2,6 +2,7 @@ package factory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -211,4 +212,30 @@ func (f *Factory) localMarketCmd(dir string) (*exec.Cmd, error) {
 func (f *Factory) simFlags() localmarket.Flags {
 	return localmarket.Flags{Seed: f.Opts.SimSeed, Faults: f.Opts.SimFaults, Liars: f.Opts.SimLiars, Spoof: f.Opts.SimSpoof,
 		EndpointLimits: f.Opts.SimEndpointLimits, Speed: f.Opts.SimSpeed, SpeedSet: f.simSpeedSet}
+}
+
+// ServeLocalMarket is `sim daemon`: it holds this data dir's simulated
+// market open between commands (localmarket.Serve) with the --sim-*
+// flags, paced at --sim-speed only when it was given (else 1x, as a real
+// market), until it has been idle for idle.
+func (f *Factory) ServeLocalMarket(ctx context.Context, idle time.Duration) error {
+	os.Unsetenv(RunAsMainEnv) // not for the machines' processes
+	dir, err := f.DataDir()
+	if err != nil {
+		return err
+	}
+	cfg, err := f.SimConfig()
+	if err != nil {
+		return err
+	}
+	pace := 1.0
+	if f.simSpeedSet {
+		pace = f.Opts.SimSpeed
+	}
+	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: idle, Log: f.Log,
+		Settings: localmarket.Settings{Faults: f.Opts.SimFaults, Liars: cfg.Faults.Liars, Spoof: cfg.Faults.Spoof, EndpointLimits: cfg.Faults.EndpointLimits}})
+	if errors.Is(err, sim.ErrInUse) {
+		return fmt.Errorf("another process has this data dir's market open: %w", err)
+	}
+	return err
 }
