@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -185,18 +184,7 @@ func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listen
 // tree and factory, as a command typed on the server would be, whose
 // jobs acknowledge nothing before durable returns.
 func serveRunner(f *factory.Factory, opts *serveOptions, dir string, durable func(context.Context) error) server.Runner {
-	globals := []string{"--server", server.Local, "--data-dir", dir, "--market", f.Opts.Market,
-		"--sim-speed", strconv.FormatFloat(f.Opts.SimSpeed, 'g', -1, 64), "--sim-faults", f.Opts.SimFaults,
-		"--sim-seed", strconv.FormatInt(f.Opts.SimSeed, 10), "--api-rate", strconv.FormatFloat(f.Opts.APIRate, 'g', -1, 64)}
-	if f.Opts.APIKey != "" {
-		globals = append(globals, "--api-key", f.Opts.APIKey)
-	}
-	if f.Opts.APIURL != "" {
-		globals = append(globals, "--api-url", f.Opts.APIURL)
-	}
-	if f.Opts.Verbose {
-		globals = append(globals, "-v")
-	}
+	globals := f.Opts.ServedArgs(dir)
 	getenv := f.IO.Getenv
 	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
 		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)

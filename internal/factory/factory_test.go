@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/iostreams"
@@ -46,5 +47,17 @@ func TestSettingsFixedAtInit(t *testing.T) {
 			}()
 			set()
 		}()
+	}
+}
+
+// TestServedArgs: a command a server runs in its process gets the
+// server's global flags back as it was given them, here.
+func TestServedArgs(t *testing.T) {
+	t.Parallel()
+	o := Options{Market: "vast", SimSpeed: 60, SimFaults: "harsh", SimSeed: 7, APIRate: 2.5, APIURL: "https://x", Verbose: true}
+	got := strings.Join(o.ServedArgs("/d"), " ")
+	want := "--server local --data-dir /d --market vast --sim-speed 60 --sim-faults harsh --sim-seed 7 --api-rate 2.5 --api-url https://x -v"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"path/filepath"
+	"strconv"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/job"
@@ -93,4 +94,23 @@ func (f *Factory) ServeListen(addr string, withTLS bool) (ln net.Listener, schem
 		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
 	}
 	return server.Listen(addr, cert)
+}
+
+// ServedArgs are the global flags of a command a server runs in its own
+// process (serve's runner): here (--server local), on the server's data
+// dir and market, with its key.
+func (o Options) ServedArgs(dataDir string) []string {
+	args := []string{"--server", server.Local, "--data-dir", dataDir, "--market", o.Market,
+		"--sim-speed", strconv.FormatFloat(o.SimSpeed, 'g', -1, 64), "--sim-faults", o.SimFaults,
+		"--sim-seed", strconv.FormatInt(o.SimSeed, 10), "--api-rate", strconv.FormatFloat(o.APIRate, 'g', -1, 64)}
+	if o.APIKey != "" {
+		args = append(args, "--api-key", o.APIKey)
+	}
+	if o.APIURL != "" {
+		args = append(args, "--api-url", o.APIURL)
+	}
+	if o.Verbose {
+		args = append(args, "-v")
+	}
+	return args
 }
