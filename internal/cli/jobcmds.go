@@ -144,27 +144,13 @@ func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.R
 	if rep != nil || err != nil {
 		return rep, err
 	}
-	m, err := f.Manager(ctx, factory.HolderName("down", rec.ID))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return nil, fmt.Errorf("reconcile before down: %w", err)
-	}
-	if recs, err = f.JobRecords(ctx); err != nil {
-		return nil, err
-	}
-	// The coordinator's database holds the findings and item results an
-	// up cut off never wrote out.
-	db, err := f.CoordDB(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	view := newJobView(f, opts.JSON)
 	defer view.close()
-	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Results: db,
-		Nodes: f.JobNodes(m.P), Records: recs, Events: view.event}
+	d, done, err := f.DownDeps(ctx, rec.ID, view.event)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return job.Down(ctx, d, rec, opts.NoCollect)
 }
 
@@ -178,20 +164,7 @@ func jobLogs(ctx context.Context, f *factory.Factory, id, nodeSel, session strin
 	if err != nil {
 		return err
 	}
-	op, err := f.Operator(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := f.Store(ctx, false, "")
-	if err != nil {
-		return err
-	}
-	d := &job.Deps{Provider: p, Store: st, Nodes: f.JobNodes(p)}
-	all, err := job.Logs(ctx, d, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail, Container: op.InstanceLogs})
+	all, err := f.JobLogs(ctx, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail})
 	if err != nil {
 		return err
 	}
