@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -109,7 +110,11 @@ the node; a node that does not answer gives its container log instead.
 	cmd.Flags().StringVar(&opts.Session, "session", "", "with JOB: only this session's log (default: every session's)")
 	limitFlags(cmd.Flags(), bounds{"tail", "0", "1000000"})
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
-	return cmd
+	// A job's session logs are read over SSH.
+	return withNeeds(f, cmd, func(args []string) factory.Needs {
+		_, err := strconv.ParseInt(strings.Join(args, " "), 10, 64)
+		return factory.Needs{SimHosts: err != nil}
+	})
 }
 
 // logsRun is `logs` once its flags are parsed: a job's session logs or an

@@ -98,13 +98,13 @@ one at a time (--parallel), since its machines share this computer's cores.`,
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result (rows, listing_pick, listing_pick_share, destroyed) as JSON")
 	limitFlags(fl, bounds{"top", "1", strconv.Itoa(offerbench.MaxTop)}, bounds{"timeout", "1s", "24h"},
 		bounds{"boot-timeout", "0", "720h"}, bounds{"parallel", "0", strconv.Itoa(offerbench.MaxTop)}, bounds{"disk", ">0", "100000"})
-	return cmd
+	// The market moves while the instances boot, and the probes reach into
+	// the simulated machines.
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{WaitsOnMarket: true, SimHosts: true} })
 }
 
 // benchOffersRun is `bench offers` once its flags are parsed.
 func benchOffersRun(ctx context.Context, f *factory.Factory, opts *benchOffersOptions) error {
-	f.WaitsOnMarket = true // the market moves while the instances boot
-	f.SimHosts = true      // the probes reach into the simulated machines
 	name := opts.Fleet
 	if name == "" {
 		name = "probe-" + time.Now().UTC().Format("20060102-150405")

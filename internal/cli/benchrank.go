@@ -82,18 +82,16 @@ func benchRankRun(ctx context.Context, f *factory.Factory, opts *benchRankOption
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), res.Rows)
+	if !opts.JSON {
+		fmt.Fprintf(f.IO.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
 	}
-	fmt.Fprintf(f.IO.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
-	t := cmdutil.NewTable(f.IO.Out, "MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS")
-	for _, r := range res.Rows {
-		rec, ratio := "", ""
-		if r.Recipe > 0 {
-			rec = strconv.FormatFloat(r.Recipe, 'g', 4, 64)
-			ratio = fmt.Sprintf("%.1fx", r.Ratio)
-		}
-		t.Row(r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio)
-	}
-	return t.Flush()
+	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, res.Rows, []string{"MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS"},
+		func(r benchrank.Row) []string {
+			rec, ratio := "", ""
+			if r.Recipe > 0 {
+				rec = strconv.FormatFloat(r.Recipe, 'g', 4, 64)
+				ratio = fmt.Sprintf("%.1fx", r.Ratio)
+			}
+			return []string{r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio}
+		})
 }

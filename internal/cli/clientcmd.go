@@ -178,22 +178,17 @@ func newContextCmd(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows := cs.Rows()
-			if opts.JSON {
-				return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
-			}
-			t := cmdutil.NewTable(f.IO.Out, "CURRENT", "NAME", "URL", "TOKEN")
-			for _, r := range rows {
-				cur, tok := "", ""
-				if r.Current {
-					cur = "*"
-				}
-				if r.HasToken {
-					tok = "yes"
-				}
-				t.Row(cur, r.Name, r.URL, tok)
-			}
-			return t.Flush()
+			return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, cs.Rows(), []string{"CURRENT", "NAME", "URL", "TOKEN"},
+				func(r server.ContextRow) []string {
+					cur, tok := "", ""
+					if r.Current {
+						cur = "*"
+					}
+					if r.HasToken {
+						tok = "yes"
+					}
+					return []string{cur, r.Name, r.URL, tok}
+				})
 		},
 	}
 	cmdutil.AddJSONFlags(ls.Flags(), &opts.JSONFlags, "print JSON")

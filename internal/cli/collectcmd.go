@@ -40,7 +40,7 @@ func newCollectCmd(f *factory.Factory, runF func(context.Context, *collectOption
 	fl.IntVar(&opts.Parallel, "parallel", 64, "nodes at once")
 	limitFlags(fl, bounds{"parallel", "1", "1024"})
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
-	return cmd
+	return withNeeds(f, cmd, reachesNodes)
 }
 
 func collectRun(ctx context.Context, f *factory.Factory, opts *collectOptions) error {

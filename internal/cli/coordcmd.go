@@ -3,27 +3,19 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/agentbin"
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/depthplot"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
-
-// reapEvery is how often, in market time, a running coordinator applies
-// the teardown ladders and looks for instances whose agent fell silent.
-const reapEvery = 15 * time.Second
 
 type coordOptions struct {
 	Addr         string
@@ -97,7 +89,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 	fl.BoolVar(&opts.Tunnel, "tunnel", false, "keep a reverse SSH tunnel to every running instance, so agents reach this coordinator from behind NAT (default with --market vast and a loopback --addr)")
 	fl.IntVar(&opts.TunnelBase, "tunnel-port-base", bootstrap.DefaultTunnelPortBase, "with --tunnel: agents dial 127.0.0.1:(this + instance id % 10000) on their node")
 	limitFlags(fl, bounds{"orphan-after", "1m", "8760h"}, bounds{"heartbeat", "1s", "1h"}, bounds{"tunnel-port-base", "1024", "55535"})
-	return cmd
+	return withNeeds(f, cmd, reachesNodes) // the simulated instances run while the coordinator runs
 }
 
 func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error {
@@ -121,7 +113,8 @@ func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error
 	}
 	// Instances that cannot run their own switch (stopped, outbid, a
 	// wedged agent) are reaped from here.
-	go reapWhileCoordinating(ctx, f, c.DB, opts.OrphanAfter, opts.OrphanPolicy, reapEvery)
+	go f.ReapWhileCoordinating(ctx, fleet.Pass{Heartbeats: c.DB, Switch: fleet.Switch{After: opts.OrphanAfter, Policy: opts.OrphanPolicy},
+		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped})
 	// Outbids and resumes are dated within a few seconds while it runs.
 	go f.WatchBidsWhileCoordinating(ctx)
 	fmt.Fprintln(f.IO.ErrOut, "Ctrl+C stops it.")
@@ -133,9 +126,8 @@ func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error
 	return nil
 }
 
-// startCoord starts a coordinator on opts.Addr (coord.Start), serving the
-// agent binary found for this market. With the simulated marketplace it
-// also keeps the simulated machines running.
+// startCoord starts a coordinator on opts.Addr (factory.StartCoord),
+// reached through tunnels by default on vast.ai with a loopback address.
 func startCoord(ctx context.Context, f *factory.Factory, opts *coordOptions) (*coord.Running, error) {
 	loopback, err := coord.CheckListen(opts.Addr, opts.TLS, opts.OrphanPolicy)
 	if err != nil {
@@ -145,37 +137,12 @@ func startCoord(ctx context.Context, f *factory.Factory, opts *coordOptions) (*c
 		// Instances on vast.ai cannot reach a loopback coordinator otherwise.
 		opts.Tunnel = true
 	}
-	dir, err := f.DataDir()
-	if err != nil {
-		return nil, err
-	}
-	arch := "amd64" // vast.ai's hosts
-	if f.Opts.Market == "sim" {
-		arch = runtime.GOARCH // the simulator's hosts are this machine
-	}
-	agentBin, err := agentbin.Load(ctx, agentbin.Options{Flag: opts.AgentBin, CacheDir: filepath.Join(dir, "cache"), Arch: arch,
-		Log: func(s string) { fmt.Fprintln(f.IO.ErrOut, s) }})
-	if err != nil {
-		return nil, err
-	}
-	// The simulated instances run while the coordinator runs.
-	f.SimHosts = true
-	if _, err := f.Provider(ctx); err != nil {
-		return nil, err
-	}
-	l := coord.Listen{Addr: opts.Addr, Dir: dir, TLS: opts.TLS}
+	o := factory.CoordOptions{Addr: opts.Addr, TLS: opts.TLS, AgentBin: opts.AgentBin, OrphanAfter: opts.OrphanAfter,
+		OrphanPolicy: opts.OrphanPolicy, Interval: opts.Interval, MarketDepth: depthPlot(f, opts.DepthQuery)}
 	if opts.Tunnel {
-		l.TunnelBase = opts.TunnelBase
+		o.TunnelBase = opts.TunnelBase
 	}
-	clk := f.Clock()
-	return coord.Start(ctx, l, coord.Config{
-		Log: f.Log, Clock: clk, HeartbeatInterval: opts.Interval,
-		OrphanAfter: opts.OrphanAfter, OrphanPolicy: opts.OrphanPolicy,
-		AgentBinary: agentBin, Costs: f.FleetCosts, MarketDepth: depthPlot(f, opts.DepthQuery),
-		Members:  &fleet.Membership{Store: f.ReadStore, Provider: f.Provider, Log: f.Log},
-		BadHosts: launch.BadHosts{Store: f.ReadStore, Clock: clk}, RevokeEvery: fleet.RevokeEvery,
-		Durable: f.Durable,
-	})
+	return f.StartCoord(ctx, o)
 }
 
 // printDashboards prints each fleet's dashboard link.

@@ -72,7 +72,7 @@ cost report printed. The simulated instances run on this machine.`,
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"}, bounds{"cull", "0", "0.99"}, bounds{"cull-after", "1m", "24h"})
-	return cmd
+	return withNeeds(f, cmd, upNeeds) // the demo is an up
 }
 
 // demoRun is `demo` once its flags are parsed.

@@ -132,6 +132,19 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+	// The command tree names no wiring the factory owns: the agent binary a
+	// coordinator serves (factory.StartCoord), the data dir's replica
+	// (factory.Replicate, Restore) and the SSH layer (factory.LaunchChecks,
+	// node operations). Its direct imports, as the factory links them.
+	direct, err := exec.Command(gobin, "list", "-f", "{{join .Imports \" \"}}", mod+"cli").Output()
+	if err != nil {
+		t.Fatalf("go list cli: %v", err)
+	}
+	for _, imp := range strings.Fields(string(direct)) {
+		if imp == mod+"agentbin" || imp == mod+"replica" || imp == mod+"remote" {
+			t.Errorf("internal/cli imports %s: wire it in internal/factory", imp)
+		}
+	}
 	for pkg, forbidden := range never {
 		// Test-only dependencies (the simulator in fleet's tests) are fine:
 		// -deps without -test lists what the package itself links.

@@ -58,16 +58,13 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "destroy even if a node's results are newer than its last collect")
 	cmd.Flags().BoolVar(&opts.Collect, "collect", false, "collect each running node's results into ./results/<fleet>/<node>/ first")
 	cmd.Flags().StringVar(&opts.Results, "results", "/workspace/project/results", "the results directory checked on running nodes")
-	return cmd
+	// Checking results reaches into the instances.
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{SimHosts: !opts.Force} })
 }
 
 // destroyRun is `destroy` once its flags are parsed.
 func destroyRun(ctx context.Context, f *factory.Factory, opts *destroyOptions) error {
 	ids := opts.IDs
-	if !opts.Force {
-		// Checking results reaches into the instances.
-		f.SimHosts = true
-	}
 	m, err := f.Manager(ctx, factory.HolderName(append([]string{"destroy"}, idArgs(ids)...)...))
 	if err != nil {
 		return err

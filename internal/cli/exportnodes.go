@@ -50,12 +50,12 @@ a terminal behaves as it always does. --print prints the command instead.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Print, "print", false, "print the OpenSSH command instead of running it")
-	return cmd
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{SimHosts: !opts.Print} })
 }
 
 // sshRun is `ssh` once its flags are parsed.
 func sshRun(ctx context.Context, f *factory.Factory, opts *sshOptions) error {
-	ns, p, err := selectNodes(ctx, f, "", false, []string{opts.ID}, !opts.Print)
+	ns, p, err := selectNodes(ctx, f, "", false, []string{opts.ID})
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func sshRun(ctx context.Context, f *factory.Factory, opts *sshOptions) error {
 
 // exportNodes writes a fleet in a format other engines read.
 func exportNodes(ctx context.Context, f *factory.Factory, w io.Writer, format, fleetName string, ids []string, mpich bool, script string) error {
-	ns, _, err := selectNodes(ctx, f, fleetName, fleetName == "" && len(ids) == 0, ids, false)
+	ns, _, err := selectNodes(ctx, f, fleetName, fleetName == "" && len(ids) == 0, ids)
 	if err != nil {
 		return err
 	}

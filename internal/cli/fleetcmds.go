@@ -127,17 +127,13 @@ func hostsRun(ctx context.Context, f *factory.Factory, opts *hostsOptions) error
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		if hs == nil {
-			hs = []store.BadHost{}
-		}
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), hs)
+	if hs == nil {
+		hs = []store.BadHost{} // JSON: [], not null
 	}
-	t := cmdutil.NewTable(f.IO.Out, "MACHINE", "REASON", "FAILED", "SKIPPED UNTIL")
-	for _, h := range hs {
-		t.Row(strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339))
-	}
-	return t.Flush()
+	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, hs, []string{"MACHINE", "REASON", "FAILED", "SKIPPED UNTIL"},
+		func(h store.BadHost) []string {
+			return []string{strconv.FormatInt(h.MachineID, 10), h.Reason, h.FailedAt.UTC().Format(time.RFC3339), h.Until.UTC().Format(time.RFC3339)}
+		})
 }
 
 // benchLaunchOptions is what `bench launch` was asked.

@@ -73,18 +73,14 @@ func statusRun(ctx context.Context, f *factory.Factory, opts *statusOptions) err
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
-	}
-	if len(rows) == 0 {
+	if len(rows) == 0 && !opts.JSON {
 		fmt.Fprintln(f.IO.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	t := cmdutil.NewTable(f.IO.Out, "JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED")
-	for _, r := range rows {
-		t.Row(r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered())
-	}
-	return t.Flush()
+	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, []string{"JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED"},
+		func(r job.Status) []string {
+			return []string{r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered()}
+		})
 }
 
 // downOptions is what `down` was asked.
@@ -119,7 +115,7 @@ named, and down then exits 3.`,
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")
 	cmd.Flags().BoolVar(&opts.NoCollect, "no-collect", false, "destroy without collecting results")
-	return cmd
+	return withNeeds(f, cmd, reachesNodes) // collecting reaches into the instances
 }
 
 // downRun is `down` once its flags are parsed.
@@ -148,28 +144,13 @@ func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.R
 	if rep != nil || err != nil {
 		return rep, err
 	}
-	f.SimHosts = true // collecting reaches into the instances
-	m, err := f.Manager(ctx, factory.HolderName("down", rec.ID))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return nil, fmt.Errorf("reconcile before down: %w", err)
-	}
-	if recs, err = f.JobRecords(ctx); err != nil {
-		return nil, err
-	}
-	// The coordinator's database holds the findings and item results an
-	// up cut off never wrote out.
-	db, err := f.CoordDB(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	view := newJobView(f, opts.JSON)
 	defer view.close()
-	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Results: db,
-		Nodes: f.JobNodes(m.P), Records: recs, Events: view.event}
+	d, done, err := f.DownDeps(ctx, rec.ID, view.event)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return job.Down(ctx, d, rec, opts.NoCollect)
 }
 
@@ -183,21 +164,7 @@ func jobLogs(ctx context.Context, f *factory.Factory, id, nodeSel, session strin
 	if err != nil {
 		return err
 	}
-	f.SimHosts = true // the simulated nodes answer SSH while this runs
-	op, err := f.Operator(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := f.Store(ctx, false, "")
-	if err != nil {
-		return err
-	}
-	d := &job.Deps{Provider: p, Store: st, Nodes: f.JobNodes(p)}
-	all, err := job.Logs(ctx, d, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail, Container: op.InstanceLogs})
+	all, err := f.JobLogs(ctx, rec, job.LogsOptions{Node: nodeSel, Session: session, Tail: tail})
 	if err != nil {
 		return err
 	}

@@ -180,5 +180,5 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 		bounds{"workers", "0", "256"}, bounds{"create-batch", "0", "64"}, bounds{"rate", "0", "1000"}, bounds{"wait-max", "0", "8760h"},
 		bounds{"image-size", "0", "10000"}, bounds{"orphan-after", "1m", "8760h"},
 		bounds{"max-lifetime", "0", "8760h"}, bounds{"idle-after", "0", "8760h"}, bounds{"idle-below", "0", "100"}, bounds{"stopped-for", "0", "8760h"})
-	return cmd
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{WaitsOnMarket: true} })
 }

@@ -34,7 +34,6 @@ func launchUsage(err error) error {
 // launchRun is `launch` once its flags are parsed: a new launch or a
 // resumed one.
 func launchRun(ctx context.Context, f *factory.Factory, opts *launchOptions) error {
-	f.WaitsOnMarket = true
 	onInterrupt := opts.OnInterrupt
 	ask := onInterrupt == "" && f.IO.InTTY && !opts.JSON
 	if onInterrupt == "" {

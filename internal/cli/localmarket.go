@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/localmarket"
-	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
 type simDaemonOptions struct {
@@ -39,25 +36,7 @@ func newSimDaemonCmd(f *factory.Factory, runF func(context.Context, *simDaemonOp
 }
 
 func simDaemonRun(ctx context.Context, f *factory.Factory, opts *simDaemonOptions) error {
-	os.Unsetenv(factory.RunAsMainEnv) // not for the machines' processes
-	dir, err := f.DataDir()
-	if err != nil {
-		return err
-	}
-	cfg, err := f.SimConfig()
-	if err != nil {
-		return err
-	}
-	pace := 1.0
-	if f.SimSpeedSet {
-		pace = f.Opts.SimSpeed
-	}
-	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: opts.Idle, Log: f.Log,
-		Settings: localmarket.Settings{Faults: f.Opts.SimFaults, Liars: cfg.Faults.Liars, Spoof: cfg.Faults.Spoof, EndpointLimits: cfg.Faults.EndpointLimits}})
-	if errors.Is(err, sim.ErrInUse) {
-		return fmt.Errorf("another process has this data dir's market open: %w", err)
-	}
-	return err
+	return f.ServeLocalMarket(ctx, opts.Idle)
 }
 
 type simStopOptions struct{}

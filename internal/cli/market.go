@@ -74,23 +74,17 @@ func depthRun(ctx context.Context, f *factory.Factory, opts *depthOptions) error
 		}
 		fmt.Fprintf(f.IO.ErrOut, "wrote %s\n", opts.Plot)
 	}
-	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
-	}
-	t := cmdutil.NewTable(f.IO.Out, "TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr")
-	for _, r := range rows {
-		per := 0.0
-		if r.DPH > 0 {
-			per = r.VCPU / r.DPH
-		}
-		t.Row(strconv.Itoa(r.N), fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.RAMGB), strconv.Itoa(r.GPUs),
-			fmt.Sprintf("%.3f", r.DPH), fmt.Sprintf("%.1f", per))
-	}
-	if err := t.Flush(); err != nil {
-		return err
-	}
-	if len(ranked) < opts.Tops[len(opts.Tops)-1] {
+	err = cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, []string{"TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr"},
+		func(r market.Depth) []string {
+			per := 0.0
+			if r.DPH > 0 {
+				per = r.VCPU / r.DPH
+			}
+			return []string{strconv.Itoa(r.N), fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.RAMGB), strconv.Itoa(r.GPUs),
+				fmt.Sprintf("%.3f", r.DPH), fmt.Sprintf("%.1f", per)}
+		})
+	if err == nil && !opts.JSON && len(ranked) < opts.Tops[len(opts.Tops)-1] {
 		fmt.Fprintf(f.IO.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
 	}
-	return nil
+	return err
 }

@@ -104,7 +104,8 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 		bounds{"throughput", "0", "1e9"}, bounds{"hours", "0", "100000"}, bounds{"gpus", "0", "1024"},
 		bounds{"image-size", "0", "10000"}, bounds{"disk", "0", "100000"}, bounds{"cuda", "0", "100"},
 		bounds{"max-budget", "0", "1e9"}, bounds{"rent", "0", "3"}, bounds{"timeout", "0", "720h"})
-	return cmd
+	// The market moves while --rent waits for the boot.
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{WaitsOnMarket: opts.Rent > 0} })
 }
 
 // planRun is `plan` once its flags are parsed.
@@ -121,7 +122,6 @@ func planRun(ctx context.Context, f *factory.Factory, opts *planOptions) error {
 	if opts.Rent < 0 || opts.Rent > 3 {
 		return usagef("--rent %d: pick an option from 1 to 3", opts.Rent)
 	}
-	f.WaitsOnMarket = opts.Rent > 0 // the market moves while --rent waits for the boot
 	p, err := f.Provider(ctx)
 	if err != nil {
 		return err

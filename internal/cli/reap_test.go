@@ -200,7 +200,8 @@ func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
 		return ""
 	}}, Version)
 	f.Opts = factory.Options{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
-	err = reapPass(ctx, f, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
+	err = f.ReapPass(ctx, fleet.Pass{Heartbeats: db, Switch: fleet.Switch{After: 30 * time.Minute, Policy: wire.PolicyStop},
+		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped})
 	f.Close()
 	if err != nil {
 		t.Fatalf("reap pass: %v\n%s", err, out.String())
@@ -292,7 +293,8 @@ func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
 	if _, err := f.Provider(ctx); err != nil { // the market's clock, as the coordinator holds it
 		t.Fatal(err)
 	}
-	err = reapPass(ctx, f, e.home, db, 30*time.Minute, wire.PolicyStop, time.Time{})
+	err = f.ReapPass(ctx, fleet.Pass{Heartbeats: db, Switch: fleet.Switch{After: 30 * time.Minute, Policy: wire.PolicyStop},
+		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped})
 	f.Close()
 	if err != nil {
 		t.Fatalf("reap pass: %v\n%s", err, out.String())

@@ -8,10 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -64,26 +62,9 @@ func reapRun(ctx context.Context, f *factory.Factory, opts *reapOptions) error {
 	if opts.Policy != wire.PolicyStop && opts.Policy != wire.PolicyDestroy {
 		return usagef("--orphan-policy %q: use stop or destroy", opts.Policy)
 	}
-	m, err := f.Refreshed(ctx, factory.HolderName("reap"))
-	if err != nil {
-		return err
-	}
-	var db *coord.DB
-	defer func() {
-		if db != nil {
-			db.Close()
-		}
-	}()
-	res, err := m.Sweep(ctx, fleet.Sweep{
-		Fleet:  opts.Fleet,
-		Switch: fleet.Switch{After: opts.After, Policy: opts.Policy, AfterSet: opts.AfterSet, PolicySet: opts.PolicySet},
-		Heartbeats: func(ctx context.Context) (fleet.Heartbeats, error) {
-			var err error
-			if db, err = f.ExistingCoordDB(ctx); db == nil {
-				return nil, err
-			}
-			return db, nil
-		},
+	res, err := f.Reap(ctx, fleet.Sweep{
+		Fleet:      opts.Fleet,
+		Switch:     fleet.Switch{After: opts.After, Policy: opts.Policy, AfterSet: opts.AfterSet, PolicySet: opts.PolicySet},
 		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped,
 	})
 	switch {
@@ -111,50 +92,4 @@ func (r reporter) report(line string, failed bool) {
 		w = r.f.IO.ErrOut
 	}
 	fmt.Fprintln(w, line)
-}
-
-// reapWhileCoordinating applies the fleets' teardown ladders and reaps
-// silent instances every `every` of market time while the coordinator
-// runs, with the switch the coordinator tells agents: each fleet's own,
-// after and policy only where a fleet recorded none. Silence
-// counts from the coordinator's start at the earliest (it heard nobody
-// while it was down), and the data dir's lock is taken only for a pass
-// that has something to do, so ls, launch and destroy in other terminals
-// are not kept waiting.
-func reapWhileCoordinating(ctx context.Context, f *factory.Factory, db *coord.DB, after time.Duration, policy string, every time.Duration) {
-	dir, err := f.DataDir()
-	if err != nil {
-		return
-	}
-	since := f.Clock().Now()
-	// every is market time: on a simulated market that runs faster than
-	// the wall, a ladder step is due that much sooner, so the pass comes
-	// as often in market time (once a wall second at most).
-	fleet.PassEvery(ctx, max(time.Duration(float64(every)/f.SimScale()), time.Second), f.Log, func(ctx context.Context) error {
-		return reapPass(ctx, f, dir, db, after, policy, since)
-	})
-}
-
-func reapPass(ctx context.Context, f *factory.Factory, dir string, db *coord.DB, after time.Duration, policy string, since time.Time) error {
-	st, err := f.Store(ctx, false, "")
-	if err != nil {
-		return err
-	}
-	look := &fleet.Manager{S: st, Clock: f.Clock(), Log: f.Log} // reads only
-	return look.ReapPass(ctx, fleet.Pass{
-		Heartbeats: db, Switch: fleet.Switch{After: after, Policy: policy}, Since: since,
-		Writer: func(ctx context.Context) (*fleet.Manager, func(), error) {
-			lock, err := store.AcquireLock(dir, factory.ReapHolder)
-			if err != nil {
-				return nil, nil, err
-			}
-			p, err := f.Provider(ctx)
-			if err != nil {
-				lock.Unlock()
-				return nil, nil, err
-			}
-			return &fleet.Manager{P: p, S: st, Clock: f.Clock(), Log: f.Log}, func() { lock.Unlock() }, nil
-		},
-		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped,
-	})
 }

@@ -35,17 +35,21 @@ func (n *nodeTargets) register(fl *pflag.FlagSet, verb string, idFlag bool) {
 }
 
 func (n *nodeTargets) resolve(ctx context.Context, f *factory.Factory) ([]nodes.Node, provider.Provider, error) {
-	return selectNodes(ctx, f, n.Fleet, n.All, n.IDs, true)
+	return selectNodes(ctx, f, n.Fleet, n.All, n.IDs)
 }
+
+// reachesNodes is the need of a command that connects to the nodes: the
+// in-process simulator's instances have machines behind them.
+func reachesNodes([]string) factory.Needs { return factory.Needs{SimHosts: true} }
 
 // selectNodes is factory.SelectNodes of the instance ids given as
 // arguments.
-func selectNodes(ctx context.Context, f *factory.Factory, fleetName string, all bool, args []string, reach bool) ([]nodes.Node, provider.Provider, error) {
+func selectNodes(ctx context.Context, f *factory.Factory, fleetName string, all bool, args []string) ([]nodes.Node, provider.Provider, error) {
 	ids, err := parseIDs(args)
 	if err != nil {
 		return nil, nil, err
 	}
-	return f.SelectNodes(ctx, fleetName, all, ids, reach)
+	return f.SelectNodes(ctx, fleetName, all, ids)
 }
 
 // execOptions is what `exec` was asked: flags and arguments, parsed.
@@ -91,7 +95,7 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
 	fl.StringVar(&opts.OutDir, "out", "", "write each node's output to DIR/<node>.log instead of the terminal")
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
-	return cmd
+	return withNeeds(f, cmd, reachesNodes)
 }
 
 func execRun(ctx context.Context, f *factory.Factory, opts *execOptions) error {
@@ -130,18 +134,8 @@ func reportNodes[R any](f *factory.Factory, what string, rows []R, js cmdutil.JS
 			n++
 		}
 	}
-	if js.JSON {
-		if err := cmdutil.WriteJSON(js.Out(f.IO.Out), rows); err != nil {
-			return err
-		}
-	} else {
-		tw := cmdutil.NewTable(f.IO.Out, header...)
-		for _, r := range rows {
-			tw.Row(cells(r)...)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := cmdutil.PrintRows(f.IO.Out, js, rows, header, cells); err != nil {
+		return err
 	}
 	return fanOutError(what, n, len(rows))
 }

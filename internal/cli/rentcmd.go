@@ -69,12 +69,12 @@ takes over 5 minutes), then prints its ssh address.`,
 	fl.BoolVar(&opts.NoWait, "no-wait", false, "return once the rental is recorded")
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the instance as JSON")
 	limitFlags(fl, bounds{"disk", ">0", "100000"}, bounds{"bid", "0", "1000"}, bounds{"timeout", "0", "720h"})
-	return cmd
+	// The market moves while rent waits for the boot.
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{WaitsOnMarket: !opts.NoWait} })
 }
 
 // rentRun is `rent` once its flags are parsed.
 func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
-	f.WaitsOnMarket = !opts.NoWait // the market moves while rent waits for the boot
 	offerID := opts.OfferID
 	req, err := launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid}.CreateRequest()
 	if err != nil {

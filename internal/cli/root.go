@@ -69,8 +69,7 @@ func Main(ctx context.Context, ios *iostreams.IOStreams, args []string) int {
 // mainWith is Main with what a caller in this process (serve's job runner)
 // gives the factory before any command runs.
 func mainWith(ctx context.Context, ios *iostreams.IOStreams, args []string, durable func(context.Context) error) int {
-	f := factory.New(ios, Version)
-	f.Durable = durable
+	f := factory.New(ios, Version).ServeDurable(durable)
 	defer f.Close()
 	root := newRootCmd(f)
 	root.SetArgs(args)
@@ -131,6 +130,15 @@ func unknownCommand(err error) (string, bool) {
 	return msg + " (see vastfleet --help)", true
 }
 
+// withNeeds declares what cmd needs of the factory beyond the global
+// flags, worked out from its parsed flags and arguments: the factory reads
+// it once, as it is initialised for cmd, so that its settings are fixed
+// before any adapter is built and no command changes them after.
+func withNeeds(f *factory.Factory, cmd *cobra.Command, needs func(args []string) factory.Needs) *cobra.Command {
+	f.Declare(cmd, needs)
+	return cmd
+}
+
 func newRootCmd(f *factory.Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vastfleet",
@@ -152,7 +160,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 			if err := cmdutil.CheckJQ(cmd); err != nil {
 				return err
 			}
-			return f.Init(func(name string) bool { fl := cmd.Flags().Lookup(name); return fl != nil && fl.Changed })
+			return f.Init(func(name string) bool { fl := cmd.Flags().Lookup(name); return fl != nil && fl.Changed }, cmd, args)
 		},
 	}
 	defer usageOnBadArgs(root)
@@ -172,7 +180,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.Float64Var(&f.Opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")
 	pf.BoolVar(&f.Opts.SimEndpointLimits, "sim-endpoint-limits", false, "limit the simulator's endpoints per key as vast does (about one call a market second on most)")
 	pf.Int64Var(&f.Opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
-	pf.BoolVar(&f.SimHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
+	pf.BoolVar(&f.Opts.SimHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
 	pf.BoolVarP(&f.Opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
 	pf.StringVar(&f.Opts.Server, "server", "", "run up, status, logs, down, ls, cost, destroy and launch on this vastfleet server (token: $VASTFLEET_TOKEN or the context for its URL; default: the current context; local: this process)")
 	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"}, bounds{"sim-liars", "-1", "1"}, bounds{"sim-spoof", "-1", "1"})

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +21,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/provider/vast"
 	"github.com/vastfleet/vastfleet/internal/search"
-	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 // queryFlags are the `vastai search offers` flags, shared by every command
@@ -120,7 +116,7 @@ func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 // scorer returns nil when no ranking is asked for and there is no default.
 func (r *rankFlags) scorer(ctx context.Context, f *factory.Factory) (market.Scorer, error) {
 	s, err := search.Ranking{By: r.By, Score: r.Score, Default: r.byDefault}.Scorer(func() (market.Scorer, error) {
-		return usefulScorer(ctx, f, r.spec)
+		return f.UsefulScorer(ctx, r.spec)
 	})
 	return s, usageOf(err)
 }
@@ -132,30 +128,6 @@ func usageOf(err error) error {
 		return usageError{qe.Err}
 	}
 	return err
-}
-
-// usefulScorer is --by useful for spec (nil: the default launch), with
-// this data dir's host records when it has a store.
-func usefulScorer(ctx context.Context, f *factory.Factory, spec *launch.Spec) (market.Scorer, error) {
-	sp := launch.DefaultSpec("", 1, 10*time.Minute, false)
-	if spec != nil {
-		sp = *spec
-	}
-	if f.Opts.Market == "sim" {
-		// The bans expire on the market's clock, which the simulator keeps.
-		if _, err := f.Provider(ctx); err != nil {
-			return nil, err
-		}
-	}
-	var st *store.Store
-	if dir, err := f.DataDir(); err == nil {
-		if _, err := os.Stat(filepath.Join(dir, "state.db")); err == nil {
-			if st, err = f.Store(ctx, false, ""); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return launch.UsefulScorer(ctx, st, sp, f.Clock().Now())
 }
 
 // rankedOffers parses the query flags, searches (sweeping past the

@@ -2,27 +2,19 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
-	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/iostreams"
-	"github.com/vastfleet/vastfleet/internal/job"
-	"github.com/vastfleet/vastfleet/internal/provider/vast"
-	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
-	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 type serveOptions struct {
@@ -81,15 +73,15 @@ README.`,
 	fl.StringVar(&opts.RestoreFrom, "restore-from", "", "before serving, bring an empty data dir back from the replica at `URL` (then go on replicating to it), and resume its jobs")
 	fl.StringVar(&opts.APIKeyFile, "api-key-file", "", "read the marketplace's API key from this secret `FILE` (mode 0600, e.g. a mounted secret; it wins over VAST_API_KEY): kept in memory only, never written to the data dir or sent to a client")
 	cmd.AddCommand(newServeTokenCmd(f), newServeAuditCmd(f))
-	return cmd
+	// The server holds the market for its whole life: on the simulator,
+	// its machines run in this process, and each command the server runs
+	// reaches the market where this process serves it.
+	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{SimHosts: true, APIKeyFile: opts.APIKeyFile} })
 }
 
 // serveRun is `serve` once its flags are parsed.
 func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error {
 	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
-		return err
-	}
-	if err := useAPIKeyFile(f, opts.APIKeyFile); err != nil {
 		return err
 	}
 	dir, err := f.DataDir()
@@ -108,32 +100,18 @@ func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error
 		return err
 	}
 	defer db.Close()
-	// The server holds the market for its whole life: on the simulator,
-	// its machines run in this process, and each command the server runs
-	// reaches the market where this process serves it.
-	f.SimHosts = true
-	if _, err := f.Provider(ctx); err != nil {
+	if err := f.HoldForServing(ctx); err != nil {
 		return err
 	}
-	// The store is made (and migrated) before any command runs, so that no
-	// client's command opens it while a job's up is still creating it
-	// (seen once, under load, as a status failing with SQLITE_BUSY).
-	if _, err := f.Store(ctx, false, ""); err != nil {
-		return err
-	}
-	flush, err := serveReplicate(ctx, f, opts, dir, dbs)
+	flush, durable, err := serveReplicate(ctx, f, opts, dir, dbs)
 	if err != nil {
 		return err
 	}
 	defer flush()
-	srv := server.New(server.Config{
-		DB: db, Run: serveRunner(f, opts, dir), Dir: filepath.Join(dir, "serve"), ResultsDir: filepath.Join(dir, "serve", "results"),
-		Version: Version, Log: f.Log,
-		JobState: jobAnswer(f, (*job.Records).State), Dashboard: jobAnswer(f, (*job.Records).Dashboard),
-		// A replica taking a job over waits until the up of the one that
-		// lost it has let the data dir go.
-		Busy: func() bool { return store.Held(dir) },
-	})
+	srv, err := f.Server(db, serveRunner(f, opts, dir, durable))
+	if err != nil {
+		return err
+	}
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
@@ -151,7 +129,7 @@ func serveRestore(ctx context.Context, f *factory.Factory, opts *serveOptions, d
 	if opts.RestoreFrom == "" {
 		return nil
 	}
-	if err := replica.Restore(ctx, dir, opts.RestoreFrom, dbs, f.Log); err != nil {
+	if err := f.Restore(ctx, opts.RestoreFrom, dbs); err != nil {
 		return fmt.Errorf("serve --restore-from: %w", err)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
@@ -162,26 +140,20 @@ func serveRestore(ctx context.Context, f *factory.Factory, opts *serveOptions, d
 }
 
 // serveReplicate starts replicating the data dir (--replicate), and
-// returns what sends the last changes at the end.
-func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions, dir string, dbs []string) (flush func(), err error) {
+// returns what sends the last changes at the end and what the jobs'
+// coordinators wait on before they acknowledge (nil without --replicate).
+func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions, dir string, dbs []string) (flush func(), durable func(context.Context) error, err error) {
 	if opts.Replicate == "" {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
-	// Every database exists from the start, so that each is
-	// replicated from its first write.
-	cdb, err := f.CoordDB(ctx)
+	rep, err := f.Replicate(ctx, opts.Replicate, dbs)
 	if err != nil {
-		return nil, err
-	}
-	cdb.Close()
-	rep, err := replica.Start(ctx, dir, opts.Replicate, dbs, f.Log)
-	if err != nil {
-		return nil, fmt.Errorf("serve --replicate: %w", err)
+		return nil, nil, fmt.Errorf("serve --replicate: %w", err)
 	}
 	// A job's coordinator acknowledges findings and results only once
 	// they are in the replica: a server lost the next moment and
 	// restored from it has every one it acknowledged.
-	f.Durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
+	durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
 	fmt.Fprintf(f.IO.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
 	// At the end the last changes go out; Litestream's own connections
 	// go with the process.
@@ -189,17 +161,13 @@ func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions,
 		if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
 			fmt.Fprintf(f.IO.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
 		}
-	}, nil
+	}, durable, nil
 }
 
 // serveListen listens on --addr (HTTPS with --tls, its pin said) and
 // says where the server serves.
 func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listener, error) {
-	var cert func() (tls.Certificate, string, error)
-	if opts.TLS {
-		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
-	}
-	ln, scheme, pin, err := server.Listen(opts.Addr, cert)
+	ln, scheme, pin, err := f.ServeListen(opts.Addr, opts.TLS)
 	if err != nil {
 		return nil, err
 	}
@@ -211,71 +179,17 @@ func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listen
 	return ln, nil
 }
 
-// useAPIKeyFile makes the key in a secret file the one the server and
-// every command it runs use, given to them as VAST_API_KEY inside this
-// process: it is on no command line and in no file of the data dir. A
-// file others may read is refused, as is an empty one.
-func useAPIKeyFile(f *factory.Factory, path string) error {
-	if path == "" {
-		return nil
-	}
-	if f.Opts.APIKey != "" {
-		return usagef("give the API key once: --api-key or serve --api-key-file, not both")
-	}
-	key, warning, err := vast.ReadKeyFile(path)
-	switch {
-	case err != nil:
-		return usagef("--api-key-file: %v", err)
-	case warning != "":
-		return usagef("--api-key-file: %s; a server's key must be readable by its owner only", warning)
-	case key == "":
-		return usagef("--api-key-file %s is empty: write the vast.ai API key in it", path)
-	}
-	ios := *f.IO
-	getenv := ios.Getenv
-	ios.Getenv = func(k string) string {
-		if k == "VAST_API_KEY" {
-			return key
-		}
-		return getenv(k)
-	}
-	f.IO = &ios
-	return nil
-}
-
-// jobAnswer answers the server about a job from the data dir's records,
-// opened at each question.
-func jobAnswer(f *factory.Factory, ask func(*job.Records, context.Context, string) (string, error)) func(context.Context, string) (string, error) {
-	return func(ctx context.Context, id string) (string, error) {
-		recs, err := f.JobRecords(ctx)
-		if err != nil {
-			return "", err
-		}
-		return ask(recs, ctx, id)
-	}
-}
-
 // serveRunner runs one command for the server in this process, on the
 // server's data dir and market, with the server's key: a fresh command
-// tree and factory, as a command typed on the server would be.
-func serveRunner(f *factory.Factory, opts *serveOptions, dir string) server.Runner {
-	globals := []string{"--server", server.Local, "--data-dir", dir, "--market", f.Opts.Market,
-		"--sim-speed", strconv.FormatFloat(f.Opts.SimSpeed, 'g', -1, 64), "--sim-faults", f.Opts.SimFaults,
-		"--sim-seed", strconv.FormatInt(f.Opts.SimSeed, 10), "--api-rate", strconv.FormatFloat(f.Opts.APIRate, 'g', -1, 64)}
-	if f.Opts.APIKey != "" {
-		globals = append(globals, "--api-key", f.Opts.APIKey)
-	}
-	if f.Opts.APIURL != "" {
-		globals = append(globals, "--api-url", f.Opts.APIURL)
-	}
-	if f.Opts.Verbose {
-		globals = append(globals, "-v")
-	}
+// tree and factory, as a command typed on the server would be, whose
+// jobs acknowledge nothing before durable returns.
+func serveRunner(f *factory.Factory, opts *serveOptions, dir string, durable func(context.Context) error) server.Runner {
+	globals := f.Opts.ServedArgs(dir)
 	getenv := f.IO.Getenv
 	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
 		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)
 		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
-		return mainWith(ctx, ios, append(slices.Clone(globals), args...), f.Durable)
+		return mainWith(ctx, ios, append(slices.Clone(globals), args...), durable)
 	}
 }
 
@@ -331,23 +245,10 @@ func newServeTokenCmd(f *factory.Factory) *cobra.Command {
 		Short: "List the tokens (names, roles, dates; never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rows, err := db.Tokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if js.JSON {
-				return cmdutil.WriteJSON(js.Out(f.IO.Out), rows)
-			}
-			t := cmdutil.NewTable(f.IO.Out, "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED")
-			for _, r := range rows {
-				t.Row(r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt)
-			}
-			return t.Flush()
+			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).Tokens, []string{"NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED"},
+				func(r server.TokenInfo) []string {
+					return []string{r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt}
+				})
 		},
 	}
 	cmdutil.AddJSONFlags(ls.Flags(), &js, "print JSON")
@@ -366,26 +267,28 @@ func newServeAuditCmd(f *factory.Factory) *cobra.Command {
 		Short: "The server's audit log: who did what, allowed or refused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rows, err := db.AuditLog(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if js.JSON {
-				return cmdutil.WriteJSON(js.Out(f.IO.Out), rows)
-			}
-			t := cmdutil.NewTable(f.IO.Out, "AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME")
-			for _, r := range rows {
-				t.Row(r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome))
-			}
-			return t.Flush()
+			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).AuditLog, []string{"AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME"},
+				func(r server.AuditEntry) []string {
+					return []string{r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome)}
+				})
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &js, "print JSON")
 	cmd.Flags().StringVar(&dbSpec, "db", "", "the server's database (as serve --db)")
 	return cmd
+}
+
+// printServeRows prints what read gives of the server's database (--db).
+func printServeRows[T any](ctx context.Context, f *factory.Factory, dbSpec string, js cmdutil.JSONFlags,
+	read func(*server.DB, context.Context) ([]T, error), header []string, cells func(T) []string) error {
+	db, err := server.OpenSpec(ctx, dbSpec, f.DataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rows, err := read(db, ctx)
+	if err != nil {
+		return err
+	}
+	return cmdutil.PrintRows(f.IO.Out, js, rows, header, cells)
 }

@@ -57,7 +57,7 @@ Exit status: 0 when every node is set up, 3 when some failed, 1 when all did.`,
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "give up on a node's phase after D (0: no limit)")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"timeout", "0", "720h"})
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the result table as JSON")
-	return cmd
+	return withNeeds(f, cmd, reachesNodes)
 }
 
 func setupRun(ctx context.Context, f *factory.Factory, opts *setupOptions) error {

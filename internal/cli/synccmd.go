@@ -65,7 +65,7 @@ sent from here instead. --no-relay sends from here to every node.`,
 	fl.BoolVar(&opts.NoRelay, "no-relay", false, "send from this machine to every node")
 	limitFlags(fl, bounds{"parallel", "1", "1024"}, bounds{"relay-seeds", "1", "1024"})
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the per-node table as JSON")
-	return cmd
+	return withNeeds(f, cmd, reachesNodes)
 }
 
 func syncRun(ctx context.Context, f *factory.Factory, opts *syncOptions) error {

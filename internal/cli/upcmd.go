@@ -94,7 +94,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
 	fl.MarkHidden("job-id")
 	fl.StringVar(&opts.Resume, "resume", "", "continue JOB after its up ended without finishing (crash, kill -9): the coordinator comes back on its address, the run is watched to its end, then collect, destroy, report")
-	return cmd
+	return withNeeds(f, cmd, upNeeds)
 }
 
 // upCmdRun is `up` once its flags are parsed: a fresh job from its task
@@ -136,6 +136,15 @@ func upCmdRun(ctx context.Context, f *factory.Factory, opts *upOptions) error {
 
 // upRun wires a job's dependencies (coordinator, market, store, nodes),
 // runs it and prints its report.
+// upNeeds: up's launch waits on the virtual clock, paced at the market's
+// speed (its own work costs no market time however busy this machine is,
+// and the agents' wall-scaled timers keep in step), and the simulated
+// instances run while its coordinator runs. Both concern the simulator
+// of this data dir only.
+func upNeeds([]string) factory.Needs {
+	return factory.Needs{SimHosts: true, WaitsOnMarket: true, Paced: true}
+}
+
 func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile.Job, path string) (*job.Report, error) {
 	if err := job.CheckChoice(opts.OnInterrupt); err != nil {
 		return nil, err
@@ -146,12 +155,6 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 	}
 	if err := job.Check(jf, factory.ScanWorkdir); err != nil {
 		return nil, usageError{err}
-	}
-	if f.Opts.Market == "sim" && f.Opts.APIURL == "" {
-		// The launch waits on the virtual clock, paced at the market's
-		// speed: its own work costs no market time however busy this
-		// machine is, and the agents' wall-scaled timers keep in step.
-		f.WaitsOnMarket, f.SimSpeedSet = true, true
 	}
 	orphanAfter := cmp.Or(jf.OrphanAfter, wire.DefaultOrphanAft)
 	interval := job.HeartbeatInterval(f.Opts.Market == "sim")

@@ -59,3 +59,18 @@ func (t *Table) Flush() error {
 	}
 	return t.tw.Flush()
 }
+
+// PrintRows is what a reporting command prints of its rows: JSON with
+// --json (through --jq), else a table under header, cells giving each
+// row's cells in the header's order. The JSON is rows as given (nil rows
+// are null: a command that promises [] passes an empty slice).
+func PrintRows[T any](w io.Writer, js JSONFlags, rows []T, header []string, cells func(T) []string) error {
+	if js.JSON {
+		return WriteJSON(js.Out(w), rows)
+	}
+	t := NewTable(w, header...)
+	for _, r := range rows {
+		t.Row(cells(r)...)
+	}
+	return t.Flush()
+}

@@ -60,6 +60,34 @@ type Options struct {
 	// Server is the vastfleet server commands run on (--server URL);
 	// "local" runs them here whatever the current context.
 	Server string
+	// SimHosts is --sim-hosts: machines behind the in-process
+	// simulator's instances for every command (Needs.SimHosts).
+	SimHosts bool
+}
+
+// Needs is what a command needs of the factory beyond the global flags,
+// declared as the command is built (Declare) and worked out from its
+// parsed flags when Init reads it: the factory's settings are fixed
+// before it builds any adapter, and no command changes them after.
+type Needs struct {
+	// SimHosts puts a machine (directory, onstart, SSH on loopback)
+	// behind every running instance of the in-process simulator, for a
+	// command that reaches into instances; otherwise the machines stay
+	// off, so that a quick `ls` does not boot a fleet (each in-process run
+	// is a reboot: onstart runs again).
+	SimHosts bool
+	// WaitsOnMarket marks a command whose outcome depends on how long it
+	// waits (launch): the simulator then runs on a virtual clock that
+	// moves only while the command waits, so its results do not depend
+	// on how busy this machine is.
+	WaitsOnMarket bool
+	// Paced runs the virtual clock at --sim-speed even when it was not
+	// given (up: the agents' wall-scaled timers keep in step).
+	Paced bool
+	// APIKeyFile is a secret file holding the marketplace's API key (serve
+	// --api-key-file), given to this command and those it runs as
+	// VAST_API_KEY.
+	APIKeyFile string
 }
 
 // Factory builds the adapters a command needs, lazily, and closes them when
@@ -70,29 +98,28 @@ type Factory struct {
 	Log  *slog.Logger
 	// Version is the binary's, sent as the user agent.
 	Version string
-	// Durable, set by `serve --replicate` for the jobs it runs, returns
+	// durable, given by `serve --replicate` to the jobs it runs, returns
 	// once the coordinator's commits have reached the replica: nothing is
 	// acknowledged to an agent before (coord.Config.Durable).
-	Durable func(ctx context.Context) error
+	durable func(ctx context.Context) error
+
+	// declared is what each command needs, keyed by the command, as the
+	// command tree was built (Declare).
+	declared map[any]func(args []string) Needs
+	// initialised is set by Init: the settings below are fixed from then.
+	initialised bool
+	// simHosts: --sim-hosts or Needs.SimHosts.
+	simHosts bool
+	// waitsOnMarket is Needs.WaitsOnMarket.
+	waitsOnMarket bool
+	// simSpeedSet: --sim-speed was given, or Needs.Paced; on the virtual
+	// clock it is a cap on speed, so a person can watch.
+	simSpeedSet bool
 
 	provider provider.Provider
 	simMkt   *sim.Market
-	// SimHosts puts a machine (directory, onstart, SSH on loopback) behind
-	// every running instance of the in-process simulator (--sim-hosts).
-	// Commands that reach into instances may set it before Provider;
-	// otherwise the machines stay off, so that a quick `ls` does not boot a
-	// fleet (each in-process run is a reboot: onstart runs again).
-	SimHosts bool
 	simClock *remoteclock.Clock
-	// WaitsOnMarket marks a command whose outcome depends on how long it
-	// waits (launch): the in-process simulator then runs on a virtual
-	// clock that moves only while the command waits, so its results do
-	// not depend on how busy this machine is.
-	WaitsOnMarket bool
-	virtual       *clock.Virtual
-	// SimSpeedSet: --sim-speed was given; on the virtual clock it is a
-	// cap on speed, so a person can watch.
-	SimSpeedSet bool
+	virtual  *clock.Virtual
 	// simSet names the --sim-* market flags given, which a running local
 	// market started with others does not apply.
 	simSet map[string]bool
@@ -120,9 +147,57 @@ func New(ios *iostreams.IOStreams, version string) *Factory {
 	return &Factory{IO: ios, Version: version, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-// Init takes the parsed global flags; changed says which were given.
-func (f *Factory) Init(changed func(flag string) bool) error {
-	f.SimSpeedSet = changed("sim-speed")
+// ServeDurable makes the jobs this process runs for a server acknowledge
+// nothing before durable returns (coord.Config.Durable). It is part of
+// building the factory: once initialised, the factory refuses it.
+func (f *Factory) ServeDurable(durable func(ctx context.Context) error) *Factory {
+	f.mustNotBeInitialised("ServeDurable")
+	f.durable = durable
+	return f
+}
+
+// Durable is what a job's coordinator waits on before it acknowledges
+// (nil: nothing).
+func (f *Factory) Durable() func(ctx context.Context) error { return f.durable }
+
+// ErrInitialised refuses a second Init: a command's settings are fixed
+// once, before any adapter is built.
+var ErrInitialised = errors.New("factory: already initialised; its settings are fixed")
+
+func (f *Factory) mustNotBeInitialised(what string) {
+	if f.initialised {
+		panic(fmt.Sprintf("factory: %s after Init: %v", what, ErrInitialised))
+	}
+}
+
+// Declare records, as the command tree is built, what the command cmd
+// (the command-line library's) needs beyond the global flags, worked out
+// from its parsed flags and arguments: Init reads it for the command that
+// runs. It is part of building the factory: once initialised, the
+// factory refuses it.
+func (f *Factory) Declare(cmd any, needs func(args []string) Needs) {
+	f.mustNotBeInitialised("Declare")
+	if f.declared == nil {
+		f.declared = map[any]func(args []string) Needs{}
+	}
+	f.declared[cmd] = needs
+}
+
+// Init takes the parsed global flags (changed says which were given) and
+// the command that runs with its arguments, and fixes the factory's
+// settings from them and what the command declared it needs, once.
+func (f *Factory) Init(changed func(flag string) bool, cmd any, args []string) error {
+	if f.initialised {
+		return ErrInitialised
+	}
+	f.initialised = true
+	var needs Needs
+	if declared := f.declared[cmd]; declared != nil {
+		needs = declared(args)
+	}
+	f.simSpeedSet = changed("sim-speed") || needs.Paced
+	f.simHosts = f.Opts.SimHosts || needs.SimHosts
+	f.waitsOnMarket = needs.WaitsOnMarket
 	f.simSet = map[string]bool{}
 	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits"} {
 		if changed(name) {
@@ -139,6 +214,45 @@ func (f *Factory) Init(changed func(flag string) bool) error {
 	default:
 		return usage.Errorf("--market %q: use sim (the built-in simulator) or vast (real vast.ai)", f.Opts.Market)
 	}
+	return f.useAPIKeyFile(needs.APIKeyFile)
+}
+
+// Settings are what Init fixed from the global flags and the command's
+// Needs: SimHosts with --sim-hosts too, Paced when --sim-speed was given
+// (on the virtual clock it is then a cap on speed, so a person can watch).
+func (f *Factory) Settings() Needs {
+	return Needs{SimHosts: f.simHosts, WaitsOnMarket: f.waitsOnMarket, Paced: f.simSpeedSet}
+}
+
+// useAPIKeyFile makes the key in a secret file the one this command and
+// every command it runs use, given to them as VAST_API_KEY inside this
+// process: it is on no command line and in no file of the data dir. A
+// file others may read is refused, as is an empty one.
+func (f *Factory) useAPIKeyFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	if f.Opts.APIKey != "" {
+		return usage.Errorf("give the API key once: --api-key or serve --api-key-file, not both")
+	}
+	key, warning, err := vast.ReadKeyFile(path)
+	switch {
+	case err != nil:
+		return usage.Errorf("--api-key-file: %v", err)
+	case warning != "":
+		return usage.Errorf("--api-key-file: %s; a server's key must be readable by its owner only", warning)
+	case key == "":
+		return usage.Errorf("--api-key-file %s is empty: write the vast.ai API key in it", path)
+	}
+	ios := *f.IO
+	getenv := ios.Getenv
+	ios.Getenv = func(k string) string {
+		if k == "VAST_API_KEY" {
+			return key
+		}
+		return getenv(k)
+	}
+	f.IO = &ios
 	return nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"github.com/vastfleet/vastfleet/internal/bidwatch"
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/localmarket"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -314,4 +316,28 @@ func (f *Factory) StartBidWatcher() {
 	}
 	fmt.Fprintf(f.IO.ErrOut, "vastfleet: a bid watcher lists the interruptible instances every %s until none is kept (at most %s; log %s)\n",
 		fleet.BidWatchEvery, fleet.BidWatchFor, filepath.Join(dir, bidwatch.LogFile))
+}
+
+// UsefulScorer is --by useful for spec (nil: the default launch), with
+// this data dir's host records when it has a store.
+func (f *Factory) UsefulScorer(ctx context.Context, spec *launch.Spec) (market.Scorer, error) {
+	sp := launch.DefaultSpec("", 1, 10*time.Minute, false)
+	if spec != nil {
+		sp = *spec
+	}
+	if f.Opts.Market == "sim" {
+		// The bans expire on the market's clock, which the simulator keeps.
+		if _, err := f.Provider(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var st *store.Store
+	if dir, err := f.DataDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "state.db")); err == nil {
+			if st, err = f.Store(ctx, false, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return launch.UsefulScorer(ctx, st, sp, f.Clock().Now())
 }

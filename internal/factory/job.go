@@ -83,7 +83,7 @@ type jobNodes struct {
 }
 
 func (n *jobNodes) Select(ctx context.Context, ids []int64) ([]job.Node, error) {
-	ns, _, err := n.f.SelectNodes(ctx, "", false, ids, true)
+	ns, _, err := n.f.SelectNodes(ctx, "", false, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -242,4 +242,49 @@ func (f *Factory) ViewClock(ctx context.Context, st *store.Store) clock.Clock {
 		url, _ = f.servedSim()
 	}
 	return remoteclock.Viewing(ctx, url, func() (time.Time, error) { return st.LastListed(ctx) })
+}
+
+// DownDeps are what `down` ends a job with once its up is found gone: the
+// writer's manager (the data dir's lock, held as "vastfleet down ID"),
+// reconciled with the market first, the job records as they then are,
+// the coordinator's database (it holds the findings and item results an
+// up cut off never wrote out), the nodes; events get the job's events.
+// done closes the database.
+func (f *Factory) DownDeps(ctx context.Context, id string, events func(job.Event)) (d *job.Deps, done func(), err error) {
+	m, err := f.Manager(ctx, HolderName("down", id))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return nil, nil, fmt.Errorf("reconcile before down: %w", err)
+	}
+	recs, err := f.JobRecords(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := f.CoordDB(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Results: db,
+		Nodes: f.JobNodes(m.P), Records: recs, Events: events}, func() { db.Close() }, nil
+}
+
+// JobLogs are the session logs of the nodes that ran the job (job.Logs),
+// a node out of reach giving its container log.
+func (f *Factory) JobLogs(ctx context.Context, rec *job.Record, o job.LogsOptions) ([]job.NodeLog, error) {
+	op, err := f.Operator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Store(ctx, false, "")
+	if err != nil {
+		return nil, err
+	}
+	o.Container = op.InstanceLogs
+	return job.Logs(ctx, &job.Deps{Provider: p, Store: st, Nodes: f.JobNodes(p)}, rec, o)
 }

@@ -22,14 +22,11 @@ func (f *Factory) FleetKey() (*nodes.Key, error) {
 }
 
 // SelectNodes resolves --fleet/--all/IDs to running instances with an SSH
-// route (nodes.Select). reach turns on the in-process simulator's
-// machines, for commands that connect to the nodes.
-func (f *Factory) SelectNodes(ctx context.Context, fleetName string, all bool, ids []int64, reach bool) ([]nodes.Node, provider.Provider, error) {
+// route (nodes.Select). A command that connects to the nodes declares
+// Needs.SimHosts, so that the in-process simulator's have machines.
+func (f *Factory) SelectNodes(ctx context.Context, fleetName string, all bool, ids []int64) ([]nodes.Node, provider.Provider, error) {
 	if (fleetName != "") == all && len(ids) == 0 || (len(ids) > 0 && (fleetName != "" || all)) {
 		return nil, nil, usage.Errorf("name the nodes: --fleet F, --all, or instance IDs (one of them)")
-	}
-	if reach {
-		f.SimHosts = true
 	}
 	p, err := f.Provider(ctx)
 	if err != nil {
@@ -61,7 +58,7 @@ func (f *Factory) runningNodes(ctx context.Context, st *store.Store, ids []int64
 	if len(running) == 0 {
 		return nil, nil, nil
 	}
-	ns, p, err := f.SelectNodes(ctx, "", false, running, true)
+	ns, p, err := f.SelectNodes(ctx, "", false, running)
 	if err != nil {
 		return nil, nil, err
 	}

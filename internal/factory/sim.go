@@ -2,6 +2,7 @@ package factory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +29,7 @@ func (f *Factory) SimScale() float64 {
 }
 
 // OnVirtualClock says the market runs on a virtual clock that moves only
-// while this command waits (WaitsOnMarket).
+// while this command waits (Needs.WaitsOnMarket).
 func (f *Factory) OnVirtualClock() bool { return f.virtual != nil }
 
 // SimConfig is the in-process or local market's configuration from the
@@ -59,14 +60,14 @@ func (f *Factory) startSim() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if f.SimHosts {
+	if f.simHosts {
 		cfg.HostDir = sim.HostsDir(filepath.Join(dir, "sim"))
 	}
 	var virtual *clock.Virtual
-	if f.WaitsOnMarket {
+	if f.waitsOnMarket {
 		// A new market starts now; a saved one resumes where it was.
 		virtual = clock.NewVirtual(time.Now().UTC().Truncate(time.Second))
-		if f.SimSpeedSet {
+		if f.simSpeedSet {
 			virtual.SetPace(f.Opts.SimSpeed)
 		}
 		cfg.Clock = virtual
@@ -148,11 +149,11 @@ func (f *Factory) connectLocal(ctx context.Context) (string, string, error) {
 		return "", "", err
 	}
 	f.tellLocalMarket(simDir, started)
-	if f.WaitsOnMarket {
+	if f.waitsOnMarket {
 		s, err := remoteclock.OpenSession(ctx, u)
 		if err == nil {
 			f.virtual = s.Clock()
-			if f.SimSpeedSet {
+			if f.simSpeedSet {
 				f.virtual.SetPace(f.Opts.SimSpeed)
 			}
 			f.closers = append(f.closers, func() error { s.Close(); return nil })
@@ -210,5 +211,31 @@ func (f *Factory) localMarketCmd(dir string) (*exec.Cmd, error) {
 // simFlags are the global --sim-* flags.
 func (f *Factory) simFlags() localmarket.Flags {
 	return localmarket.Flags{Seed: f.Opts.SimSeed, Faults: f.Opts.SimFaults, Liars: f.Opts.SimLiars, Spoof: f.Opts.SimSpoof,
-		EndpointLimits: f.Opts.SimEndpointLimits, Speed: f.Opts.SimSpeed, SpeedSet: f.SimSpeedSet}
+		EndpointLimits: f.Opts.SimEndpointLimits, Speed: f.Opts.SimSpeed, SpeedSet: f.simSpeedSet}
+}
+
+// ServeLocalMarket is `sim daemon`: it holds this data dir's simulated
+// market open between commands (localmarket.Serve) with the --sim-*
+// flags, paced at --sim-speed only when it was given (else 1x, as a real
+// market), until it has been idle for idle.
+func (f *Factory) ServeLocalMarket(ctx context.Context, idle time.Duration) error {
+	os.Unsetenv(RunAsMainEnv) // not for the machines' processes
+	dir, err := f.DataDir()
+	if err != nil {
+		return err
+	}
+	cfg, err := f.SimConfig()
+	if err != nil {
+		return err
+	}
+	pace := 1.0
+	if f.simSpeedSet {
+		pace = f.Opts.SimSpeed
+	}
+	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: idle, Log: f.Log,
+		Settings: localmarket.Settings{Faults: f.Opts.SimFaults, Liars: cfg.Faults.Liars, Spoof: cfg.Faults.Spoof, EndpointLimits: cfg.Faults.EndpointLimits}})
+	if errors.Is(err, sim.ErrInUse) {
+		return fmt.Errorf("another process has this data dir's market open: %w", err)
+	}
+	return err
 }
