@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -260,5 +261,45 @@ func TestDownFromAnotherReplica(t *testing.T) {
 	// Neither replica runs it again.
 	if got := len(cl.ran()); got != 2 {
 		t.Errorf("ran %q after down", cl.ran())
+	}
+}
+
+// TestASlowCheckIsNotALostLease: a lease's check that takes longer than
+// its interval (a loaded machine) keeps the lease; a check that fails
+// loses it. A slow check read as a loss stopped a job's up with no other
+// replica to take it (TestDownFromAnotherReplica failed so under load).
+func TestASlowCheckIsNotALostLease(t *testing.T) {
+	t.Parallel()
+	every := 5 * time.Millisecond
+	var fail atomic.Bool
+	checks := make(chan struct{}, 100)
+	l := &Lease{lost: make(chan struct{}), stop: make(chan struct{})}
+	go l.watch(every, func(ctx context.Context) error {
+		select {
+		case checks <- struct{}{}:
+		default:
+		}
+		if fail.Load() {
+			return errors.New("connection reset by peer")
+		}
+		select { // slower than the interval, well within the timeout
+		case <-time.After(4 * every):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	for range 5 {
+		select {
+		case <-checks:
+		case <-l.Lost():
+			t.Fatal("a slow check lost the lease")
+		}
+	}
+	fail.Store(true)
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed check kept the lease")
 	}
 }

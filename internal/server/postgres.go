@@ -118,11 +118,20 @@ func (d *DB) TryLease(ctx context.Context, name string, check time.Duration) (l 
 		return nil, false, err
 	}
 	l.conn = conn
-	go l.watch(check)
+	go l.watch(check, conn.PingContext)
 	return l, true, nil
 }
 
-func (l *Lease) watch(every time.Duration) {
+// leasePingTimeout bounds one check of a lease's connection. The lock is
+// lost only when the session ends, and a session that ended answers at
+// once (reset, closed): a check that is merely slow (a loaded machine,
+// a busy database) is not a loss, and reading it as one stopped a job's
+// up with nobody else to run it. A connection that hangs this long is
+// given up, since its session may have ended behind a partition.
+const leasePingTimeout = 10 * time.Second
+
+// watch checks the lease's connection every every; ping is the check.
+func (l *Lease) watch(every time.Duration, ping func(context.Context) error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -131,8 +140,8 @@ func (l *Lease) watch(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		err := l.conn.PingContext(ctx)
+		ctx, cancel := context.WithTimeout(context.Background(), max(every, leasePingTimeout))
+		err := ping(ctx)
 		cancel()
 		if err != nil {
 			close(l.lost)
