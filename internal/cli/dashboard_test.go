@@ -70,7 +70,12 @@ func onceBuild(pkg, name string) func() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		bin := filepath.Join(dir, name)
+		// Each binary in a folder of its own: vastfleet finds an agent
+		// beside itself, and the quick start's test wants it built.
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			return "", err
+		}
+		bin := filepath.Join(dir, name, name)
 		cmd := exec.Command("go", "build", "-o", bin, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
