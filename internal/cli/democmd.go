@@ -48,11 +48,8 @@ printed; then results are collected, every instance destroyed and the
 cost report printed. The simulated instances run on this machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.By != "vcpu" && opts.By != "useful" {
-				return usagef("--by %q: want vcpu or useful", opts.By)
-			}
-			if !demo.ValidPrefix(opts.Prefix) {
-				return usagef("--prefix %q: want up to 16 hex digits", opts.Prefix)
+			if err := demoUsage(opts); err != nil {
+				return err
 			}
 			opts.DataDirGiven = cmd.Flags().Changed("data-dir")
 			opts.SimSpeedGiven = cmd.Flags().Changed("sim-speed")
@@ -72,7 +69,52 @@ cost report printed. The simulated instances run on this machine.`,
 	fl.BoolVar(&opts.Keep, "keep", false, "keep the demo's data dir (its store, results and reports) and print where it is")
 	cmdutil.AddJSONFlags(fl, &opts.JSONFlags, "print the cost report as JSON")
 	limitFlags(fl, bounds{"count", "1", "200"}, bounds{"seconds", ">0", "3600"}, bounds{"cull", "0", "0.99"}, bounds{"cull-after", "1m", "24h"})
-	return withNeeds(f, cmd, upNeeds) // the demo is an up
+	f.Declare(cmd, func(args []string) (factory.Needs, error) { return demoNeeds(f, cmd, opts) })
+	return cmd
+}
+
+// demoSpeed is the demo's market speed unless --sim-speed is given: a
+// simulated minute per 1.5 s (API calls take wall time, and boots must
+// fit the deadline).
+const demoSpeed = 40
+
+// demoUsage refuses a --by or --prefix the demo cannot run.
+func demoUsage(opts *demoOptions) error {
+	if opts.By != "vcpu" && opts.By != "useful" {
+		return usagef("--by %q: want vcpu or useful", opts.By)
+	}
+	if !demo.ValidPrefix(opts.Prefix) {
+		return usagef("--prefix %q: want up to 16 hex digits", opts.Prefix)
+	}
+	return nil
+}
+
+// demoNeeds: the demo is an up, at its own speed and, unless --data-dir
+// is given, in a data dir it makes, whose paths its output leaves out
+// when that dir goes at the end (demo.Streams). A demo that will not run
+// (its flags refused, another market) makes none.
+func demoNeeds(f *factory.Factory, cmd *cobra.Command, opts *demoOptions) (factory.Needs, error) {
+	n := upNeeds(nil)
+	n.SimSpeed = demoSpeed
+	if demoUsage(opts) != nil || f.Opts.Market != "sim" || cmd.Flags().Changed("data-dir") {
+		return n, nil
+	}
+	dir, err := demo.NewDataDir()
+	if err != nil {
+		return n, err
+	}
+	n.DataDir = dir
+	if o := opts.demo(false); o.Scratch() {
+		n.Out, n.ErrOut = demo.Streams(f.IO.Out, f.IO.ErrOut, f.IO.ErrTTY, dir, o)
+	}
+	return n, nil
+}
+
+// demo is what the demo was asked, dataDirGiven saying the user named
+// its data dir.
+func (opts *demoOptions) demo(dataDirGiven bool) demo.Options {
+	return demo.Options{Count: opts.Count, Prefix: opts.Prefix, Seconds: opts.Seconds, By: opts.By, Keep: opts.Keep,
+		JSON: opts.JSON, DataDirGiven: dataDirGiven, CullBelow: opts.CullBelow, CullAfter: opts.CullAfter}
 }
 
 // demoRun is `demo` once its flags are parsed.
@@ -80,20 +122,11 @@ func demoRun(ctx context.Context, f *factory.Factory, opts *demoOptions) error {
 	if f.Opts.Market != "sim" {
 		return usagef("the demo runs on the simulated marketplace only (drop --market %s)", f.Opts.Market)
 	}
-	if !opts.SimSpeedGiven {
-		f.Opts.SimSpeed = 40 // a simulated minute per 1.5 s: API calls take wall time, and boots must fit the deadline
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	d := &demo.Deps{Out: &f.IO.Out, ErrOut: &f.IO.ErrOut, ErrTTY: f.IO.ErrTTY, Self: self, Close: func() { f.Close() },
-		UseDataDir: func(dir string) (string, error) {
-			if dir != "" {
-				f.Opts.DataDir = dir
-			}
-			return f.DataDir()
-		},
+	d := &demo.Deps{Out: f.IO.Out, ErrOut: f.IO.ErrOut, Self: self, Close: func() { f.Close() }, DataDir: f.DataDir,
 		Up: func(ctx context.Context, jf *jobfile.Job, file, results string) (*job.Report, error) {
 			uo := &upOptions{CoordAddr: "127.0.0.1:0", ResultsDir: results, OnInterrupt: job.Collect, JSONFlags: opts.JSONFlags, poll: 250 * time.Millisecond}
 			return upRun(ctx, f, uo, jf, file)
@@ -104,8 +137,7 @@ func demoRun(ctx context.Context, f *factory.Factory, opts *demoOptions) error {
 			}
 			return cmdutil.WriteJSON(opts.Out(f.IO.Out), rep)
 		}}
-	return demo.Run(ctx, d, demo.Options{Count: opts.Count, Prefix: opts.Prefix, Seconds: opts.Seconds,
-		By: opts.By, Keep: opts.Keep, JSON: opts.JSON, DataDirGiven: opts.DataDirGiven, CullBelow: opts.CullBelow, CullAfter: opts.CullAfter})
+	return demo.Run(ctx, d, opts.demo(opts.DataDirGiven))
 }
 
 // newHashcheckCmd is the demo's verify command: the coordinator runs it on

@@ -135,7 +135,7 @@ func unknownCommand(err error) (string, bool) {
 // it once, as it is initialised for cmd, so that its settings are fixed
 // before any adapter is built and no command changes them after.
 func withNeeds(f *factory.Factory, cmd *cobra.Command, needs func(args []string) factory.Needs) *cobra.Command {
-	f.Declare(cmd, needs)
+	f.Declare(cmd, func(args []string) (factory.Needs, error) { return needs(args), nil })
 	return cmd
 }
 

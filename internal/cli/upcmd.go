@@ -37,10 +37,9 @@ type upOptions struct {
 	resumed *job.Record
 	// poll is how often the run is checked (wall time).
 	poll time.Duration
-	// coordAddrGiven and marketGiven say the user typed them: a resumed
-	// job keeps its coordinator's address, and a task file's market
-	// applies, unless they did.
-	coordAddrGiven, marketGiven bool
+	// coordAddrGiven says the user typed --coord-addr: a resumed job
+	// keeps its coordinator's address unless they did.
+	coordAddrGiven bool
 }
 
 func newUpCmd(f *factory.Factory, runF func(context.Context, *upOptions) error) *cobra.Command {
@@ -77,7 +76,6 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 				return usagef("--detach starts a new job; --job-id is for the background up it starts")
 			}
 			opts.coordAddrGiven = cmd.Flags().Changed("coord-addr")
-			opts.marketGiven = cmd.Flags().Changed("market")
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -94,7 +92,38 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.JobID, "job-id", "", "the job's name (default: the task's name and the time)")
 	fl.MarkHidden("job-id")
 	fl.StringVar(&opts.Resume, "resume", "", "continue JOB after its up ended without finishing (crash, kill -9): the coordinator comes back on its address, the run is watched to its end, then collect, destroy, report")
-	return withNeeds(f, cmd, upNeeds)
+	return withNeeds(f, cmd, func(args []string) factory.Needs {
+		n := upNeeds(nil)
+		n.Market = upMarket(f, opts, args)
+		return n
+	})
+}
+
+// upMarket is the market up's task file chooses (market: or gpu:), read
+// before the factory is built; "" when it chooses none or the job runs
+// on a server, or when the file cannot be read: up then says why, as it
+// reads it again to run it.
+func upMarket(f *factory.Factory, opts *upOptions, args []string) string {
+	if cl, err := f.ServerClient(); err != nil || cl != nil {
+		return ""
+	}
+	path := jobfile.DefaultName
+	switch {
+	case opts.Resume != "" && len(args) == 0:
+		// The job's own task file, as the store recorded it.
+		rec, err := loadJob(context.Background(), f, opts.Resume)
+		if err != nil {
+			return ""
+		}
+		path = rec.File
+	case len(args) == 1:
+		path = args[0]
+	}
+	jf, err := jobfile.Load(path)
+	if err != nil {
+		return ""
+	}
+	return jf.Market
 }
 
 // upCmdRun is `up` once its flags are parsed: a fresh job from its task
@@ -118,9 +147,6 @@ func upCmdRun(ctx context.Context, f *factory.Factory, opts *upOptions) error {
 	jf, err := jobfile.Load(path)
 	if err != nil {
 		return usageError{err}
-	}
-	if jf.Market != "" && !opts.marketGiven {
-		f.Opts.Market = jf.Market
 	}
 	if opts.Detach {
 		return detachUp(ctx, f, opts, jf)

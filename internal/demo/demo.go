@@ -41,16 +41,13 @@ type Options struct {
 
 // Deps is what the demo runs on.
 type Deps struct {
-	// Out and ErrOut are the command's streams; a scratch demo filters
-	// them while it runs.
-	Out, ErrOut *io.Writer
-	// ErrTTY says ErrOut is a terminal (the live view must see it as one).
-	ErrTTY bool
+	// Out and ErrOut are the command's streams, as Streams made them.
+	Out, ErrOut io.Writer
 	// Self is the vastfleet binary the nodes run hashwork with.
 	Self string
-	// UseDataDir points the commands at dir ("" keeps theirs) and says
-	// which data dir they use.
-	UseDataDir func(dir string) (string, error)
+	// DataDir is the data dir the commands use: the one NewDataDir made,
+	// unless the user named one.
+	DataDir func() (string, error)
 	// Up runs the job from its task file, results under resultsDir.
 	Up func(ctx context.Context, jf *jobfile.Job, file, resultsDir string) (*job.Report, error)
 	// Print writes the report where it goes besides the job's own output
@@ -60,18 +57,38 @@ type Deps struct {
 	Close func()
 }
 
-// Run is the demo: it writes its task file into the data dir, runs it and
-// removes a scratch data dir once nothing in it is live.
-func Run(ctx context.Context, d *Deps, o Options) error {
-	scratch := !o.DataDirGiven && !o.Keep // the data dir goes when the demo ends
-	newDir := ""
-	if !o.DataDirGiven {
-		var err error
-		if newDir, err = os.MkdirTemp("", "vastfleet-demo-"); err != nil {
-			return err
-		}
+// Scratch says the data dir goes when the demo ends: the demo made it
+// and was not asked to keep it.
+func (o Options) Scratch() bool { return !o.DataDirGiven && !o.Keep }
+
+// NewDataDir makes the data dir a demo runs in when the user named none.
+func NewDataDir() (string, error) { return os.MkdirTemp("", "vastfleet-demo-") }
+
+// Streams are the streams a demo in data dir dir writes to. When dir is
+// scratch, lines that name a path in it, or a command that reads it,
+// would point at nothing once it is gone, so they are left out; not
+// from the JSON, which must stay whole, nor from a terminal's stderr,
+// which the live view must see as the terminal it is (errTTY).
+func Streams(out, errOut io.Writer, errTTY bool, dir string, o Options) (io.Writer, io.Writer) {
+	if !o.Scratch() {
+		return out, errOut
 	}
-	dir, err := d.UseDataDir(newDir)
+	if !o.JSON {
+		out = NewScratchFilter(out, dir)
+	}
+	if !errTTY {
+		errOut = NewScratchFilter(errOut, dir)
+	}
+	return out, errOut
+}
+
+// Run is the demo: it writes its task file into the data dir, runs it and
+// removes a scratch data dir once nothing in it is live. Its output goes
+// to d's streams, filtered for a scratch data dir (Streams) from the
+// start: the factory is built with them.
+func Run(ctx context.Context, d *Deps, o Options) error {
+	scratch := o.Scratch()
+	dir, err := d.DataDir()
 	if err != nil {
 		return err
 	}
@@ -83,22 +100,10 @@ func Run(ctx context.Context, d *Deps, o Options) error {
 	if err != nil {
 		return err
 	}
-	w := *d.ErrOut
+	w := d.ErrOut
 	fmt.Fprintf(w, "vastfleet demo: %d instances on the simulated marketplace, each searching sha256 hashes that start with %q for %gs\n", o.Count, o.Prefix, o.Seconds)
 	if scratch {
 		fmt.Fprintf(w, "  in a temporary data dir, removed at the end (--keep keeps it: store, results, findings, reports)\n")
-		// Lines that name a path in it, or a command that reads it, would
-		// point at nothing once it is gone.
-		// (Not the JSON, which must stay whole, nor a terminal's stderr,
-		// which the live view must see as the terminal it is.)
-		out, errOut := *d.Out, *d.ErrOut
-		if !o.JSON {
-			*d.Out = NewScratchFilter(out, dir)
-		}
-		if !d.ErrTTY {
-			*d.ErrOut = NewScratchFilter(errOut, dir)
-		}
-		defer func() { *d.Out, *d.ErrOut = out, errOut }()
 	} else {
 		fmt.Fprintf(w, "  data dir %s; the task file it runs: %s\n", dir, file)
 	}

@@ -8,6 +8,7 @@
 package factory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,18 @@ type Needs struct {
 	// --api-key-file), given to this command and those it runs as
 	// VAST_API_KEY.
 	APIKeyFile string
+	// Market, SimSpeed and DataDir stand for --market, --sim-speed and
+	// --data-dir when the user did not give them ("" or 0: the flag's
+	// default): up runs on the market its task file chooses, the demo at
+	// its own speed in a data dir it made.
+	Market   string
+	SimSpeed float64
+	DataDir  string
+	// Out and ErrOut are the streams the command writes to in place of
+	// the process's (nil: those): the demo leaves out lines that would
+	// point into its scratch data dir once it is gone. The log keeps the
+	// process's.
+	Out, ErrOut io.Writer
 }
 
 // Factory builds the adapters a command needs, lazily, and closes them when
@@ -105,9 +118,12 @@ type Factory struct {
 
 	// declared is what each command needs, keyed by the command, as the
 	// command tree was built (Declare).
-	declared map[any]func(args []string) Needs
+	declared map[any]func(args []string) (Needs, error)
 	// initialised is set by Init: the settings below are fixed from then.
 	initialised bool
+	// applied are the declared Market, SimSpeed, DataDir, Out and ErrOut
+	// that took effect (Settings).
+	applied Needs
 	// simHosts: --sim-hosts or Needs.SimHosts.
 	simHosts bool
 	// waitsOnMarket is Needs.WaitsOnMarket.
@@ -173,12 +189,12 @@ func (f *Factory) mustNotBeInitialised(what string) {
 // Declare records, as the command tree is built, what the command cmd
 // (the command-line library's) needs beyond the global flags, worked out
 // from its parsed flags and arguments: Init reads it for the command that
-// runs. It is part of building the factory: once initialised, the
-// factory refuses it.
-func (f *Factory) Declare(cmd any, needs func(args []string) Needs) {
+// runs; an error it returns is Init's. It is part of building the
+// factory: once initialised, the factory refuses it.
+func (f *Factory) Declare(cmd any, needs func(args []string) (Needs, error)) {
 	f.mustNotBeInitialised("Declare")
 	if f.declared == nil {
-		f.declared = map[any]func(args []string) Needs{}
+		f.declared = map[any]func(args []string) (Needs, error){}
 	}
 	f.declared[cmd] = needs
 }
@@ -193,8 +209,12 @@ func (f *Factory) Init(changed func(flag string) bool, cmd any, args []string) e
 	f.initialised = true
 	var needs Needs
 	if declared := f.declared[cmd]; declared != nil {
-		needs = declared(args)
+		var err error
+		if needs, err = declared(args); err != nil {
+			return err
+		}
 	}
+	f.apply(changed, needs)
 	f.simSpeedSet = changed("sim-speed") || needs.Paced
 	f.simHosts = f.Opts.SimHosts || needs.SimHosts
 	f.waitsOnMarket = needs.WaitsOnMarket
@@ -209,6 +229,13 @@ func (f *Factory) Init(changed func(flag string) bool, cmd any, args []string) e
 		level = slog.LevelDebug
 	}
 	f.Log = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: level}))
+	if needs.Out != nil || needs.ErrOut != nil {
+		ios := *f.IO
+		ios.Out = cmp.Or(needs.Out, ios.Out)
+		ios.ErrOut = cmp.Or(needs.ErrOut, ios.ErrOut)
+		f.IO = &ios
+		f.applied.Out, f.applied.ErrOut = needs.Out, needs.ErrOut
+	}
 	switch f.Opts.Market {
 	case "sim", "vast":
 	default:
@@ -217,11 +244,29 @@ func (f *Factory) Init(changed func(flag string) bool, cmd any, args []string) e
 	return f.useAPIKeyFile(needs.APIKeyFile)
 }
 
+// apply makes the command's declared Market, SimSpeed and DataDir the
+// options', where the user gave no flag for them.
+func (f *Factory) apply(changed func(flag string) bool, needs Needs) {
+	if needs.Market != "" && !changed("market") {
+		f.Opts.Market, f.applied.Market = needs.Market, needs.Market
+	}
+	if needs.SimSpeed != 0 && !changed("sim-speed") {
+		f.Opts.SimSpeed, f.applied.SimSpeed = needs.SimSpeed, needs.SimSpeed
+	}
+	if needs.DataDir != "" && !changed("data-dir") {
+		f.Opts.DataDir, f.applied.DataDir = needs.DataDir, needs.DataDir
+	}
+}
+
 // Settings are what Init fixed from the global flags and the command's
 // Needs: SimHosts with --sim-hosts too, Paced when --sim-speed was given
-// (on the virtual clock it is then a cap on speed, so a person can watch).
+// (on the virtual clock it is then a cap on speed, so a person can watch),
+// and the declared Market, SimSpeed, DataDir, Out and ErrOut that took
+// effect.
 func (f *Factory) Settings() Needs {
-	return Needs{SimHosts: f.simHosts, WaitsOnMarket: f.waitsOnMarket, Paced: f.simSpeedSet}
+	s := f.applied
+	s.SimHosts, s.WaitsOnMarket, s.Paced = f.simHosts, f.waitsOnMarket, f.simSpeedSet
+	return s
 }
 
 // useAPIKeyFile makes the key in a secret file the one this command and

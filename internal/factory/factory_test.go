@@ -21,8 +21,8 @@ func TestSettingsFixedAtInit(t *testing.T) {
 	f.Opts.SimHosts = true // --sim-hosts
 	changed := func(name string) bool { return name == "sim-speed" }
 	cmd, other := new(int), new(int)
-	f.Declare(other, func([]string) Needs { return Needs{Paced: true, SimHosts: true} })
-	f.Declare(cmd, func(args []string) Needs { return Needs{WaitsOnMarket: len(args) == 1} })
+	f.Declare(other, func([]string) (Needs, error) { return Needs{Paced: true, SimHosts: true}, nil })
+	f.Declare(cmd, func(args []string) (Needs, error) { return Needs{WaitsOnMarket: len(args) == 1}, nil })
 	if err := f.Init(changed, cmd, []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestSettingsFixedAtInit(t *testing.T) {
 	}
 	for what, set := range map[string]func(){
 		"ServeDurable": func() { f.ServeDurable(func(context.Context) error { return nil }) },
-		"Declare":      func() { f.Declare(cmd, func([]string) Needs { return Needs{} }) },
+		"Declare":      func() { f.Declare(cmd, func([]string) (Needs, error) { return Needs{}, nil }) },
 	} {
 		func() {
 			defer func() {
@@ -47,6 +47,50 @@ func TestSettingsFixedAtInit(t *testing.T) {
 			}()
 			set()
 		}()
+	}
+}
+
+// TestDeclaredOptions: a command's declared market, speed, data dir and
+// streams are the factory's from Init, unless the user gave the flag;
+// the process's streams stay as they were, and an error working out the
+// needs is Init's.
+func TestDeclaredOptions(t *testing.T) {
+	t.Parallel()
+	var out, errOut, filtered strings.Builder
+	declared := Needs{Market: "vast", SimSpeed: 40, DataDir: "/scratch", Out: &filtered}
+	for _, tc := range []struct {
+		given string
+		want  Options
+	}{
+		{"", Options{Market: "vast", SimSpeed: 40, DataDir: "/scratch"}},
+		{"market", Options{Market: "sim", SimSpeed: 40, DataDir: "/scratch"}},
+		{"sim-speed", Options{Market: "vast", SimSpeed: 60, DataDir: "/scratch"}},
+		{"data-dir", Options{Market: "vast", SimSpeed: 40, DataDir: "/mine"}},
+	} {
+		ios := &iostreams.IOStreams{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }}
+		f := New(ios, "test")
+		f.Opts = Options{Market: "sim", SimSpeed: 60, DataDir: "/mine"}
+		cmd := new(int)
+		f.Declare(cmd, func([]string) (Needs, error) { return declared, nil })
+		if err := f.Init(func(name string) bool { return name == tc.given }, cmd, nil); err != nil {
+			t.Fatal(err)
+		}
+		if f.Opts != tc.want {
+			t.Errorf("%q given: options %+v, want %+v", tc.given, f.Opts, tc.want)
+		}
+		if f.IO.Out != &filtered || f.IO.ErrOut != &errOut {
+			t.Errorf("%q given: the command's streams are not the declared ones", tc.given)
+		}
+		if ios.Out != &out {
+			t.Errorf("%q given: the process's stream was changed", tc.given)
+		}
+	}
+	f := New(&iostreams.IOStreams{ErrOut: io.Discard}, "test")
+	f.Opts.Market = "sim"
+	cmd, refused := new(int), errors.New("refused")
+	f.Declare(cmd, func([]string) (Needs, error) { return Needs{}, refused })
+	if err := f.Init(func(string) bool { return false }, cmd, nil); !errors.Is(err, refused) {
+		t.Errorf("Init gave %v, want the needs' error", err)
 	}
 }
 
