@@ -7,6 +7,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/agent"
 	"github.com/vastfleet/vastfleet/internal/factory"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // newAgentCmd runs the on-instance agent from this binary, for
@@ -32,7 +33,7 @@ Exit status: 0 stopped, 2 bad configuration, 3 the dead-man switch acted.`,
 			}
 			err = agent.Run(cmd.Context(), cfg, slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)))
 			if agent.StoppedItself(err) {
-				return partialError{err} // exit 3, as vastfleet-agent
+				return usage.Partial{Err: err} // exit 3, as vastfleet-agent
 			}
 			return err
 		},

@@ -4,21 +4,19 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
-	"github.com/vastfleet/vastfleet/internal/jsonarray"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
+	"github.com/vastfleet/vastfleet/internal/search"
 )
 
 type benchOffersOptions struct {
@@ -152,7 +150,7 @@ func benchOffersRun(ctx context.Context, f *factory.Factory, opts *benchOffersOp
 func reportBenchOffers(f *factory.Factory, opts *benchOffersOptions, res offerbench.Result) error {
 	var err error
 	if opts.Save != "" {
-		if err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return jsonarray.Write(w, res.Ranking) }); err != nil {
+		if err := search.Save(opts.Save, res.Ranking); err != nil {
 			return fmt.Errorf("--save: %w", err)
 		}
 		fmt.Fprintf(f.IO.ErrOut, "saved %d measured offers to %s\n", len(res.Ranking), opts.Save)
@@ -160,7 +158,7 @@ func reportBenchOffers(f *factory.Factory, opts *benchOffersOptions, res offerbe
 	if opts.JSON {
 		err = cmdutil.WriteJSON(opts.Out(f.IO.Out), res)
 	} else {
-		err = printBenchOffers(f.IO.Out, res)
+		err = res.WriteText(f.IO.Out)
 	}
 	if err != nil {
 		return err
@@ -198,37 +196,11 @@ func probedOffers(ctx context.Context, f *factory.Factory, jf *jobfile.Job, rank
 	if err != nil {
 		return nil, err
 	}
-	if err := printBenchOffers(f.IO.ErrOut, res); err != nil {
+	if err := res.WriteText(f.IO.ErrOut); err != nil {
 		return nil, err
 	}
 	if len(res.Ranking) == 0 {
 		return nil, usagef("probe: it passed on none of the %d machine types (see the table): fix the probe command, or remove probe:", len(res.Rows))
 	}
 	return offerbench.Rerank(ranked, res), nil
-}
-
-func printBenchOffers(w io.Writer, res offerbench.Result) error {
-	t := cmdutil.NewTable(w, "RANK", "OFFER", "MODEL", "CPU", "VCPU", "$/HR", "UNITS/S", "UNITS/$", "$/VCPU RANK", "STATUS")
-	for _, r := range res.Rows {
-		rank, ups, upd := "-", "-", "-"
-		if r.Passed() {
-			rank = strconv.Itoa(r.Rank)
-			ups, upd = fmtScore(r.UnitsPerS), fmtScore(r.UnitsPerDollar)
-		}
-		status := r.Status
-		if r.Error != "" {
-			status += ": " + termSafe(r.Error)
-		}
-		t.Row(rank, strconv.FormatInt(r.OfferID, 10), r.Model, r.CPU, strconv.FormatFloat(r.VCPU, 'g', 4, 64),
-			fmt.Sprintf("%.4f", r.DPH), ups, upd, strconv.Itoa(r.ListingRank), status)
-	}
-	if err := t.Flush(); err != nil {
-		return err
-	}
-	if res.ListingPickShare != nil {
-		fmt.Fprintf(w, "the listing's $/vCPU pick (offer %d) measured %.0f%% of the best units per dollar\n", res.ListingPick, 100**res.ListingPickShare)
-	} else {
-		fmt.Fprintf(w, "the listing's $/vCPU pick (offer %d) has no measurement\n", res.ListingPick)
-	}
-	return nil
 }

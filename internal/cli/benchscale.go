@@ -14,6 +14,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/scalebench"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // benchScaleOptions is what `bench scale` was asked.
@@ -131,7 +132,7 @@ func benchScaleRun(ctx context.Context, f *factory.Factory, opts *benchScaleOpti
 		return err
 	}
 	if !s.Complete() {
-		return partialError{fmt.Errorf("bench scale: %s", s.Failed)}
+		return usage.Partial{Err: fmt.Errorf("bench scale: %s", s.Failed)}
 	}
 	return nil
 }

@@ -89,23 +89,10 @@ func costRun(ctx context.Context, f *factory.Factory, opts *costOptions) error {
 			Orphans []fleet.OrphanView `json:"orphans"`
 		}{rep, orphans})
 	}
-	if err := printCost(f.IO.Out, rep); err != nil {
+	if err := cmdutil.WriteTable(f.IO.Out, bill.CostColumns, bill.CostRows(rep)); err != nil {
 		return err
 	}
-	return printOrphans(f.IO.Out, orphans)
-}
-
-func printCost(w io.Writer, rep fleet.CostReport) error {
-	return printRows(w, bill.CostColumns, bill.CostRows(rep))
-}
-
-// printRows writes rows under the columns as a table.
-func printRows(w io.Writer, cols []string, rows [][]string) error {
-	t := cmdutil.NewTable(w, cols...)
-	for _, r := range rows {
-		t.Row(r...)
-	}
-	return t.Flush()
+	return fleet.WriteOrphans(f.IO.Out, orphans)
 }
 
 // reconcileCostRun is `cost --reconcile`.
@@ -124,7 +111,7 @@ func reconcileCostRun(ctx context.Context, f *factory.Factory, m *fleet.Manager,
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rep)
 	}
-	return printRows(f.IO.Out, bill.ReconcileColumns, rep.Rows())
+	return cmdutil.WriteTable(f.IO.Out, bill.ReconcileColumns, rep.Rows())
 }
 
 // The report's amounts, as bill writes them.

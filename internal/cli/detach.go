@@ -53,6 +53,6 @@ func detachUp(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobf
 		return cmdutil.WriteJSON(opts.Out(f.IO.Out), bg)
 	}
 	fmt.Fprintf(f.IO.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
-		id, bg.State, bg.PID, dash(bg.Dashboard), id, id, bg.Log, id)
+		id, bg.State, bg.PID, cmdutil.Dash(bg.Dashboard), id, id, bg.Log, id)
 	return nil
 }

@@ -25,13 +25,6 @@ func instanceCommands(f *factory.Factory) []*cobra.Command {
 	}
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func parseIDs(args []string) ([]int64, error) {
 	ids := make([]int64, 0, len(args))
 	for _, a := range args {

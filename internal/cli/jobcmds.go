@@ -125,7 +125,7 @@ func downRun(ctx context.Context, f *factory.Factory, opts *downOptions) error {
 		if opts.JSON {
 			return errors.Join(cmdutil.WriteJSON(opts.Out(f.IO.Out), rep), err)
 		}
-		printJobReport(f, rep)
+		rep.WriteText(f.IO.Out)
 	}
 	return err
 }
@@ -144,9 +144,9 @@ func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.R
 	if rep != nil || err != nil {
 		return rep, err
 	}
-	view := newJobView(f, opts.JSON)
-	defer view.close()
-	d, done, err := f.DownDeps(ctx, rec.ID, view.event)
+	view := job.NewView(&f.IO.ErrOut, f.IO.ErrTTY, opts.JSON)
+	defer view.Close()
+	d, done, err := f.DownDeps(ctx, rec.ID, view.Event)
 	if err != nil {
 		return nil, err
 	}

@@ -60,12 +60,12 @@ func launchResume(ctx context.Context, f *factory.Factory, opts *launchOptions, 
 	if err != nil {
 		return err
 	}
-	view := newLaunchView(f, opts.JSONFlags)
-	sum, err := launch.Resume(ctx, m, opts.Resume, view.event, checks)
+	view := launch.NewView(f.IO, opts.Stream(f.IO.Out))
+	sum, err := launch.Resume(ctx, m, opts.Resume, view.Event, checks)
 	if sum.Rented > 0 {
 		f.StartBidWatcher() // it ends at once when none of them bids
 	}
-	return view.finish(ctx, f, m, opts.Resume, sum, err, ask)
+	return view.Finish(ctx, m, opts.Resume, sum, err, ask)
 }
 
 // launchNew launches a new fleet from the ranked offers.
@@ -101,12 +101,12 @@ func launchNew(ctx context.Context, f *factory.Factory, opts *launchOptions, onI
 	if spec.Checks, err = launchChecks(ctx, f, opts, spec.Fleet); err != nil {
 		return err
 	}
-	view := newLaunchView(f, opts.JSONFlags)
-	sum, err := launch.Run(ctx, m, spec, cands, view.event)
+	view := launch.NewView(f.IO, opts.Stream(f.IO.Out))
+	sum, err := launch.Run(ctx, m, spec, cands, view.Event)
 	if spec.Bid != nil && sum.Rented > 0 {
 		f.StartBidWatcher()
 	}
-	return view.finish(ctx, f, m, spec.Fleet, sum, err, ask)
+	return view.Finish(ctx, m, spec.Fleet, sum, err, ask)
 }
 
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {

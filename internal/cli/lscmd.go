@@ -2,9 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,39 +62,9 @@ func lsRun(ctx context.Context, f *factory.Factory, opts *lsOptions) error {
 		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
 	}
 	if len(views) > 0 || len(orphans) == 0 {
-		if err := printInstances(f, views); err != nil {
+		if err := fleet.WriteInstances(f.IO.Out, f.IO.ErrOut, views); err != nil {
 			return err
 		}
 	}
-	return printOrphans(f.IO.Out, orphans)
-}
-
-func printInstances(f *factory.Factory, views []fleet.InstanceView) error {
-	if len(views) == 0 {
-		fmt.Fprintln(f.IO.ErrOut, "no instances (rent one with `vastfleet rent OFFER_ID` or `vastfleet launch`)")
-		return nil
-	}
-	t := cmdutil.NewTable(f.IO.Out, "ID", "OFFER", "GPU", "vCPU", "$/hr", "STATE", "UPTIME", "COST", "SSH", "FLEET")
-	for _, v := range views {
-		fleetName := v.Fleet
-		if v.Experiment != "" {
-			fleetName += "/" + v.Experiment
-		}
-		t.Row(strconv.FormatInt(v.ID, 10), strconv.FormatInt(v.OfferID, 10), fmt.Sprintf("%s x%d", v.GPUName, v.NumGPUs),
-			fmtNum(v.CPUCores), fmt.Sprintf("%.3f", v.DPHTotal), v.ShownState(),
-			(time.Duration(v.UptimeSec) * time.Second).Round(time.Minute).String(),
-			fmt.Sprintf("$%.3f", v.CostSoFar), dash(v.SSHURL), fleetName)
-	}
-	if err := t.Flush(); err != nil {
-		return err
-	}
-	for _, v := range views {
-		if v.Note != "" {
-			fmt.Fprintf(f.IO.Out, "instance %d: %s\n", v.ID, v.Note)
-		}
-		if v.Next != nil {
-			fmt.Fprintf(f.IO.Out, "instance %d: teardown ladder: %s at %s (%s)\n", v.ID, v.Next.Action, v.Next.At.UTC().Format(time.RFC3339), v.Next.Reason)
-		}
-	}
-	return nil
+	return fleet.WriteOrphans(f.IO.Out, orphans)
 }

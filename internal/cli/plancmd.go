@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -142,7 +141,7 @@ func planRun(ctx context.Context, f *factory.Factory, opts *planOptions) error {
 			return err
 		}
 	} else {
-		printPlan(f.IO.Out, req, res, opts.Explain)
+		plan.WriteText(f.IO.Out, req, res, opts.Explain)
 	}
 	return planRent(ctx, f, opts, task, req, res)
 }
@@ -164,32 +163,6 @@ func planRent(ctx context.Context, f *factory.Factory, opts *planOptions, task p
 		return usagef("every option costs more than --max-budget $%.2f: nothing rented (raise the budget, shorten the task or quantize)", task.MaxBudget)
 	}
 	return rentOption(ctx, f, opts, req, res.Options[pick-1])
-}
-
-func printPlan(w io.Writer, req plan.Req, res plan.Result, explain bool) {
-	fmt.Fprintf(w, "Needs: %.1f GB VRAM on %d GPU(s), ~%.1f h on one RTX 3090 (incl. 30%% overhead), %.0f GB disk, CUDA >= %.1f\n",
-		req.VRAMGB, req.NumGPUs, req.Hours, req.DiskGB, req.CUDA)
-	if explain {
-		for _, r := range req.Reasons {
-			fmt.Fprintf(w, "  - %s\n", r)
-		}
-	}
-	fmt.Fprintln(w)
-	t := cmdutil.NewTable(w, "#", "GPU", "VRAM", "$/hr", "Est.hours", "Est.total", "Reliability", "OfferID", "")
-	for _, o := range res.Options {
-		t.Row(strconv.Itoa(o.Rank), fmt.Sprintf("%dx %s", o.NumGPUs, o.GPUName), fmtGB(o.Offer.GPURAM),
-			fmt.Sprintf("%.3f", o.DPHTotal), fmt.Sprintf("%.2f", o.EstHours), money(o.EstTotal),
-			fmt.Sprintf("%.3f", o.Reliability), strconv.FormatInt(o.OfferID, 10), o.Label)
-	}
-	t.Flush()
-	for _, o := range res.Options {
-		for _, warn := range o.Warnings {
-			fmt.Fprintf(w, "option %d: %s\n", o.Rank, warn)
-		}
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
 }
 
 func askPick(ios *iostreams.IOStreams, n int) int {
@@ -230,6 +203,6 @@ func rentOption(ctx context.Context, f *factory.Factory, opts *planOptions, req 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, dash(rec.SSHURL), hours, money(total))
+	fmt.Fprintf(f.IO.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, cmdutil.Dash(rec.SSHURL), hours, money(total))
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // nodeTargets is which nodes a fan-out command acts on: a fleet's live
@@ -121,7 +122,7 @@ func execOnNodes(ctx context.Context, f *factory.Factory, p provider.Provider, n
 func reportExec(f *factory.Factory, rows []nodes.ExecRow, js cmdutil.JSONFlags) error {
 	return reportNodes(f, "the command", rows, js, nodes.ExecRow.Failed,
 		[]string{"NODE", "ID", "EXIT", "DURATION", "ERROR"}, func(r nodes.ExecRow) []string {
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), dash(r.Error)}
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), cmdutil.Dash(r.Error)}
 		})
 }
 
@@ -149,5 +150,5 @@ func fanOutError(what string, failed, total int) error {
 	case failed == total:
 		return fmt.Errorf("%s failed on all %d nodes", what, failed)
 	}
-	return partialError{fmt.Errorf("%s failed on %d of %d nodes", what, failed, total)}
+	return usage.Partial{Err: fmt.Errorf("%s failed on %d of %d nodes", what, failed, total)}
 }

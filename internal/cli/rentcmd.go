@@ -112,5 +112,5 @@ func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.Out(f.IO.Out), views[0])
 	}
-	return printInstances(f, views)
+	return fleet.WriteInstances(f.IO.Out, f.IO.ErrOut, views)
 }

@@ -41,13 +41,6 @@ func usageOnBadArgs(c *cobra.Command) {
 	}
 }
 
-// partialError marks a command that did part of what was asked (a launch
-// short of its quorum): exit code 3.
-type partialError struct{ err error }
-
-func (e partialError) Error() string { return e.err.Error() }
-func (e partialError) Unwrap() error { return e.err }
-
 // usageError marks errors that are the user's input: exit code 2, as
 // domain packages' usage.Error.
 type usageError struct{ err error }
@@ -100,7 +93,7 @@ func mainWith(ctx context.Context, ios *iostreams.IOStreams, args []string, dura
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4
-	case errors.As(err, new(partialError)), errors.Is(err, job.ErrPartial):
+	case errors.As(err, new(usage.Partial)), errors.Is(err, job.ErrPartial):
 		return 3
 	case errors.Is(err, context.Canceled), errors.Is(err, launch.ErrInterrupted):
 		return 130 // as a shell reports a command ended by Ctrl+C
@@ -157,7 +150,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 			if err := validateFlags(cmd); err != nil {
 				return err
 			}
-			if err := cmdutil.CheckJQ(cmd); err != nil {
+			if err := cmdutil.CheckJQ(cmd.Flags()); err != nil {
 				return err
 			}
 			return f.Init(func(name string) bool { fl := cmd.Flags().Lookup(name); return fl != nil && fl.Changed }, cmd, args)

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/iostreams"
@@ -246,8 +244,7 @@ func searchRun(ctx context.Context, f *factory.Factory, opts *searchOptions) err
 		return usageOf(err)
 	}
 	if opts.Save != "" {
-		err := atomicfile.Write(opts.Save, 0o644, func(w io.Writer) error { return jsonarray.Write(w, ranked) })
-		if err != nil {
+		if err := search.Save(opts.Save, ranked); err != nil {
 			return fmt.Errorf("--save: %w", err)
 		}
 		fmt.Fprintf(f.IO.ErrOut, "saved %d ranked offers to %s\n", len(ranked), opts.Save)
@@ -255,7 +252,7 @@ func searchRun(ctx context.Context, f *factory.Factory, opts *searchOptions) err
 	if opts.JSON {
 		return jsonarray.Write(opts.Out(f.IO.Out), ranked)
 	}
-	if err := printOffers(f.IO.Out, ranked); err != nil {
+	if err := search.WriteOffers(f.IO.Out, ranked); err != nil {
 		return err
 	}
 	if opts.Explain {
@@ -275,18 +272,6 @@ func explainSearch(w io.Writer, opts *searchOptions, q market.Query, s market.Sc
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nquery sent (%s %s): %s\n", method, path, body)
-	if s == nil {
-		fmt.Fprintln(w, "order: the marketplace's own (no --by or --score)")
-		return nil
-	}
-	fmt.Fprintf(w, "score: %s\n", s.Name())
-	for _, r := range ranked {
-		var parts []string
-		for _, fc := range market.Explain(s, &r.Offer) {
-			parts = append(parts, fmt.Sprintf("%s=%s", fc.Name, fmtScore(fc.Value)))
-		}
-		fmt.Fprintf(w, "%d  %s  %s\n", r.ID, fmtScore(r.Score), strings.Join(parts, " "))
-	}
+	search.WriteExplain(w, method, path, body, s, ranked)
 	return nil
 }

@@ -84,6 +84,6 @@ func reportSetup(f *factory.Factory, rows []nodes.SetupRow, js cmdutil.JSONFlags
 			if r.VerifyExit != nil {
 				v = "exit " + strconv.Itoa(*r.VerifyExit)
 			}
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), r.Status, strconv.Itoa(r.PhasesRun), v, dash(r.Error)}
+			return []string{r.Node, strconv.FormatInt(r.ID, 10), r.Status, strconv.Itoa(r.PhasesRun), v, cmdutil.Dash(r.Error)}
 		})
 }

@@ -202,13 +202,13 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 	}
 	// As long as the coordinator takes to call a silent node dead.
 	d.LostAfter = 10 * interval
-	view := newJobView(f, opts.JSON)
-	defer view.close()
-	d.Events = view.event
+	view := job.NewView(&f.IO.ErrOut, f.IO.ErrTTY, opts.JSON)
+	defer view.Close()
+	d.Events = view.Event
 	rep, err := job.Up(ctx, d, o)
-	view.close()
+	view.Close()
 	if rep != nil && !opts.JSON {
-		printJobReport(f, rep)
+		rep.WriteText(f.IO.Out)
 	}
 	return rep, err
 }
@@ -261,8 +261,8 @@ func upDeps(ctx context.Context, f *factory.Factory, opts *upOptions, c *coord.R
 				return upCandidates(ctx, f, jf, spec)
 			},
 			View: func() (func(launch.Event), func()) {
-				v := newLaunchView(f, cmdutil.JSONFlags{})
-				return v.event, v.stop
+				v := launch.NewView(f.IO, nil)
+				return v.Event, v.Stop
 			}},
 		Choose: func() string { return job.AskChoice(opts.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }}
 	return d, o, nil
@@ -294,5 +294,5 @@ func upCandidates(ctx context.Context, f *factory.Factory, jf *jobfile.Job, spec
 			}
 			return plan.SearchTiers(ctx, req, p.SearchOffers, f.Log)
 		},
-		Show: func(req plan.Req, res plan.Result) { printPlan(f.IO.ErrOut, req, res, false) }})
+		Show: func(req plan.Req, res plan.Result) { plan.WriteText(f.IO.ErrOut, req, res, false) }})
 }

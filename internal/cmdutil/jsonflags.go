@@ -1,6 +1,8 @@
 // Package cmdutil holds what reporting commands share, as gh's
-// pkg/cmdutil does: --json and --jq declared once, the JSON writer and
-// the table a person reads or a pipe cuts.
+// pkg/cmdutil does: --json and --jq declared once, the JSON writer, the
+// table a person reads or a pipe cuts and the cells' number formats. It
+// links no command tree, so a domain package writes its own report with
+// it (a Write function) for every command that prints that report.
 package cmdutil
 
 import (
@@ -11,7 +13,6 @@ import (
 	"io"
 
 	"github.com/itchyny/gojq"
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/vastfleet/vastfleet/internal/usage"
@@ -33,15 +34,15 @@ func AddJSONFlags(fl *pflag.FlagSet, j *JSONFlags, usage string) {
 // CheckJQ runs before every command (root's PersistentPreRunE): a bad
 // --jq expression is a usage error before anything is done or rented,
 // and --jq turns --json on.
-func CheckJQ(cmd *cobra.Command) error {
-	fl := cmd.Flags().Lookup("jq")
+func CheckJQ(fs *pflag.FlagSet) error {
+	fl := fs.Lookup("jq")
 	if fl == nil || !fl.Changed {
 		return nil
 	}
 	if _, err := compileJQ(fl.Value.String()); err != nil {
 		return usage.Error{Err: err}
 	}
-	return cmd.Flags().Set("json", "true")
+	return fs.Set("json", "true")
 }
 
 func compileJQ(expr string) (*gojq.Code, error) {
@@ -64,6 +65,15 @@ func (j JSONFlags) Out(w io.Writer) io.Writer {
 	}
 	code, err := compileJQ(j.JQ)
 	return &jqWriter{w: w, code: code, err: err}
+}
+
+// Stream is Out(w) with --json, nil without: where a command that
+// streams JSON events writes them, if it does.
+func (j JSONFlags) Stream(w io.Writer) io.Writer {
+	if !j.JSON {
+		return nil
+	}
+	return j.Out(w)
 }
 
 type jqWriter struct {
