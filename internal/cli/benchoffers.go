@@ -15,6 +15,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/search"
 )
@@ -164,7 +165,7 @@ func reportBenchOffers(f *factory.Factory, opts *benchOffersOptions, res offerbe
 		return err
 	}
 	// Exit 3 when some probes did not pass, 1 when none did: the rows say which.
-	return fanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
+	return nodes.FanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
 }
 
 // probedOffers runs a task file's probe: on one instance of each of the

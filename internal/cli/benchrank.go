@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +51,7 @@ The dump is generated with the recipe's --gen unless --file names one.`,
 	}
 	cmd.Flags().IntVar(&opts.Offers, "offers", 100_000, "offers in the generated dump and the simulated market")
 	cmd.Flags().IntVar(&opts.Pairs, "pairs", 5, "alternating runs of each side; medians are printed")
-	cmd.Flags().StringVar(&opts.Recipe, "recipe", "", "the Python recipe (default: "+recipeFile+" here or in a parent directory)")
+	cmd.Flags().StringVar(&opts.Recipe, "recipe", "", "the Python recipe (default: "+benchrank.RecipeFile+" here or in a parent directory)")
 	cmd.Flags().StringVar(&opts.File, "file", "", "rank this offers JSON array instead of a generated one")
 	cmd.Flags().Float64Var(&opts.Seconds, "seconds", 3, "how long to measure the simulator's search rate")
 	limitFlags(cmd.Flags(), bounds{"offers", "1", "10000000"}, bounds{"pairs", "1", "1000"}, bounds{"seconds", ">0", "3600"})
@@ -67,7 +66,7 @@ func benchRankRun(ctx context.Context, f *factory.Factory, opts *benchRankOption
 	recipe := opts.Recipe
 	if recipe == "" {
 		wd, _ := os.Getwd()
-		r, err := findRecipe(wd)
+		r, err := benchrank.FindRecipe(wd)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -85,13 +84,5 @@ func benchRankRun(ctx context.Context, f *factory.Factory, opts *benchRankOption
 	if !opts.JSON {
 		fmt.Fprintf(f.IO.Out, "%d offers, %d pairs, medians (the machine's load affects both sides alike)\n", res.Offers, opts.Pairs)
 	}
-	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, res.Rows, []string{"MEASURE", "VASTFLEET", "RECIPE", "UNIT", "VASTFLEET IS"},
-		func(r benchrank.Row) []string {
-			rec, ratio := "", ""
-			if r.Recipe > 0 {
-				rec = strconv.FormatFloat(r.Recipe, 'g', 4, 64)
-				ratio = fmt.Sprintf("%.1fx", r.Ratio)
-			}
-			return []string{r.Measure, strconv.FormatFloat(r.Vastfleet, 'g', 4, 64), rec, r.Unit, ratio}
-		})
+	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, res.Rows, benchrank.Header, benchrank.Row.Cells)
 }

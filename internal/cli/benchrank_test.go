@@ -24,7 +24,7 @@ func TestBenchRankComparesLikeWithLike(t *testing.T) {
 		t.Skip("the recipe needs python3")
 	}
 	wd, _ := os.Getwd()
-	recipe, err := findRecipe(wd)
+	recipe, err := benchrank.FindRecipe(wd)
 	if err != nil {
 		t.Skip(err)
 	}

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 
@@ -109,53 +107,18 @@ func benchScaleRun(ctx context.Context, f *factory.Factory, opts *benchScaleOpti
 	cfg := opts.Config
 	cfg.Bin = self
 	cfg.Log = f.IO.ErrOut
-	var enc *json.Encoder
-	if opts.JSON {
-		enc = json.NewEncoder(opts.Out(f.IO.Out))
-	}
-	var printErr error
-	cfg.OnPhase = func(p scalebench.Phase) {
-		err := printScale(f.IO.Out, enc, p, p.Lines(), p.Rows(), "")
-		if printErr == nil {
-			printErr = err
-		}
-	}
+	pr := scalebench.NewPrinter(f.IO.Out, opts.Stream(f.IO.Out))
+	cfg.OnPhase = pr.Phase
 	rep, err := scalebench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if printErr != nil {
-		return printErr
-	}
 	s := rep.Summary
-	if err := printScale(f.IO.Out, enc, s, s.Lines(), s.Rows(), s.After()); err != nil {
+	if err := pr.Summary(s); err != nil {
 		return err
 	}
 	if !s.Complete() {
 		return usage.Partial{Err: fmt.Errorf("bench scale: %s", s.Failed)}
 	}
-	return nil
-}
-
-// printScale writes a phase or the summary: one JSON line with enc, else
-// its lines, its process table (none for a skipped phase) and after.
-func printScale(w io.Writer, enc *json.Encoder, v any, lines []string, rows [][]string, after string) error {
-	if enc != nil {
-		return enc.Encode(v)
-	}
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
-	if rows == nil {
-		return nil
-	}
-	t := cmdutil.NewTable(w, scalebench.UsageHeader...)
-	for _, r := range rows {
-		t.Row(r...)
-	}
-	if err := t.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w, after)
 	return nil
 }

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -52,8 +50,5 @@ func collectRun(ctx context.Context, f *factory.Factory, opts *collectOptions) e
 	if err != nil {
 		return err
 	}
-	return reportNodes(f, "collect", rows, opts.JSONFlags, func(r nodes.CollectRow) bool { return r.Error != "" },
-		[]string{"NODE", "ID", "FILES", "FETCHED", "BYTES", "DIR", "SKIPPED", "ERROR"}, func(r nodes.CollectRow) []string {
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.Files), strconv.Itoa(r.Fetched), strconv.FormatInt(r.FileBytes, 10), r.Dir, cmdutil.Dash(strings.Join(r.Skipped, "; ")), cmdutil.Dash(r.Error)}
-		})
+	return reportNodes(f, "collect", rows, opts.JSONFlags, nodes.CollectHeader)
 }

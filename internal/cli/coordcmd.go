@@ -113,8 +113,9 @@ func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error
 	}
 	// Instances that cannot run their own switch (stopped, outbid, a
 	// wedged agent) are reaped from here.
+	rep := fleet.Reporter{Out: f.IO.Out, ErrOut: f.IO.ErrOut}
 	go f.ReapWhileCoordinating(ctx, fleet.Pass{Heartbeats: c.DB, Switch: fleet.Switch{After: opts.OrphanAfter, Policy: opts.OrphanPolicy},
-		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped})
+		OnLaddered: rep.Laddered, OnReaped: rep.Reaped})
 	// Outbids and resumes are dated within a few seconds while it runs.
 	go f.WatchBidsWhileCoordinating(ctx)
 	fmt.Fprintln(f.IO.ErrOut, "Ctrl+C stops it.")

@@ -201,7 +201,7 @@ func TestCoordinatorReapsEachFleetByItsOwnSwitch(t *testing.T) {
 	}}, Version)
 	f.Opts = factory.Options{Market: "sim", SimSpeed: 3000, SimFaults: "none"}
 	err = f.ReapPass(ctx, fleet.Pass{Heartbeats: db, Switch: fleet.Switch{After: 30 * time.Minute, Policy: wire.PolicyStop},
-		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped})
+		OnLaddered: fleet.Reporter{Out: &out, ErrOut: &out}.Laddered, OnReaped: fleet.Reporter{Out: &out, ErrOut: &out}.Reaped})
 	f.Close()
 	if err != nil {
 		t.Fatalf("reap pass: %v\n%s", err, out.String())
@@ -294,7 +294,7 @@ func TestCoordinatorPassAppliesTheTeardownLadder(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = f.ReapPass(ctx, fleet.Pass{Heartbeats: db, Switch: fleet.Switch{After: 30 * time.Minute, Policy: wire.PolicyStop},
-		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped})
+		OnLaddered: fleet.Reporter{Out: &out, ErrOut: &out}.Laddered, OnReaped: fleet.Reporter{Out: &out, ErrOut: &out}.Reaped})
 	f.Close()
 	if err != nil {
 		t.Fatalf("reap pass: %v\n%s", err, out.String())

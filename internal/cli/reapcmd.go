@@ -62,10 +62,10 @@ func reapRun(ctx context.Context, f *factory.Factory, opts *reapOptions) error {
 	if opts.Policy != wire.PolicyStop && opts.Policy != wire.PolicyDestroy {
 		return usagef("--orphan-policy %q: use stop or destroy", opts.Policy)
 	}
-	res, err := f.Reap(ctx, fleet.Sweep{
-		Fleet:      opts.Fleet,
-		Switch:     fleet.Switch{After: opts.After, Policy: opts.Policy, AfterSet: opts.AfterSet, PolicySet: opts.PolicySet},
-		OnLaddered: reporter{f}.laddered, OnReaped: reporter{f}.reaped,
+	rep := fleet.Reporter{Out: f.IO.Out, ErrOut: f.IO.ErrOut}
+	res, err := f.Reap(ctx, fleet.Sweep{OnLaddered: rep.Laddered, OnReaped: rep.Reaped,
+		Fleet:  opts.Fleet,
+		Switch: fleet.Switch{After: opts.After, Policy: opts.Policy, AfterSet: opts.AfterSet, PolicySet: opts.PolicySet},
 	})
 	switch {
 	case err != nil:
@@ -76,20 +76,4 @@ func reapRun(ctx context.Context, f *factory.Factory, opts *reapOptions) error {
 		fmt.Fprintln(f.IO.ErrOut, "no silent instances")
 	}
 	return errors.Join(res.Failed...)
-}
-
-// reporter prints what a reap pass did (its OnLaddered, OnReaped).
-type reporter struct{ f *factory.Factory }
-
-func (r reporter) laddered(fleetName string, d fleet.Laddered) { r.report(d.Report(fleetName)) }
-
-func (r reporter) reaped(fleetName string, x fleet.Reaped) { r.report(x.Report(fleetName)) }
-
-// report prints a line of what was done, a failure on the error stream.
-func (r reporter) report(line string, failed bool) {
-	w := r.f.IO.Out
-	if failed {
-		w = r.f.IO.ErrOut
-	}
-	fmt.Fprintln(w, line)
 }

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
-	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // nodeTargets is which nodes a fan-out command acts on: a fleet's live
@@ -108,7 +105,7 @@ func execRun(ctx context.Context, f *factory.Factory, opts *execOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportExec(f, rows, opts.JSONFlags)
+	return reportNodes(f, "the command", rows, opts.JSONFlags, nodes.ExecHeader)
 }
 
 func execOnNodes(ctx context.Context, f *factory.Factory, p provider.Provider, ns []nodes.Node, command string, parallel int, timeout time.Duration, outDir string, quiet bool) ([]nodes.ExecRow, error) {
@@ -119,36 +116,11 @@ func execOnNodes(ctx context.Context, f *factory.Factory, p provider.Provider, n
 	return o.Exec(ctx, ns, nodes.ExecOptions{Command: command, Parallel: parallel, Timeout: timeout, OutDir: outDir, Quiet: quiet})
 }
 
-func reportExec(f *factory.Factory, rows []nodes.ExecRow, js cmdutil.JSONFlags) error {
-	return reportNodes(f, "the command", rows, js, nodes.ExecRow.Failed,
-		[]string{"NODE", "ID", "EXIT", "DURATION", "ERROR"}, func(r nodes.ExecRow) []string {
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.ExitCode), fmt.Sprintf("%.2fs", r.DurationS), cmdutil.Dash(r.Error)}
-		})
-}
-
 // reportNodes prints what an operation did on each node, as JSON or as a
-// table, and returns its outcome (fanOutError) from the rows that failed.
-func reportNodes[R any](f *factory.Factory, what string, rows []R, js cmdutil.JSONFlags, failed func(R) bool, header []string, cells func(R) []string) error {
-	n := 0
-	for _, r := range rows {
-		if failed(r) {
-			n++
-		}
-	}
-	if err := cmdutil.PrintRows(f.IO.Out, js, rows, header, cells); err != nil {
+// table, and returns its outcome (nodes.Outcome).
+func reportNodes[R nodes.Row](f *factory.Factory, what string, rows []R, js cmdutil.JSONFlags, header []string) error {
+	if err := cmdutil.PrintRows(f.IO.Out, js, rows, header, R.Cells); err != nil {
 		return err
 	}
-	return fanOutError(what, n, len(rows))
-}
-
-// fanOutError is the outcome of one operation on many nodes: nil when every
-// node succeeded, partial (exit 3) when some failed, an error when all did.
-func fanOutError(what string, failed, total int) error {
-	switch {
-	case failed == 0:
-		return nil
-	case failed == total:
-		return fmt.Errorf("%s failed on all %d nodes", what, failed)
-	}
-	return usage.Partial{Err: fmt.Errorf("%s failed on %d of %d nodes", what, failed, total)}
+	return nodes.Outcome(what, rows)
 }

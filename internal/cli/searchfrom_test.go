@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vastfleet/vastfleet/internal/benchrank"
 )
 
 // recipeOrSkip finds the Python recipe and python3, or skips.
@@ -18,7 +20,7 @@ func recipeOrSkip(t *testing.T) (python, recipe string) {
 		t.Skip("python3 not installed")
 	}
 	wd, _ := os.Getwd()
-	r, err := findRecipe(wd)
+	r, err := benchrank.FindRecipe(wd)
 	if err != nil {
 		t.Skip(err)
 	}

@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -92,8 +92,12 @@ func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error
 	if err != nil {
 		return err
 	}
-	if err := serveRestore(ctx, f, opts, dir, dbs); err != nil {
-		return err
+	if opts.RestoreFrom != "" {
+		if err := f.RestoreForServing(ctx, opts.RestoreFrom, dbs); err != nil {
+			return err
+		}
+		// The server goes on replicating to it unless --replicate says where.
+		opts.Replicate = cmp.Or(opts.Replicate, opts.RestoreFrom)
 	}
 	db, err := server.OpenSpec(ctx, opts.DB, f.DataDir)
 	if err != nil {
@@ -103,11 +107,15 @@ func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error
 	if err := f.HoldForServing(ctx); err != nil {
 		return err
 	}
-	flush, durable, err := serveReplicate(ctx, f, opts, dir, dbs)
-	if err != nil {
-		return err
+	var durable func(context.Context) error
+	if opts.Replicate != "" {
+		flush, d, err := f.ReplicateForServing(ctx, opts.Replicate, dbs)
+		if err != nil {
+			return err
+		}
+		defer flush()
+		durable = d
 	}
-	defer flush()
 	srv, err := f.Server(db, serveRunner(f, opts, dir, durable))
 	if err != nil {
 		return err
@@ -116,67 +124,11 @@ func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error
 		return err
 	}
 	defer srv.Stop()
-	ln, err := serveListen(f, opts, dir)
+	ln, err := f.ServeListen(opts.Addr, opts.TLS)
 	if err != nil {
 		return err
 	}
 	return srv.ServeUntil(ctx, ln)
-}
-
-// serveRestore brings an empty data dir back from --restore-from, which
-// the server then goes on replicating to unless --replicate says where.
-func serveRestore(ctx context.Context, f *factory.Factory, opts *serveOptions, dir string, dbs []string) error {
-	if opts.RestoreFrom == "" {
-		return nil
-	}
-	if err := f.Restore(ctx, opts.RestoreFrom, dbs); err != nil {
-		return fmt.Errorf("serve --restore-from: %w", err)
-	}
-	fmt.Fprintf(f.IO.ErrOut, "restored %s from %s\n", dir, opts.RestoreFrom)
-	if opts.Replicate == "" {
-		opts.Replicate = opts.RestoreFrom
-	}
-	return nil
-}
-
-// serveReplicate starts replicating the data dir (--replicate), and
-// returns what sends the last changes at the end and what the jobs'
-// coordinators wait on before they acknowledge (nil without --replicate).
-func serveReplicate(ctx context.Context, f *factory.Factory, opts *serveOptions, dir string, dbs []string) (flush func(), durable func(context.Context) error, err error) {
-	if opts.Replicate == "" {
-		return func() {}, nil, nil
-	}
-	rep, err := f.Replicate(ctx, opts.Replicate, dbs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("serve --replicate: %w", err)
-	}
-	// A job's coordinator acknowledges findings and results only once
-	// they are in the replica: a server lost the next moment and
-	// restored from it has every one it acknowledged.
-	durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
-	fmt.Fprintf(f.IO.ErrOut, "replicating the data dir to %s\n", opts.Replicate)
-	// At the end the last changes go out; Litestream's own connections
-	// go with the process.
-	return func() {
-		if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
-			fmt.Fprintf(f.IO.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
-		}
-	}, durable, nil
-}
-
-// serveListen listens on --addr (HTTPS with --tls, its pin said) and
-// says where the server serves.
-func serveListen(f *factory.Factory, opts *serveOptions, dir string) (net.Listener, error) {
-	ln, scheme, pin, err := f.ServeListen(opts.Addr, opts.TLS)
-	if err != nil {
-		return nil, err
-	}
-	if pin != "" {
-		fmt.Fprintf(f.IO.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
-	}
-	fmt.Fprintf(f.IO.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", Version, scheme, ln.Addr(), dir)
-	fmt.Fprintf(f.IO.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
-	return ln, nil
 }
 
 // serveRunner runs one command for the server in this process, on the

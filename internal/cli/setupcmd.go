@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,16 +73,5 @@ func setupRun(ctx context.Context, f *factory.Factory, opts *setupOptions) error
 	if err != nil {
 		return err
 	}
-	return reportSetup(f, rows, opts.JSONFlags)
-}
-
-func reportSetup(f *factory.Factory, rows []nodes.SetupRow, js cmdutil.JSONFlags) error {
-	return reportNodes(f, "setup", rows, js, func(r nodes.SetupRow) bool { return r.Status == "failed" },
-		[]string{"NODE", "ID", "STATUS", "PHASES RUN", "VERIFY", "ERROR"}, func(r nodes.SetupRow) []string {
-			v := "-"
-			if r.VerifyExit != nil {
-				v = "exit " + strconv.Itoa(*r.VerifyExit)
-			}
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), r.Status, strconv.Itoa(r.PhasesRun), v, cmdutil.Dash(r.Error)}
-		})
+	return reportNodes(f, "setup", rows, opts.JSONFlags, nodes.SetupHeader)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -81,8 +80,5 @@ func syncRun(ctx context.Context, f *factory.Factory, opts *syncOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportNodes(f, "sync", rows, opts.JSONFlags, func(r nodes.SyncRow) bool { return r.Error != "" },
-		[]string{"NODE", "ID", "FILES SENT", "FILE BYTES", "WIRE BYTES", "VIA", "ERROR"}, func(r nodes.SyncRow) []string {
-			return []string{r.Node, strconv.FormatInt(r.ID, 10), strconv.Itoa(r.FilesSent), strconv.FormatInt(r.FileBytes, 10), strconv.FormatInt(r.WireBytes, 10), cmdutil.Dash(r.Via), cmdutil.Dash(r.Error)}
-		})
+	return reportNodes(f, "sync", rows, opts.JSONFlags, nodes.SyncHeader)
 }

@@ -3,9 +3,11 @@ package factory
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/job"
@@ -14,14 +16,18 @@ import (
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-// Restore brings an empty data dir back from the replica at url (serve
-// --restore-from), its databases dbs.
-func (f *Factory) Restore(ctx context.Context, url string, dbs []string) error {
+// RestoreForServing brings an empty data dir back from the replica at
+// url (serve --restore-from), its databases dbs, and says so.
+func (f *Factory) RestoreForServing(ctx context.Context, url string, dbs []string) error {
 	dir, err := f.DataDir()
 	if err != nil {
 		return err
 	}
-	return replica.Restore(ctx, dir, url, dbs, f.Log)
+	if err := replica.Restore(ctx, dir, url, dbs, f.Log); err != nil {
+		return fmt.Errorf("serve --restore-from: %w", err)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "restored %s from %s\n", dir, url)
+	return nil
 }
 
 // HoldForServing opens what a server holds for its whole life: the
@@ -38,20 +44,36 @@ func (f *Factory) HoldForServing(ctx context.Context) error {
 	return err
 }
 
-// Replicate starts replicating the data dir to url (serve --replicate),
-// once every database exists, so that each is replicated from its first
-// write.
-func (f *Factory) Replicate(ctx context.Context, url string, dbs []string) (*replica.Replicator, error) {
+// ReplicateForServing starts replicating the data dir to url (serve
+// --replicate), once every database exists, so that each is replicated
+// from its first write. It returns what sends the last changes at the
+// end, and what the jobs' coordinators wait on before they acknowledge.
+func (f *Factory) ReplicateForServing(ctx context.Context, url string, dbs []string) (flush func(), durable func(context.Context) error, err error) {
 	dir, err := f.DataDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cdb, err := f.CoordDB(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cdb.Close()
-	return replica.Start(ctx, dir, url, dbs, f.Log)
+	rep, err := replica.Start(ctx, dir, url, dbs, f.Log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve --replicate: %w", err)
+	}
+	// A job's coordinator acknowledges findings and results only once
+	// they are in the replica: a server lost the next moment and
+	// restored from it has every one it acknowledged.
+	durable = func(ctx context.Context) error { return rep.Wait(ctx, "coord.db") }
+	fmt.Fprintf(f.IO.ErrOut, "replicating the data dir to %s\n", url)
+	// At the end the last changes go out; Litestream's own connections
+	// go with the process.
+	return func() {
+		if err := rep.FlushWithin(ctx, 30*time.Second); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "serve: the last changes did not reach the replica: %v\n", err)
+		}
+	}, durable, nil
 }
 
 // Server is the vastfleet server of this data dir (server.New): run runs
@@ -82,18 +104,27 @@ func (f *Factory) jobAnswer(ask func(*job.Records, context.Context, string) (str
 }
 
 // ServeListen listens on addr (server.Listen), with withTLS on HTTPS
-// with a self-signed certificate kept in the data dir, whose pin it
-// gives.
-func (f *Factory) ServeListen(addr string, withTLS bool) (ln net.Listener, scheme, pin string, err error) {
+// with a self-signed certificate kept in the data dir whose pin it
+// prints, and says where the server serves.
+func (f *Factory) ServeListen(addr string, withTLS bool) (net.Listener, error) {
 	dir, err := f.DataDir()
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
 	var cert func() (tls.Certificate, string, error)
 	if withTLS {
 		cert = func() (tls.Certificate, string, error) { return coord.SelfSigned(filepath.Join(dir, "serve-tls")) }
 	}
-	return server.Listen(addr, cert)
+	ln, scheme, pin, err := server.Listen(addr, cert)
+	if err != nil {
+		return nil, err
+	}
+	if pin != "" {
+		fmt.Fprintf(f.IO.ErrOut, "certificate sha256 pin: %s (clients: `vastfleet context add NAME URL --pin %s`)\n", pin, pin)
+	}
+	fmt.Fprintf(f.IO.Out, "vastfleet %s serving on %s://%s (data dir %s)\n", f.Version, scheme, ln.Addr(), dir)
+	fmt.Fprintf(f.IO.ErrOut, "make tokens with `vastfleet serve token create NAME --role viewer|operator`; Ctrl+C stops the server (running jobs keep their nodes and resume at the next start)\n")
+	return ln, nil
 }
 
 // ServedArgs are the global flags of a command a server runs in its own

@@ -64,3 +64,19 @@ func WriteOrphans(w io.Writer, views []OrphanView) error {
 	_, err := fmt.Fprintf(w, "%d orphan(s) bill $%.3f/hr of compute, not counted in the figures above\n", len(views), dph)
 	return err
 }
+
+// Reporter prints what a reap pass did (Sweep and Pass's OnLaddered and
+// OnReaped): a line each, a failure on ErrOut.
+type Reporter struct{ Out, ErrOut io.Writer }
+
+func (r Reporter) Laddered(fleetName string, d Laddered) { r.report(d.Report(fleetName)) }
+
+func (r Reporter) Reaped(fleetName string, x Reaped) { r.report(x.Report(fleetName)) }
+
+func (r Reporter) report(line string, failed bool) {
+	w := r.Out
+	if failed {
+		w = r.ErrOut
+	}
+	fmt.Fprintln(w, line)
+}

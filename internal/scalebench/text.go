@@ -1,9 +1,12 @@
 package scalebench
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
@@ -107,4 +110,55 @@ func intOrBlank(v *int) string {
 		return ""
 	}
 	return strconv.Itoa(*v)
+}
+
+// Printer writes each phase as it ends and then the summary: one JSON
+// line each on a JSON writer, else its lines and its process table.
+type Printer struct {
+	w   io.Writer
+	enc *json.Encoder
+	err error // the first phase that could not be written
+}
+
+// NewPrinter prints on w, or as JSON lines on jsonOut when that is not nil.
+func NewPrinter(w, jsonOut io.Writer) *Printer {
+	p := &Printer{w: w}
+	if jsonOut != nil {
+		p.enc = json.NewEncoder(jsonOut)
+	}
+	return p
+}
+
+// Phase prints a phase (Config.OnPhase).
+func (pr *Printer) Phase(p Phase) {
+	if err := pr.write(p, p.Lines(), p.Rows(), ""); pr.err == nil {
+		pr.err = err
+	}
+}
+
+// Summary prints the summary, or the error a phase's printing met.
+func (pr *Printer) Summary(s Summary) error {
+	if pr.err != nil {
+		return pr.err
+	}
+	return pr.write(s, s.Lines(), s.Rows(), s.After())
+}
+
+// write writes a phase or the summary: one JSON line, else its lines,
+// its process table (none for a skipped phase) and after.
+func (pr *Printer) write(v any, lines []string, rows [][]string, after string) error {
+	if pr.enc != nil {
+		return pr.enc.Encode(v)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(pr.w, l)
+	}
+	if rows == nil {
+		return nil
+	}
+	if err := cmdutil.WriteTable(pr.w, UsageHeader, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(pr.w, after)
+	return nil
 }
