@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -73,35 +72,13 @@ func remoteUp(c *cobra.Command, f *factory.Factory, cl *server.Client, args []st
 	if len(args) == 1 {
 		path = args[0]
 	}
-	var bundle bytes.Buffer
-	name, nfiles, err := server.PackTask(&bundle, path, factory.SyncExcludes())
-	if err != nil {
-		return err
-	}
-	asJSON := c.Flags().Changed("json") || c.Flags().Changed("jq")
-	ctx := c.Context()
-	id, err := cl.Submit(ctx, name, &bundle, asJSON)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f.IO.ErrOut, "job %s submitted to %s (%d files); `vastfleet status %s`, `vastfleet down %s`\n", id, cl.URL, nfiles, id, id)
 	// With --jq the report the server's up prints goes through the
 	// expression here, as a local up's would.
 	jq, _ := c.Flags().GetString("jq")
-	out := cmdutil.JSONFlags{JSON: asJSON, JQ: jq}.Out(f.IO.Out)
-	if detach, _ := c.Flags().GetBool("detach"); detach {
-		if asJSON {
-			return cmdutil.WriteJSON(out, map[string]string{"job": id, "server": cl.URL})
-		}
-		fmt.Fprintln(f.IO.Out, id)
-		return nil
-	}
-	code, err := cl.Follow(ctx, id, out, f.IO.ErrOut, func(note string) { fmt.Fprintf(f.IO.ErrOut, "note: %s\n", note) })
-	if ctx.Err() != nil {
-		fmt.Fprintf(f.IO.ErrOut, "\nstopped following; job %s runs on on the server (`vastfleet down %s` ends it)\n", id, id)
-		return ctx.Err()
-	}
-	return exitErr(code, err)
+	asJSON := c.Flags().Changed("json") || c.Flags().Changed("jq")
+	detach, _ := c.Flags().GetBool("detach")
+	return exitErr(cl.Up(c.Context(), server.UpOptions{Path: path, Excludes: factory.SyncExcludes(), JSON: asJSON,
+		Report: cmdutil.JSONFlags{JSON: asJSON, JQ: jq}.Out(f.IO.Out), Out: f.IO.Out, ErrOut: f.IO.ErrOut, Detach: detach}))
 }
 
 // exitErr is the outcome of a command a server ran: err, else its exit

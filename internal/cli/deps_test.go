@@ -107,10 +107,12 @@ func TestDependencyDirection(t *testing.T) {
 		// command line.
 		// The composition root builds adapters; it never reaches back
 		// into the command tree or its command-line library.
-		"factory": {mod + "cli", mod + "cmdutil", "github.com/spf13/cobra"},
+		"factory": {mod + "cli", "github.com/spf13/cobra"},
 		// What reporting commands share, and the terminal's streams: no
-		// market, store or factory, so any command may take them.
-		"cmdutil":   {mod + "cli", mod + "factory", mod + "provider", mod + "store", mod + "market", "net/http", "database/sql"},
+		// market, store or factory, so any command may take them; and no
+		// command-line library, so a domain package writes its own report
+		// with cmdutil's table and formats.
+		"cmdutil":   {mod + "cli", mod + "factory", mod + "provider", mod + "store", mod + "market", "net/http", "database/sql", "github.com/spf13/cobra"},
 		"iostreams": {mod + "cli", mod + "factory", mod + "cmdutil", mod + "provider", mod + "store", "net/http", "database/sql", "github.com/spf13/cobra"},
 		"jsonarray": {mod + "market", mod + "provider", mod + "store", mod + "cli", "net/http", "database/sql"},
 		"buildinfo": {mod + "market", mod + "provider", mod + "store", mod + "cli", "net/http", "database/sql"},

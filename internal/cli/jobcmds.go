@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
-	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -47,27 +45,14 @@ func newStatusCmd(f *factory.Factory, runF func(context.Context, *statusOptions)
 
 // statusRun is `status` once its flags are parsed.
 func statusRun(ctx context.Context, f *factory.Factory, opts *statusOptions) error {
-	recs, err := f.JobRecords(ctx)
+	d, recs, done, err := f.StatusDeps(ctx)
 	if err != nil {
 		return err
 	}
+	defer done()
 	all, err := job.Select(ctx, recs, opts.Job)
 	if err != nil {
 		return err
-	}
-	// Spend is counted to the market's now: on the simulator that is the
-	// market's own clock, which runs ahead of this machine's.
-	m := &fleet.Manager{S: recs.Store, Clock: f.ViewClock(ctx, recs.Store), Log: f.Log}
-	d := &job.Deps{Store: recs.Store, Fleet: m}
-	// The coordinator's last heartbeats give what each job delivers per
-	// dollar; a data dir that never ran one has no database to read.
-	db, err := f.ExistingCoordDB(ctx)
-	if err != nil {
-		return err
-	}
-	if db != nil {
-		defer db.Close()
-		d.Results = db
 	}
 	rows, err := job.Statuses(ctx, d, all, func(id string) bool { return jobRunAlive(f, id) })
 	if err != nil {
@@ -77,10 +62,7 @@ func statusRun(ctx context.Context, f *factory.Factory, opts *statusOptions) err
 		fmt.Fprintln(f.IO.ErrOut, "no jobs yet: `vastfleet up FILE` runs one (`vastfleet demo` shows how)")
 		return nil
 	}
-	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, []string{"JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED"},
-		func(r job.Status) []string {
-			return []string{r.ID, r.StateText(), r.Started, strconv.Itoa(r.Live), fmt.Sprintf("%.3f", r.DPH), money(r.Spent), money(r.Estimate), r.Delivered()}
-		})
+	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, job.StatusHeader, job.Status.Cells)
 }
 
 // downOptions is what `down` was asked.

@@ -244,6 +244,25 @@ func (f *Factory) ViewClock(ctx context.Context, st *store.Store) clock.Clock {
 	return remoteclock.Viewing(ctx, url, func() (time.Time, error) { return st.LastListed(ctx) })
 }
 
+// StatusDeps are what `status` reads jobs with: their records, a manager
+// that counts spend to the market's now (on the simulator the market's
+// own clock, which runs ahead of this machine's), and the coordinator's
+// last heartbeats, which give what each job delivers per dollar (a data
+// dir that never ran one has no database to read). done closes it.
+func (f *Factory) StatusDeps(ctx context.Context) (d *job.Deps, recs *job.Records, done func(), err error) {
+	if recs, err = f.JobRecords(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	m := &fleet.Manager{S: recs.Store, Clock: f.ViewClock(ctx, recs.Store), Log: f.Log}
+	d = &job.Deps{Store: recs.Store, Fleet: m}
+	db, err := f.ExistingCoordDB(ctx)
+	if err != nil || db == nil {
+		return d, recs, func() {}, err
+	}
+	d.Results = db
+	return d, recs, func() { db.Close() }, nil
+}
+
 // DownDeps are what `down` ends a job with once its up is found gone: the
 // writer's manager (the data dir's lock, held as "vastfleet down ID"),
 // reconciled with the market first, the job records as they then are,

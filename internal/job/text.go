@@ -124,6 +124,14 @@ func writeDelivery(w io.Writer, d *Delivery) {
 	}
 }
 
+// StatusHeader names the columns of Status.Cells.
+var StatusHeader = []string{"JOB", "STATE", "STARTED", "LIVE", "$/HR", "SPENT", "ESTIMATE", "DELIVERED"}
+
+// Cells is the job's row of status's table.
+func (s Status) Cells() []string {
+	return []string{s.ID, s.StateText(), s.Started, strconv.Itoa(s.Live), fmt.Sprintf("%.3f", s.DPH), bill.Dollars(s.Spent), bill.Dollars(s.Estimate), s.Delivered()}
+}
+
 // StateText is the job's state, with how to go on for one cut off.
 func (s Status) StateText() string {
 	if s.CutOff() {
