@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -19,15 +18,6 @@ func (o *launchOptions) usage() error {
 		Coord: o.Coord, Items: o.Items, OnShortHardware: o.OnShortHardware, ReadyCheck: o.ReadyCheck, Ladder: o.Ladder,
 		Type: o.query.Type, TypeSet: o.typeSet, Score: o.rank.Score, By: o.rank.By})
 	o.query.Type = typ
-	return launchUsage(err)
-}
-
-// launchUsage marks launch's refusals of the user's input as usage errors.
-func launchUsage(err error) error {
-	var ue launch.UsageError
-	if errors.As(err, &ue) {
-		return usageError{err}
-	}
 	return err
 }
 
@@ -110,8 +100,7 @@ func launchNew(ctx context.Context, f *factory.Factory, opts *launchOptions, onI
 }
 
 func (o *launchOptions) spec(onInterrupt string) (launch.Spec, error) {
-	spec, err := o.Request.Spec(onInterrupt, time.Now())
-	return spec, launchUsage(err)
+	return o.Request.Spec(onInterrupt, time.Now())
 }
 
 // candidates are the ranked offers to launch from: a saved ranking, or every
@@ -121,8 +110,7 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory.Factory, args
 		if len(args) > 0 {
 			return nil, usagef("--from %s and a query: the saved ranking already holds the offers", o.From)
 		}
-		ranked, err := launch.ReadRanked(o.From, o.Bid != "")
-		return ranked, launchUsage(err)
+		return launch.ReadRanked(o.From, o.Bid != "")
 	}
 	if o.query.Storage == 5 { // price the launch's own disk, not the search default
 		o.query.Storage = o.Disk

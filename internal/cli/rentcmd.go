@@ -78,7 +78,7 @@ func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
 	offerID := opts.OfferID
 	req, err := launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid}.CreateRequest()
 	if err != nil {
-		return launchUsage(err)
+		return err
 	}
 	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
 		return usageError{err}

@@ -3,13 +3,11 @@ package cli
 import (
 	"cmp"
 	"context"
-	"maps"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
-	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
@@ -196,7 +194,16 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 		return nil, err
 	}
 	defer release()
-	d, o, err := upDeps(ctx, f, opts, c, jf, path, id, orphanAfter)
+	d, o, err := f.UpDeps(ctx, factory.UpJob{Job: jf, File: path, ID: id, Coord: c, OrphanAfter: orphanAfter,
+		ResultsDir: opts.ResultsDir, CoordAddr: opts.CoordAddr, Resumed: opts.resumed, Poll: opts.poll,
+		Offers: func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
+			return upCandidates(ctx, f, jf, spec)
+		},
+		View: func() (func(launch.Event), func()) {
+			v := launch.NewView(f.IO, nil)
+			return v.Event, v.Stop
+		},
+		Choose: func() string { return job.AskChoice(opts.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }})
 	if err != nil {
 		return nil, err
 	}
@@ -211,61 +218,6 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 		rep.WriteText(f.IO.Out)
 	}
 	return rep, err
-}
-
-// upDeps builds the job's dependencies: the launch spec with the agent,
-// the market's lifecycle manager (reconciled), the nodes, the records.
-func upDeps(ctx context.Context, f *factory.Factory, opts *upOptions, c *coord.Running, jf *jobfile.Job, path, id string, orphanAfter time.Duration) (*job.Deps, job.Options, error) {
-	lo := &launchOptions{Request: job.LaunchRequest(jf, id), Coord: "auto", Items: jf.Items, OnShortHardware: jf.OnShortHardware,
-		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Ladder: job.Ladder(jf)}
-	spec, err := lo.spec(launch.InterruptKeep)
-	if err != nil {
-		return nil, job.Options{}, err
-	}
-	maps.Copy(spec.Create.Env, job.NodeEnv(jf))
-	wd := f.WorkdirOnNode()
-	spec.Sessions = job.Sessions(jf, wd)
-	if err := c.DB.SetValidation(ctx, id, job.CoordValidation(jf.Validate)); err != nil {
-		return nil, job.Options{}, err
-	}
-	if err := withAgent(ctx, f, &spec, lo); err != nil {
-		return nil, job.Options{}, err
-	}
-	if spec.Checks, err = launchChecks(ctx, f, lo, id); err != nil {
-		return nil, job.Options{}, err
-	}
-	if !job.JudgesHardware(jf) {
-		spec.Hardware = nil
-	}
-	m, err := f.Manager(ctx, factory.HolderName("up", path))
-	if err != nil {
-		return nil, job.Options{}, err
-	}
-	if err := launch.BeforeRenting(ctx, m, id, lo.Ladder); err != nil {
-		return nil, job.Options{}, err
-	}
-	recs, err := f.JobRecords(ctx)
-	if err != nil {
-		return nil, job.Options{}, err
-	}
-	_, viewer, err := c.DB.FleetTokens(ctx, id)
-	if err != nil {
-		return nil, job.Options{}, err
-	}
-	o := job.Options{Job: jf, File: path, ID: id, ResultsDir: opts.ResultsDir, Resumed: opts.resumed,
-		Dashboard: coord.DashboardURL(c.URL, viewer), ScanWorkdir: factory.ScanWorkdir, CoordAddr: job.AdvertisedAddr(opts.CoordAddr, c.Addr.String())}
-	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: c.Srv, Results: c.DB,
-		Nodes: f.JobNodes(m.P), Records: recs, Poll: opts.poll, WorkdirOnNode: wd,
-		Launcher: &factory.JobLauncher{F: f, M: m, Spec: spec, ID: id,
-			Offers: func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
-				return upCandidates(ctx, f, jf, spec)
-			},
-			View: func() (func(launch.Event), func()) {
-				v := launch.NewView(f.IO, nil)
-				return v.Event, v.Stop
-			}},
-		Choose: func() string { return job.AskChoice(opts.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }}
-	return d, o, nil
 }
 
 // upCandidates are the offers to launch from, best first, and for a

@@ -11,16 +11,14 @@ import (
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // UsageError is a request that contradicts itself or the command: the
-// user's input, refused before anything runs.
-type UsageError struct{ Err error }
+// user's input, refused before anything runs (exit 2).
+type UsageError = usage.Error
 
-func (e UsageError) Error() string { return e.Err.Error() }
-func (e UsageError) Unwrap() error { return e.Err }
-
-func usagef(format string, args ...any) error { return UsageError{fmt.Errorf(format, args...)} }
+func usagef(format string, args ...any) error { return usage.Errorf(format, args...) }
 
 // Request is a launch as asked (launch's flags, or a job file), before it
 // is checked and made a Spec.
@@ -153,7 +151,7 @@ func (r Request) pricing(typ string, typeSet bool) (string, error) {
 		return typ, nil
 	}
 	if _, err := ParseBid(r.Bid); err != nil {
-		return typ, UsageError{err}
+		return typ, UsageError{Err: err}
 	}
 	switch r.OnOutbid {
 	case "", OutbidReplace, OutbidRebid:
@@ -199,13 +197,13 @@ func (r Request) Spec(onInterrupt string, now time.Time) (Spec, error) {
 	if r.Bid != "" {
 		b, err := ParseBid(r.Bid)
 		if err != nil {
-			return Spec{}, UsageError{err}
+			return Spec{}, UsageError{Err: err}
 		}
 		b.OnOutbid = r.OnOutbid
 		spec.Bid = &b
 	}
 	if err := spec.WithDefaults().Validate(); err != nil {
-		return Spec{}, UsageError{err}
+		return Spec{}, UsageError{Err: err}
 	}
 	return spec, nil
 }
@@ -245,7 +243,7 @@ func (r Request) sessions() ([]Session, error) {
 func ReadRanked(path string, bid bool) ([]market.Ranked, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, UsageError{err}
+		return nil, UsageError{Err: err}
 	}
 	var ranked []market.Ranked
 	if err := json.Unmarshal(b, &ranked); err != nil {

@@ -1,0 +1,84 @@
+package factory
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/job"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/wire"
+)
+
+// UpJob is a job as up runs it: its task file, its name, the coordinator
+// started for it, and what the command gives of its own.
+type UpJob struct {
+	Job         *jobfile.Job
+	File, ID    string
+	Coord       *coord.Running
+	OrphanAfter time.Duration
+	// Options the command takes from its flags (job.Options).
+	ResultsDir, CoordAddr string
+	Resumed               *job.Record
+	Poll                  time.Duration
+	// Offers, View and Choose are JobLauncher.Offers, JobLauncher.View
+	// and job.Deps.Choose.
+	Offers func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error)
+	View   func() (event func(launch.Event), stop func())
+	Choose func() string
+}
+
+// UpDeps are a job's dependencies for job.Up: the launch spec with the
+// agent on every node, the market's lifecycle manager (reconciled), the
+// nodes, the records; the job's validation is registered with its
+// coordinator first.
+func (f *Factory) UpDeps(ctx context.Context, u UpJob) (*job.Deps, job.Options, error) {
+	jf, id := u.Job, u.ID
+	ladder := job.Ladder(jf)
+	req := job.LaunchRequest(jf, id)
+	spec, err := req.Spec(launch.InterruptKeep, time.Now())
+	if err != nil {
+		return nil, job.Options{}, err
+	}
+	maps.Copy(spec.Create.Env, job.NodeEnv(jf))
+	wd := f.WorkdirOnNode()
+	spec.Sessions = job.Sessions(jf, wd)
+	if err := u.Coord.DB.SetValidation(ctx, id, job.CoordValidation(jf.Validate)); err != nil {
+		return nil, job.Options{}, err
+	}
+	err = f.WithAgents(ctx, &spec, Agents{Coord: "auto", Items: jf.Items, OrphanAfter: u.OrphanAfter, OrphanPolicy: wire.PolicyStop,
+		Ladder: ladder, Onstart: req.Onstart, OnShortHardware: jf.OnShortHardware})
+	if err != nil {
+		return nil, job.Options{}, err
+	}
+	if spec.Checks, err = f.LaunchChecks(ctx, "", "auto", "", id); err != nil {
+		return nil, job.Options{}, err
+	}
+	if !job.JudgesHardware(jf) {
+		spec.Hardware = nil
+	}
+	m, err := f.Manager(ctx, HolderName("up", u.File))
+	if err != nil {
+		return nil, job.Options{}, err
+	}
+	if err := launch.BeforeRenting(ctx, m, id, ladder); err != nil {
+		return nil, job.Options{}, err
+	}
+	recs, err := f.JobRecords(ctx)
+	if err != nil {
+		return nil, job.Options{}, err
+	}
+	_, viewer, err := u.Coord.DB.FleetTokens(ctx, id)
+	if err != nil {
+		return nil, job.Options{}, err
+	}
+	o := job.Options{Job: jf, File: u.File, ID: id, ResultsDir: u.ResultsDir, Resumed: u.Resumed,
+		Dashboard: coord.DashboardURL(u.Coord.URL, viewer), ScanWorkdir: ScanWorkdir, CoordAddr: job.AdvertisedAddr(u.CoordAddr, u.Coord.Addr.String())}
+	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: u.Coord.Srv, Results: u.Coord.DB,
+		Nodes: f.JobNodes(m.P), Records: recs, Poll: u.Poll, WorkdirOnNode: wd,
+		Launcher: &JobLauncher{F: f, M: m, Spec: spec, ID: id, Offers: u.Offers, View: u.View}, Choose: u.Choose}
+	return d, o, nil
+}
