@@ -27,10 +27,7 @@ func newBalanceCmd(f *factory.Factory, runF func(context.Context, *balanceOption
 		Use:   "balance",
 		Short: "The account's credit balance",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return balanceRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, balanceRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
@@ -99,10 +96,7 @@ the node; a node that does not answer gives its container log instead.
 				}
 				opts.InstanceID = ids[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return logsRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, logsRun)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Tail, "tail", 200, "last N lines (0: all)")
@@ -169,10 +163,7 @@ func newRouteURLCmd(f *factory.Factory, scheme string, runF func(context.Context
 				return err
 			}
 			opts.ID = ids[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return routeURLRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, routeURLRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")

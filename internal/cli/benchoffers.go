@@ -76,10 +76,7 @@ one at a time (--parallel), since its machines share this computer's cores.`,
 				return usagef("--by %s and --score: pick one", opts.rank.By)
 			}
 			opts.Query = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return benchOffersRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, benchOffersRun)
 		},
 	}
 	opts.query.register(cmd)

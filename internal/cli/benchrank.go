@@ -43,10 +43,7 @@ func newBenchRankCmd(f *factory.Factory, runF func(context.Context, *benchRankOp
 The dump is generated with the recipe's --gen unless --file names one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return benchRankRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, benchRankRun)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Offers, "offers", 100_000, "offers in the generated dump and the simulated market")

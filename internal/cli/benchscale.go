@@ -68,10 +68,7 @@ line per phase and the summary last.`,
 			if cfg.SyncBytes < int64(cfg.SyncFiles) {
 				return usagef("--sync-mb %g in %d files: at least one byte a file", opts.SyncMB, cfg.SyncFiles)
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return benchScaleRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, benchScaleRun)
 		},
 	}
 	fl := cmd.Flags()

@@ -25,10 +25,7 @@ func newCollectCmd(f *factory.Factory, runF func(context.Context, *collectOption
 		Use:   "collect (--fleet F | --all | --id ID...) [--remote /workspace/project/results] [--to ./results]",
 		Short: "Pull results from nodes into TO/<fleet>/<node>/, only files that changed since the last collect",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return collectRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, collectRun)
 		},
 	}
 	fl := cmd.Flags()

@@ -71,10 +71,7 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.TunnelSet = cmd.Flags().Changed("tunnel")
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return coordRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, coordRun)
 		},
 	}
 	fl := cmd.Flags()

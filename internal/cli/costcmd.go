@@ -56,10 +56,7 @@ whole is an error, never $0.`,
 			if opts.Job != "" && !opts.Reconcile {
 				opts.Fleet = opts.Job
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return costRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, costRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")
@@ -146,10 +143,7 @@ func newExportCmd(f *factory.Factory, runF func(context.Context, *exportOptions)
 				return usagef("--format %q: use vast-instances, ssh-config, hostfile, env or torchrun", opts.Format)
 			}
 			opts.IDs = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return exportRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, exportRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "vast-instances", "output format")
@@ -205,10 +199,7 @@ func newImportCmd(f *factory.Factory, runF func(context.Context, *importOptions)
 				return usagef("--format %q: the supported format is vast-instances", opts.Format)
 			}
 			opts.File = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return importRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, importRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "vast-instances", "input format")

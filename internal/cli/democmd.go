@@ -53,10 +53,7 @@ cost report printed. The simulated instances run on this machine.`,
 			}
 			opts.DataDirGiven = cmd.Flags().Changed("data-dir")
 			opts.SimSpeedGiven = cmd.Flags().Changed("sim-speed")
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return demoRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, demoRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -171,10 +168,7 @@ func newHashworkCmd(f *factory.Factory, runF func(context.Context, *hashworkOpti
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return hashworkRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, hashworkRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "000", "hex prefix")

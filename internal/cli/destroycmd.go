@@ -45,10 +45,7 @@ tracks (or of one --fleet); it asks first unless --yes.`,
 				return err
 			}
 			opts.IDs = ids
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return destroyRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, destroyRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every tracked instance")
@@ -124,10 +121,7 @@ func newReconcileCmd(f *factory.Factory, runF func(context.Context, *reconcileOp
 			if (opts.Adopt || opts.AdoptForeign) && (opts.DestroyOrphans || opts.DestroyForeign) {
 				return usagef("--adopt and --destroy-*: pick one")
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return reconcileRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, reconcileRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.DestroyOrphans, "destroy-orphans", false, "destroy instances labelled by this data dir that it has no record of wanting")

@@ -43,10 +43,7 @@ a terminal behaves as it always does. --print prints the command instead.`,
 				return usagef("ssh takes one instance ID (use exec for several)")
 			}
 			opts.ID, opts.Command = ids[0], rest
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return sshRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, sshRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Print, "print", false, "print the OpenSSH command instead of running it")

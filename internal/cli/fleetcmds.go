@@ -33,10 +33,7 @@ func newCleanupCmd(f *factory.Factory, runF func(context.Context, *cleanupOption
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fleet = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return cleanupRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, cleanupRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the fleet and the destroyed instance ids as JSON")
@@ -92,10 +89,7 @@ func newHostsCmd(f *factory.Factory, runF func(context.Context, *hostsOptions) e
 				return usagef("machine ids are for --clear")
 			}
 			opts.MachineIDs = ids
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return hostsRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, hostsRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Clear, "clear", false, "forget the given machines (all when none are given)")
@@ -162,10 +156,7 @@ minutes.`,
 			if cfg.Count < 1 || cfg.Count > launch.MaxCount {
 				return usagef("--count %d: must be 1..%d", cfg.Count, launch.MaxCount)
 			}
-			if launchF != nil {
-				return launchF(cmd.Context(), opts)
-			}
-			return benchLaunchRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, launchF, benchLaunchRun)
 		},
 	}
 	bl.Flags().IntVar(&cfg.Count, "count", 300, "instances each strategy asks for")

@@ -64,10 +64,7 @@ func newStateCmd(f *factory.Factory, verb, short string, runF func(context.Conte
 				return err
 			}
 			opts.IDs = ids
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return stateRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, stateRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the ids acted on as JSON")

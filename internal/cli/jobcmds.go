@@ -33,10 +33,7 @@ func newStatusCmd(f *factory.Factory, runF func(context.Context, *statusOptions)
 			if len(args) == 1 {
 				opts.Job = args[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return statusRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, statusRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
@@ -89,10 +86,7 @@ named, and down then exits 3.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Job = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return downRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, downRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print the cost report as JSON")

@@ -119,10 +119,7 @@ or 'destroy' them); 2 a bad flag or query; 4 the API key was refused;
 			if err := opts.usage(); err != nil {
 				return err
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return launchRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, launchRun)
 		},
 	}
 	opts.query.register(cmd, "bid") // --bid takes a price here; -i still means --type bid

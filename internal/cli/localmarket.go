@@ -24,10 +24,7 @@ func newSimDaemonCmd(f *factory.Factory, runF func(context.Context, *simDaemonOp
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return simDaemonRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, simDaemonRun)
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Idle, "idle", localmarket.DefaultIdle, "end after this long with no command")
@@ -48,10 +45,7 @@ func newSimStopCmd(f *factory.Factory, runF func(context.Context, *simStopOption
 		Short: "Stop this data dir's local simulated marketplace (it saves; the next command starts it again)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return simStopRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, simStopRun)
 		},
 	}
 }

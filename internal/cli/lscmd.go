@@ -24,10 +24,7 @@ func newLsCmd(f *factory.Factory, runF func(context.Context, *lsOptions) error) 
 		Use:   "ls",
 		Short: "List instances vastfleet tracks, refreshed from the marketplace",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return lsRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, lsRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Fleet, "fleet", "", "only this fleet")

@@ -35,10 +35,7 @@ give together. --plot writes the same curve as an SVG or PNG image.`,
 		Example: `  vastfleet market depth -n 'rentable=True inet_up>=200 inet_down>=200 cpu_cores_effective>16 geolocation notin [CN,HK] dph_total<=5' --plot depth.svg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Query = args
-			if depthF != nil {
-				return depthF(cmd.Context(), opts)
-			}
-			return depthRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, depthF, depthRun)
 		},
 	}
 	opts.query.register(depth)

@@ -60,10 +60,7 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 			}
 			opts.Given = nil
 			cmd.Flags().Visit(func(fl *pflag.Flag) { opts.Given = append(opts.Given, fl.Name) })
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return planRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, planRun)
 		},
 	}
 	fl := cmd.Flags()

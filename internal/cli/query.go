@@ -39,10 +39,7 @@ keeping only the last one.`,
   vastfleet query parse --new -b 'num_gpus=1'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Query = args
-			if parseF != nil {
-				return parseF(cmd.Context(), opts)
-			}
-			return queryParseRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, parseF, queryParseRun)
 		},
 	}
 	opts.query.register(parse)

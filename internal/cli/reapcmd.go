@@ -44,10 +44,7 @@ instance, where ls shows it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.AfterSet = cmd.Flags().Changed("orphan-after")
 			opts.PolicySet = cmd.Flags().Changed("orphan-policy")
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return reapRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, reapRun)
 		},
 	}
 	fl := cmd.Flags()

@@ -80,10 +80,7 @@ Exit status: 0 when every node exited 0, 3 when some failed, 1 when all did.`,
 			}
 			opts.Command = strings.Join(args[dash:], " ")
 			opts.Nodes.IDs = args[:dash]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return execRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, execRun)
 		},
 	}
 	fl := cmd.Flags()

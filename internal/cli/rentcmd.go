@@ -50,10 +50,7 @@ takes over 5 minutes), then prints its ssh address.`,
 				return usagef("offer id %q: want a positive number from `vastfleet search`", args[0])
 			}
 			opts.OfferID = id
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return rentRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, rentRun)
 		},
 	}
 	fl := cmd.Flags()

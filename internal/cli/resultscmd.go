@@ -31,10 +31,7 @@ may. Without a server, say where the local up put them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Job = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return resultsRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, resultsRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.To, "to", "results", "the directory the job's results go under (as DIR/JOB)")

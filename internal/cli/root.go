@@ -132,6 +132,15 @@ func withNeeds(f *factory.Factory, cmd *cobra.Command, needs func(args []string)
 	return cmd
 }
 
+// run hands a command's parsed options to runF (tests) or to the
+// command's own run.
+func run[O any](cmd *cobra.Command, f *factory.Factory, opts O, runF func(context.Context, O) error, do func(context.Context, *factory.Factory, O) error) error {
+	if runF != nil {
+		return runF(cmd.Context(), opts)
+	}
+	return do(cmd.Context(), f, opts)
+}
+
 func newRootCmd(f *factory.Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vastfleet",

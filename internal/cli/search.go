@@ -202,10 +202,7 @@ slices until every matching offer is collected.`,
 			if opts.rank.Score != "" && opts.rank.By != "" {
 				return usagef("--by %s and --score: pick one", opts.rank.By)
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return searchRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, searchRun)
 		},
 	}
 	opts.query.register(cmd)

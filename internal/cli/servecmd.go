@@ -57,10 +57,7 @@ they guard against a server process dying, not the machine; see the
 README.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return serveRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, serveRun)
 		},
 	}
 	fl := cmd.Flags()

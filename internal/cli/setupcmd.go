@@ -41,10 +41,7 @@ Exit status: 0 when every node is set up, 3 when some failed, 1 when all did.`,
 				return usagef("give at least one --phase")
 			}
 			opts.Nodes.IDs = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return setupRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, setupRun)
 		},
 	}
 	fl := cmd.Flags()

@@ -28,10 +28,7 @@ API. Point vastfleet at it with --api-url http://ADDR (and --market sim), or the
 official vastai CLI with VAST_URL=http://ADDR.`,
 		Example: `  vastfleet sim serve --addr 127.0.0.1:8765 --seed 7 --faults none`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return simServeRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, simServeRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -89,10 +86,7 @@ func newSimResetCmd(f *factory.Factory, runF func(context.Context, *simResetOpti
 		Use:   "reset",
 		Short: "Start this data dir's simulated market afresh (stops the local market first; forgets its instances, ledger and clock)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return simResetRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, simResetRun)
 		},
 	}
 }

@@ -38,10 +38,7 @@ ones, with the deviation of each in percent.`,
 				return usagef("--seeds %q: give a range like 1-5 or a list like 1,3,7", opts.Seeds)
 			}
 			opts.seeds = seeds
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return simDepthRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, simDepthRun)
 		},
 	}
 	fl := cmd.Flags()

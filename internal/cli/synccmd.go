@@ -49,10 +49,7 @@ sent from here instead. --no-relay sends from here to every node.`,
 			if len(args) == 1 {
 				opts.Src = args[0]
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return syncRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, syncRun)
 		},
 	}
 	fl := cmd.Flags()

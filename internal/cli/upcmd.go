@@ -74,10 +74,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 				return usagef("--detach starts a new job; --job-id is for the background up it starts")
 			}
 			opts.coordAddrGiven = cmd.Flags().Changed("coord-addr")
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return upCmdRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, upCmdRun)
 		},
 	}
 	fl := cmd.Flags()

@@ -25,10 +25,7 @@ func newVersionCmd(f *factory.Factory, runF func(context.Context, *versionOption
 		Short: "Print the version and commit this binary was built from",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return versionRun(cmd.Context(), f, opts)
+			return run(cmd, f, opts, runF, versionRun)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &opts.JSONFlags, "print JSON")
