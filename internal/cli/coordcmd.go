@@ -3,32 +3,20 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/bootstrap"
 	"github.com/vastfleet/vastfleet/internal/coord"
-	"github.com/vastfleet/vastfleet/internal/depthplot"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 type coordOptions struct {
-	Addr         string
-	TLS          bool
-	AgentBin     string
-	OrphanAfter  time.Duration
-	OrphanPolicy string
-	Interval     time.Duration
-	Fleets       []string
-	DepthQuery   string
-	Tunnel       bool
-	TunnelSet    bool
-	TunnelBase   int
+	factory.CoordOptions
+	Fleets []string
 }
 
 func newCoordCmd(f *factory.Factory, runF func(context.Context, *coordOptions) error) *cobra.Command {
@@ -90,20 +78,14 @@ While it runs, agents whose coordinator falls silent for --orphan-after stop
 }
 
 func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error {
-	c, err := startCoord(ctx, f, opts)
+	c, err := f.StartCoord(ctx, &opts.CoordOptions)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	fmt.Fprintf(f.IO.ErrOut, "coordinator at %s (dead-man switch: agents %s their instance after %s without it)\n", c.URL, opts.OrphanPolicy, opts.OrphanAfter)
 	if opts.Tunnel {
-		fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: agents reach it on their node's 127.0.0.1:%d+ID%%10000 over vastfleet's SSH connections\n", opts.TunnelBase)
-		go func() {
-			if err := f.KeepTunnels(ctx, nodes.LoopbackOf(c.Addr), opts.TunnelBase, opts.Fleets); err != nil {
-				f.Log.Error("tunnels stopped", "err", err)
-				fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: %v\n", err)
-			}
-		}()
+		f.KeepTunnels(ctx, c, opts.TunnelBase, opts.Fleets)
 	}
 	if err := printDashboards(ctx, f, c, opts.Fleets); err != nil {
 		return err
@@ -122,25 +104,6 @@ func coordRun(ctx context.Context, f *factory.Factory, opts *coordOptions) error
 		return err
 	}
 	return nil
-}
-
-// startCoord starts a coordinator on opts.Addr (factory.StartCoord),
-// reached through tunnels by default on vast.ai with a loopback address.
-func startCoord(ctx context.Context, f *factory.Factory, opts *coordOptions) (*coord.Running, error) {
-	loopback, err := coord.CheckListen(opts.Addr, opts.TLS, opts.OrphanPolicy)
-	if err != nil {
-		return nil, err
-	}
-	if !opts.TunnelSet && f.Opts.Market == "vast" && loopback {
-		// Instances on vast.ai cannot reach a loopback coordinator otherwise.
-		opts.Tunnel = true
-	}
-	o := factory.CoordOptions{Addr: opts.Addr, TLS: opts.TLS, AgentBin: opts.AgentBin, OrphanAfter: opts.OrphanAfter,
-		OrphanPolicy: opts.OrphanPolicy, Interval: opts.Interval, MarketDepth: depthPlot(f, opts.DepthQuery)}
-	if opts.Tunnel {
-		o.TunnelBase = opts.TunnelBase
-	}
-	return f.StartCoord(ctx, o)
 }
 
 // printDashboards prints each fleet's dashboard link.
@@ -162,22 +125,4 @@ func printDashboards(ctx context.Context, f *factory.Factory, c *coord.Running, 
 		fmt.Fprintf(f.IO.Out, "%s\t%s\n", l[0], l[1])
 	}
 	return err
-}
-
-// depthPlot draws the depth curve of the offers query matches, ranked by
-// vCPU per $/hr, as `market depth --plot` does.
-func depthPlot(f *factory.Factory, query string) func(context.Context) ([]byte, error) {
-	if strings.TrimSpace(query) == "" {
-		return nil
-	}
-	return func(ctx context.Context) ([]byte, error) {
-		qf := queryFlags{NoDefault: true, Type: "on-demand", Order: "score-", Storage: 5, SweepLimit: 1000}
-		rf := rankFlags{byDefault: "vcpu"}
-		ranked, s, err := rankedOffers(ctx, f, &qf, &rf, strings.Fields(query), qf.SweepLimit)
-		if err != nil {
-			return nil, err
-		}
-		tops := []int{10, 30, 50, 100, 200, 300}
-		return []byte(depthplot.SVG(depthplot.Curve(ranked, 300, tops), tops, s.Name())), nil
-	}
 }

@@ -179,7 +179,7 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 	}
 	orphanAfter := cmp.Or(jf.OrphanAfter, wire.DefaultOrphanAft)
 	interval := job.HeartbeatInterval(f.Opts.Market == "sim")
-	c, err := startCoord(ctx, f, &coordOptions{Addr: opts.CoordAddr, TLS: !loopback, AgentBin: opts.AgentBin,
+	c, err := f.StartCoord(ctx, &factory.CoordOptions{Addr: opts.CoordAddr, TLS: !loopback, AgentBin: opts.AgentBin,
 		OrphanAfter: orphanAfter, OrphanPolicy: wire.PolicyStop, Interval: interval, DepthQuery: job.DepthQuery(jf)})
 	if err != nil {
 		return nil, err

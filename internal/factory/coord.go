@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/agentbin"
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/depthplot"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/search"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/termsafe"
 )
 
 // CoordOptions are what a coordinator is started with (coord, up).
@@ -22,17 +27,33 @@ type CoordOptions struct {
 	OrphanAfter  time.Duration
 	OrphanPolicy string
 	Interval     time.Duration // heartbeats told to agents
-	// TunnelBase is where agents dial their tunnel home (0: no tunnels).
-	TunnelBase int
-	// MarketDepth draws the dashboard's market-depth plot (nil: none).
-	MarketDepth func(context.Context) ([]byte, error)
+	// Tunnel: agents reach the coordinator through reverse SSH tunnels,
+	// dialling TunnelBase + instance id % 10000 on their node. Unless
+	// TunnelSet (the user said), StartCoord turns them on for vast.ai
+	// with a loopback address, which instances cannot reach otherwise.
+	Tunnel, TunnelSet bool
+	TunnelBase        int
+	// DepthQuery is the offers the dashboard's market-depth plot ranks
+	// (empty: no plot).
+	DepthQuery string
 }
 
 // StartCoord starts a coordinator (coord.Start) serving the agent binary
 // found for this market, its costs, members and bad hosts from this data
 // dir, on the market's clock; with the simulated marketplace the command
 // declared Needs.SimHosts, so the simulated machines run while it runs.
-func (f *Factory) StartCoord(ctx context.Context, o CoordOptions) (*coord.Running, error) {
+func (f *Factory) StartCoord(ctx context.Context, o *CoordOptions) (*coord.Running, error) {
+	loopback, err := coord.CheckListen(o.Addr, o.TLS, o.OrphanPolicy)
+	if err != nil {
+		return nil, err
+	}
+	if !o.TunnelSet && f.Opts.Market == "vast" && loopback {
+		o.Tunnel = true
+	}
+	tunnelBase := 0
+	if o.Tunnel {
+		tunnelBase = o.TunnelBase
+	}
 	dir, err := f.DataDir()
 	if err != nil {
 		return nil, err
@@ -50,14 +71,45 @@ func (f *Factory) StartCoord(ctx context.Context, o CoordOptions) (*coord.Runnin
 		return nil, err
 	}
 	clk := f.Clock()
-	return coord.Start(ctx, coord.Listen{Addr: o.Addr, Dir: dir, TLS: o.TLS, TunnelBase: o.TunnelBase}, coord.Config{
+	return coord.Start(ctx, coord.Listen{Addr: o.Addr, Dir: dir, TLS: o.TLS, TunnelBase: tunnelBase}, coord.Config{
 		Log: f.Log, Clock: clk, HeartbeatInterval: o.Interval,
 		OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy,
-		AgentBinary: agentBin, Costs: f.FleetCosts, MarketDepth: o.MarketDepth,
+		AgentBinary: agentBin, Costs: f.FleetCosts, MarketDepth: f.depthPlot(o.DepthQuery),
 		Members:  &fleet.Membership{Store: f.ReadStore, Provider: f.Provider, Log: f.Log},
 		BadHosts: launch.BadHosts{Store: f.ReadStore, Clock: clk}, RevokeEvery: fleet.RevokeEvery,
 		Durable: f.durable,
 	})
+}
+
+// depthPlot draws the depth curve of the offers query matches, ranked by
+// vCPU per $/hr, as `market depth --plot` does; nil for no query.
+func (f *Factory) depthPlot(query string) func(context.Context) ([]byte, error) {
+	if strings.TrimSpace(query) == "" {
+		return nil
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		q, warnings, err := search.ParseQuery(strings.Fields(query), market.ParseOptions{NoDefault: true, Type: "on-demand", Order: "score-", Storage: 5, Strict: true})
+		for _, w := range warnings {
+			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", termsafe.Line(string(w)))
+		}
+		if err != nil {
+			return nil, err
+		}
+		s, err := market.ScoreBy("vcpu")
+		if err != nil {
+			return nil, err
+		}
+		p, err := f.Provider(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ranked, err := search.Live(ctx, p, q, search.Options{Sweep: 1000, Page: 1000, Scorer: s, Notes: f.IO.ErrOut})
+		if err != nil {
+			return nil, err
+		}
+		tops := []int{10, 30, 50, 100, 200, 300}
+		return []byte(depthplot.SVG(depthplot.Curve(ranked, 300, tops), tops, s.Name())), nil
+	}
 }
 
 // reapEvery is how often, in market time, a running coordinator applies

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
@@ -112,16 +113,29 @@ func (f *Factory) SyncNodes(ctx context.Context, p provider.Provider, ns []nodes
 	return rows, nil
 }
 
-// KeepTunnels keeps a reverse tunnel to every running instance
-// (nodes.Tunnels) until ctx ends.
-func (f *Factory) KeepTunnels(ctx context.Context, local string, base int, fleets []string) error {
-	p, err := f.Provider(ctx)
+// KeepTunnels keeps a reverse tunnel from every running instance of
+// fleets (all when none) to the coordinator c (nodes.Tunnels), from base,
+// in the background until ctx ends; it says so, and why it stopped if it
+// did.
+func (f *Factory) KeepTunnels(ctx context.Context, c *coord.Running, base int, fleets []string) {
+	fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: agents reach it on their node's 127.0.0.1:%d+ID%%10000 over vastfleet's SSH connections\n", base)
+	go f.keepTunnels(ctx, c, base, fleets)
+}
+
+func (f *Factory) keepTunnels(ctx context.Context, c *coord.Running, base int, fleets []string) {
+	err := func() error {
+		p, err := f.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		ops, err := f.NodeOps(p, 64)
+		if err != nil {
+			return err
+		}
+		return (&nodes.Tunnels{Store: f.ReadStore, Provider: p, Ops: ops, Log: f.Log, Base: base, Local: nodes.LoopbackOf(c.Addr), Fleets: fleets}).Keep(ctx)
+	}()
 	if err != nil {
-		return err
+		f.Log.Error("tunnels stopped", "err", err)
+		fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: %v\n", err)
 	}
-	ops, err := f.NodeOps(p, 64)
-	if err != nil {
-		return err
-	}
-	return (&nodes.Tunnels{Store: f.ReadStore, Provider: p, Ops: ops, Log: f.Log, Base: base, Local: local, Fleets: fleets}).Keep(ctx)
 }
