@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -121,20 +120,11 @@ func benchOffersRun(ctx context.Context, f *factory.Factory, opts *benchOffersOp
 	if err != nil {
 		return err
 	}
-	m, err := f.Manager(ctx, factory.HolderName("bench", "offers", "--fleet", name))
+	d, parallel, err := f.OfferBench(ctx, factory.HolderName("bench", "offers", "--fleet", name), opts.Parallel)
 	if err != nil {
 		return err
 	}
-	f.RegisterFleetKey(ctx, m.P)
-	parallel := opts.Parallel
-	if parallel == 0 && f.Opts.Market == "sim" {
-		parallel = 1
-	}
-	ops, err := f.NodeOps(m.P, max(parallel, 1))
-	if err != nil {
-		return err
-	}
-	res, err := offerbench.Run(ctx, offerbench.Deps{Manager: m, Ops: ops}, cands, offerbench.Config{
+	res, err := offerbench.Run(ctx, d, cands, offerbench.Config{
 		Probe: opts.Probe, Top: opts.Top, Timeout: opts.Timeout, BootTimeout: opts.BootTimeout,
 		Parallel: parallel, Fleet: name, Create: create, Log: f.IO.ErrOut,
 	})
@@ -165,40 +155,13 @@ func reportBenchOffers(f *factory.Factory, opts *benchOffersOptions, res offerbe
 	return nodes.FanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
 }
 
-// probedOffers runs a task file's probe: on one instance of each of the
-// top machine types of ranked (a fleet of its own, destroyed at the
-// end), then the offers ordered by measured units per dollar. A probe
-// that passes nowhere stops the job: the benchmark is broken, or no
-// machine runs it.
+// probedOffers runs a task file's probe (offerbench.ProbeJob) in a
+// fleet of its own.
 func probedOffers(ctx context.Context, f *factory.Factory, jf *jobfile.Job, ranked []market.Ranked) ([]market.Ranked, error) {
-	p := jf.Probe
 	name := "probe-" + time.Now().UTC().Format("20060102-150405")
-	m, err := f.Manager(ctx, factory.HolderName("up", "probe", name))
+	d, parallel, err := f.OfferBench(ctx, factory.HolderName("up", "probe", name), 0)
 	if err != nil {
 		return nil, err
 	}
-	f.RegisterFleetKey(ctx, m.P)
-	parallel := 0
-	if f.Opts.Market == "sim" {
-		parallel = 1 // the simulated machines share this computer's cores
-	}
-	ops, err := f.NodeOps(m.P, max(parallel, 1))
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(f.IO.ErrOut, "probe: running %q on one instance of each of the top %d machine types (fleet %s)\n", p.Command, cmp.Or(p.Top, offerbench.DefaultTop), name)
-	res, err := offerbench.Run(ctx, offerbench.Deps{Manager: m, Ops: ops}, ranked, offerbench.Config{
-		Probe: p.Command, Top: cmp.Or(p.Top, offerbench.DefaultTop), Timeout: p.Timeout, BootTimeout: launch.DefaultBootTimeout,
-		Parallel: parallel, Fleet: name, Create: launch.Create(cmp.Or(jf.Image, launch.DefaultImage), cmp.Or(jf.Disk, launch.DefaultDisk)), Log: f.IO.ErrOut,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := res.WriteText(f.IO.ErrOut); err != nil {
-		return nil, err
-	}
-	if len(res.Ranking) == 0 {
-		return nil, usagef("probe: it passed on none of the %d machine types (see the table): fix the probe command, or remove probe:", len(res.Rows))
-	}
-	return offerbench.Rerank(ranked, res), nil
+	return offerbench.ProbeJob(ctx, d, ranked, jf, name, parallel, f.IO.ErrOut)
 }

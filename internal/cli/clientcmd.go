@@ -155,17 +155,7 @@ func newContextCmd(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, cs.Rows(), []string{"CURRENT", "NAME", "URL", "TOKEN"},
-				func(r server.ContextRow) []string {
-					cur, tok := "", ""
-					if r.Current {
-						cur = "*"
-					}
-					if r.HasToken {
-						tok = "yes"
-					}
-					return []string{cur, r.Name, r.URL, tok}
-				})
+			return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, cs.Rows(), server.ContextHeader, server.ContextRow.Cells)
 		},
 	}
 	cmdutil.AddJSONFlags(ls.Flags(), &opts.JSONFlags, "print JSON")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +13,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/plan"
 )
@@ -148,7 +146,7 @@ func planRun(ctx context.Context, f *factory.Factory, opts *planOptions) error {
 func planRent(ctx context.Context, f *factory.Factory, opts *planOptions, task plan.Task, req plan.Req, res plan.Result) error {
 	pick := opts.Rent
 	if pick == 0 && f.IO.InTTY && f.IO.OutTTY && !opts.JSON && len(res.Options) > 0 {
-		pick = askPick(f.IO, len(res.Options))
+		pick = f.IO.Pick(len(res.Options))
 	}
 	if pick == 0 {
 		return nil
@@ -160,17 +158,6 @@ func planRent(ctx context.Context, f *factory.Factory, opts *planOptions, task p
 		return usagef("every option costs more than --max-budget $%.2f: nothing rented (raise the budget, shorten the task or quantize)", task.MaxBudget)
 	}
 	return rentOption(ctx, f, opts, req, res.Options[pick-1])
-}
-
-func askPick(ios *iostreams.IOStreams, n int) int {
-	fmt.Fprintf(ios.ErrOut, "Rent which option? [1-%d, Enter for none] ", n)
-	var answer string
-	fmt.Fscanln(ios.In, &answer)
-	k, err := strconv.Atoi(strings.TrimSpace(answer))
-	if err != nil || k < 1 || k > n {
-		return 0
-	}
-	return k
 }
 
 func rentOption(ctx context.Context, f *factory.Factory, opts *planOptions, req plan.Req, o plan.Option) error {

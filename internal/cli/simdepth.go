@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -57,14 +56,7 @@ func simDepthRun(ctx context.Context, f *factory.Factory, opts *simDepthOptions)
 	if opts.JSON {
 		return jsonarray.Write(opts.Out(f.IO.Out), rows)
 	}
-	t := cmdutil.NewTable(f.IO.Out, "SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV")
-	for _, r := range rows {
-		t.Row(strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.N),
-			fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.PubVCPU), fmt.Sprintf("%+.0f%%", r.VCPUDevPct),
-			fmt.Sprintf("%.0f", r.RAMGB), fmt.Sprintf("%.0f", r.PubRAMGB), fmt.Sprintf("%+.0f%%", r.RAMGBDevPct),
-			fmt.Sprintf("%.2f", r.DPH), fmt.Sprintf("%.2f", r.PubDPH), fmt.Sprintf("%+.0f%%", r.DPHDevPct))
-	}
-	if err := t.Flush(); err != nil {
+	if err := cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, sim.DepthHeader, sim.DepthComparison.Cells); err != nil {
 		return err
 	}
 	fmt.Fprintf(f.IO.ErrOut, "largest deviation from the published table: %.1f%%\n", sim.WorstDeviation(rows))

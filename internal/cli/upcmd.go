@@ -233,7 +233,7 @@ func upCandidates(ctx context.Context, f *factory.Factory, jf *jobfile.Job, spec
 	}
 	var ask func(int) int
 	if jf.Option == "" && f.IO.InTTY && f.IO.ErrTTY {
-		ask = func(n int) int { return askPick(f.IO, n) }
+		ask = func(n int) int { return f.IO.Pick(n) }
 	}
 	return job.PlanOffers(ctx, jf, job.Planner{Out: f.IO.ErrOut, Ask: ask,
 		Search: func(ctx context.Context, req plan.Req) ([]market.Offer, error) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/coord"
 	"github.com/vastfleet/vastfleet/internal/nodes"
+	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/remote"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -138,4 +139,25 @@ func (f *Factory) keepTunnels(ctx context.Context, c *coord.Running, base int, f
 		f.Log.Error("tunnels stopped", "err", err)
 		fmt.Fprintf(f.IO.ErrOut, "reverse tunnels: %v\n", err)
 	}
+}
+
+// OfferBench is what bench offers and a task file's probe rent and reach
+// the probed instances with: the manager (holder, its fleet key
+// registered) and node operations for parallel probes at once, and that
+// number: 0 is all, or one at a time on the simulator, whose machines
+// share this computer's cores.
+func (f *Factory) OfferBench(ctx context.Context, holder string, parallel int) (offerbench.Deps, int, error) {
+	m, err := f.Manager(ctx, holder)
+	if err != nil {
+		return offerbench.Deps{}, 0, err
+	}
+	f.RegisterFleetKey(ctx, m.P)
+	if parallel == 0 && f.Opts.Market == "sim" {
+		parallel = 1
+	}
+	ops, err := f.NodeOps(m.P, max(parallel, 1))
+	if err != nil {
+		return offerbench.Deps{}, 0, err
+	}
+	return offerbench.Deps{Manager: m, Ops: ops}, parallel, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/term"
@@ -52,4 +53,17 @@ func (s *IOStreams) Confirm(question string) bool {
 	fmt.Fscanln(s.In, &answer)
 	answer = strings.ToLower(strings.TrimSpace(answer))
 	return answer == "y" || answer == "yes"
+}
+
+// Pick asks which of n options to take: 1 to n, or 0 for none (Enter, or
+// an answer out of range).
+func (s *IOStreams) Pick(n int) int {
+	fmt.Fprintf(s.ErrOut, "Rent which option? [1-%d, Enter for none] ", n)
+	var answer string
+	fmt.Fscanln(s.In, &answer)
+	k, err := strconv.Atoi(strings.TrimSpace(answer))
+	if err != nil || k < 1 || k > n {
+		return 0
+	}
+	return k
 }

@@ -1,12 +1,18 @@
 package offerbench
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // WriteText writes the result as bench offers and a task file's probe
@@ -36,4 +42,29 @@ func (res Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "the listing's $/vCPU pick (offer %d) has no measurement\n", res.ListingPick)
 	}
 	return nil
+}
+
+// ProbeJob runs a task file's probe (probe:) on one instance of each of
+// the top machine types of ranked, a fleet of its own (name) destroyed at
+// the end, its table on log, and gives the offers ordered by measured
+// units per dollar (Rerank). A probe that passes nowhere stops the job:
+// the benchmark is broken, or no machine runs it.
+func ProbeJob(ctx context.Context, d Deps, ranked []market.Ranked, jf *jobfile.Job, name string, parallel int, log io.Writer) ([]market.Ranked, error) {
+	p := jf.Probe
+	top := cmp.Or(p.Top, DefaultTop)
+	fmt.Fprintf(log, "probe: running %q on one instance of each of the top %d machine types (fleet %s)\n", p.Command, top, name)
+	res, err := Run(ctx, d, ranked, Config{
+		Probe: p.Command, Top: top, Timeout: p.Timeout, BootTimeout: launch.DefaultBootTimeout,
+		Parallel: parallel, Fleet: name, Create: launch.Create(cmp.Or(jf.Image, launch.DefaultImage), cmp.Or(jf.Disk, launch.DefaultDisk)), Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := res.WriteText(log); err != nil {
+		return nil, err
+	}
+	if len(res.Ranking) == 0 {
+		return nil, usage.Errorf("probe: it passed on none of the %d machine types (see the table): fix the probe command, or remove probe:", len(res.Rows))
+	}
+	return Rerank(ranked, res), nil
 }

@@ -96,6 +96,21 @@ type ContextRow struct {
 	HasToken bool   `json:"has_token"`
 }
 
+// ContextHeader names the columns of ContextRow.Cells.
+var ContextHeader = []string{"CURRENT", "NAME", "URL", "TOKEN"}
+
+// Cells is the context as context ls shows it: the current one marked.
+func (r ContextRow) Cells() []string {
+	cur, tok := "", ""
+	if r.Current {
+		cur = "*"
+	}
+	if r.HasToken {
+		tok = "yes"
+	}
+	return []string{cur, r.Name, r.URL, tok}
+}
+
 // Rows are the contexts as `context ls` lists them: Local first, then by
 // name; never the tokens.
 func (c *Contexts) Rows() []ContextRow {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -20,6 +21,17 @@ type DepthComparison struct {
 	VCPUDevPct  float64 `json:"vcpu_dev_pct"`
 	RAMGBDevPct float64 `json:"ram_gb_dev_pct"`
 	DPHDevPct   float64 `json:"dph_dev_pct"`
+}
+
+// DepthHeader names the columns of DepthComparison.Cells.
+var DepthHeader = []string{"SEED", "TOP", "VCPU", "PUBLISHED", "DEV", "RAM GB", "PUBLISHED", "DEV", "$/HR", "PUBLISHED", "DEV"}
+
+// Cells is the comparison as sim depth's table shows it.
+func (r DepthComparison) Cells() []string {
+	return []string{strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.N),
+		fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.PubVCPU), fmt.Sprintf("%+.0f%%", r.VCPUDevPct),
+		fmt.Sprintf("%.0f", r.RAMGB), fmt.Sprintf("%.0f", r.PubRAMGB), fmt.Sprintf("%+.0f%%", r.RAMGBDevPct),
+		fmt.Sprintf("%.2f", r.DPH), fmt.Sprintf("%.2f", r.PubDPH), fmt.Sprintf("%+.0f%%", r.DPHDevPct)}
 }
 
 // ParseSeeds reads "1-5" (at most 1,000 seeds) or "1,3,7"; false when s
