@@ -17,10 +17,3 @@ func withAgent(ctx context.Context, f *factory.Factory, spec *launch.Spec, o *la
 	return f.WithAgents(ctx, spec, factory.Agents{Coord: o.Coord, CoordSHA256: o.CoordSHA256, Items: o.Items,
 		OrphanAfter: o.OrphanAfter, OrphanPolicy: o.OrphanPolicy, Ladder: o.Ladder, Onstart: o.Onstart, OnShortHardware: o.OnShortHardware})
 }
-
-// launchChecks are the launch's gates (factory.LaunchChecks): the SSH
-// handshake (--ready-check) and, with --coord, the boot probes the
-// coordinator holds.
-func launchChecks(ctx context.Context, f *factory.Factory, o *launchOptions, fleetName string) (launch.Checks, error) {
-	return f.LaunchChecks(ctx, o.ReadyCheck, o.Coord, o.CoordSHA256, fleetName)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -172,4 +173,21 @@ func WaitFor(ctx context.Context, cond Condition, count int, poll func(context.C
 			return nil, last, err
 		}
 	}
+}
+
+// WaitForWindow polls the market every 10 minutes until the top count
+// offers meet asked (launch --wait-for), or max passes, saying so on log.
+func WaitForWindow(ctx context.Context, asked string, count int, poll func(context.Context) ([]market.Ranked, error),
+	max time.Duration, clk clock.Clock, log io.Writer) ([]market.Ranked, error) {
+	cond, err := ParseWaitFor(asked)
+	if err != nil {
+		return nil, usagef("--wait-for: %v", err)
+	}
+	fmt.Fprintf(log, "waiting for %s (checking every 10m, at most %s)\n", asked, max)
+	ranked, m, err := WaitFor(ctx, cond, count, poll, 10*time.Minute, max, clk)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "price window open: top %d give %.0f vCPU at $%.3f/hr\n", m.N, m.VCPU, m.DPH)
+	return ranked, nil
 }
