@@ -10,7 +10,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
-	"github.com/vastfleet/vastfleet/internal/nodes"
 )
 
 type destroyOptions struct {
@@ -70,18 +69,7 @@ func destroyRun(ctx context.Context, f *factory.Factory, opts *destroyOptions) e
 		Known:   func(ctx context.Context, ids []int64) error { return knownIDs(ctx, m.S, ids) },
 		Confirm: func(n int) bool { return opts.Yes || f.IO.Confirm(fmt.Sprintf("Destroy %d instance(s)?", n)) }}
 	if !opts.Force {
-		req.Guard = func(ctx context.Context, ids []int64) error {
-			if opts.Collect {
-				if err := f.CollectBeforeDestroy(ctx, m.S, ids, opts.Results); err != nil {
-					return err
-				}
-			}
-			left, err := f.Uncollected(ctx, m.S, ids, opts.Results)
-			if err != nil {
-				return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
-			}
-			return nodes.UncollectedError(ids, left)
-		}
+		req.Guard = f.ResultsGuard(m.S, opts.Collect, opts.Results)
 	}
 	ids, err = m.DestroyAsked(ctx, req)
 	switch {

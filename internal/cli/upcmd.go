@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,36 +90,9 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 	fl.StringVar(&opts.Resume, "resume", "", "continue JOB after its up ended without finishing (crash, kill -9): the coordinator comes back on its address, the run is watched to its end, then collect, destroy, report")
 	return withNeeds(f, cmd, func(args []string) factory.Needs {
 		n := upNeeds(nil)
-		n.Market = upMarket(f, opts, args)
+		n.Market = f.TaskMarket(opts.Resume, strings.Join(args, " "))
 		return n
 	})
-}
-
-// upMarket is the market up's task file chooses (market: or gpu:), read
-// before the factory is built; "" when it chooses none or the job runs
-// on a server, or when the file cannot be read: up then says why, as it
-// reads it again to run it.
-func upMarket(f *factory.Factory, opts *upOptions, args []string) string {
-	if cl, err := f.ServerClient(); err != nil || cl != nil {
-		return ""
-	}
-	path := jobfile.DefaultName
-	switch {
-	case opts.Resume != "" && len(args) == 0:
-		// The job's own task file, as the store recorded it.
-		rec, err := loadJob(context.Background(), f, opts.Resume)
-		if err != nil {
-			return ""
-		}
-		path = rec.File
-	case len(args) == 1:
-		path = args[0]
-	}
-	jf, err := jobfile.Load(path)
-	if err != nil {
-		return ""
-	}
-	return jf.Market
 }
 
 // upCmdRun is `up` once its flags are parsed: a fresh job from its task

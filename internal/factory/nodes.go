@@ -68,10 +68,10 @@ func (f *Factory) runningNodes(ctx context.Context, st *store.Store, ids []int64
 	return ns, o, err
 }
 
-// Uncollected returns the running instances among ids whose results
+// uncollected returns the running instances among ids whose results
 // directory holds a file newer than their last collect (or any file, never
 // collected), and the ones that could not be checked.
-func (f *Factory) Uncollected(ctx context.Context, st *store.Store, ids []int64, resultsDir string) (map[int64]string, error) {
+func (f *Factory) uncollected(ctx context.Context, st *store.Store, ids []int64, resultsDir string) (map[int64]string, error) {
 	ns, o, err := f.runningNodes(ctx, st, ids)
 	if o == nil {
 		return map[int64]string{}, err
@@ -89,9 +89,9 @@ func (f *Factory) CollectNodes(ctx context.Context, p provider.Provider, ns []no
 	return o.Collect(ctx, ns, remoteDir, to, parallel)
 }
 
-// CollectBeforeDestroy is destroy --collect: every running node's results
+// collectBeforeDestroy is destroy --collect: every running node's results
 // into ./results, refusing the destroy when a node could not be collected.
-func (f *Factory) CollectBeforeDestroy(ctx context.Context, st *store.Store, ids []int64, resultsDir string) error {
+func (f *Factory) collectBeforeDestroy(ctx context.Context, st *store.Store, ids []int64, resultsDir string) error {
 	ns, o, err := f.runningNodes(ctx, st, ids)
 	if o == nil {
 		return err
@@ -160,4 +160,23 @@ func (f *Factory) OfferBench(ctx context.Context, holder string, parallel int) (
 		return offerbench.Deps{}, 0, err
 	}
 	return offerbench.Deps{Manager: m, Ops: ops}, parallel, nil
+}
+
+// ResultsGuard is what destroy checks before it destroys ids
+// (fleet.DestroyRequest.Guard): with collect, every running node's
+// results collected first; then no node may hold results newer than its
+// last collect (nodes.UncollectedError).
+func (f *Factory) ResultsGuard(st *store.Store, collect bool, resultsDir string) func(context.Context, []int64) error {
+	return func(ctx context.Context, ids []int64) error {
+		if collect {
+			if err := f.collectBeforeDestroy(ctx, st, ids, resultsDir); err != nil {
+				return err
+			}
+		}
+		left, err := f.uncollected(ctx, st, ids, resultsDir)
+		if err != nil {
+			return fmt.Errorf("checking for uncollected results: %w (--force destroys without checking)", err)
+		}
+		return nodes.UncollectedError(ids, left)
+	}
 }

@@ -1,6 +1,7 @@
 package factory
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"time"
@@ -81,4 +82,33 @@ func (f *Factory) UpDeps(ctx context.Context, u UpJob) (*job.Deps, job.Options, 
 		Nodes: f.JobNodes(m.P), Records: recs, Poll: u.Poll, WorkdirOnNode: wd,
 		Launcher: &JobLauncher{F: f, M: m, Spec: spec, ID: id, Offers: u.Offers, View: u.View}, Choose: u.Choose}
 	return d, o, nil
+}
+
+// TaskMarket is the market an up's task file chooses (market: or gpu:),
+// read before the factory is built, for the up's Needs: the file given
+// (jobfile.DefaultName when none), or with resume the job's own, as the
+// store recorded it. "" when it chooses none or the job runs on a
+// server, or when the file cannot be read: up then says why, as it reads
+// it again to run it.
+func (f *Factory) TaskMarket(resume, file string) string {
+	if cl, err := f.ServerClient(); err != nil || cl != nil {
+		return ""
+	}
+	path := cmp.Or(file, jobfile.DefaultName)
+	if resume != "" && file == "" {
+		recs, err := f.JobRecords(context.Background())
+		if err != nil {
+			return ""
+		}
+		rec, err := recs.Load(context.Background(), resume)
+		if err != nil {
+			return ""
+		}
+		path = rec.File
+	}
+	jf, err := jobfile.Load(path)
+	if err != nil {
+		return ""
+	}
+	return jf.Market
 }
