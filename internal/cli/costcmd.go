@@ -111,9 +111,6 @@ func reconcileCostRun(ctx context.Context, f *factory.Factory, m *fleet.Manager,
 	return cmdutil.WriteTable(f.IO.Out, bill.ReconcileColumns, rep.Rows())
 }
 
-// The report's amounts, as bill writes them.
-func money(v float64) string { return bill.Dollars(v) }
-
 // exportOptions is what `export` was asked.
 type exportOptions struct {
 	Format string

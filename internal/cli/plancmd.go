@@ -12,7 +12,6 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
-	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/plan"
 )
@@ -161,32 +160,10 @@ func planRent(ctx context.Context, f *factory.Factory, opts *planOptions, task p
 }
 
 func rentOption(ctx context.Context, f *factory.Factory, opts *planOptions, req plan.Req, o plan.Option) error {
-	image := opts.Task.Image
-	if image == "" {
-		image = launch.DefaultImage
-	}
 	m, err := f.Manager(ctx, factory.HolderName("plan", "--rent", strconv.Itoa(o.Rank)))
 	if err != nil {
 		return err
 	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return fmt.Errorf("reconcile before renting: %w", err)
-	}
-	hours, total := o.EstHours, o.EstTotal
-	rec, err := m.Rent(ctx, fleet.RentRequest{
-		Fleet: opts.Fleet, Offer: o.Offer, OfferID: o.OfferID,
-		Create:   launch.Create(image, req.DiskGB),
-		EstHours: &hours, EstCost: &total, Experiment: opts.Task.Model,
-		ImageGB: req.ImageGB, // the size the plan's transfer cost was estimated at
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f.IO.ErrOut, "rented option %d (offer %d) as instance %d; waiting for it to run\n", o.Rank, o.OfferID, rec.ID)
-	rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.IO.ErrOut)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f.IO.ErrOut, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, cmdutil.Dash(rec.SSHURL), hours, money(total))
-	return nil
+	return launch.RentPlanned(ctx, m, launch.PlannedRental{Fleet: opts.Fleet, Image: opts.Task.Image, Model: opts.Task.Model,
+		Req: req, Option: o, Timeout: opts.Timeout}, f.IO.ErrOut)
 }
