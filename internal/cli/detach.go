@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
@@ -40,10 +37,7 @@ func detachUp(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobf
 		return err
 	}
 	id := job.NewID(jf.Name)
-	args := slices.DeleteFunc(slices.Clone(os.Args[1:]), func(a string) bool {
-		return a == "--detach" || strings.HasPrefix(a, "--detach=")
-	})
-	bg, err := job.Detach(ctx, job.DetachOptions{JobsDir: dir, ID: id, Exe: exe, Args: append(args, "--job-id", id),
+	bg, err := job.Detach(ctx, job.DetachOptions{JobsDir: dir, ID: id, Exe: exe, Args: job.BackgroundArgs(os.Args[1:], id),
 		Load:   func(ctx context.Context, id string) (*job.Record, error) { return loadJob(ctx, f, id) },
 		ErrOut: f.IO.ErrOut, Quiet: opts.JSON})
 	if bg == nil || err != nil {
@@ -52,7 +46,6 @@ func detachUp(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobf
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.Out(f.IO.Out), bg)
 	}
-	fmt.Fprintf(f.IO.Out, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
-		id, bg.State, bg.PID, cmdutil.Dash(bg.Dashboard), id, id, bg.Log, id)
+	bg.WriteText(f.IO.Out)
 	return nil
 }

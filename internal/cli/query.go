@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -53,21 +52,11 @@ func queryParseRun(_ context.Context, f *factory.Factory, opts *queryParseOption
 	if err != nil {
 		return err
 	}
-	method, path, body := vast.SearchRequest(query, opts.query.New)
+	method, path, body, err := vast.SearchBodyJSON(query, opts.query.New, true)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(f.IO.ErrOut, "%s %s\n", method, path)
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	// Re-marshal through a map so every level prints with sorted keys.
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	out, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f.IO.Out, string(out))
+	_, err = fmt.Fprintln(f.IO.Out, string(body))
 	return err
 }

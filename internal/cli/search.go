@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -264,8 +263,7 @@ func explainSearch(w io.Writer, opts *searchOptions, q market.Query, s market.Sc
 	if !opts.All && opts.From == "" {
 		q = search.OnePageQuery(q, s, opts.query.SweepLimit)
 	}
-	method, path, sent := vast.SearchRequest(q, opts.query.New)
-	body, err := json.Marshal(sent)
+	method, path, body, err := vast.SearchBodyJSON(q, opts.query.New, false)
 	if err != nil {
 		return err
 	}

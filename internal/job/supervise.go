@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/filelock"
 	"github.com/vastfleet/vastfleet/internal/procgroup"
 	"github.com/vastfleet/vastfleet/internal/usage"
@@ -207,4 +210,21 @@ func Select(ctx context.Context, recs *Records, id string) ([]*Record, error) {
 		return nil, err
 	}
 	return []*Record{rec}, nil
+}
+
+// BackgroundArgs are the arguments of the background up that `up
+// --detach` (args) starts: the same, less --detach, naming the job id.
+func BackgroundArgs(args []string, id string) []string {
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {
+		return a == "--detach" || strings.HasPrefix(a, "--detach=")
+	})
+	return append(args, "--job-id", id)
+}
+
+// WriteText says where the detached job runs and how to follow and stop
+// it.
+func (bg *Detached) WriteText(w io.Writer) {
+	id := bg.Job
+	fmt.Fprintf(w, "job %s is %s in the background (pid %d)\n  dashboard  %s\n  follow     vastfleet status %s; vastfleet logs %s; its up's output: %s\n  stop       vastfleet down %s  (collects, destroys, prints the cost report)\n",
+		id, bg.State, bg.PID, cmdutil.Dash(bg.Dashboard), id, id, bg.Log, id)
 }

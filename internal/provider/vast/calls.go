@@ -27,6 +27,23 @@ func SearchRequest(q market.Query, newForm bool) (method, path string, body any)
 	return http.MethodPost, "/api/v0/bundles/", q
 }
 
+// SearchBodyJSON is SearchRequest with its body as JSON: compact, or
+// with sorted, indented at every level with sorted keys, for comparison
+// with what the vastai CLI prints.
+func SearchBodyJSON(q market.Query, newForm, sorted bool) (method, path string, body []byte, err error) {
+	method, path, v := SearchRequest(q, newForm)
+	if body, err = json.Marshal(v); err != nil || !sorted {
+		return method, path, body, err
+	}
+	// Re-marshal through a map so every level prints with sorted keys.
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return "", "", nil, err
+	}
+	body, err = json.MarshalIndent(m, "", "  ")
+	return method, path, body, err
+}
+
 // newSearchBody is the body of the --new search form.
 type newSearchBody struct {
 	SelectCols []string     `json:"select_cols"`
