@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/launch/launchbench"
-	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
@@ -110,19 +108,9 @@ func hostsRun(ctx context.Context, f *factory.Factory, opts *hostsOptions) error
 		fmt.Fprintln(f.IO.ErrOut, "cleared")
 		return nil
 	}
-	// Bad hosts expire in the marketplace's time: with the simulator,
-	// open it for its clock (if another process has it, wall time).
-	if f.Opts.Market == "sim" {
-		if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
-			return err
-		}
-	}
-	hs, err := st.BadHosts(ctx, f.Clock().Now())
+	hs, err := f.BadHosts(ctx, st)
 	if err != nil {
 		return err
-	}
-	if hs == nil {
-		hs = []store.BadHost{} // JSON: [], not null
 	}
 	return cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, hs, []string{"MACHINE", "REASON", "FAILED", "SKIPPED UNTIL"},
 		func(h store.BadHost) []string {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
-	"github.com/vastfleet/vastfleet/internal/store"
 )
 
 type rentOptions struct {
@@ -72,42 +70,14 @@ takes over 5 minutes), then prints its ssh address.`,
 
 // rentRun is `rent` once its flags are parsed.
 func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
-	offerID := opts.OfferID
-	req, err := launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid}.CreateRequest()
-	if err != nil {
-		return err
-	}
-	if err := fleet.ValidateFleetName(opts.Fleet); err != nil {
-		return usageError{err}
-	}
-	m, err := f.Manager(ctx, factory.HolderName("rent", strconv.FormatInt(offerID, 10)))
-	if err != nil {
-		return err
-	}
-	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
-		return fmt.Errorf("reconcile before renting: %w", err)
-	}
-	f.RegisterFleetKey(ctx, m.P)
-	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: opts.Fleet, OfferID: offerID, Create: req, Experiment: opts.Label})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f.IO.ErrOut, "rented offer %d as instance %d\n", offerID, rec.ID)
-	if opts.Bid > 0 {
-		f.StartBidWatcher()
-	}
-	if !opts.NoWait {
-		rec, err = m.AwaitRunning(ctx, rec.ID, opts.Timeout, f.IO.ErrOut)
-		if err != nil {
-			return err
-		}
-	}
-	views, err := m.InstanceViews(ctx, []store.Instance{rec}, f.Clock().Now())
+	v, err := launch.RentOne(ctx, f, factory.HolderName("rent", strconv.FormatInt(opts.OfferID, 10)), launch.One{
+		Rent:    launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid},
+		OfferID: opts.OfferID, Fleet: opts.Fleet, Label: opts.Label, Timeout: opts.Timeout, NoWait: opts.NoWait}, f.IO.ErrOut)
 	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), views[0])
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), v)
 	}
-	return fleet.WriteInstances(f.IO.Out, f.IO.ErrOut, views)
+	return fleet.WriteInstances(f.IO.Out, f.IO.ErrOut, []fleet.InstanceView{v})
 }

@@ -341,3 +341,19 @@ func (f *Factory) UsefulScorer(ctx context.Context, spec *launch.Spec) (market.S
 	}
 	return launch.UsefulScorer(ctx, st, sp, f.Clock().Now())
 }
+
+// BadHosts are the machines launches skip now (hosts), [] for none. Bad
+// hosts expire in the marketplace's time: with the simulator, it is
+// opened for its clock (if another process has it, wall time).
+func (f *Factory) BadHosts(ctx context.Context, st *store.Store) ([]store.BadHost, error) {
+	if f.Opts.Market == "sim" {
+		if _, err := f.Provider(ctx); err != nil && !errors.Is(err, sim.ErrInUse) {
+			return nil, err
+		}
+	}
+	hs, err := st.BadHosts(ctx, f.Clock().Now())
+	if hs == nil && err == nil {
+		hs = []store.BadHost{} // JSON: [], not null
+	}
+	return hs, err
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // PlannedRental is a plan's option rented (plan --rent): into Fleet, with
@@ -48,4 +50,54 @@ func RentPlanned(ctx context.Context, m *fleet.Manager, r PlannedRental, log io.
 	}
 	fmt.Fprintf(log, "instance %d is running: %s (estimate %.2f h, %s)\n", rec.ID, cmdutil.Dash(rec.SSHURL), hours, bill.Dollars(total))
 	return nil
+}
+
+// One is a single offer rented by hand (rent): the instance as Rent asks
+// it, into Fleet, labelled Label, waited for (Timeout) unless NoWait.
+type One struct {
+	Rent
+	OfferID      int64
+	Fleet, Label string
+	Timeout      time.Duration
+	NoWait       bool
+}
+
+// RentOne rents o as the data dir's writer (env's manager, held as
+// holder), after a reconcile, with the fleet key on the account and a bid
+// watched; it says what it rented on log, and gives the instance's view
+// as ls shows it.
+func RentOne(ctx context.Context, env Env, holder string, o One, log io.Writer) (fleet.InstanceView, error) {
+	req, err := o.Rent.CreateRequest()
+	if err != nil {
+		return fleet.InstanceView{}, err
+	}
+	if err := fleet.ValidateFleetName(o.Fleet); err != nil {
+		return fleet.InstanceView{}, usage.Error{Err: err}
+	}
+	m, err := env.Manager(ctx, holder)
+	if err != nil {
+		return fleet.InstanceView{}, err
+	}
+	if _, err := m.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
+		return fleet.InstanceView{}, fmt.Errorf("reconcile before renting: %w", err)
+	}
+	env.RegisterFleetKey(ctx, m.P)
+	rec, err := m.Rent(ctx, fleet.RentRequest{Fleet: o.Fleet, OfferID: o.OfferID, Create: req, Experiment: o.Label})
+	if err != nil {
+		return fleet.InstanceView{}, err
+	}
+	fmt.Fprintf(log, "rented offer %d as instance %d\n", o.OfferID, rec.ID)
+	if o.Bid > 0 {
+		env.StartBidWatcher()
+	}
+	if !o.NoWait {
+		if rec, err = m.AwaitRunning(ctx, rec.ID, o.Timeout, log); err != nil {
+			return fleet.InstanceView{}, err
+		}
+	}
+	views, err := m.InstanceViews(ctx, []store.Instance{rec}, m.Clock.Now())
+	if err != nil {
+		return fleet.InstanceView{}, err
+	}
+	return views[0], nil
 }
