@@ -47,21 +47,9 @@ func lsRun(ctx context.Context, f *factory.Factory, opts *lsOptions) error {
 	if err != nil {
 		return err
 	}
-	orphans := f.OrphanViews()
+	l := fleet.Listing{Instances: views, Orphans: f.OrphanViews()}
 	if opts.JSON {
-		rows := make([]any, 0, len(views)+len(orphans))
-		for _, v := range views {
-			rows = append(rows, v)
-		}
-		for _, o := range orphans {
-			rows = append(rows, o)
-		}
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), rows)
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), l.Rows())
 	}
-	if len(views) > 0 || len(orphans) == 0 {
-		if err := fleet.WriteInstances(f.IO.Out, f.IO.ErrOut, views); err != nil {
-			return err
-		}
-	}
-	return fleet.WriteOrphans(f.IO.Out, orphans)
+	return l.WriteText(f.IO.Out, f.IO.ErrOut)
 }

@@ -141,15 +141,9 @@ func upNeeds([]string) factory.Needs {
 }
 
 func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile.Job, path string) (*job.Report, error) {
-	if err := job.CheckChoice(opts.OnInterrupt); err != nil {
-		return nil, err
-	}
-	loopback, err := job.CheckCoordAddr(opts.CoordAddr, f.Opts.Market == "vast")
+	loopback, err := job.CheckUp(jf, opts.OnInterrupt, opts.CoordAddr, f.Opts.Market == "vast", factory.ScanWorkdir)
 	if err != nil {
 		return nil, err
-	}
-	if err := job.Check(jf, factory.ScanWorkdir); err != nil {
-		return nil, usageError{err}
 	}
 	orphanAfter := cmp.Or(jf.OrphanAfter, wire.DefaultOrphanAft)
 	interval := job.HeartbeatInterval(f.Opts.Market == "sim")
@@ -166,15 +160,10 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 	}
 	defer release()
 	d, o, err := f.UpDeps(ctx, factory.UpJob{Job: jf, File: path, ID: id, Coord: c, OrphanAfter: orphanAfter,
-		ResultsDir: opts.ResultsDir, CoordAddr: opts.CoordAddr, Resumed: opts.resumed, Poll: opts.poll,
+		ResultsDir: opts.ResultsDir, CoordAddr: opts.CoordAddr, Resumed: opts.resumed, Poll: opts.poll, OnInterrupt: opts.OnInterrupt,
 		Offers: func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error) {
 			return upCandidates(ctx, f, jf, spec)
-		},
-		View: func() (func(launch.Event), func()) {
-			v := launch.NewView(f.IO, nil)
-			return v.Event, v.Stop
-		},
-		Choose: func() string { return job.AskChoice(opts.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }})
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -210,12 +199,5 @@ func upCandidates(ctx context.Context, f *factory.Factory, jf *jobfile.Job, spec
 		ask = func(n int) int { return f.IO.Pick(n) }
 	}
 	return job.PlanOffers(ctx, jf, job.Planner{Out: f.IO.ErrOut, Ask: ask,
-		Search: func(ctx context.Context, req plan.Req) ([]market.Offer, error) {
-			p, err := f.Provider(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return plan.SearchTiers(ctx, req, p.SearchOffers, f.Log)
-		},
-		Show: func(req plan.Req, res plan.Result) { plan.WriteText(f.IO.ErrOut, req, res, false) }})
+		Search: f.PlanSearch, Show: func(req plan.Req, res plan.Result) { plan.WriteText(f.IO.ErrOut, req, res, false) }})
 }

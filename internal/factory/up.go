@@ -11,6 +11,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -25,11 +26,11 @@ type UpJob struct {
 	ResultsDir, CoordAddr string
 	Resumed               *job.Record
 	Poll                  time.Duration
-	// Offers, View and Choose are JobLauncher.Offers, JobLauncher.View
-	// and job.Deps.Choose.
+	// OnInterrupt is up --on-interrupt: Ctrl+C's choice, asked on a
+	// terminal when empty (job.AskChoice).
+	OnInterrupt string
+	// Offers are JobLauncher.Offers.
 	Offers func(ctx context.Context, spec *launch.Spec) ([]market.Ranked, job.Estimate, *launch.Accepted, error)
-	View   func() (event func(launch.Event), stop func())
-	Choose func() string
 }
 
 // UpDeps are a job's dependencies for job.Up: the launch spec with the
@@ -80,7 +81,11 @@ func (f *Factory) UpDeps(ctx context.Context, u UpJob) (*job.Deps, job.Options, 
 		Dashboard: coord.DashboardURL(u.Coord.URL, viewer), ScanWorkdir: ScanWorkdir, CoordAddr: job.AdvertisedAddr(u.CoordAddr, u.Coord.Addr.String())}
 	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: u.Coord.Srv, Results: u.Coord.DB,
 		Nodes: f.JobNodes(m.P), Records: recs, Poll: u.Poll, WorkdirOnNode: wd,
-		Launcher: &JobLauncher{F: f, M: m, Spec: spec, ID: id, Offers: u.Offers, View: u.View}, Choose: u.Choose}
+		Launcher: &JobLauncher{F: f, M: m, Spec: spec, ID: id, Offers: u.Offers, View: func() (func(launch.Event), func()) {
+			v := launch.NewView(f.IO, nil)
+			return v.Event, v.Stop
+		}},
+		Choose: func() string { return job.AskChoice(u.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }}
 	return d, o, nil
 }
 
@@ -111,4 +116,14 @@ func (f *Factory) TaskMarket(resume, file string) string {
 		return ""
 	}
 	return jf.Market
+}
+
+// PlanSearch searches the marketplace for a plan's tiers of cards
+// (plan.SearchTiers): a planned up's job.Planner.Search.
+func (f *Factory) PlanSearch(ctx context.Context, req plan.Req) ([]market.Offer, error) {
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return plan.SearchTiers(ctx, req, p.SearchOffers, f.Log)
 }

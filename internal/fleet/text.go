@@ -80,3 +80,33 @@ func (r Reporter) report(line string, failed bool) {
 	}
 	fmt.Fprintln(w, line)
 }
+
+// Listing is what ls shows: the tracked instances, then the orphans.
+type Listing struct {
+	Instances []InstanceView
+	Orphans   []OrphanView
+}
+
+// Rows are the listing as ls --json writes it: one array, the instances
+// first.
+func (l Listing) Rows() []any {
+	rows := make([]any, 0, len(l.Instances)+len(l.Orphans))
+	for _, v := range l.Instances {
+		rows = append(rows, v)
+	}
+	for _, o := range l.Orphans {
+		rows = append(rows, o)
+	}
+	return rows
+}
+
+// WriteText writes the instances' table (none said on errOut, unless
+// there are orphans) and the orphans' section.
+func (l Listing) WriteText(w, errOut io.Writer) error {
+	if len(l.Instances) > 0 || len(l.Orphans) == 0 {
+		if err := WriteInstances(w, errOut, l.Instances); err != nil {
+			return err
+		}
+	}
+	return WriteOrphans(w, l.Orphans)
+}
