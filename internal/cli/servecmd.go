@@ -1,31 +1,20 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
-	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/server"
 )
 
 type serveOptions struct {
-	Addr        string
-	TLS         bool
-	DB          string
-	AgentBin    string
-	CoordAddr   string
-	Replicate   string
-	RestoreFrom string
-	APIKeyFile  string
+	factory.Serving
+	APIKeyFile string
 }
 
 func newServeCmd(f *factory.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -76,70 +65,10 @@ README.`,
 	return withNeeds(f, cmd, func([]string) factory.Needs { return factory.Needs{SimHosts: true, APIKeyFile: opts.APIKeyFile} })
 }
 
-// serveRun is `serve` once its flags are parsed.
+// serveRun is `serve` once its flags are parsed: the factory serves,
+// each client's command run by this command line in this process.
 func serveRun(ctx context.Context, f *factory.Factory, opts *serveOptions) error {
-	if err := server.CheckAddr(opts.Addr, opts.TLS); err != nil {
-		return err
-	}
-	dir, err := f.DataDir()
-	if err != nil {
-		return err
-	}
-	dbs, err := server.ReplicatedDBs(opts.DB, opts.Replicate != "" || opts.RestoreFrom != "")
-	if err != nil {
-		return err
-	}
-	if opts.RestoreFrom != "" {
-		if err := f.RestoreForServing(ctx, opts.RestoreFrom, dbs); err != nil {
-			return err
-		}
-		// The server goes on replicating to it unless --replicate says where.
-		opts.Replicate = cmp.Or(opts.Replicate, opts.RestoreFrom)
-	}
-	db, err := server.OpenSpec(ctx, opts.DB, f.DataDir)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := f.HoldForServing(ctx); err != nil {
-		return err
-	}
-	var durable func(context.Context) error
-	if opts.Replicate != "" {
-		flush, d, err := f.ReplicateForServing(ctx, opts.Replicate, dbs)
-		if err != nil {
-			return err
-		}
-		defer flush()
-		durable = d
-	}
-	srv, err := f.Server(db, serveRunner(f, opts, dir, durable))
-	if err != nil {
-		return err
-	}
-	if err := srv.Start(ctx); err != nil {
-		return err
-	}
-	defer srv.Stop()
-	ln, err := f.ServeListen(opts.Addr, opts.TLS)
-	if err != nil {
-		return err
-	}
-	return srv.ServeUntil(ctx, ln)
-}
-
-// serveRunner runs one command for the server in this process, on the
-// server's data dir and market, with the server's key: a fresh command
-// tree and factory, as a command typed on the server would be, whose
-// jobs acknowledge nothing before durable returns.
-func serveRunner(f *factory.Factory, opts *serveOptions, dir string, durable func(context.Context) error) server.Runner {
-	globals := f.Opts.ServedArgs(dir)
-	getenv := f.IO.Getenv
-	return func(ctx context.Context, args []string, out, errOut io.Writer) int {
-		args = server.CommandArgs(args, opts.AgentBin, opts.CoordAddr)
-		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
-		return mainWith(ctx, ios, append(slices.Clone(globals), args...), durable)
-	}
+	return f.Serve(ctx, opts.Serving, mainWith)
 }
 
 func newServeTokenCmd(f *factory.Factory) *cobra.Command {

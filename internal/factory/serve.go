@@ -1,24 +1,29 @@
 package factory
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/replica"
 	"github.com/vastfleet/vastfleet/internal/server"
 	"github.com/vastfleet/vastfleet/internal/store"
 )
 
-// RestoreForServing brings an empty data dir back from the replica at
+// restoreForServing brings an empty data dir back from the replica at
 // url (serve --restore-from), its databases dbs, and says so.
-func (f *Factory) RestoreForServing(ctx context.Context, url string, dbs []string) error {
+func (f *Factory) restoreForServing(ctx context.Context, url string, dbs []string) error {
 	dir, err := f.DataDir()
 	if err != nil {
 		return err
@@ -44,11 +49,11 @@ func (f *Factory) HoldForServing(ctx context.Context) error {
 	return err
 }
 
-// ReplicateForServing starts replicating the data dir to url (serve
+// replicateForServing starts replicating the data dir to url (serve
 // --replicate), once every database exists, so that each is replicated
 // from its first write. It returns what sends the last changes at the
 // end, and what the jobs' coordinators wait on before they acknowledge.
-func (f *Factory) ReplicateForServing(ctx context.Context, url string, dbs []string) (flush func(), durable func(context.Context) error, err error) {
+func (f *Factory) replicateForServing(ctx context.Context, url string, dbs []string) (flush func(), durable func(context.Context) error, err error) {
 	dir, err := f.DataDir()
 	if err != nil {
 		return nil, nil, err
@@ -103,10 +108,10 @@ func (f *Factory) jobAnswer(ask func(*job.Records, context.Context, string) (str
 	}
 }
 
-// ServeListen listens on addr (server.Listen), with withTLS on HTTPS
+// serveListen listens on addr (server.Listen), with withTLS on HTTPS
 // with a self-signed certificate kept in the data dir whose pin it
 // prints, and says where the server serves.
-func (f *Factory) ServeListen(addr string, withTLS bool) (net.Listener, error) {
+func (f *Factory) serveListen(addr string, withTLS bool) (net.Listener, error) {
 	dir, err := f.DataDir()
 	if err != nil {
 		return nil, err
@@ -144,4 +149,78 @@ func (o Options) ServedArgs(dataDir string) []string {
 		args = append(args, "-v")
 	}
 	return args
+}
+
+// Serving is how `serve` runs: where it listens, its database (sqlite:PATH
+// or postgres://..., "" for the data dir's), the replica it is restored
+// from and replicates to, and the --agent-bin and --coord-addr of the
+// jobs it runs.
+type Serving struct {
+	Addr                   string
+	TLS                    bool
+	DB                     string
+	Replicate, RestoreFrom string
+	AgentBin, CoordAddr    string
+}
+
+// Serve runs the vastfleet server of this data dir until ctx ends. An
+// empty data dir is brought back from RestoreFrom first, which it then
+// goes on replicating to unless Replicate says where; what the server
+// holds for its life is opened before it replicates, and each command a
+// client asks for is run by main, a command line in this process on the
+// server's data dir and market, with its key, whose jobs acknowledge
+// nothing before the replica has it.
+func (f *Factory) Serve(ctx context.Context, o Serving, main func(ctx context.Context, ios *iostreams.IOStreams, args []string, durable func(context.Context) error) int) error {
+	if err := server.CheckAddr(o.Addr, o.TLS); err != nil {
+		return err
+	}
+	dir, err := f.DataDir()
+	if err != nil {
+		return err
+	}
+	dbs, err := server.ReplicatedDBs(o.DB, o.Replicate != "" || o.RestoreFrom != "")
+	if err != nil {
+		return err
+	}
+	if o.RestoreFrom != "" {
+		if err := f.restoreForServing(ctx, o.RestoreFrom, dbs); err != nil {
+			return err
+		}
+		o.Replicate = cmp.Or(o.Replicate, o.RestoreFrom)
+	}
+	db, err := server.OpenSpec(ctx, o.DB, f.DataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := f.HoldForServing(ctx); err != nil {
+		return err
+	}
+	var durable func(context.Context) error
+	if o.Replicate != "" {
+		flush, d, err := f.replicateForServing(ctx, o.Replicate, dbs)
+		if err != nil {
+			return err
+		}
+		defer flush()
+		durable = d
+	}
+	globals, getenv := f.Opts.ServedArgs(dir), f.IO.Getenv
+	srv, err := f.Server(db, func(ctx context.Context, args []string, out, errOut io.Writer) int {
+		args = server.CommandArgs(args, o.AgentBin, o.CoordAddr)
+		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: getenv}
+		return main(ctx, ios, append(slices.Clone(globals), args...), durable)
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	defer srv.Stop()
+	ln, err := f.serveListen(o.Addr, o.TLS)
+	if err != nil {
+		return err
+	}
+	return srv.ServeUntil(ctx, ln)
 }
