@@ -19,6 +19,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/search"
 	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
@@ -89,7 +90,7 @@ func mainWith(ctx context.Context, ios *iostreams.IOStreams, args []string, dura
 	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
 	var ue usageError
 	switch {
-	case errors.As(err, &ue), errors.As(err, new(usage.Error)):
+	case errors.As(err, &ue), errors.As(err, new(usage.Error)), errors.As(err, new(*search.QueryError)):
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4

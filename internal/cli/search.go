@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -86,7 +85,7 @@ func (q *queryFlags) parse(io *iostreams.IOStreams, args []string) (market.Query
 	for _, w := range warnings {
 		fmt.Fprintf(io.ErrOut, "warning: %s\n", termSafe(string(w)))
 	}
-	return query, usageOf(err)
+	return query, err
 }
 
 // rankFlags choose how offers are scored.
@@ -112,19 +111,9 @@ func (r *rankFlags) register(cmd *cobra.Command, defaultBy string) {
 
 // scorer returns nil when no ranking is asked for and there is no default.
 func (r *rankFlags) scorer(ctx context.Context, f *factory.Factory) (market.Scorer, error) {
-	s, err := search.Ranking{By: r.By, Score: r.Score, Default: r.byDefault}.Scorer(func() (market.Scorer, error) {
+	return search.Ranking{By: r.By, Score: r.Score, Default: r.byDefault}.Scorer(func() (market.Scorer, error) {
 		return f.UsefulScorer(ctx, r.spec)
 	})
-	return s, usageOf(err)
-}
-
-// usageOf makes a search the user asked wrong a usage error (exit 2).
-func usageOf(err error) error {
-	var qe *search.QueryError
-	if errors.As(err, &qe) {
-		return usageError{qe.Err}
-	}
-	return err
 }
 
 // rankedOffers parses the query flags, searches (sweeping past the
@@ -134,7 +123,7 @@ func rankedOffers(ctx context.Context, f *factory.Factory, qf *queryFlags, rf *r
 	if err != nil {
 		return nil, nil, err
 	}
-	ranked, err := liveRanked(ctx, f, qf, q, s, sweepLimit)
+	ranked, err := f.LiveRanked(ctx, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s})
 	return ranked, s, err
 }
 
@@ -146,22 +135,6 @@ func parseSearch(ctx context.Context, f *factory.Factory, qf *queryFlags, rf *ra
 	}
 	s, err := rf.scorer(ctx, f)
 	return q, s, err
-}
-
-// liveRanked searches the marketplace for q and ranks by s.
-func liveRanked(ctx context.Context, f *factory.Factory, qf *queryFlags, q market.Query, s market.Scorer, sweepLimit int) ([]market.Ranked, error) {
-	if sweepLimit < 0 {
-		return nil, usagef("--sweep-limit %d: must be positive", sweepLimit)
-	}
-	p, err := f.Provider(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ranked, err := search.Live(ctx, p, q, search.Options{NewForm: qf.New, Sweep: sweepLimit, Page: qf.SweepLimit, Scorer: s, Notes: f.IO.ErrOut})
-	if errors.Is(err, search.ErrNoNewForm) {
-		return nil, usagef("--new: %v", err)
-	}
-	return ranked, err
 }
 
 type searchOptions struct {
@@ -234,10 +207,10 @@ func searchRun(ctx context.Context, f *factory.Factory, opts *searchOptions) err
 	if opts.From != "" {
 		ranked, err = search.FromFile(ctx, f.IO.In, opts.From, q, scorer)
 	} else {
-		ranked, err = liveRanked(ctx, f, &opts.query, q, scorer, sweep)
+		ranked, err = f.LiveRanked(ctx, q, search.Options{NewForm: opts.query.New, Sweep: sweep, Page: opts.query.SweepLimit, Scorer: scorer})
 	}
 	if err != nil {
-		return usageOf(err)
+		return err
 	}
 	if opts.Save != "" {
 		if err := search.Save(opts.Save, ranked); err != nil {

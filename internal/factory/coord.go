@@ -99,11 +99,7 @@ func (f *Factory) depthPlot(query string) func(context.Context) ([]byte, error) 
 		if err != nil {
 			return nil, err
 		}
-		p, err := f.Provider(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ranked, err := search.Live(ctx, p, q, search.Options{Sweep: 1000, Page: 1000, Scorer: s, Notes: f.IO.ErrOut})
+		ranked, err := f.LiveRanked(ctx, q, search.Options{Sweep: 1000, Page: 1000, Scorer: s})
 		if err != nil {
 			return nil, err
 		}

@@ -16,8 +16,10 @@ import (
 	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
+	"github.com/vastfleet/vastfleet/internal/search"
 	"github.com/vastfleet/vastfleet/internal/sim"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // Manager wires the lifecycle manager to the marketplace, the store and the
@@ -356,4 +358,23 @@ func (f *Factory) BadHosts(ctx context.Context, st *store.Store) ([]store.BadHos
 		hs = []store.BadHost{} // JSON: [], not null
 	}
 	return hs, err
+}
+
+// LiveRanked searches this data dir's marketplace for q and ranks it
+// (search.Live), its notes on the error stream; a sweep or search form
+// the user asked wrong is a usage error.
+func (f *Factory) LiveRanked(ctx context.Context, q market.Query, o search.Options) ([]market.Ranked, error) {
+	if o.Sweep < 0 {
+		return nil, usage.Errorf("--sweep-limit %d: must be positive", o.Sweep)
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o.Notes = f.IO.ErrOut
+	ranked, err := search.Live(ctx, p, q, o)
+	if errors.Is(err, search.ErrNoNewForm) {
+		return nil, usage.Errorf("--new: %v", err)
+	}
+	return ranked, err
 }
