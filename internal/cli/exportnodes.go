@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 
 	"github.com/spf13/cobra"
 
@@ -65,24 +64,11 @@ func sshRun(ctx context.Context, f *factory.Factory, opts *sshOptions) error {
 		fmt.Fprintln(f.IO.Out, "ssh "+shell.Join(argv))
 		return nil
 	}
-	// Learn the host key and attach the fleet key in-process first,
-	// so OpenSSH meets a known host that accepts its key.
-	rows, err := execOnNodes(ctx, f, p, ns, "true", 1, 0, "", true)
+	o, err := f.NodeOps(p, 1)
 	if err != nil {
 		return err
 	}
-	if rows[0].Error != "" {
-		return fmt.Errorf("%s", rows[0].Error)
-	}
-	c := exec.CommandContext(ctx, "ssh", argv...)
-	c.Stdin, c.Stdout, c.Stderr = f.IO.In, f.IO.Out, f.IO.ErrOut
-	if err := c.Run(); err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return fmt.Errorf("ssh exited with status %d", ee.ExitCode())
-		}
-		return err
-	}
-	return nil
+	return o.OpenSSH(ctx, ns[0], argv, f.IO.In, f.IO.Out, f.IO.ErrOut)
 }
 
 // exportNodes writes a fleet in a format other engines read.

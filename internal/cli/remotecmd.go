@@ -98,19 +98,15 @@ func execRun(ctx context.Context, f *factory.Factory, opts *execOptions) error {
 	if err != nil {
 		return err
 	}
-	rows, err := execOnNodes(ctx, f, p, ns, opts.Command, opts.Parallel, opts.Timeout, opts.OutDir, opts.JSON)
+	o, err := f.NodeOps(p, opts.Parallel)
+	if err != nil {
+		return err
+	}
+	rows, err := o.Exec(ctx, ns, nodes.ExecOptions{Command: opts.Command, Parallel: opts.Parallel, Timeout: opts.Timeout, OutDir: opts.OutDir, Quiet: opts.JSON})
 	if err != nil {
 		return err
 	}
 	return reportNodes(f, "the command", rows, opts.JSONFlags, nodes.ExecHeader)
-}
-
-func execOnNodes(ctx context.Context, f *factory.Factory, p provider.Provider, ns []nodes.Node, command string, parallel int, timeout time.Duration, outDir string, quiet bool) ([]nodes.ExecRow, error) {
-	o, err := f.NodeOps(p, parallel)
-	if err != nil {
-		return nil, err
-	}
-	return o.Exec(ctx, ns, nodes.ExecOptions{Command: command, Parallel: parallel, Timeout: timeout, OutDir: outDir, Quiet: quiet})
 }
 
 // reportNodes prints what an operation did on each node, as JSON or as a
