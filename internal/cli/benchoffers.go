@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
-	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/offerbench"
 	"github.com/vastfleet/vastfleet/internal/search"
 )
@@ -100,22 +100,12 @@ one at a time (--parallel), since its machines share this computer's cores.`,
 
 // benchOffersRun is `bench offers` once its flags are parsed.
 func benchOffersRun(ctx context.Context, f *factory.Factory, opts *benchOffersOptions) error {
-	name := opts.Fleet
-	if name == "" {
-		name = "probe-" + time.Now().UTC().Format("20060102-150405")
-	}
+	name := cmp.Or(opts.Fleet, offerbench.FleetName(time.Now()))
 	if err := fleet.ValidateFleetName(name); err != nil {
 		return usageError{err}
 	}
 	create := launch.Create(opts.Image, opts.Disk)
-	if opts.query.Storage == 5 { // price the probes' own disk, not the search default
-		opts.query.Storage = opts.Disk
-	}
-	args := opts.Query
-	if len(args) == 0 && !opts.query.NoDefault {
-		fmt.Fprintf(f.IO.ErrOut, "no query: probing offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
-		args = []string{launch.DefaultFilter}
-	}
+	args := opts.query.toRent(f, opts.Query, opts.Disk, "probing")
 	cands, _, err := rankedOffers(ctx, f, &opts.query, &opts.rank, args, 0)
 	if err != nil {
 		return err
@@ -151,14 +141,13 @@ func reportBenchOffers(f *factory.Factory, opts *benchOffersOptions, res offerbe
 	if err != nil {
 		return err
 	}
-	// Exit 3 when some probes did not pass, 1 when none did: the rows say which.
-	return nodes.FanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
+	return res.Outcome()
 }
 
 // probedOffers runs a task file's probe (offerbench.ProbeJob) in a
 // fleet of its own.
 func probedOffers(ctx context.Context, f *factory.Factory, jf *jobfile.Job, ranked []market.Ranked) ([]market.Ranked, error) {
-	name := "probe-" + time.Now().UTC().Format("20060102-150405")
+	name := offerbench.FleetName(time.Now())
 	d, parallel, err := f.OfferBench(ctx, factory.HolderName("up", "probe", name), 0)
 	if err != nil {
 		return nil, err

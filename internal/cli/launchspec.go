@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -70,13 +69,7 @@ func (o *launchOptions) candidates(ctx context.Context, f *factory.Factory, args
 		}
 		return launch.ReadRanked(o.From, o.Bid != "")
 	}
-	if o.query.Storage == 5 { // price the launch's own disk, not the search default
-		o.query.Storage = o.Disk
-	}
-	if len(args) == 0 && !o.query.NoDefault {
-		fmt.Fprintf(f.IO.ErrOut, "no query: launching from offers with %s (give a query, or -n for none)\n", launch.DefaultFilter)
-		args = []string{launch.DefaultFilter}
-	}
+	args = o.query.toRent(f, args, o.Disk, "launching from")
 	ranked, _, err := rankedOffers(ctx, f, &o.query, &o.rank, args, o.query.SweepLimit)
 	return ranked, err
 }

@@ -116,6 +116,21 @@ func (r *rankFlags) scorer(ctx context.Context, f *factory.Factory) (market.Scor
 	})
 }
 
+// toRent is the query of offers to rent instances of disk GB from:
+// priced with that disk unless --storage says otherwise, and without
+// words, launch.DefaultFilter (said on the terminal, as what does it)
+// unless -n drops the defaults.
+func (q *queryFlags) toRent(f *factory.Factory, args []string, disk float64, doing string) []string {
+	if q.Storage == 5 { // the search default
+		q.Storage = disk
+	}
+	if len(args) == 0 && !q.NoDefault {
+		fmt.Fprintf(f.IO.ErrOut, "no query: %s offers with %s (give a query, or -n for none)\n", doing, launch.DefaultFilter)
+		args = []string{launch.DefaultFilter}
+	}
+	return args
+}
+
 // rankedOffers parses the query flags, searches (sweeping past the
 // marketplace's cap when sweepLimit > 0) and ranks.
 func rankedOffers(ctx context.Context, f *factory.Factory, qf *queryFlags, rf *rankFlags, args []string, sweepLimit int) ([]market.Ranked, market.Scorer, error) {

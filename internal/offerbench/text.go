@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 	"github.com/vastfleet/vastfleet/internal/usage"
 )
@@ -67,4 +69,13 @@ func ProbeJob(ctx context.Context, d Deps, ranked []market.Ranked, jf *jobfile.J
 		return nil, usage.Errorf("probe: it passed on none of the %d machine types (see the table): fix the probe command, or remove probe:", len(res.Rows))
 	}
 	return Rerank(ranked, res), nil
+}
+
+// FleetName is the name of a probe fleet started at now.
+func FleetName(now time.Time) string { return "probe-" + now.UTC().Format("20060102-150405") }
+
+// Outcome is the run's exit: partial (exit 3) when some probes did not
+// pass, an error (exit 1) when none did; the rows say which.
+func (res Result) Outcome() error {
+	return nodes.FanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
 }
