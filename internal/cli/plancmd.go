@@ -103,14 +103,10 @@ section (--file vastfleet.toml) gives the same fields; flags override it.`,
 
 // planRun is `plan` once its flags are parsed.
 func planRun(ctx context.Context, f *factory.Factory, opts *planOptions) error {
-	task, err := plan.Input{File: opts.File, Flags: opts.Task, Given: opts.Given, Params: opts.Params,
-		Train: opts.Train, Infer: opts.Infer, Image: opts.Image}.Task()
+	task, req, err := plan.Input{File: opts.File, Flags: opts.Task, Given: opts.Given, Params: opts.Params,
+		Train: opts.Train, Infer: opts.Infer, Image: opts.Image}.Plan()
 	if err != nil {
-		return usageError{err}
-	}
-	req, err := plan.Requirements(task)
-	if err != nil {
-		return usageError{err}
+		return err
 	}
 	if opts.Rent < 0 || opts.Rent > 3 {
 		return usagef("--rent %d: pick an option from 1 to 3", opts.Rent)

@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // Input is a task as the command line gives it: flags, and a task file
@@ -103,4 +105,18 @@ func overlayTaskFlag(dst, src *Task, name string) {
 	case "max-budget":
 		dst.MaxBudget = src.MaxBudget
 	}
+}
+
+// Plan is the task in asks for and what it needs; a task refused either
+// way is the user's input (usage.Error).
+func (in Input) Plan() (Task, Req, error) {
+	t, err := in.Task()
+	if err != nil {
+		return Task{}, Req{}, usage.Error{Err: err}
+	}
+	r, err := Requirements(t)
+	if err != nil {
+		return t, Req{}, usage.Error{Err: err}
+	}
+	return t, r, nil
 }
