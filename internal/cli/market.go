@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -64,22 +62,12 @@ func depthRun(ctx context.Context, f *factory.Factory, opts *depthOptions) error
 	}
 	rows := market.DepthTable(ranked, opts.Tops)
 	if opts.Plot != "" {
-		// The plot is the table's curve: the top offers up to the largest row.
-		curve := depthplot.Curve(ranked, slices.Max(opts.Tops), opts.Tops)
-		if err := depthplot.Write(opts.Plot, curve, opts.Tops, s.Name()); err != nil {
+		if err := depthplot.WriteTable(opts.Plot, ranked, opts.Tops, s.Name()); err != nil {
 			return err
 		}
 		fmt.Fprintf(f.IO.ErrOut, "wrote %s\n", opts.Plot)
 	}
-	err = cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, []string{"TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr"},
-		func(r market.Depth) []string {
-			per := 0.0
-			if r.DPH > 0 {
-				per = r.VCPU / r.DPH
-			}
-			return []string{strconv.Itoa(r.N), fmt.Sprintf("%.0f", r.VCPU), fmt.Sprintf("%.0f", r.RAMGB), strconv.Itoa(r.GPUs),
-				fmt.Sprintf("%.3f", r.DPH), fmt.Sprintf("%.1f", per)}
-		})
+	err = cmdutil.PrintRows(f.IO.Out, opts.JSONFlags, rows, market.DepthHeader, market.Depth.Cells)
 	if err == nil && !opts.JSON && len(ranked) < opts.Tops[len(opts.Tops)-1] {
 		fmt.Fprintf(f.IO.ErrOut, "note: only %d offers match; rows past that repeat the total\n", len(ranked))
 	}

@@ -305,3 +305,9 @@ func Write(path string, curve []market.Depth, marks []int, rankedBy string) erro
 	}
 	return atomicfile.WriteFile(path, data, 0o644)
 }
+
+// WriteTable writes to path the curve of the depth table over ranked with
+// rows tops: the top offers up to its largest row.
+func WriteTable(path string, ranked []market.Ranked, tops []int, rankedBy string) error {
+	return Write(path, Curve(ranked, slices.Max(tops), tops), tops, rankedBy)
+}

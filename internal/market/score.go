@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -496,6 +497,20 @@ type Depth struct {
 	RAMGB float64 `json:"ram_gb"`
 	DPH   float64 `json:"dph_total"`
 	GPUs  int     `json:"gpus"`
+}
+
+// DepthHeader names the columns of Depth.Cells.
+var DepthHeader = []string{"TOP", "vCPU", "RAM GB", "GPUs", "$/hr", "vCPU per $/hr"}
+
+// Cells is the row as market depth's table shows it, with the vCPU each
+// $/hr buys.
+func (d Depth) Cells() []string {
+	per := 0.0
+	if d.DPH > 0 {
+		per = d.VCPU / d.DPH
+	}
+	return []string{strconv.Itoa(d.N), fmt.Sprintf("%.0f", d.VCPU), fmt.Sprintf("%.0f", d.RAMGB), strconv.Itoa(d.GPUs),
+		fmt.Sprintf("%.3f", d.DPH), fmt.Sprintf("%.1f", per)}
 }
 
 // DepthTable sums the top N offers for each N in ns (ascending or not). N is
