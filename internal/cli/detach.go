@@ -38,7 +38,7 @@ func detachUp(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobf
 	}
 	id := job.NewID(jf.Name)
 	bg, err := job.Detach(ctx, job.DetachOptions{JobsDir: dir, ID: id, Exe: exe, Args: job.BackgroundArgs(os.Args[1:], id),
-		Load:   func(ctx context.Context, id string) (*job.Record, error) { return loadJob(ctx, f, id) },
+		Load:   f.LoadJob,
 		ErrOut: f.IO.ErrOut, Quiet: opts.JSON})
 	if bg == nil || err != nil {
 		return err

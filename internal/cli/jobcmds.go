@@ -108,7 +108,7 @@ func downRun(ctx context.Context, f *factory.Factory, opts *downOptions) error {
 
 // downJob has the job's running up end it, or ends it here.
 func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.Report, error) {
-	rec, err := loadJob(ctx, f, opts.Job)
+	rec, err := f.LoadJob(ctx, opts.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -116,18 +116,9 @@ func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.R
 	if err != nil {
 		return nil, err
 	}
-	rec, rep, err := job.EndByItsUp(ctx, recs, rec, f.IO.ErrOut)
-	if rep != nil || err != nil {
-		return rep, err
-	}
 	view := job.NewView(&f.IO.ErrOut, f.IO.ErrTTY, opts.JSON)
 	defer view.Close()
-	d, done, err := f.DownDeps(ctx, rec.ID, view.Event)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return job.Down(ctx, d, rec, opts.NoCollect)
+	return job.End(ctx, recs, rec, opts.NoCollect, f.IO.ErrOut, func() (*job.Deps, func(), error) { return f.DownDeps(ctx, rec.ID, view.Event) })
 }
 
 // jobLogs prints the session logs of the nodes that ran the job, each
@@ -136,7 +127,7 @@ func jobLogs(ctx context.Context, f *factory.Factory, id, nodeSel, session strin
 	if session != "" && !wire.ValidSessionName(session) {
 		return usagef("--session %q: a session name is letters, digits, '_' and '-'", session)
 	}
-	rec, err := loadJob(ctx, f, id)
+	rec, err := f.LoadJob(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -160,16 +151,3 @@ type (
 	nodeLog   = job.NodeLog
 	jobStatus = job.Status
 )
-
-// loadJob is a job's record; an unknown job is the user's mistake.
-func loadJob(ctx context.Context, f *factory.Factory, id string) (*job.Record, error) {
-	recs, err := f.JobRecords(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := recs.Load(ctx, id)
-	if errors.Is(err, job.ErrNotFound) {
-		return nil, usageError{err}
-	}
-	return rec, err
-}

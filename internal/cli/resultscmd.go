@@ -48,7 +48,7 @@ func resultsRun(ctx context.Context, f *factory.Factory, opts *resultsOptions) e
 		return err
 	}
 	if cl == nil {
-		rec, err := loadJob(ctx, f, opts.Job)
+		rec, err := f.LoadJob(ctx, opts.Job)
 		if err != nil {
 			return err
 		}

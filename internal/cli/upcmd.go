@@ -100,7 +100,7 @@ The job's name is the fleet's: ` + "`vastfleet status`" + ` lists jobs and
 func upCmdRun(ctx context.Context, f *factory.Factory, opts *upOptions) error {
 	path := opts.File
 	if opts.Resume != "" {
-		rec, err := loadJob(ctx, f, opts.Resume)
+		rec, err := f.LoadJob(ctx, opts.Resume)
 		if err != nil {
 			return err
 		}

@@ -39,6 +39,16 @@ func (f *Factory) JobRecords(ctx context.Context) (*job.Records, error) {
 	return &job.Records{Store: st, Dir: dir}, nil
 }
 
+// LoadJob is job id's record (job.Records.Find): an unknown job is the
+// user's mistake.
+func (f *Factory) LoadJob(ctx context.Context, id string) (*job.Record, error) {
+	recs, err := f.JobRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return recs.Find(ctx, id)
+}
+
 // JobsDir is the data dir's jobs/: a directory per job (logs, lock,
 // exports).
 func (f *Factory) JobsDir() (string, error) {

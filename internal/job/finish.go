@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"time"
 
@@ -196,4 +197,20 @@ func destroyAll(ctx context.Context, d *Deps, id string) error {
 	}
 	d.emit(Destroyed{About{id}, len(list)})
 	return nil
+}
+
+// End ends the job rec from any terminal (down): its up, if it still
+// runs, is asked to (EndByItsUp, its notes on w); else it is ended here
+// (Down) with the deps deps gives, which done releases.
+func End(ctx context.Context, recs *Records, rec *Record, noCollect bool, w io.Writer, deps func() (d *Deps, done func(), err error)) (*Report, error) {
+	rec, rep, err := EndByItsUp(ctx, recs, rec, w)
+	if rep != nil || err != nil {
+		return rep, err
+	}
+	d, done, err := deps()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return Down(ctx, d, rec, noCollect)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/atomicfile"
 	"github.com/vastfleet/vastfleet/internal/clock"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // A job's states.
@@ -156,6 +157,16 @@ func (r *Records) List(ctx context.Context) ([]*Record, error) {
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// Find is the record of job id, as Load; no such job is the user's
+// mistake (usage.Error).
+func (r *Records) Find(ctx context.Context, id string) (*Record, error) {
+	rec, err := r.Load(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, usage.Error{Err: err}
+	}
+	return rec, err
 }
 
 // State is the job's state, "" for a job with no record (the server asks

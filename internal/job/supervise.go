@@ -202,10 +202,7 @@ func Select(ctx context.Context, recs *Records, id string) ([]*Record, error) {
 	if id == "" {
 		return recs.List(ctx)
 	}
-	rec, err := recs.Load(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, usage.Error{Err: err}
-	}
+	rec, err := recs.Find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
