@@ -2,8 +2,10 @@ package bill
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 
+	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 )
 
@@ -72,4 +74,19 @@ func (r Report) Rows() [][]string {
 	}
 	return append(rows, []string{"TOTAL", "", "", Dollars4(r.Total.Ledger), Dollars4(r.Total.Charged), Signed4(r.Total.Difference),
 		fmt.Sprintf("%d of %d instances differ by a cent or more", r.Disagree, len(r.Instances))})
+}
+
+// CostWithOrphans is what cost shows: the cost report, and the orphans
+// that bill beside it.
+type CostWithOrphans struct {
+	fleet.CostReport
+	Orphans []fleet.OrphanView `json:"orphans"`
+}
+
+// WriteText writes the cost table, then the orphans' section.
+func (c CostWithOrphans) WriteText(w io.Writer) error {
+	if err := cmdutil.WriteTable(w, CostColumns, CostRows(c.CostReport)); err != nil {
+		return err
+	}
+	return fleet.WriteOrphans(w, c.Orphans)
 }

@@ -79,17 +79,11 @@ func costRun(ctx context.Context, f *factory.Factory, opts *costOptions) error {
 	if err != nil {
 		return err
 	}
-	orphans := f.OrphanViews()
+	c := bill.CostWithOrphans{CostReport: rep, Orphans: f.OrphanViews()}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.Out(f.IO.Out), struct {
-			fleet.CostReport
-			Orphans []fleet.OrphanView `json:"orphans"`
-		}{rep, orphans})
+		return cmdutil.WriteJSON(opts.Out(f.IO.Out), c)
 	}
-	if err := cmdutil.WriteTable(f.IO.Out, bill.CostColumns, bill.CostRows(rep)); err != nil {
-		return err
-	}
-	return fleet.WriteOrphans(f.IO.Out, orphans)
+	return c.WriteText(f.IO.Out)
 }
 
 // reconcileCostRun is `cost --reconcile`.

@@ -52,11 +52,11 @@ func resultsRun(ctx context.Context, f *factory.Factory, opts *resultsOptions) e
 		if err != nil {
 			return err
 		}
-		if rec.LocalDir == "" {
-			return fmt.Errorf("job %s has collected no results here yet (they land at its end, or with `vastfleet down %s`)", opts.Job, opts.Job)
+		dir, err := rec.ResultsDir()
+		if err == nil {
+			fmt.Fprintln(f.IO.Out, dir)
 		}
-		fmt.Fprintln(f.IO.Out, rec.LocalDir)
-		return nil
+		return err
 	}
 	dir := filepath.Join(opts.To, opts.Job)
 	n, err := cl.Results(ctx, opts.Job, dir)

@@ -169,6 +169,14 @@ func (r *Records) Find(ctx context.Context, id string) (*Record, error) {
 	return rec, err
 }
 
+// ResultsDir is where a local up or down collected the job's results.
+func (rec *Record) ResultsDir() (string, error) {
+	if rec.LocalDir == "" {
+		return "", fmt.Errorf("job %s has collected no results here yet (they land at its end, or with `vastfleet down %s`)", rec.ID, rec.ID)
+	}
+	return rec.LocalDir, nil
+}
+
 // State is the job's state, "" for a job with no record (the server asks
 // of jobs it queued before they start).
 func (r *Records) State(ctx context.Context, id string) (string, error) {
