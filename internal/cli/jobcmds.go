@@ -116,7 +116,7 @@ func downJob(ctx context.Context, f *factory.Factory, opts *downOptions) (*job.R
 	if err != nil {
 		return nil, err
 	}
-	view := job.NewView(&f.IO.ErrOut, f.IO.ErrTTY, opts.JSON)
+	view := job.NewView(f.IO, opts.JSON)
 	defer view.Close()
 	return job.End(ctx, recs, rec, opts.NoCollect, f.IO.ErrOut, func() (*job.Deps, func(), error) { return f.DownDeps(ctx, rec.ID, view.Event) })
 }

@@ -159,8 +159,7 @@ func refusedBeforeRun(t *testing.T, name string, cmd *cobra.Command, ran *bool, 
 	*ran = false
 	usageOnBadArgs(cmd)
 	err := parseOnly(t, cmd, argv...)
-	var ue usageError
-	if !errors.As(err, &ue) || *ran {
+	if err == nil || exitStatus(err) != 2 || *ran {
 		t.Errorf("%s %q: err %v, ran %v; want a usage error before anything runs", name, argv, err, *ran)
 	}
 }

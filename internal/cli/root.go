@@ -88,6 +88,11 @@ func mainWith(ctx context.Context, ios *iostreams.IOStreams, args []string, dura
 		err = usageError{errors.New(msg)}
 	}
 	fmt.Fprintf(ios.ErrOut, "error: %s\n", termSafe(err.Error()))
+	return exitStatus(err)
+}
+
+// exitStatus is the exit code of a command that failed with err.
+func exitStatus(err error) int {
 	var ue usageError
 	switch {
 	case errors.As(err, &ue), errors.As(err, new(usage.Error)), errors.As(err, new(*search.QueryError)):

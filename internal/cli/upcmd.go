@@ -169,7 +169,7 @@ func upRun(ctx context.Context, f *factory.Factory, opts *upOptions, jf *jobfile
 	}
 	// As long as the coordinator takes to call a silent node dead.
 	d.LostAfter = 10 * interval
-	view := job.NewView(&f.IO.ErrOut, f.IO.ErrTTY, opts.JSON)
+	view := job.NewView(f.IO, opts.JSON)
 	defer view.Close()
 	d.Events = view.Event
 	rep, err := job.Up(ctx, d, o)

@@ -6,25 +6,25 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/liveview"
 )
 
-// View renders a job's events on *errOut: the live view on a terminal,
-// else log lines (the run's progress every five seconds of wall time,
-// stamped in the market's). With JSON no live view opens: stdout is the
-// report's.
+// View renders a job's events on the error stream: the live view on a
+// terminal, else log lines (the run's progress every five seconds of wall
+// time, stamped in the market's). With JSON no live view opens: stdout is
+// the report's.
 type View struct {
-	errOut   *io.Writer
-	tty      bool
+	ios      *iostreams.IOStreams
 	json     bool
 	opened   bool
 	live     *liveview.View
 	lastLine time.Time
 }
 
-// NewView is the view of a job on *errOut (a terminal when tty).
-func NewView(errOut *io.Writer, tty, asJSON bool) *View {
-	return &View{errOut: errOut, tty: tty, json: asJSON}
+// NewView is the view of a job on ios's error stream.
+func NewView(ios *iostreams.IOStreams, asJSON bool) *View {
+	return &View{ios: ios, json: asJSON}
 }
 
 // Close closes the live view, if one is open.
@@ -43,7 +43,7 @@ func (v *View) Event(e Event) {
 		v.Close() // what follows may ask a question
 	}
 	if line := EventLine(e); line != "" {
-		fmt.Fprintf(*v.errOut, "job %s: %s\n", e.JobID(), line)
+		fmt.Fprintf(v.ios.ErrOut, "job %s: %s\n", e.JobID(), line)
 	}
 }
 
@@ -51,7 +51,7 @@ func (v *View) Event(e Event) {
 func (v *View) progress(p Progress) {
 	if !v.opened && !v.json {
 		v.opened = true
-		v.live = liveview.Open(v.errOut, v.tty, "job "+p.Job)
+		v.live = liveview.Open(&v.ios.ErrOut, v.ios.ErrTTY, "job "+p.Job)
 	}
 	t, line := p.Totals, p.Line()
 	switch {
@@ -61,7 +61,7 @@ func (v *View) progress(p Progress) {
 		v.live.Update(int64(p.Ended), int64(p.Nodes), "run exited  "+line)
 	case time.Since(v.lastLine) >= 5*time.Second:
 		v.lastLine = time.Now()
-		fmt.Fprintf(*v.errOut, "%s job %s: %s\n", p.At.UTC().Format("15:04:05"), p.Job, line)
+		fmt.Fprintf(v.ios.ErrOut, "%s job %s: %s\n", p.At.UTC().Format("15:04:05"), p.Job, line)
 	}
 }
 

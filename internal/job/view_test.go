@@ -2,16 +2,16 @@ package job
 
 import (
 	"bytes"
-	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 )
 
 func TestViewOffATerminalWritesLines(t *testing.T) {
 	var b bytes.Buffer
-	w := io.Writer(&b)
-	v := NewView(&w, false, false)
+	v := NewView(&iostreams.IOStreams{ErrOut: &b}, false)
 	at := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
 	v.Event(Progress{About: About{Job: "j"}, At: at, Nodes: 2})
 	v.Event(Progress{About: About{Job: "j"}, At: at, Nodes: 2}) // within 5 s: no second line
