@@ -44,9 +44,6 @@ func cleanupRun(ctx context.Context, f *factory.Factory, opts *cleanupOptions) e
 	if err != nil {
 		return err
 	}
-	if _, err := m.S.GetFleet(ctx, opts.Fleet); err != nil {
-		return usagef("fleet %q: not found (see `vastfleet ls`)", opts.Fleet)
-	}
 	ids, err := launch.Cleanup(ctx, m, opts.Fleet)
 	if err != nil {
 		return err

@@ -13,11 +13,12 @@ import (
 // (parked, loading, exited, offline, ...), after reconciling the store with
 // the marketplace so that "running" is current. Destroys are confirmed by
 // listing (fleet.Manager.Destroy); the ids sent are returned even when the
-// confirmation is still pending (the error says so).
+// confirmation is still pending (the error says so). A fleet the store
+// does not know is the user's mistake.
 func Cleanup(ctx context.Context, m *fleet.Manager, fleetName string) ([]int64, error) {
 	f := opsOf(m)
 	if _, err := f.Fleet(ctx, fleetName); err != nil {
-		return nil, err
+		return nil, usagef("fleet %q: not found (see `vastfleet ls`)", fleetName)
 	}
 	if _, err := f.Reconcile(ctx, fleet.ReconcileOptions{}); err != nil {
 		return nil, fmt.Errorf("cleanup %s: %w", fleetName, err)
