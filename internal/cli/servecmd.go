@@ -80,17 +80,9 @@ func newServeTokenCmd(f *factory.Factory) *cobra.Command {
 		Short: "Make a token for NAME and print it (once: only its sha256 is kept)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !server.ValidRole(role) {
-				return usagef("--role %q: use viewer or operator", role)
-			}
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
+			tok, err := server.NewToken(cmd.Context(), dbSpec, f.DataDir, args[0], role, ttl)
 			if err != nil {
 				return err
-			}
-			defer db.Close()
-			tok, err := db.CreateToken(cmd.Context(), args[0], role, ttl)
-			if err != nil {
-				return usageError{err}
 			}
 			fmt.Fprintln(f.IO.Out, tok)
 			fmt.Fprintf(f.IO.ErrOut, "token %s (%s) made: it is shown only now; give it to its user (VASTFLEET_TOKEN, or `vastfleet context add NAME URL --token-file F`)\n", args[0], role)
@@ -105,13 +97,8 @@ func newServeTokenCmd(f *factory.Factory) *cobra.Command {
 		Short: "Revoke NAME's token: it is refused from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := server.OpenSpec(cmd.Context(), dbSpec, f.DataDir)
-			if err != nil {
+			if err := server.RevokeToken(cmd.Context(), dbSpec, f.DataDir, args[0]); err != nil {
 				return err
-			}
-			defer db.Close()
-			if err := db.RevokeToken(cmd.Context(), args[0]); err != nil {
-				return usageError{err}
 			}
 			fmt.Fprintf(f.IO.ErrOut, "token %s revoked\n", args[0])
 			return nil
@@ -123,10 +110,7 @@ func newServeTokenCmd(f *factory.Factory) *cobra.Command {
 		Short: "List the tokens (names, roles, dates; never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).Tokens, []string{"NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED"},
-				func(r server.TokenInfo) []string {
-					return []string{r.Name, r.Role, r.CreatedAt, r.ExpiresAt, r.RevokedAt}
-				})
+			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).Tokens, server.TokenHeader, server.TokenInfo.Cells)
 		},
 	}
 	cmdutil.AddJSONFlags(ls.Flags(), &js, "print JSON")
@@ -145,10 +129,7 @@ func newServeAuditCmd(f *factory.Factory) *cobra.Command {
 		Short: "The server's audit log: who did what, allowed or refused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).AuditLog, []string{"AT", "WHO", "ROLE", "ACTION", "TARGET", "OUTCOME"},
-				func(r server.AuditEntry) []string {
-					return []string{r.At, r.Who, r.Role, r.Action, termSafe(r.Target), termSafe(r.Outcome)}
-				})
+			return printServeRows(cmd.Context(), f, dbSpec, js, (*server.DB).AuditLog, server.AuditHeader, server.AuditEntry.Cells)
 		},
 	}
 	cmdutil.AddJSONFlags(cmd.Flags(), &js, "print JSON")
