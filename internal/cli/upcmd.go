@@ -104,14 +104,10 @@ func upCmdRun(ctx context.Context, f *factory.Factory, opts *upOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := job.CheckResumable(rec); err != nil {
+		if path, opts.CoordAddr, err = job.Resuming(rec, opts.CoordAddr, opts.coordAddrGiven); err != nil {
 			return err
 		}
-		path, opts.JobID, opts.resumed = rec.File, rec.ID, rec
-		if rec.CoordAddr != "" && !opts.coordAddrGiven {
-			// The agents know the coordinator by this address.
-			opts.CoordAddr = rec.CoordAddr
-		}
+		opts.JobID, opts.resumed = rec.ID, rec
 	}
 	jf, err := jobfile.Load(path)
 	if err != nil {

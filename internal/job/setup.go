@@ -128,6 +128,20 @@ func DepthQuery(jf *jobfile.Job) string {
 	return jf.Query
 }
 
+// Resuming is what `up --resume` continues the job rec with, refused
+// unless it can be (CheckResumable): its task file, and the address its
+// coordinator listens on: the one its agents know, unless the user gave
+// one (addr, given).
+func Resuming(rec *Record, addr string, given bool) (file, coordAddr string, err error) {
+	if err := CheckResumable(rec); err != nil {
+		return "", "", err
+	}
+	if rec.CoordAddr != "" && !given {
+		addr = rec.CoordAddr
+	}
+	return rec.File, addr, nil
+}
+
 // CheckResumable says whether the job can be resumed: one that is done
 // has nothing left to run.
 func CheckResumable(rec *Record) error {
