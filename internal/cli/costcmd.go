@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -199,18 +198,9 @@ func newImportCmd(f *factory.Factory, runF func(context.Context, *importOptions)
 
 // importRun is `import` once its flags are parsed.
 func importRun(ctx context.Context, f *factory.Factory, opts *importOptions) error {
-	fh, err := os.Open(opts.File)
-	if err != nil {
-		return usageError{err}
-	}
-	defer fh.Close()
-	st, err := f.Store(ctx, true, factory.HolderName("import", opts.File))
+	n, err := f.ImportVastInstances(ctx, opts.File)
 	if err != nil {
 		return err
-	}
-	n, err := st.ImportVastInstances(ctx, fh, f.Clock().Now())
-	if err != nil {
-		return usagef("%s: %v (nothing was imported)", opts.File, err)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "imported %d instance(s) from %s; run `vastfleet reconcile` to refresh them from the marketplace\n", n, opts.File)
 	return nil

@@ -378,3 +378,23 @@ func (f *Factory) LiveRanked(ctx context.Context, q market.Query, o search.Optio
 	}
 	return ranked, err
 }
+
+// ImportVastInstances reads a vast-instances.json state file at path into
+// the store, all or nothing, as of the market's now (import): how many
+// instances it held. A file that cannot be opened or read is the user's.
+func (f *Factory) ImportVastInstances(ctx context.Context, path string) (int, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, usage.Error{Err: err}
+	}
+	defer fh.Close()
+	st, err := f.Store(ctx, true, HolderName("import", path))
+	if err != nil {
+		return 0, err
+	}
+	n, err := st.ImportVastInstances(ctx, fh, f.Clock().Now())
+	if err != nil {
+		return 0, usage.Errorf("%s: %v (nothing was imported)", path, err)
+	}
+	return n, nil
+}
