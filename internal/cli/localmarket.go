@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,18 +49,5 @@ func newSimStopCmd(f *factory.Factory, runF func(context.Context, *simStopOption
 }
 
 func simStopRun(ctx context.Context, f *factory.Factory, _ *simStopOptions) error {
-	dir, err := f.DataDir()
-	if err != nil {
-		return err
-	}
-	was, err := localmarket.Stop(ctx, filepath.Join(dir, "sim"))
-	if err != nil {
-		return err
-	}
-	if !was {
-		fmt.Fprintln(f.IO.ErrOut, "no local market is running for", dir)
-		return nil
-	}
-	fmt.Fprintln(f.IO.ErrOut, "stopped the local market for", dir)
-	return nil
+	return f.StopLocalMarket(ctx)
 }

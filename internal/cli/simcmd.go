@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vastfleet/vastfleet/internal/factory"
-	"github.com/vastfleet/vastfleet/internal/localmarket"
 	"github.com/vastfleet/vastfleet/internal/sim"
 )
 
@@ -93,13 +90,5 @@ func newSimResetCmd(f *factory.Factory, runF func(context.Context, *simResetOpti
 
 // simResetRun is `sim reset` once parsed.
 func simResetRun(ctx context.Context, f *factory.Factory, _ *simResetOptions) error {
-	dir, err := f.DataDir()
-	if err != nil {
-		return err
-	}
-	if err := localmarket.Reset(ctx, filepath.Join(dir, "sim")); err != nil {
-		return err
-	}
-	fmt.Fprintln(f.IO.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")
-	return nil
+	return f.ResetLocalMarket(ctx)
 }

@@ -239,3 +239,37 @@ func (f *Factory) ServeLocalMarket(ctx context.Context, idle time.Duration) erro
 	}
 	return err
 }
+
+// ResetLocalMarket starts this data dir's simulated market afresh (sim
+// reset), stopping the local market first, and says what the store still
+// remembers.
+func (f *Factory) ResetLocalMarket(ctx context.Context) error {
+	dir, err := f.DataDir()
+	if err != nil {
+		return err
+	}
+	if err := localmarket.Reset(ctx, filepath.Join(dir, "sim")); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.IO.ErrOut, "simulated market reset; the state store still remembers its instances: run `vastfleet reconcile` to mark them gone")
+	return nil
+}
+
+// StopLocalMarket stops this data dir's local market (sim stop), which
+// saves, and says whether one ran.
+func (f *Factory) StopLocalMarket(ctx context.Context) error {
+	dir, err := f.DataDir()
+	if err != nil {
+		return err
+	}
+	was, err := localmarket.Stop(ctx, filepath.Join(dir, "sim"))
+	if err != nil {
+		return err
+	}
+	if !was {
+		fmt.Fprintln(f.IO.ErrOut, "no local market is running for", dir)
+		return nil
+	}
+	fmt.Fprintln(f.IO.ErrOut, "stopped the local market for", dir)
+	return nil
+}
