@@ -44,3 +44,24 @@ func TestReporterSendsFailuresToTheErrorStream(t *testing.T) {
 		t.Errorf("out %q, errOut %q", out.String(), errOut.String())
 	}
 }
+
+func TestListingRowsPutInstancesFirst(t *testing.T) {
+	l := Listing{Instances: []InstanceView{{}}, Orphans: []OrphanView{{ID: 9}}}
+	rows := l.Rows()
+	if len(rows) != 2 {
+		t.Fatalf("rows %v", rows)
+	}
+	if _, ok := rows[0].(InstanceView); !ok {
+		t.Errorf("first row %T, want an instance", rows[0])
+	}
+	if o, ok := rows[1].(OrphanView); !ok || o.ID != 9 {
+		t.Errorf("second row %#v, want the orphan", rows[1])
+	}
+	var out, errOut bytes.Buffer
+	if err := (Listing{Orphans: []OrphanView{{ID: 9}}}).WriteText(&out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if errOut.Len() != 0 || !strings.Contains(out.String(), "ORPHANS") || strings.Contains(out.String(), "UPTIME") {
+		t.Errorf("orphans only: out %q, errOut %q", out.String(), errOut.String())
+	}
+}

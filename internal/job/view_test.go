@@ -62,3 +62,20 @@ func TestStatusCellsFollowTheHeader(t *testing.T) {
 		t.Errorf("cells %q under %q", c, StatusHeader)
 	}
 }
+
+func TestResumingKeepsTheAgentsCoordinator(t *testing.T) {
+	rec := &Record{ID: "j", File: "t.yaml", State: "running", CoordAddr: "10.0.0.1:8470"}
+	if file, addr, err := Resuming(rec, "127.0.0.1:0", false); err != nil || file != "t.yaml" || addr != "10.0.0.1:8470" {
+		t.Errorf("Resuming = %q, %q, %v", file, addr, err)
+	}
+	if _, addr, _ := Resuming(rec, "0.0.0.0:9000", true); addr != "0.0.0.0:9000" {
+		t.Errorf("the address given was not kept: %q", addr)
+	}
+	rec.State = StateDone
+	if _, _, err := Resuming(rec, "", false); err == nil {
+		t.Error("a done job resumed")
+	}
+	if _, err := (&Record{ID: "j"}).ResultsDir(); err == nil || !strings.Contains(err.Error(), "job j has collected no results here yet") {
+		t.Errorf("no local results: %v", err)
+	}
+}

@@ -2,10 +2,12 @@ package plan
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 func TestWriteTextShowsNeedsOptionsWarningsAndNotes(t *testing.T) {
@@ -26,5 +28,15 @@ func TestWriteTextShowsNeedsOptionsWarningsAndNotes(t *testing.T) {
 		if strings.Contains(got, "  - fp16 weights") != explain {
 			t.Errorf("explain=%v: reasons shown %v:\n%s", explain, !explain, got)
 		}
+	}
+}
+
+func TestInputPlanRefusalsAreTheUsersInput(t *testing.T) {
+	_, _, err := Input{Flags: Task{Model: "no-such-model-xyz"}, Given: []string{"model"}}.Plan()
+	if err == nil || !errors.As(err, new(usage.Error)) {
+		t.Errorf("unknown model: %v, want a usage error", err)
+	}
+	if _, req, err := (Input{Flags: Task{Model: "7b"}, Given: []string{"model"}}).Plan(); err != nil || req.VRAMGB <= 0 {
+		t.Errorf("7b: %+v, %v", req, err)
 	}
 }
