@@ -16,7 +16,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/iostreams"
-	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/search"
@@ -99,7 +98,7 @@ func exitStatus(err error) int {
 		return 2
 	case errors.Is(err, provider.ErrAuth):
 		return 4
-	case errors.As(err, new(usage.Partial)), errors.Is(err, job.ErrPartial):
+	case errors.Is(err, usage.ErrPartial): // usage.Partial, job.ErrPartial
 		return 3
 	case errors.Is(err, context.Canceled), errors.Is(err, launch.ErrInterrupted):
 		return 130 // as a shell reports a command ended by Ctrl+C

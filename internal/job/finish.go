@@ -11,6 +11,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 )
 
 // finishTimeout bounds collecting, destroying and reporting.
@@ -154,7 +155,7 @@ func collectFiles(ctx context.Context, d *Deps, rec *Record, nodes []Node) error
 		}
 	}
 	d.emit(Collected{About{rec.ID}, files, len(rows) - failed, rec.LocalDir})
-	return fanOut("collect", failed, len(rows))
+	return usage.FanOut("collect", failed, len(rows))
 }
 
 // writeResults writes every finding and item result the coordinator's

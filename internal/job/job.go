@@ -12,8 +12,6 @@ package job
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/clock"
@@ -23,6 +21,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/store"
+	"github.com/vastfleet/vastfleet/internal/usage"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -45,28 +44,10 @@ const (
 // ErrPartial marks a job that did part of what was asked: items left with
 // every node lost, a step or the run failed on some nodes, results not
 // collected from some. The command line exits 3 for it.
-var ErrPartial = errors.New("partial")
+var ErrPartial = usage.ErrPartial
 
 // partial wraps err as ErrPartial.
-func partial(err error) error { return partialErr{err} }
-
-type partialErr struct{ err error }
-
-func (e partialErr) Error() string        { return e.err.Error() }
-func (e partialErr) Unwrap() []error      { return []error{e.err, ErrPartial} }
-func (e partialErr) Is(target error) bool { return target == ErrPartial }
-
-// fanOut is the outcome of one step on many nodes: nil when every node
-// succeeded, partial when some failed, an error when all did.
-func fanOut(what string, failed, total int) error {
-	switch {
-	case failed == 0:
-		return nil
-	case failed == total:
-		return fmt.Errorf("%s failed on all %d nodes", what, failed)
-	}
-	return partial(fmt.Errorf("%s failed on %d of %d nodes", what, failed, total))
-}
+func partial(err error) error { return usage.Partial{Err: err} }
 
 // Node is one node of the job, as the node operations name it: its name
 // and rank are its place in the fleet (a replacement takes the culled

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/usage"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
@@ -266,7 +267,7 @@ func runOutcome(j *jobfile.Job, nodes []Node, e end) error {
 			failed++
 		}
 	}
-	return errors.Join(e.lost, fanOut("the run command", failed, len(nodes)))
+	return errors.Join(e.lost, usage.FanOut("the run command", failed, len(nodes)))
 }
 
 // ItemsETA is the market time the items left need at the rate so far

@@ -17,8 +17,7 @@ type Row interface {
 }
 
 // Outcome is the outcome of what (the command, setup, ...) on the nodes
-// of rows: nil when every node succeeded, partial (usage.Partial, exit 3)
-// when some failed, an error when all did.
+// of rows (usage.FanOut).
 func Outcome[R Row](what string, rows []R) error {
 	n := 0
 	for _, r := range rows {
@@ -26,19 +25,7 @@ func Outcome[R Row](what string, rows []R) error {
 			n++
 		}
 	}
-	return FanOutError(what, n, len(rows))
-}
-
-// FanOutError is the outcome of one operation on total nodes, failed of
-// which failed (Outcome).
-func FanOutError(what string, failed, total int) error {
-	switch {
-	case failed == 0:
-		return nil
-	case failed == total:
-		return fmt.Errorf("%s failed on all %d nodes", what, failed)
-	}
-	return usage.Partial{Err: fmt.Errorf("%s failed on %d of %d nodes", what, failed, total)}
+	return usage.FanOut(what, n, len(rows))
 }
 
 // The per-node tables' headers, each over its row's Cells.

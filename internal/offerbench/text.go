@@ -12,7 +12,6 @@ import (
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/market"
-	"github.com/vastfleet/vastfleet/internal/nodes"
 	"github.com/vastfleet/vastfleet/internal/termsafe"
 	"github.com/vastfleet/vastfleet/internal/usage"
 )
@@ -77,5 +76,5 @@ func FleetName(now time.Time) string { return "probe-" + now.UTC().Format("20060
 // Outcome is the run's exit: partial (exit 3) when some probes did not
 // pass, an error (exit 1) when none did; the rows say which.
 func (res Result) Outcome() error {
-	return nodes.FanOutError("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
+	return usage.FanOut("the probe", len(res.Rows)-len(res.Ranking), len(res.Rows))
 }
