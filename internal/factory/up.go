@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/coord"
+	"github.com/vastfleet/vastfleet/internal/iostreams"
 	"github.com/vastfleet/vastfleet/internal/job"
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
@@ -82,8 +83,7 @@ func (f *Factory) UpDeps(ctx context.Context, u UpJob) (*job.Deps, job.Options, 
 	d := &job.Deps{Provider: m.P, Store: m.S, Fleet: m, Clock: f.Clock(), Coord: u.Coord.Srv, Results: u.Coord.DB,
 		Nodes: f.JobNodes(m.P), Records: recs, Poll: u.Poll, WorkdirOnNode: wd,
 		Launcher: &JobLauncher{F: f, M: m, Spec: spec, ID: id, Offers: u.Offers, View: func() (func(launch.Event), func()) {
-			v := launch.NewView(f.IO, nil)
-			return v.Event, v.Stop
+			return jobLaunchView(f.IO)
 		}},
 		Choose: func() string { return job.AskChoice(u.OnInterrupt, f.IO.In, f.IO.ErrOut, f.IO.InTTY) }}
 	return d, o, nil
@@ -126,4 +126,18 @@ func (f *Factory) PlanSearch(ctx context.Context, req plan.Req) ([]market.Offer,
 		return nil, err
 	}
 	return plan.SearchTiers(ctx, req, p.SearchOffers, f.Log)
+}
+
+// jobLaunchView shows a job's launch as launch's own view does, less the
+// launch's interrupt line: inside a job the launch keeps its instances
+// ("interrupted (keep): 0 instances to destroy; `launch --resume` ...")
+// and the job says what it does with them (--on-interrupt), so that line
+// would contradict the user's choice and name the wrong command.
+func jobLaunchView(ios *iostreams.IOStreams) (event func(launch.Event), stop func()) {
+	v := launch.NewView(ios, nil)
+	return func(e launch.Event) {
+		if e.Event != launch.EvInterrupted {
+			v.Event(e)
+		}
+	}, v.Stop
 }
