@@ -12,8 +12,8 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/factory"
-	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/plan"
+	"github.com/vastfleet/vastfleet/internal/rental"
 )
 
 type planOptions struct {
@@ -160,6 +160,6 @@ func rentOption(ctx context.Context, f *factory.Factory, opts *planOptions, req 
 	if err != nil {
 		return err
 	}
-	return launch.RentPlanned(ctx, m, launch.PlannedRental{Fleet: opts.Fleet, Image: opts.Task.Image, Model: opts.Task.Model,
+	return rental.RentPlanned(ctx, m, rental.PlannedRental{Fleet: opts.Fleet, Image: opts.Task.Image, Model: opts.Task.Model,
 		Req: req, Option: o, Timeout: opts.Timeout}, f.IO.ErrOut)
 }

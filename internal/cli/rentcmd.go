@@ -11,6 +11,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/factory"
 	"github.com/vastfleet/vastfleet/internal/fleet"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/rental"
 )
 
 type rentOptions struct {
@@ -70,7 +71,7 @@ takes over 5 minutes), then prints its ssh address.`,
 
 // rentRun is `rent` once its flags are parsed.
 func rentRun(ctx context.Context, f *factory.Factory, opts *rentOptions) error {
-	v, err := launch.RentOne(ctx, f, factory.HolderName("rent", strconv.FormatInt(opts.OfferID, 10)), launch.One{
+	v, err := rental.RentOne(ctx, f, factory.HolderName("rent", strconv.FormatInt(opts.OfferID, 10)), rental.One{
 		Rent:    launch.Rent{Image: opts.Image, Disk: opts.Disk, Env: opts.Env, Onstart: opts.Onstart, Direct: opts.Direct, Bid: opts.Bid},
 		OfferID: opts.OfferID, Fleet: opts.Fleet, Label: opts.Label, Timeout: opts.Timeout, NoWait: opts.NoWait}, f.IO.ErrOut)
 	if err != nil {

@@ -1,4 +1,9 @@
-package launch
+// Package rental rents single instances by hand, outside the launch
+// engine: one offer (rent) or a plan's option (plan --rent). Each reconciles,
+// rents through the fleet manager, waits for running and says so; the
+// engine (package launch) reaches the fleet only through FleetOps, so these
+// sit beside it, not in it.
+package rental
 
 import (
 	"cmp"
@@ -10,6 +15,7 @@ import (
 	"github.com/vastfleet/vastfleet/internal/bill"
 	"github.com/vastfleet/vastfleet/internal/cmdutil"
 	"github.com/vastfleet/vastfleet/internal/fleet"
+	"github.com/vastfleet/vastfleet/internal/launch"
 	"github.com/vastfleet/vastfleet/internal/plan"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/usage"
@@ -36,7 +42,7 @@ func RentPlanned(ctx context.Context, m *fleet.Manager, r PlannedRental, log io.
 	hours, total := o.EstHours, o.EstTotal
 	rec, err := m.Rent(ctx, fleet.RentRequest{
 		Fleet: r.Fleet, Offer: o.Offer, OfferID: o.OfferID,
-		Create:   Create(cmp.Or(r.Image, DefaultImage), r.Req.DiskGB),
+		Create:   launch.Create(cmp.Or(r.Image, launch.DefaultImage), r.Req.DiskGB),
 		EstHours: &hours, EstCost: &total, Experiment: r.Model,
 		ImageGB: r.Req.ImageGB, // the size the plan's transfer cost was estimated at
 	})
@@ -55,7 +61,7 @@ func RentPlanned(ctx context.Context, m *fleet.Manager, r PlannedRental, log io.
 // One is a single offer rented by hand (rent): the instance as Rent asks
 // it, into Fleet, labelled Label, waited for (Timeout) unless NoWait.
 type One struct {
-	Rent
+	launch.Rent
 	OfferID      int64
 	Fleet, Label string
 	Timeout      time.Duration
@@ -66,7 +72,7 @@ type One struct {
 // holder), after a reconcile, with the fleet key on the account and a bid
 // watched; it says what it rented on log, and gives the instance's view
 // as ls shows it.
-func RentOne(ctx context.Context, env Env, holder string, o One, log io.Writer) (fleet.InstanceView, error) {
+func RentOne(ctx context.Context, env launch.Env, holder string, o One, log io.Writer) (fleet.InstanceView, error) {
 	req, err := o.Rent.CreateRequest()
 	if err != nil {
 		return fleet.InstanceView{}, err
