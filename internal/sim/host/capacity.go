@@ -1,0 +1,265 @@
+package host
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The capacity model (Hardware.Scale > 0) makes each machine's workload
+// run at its true cores over a fixed scale: Scale simulated cores to one
+// of this computer's. Without it every machine's processes share this
+// computer's cores alike, so a fleet's hashes are this computer's
+// whatever it rents; with it a 64-core machine delivers 64/Scale of a
+// core and a 16-core one 16/Scale, whatever else runs.
+//
+// It is a CPU cgroup (v1's cpu controller) per machine,
+// <cpu>/vastfleet-sim-<root>/m<id>-<boot>, holding the onstart, and in
+// it work/, where the workload goes: cpu.cfs_quota_us caps it at its
+// budget, and cpu.shares in proportion to the budget divide this
+// computer fairly when it cannot give every machine its budget (a
+// loaded computer slows every machine alike instead of levelling them).
+// The parent's shares are high so that other work on this computer does
+// not starve the fleet below its (capped) budgets.
+//
+// The workload is every process of the machine outside the onstart's
+// process group: the sessions the agent starts (each in a group of its
+// own) and whatever left the group (tmux). The onstart's own group (the
+// agent under nohup, and its boot probe) and SSH sessions run unscaled:
+// their deadlines are wall time against a coordinator and a client that
+// are not scaled, and they use little CPU; the probe keeps seeing the
+// spoofing duty cycle (hardware.go), which in this model stops only
+// them. A workload started over SSH is not scaled.
+
+// capacityRescan is how often a machine's cgroup is looked at for new
+// processes to move into work/: a session's first command (the run
+// session's wait for the go marker) is moved long before it forks the
+// work.
+const capacityRescan = 100 * time.Millisecond
+
+// cfs bounds: the kernel takes a quota of at least 1 ms in a period of
+// at most 1 s.
+const (
+	cfsPeriod    = 100 * time.Millisecond
+	cfsMaxPeriod = time.Second
+	cfsMinQuota  = time.Millisecond
+)
+
+// CPUBudget is the share of one of this computer's cores the machine's
+// workload gets under the capacity model, 0 without it.
+func (h Hardware) CPUBudget() float64 {
+	if h.Scale <= 0 {
+		return 0
+	}
+	cores := h.Cores
+	if h.TrueCores > 0 && h.TrueCores < cores {
+		cores = h.TrueCores
+	}
+	return cores / h.Scale
+}
+
+// cfsQuota is the period and quota that give budget: the period grows
+// (to 1 s) for a budget under 1 ms per 100 ms; below 1 ms a second the
+// budget is raised to it.
+func cfsQuota(budget float64) (period, quota time.Duration) {
+	period = cfsPeriod
+	if q := time.Duration(budget * float64(period)); q < cfsMinQuota {
+		period = min(cfsMaxPeriod, time.Duration(float64(cfsMinQuota)/budget))
+	}
+	return period, max(cfsMinQuota, time.Duration(budget*float64(period)))
+}
+
+// cpuShares is the work cgroup's weight: in proportion to its budget.
+func cpuShares(budget float64) int64 {
+	return min(262144, max(2, int64(math.Round(budget*100000))))
+}
+
+// capacityRoot is this computer's cgroup v1 cpu hierarchy.
+var capacityRoot = "/sys/fs/cgroup/cpu"
+
+// capacityCgroups is the manager's cgroup directory, made if need be (the
+// last machine's stop removes it); an error says the capacity model
+// cannot run here.
+func (m *Manager) capacityCgroups() (string, error) {
+	m.capOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(capacityRoot, "cpu.cfs_quota_us")); err != nil {
+			m.capErr = fmt.Errorf("no cgroup v1 cpu controller at %s", capacityRoot)
+			return
+		}
+		h := fnv.New32a()
+		h.Write([]byte(m.root))
+		m.capDir = filepath.Join(capacityRoot, fmt.Sprintf("vastfleet-sim-%08x", h.Sum32()))
+	})
+	if m.capErr != nil {
+		return "", m.capErr
+	}
+	if err := os.Mkdir(m.capDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	return m.capDir, writeCg(m.capDir, "cpu.shares", "262144")
+}
+
+// capacity is a machine's cgroups under the model.
+type capacity struct {
+	dir  string // the machine's: the onstart's processes
+	work string // the workload's
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func writeCg(dir, file, v string) error {
+	return os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644)
+}
+
+// newCapacity makes the machine's cgroups for budget.
+func (m *Manager) newCapacity(id int64, budget float64) (*capacity, error) {
+	base, err := m.capacityCgroups()
+	if err != nil {
+		return nil, err
+	}
+	c := &capacity{dir: filepath.Join(base, fmt.Sprintf("m%d-%d", id, time.Now().UnixNano())), done: make(chan struct{})}
+	c.work = filepath.Join(c.dir, "work")
+	period, quota := cfsQuota(budget)
+	shares := strconv.FormatInt(cpuShares(budget), 10)
+	for _, step := range []func() error{
+		func() error {
+			err := os.Mkdir(c.dir, 0o755)
+			if errors.Is(err, os.ErrNotExist) {
+				// The last machine's stop removed base meanwhile.
+				if _, err = m.capacityCgroups(); err == nil {
+					err = os.Mkdir(c.dir, 0o755)
+				}
+			}
+			return err
+		},
+		func() error { return writeCg(c.dir, "cpu.shares", strconv.FormatInt(cpuShares(budget)+1024, 10)) },
+		func() error { return os.Mkdir(c.work, 0o755) },
+		func() error { return writeCg(c.work, "cpu.shares", shares) },
+		func() error {
+			return writeCg(c.work, "cpu.cfs_period_us", strconv.FormatInt(period.Microseconds(), 10))
+		},
+		func() error { return writeCg(c.work, "cpu.cfs_quota_us", strconv.FormatInt(quota.Microseconds(), 10)) },
+	} {
+		if err := step(); err != nil {
+			c.remove()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// wrap is the onstart's command line: the shell puts itself into the
+// machine's cgroup before it runs the script, so that nothing it forks
+// is left outside.
+func (c *capacity) wrap(shell, script string) []string {
+	return []string{shell, "-c", `echo $$ >"$0" && exec "$1" -c "$2"`, filepath.Join(c.dir, "cgroup.procs"), shell, script}
+}
+
+// watch moves, every capacityRescan, each process of the machine's
+// cgroup outside the onstart's group pgid into work/, until stop.
+func (c *capacity) watch(pgid int) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(capacityRescan)
+		defer t.Stop()
+		for {
+			c.moveWork(pgid)
+			select {
+			case <-c.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (c *capacity) moveWork(pgid int) {
+	for _, pid := range cgroupPIDs(c.dir) {
+		if g, ok := procPgid(pid); ok && g != pgid {
+			// A process gone meanwhile fails to move: nothing to do.
+			_ = writeCg(c.work, "cgroup.procs", strconv.Itoa(pid))
+		}
+	}
+}
+
+// workPIDs are the processes of the machine's workload.
+func (c *capacity) workPIDs() map[int]bool {
+	out := map[int]bool{}
+	for _, p := range cgroupPIDs(c.work) {
+		out[p] = true
+	}
+	return out
+}
+
+// stop ends the watch and removes the cgroups once their processes have
+// gone (the machine's are being killed), in the background.
+func (c *capacity) stop() {
+	c.once.Do(c.stopOnce)
+}
+
+func (c *capacity) stopOnce() {
+	close(c.done)
+	c.wg.Wait()
+	go func() {
+		for range 100 {
+			if c.remove() {
+				// The manager's goes with its last machine's.
+				_ = os.Remove(filepath.Dir(c.dir))
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+// remove removes the cgroups; false while processes are left in them.
+func (c *capacity) remove() bool {
+	err1 := os.Remove(c.work)
+	err2 := os.Remove(c.dir)
+	gone := func(err error) bool { return err == nil || errors.Is(err, os.ErrNotExist) }
+	return gone(err1) && gone(err2)
+}
+
+// cgroupPIDs are the processes in a cgroup directory.
+func cgroupPIDs(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// procPgid is a process's group, from /proc/PID/stat.
+func procPgid(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	// After the command: state, ppid, pgrp.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return 0, false
+	}
+	g, err := strconv.Atoi(f[2])
+	return g, err == nil
+}
