@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +45,15 @@ import (
 // processes to move into work/: a session's first command (the run
 // session's wait for the go marker) is moved long before it forks the
 // work.
-const capacityRescan = 100 * time.Millisecond
+const capacityRescan = 50 * time.Millisecond
+
+// svcAllowance is what the machine's cgroup may use beyond its
+// workload's budget: the onstart, the agent and its probe (whose reading
+// of a simulated machine is its stops, not its CPU time), and a process
+// of the workload for the moment before it is moved. It bounds what the
+// fleet takes from this computer, so that the simulator moving them is
+// never starved by them.
+const svcAllowance = 0.1
 
 // cfs bounds: the kernel takes a quota of at least 1 ms in a period of
 // at most 1 s.
@@ -111,9 +121,11 @@ func (m *Manager) capacityCgroups() (string, error) {
 type capacity struct {
 	dir  string // the machine's: the onstart's processes
 	work string // the workload's
-	done chan struct{}
-	wg   sync.WaitGroup
 	once sync.Once
+	mgr  *Manager
+	// removing is the manager's count of cgroups being removed, which
+	// its Close waits for: a process that exits leaves none behind.
+	removing *sync.WaitGroup
 }
 
 func writeCg(dir, file, v string) error {
@@ -126,7 +138,7 @@ func (m *Manager) newCapacity(id int64, budget float64) (*capacity, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &capacity{dir: filepath.Join(base, fmt.Sprintf("m%d-%d", id, time.Now().UnixNano())), done: make(chan struct{})}
+	c := &capacity{dir: filepath.Join(base, fmt.Sprintf("m%d-%d", id, time.Now().UnixNano())), removing: &m.capRemoving, mgr: m}
 	c.work = filepath.Join(c.dir, "work")
 	period, quota := cfsQuota(budget)
 	shares := strconv.FormatInt(cpuShares(budget), 10)
@@ -142,6 +154,13 @@ func (m *Manager) newCapacity(id int64, budget float64) (*capacity, error) {
 			return err
 		},
 		func() error { return writeCg(c.dir, "cpu.shares", strconv.FormatInt(cpuShares(budget)+1024, 10)) },
+		func() error {
+			p, q := cfsQuota(budget + svcAllowance)
+			if err := writeCg(c.dir, "cpu.cfs_period_us", strconv.FormatInt(p.Microseconds(), 10)); err != nil {
+				return err
+			}
+			return writeCg(c.dir, "cpu.cfs_quota_us", strconv.FormatInt(q.Microseconds(), 10))
+		},
 		func() error { return os.Mkdir(c.work, 0o755) },
 		func() error { return writeCg(c.work, "cpu.shares", shares) },
 		func() error {
@@ -164,23 +183,45 @@ func (c *capacity) wrap(shell, script string) []string {
 	return []string{shell, "-c", `echo $$ >"$0" && exec "$1" -c "$2"`, filepath.Join(c.dir, "cgroup.procs"), shell, script}
 }
 
-// watch moves, every capacityRescan, each process of the machine's
+// watch has the manager's mover move each process of the machine's
 // cgroup outside the onstart's group pgid into work/, until stop.
 func (c *capacity) watch(pgid int) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTicker(capacityRescan)
-		defer t.Stop()
-		for {
-			c.moveWork(pgid)
-			select {
-			case <-c.done:
-				return
-			case <-t.C:
-			}
+	m := c.mgr
+	m.capMu.Lock()
+	defer m.capMu.Unlock()
+	if m.capWatched == nil {
+		m.capWatched = map[*capacity]int{}
+	}
+	m.capWatched[c] = pgid
+	if !m.capMoving {
+		m.capMoving = true
+		go m.moveWork()
+	}
+}
+
+// moveWork is the manager's mover: one thread for every machine, at a
+// high priority where it may have one, since a process not yet moved
+// runs at its machine's allowance, not its budget, and on a loaded
+// computer an ordinary thread is late by seconds.
+func (m *Manager) moveWork() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	raiseThreadPriority()
+	t := time.NewTicker(capacityRescan)
+	defer t.Stop()
+	for range t.C {
+		m.capMu.Lock()
+		if len(m.capWatched) == 0 {
+			m.capMoving = false
+			m.capMu.Unlock()
+			return
 		}
-	}()
+		watched := maps.Clone(m.capWatched)
+		m.capMu.Unlock()
+		for c, pgid := range watched {
+			c.moveWork(pgid)
+		}
+	}
 }
 
 func (c *capacity) moveWork(pgid int) {
@@ -208,9 +249,12 @@ func (c *capacity) stop() {
 }
 
 func (c *capacity) stopOnce() {
-	close(c.done)
-	c.wg.Wait()
+	c.mgr.capMu.Lock()
+	delete(c.mgr.capWatched, c)
+	c.mgr.capMu.Unlock()
+	c.removing.Add(1)
 	go func() {
+		defer c.removing.Done()
 		for range 100 {
 			if c.remove() {
 				// The manager's goes with its last machine's.

@@ -98,6 +98,13 @@ type Manager struct {
 	capDir    string
 	capErr    error
 	capWarned sync.Once
+	// capRemoving counts machines' cgroups still being removed.
+	capRemoving sync.WaitGroup
+	// capWatched are the machines whose processes the mover sorts (the
+	// onstart's group beside each), while capMoving.
+	capMu      sync.Mutex
+	capWatched map[*capacity]int
+	capMoving  bool
 }
 
 // sweeper kills, in the background, the processes of stopped machines
@@ -466,6 +473,7 @@ func (m *Manager) Close() error {
 		m.closeHung(id)
 	}
 	m.removing.Wait()
+	m.capRemoving.Wait()
 	return nil
 }
 
