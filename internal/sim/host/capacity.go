@@ -107,6 +107,12 @@ func (m *Manager) capacityCgroups() (string, error) {
 		h := fnv.New32a()
 		h.Write([]byte(m.root))
 		m.capDir = filepath.Join(capacityRoot, fmt.Sprintf("vastfleet-sim-%08x", h.Sum32()))
+		// A simulator killed before its machines' cgroups went left
+		// them: those left empty go now.
+		old, _ := filepath.Glob(filepath.Join(m.capDir, "m*"))
+		for _, d := range old {
+			(&capacity{dir: d, work: filepath.Join(d, "work")}).remove()
+		}
 	})
 	if m.capErr != nil {
 		return "", m.capErr
