@@ -128,12 +128,20 @@ func (mc *machine) startGovernor(duty float64) {
 		var ran time.Duration
 		for {
 			if time.Since(scanned) >= rescanEvery {
+				prev := pids
 				pids, scanned = procgroup.MarkedPIDs(mc.marker), time.Now()
 				if mc.cap != nil {
 					// Under the capacity model the workload's share is its
-					// budget (capacity.go), already of its true cores.
+					// budget (capacity.go), already of its true cores. A
+					// process stopped before it was moved there is
+					// continued: nothing else would.
 					work := mc.cap.workPIDs()
 					pids = slices.DeleteFunc(pids, func(p int) bool { return work[p] })
+					for _, p := range prev {
+						if work[p] {
+							procgroup.Signal(p, procgroup.SIGCONT)
+						}
+					}
 				}
 			}
 			end := time.Since(start) + DutyPeriod
