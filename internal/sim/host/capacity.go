@@ -23,14 +23,18 @@ import (
 // whatever it rents; with it a 64-core machine delivers 64/Scale of a
 // core and a 16-core one 16/Scale, whatever else runs.
 //
-// It is a CPU cgroup (v1's cpu controller) per machine,
-// <cpu>/vastfleet-sim-<root>/m<id>-<boot>, holding the onstart, and in
-// it work/, where the workload goes: cpu.cfs_quota_us caps it at its
-// budget, and cpu.shares in proportion to the budget divide this
-// computer fairly when it cannot give every machine its budget (a
-// loaded computer slows every machine alike instead of levelling them).
-// The parent's shares are high so that other work on this computer does
-// not starve the fleet below its (capped) budgets.
+// It is two CPU cgroups (v1's cpu controller) per machine:
+// <cpu>/vastfleet-sim-<root>/m<id>-<boot> holds the onstart (capped at
+// the budget and an allowance, svcAllowance), and
+// <cpu>/vastfleet-sim-<root>-work/m<id>-<boot> the workload:
+// cpu.cfs_quota_us caps it at its budget, and cpu.shares in proportion
+// to the budget divide this computer fairly when it cannot give every
+// machine its budget (a loaded computer slows every machine alike
+// instead of levelling them). The workloads' parent weighs high, so
+// that other work on this computer does not starve the fleet below its
+// capped budgets; the machines' own parent weighs as one ordinary
+// process each, so that their agents neither starve the simulator (its
+// SSH servers) and the coordinator nor are starved by them.
 //
 // The workload is every process of the machine outside the onstart's
 // process group: the sessions the agent starts (each in a group of its
@@ -95,10 +99,13 @@ func cpuShares(budget float64) int64 {
 // capacityRoot is this computer's cgroup v1 cpu hierarchy.
 var capacityRoot = "/sys/fs/cgroup/cpu"
 
-// capacityCgroups is the manager's cgroup directory, made if need be (the
-// last machine's stop removes it); an error says the capacity model
-// cannot run here.
-func (m *Manager) capacityCgroups() (string, error) {
+// capacityCgroups are the manager's two cgroup directories, made if need
+// be (the last machine's stop removes them): svc holds each machine's
+// onstart (the agent), weighted as that many ordinary processes, and
+// work each machine's capped workload, weighted high so that other work
+// on this computer does not starve the fleet below its budgets (which
+// their quotas cap). An error says the capacity model cannot run here.
+func (m *Manager) capacityCgroups() (svc, work string, err error) {
 	m.capOnce.Do(func() {
 		if _, err := os.Stat(filepath.Join(capacityRoot, "cpu.cfs_quota_us")); err != nil {
 			m.capErr = fmt.Errorf("no cgroup v1 cpu controller at %s", capacityRoot)
@@ -111,16 +118,25 @@ func (m *Manager) capacityCgroups() (string, error) {
 		// them: those left empty go now.
 		old, _ := filepath.Glob(filepath.Join(m.capDir, "m*"))
 		for _, d := range old {
-			(&capacity{dir: d, work: filepath.Join(d, "work")}).remove()
+			(&capacity{dir: d, work: filepath.Join(m.capDir+"-work", filepath.Base(d))}).remove()
 		}
 	})
 	if m.capErr != nil {
-		return "", m.capErr
+		return "", "", m.capErr
 	}
-	if err := os.Mkdir(m.capDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
+	svc, work = m.capDir, m.capDir+"-work"
+	for _, d := range []string{svc, work} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", "", err
+		}
 	}
-	return m.capDir, writeCg(m.capDir, "cpu.shares", "262144")
+	return svc, work, writeCg(work, "cpu.shares", "262144")
+}
+
+// weighSvc weighs the machines' own cgroups as one ordinary process each.
+func weighSvc(svc string) {
+	ms, _ := filepath.Glob(filepath.Join(svc, "m*"))
+	_ = writeCg(svc, "cpu.shares", strconv.Itoa(min(262144, max(2, 1024*len(ms)))))
 }
 
 // capacity is a machine's cgroups under the model.
@@ -140,26 +156,27 @@ func writeCg(dir, file, v string) error {
 
 // newCapacity makes the machine's cgroups for budget.
 func (m *Manager) newCapacity(id int64, budget float64) (*capacity, error) {
-	base, err := m.capacityCgroups()
+	svc, work, err := m.capacityCgroups()
 	if err != nil {
 		return nil, err
 	}
-	c := &capacity{dir: filepath.Join(base, fmt.Sprintf("m%d-%d", id, time.Now().UnixNano())), removing: &m.capRemoving, mgr: m}
-	c.work = filepath.Join(c.dir, "work")
+	name := fmt.Sprintf("m%d-%d", id, time.Now().UnixNano())
+	c := &capacity{dir: filepath.Join(svc, name), work: filepath.Join(work, name), removing: &m.capRemoving, mgr: m}
 	period, quota := cfsQuota(budget)
-	shares := strconv.FormatInt(cpuShares(budget), 10)
-	for _, step := range []func() error{
-		func() error {
-			err := os.Mkdir(c.dir, 0o755)
+	mkdir := func(d string) func() error {
+		return func() error {
+			err := os.Mkdir(d, 0o755)
 			if errors.Is(err, os.ErrNotExist) {
-				// The last machine's stop removed base meanwhile.
-				if _, err = m.capacityCgroups(); err == nil {
-					err = os.Mkdir(c.dir, 0o755)
+				// The last machine's stop removed the parents meanwhile.
+				if _, _, err = m.capacityCgroups(); err == nil {
+					err = os.Mkdir(d, 0o755)
 				}
 			}
 			return err
-		},
-		func() error { return writeCg(c.dir, "cpu.shares", strconv.FormatInt(cpuShares(budget)+1024, 10)) },
+		}
+	}
+	for _, step := range []func() error{
+		mkdir(c.dir),
 		func() error {
 			p, q := cfsQuota(budget + svcAllowance)
 			if err := writeCg(c.dir, "cpu.cfs_period_us", strconv.FormatInt(p.Microseconds(), 10)); err != nil {
@@ -167,8 +184,8 @@ func (m *Manager) newCapacity(id int64, budget float64) (*capacity, error) {
 			}
 			return writeCg(c.dir, "cpu.cfs_quota_us", strconv.FormatInt(q.Microseconds(), 10))
 		},
-		func() error { return os.Mkdir(c.work, 0o755) },
-		func() error { return writeCg(c.work, "cpu.shares", shares) },
+		mkdir(c.work),
+		func() error { return writeCg(c.work, "cpu.shares", strconv.FormatInt(cpuShares(budget), 10)) },
 		func() error {
 			return writeCg(c.work, "cpu.cfs_period_us", strconv.FormatInt(period.Microseconds(), 10))
 		},
@@ -179,6 +196,7 @@ func (m *Manager) newCapacity(id int64, budget float64) (*capacity, error) {
 			return nil, err
 		}
 	}
+	weighSvc(svc)
 	return c, nil
 }
 
@@ -263,8 +281,10 @@ func (c *capacity) stopOnce() {
 		defer c.removing.Done()
 		for range 100 {
 			if c.remove() {
-				// The manager's goes with its last machine's.
+				// The manager's go with its last machine's.
+				weighSvc(filepath.Dir(c.dir))
 				_ = os.Remove(filepath.Dir(c.dir))
+				_ = os.Remove(filepath.Dir(c.work))
 				return
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -152,7 +152,7 @@ func TestCapacityModelGivesTrueCores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.capacityCgroups(); err != nil {
+	if _, _, err := m.capacityCgroups(); err != nil {
 		t.Skipf("no capacity model here: %v", err)
 	}
 	const scale = 100
