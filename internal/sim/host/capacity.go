@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/vastfleet/vastfleet/internal/procgroup"
 )
 
 // The capacity model (Hardware.Scale > 0) makes each machine's workload
@@ -244,40 +242,19 @@ func (m *Manager) moveWork() {
 		}
 		watched := maps.Clone(m.capWatched)
 		m.capMu.Unlock()
-		// A move takes the kernel's cgroup lock, tens of milliseconds
-		// each on a busy computer: a fleet's sessions starting together
-		// waited seconds for theirs, running on at the allowance. So all
-		// found are stopped first (a signal is cheap), and each continues
-		// once moved.
-		type found struct {
-			c   *capacity
-			pid int
-		}
-		var move []found
 		for c, pgid := range watched {
-			for _, pid := range c.outside(pgid) {
-				procgroup.Signal(pid, procgroup.SIGSTOP)
-				move = append(move, found{c, pid})
-			}
-		}
-		for _, f := range move {
-			// A process gone meanwhile fails to move: nothing to do.
-			_ = writeCg(f.c.work, "cgroup.procs", strconv.Itoa(f.pid))
-			procgroup.Signal(f.pid, procgroup.SIGCONT)
+			c.moveWork(pgid)
 		}
 	}
 }
 
-// outside are the processes of the machine's cgroup outside the
-// onstart's group pgid: its workload, to move.
-func (c *capacity) outside(pgid int) []int {
-	var out []int
+func (c *capacity) moveWork(pgid int) {
 	for _, pid := range cgroupPIDs(c.dir) {
 		if g, ok := procPgid(pid); ok && g != pgid {
-			out = append(out, pid)
+			// A process gone meanwhile fails to move: nothing to do.
+			_ = writeCg(c.work, "cgroup.procs", strconv.Itoa(pid))
 		}
 	}
-	return out
 }
 
 // workPIDs are the processes of the machine's workload.
