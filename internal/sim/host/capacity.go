@@ -54,10 +54,13 @@ const capacityRescan = 50 * time.Millisecond
 // svcAllowance is what the machine's cgroup may use beyond its
 // workload's budget: the onstart, the agent and its probe (whose reading
 // of a simulated machine is its stops, not its CPU time), and a process
-// of the workload for the moment before it is moved. It bounds what the
+// of the workload for the moment before it is moved. That moment was
+// seconds when 50 sessions started at once (each move takes the
+// kernel's cgroup lock), so it is small; stopping the processes found
+// first instead hung agents whose exec (a vfork) it caught. It bounds what the
 // fleet takes from this computer, so that the simulator moving them is
 // never starved by them.
-const svcAllowance = 0.1
+const svcAllowance = 0.03
 
 // cfs bounds: the kernel takes a quota of at least 1 ms in a period of
 // at most 1 s.
@@ -228,8 +231,9 @@ func (c *capacity) watch(pgid int) {
 // runs at its machine's allowance, not its budget, and on a loaded
 // computer an ordinary thread is late by seconds.
 func (m *Manager) moveWork() {
+	// Locked, and never unlocked: the thread, its priority raised, ends
+	// with the mover instead of running other goroutines.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	raiseThreadPriority()
 	t := time.NewTicker(capacityRescan)
 	defer t.Stop()
