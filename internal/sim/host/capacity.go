@@ -37,7 +37,7 @@ import (
 // SSH servers) and the coordinator nor are starved by them.
 //
 // The workload is every process of the machine outside the onstart's
-// process group: the sessions the agent starts (each in a group of its
+// process group, moved into work/ by the manager's mover (moveWork): the sessions the agent starts (each in a group of its
 // own) and whatever left the group (tmux). The onstart's own group (the
 // agent under nohup, and its boot probe) and SSH sessions run unscaled:
 // their deadlines are wall time against a coordinator and a client that
