@@ -33,6 +33,9 @@ func TestCommandsDeclareWhatTheyNeed(t *testing.T) {
 	upOn := func(market string) factory.Needs { n := up; n.Market = market; return n }
 	demo := up
 	demo.SimSpeed = 40
+	demo.SimCapacityScale = 120 * 50 // demoCoresPerNode × the default --count
+	upScaled := up                   // --sim-speed given: the demo's own speed is not applied
+	upScaled.SimCapacityScale = demo.SimCapacityScale
 	// Task files choosing each market, and a job to resume from one.
 	dir := t.TempDir()
 	task := func(name, choice string) string {
@@ -73,7 +76,7 @@ func TestCommandsDeclareWhatTheyNeed(t *testing.T) {
 		{[]string{"demo", "--json"}, wantDemo(demo, scratch, false, true)},
 		{[]string{"demo", "--keep"}, wantDemo(demo, scratch, false, false)},
 		{[]string{"--data-dir", dataDir, "demo"}, demo},
-		{[]string{"--sim-speed", "5", "demo", "--data-dir", dataDir}, up},
+		{[]string{"--sim-speed", "5", "demo", "--data-dir", dataDir}, upScaled},
 		{[]string{"demo", "--prefix", "xyz"}, demo}, // refused: no data dir made
 		{[]string{"--market", "vast", "demo"}, demo},
 		{[]string{"coord"}, hosts},

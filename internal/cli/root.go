@@ -185,12 +185,13 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.StringVar(&f.Opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Float64Var(&f.Opts.SimLiars, "sim-liars", -1, "share of the simulator's machines whose operators lie with the agent's credential (default: the fault profile's; harsh has 0.05)")
 	pf.Float64Var(&f.Opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")
+	pf.Float64Var(&f.Opts.SimCapacityScale, "sim-capacity-scale", 0, "run each simulated machine's workload at its true cores over this scale: N simulated cores to one of this computer's (0: every machine shares this computer's cores alike; the demo sets its own)")
 	pf.BoolVar(&f.Opts.SimEndpointLimits, "sim-endpoint-limits", false, "limit the simulator's endpoints per key as vast does (about one call a market second on most)")
 	pf.Int64Var(&f.Opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
 	pf.BoolVar(&f.Opts.SimHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
 	pf.BoolVarP(&f.Opts.Verbose, "verbose", "v", false, "log API calls and decisions to stderr")
 	pf.StringVar(&f.Opts.Server, "server", "", "run up, status, logs, down, ls, cost, destroy and launch on this vastfleet server (token: $VASTFLEET_TOKEN or the context for its URL; default: the current context; local: this process)")
-	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"}, bounds{"sim-liars", "-1", "1"}, bounds{"sim-spoof", "-1", "1"})
+	limitFlags(pf, bounds{"api-rate", ">0", "1000"}, bounds{"sim-speed", ">0", "1000000"}, bounds{"sim-liars", "-1", "1"}, bounds{"sim-spoof", "-1", "1"}, bounds{"sim-capacity-scale", "0", "1e9"})
 	root.AddGroup(&cobra.Group{ID: "market", Title: "Offers and planning:"},
 		&cobra.Group{ID: "instances", Title: "Instances and fleets:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"})

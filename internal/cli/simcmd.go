@@ -58,8 +58,9 @@ official vastai CLI with VAST_URL=http://ADDR.`,
 	fl.IntVar(&opts.Cap, "cap", 0, "answer every search with at most N offers, whatever limit it asks (as a server that cuts answers short); 0: no cap")
 	fl.Float64Var(&opts.Spoof, "spoof", -1, "share of machines whose true cores, RAM or GPUs are below what they advertise (their processes get the true CPU share; nvidia-smi lists the true GPUs)")
 	fl.BoolVar(&opts.Links, "links", false, "pace each machine's SSH traffic at its offer's inet_down (into the machine) and inet_up (out of it), so a sync or collect takes the time its links allow")
+	fl.Float64Var(&opts.CapacityScale, "capacity-scale", 0, "run each machine's workload at its true cores over this scale: N simulated cores to one of this computer's (a CPU cgroup per machine; 0: every machine shares this computer's cores alike)")
 	fl.BoolVar(&opts.NoHosts, "no-hosts", false, "instances are rows only: no directory, onstart or SSH behind them")
-	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"balance", ">0", "1e12"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"})
+	limitFlags(fl, bounds{"offers", "0", "10000000"}, bounds{"balance", ">0", "1e12"}, bounds{"time-scale", ">0", "1000000"}, bounds{"cap", "0", "1000"}, bounds{"capacity-scale", "0", "1e9"})
 	// -1 leaves the share to the profile.
 	for _, share := range []string{"stuck", "boot-fail", "offline", "slow", "rate-429", "rate-5xx", "lost-create",
 		"ssh-late", "ssh-hang", "ssh-drop", "onstart-fail", "dark-hang", "liars", "odd-rows", "spoof"} {

@@ -54,6 +54,8 @@ type Options struct {
 	SimFaults string
 	SimLiars  float64 // < 0: the profile's share
 	SimSpoof  float64 // < 0: the profile's share
+	// SimCapacityScale > 0: sim.Config.CapacityScale.
+	SimCapacityScale float64
 	// SimEndpointLimits turns on vast's per-endpoint rate limits.
 	SimEndpointLimits bool
 	SimSeed           int64
@@ -96,6 +98,9 @@ type Needs struct {
 	Market   string
 	SimSpeed float64
 	DataDir  string
+	// SimCapacityScale stands for --sim-capacity-scale likewise: the
+	// demo's fleet delivers by its true cores.
+	SimCapacityScale float64
 	// Out and ErrOut are the streams the command writes to in place of
 	// the process's (nil: those): the demo leaves out lines that would
 	// point into its scratch data dir once it is gone. The log keeps the
@@ -219,7 +224,7 @@ func (f *Factory) Init(changed func(flag string) bool, cmd any, args []string) e
 	f.simHosts = f.Opts.SimHosts || needs.SimHosts
 	f.waitsOnMarket = needs.WaitsOnMarket
 	f.simSet = map[string]bool{}
-	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits"} {
+	for _, name := range []string{"sim-seed", "sim-faults", "sim-liars", "sim-spoof", "sim-endpoint-limits", "sim-capacity-scale"} {
 		if changed(name) {
 			f.simSet[name] = true
 		}
@@ -252,6 +257,9 @@ func (f *Factory) apply(changed func(flag string) bool, needs Needs) {
 	}
 	if needs.SimSpeed != 0 && !changed("sim-speed") {
 		f.Opts.SimSpeed, f.applied.SimSpeed = needs.SimSpeed, needs.SimSpeed
+	}
+	if needs.SimCapacityScale != 0 && !changed("sim-capacity-scale") {
+		f.Opts.SimCapacityScale, f.applied.SimCapacityScale = needs.SimCapacityScale, needs.SimCapacityScale
 	}
 	if needs.DataDir != "" && !changed("data-dir") {
 		f.Opts.DataDir, f.applied.DataDir = needs.DataDir, needs.DataDir

@@ -48,6 +48,7 @@ func (f *Factory) SimConfig() (sim.Config, error) {
 	faults.EndpointLimits = faults.EndpointLimits || f.Opts.SimEndpointLimits
 	return sim.Config{
 		Seed: f.Opts.SimSeed, APIKey: sim.DefaultAPIKey, Faults: faults, TimeScale: f.Opts.SimSpeed, Log: f.Log,
+		CapacityScale: f.Opts.SimCapacityScale,
 	}, nil
 }
 
@@ -211,7 +212,7 @@ func (f *Factory) localMarketCmd(dir string) (*exec.Cmd, error) {
 // simFlags are the global --sim-* flags.
 func (f *Factory) simFlags() localmarket.Flags {
 	return localmarket.Flags{Seed: f.Opts.SimSeed, Faults: f.Opts.SimFaults, Liars: f.Opts.SimLiars, Spoof: f.Opts.SimSpoof,
-		EndpointLimits: f.Opts.SimEndpointLimits, Speed: f.Opts.SimSpeed, SpeedSet: f.simSpeedSet}
+		EndpointLimits: f.Opts.SimEndpointLimits, Speed: f.Opts.SimSpeed, SpeedSet: f.simSpeedSet, CapacityScale: f.Opts.SimCapacityScale}
 }
 
 // ServeLocalMarket is `sim daemon`: it holds this data dir's simulated
@@ -233,7 +234,8 @@ func (f *Factory) ServeLocalMarket(ctx context.Context, idle time.Duration) erro
 		pace = f.Opts.SimSpeed
 	}
 	err = localmarket.Serve(ctx, localmarket.Options{Dir: filepath.Join(dir, "sim"), Config: cfg, Pace: pace, Idle: idle, Log: f.Log,
-		Settings: localmarket.Settings{Faults: f.Opts.SimFaults, Liars: cfg.Faults.Liars, Spoof: cfg.Faults.Spoof, EndpointLimits: cfg.Faults.EndpointLimits}})
+		Settings: localmarket.Settings{Faults: f.Opts.SimFaults, Liars: cfg.Faults.Liars, Spoof: cfg.Faults.Spoof, EndpointLimits: cfg.Faults.EndpointLimits,
+			CapacityScale: cfg.CapacityScale}})
 	if errors.Is(err, sim.ErrInUse) {
 		return fmt.Errorf("another process has this data dir's market open: %w", err)
 	}

@@ -15,6 +15,7 @@ type Flags struct {
 	Faults         string
 	Liars, Spoof   float64
 	EndpointLimits bool
+	CapacityScale  float64
 	// Speed is passed on only when given (SpeedSet).
 	Speed    float64
 	SpeedSet bool
@@ -29,6 +30,9 @@ func DaemonCommand(exe, dataDir string, fl Flags, env []string) *exec.Cmd {
 		"--sim-spoof", strconv.FormatFloat(fl.Spoof, 'g', -1, 64)}
 	if fl.EndpointLimits {
 		args = append(args, "--sim-endpoint-limits")
+	}
+	if fl.CapacityScale > 0 {
+		args = append(args, "--sim-capacity-scale", strconv.FormatFloat(fl.CapacityScale, 'g', -1, 64))
 	}
 	if fl.SpeedSet {
 		args = append(args, "--sim-speed", strconv.FormatFloat(fl.Speed, 'g', -1, 64))
@@ -51,6 +55,7 @@ func (s Settings) NotApplied(fl Flags, set map[string]bool) []string {
 		{"sim-liars", "--sim-liars %v (it has %v)", fl.Liars, s.Liars},
 		{"sim-spoof", "--sim-spoof %v (it has %v)", fl.Spoof, s.Spoof},
 		{"sim-endpoint-limits", "--sim-endpoint-limits=%v (it has %v)", fl.EndpointLimits, s.EndpointLimits},
+		{"sim-capacity-scale", "--sim-capacity-scale %v (it has %v)", fl.CapacityScale, s.CapacityScale},
 	}
 	var differ []string
 	for _, f := range flags {

@@ -84,6 +84,7 @@ type Settings struct {
 	Liars          float64 `json:"liars"`
 	Spoof          float64 `json:"spoof"`
 	EndpointLimits bool    `json:"endpoint_limits"`
+	CapacityScale  float64 `json:"capacity_scale,omitempty"`
 	Pace           float64 `json:"pace"`
 }
 

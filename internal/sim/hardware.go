@@ -14,7 +14,9 @@ import (
 // effective cores, half its RAM, and half its GPUs (rounded up) when it
 // advertises more than one. The simulated machine behaves accordingly
 // (sim/host's Hardware): its processes run only TrueCores/Cores of the
-// time and its nvidia-smi lists its true GPUs.
+// time and its nvidia-smi lists its true GPUs; under Config.CapacityScale
+// its workload runs at TrueCores/CapacityScale of one of this computer's
+// cores, an honest machine's at Cores/CapacityScale.
 type Capacity struct {
 	Spoofed   bool    `json:"spoofed"`
 	Cores     float64 `json:"cores"`      // advertised effective cores
@@ -60,7 +62,7 @@ func (m *Market) Capacity(offerID int64) (Capacity, bool) {
 // hardware is what the instance's machine is given to behave as.
 func (m *Market) hardware(o Offer) host.Hardware {
 	c := m.capacity(o)
-	hw := host.Hardware{Cores: c.Cores, TrueCores: c.TrueCores, RAMMB: c.RAMMB, TrueRAMMB: c.TrueRAMMB}
+	hw := host.Hardware{Cores: c.Cores, TrueCores: c.TrueCores, RAMMB: c.RAMMB, TrueRAMMB: c.TrueRAMMB, Scale: m.cfg.CapacityScale}
 	for i := range c.TrueGPUs {
 		hw.GPUs = append(hw.GPUs, host.GPU{
 			Name: smiName(o.GPUName), MemMiB: int(math.Round(o.GPURAM)), Driver: o.DriverVersion,

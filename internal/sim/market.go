@@ -108,6 +108,11 @@ type Config struct {
 	// Links paces each machine's SSH traffic at its offer's inet_down and
 	// inet_up (host.Link); false leaves loopback at full speed.
 	Links bool
+	// CapacityScale > 0 runs each machine's workload at its true cores
+	// over this scale: simulated cores to one of this computer's
+	// (host.Hardware.Scale); 0: every machine shares this computer's
+	// cores alike.
+	CapacityScale float64
 	// Log receives the simulator's own warnings; nil discards them.
 	Log *slog.Logger
 	// IDBase fixes the offset of instance ids; 0 draws one at random.

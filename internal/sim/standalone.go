@@ -48,6 +48,8 @@ type ServeOptions struct {
 	NoHosts bool
 	// Links paces each machine's SSH traffic at its offer's bandwidth.
 	Links bool
+	// CapacityScale: Config.CapacityScale.
+	CapacityScale float64
 }
 
 // checkServeExposure refuses what would open the simulator to strangers:
@@ -131,7 +133,7 @@ func ServeStandalone(ctx context.Context, opts *ServeOptions, log *slog.Logger, 
 	}
 	faults.AuthAs404 = faults.AuthAs404 || opts.AuthAs404
 	faults.EndpointLimits = faults.EndpointLimits || opts.EndpointLimits
-	cfg := Config{Seed: opts.Seed, Offers: opts.Offers, Balance: opts.Balance, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: log, AnswerCap: opts.Cap, Links: opts.Links}
+	cfg := Config{Seed: opts.Seed, Offers: opts.Offers, Balance: opts.Balance, APIKey: opts.APIKey, Faults: faults, TimeScale: opts.Speed, Log: log, AnswerCap: opts.Cap, Links: opts.Links, CapacityScale: opts.CapacityScale}
 	pace := fmt.Sprintf("%gx time", opts.Speed)
 	switch opts.Clock {
 	case "scaled":

@@ -31,11 +31,26 @@ import (
 //   - GPUs: a simulated nvidia-smi on the machine's PATH lists its true
 //     GPUs, in the real tool's formats (-L and --query-gpu).
 //
+// The duty cycle keeps a short machine's share but not its speed: an
+// honest machine is as fast as any other, whatever its cores, and what
+// a short one is stopped for goes to the others. The capacity model
+// (Scale > 0, capacity.go) gives speed too: each machine's workload runs
+// at its true cores over a fixed scale, TrueCores/Scale of one of this
+// computer's cores (a CPU cgroup's quota, with shares in proportion), so
+// that a fleet delivers in proportion to the cores it truly rents. It
+// treats the workload as using every core it has (a job sized to its
+// nproc), and leaves the onstart's process group (the agent, its probe)
+// and SSH sessions unscaled: the probe still sees the duty cycle, which
+// under the model stops only them.
+//
 // RAM is not enforced (no cgroups): TrueRAMMB is recorded for the model
 // and its tests only.
 type Hardware struct {
 	Cores     float64 // advertised effective cores
 	TrueCores float64 // what the machine truly delivers; 0 or ≥ Cores: honest
+	// Scale > 0 turns the capacity model on: simulated cores to one of
+	// this computer's.
+	Scale     float64
 	RAMMB     float64 // advertised
 	TrueRAMMB float64
 	GPUs      []GPU // the machine's true GPUs, what nvidia-smi reports
@@ -113,7 +128,21 @@ func (mc *machine) startGovernor(duty float64) {
 		var ran time.Duration
 		for {
 			if time.Since(scanned) >= rescanEvery {
+				prev := pids
 				pids, scanned = procgroup.MarkedPIDs(mc.marker), time.Now()
+				if mc.cap != nil {
+					// Under the capacity model the workload's share is its
+					// budget (capacity.go), already of its true cores. A
+					// process stopped before it was moved there is
+					// continued: nothing else would.
+					work := mc.cap.workPIDs()
+					pids = slices.DeleteFunc(pids, func(p int) bool { return work[p] })
+					for _, p := range prev {
+						if work[p] {
+							procgroup.Signal(p, procgroup.SIGCONT)
+						}
+					}
+				}
 			}
 			end := time.Since(start) + DutyPeriod
 			target := time.Duration(duty * float64(end))

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,95 @@ func TestMachineCgroupCountsItsOwnCPU(t *testing.T) {
 	}
 	if u := usage(1); u > 0.2 {
 		t.Errorf("machine 1 booted again: cpu.stat starts at %.2f CPU-s", u)
+	}
+}
+
+// Under the capacity model each machine's workload gets its true cores
+// over the scale, whatever else runs: a 20-core machine twice a
+// 10-core one's CPU, and one advertising 20 but truly having 5 a
+// quarter; the onstart's own group (where the agent runs) stays out of
+// the workload's cgroup.
+func TestCapacityModelGivesTrueCores(t *testing.T) {
+	m, err := New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, _, err := m.capacityCgroups(); err != nil {
+		t.Skipf("no capacity model here: %v", err)
+	}
+	const scale = 100
+	hws := map[int64]Hardware{
+		1: {Cores: 10, Scale: scale},
+		2: {Cores: 20, Scale: scale},
+		3: {Cores: 20, TrueCores: 5, Scale: scale},
+	}
+	for id, hw := range hws {
+		if _, err := m.Boot(Spec{ID: id, Hardware: hw,
+			// As the agent starts a session: a group of its own whose
+			// shell forks the work at once.
+			Onstart: `setsid sh -c 'sh -c "while :; do :; done"; true' & echo $! > work.pid; echo $$ > onstart.pid; sleep 600`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pids := map[int64]int{}
+	for id := range hws {
+		mc := m.running[id]
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(m.Dir(id), "work.pid"))))
+		onstart, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(m.Dir(id), "onstart.pid"))))
+		deadline := time.Now().Add(30 * time.Second)
+		for !mc.cap.workPIDs()[pid] {
+			if time.Now().After(deadline) {
+				t.Fatalf("machine %d: its workload (pid %d) never went into %s", id, pid, mc.cap.work)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if mc.cap.workPIDs()[onstart] || !slices.Contains(cgroupPIDs(mc.cap.dir), onstart) {
+			t.Errorf("machine %d: the onstart (pid %d) is not in the machine's own cgroup: work %v, machine %v",
+				id, onstart, mc.cap.workPIDs(), cgroupPIDs(mc.cap.dir))
+		}
+		pids[id] = pid
+	}
+	ticks := func() map[int64]float64 {
+		out := map[int64]float64{}
+		for id := range pids {
+			for pid := range m.running[id].cap.workPIDs() {
+				_, t, _ := procTimes(pid)
+				out[id] += t / userHZ
+			}
+		}
+		return out
+	}
+	t0, w0 := ticks(), time.Now()
+	time.Sleep(4 * time.Second)
+	t1, wall := ticks(), time.Since(w0).Seconds()
+	got := map[int64]float64{}
+	for id, hw := range hws {
+		got[id] = (t1[id] - t0[id]) / wall
+		if b := hw.CPUBudget(); got[id] > 1.25*b+0.02 {
+			t.Errorf("machine %d: its workload had %.3f of a core, over its budget %.3f", id, got[id], b)
+		}
+	}
+	t.Logf("cores had per machine: %v (budgets 0.1, 0.2, 0.05)", got)
+	if r := got[2] / got[1]; r < 1.5 || r > 2.7 {
+		t.Errorf("20 true cores had %.2f× what 10 had (%v), want about 2", r, got)
+	}
+	if r := got[1] / got[3]; r < 1.4 || r > 3 {
+		t.Errorf("10 true cores had %.2f× what 5 had (%v), want about 2", r, got)
+	}
+}
+
+func TestCFSQuota(t *testing.T) {
+	for _, tc := range []struct {
+		budget        float64
+		period, quota time.Duration
+	}{
+		{0.5, 100 * time.Millisecond, 50 * time.Millisecond},
+		{0.005, 200 * time.Millisecond, time.Millisecond},
+		{0.0001, time.Second, time.Millisecond},
+	} {
+		if p, q := cfsQuota(tc.budget); p != tc.period || q != tc.quota {
+			t.Errorf("budget %v: period %v quota %v, want %v %v", tc.budget, p, q, tc.period, tc.quota)
+		}
 	}
 }

@@ -92,6 +92,19 @@ type Manager struct {
 	removing sync.WaitGroup
 	sweep    sweeper
 	cpu      cpuAccount // the machines' cpu.stat (cpustat.go)
+	// The capacity model's cgroup directory (capacity.go), made at the
+	// first machine that needs it; capErr says why it cannot be.
+	capOnce   sync.Once
+	capDir    string
+	capErr    error
+	capWarned sync.Once
+	// capRemoving counts machines' cgroups still being removed.
+	capRemoving sync.WaitGroup
+	// capWatched are the machines whose processes the mover sorts (the
+	// onstart's group beside each), while capMoving.
+	capMu      sync.Mutex
+	capWatched map[*capacity]int
+	capMoving  bool
 }
 
 // sweeper kills, in the background, the processes of stopped machines
@@ -286,6 +299,15 @@ func (m *Manager) Boot(spec Spec) ([]int, error) {
 	if err := mc.writeFiles(spec); err != nil {
 		m.log.Warn("sim host: writing instance files", "id", spec.ID, "err", err)
 	}
+	if budget := spec.Hardware.CPUBudget(); budget > 0 {
+		c, err := m.newCapacity(spec.ID, budget)
+		if err != nil {
+			m.capWarned.Do(func() {
+				m.log.Warn("sim host: no capacity model (machines share this computer's cores alike)", "err", err)
+			})
+		}
+		mc.cap = c
+	}
 	mc.runOnstart(spec)
 	mc.startGovernor(spec.Hardware.Duty())
 	m.countCPU()
@@ -451,6 +473,7 @@ func (m *Manager) Close() error {
 		m.closeHung(id)
 	}
 	m.removing.Wait()
+	m.capRemoving.Wait()
 	return nil
 }
 
@@ -467,6 +490,7 @@ type machine struct {
 	hang       bool
 	srv        interface{ Close() error }
 	gov        *governor // the CPU duty cycle of a machine short of cores
+	cap        *capacity // its cgroups under the capacity model, or nil
 
 	mu      sync.Mutex
 	keys    []gossh.PublicKey
@@ -572,6 +596,10 @@ func (mc *machine) runOnstart(spec Spec) {
 		return
 	}
 	cmd := exec.Command(Shell, "-c", script)
+	if mc.cap != nil {
+		args := mc.cap.wrap(Shell, script)
+		cmd = exec.Command(args[0], args[1:]...)
+	}
 	cmd.Dir = mc.dir
 	cmd.Env = append(append([]string{}, mc.env...), mc.marker)
 	cmd.Stdin = nil
@@ -584,6 +612,9 @@ func (mc *machine) runOnstart(spec Spec) {
 	logf.Close() // the child holds its own copy
 	if err != nil {
 		return
+	}
+	if mc.cap != nil {
+		mc.cap.watch(cmd.Process.Pid) // its group is its own (procgroup.Own)
 	}
 	go func() {
 		defer mc.forget(cmd.Process.Pid)
@@ -672,6 +703,9 @@ func (mc *machine) stop(dark Dark, swept bool) {
 	}
 	if !swept {
 		mc.mgr.sweepLater(bootPrefix(mc.marker))
+	}
+	if mc.cap != nil {
+		mc.cap.stop()
 	}
 	// Killed processes are reaped within moments; a bound keeps a stuck
 	// wait (a session still sending) from holding the caller.
