@@ -50,7 +50,7 @@ func (c cullFigures) replaced() int {
 func runCullDemo(t *testing.T, bin string, seed, count int, seconds, spoof string, cull bool) cullFigures {
 	t.Helper()
 	args := []string{"--data-dir", dataDir(t), "--sim-seed", strconv.Itoa(seed), "--sim-spoof", spoof,
-		"demo", "--count", strconv.Itoa(count), "--seconds", seconds, "--json"}
+		"--sim-capacity-scale", strconv.Itoa(120 * count), "demo", "--count", strconv.Itoa(count), "--seconds", seconds, "--json"}
 	if cull {
 		args = append(args, "--cull", "0.5")
 	}
@@ -86,7 +86,8 @@ func capacityModelHere() error {
 // per dollar differ from the listing: machines that truly have fewer
 // cores than they advertise (--sim-spoof 0.3: a quarter to half of the
 // cores on 30% of machines), each machine's workload at its true cores
-// (the demo's capacity model, which needs a writable cgroup v1 cpu
+// (the capacity model at 120 × count simulated cores to one of this
+// computer's, which needs a writable cgroup v1 cpu
 // controller), and a run long enough for a cull, judged after 3 minutes
 // of reports, to pay back. By default one seed with 6 nodes for 20 s,
 // which asserts only that the cull acts (the +15% needs the env's

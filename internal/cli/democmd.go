@@ -45,10 +45,10 @@ replaced, the agent on every instance running a real CPU job (searching
 for sha256 hashes that start with --prefix) that reports its hash rate
 and every hash it finds to the coordinator, whose dashboard link is
 printed; then results are collected, every instance destroyed and the
-cost report printed. The simulated instances run on this machine, each
-node's search at its machine's true cores over a scale
-(--sim-capacity-scale, default 120 × --count simulated cores to one of
-this machine's).`,
+cost report printed. The simulated instances run on this machine; with
+--sim-capacity-scale N each node's search runs at its machine's true
+cores over that scale (about 120 × --count keeps the fleet within half
+a core of this machine's).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := demoUsage(opts); err != nil {
@@ -78,15 +78,6 @@ this machine's).`,
 // fit the deadline).
 const demoSpeed = 40
 
-// demoCoresPerNode sizes the demo's capacity model (--sim-capacity-scale,
-// unless given): count × this simulated cores to one of this computer's.
-// The demo's query ranks machines of about 60 cores on average first,
-// so its fleet's workloads take about half of one of this computer's
-// cores whatever its count, leaving the rest to the market, the agents
-// and the coordinator; and each node hashes in proportion to the cores
-// its machine truly has, so what it delivers per dollar is its own.
-const demoCoresPerNode = 120
-
 // demoUsage refuses a --by or --prefix the demo cannot run.
 func demoUsage(opts *demoOptions) error {
 	if opts.By != "vcpu" && opts.By != "useful" {
@@ -105,7 +96,6 @@ func demoUsage(opts *demoOptions) error {
 func demoNeeds(f *factory.Factory, cmd *cobra.Command, opts *demoOptions) (factory.Needs, error) {
 	n := upNeeds(nil)
 	n.SimSpeed = demoSpeed
-	n.SimCapacityScale = demoCoresPerNode * float64(max(opts.Count, 1))
 	if demoUsage(opts) != nil || f.Opts.Market != "sim" || cmd.Flags().Changed("data-dir") {
 		return n, nil
 	}

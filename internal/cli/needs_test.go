@@ -33,9 +33,7 @@ func TestCommandsDeclareWhatTheyNeed(t *testing.T) {
 	upOn := func(market string) factory.Needs { n := up; n.Market = market; return n }
 	demo := up
 	demo.SimSpeed = 40
-	demo.SimCapacityScale = 120 * 50 // demoCoresPerNode × the default --count
-	upScaled := up                   // --sim-speed given: the demo's own speed is not applied
-	upScaled.SimCapacityScale = demo.SimCapacityScale
+	upScaled := up // --sim-speed given: the demo's own speed is not applied
 	// Task files choosing each market, and a job to resume from one.
 	dir := t.TempDir()
 	task := func(name, choice string) string {

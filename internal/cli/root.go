@@ -185,7 +185,7 @@ an API key (--api-key, VAST_API_KEY or the vastai CLI's key file) for the real o
 	pf.StringVar(&f.Opts.SimFaults, "sim-faults", "realistic", "simulator fault profile: none, realistic or harsh")
 	pf.Float64Var(&f.Opts.SimLiars, "sim-liars", -1, "share of the simulator's machines whose operators lie with the agent's credential (default: the fault profile's; harsh has 0.05)")
 	pf.Float64Var(&f.Opts.SimSpoof, "sim-spoof", -1, "share of the simulator's machines with less true capacity than they advertise (default: the fault profile's; harsh has 0.05)")
-	pf.Float64Var(&f.Opts.SimCapacityScale, "sim-capacity-scale", 0, "run each simulated machine's workload at its true cores over this scale: N simulated cores to one of this computer's (0: every machine shares this computer's cores alike; the demo sets its own)")
+	pf.Float64Var(&f.Opts.SimCapacityScale, "sim-capacity-scale", 0, "run each simulated machine's workload at its true cores over this scale: N simulated cores to one of this computer's (0: every machine shares this computer's cores alike)")
 	pf.BoolVar(&f.Opts.SimEndpointLimits, "sim-endpoint-limits", false, "limit the simulator's endpoints per key as vast does (about one call a market second on most)")
 	pf.Int64Var(&f.Opts.SimSeed, "sim-seed", 1, "simulator market seed (used when its state is created)")
 	pf.BoolVar(&f.Opts.SimHosts, "sim-hosts", false, "run a machine (directory, onstart, SSH on 127.0.0.1) behind each running instance of the in-process simulator (VASTFLEET_SIM_LOCAL=off) while the command runs; the local market always does")
