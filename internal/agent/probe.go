@@ -303,6 +303,7 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 	case <-timer.C:
 	}
 	timer.Stop()
+	stopAt := time.Now()
 	stop.Store(true)
 	wg.Wait()
 	wall := time.Since(t0)
@@ -322,15 +323,17 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 		// without counting the time as waiting for a CPU, so at 1,000
 		// simulated machines on 2 cores an honest machine measured 2 of
 		// its 11 cores by run and wait time.
+		// A stop that outlasted the window was noticed after the threads
+		// ended: its notice comes in the moment after.
+		for _, s := range samples {
+			if n := len(s.gaps); n > 0 && s.gaps[n-1].end.After(stopAt) {
+				conts.await(s.gaps[n-1].start, noticeWait)
+			}
+		}
 		resumed := conts.times()
 		var avail float64
 		for _, s := range samples {
-			var stopped time.Duration
-			for _, g := range s.gaps {
-				if g.endedBy(resumed) {
-					stopped += g.end.Sub(g.start)
-				}
-			}
+			stopped := stoppedTime(s.gaps, resumed)
 			avail += max(0, 1-float64(stopped)/float64(max(s.wall, 1)))
 		}
 		return avail / float64(workers) * claim, "availability", workers, nil
@@ -350,21 +353,50 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 // ordinary scheduling delays.
 const minGap = 5 * time.Millisecond
 
+// noticeWait bounds the wait for the notice of a stop that outlasted
+// the CPU window: on a busy computer the notice is late.
+const noticeWait = 500 * time.Millisecond
+
 // gap is a stretch in which a spinning thread made no progress.
 type gap struct{ start, end time.Time }
 
-// endedBy reports whether a continue came during the gap or just after
-// it: the notice is read by another goroutine, which may run a little
-// after the spinning thread is back.
-func (g gap) endedBy(resumed []time.Time) bool {
-	const lag = 100 * time.Millisecond
-	for _, t := range resumed {
-		if !t.Before(g.start) && !t.After(g.end.Add(lag)) {
-			return true
+// stoppedTime is how much of a thread's gaps the machine was stopped:
+// each continue ended one stop, begun before the continue was noticed.
+// The notice is late by however long this computer takes to run the
+// goroutine that reads it (on a busy one, past the next stop), so no
+// fixed window ties a notice to its gap. A stop is longer than the
+// scheduling delays around it: each notice takes the longest gap not
+// yet taken that began before it, in the second before it. Notices
+// under minGap apart are one continue (the simulator signals a machine's
+// process group and its processes).
+func stoppedTime(gaps []gap, resumed []time.Time) time.Duration {
+	const reach = time.Second
+	taken := make([]bool, len(gaps))
+	var stopped time.Duration
+	var prev time.Time
+	for _, r := range resumed {
+		if !prev.IsZero() && r.Sub(prev) < minGap {
+			continue
+		}
+		prev = r
+		best := -1
+		for i, g := range gaps {
+			if taken[i] || g.start.After(r) || g.end.Before(r.Add(-reach)) {
+				continue
+			}
+			if best < 0 || g.length() > gaps[best].length() {
+				best = i
+			}
+		}
+		if best >= 0 {
+			taken[best] = true
+			stopped += gaps[best].length()
 		}
 	}
-	return false
+	return stopped
 }
+
+func (g gap) length() time.Duration { return g.end.Sub(g.start) }
 
 // contWatch records when this process was continued after a stop.
 type contWatch struct {
@@ -392,6 +424,18 @@ func (w *contWatch) times() []time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]time.Time(nil), w.at...)
+}
+
+// await waits up to d for a continue noticed at or after t.
+func (w *contWatch) await(t time.Time, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		at := w.times()
+		if n := len(at); n > 0 && !at[n-1].Before(t) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (w *contWatch) stop() {

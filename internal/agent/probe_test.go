@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,6 +121,44 @@ func TestProbeMeasuresSpoofedMachine(t *testing.T) {
 	}
 	if honest.GPUs != 2 || spoofed.GPUs != 1 || !strings.Contains(honest.GPUNames[0], "4090") || honest.GPUMemMB != 24564 {
 		t.Errorf("GPUs: honest %d %v %v, spoofed %d", honest.GPUs, honest.GPUNames, honest.GPUMemMB, spoofed.GPUs)
+	}
+}
+
+// The stops a probe counts are those its continues ended, however late
+// this computer lets it read the notices: the CI run that measured 5.36
+// of 3 cores had read them over 100 ms late and counted few stops.
+func TestStoppedTimeTakesEachStopOnceHoweverLateItsNotice(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// A 3-of-8 machine's cycle (75 ms run, 125 ms stopped), with the
+	// short gaps a busy computer adds between its stops.
+	var gaps []gap
+	var stops []int // each stop's end, ms
+	for c := range 8 {
+		base := c * 200
+		gaps = append(gaps, gap{at(base + 10), at(base + 18)}, gap{at(base + 75), at(base + 200)}, gap{at(base + 30), at(base + 40)})
+		stops = append(stops, base+200)
+	}
+	slices.SortFunc(gaps, func(a, b gap) int { return a.start.Compare(b.start) })
+	const want = 8 * 125 * time.Millisecond
+	for _, late := range []int{0, 1, 50, 99, 150, 199, 350} {
+		var notices []time.Time
+		for _, end := range stops {
+			// The simulator signals the group and a process in it: two
+			// notices a moment apart.
+			notices = append(notices, at(end+late), at(end+late+1))
+		}
+		if got := stoppedTime(gaps, notices); got != want {
+			t.Errorf("notices %d ms late: %v stopped, want %v", late, got, want)
+		}
+	}
+	if got := stoppedTime(gaps, nil); got != 0 {
+		t.Errorf("an honest machine, never continued: %v stopped", got)
+	}
+	// A continue with no stop in the second before it takes nothing.
+	if got := stoppedTime(gaps, []time.Time{at(-5), at(5000)}); got != 0 {
+		t.Errorf("continues far from any gap: %v stopped", got)
 	}
 }
 

@@ -36,3 +36,6 @@ func kill(pid int, sig syscall.Signal) error {
 	}
 	return p.Kill()
 }
+
+// GroupOf: no process groups here.
+func GroupOf(int) (int, error) { return 0, errors.ErrUnsupported }

@@ -36,3 +36,6 @@ func sysProcAttr(cmd *exec.Cmd) *syscall.SysProcAttr {
 }
 
 func kill(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+
+// GroupOf is the process group pid is in.
+func GroupOf(pid int) (int, error) { return syscall.Getpgid(pid) }

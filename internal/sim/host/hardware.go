@@ -99,14 +99,19 @@ func (mc *machine) startGovernor(duty float64) {
 		defer g.wg.Done()
 		var pids []int
 		var scanned time.Time
+		// A process signalled with its group is not signalled again: a
+		// probe counts each continue as the end of one stop.
 		signal := func(sig syscall.Signal) {
 			mc.mu.Lock()
-			groups := slices.Collect(maps.Keys(mc.pgids))
+			groups := maps.Clone(mc.pgids)
 			mc.mu.Unlock()
-			for _, p := range groups {
+			for p := range groups {
 				procgroup.Kill(p, sig)
 			}
 			for _, p := range pids {
+				if g, err := procgroup.GroupOf(p); err == nil && groups[g] {
+					continue
+				}
 				procgroup.Signal(p, sig)
 			}
 		}
