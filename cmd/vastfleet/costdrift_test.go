@@ -93,11 +93,7 @@ func TestUpKill9CostMatchesTheBill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs fleets")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	bin := binary(t)
 	runs := 1
 	if n, err := strconv.Atoi(os.Getenv("VASTFLEET_KILL_COST_RUNS")); err == nil && n > 0 {

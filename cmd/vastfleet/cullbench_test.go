@@ -99,11 +99,7 @@ func TestCullDemoBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: two demos per seed")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	if err := capacityModelHere(); err != nil {
 		t.Skipf("no capacity model on this computer: %v", err)
 	}

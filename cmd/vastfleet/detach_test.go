@@ -34,11 +34,7 @@ func TestUpDetachThenStatusLogsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a fleet")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	bin := binary(t)
 	dir := t.TempDir()
 	stopMarketAtCleanup(t, filepath.Join(dir, "data"))

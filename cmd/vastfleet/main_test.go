@@ -172,3 +172,14 @@ func stopMarket(data string) {
 	defer cancel()
 	localmarket.Stop(ctx, filepath.Join(data, "sim"))
 }
+
+// needOnstartTools skips a test whose fleet runs the agent's onstart
+// where a tool it needs is missing.
+func needOnstartTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"curl", "sha256sum", "tar"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the agent's onstart needs %s", tool)
+		}
+	}
+}

@@ -30,11 +30,7 @@ func TestDemoCostMatchesTheBill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	bin := binary(t)
 	data := filepath.Join(t.TempDir(), "demo")
 	stopMarketAtCleanup(t, data)

@@ -49,11 +49,7 @@ func TestUpKill9ThenResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs fleets")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	bin := binary(t)
 	runs := 1
 	if n, err := strconv.Atoi(os.Getenv("VASTFLEET_KILL_UP_RUNS")); err == nil && n > 0 {
@@ -181,11 +177,7 @@ func TestUpKill9ThenDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs fleets")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	bin := binary(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")

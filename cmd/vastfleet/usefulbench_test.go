@@ -203,11 +203,7 @@ func TestUsefulRankingDemoBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: two demos per seed")
 	}
-	for _, tool := range []string{"curl", "sha256sum", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the agent's onstart needs %s", tool)
-		}
-	}
+	needOnstartTools(t)
 	seeds := benchSeeds(t, "VASTFLEET_USEFUL_DEMO_SEEDS")
 	count := benchCount(t, "VASTFLEET_USEFUL_DEMO_COUNT", 16)
 	bin := binary(t)
