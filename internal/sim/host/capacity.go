@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/procgroup"
 )
 
 // The capacity model (Hardware.Scale > 0) makes each machine's workload
@@ -254,7 +255,7 @@ func (m *Manager) moveWork() {
 
 func (c *capacity) moveWork(pgid int) {
 	for _, pid := range cgroupPIDs(c.dir) {
-		if g, ok := procPgid(pid); ok && g != pgid {
+		if g, err := procgroup.GroupOf(pid); err == nil && g != pgid {
 			// A process gone meanwhile fails to move: nothing to do.
 			_ = writeCg(c.work, "cgroup.procs", strconv.Itoa(pid))
 		}
@@ -317,23 +318,4 @@ func cgroupPIDs(dir string) []int {
 		}
 	}
 	return out
-}
-
-// procPgid is a process's group, from /proc/PID/stat.
-func procPgid(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	// After the command: state, ppid, pgrp.
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return 0, false
-	}
-	g, err := strconv.Atoi(f[2])
-	return g, err == nil
 }
