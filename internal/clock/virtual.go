@@ -26,6 +26,12 @@ type Virtual struct {
 	// outcome stays the same.
 	pace     float64
 	lastMove time.Time
+	// steady, with a pace, moves the clock at that pace whether or not
+	// the program is quiet (SetSteady); anchorNow and anchorWall are
+	// where the pace is counted from.
+	steady     bool
+	anchorNow  time.Time
+	anchorWall time.Time
 	// jump, when set, makes each move: the clock of a market served by
 	// another process moves only when that market has reached the time.
 	jump    func(ctx context.Context, to time.Time) (time.Time, error)
@@ -114,6 +120,18 @@ func (v *Virtual) SetPace(scale float64) {
 	v.mu.Unlock()
 }
 
+// SetSteady, with a pace set, moves the clock at that pace from now on
+// whether or not the program is quiet, as a scaled clock does: for a
+// market whose machines run real processes, which take wall time
+// whatever this program does meanwhile. A wake-up this computer made
+// late is made up, so the pace holds on a busy computer too; the clock
+// never runs ahead of it.
+func (v *Virtual) SetSteady(on bool) {
+	v.mu.Lock()
+	v.steady, v.anchorNow, v.anchorWall = on, v.now, time.Now()
+	v.mu.Unlock()
+}
+
 // SetJump makes every move of the clock go through jump, which returns
 // once the time it was given (or a later one) has been reached elsewhere:
 // a command's clock is then the local market's (see Shared), and moves
@@ -196,6 +214,17 @@ func (v *Virtual) jumpTo(next time.Time) (time.Time, bool) {
 	return to, true
 }
 
+// steadyTarget is where a steady clock may be by now, with v.mu held. A
+// clock moved ahead of it (Advance, Set) counts its pace from there.
+func (v *Virtual) steadyTarget() time.Time {
+	t := v.anchorNow.Add(time.Duration(float64(time.Since(v.anchorWall)) * v.pace))
+	if t.Before(v.now) {
+		v.anchorNow, v.anchorWall = v.now, time.Now()
+		return v.now
+	}
+	return t
+}
+
 func (v *Virtual) drive() {
 	t := time.NewTicker(100 * time.Microsecond)
 	defer t.Stop()
@@ -208,14 +237,19 @@ func (v *Virtual) drive() {
 		v.mu.Lock()
 		idle := time.Since(v.lastAct)
 		settled := v.active == 0 && idle >= quiet && len(v.waiters) >= v.actors
-		if len(v.waiters) > 0 && (settled || idle >= stall) {
+		steady := v.steady && v.pace > 0
+		if len(v.waiters) > 0 && (settled || idle >= stall || steady) {
 			next := v.waiters[0].at
 			for _, w := range v.waiters[1:] {
 				if w.at.Before(next) {
 					next = w.at
 				}
 			}
-			if v.pace > 0 && time.Since(v.lastMove) < time.Duration(float64(next.Sub(v.now))/v.pace) {
+			if steady && next.After(v.steadyTarget()) {
+				v.mu.Unlock()
+				continue
+			}
+			if !steady && v.pace > 0 && time.Since(v.lastMove) < time.Duration(float64(next.Sub(v.now))/v.pace) {
 				v.mu.Unlock()
 				continue
 			}
