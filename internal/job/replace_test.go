@@ -22,7 +22,12 @@ import (
 // the end with the rest.
 func TestUpReplacesACulledNode(t *testing.T) {
 	t.Parallel()
-	run, culls := runCullJob(t, cullJob{policy: &jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, launched: true, maxDuration: 2 * time.Hour})
+	// The replacement pays while the job has over twice its load time
+	// left. The load is the launch's median boot, on a stepped clock whose
+	// market time grows with this computer's load (47 s to 2m33s in three
+	// quiet runs, 1h20m in a loaded full suite, where 2 h left did not
+	// pay): 6 h leaves room for a busy computer.
+	run, culls := runCullJob(t, cullJob{policy: &jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, launched: true, maxDuration: 6 * time.Hour})
 	if len(culls) != 1 || culls[0].ID != run.slow {
 		t.Fatalf("culls %+v, want instance %d", culls, run.slow)
 	}
