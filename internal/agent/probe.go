@@ -323,8 +323,9 @@ func probeCores(ctx context.Context, cfg ProbeConfig) (cores float64, method str
 		// without counting the time as waiting for a CPU, so at 1,000
 		// simulated machines on 2 cores an honest machine measured 2 of
 		// its 11 cores by run and wait time.
-		// A stop that outlasted the window was noticed after the threads
-		// ended: its notice comes in the moment after.
+		//
+		// A stop that outlasted the window ended after the threads did:
+		// its notice comes in the moment after.
 		for _, s := range samples {
 			if n := len(s.gaps); n > 0 && s.gaps[n-1].end.After(stopAt) {
 				conts.await(s.gaps[n-1].start, noticeWait)
