@@ -211,8 +211,12 @@ func (l *JobLauncher) Resume(ctx context.Context) (launch.Summary, error) {
 
 // Grow rents a running job's replacements quietly: the job's own live
 // view is on the terminal, and the job reports each outcome.
-func (l *JobLauncher) Grow(ctx context.Context, add int) (launch.Summary, error) {
-	return launch.Grow(ctx, l.M, l.ID, add, nil, l.Spec.Checks)
+func (l *JobLauncher) Grow(ctx context.Context, add int, accept func(market.Ranked) bool) (launch.Summary, error) {
+	return launch.Grow(ctx, l.M, l.ID, add, nil, l.Spec.Checks, accept)
+}
+
+func (l *JobLauncher) GrowOffers(ctx context.Context) (launch.Offers, error) {
+	return launch.GrowOffers(ctx, l.M, l.ID)
 }
 
 func (l *JobLauncher) Running() { l.running.Do(l.F.keepMarketMoving) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
 	"github.com/vastfleet/vastfleet/internal/launch"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/stat"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
@@ -79,9 +80,36 @@ type reports struct {
 	first, last time.Time // the coordinator's time of its first and last counted report
 	sum         float64
 	n           int
+	// units is what its listing advertised (advertisedUnits), as its
+	// probe reported it; 0 without a probe.
+	units float64
 }
 
 func (v *reports) mean() float64 { return v.sum / float64(v.n) }
+
+// perUnit is the metric the nodes that reported delivered per unit their
+// listings advertised (advertisedUnits, as the probe reported it, else
+// as listed holds the offer it was rented from): the mean over the
+// nodes, culled ones included, so that a market's share of hosts short
+// of what they list counts as it did in the fleet; 0 when none is known.
+func (c *culler) perUnit(listed map[int64]market.Offer) float64 {
+	var sum float64
+	n := 0
+	for id, dv := range c.nodes {
+		units := dv.units
+		if o, ok := listed[c.inst[id].OfferID]; ok && units == 0 {
+			units = advertisedUnits(wire.Capacity{Cores: o.CPUCoresEffective, GPUs: o.NumGPUs})
+		}
+		if units > 0 {
+			sum += dv.mean() / units
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
 
 // newCuller reads the job's instances (their $/hr and machines) for the
 // policy; nil when the job has none.
@@ -146,19 +174,24 @@ func (c *culler) observe(snap wire.Snapshot, running map[int64]bool) []Cull {
 
 // silentFor names the running nodes that have reported no metric for
 // the grace period while the others delivered (median per $/hr): they
-// cost their $/hr for nothing. A node the store does not know is left.
+// cost their $/hr for nothing. The grace counts from when the node's
+// agent is seen alive with its sessions running: a node still probing
+// its machine, or whose agent has not reported yet, has not started the
+// run (a lost agent is the watch's to judge). A node the store does not
+// know is left.
 func (c *culler) silentFor(snap wire.Snapshot, running map[int64]bool, metric string, median float64) []Cull {
 	if c.silent == nil {
 		c.silent = map[int64]time.Time{}
 	}
-	names := map[int64]string{}
+	seen := map[int64]wire.Node{}
 	for _, n := range snap.Nodes {
-		names[n.InstanceID] = n.Node
+		seen[n.InstanceID] = n
 	}
 	var out []Cull
 	for _, id := range slices.Sorted(maps.Keys(running)) {
 		in, known := c.inst[id]
-		if _, reported := c.nodes[id]; reported || !known {
+		n, ok := seen[id]
+		if _, reported := c.nodes[id]; reported || !known || !ok || n.State != "alive" || n.Stage != "" {
 			delete(c.silent, id)
 			continue
 		}
@@ -171,7 +204,7 @@ func (c *culler) silentFor(snap wire.Snapshot, running map[int64]bool, metric st
 			continue
 		}
 		delete(c.silent, id)
-		out = append(out, Cull{About: About{c.job}, At: snap.At, ID: id, Node: names[id], MachineID: in.MachineID, Metric: metric,
+		out = append(out, Cull{About: About{c.job}, At: snap.At, ID: id, Node: n.Node, MachineID: in.MachineID, Metric: metric,
 			DPH: in.DPHTotal, Median: median, Below: c.p.Below, Over: snap.At.Sub(since)})
 	}
 	return out
@@ -189,6 +222,9 @@ func (c *culler) count(snap wire.Snapshot, running map[int64]bool, metric string
 		dv := c.nodes[n.InstanceID]
 		if dv == nil {
 			dv = &reports{node: n.Node, first: n.LastSeen}
+			if n.Probe != nil {
+				dv.units = advertisedUnits(n.Probe.Advertised)
+			}
 			c.nodes[n.InstanceID] = dv
 		}
 		if dv.n == 0 || n.LastSeen.After(dv.last) {
@@ -231,7 +267,7 @@ func (c *culler) metric(snap wire.Snapshot, running map[int64]bool) string {
 // on the bad-host list with the figures, the cull recorded and told. A
 // node's leased items go back to the queue as a lost node's do, when its
 // heartbeats stop.
-func (r *runner) cull(ctx context.Context, k Cull, inst map[int64]store.Instance, t wire.Totals) {
+func (r *runner) cull(ctx context.Context, k Cull, c *culler, t wire.Totals) {
 	node := []Node{{ID: k.ID, Name: k.Node}}
 	for _, n := range r.nodes {
 		if n.ID == k.ID {
@@ -255,7 +291,7 @@ func (r *runner) cull(ctx context.Context, k Cull, inst map[int64]store.Instance
 		}
 	}
 	r.nodes = slices.DeleteFunc(r.nodes, func(n Node) bool { return n.ID == k.ID })
-	k.Replacement = r.replacement(ctx, k, inst, t)
+	k.Replacement = r.replacement(ctx, k, c, t)
 	r.rec.Culls = append(r.rec.Culls, k)
 	_ = r.save(ctx) // the next save tries again; the cull stands either way
 	r.d.emit(k)

@@ -29,7 +29,8 @@ import (
 // TestCullerJudgesPerDollarAfterTheGrace: a node is culled only once it
 // has reported for the grace period, and only when its mean metric per
 // $/hr is under the share of the running nodes' median; a node whose run
-// ended is neither judged nor counted in the median, and with several
+// ended is neither judged nor counted in the median; a node is silent
+// only while its agent reports its sessions running; and with several
 // metrics and none named nothing is judged (said once).
 func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 	t.Parallel()
@@ -43,13 +44,22 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 			5: {ID: 5, MachineID: 15, DPHTotal: 4}, // as much as the others, at 4x the price: a quarter
 			6: {ID: 6, MachineID: 16, DPHTotal: 1}, // its run ended, slow: not judged, not in the median
 			7: {ID: 7, MachineID: 17, DPHTotal: 1}, // reports no metric: delivers nothing
+			8: {ID: 8, MachineID: 18, DPHTotal: 1}, // probing its machine: its run has not started
+			9: {ID: 9, MachineID: 19, DPHTotal: 1}, // its agent has not reported yet
 		}}
 	rates := map[int64]float64{1: 100, 2: 110, 3: 190, 4: 20, 5: 100, 6: 1}
+	probing := true // node 8
 	snap := func(at time.Time, metrics func(id int64) map[string]float64) wire.Snapshot {
 		s := wire.Snapshot{At: at}
-		for id := int64(1); id <= 7; id++ {
+		for id := int64(1); id <= 8; id++ {
 			n := wire.Node{Node: fmt.Sprint("n", id), InstanceID: id, State: "alive", LastSeen: at}
-			if id != 7 {
+			switch id {
+			case 7:
+			case 8:
+				if probing {
+					n.Stage = wire.StageProbe
+				}
+			default:
 				n.Metrics = metrics(id)
 			}
 			s.Nodes = append(s.Nodes, n)
@@ -57,7 +67,7 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 		return s
 	}
 	one := func(id int64) map[string]float64 { return map[string]float64{"keys_per_s": rates[id]} }
-	running := map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 7: true}
+	running := map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 7: true, 8: true, 9: true}
 	for m := range 5 {
 		if got := c.observe(snap(t0.Add(time.Duration(m)*time.Minute), one), running); len(got) != 0 {
 			t.Fatalf("minute %d, within the grace: culled %+v", m, got)
@@ -78,7 +88,20 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 	if k := got[1]; k.MachineID != 14 || k.Metric != "keys_per_s" || k.Median != 95 || k.PerDPH != 20 || k.Reports != 6 || k.Over != 5*time.Minute {
 		t.Errorf("cull %+v", k)
 	}
+	// Node 8's sessions start: its silence counts from then (the culled
+	// have left the run).
+	probing = false
+	delete(running, 4)
+	delete(running, 5)
+	delete(running, 7)
+	for m := 6; m <= 11; m++ {
+		got := c.observe(snap(t0.Add(time.Duration(m)*time.Minute), one), running)
+		if want := m == 11; (len(got) == 1 && got[0].ID == 8) != want || len(got) > 1 {
+			t.Fatalf("minute %d, node 8 silent since minute 6: culled %+v", m, got)
+		}
+	}
 	// Several metrics, none named: nothing judged, said once.
+	running = map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true}
 	c2 := &culler{p: jobfile.Cull{Below: 0.5, After: time.Minute}, job: "j", nodes: map[int64]*reports{}, inst: c.inst,
 		unjudge: func(why string) { unjudged = append(unjudged, why) }}
 	two := func(id int64) map[string]float64 {
@@ -89,7 +112,6 @@ func TestCullerJudgesPerDollarAfterTheGrace(t *testing.T) {
 			t.Fatalf("two metrics, none named: culled %+v", got)
 		}
 	}
-	delete(running, 7)
 	if len(unjudged) != 1 || !strings.Contains(unjudged[0], "metric: NAME") {
 		t.Errorf("said %q, want once that a metric must be named", unjudged)
 	}
@@ -232,6 +254,10 @@ type cullJob struct {
 	policy      *jobfile.Cull
 	maxDuration time.Duration
 	launched    bool
+	// byValue ranks the launch's offers by $/hr per advertised unit,
+	// cheapest first, as a search by vCPU or GPU does: every offer left
+	// after the launch is then dearer per unit than the fleet's.
+	byValue bool
 }
 
 // runCullJob runs a job on four nodes whose agents report keys_per_s each
@@ -245,7 +271,7 @@ func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 	startedAt := e.clock.Now()
 	var ids []int64
 	if cj.launched {
-		ids = e.launch("cull", 4)
+		ids = e.launchFrom("cull", 4, cj.byValue)
 	} else {
 		ids = e.rent("cull", 4)
 	}
@@ -395,9 +421,22 @@ func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 // fleet, as a job's are.
 func (e *env) launch(id string, n int) []int64 {
 	e.t.Helper()
+	return e.launchFrom(id, n, false)
+}
+
+// launchFrom is launch from the env's offers in their order, or with
+// byValue cheapest per advertised unit first.
+func (e *env) launchFrom(id string, n int, byValue bool) []int64 {
+	e.t.Helper()
 	var cands []market.Ranked
 	for _, o := range e.offers {
 		cands = append(cands, market.Ranked{Offer: o, Score: 1})
+	}
+	if byValue {
+		perUnit := func(c market.Ranked) float64 {
+			return c.DPHTotal / advertisedUnits(wire.Capacity{Cores: c.CPUCoresEffective, GPUs: c.NumGPUs})
+		}
+		slices.SortStableFunc(cands, func(a, b market.Ranked) int { return cmp.Compare(perUnit(a), perUnit(b)) })
 	}
 	sum, err := launch.Run(context.Background(), e.m, launch.Spec{Fleet: id, Count: n, Backfill: true,
 		Create: provider.CreateRequest{Image: "ubuntu:22.04", Disk: 20, Runtype: "ssh"}}, cands, nil)
@@ -437,10 +476,13 @@ func (*growLauncher) Launch(context.Context, []market.Ranked) (launch.Summary, e
 func (*growLauncher) Resume(context.Context) (launch.Summary, error) {
 	return launch.Summary{}, errors.New("not launching")
 }
-func (l *growLauncher) Grow(ctx context.Context, add int) (launch.Summary, error) {
+func (l *growLauncher) Grow(ctx context.Context, add int, accept func(market.Ranked) bool) (launch.Summary, error) {
 	l.growing.Store(true)
 	defer l.growing.Store(false)
-	return launch.Grow(ctx, l.m, "cull", add, nil, launch.Checks{})
+	return launch.Grow(ctx, l.m, "cull", add, nil, launch.Checks{}, accept)
+}
+func (l *growLauncher) GrowOffers(ctx context.Context) (launch.Offers, error) {
+	return launch.GrowOffers(ctx, l.m, "cull")
 }
 func (*growLauncher) Running() {}
 

@@ -108,7 +108,11 @@ type Launcher interface {
 	// cull policy's replacements): the launch's offers and readiness
 	// gates; what is not ready by its end is destroyed. ReadyIDs are the
 	// new nodes.
-	Grow(ctx context.Context, add int) (launch.Summary, error)
+	// accept, when not nil, leaves out the offers it refuses.
+	Grow(ctx context.Context, add int, accept func(market.Ranked) bool) (launch.Summary, error)
+	// GrowOffers are the offers a Grow would rent from now, in its
+	// order, and those the fleet was rented from.
+	GrowOffers(ctx context.Context) (launch.Offers, error)
 	// Running is called once the launch is over: the market runs on by
 	// itself from then on (the simulator's virtual clock).
 	Running()

@@ -3,63 +3,97 @@ package job
 import (
 	"fmt"
 	"time"
+
+	"github.com/vastfleet/vastfleet/internal/market"
+	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // Payback is whether a replacement for a culled node is expected to pay
 // for itself before the job ends, and the figures it was judged on.
 //
-// The replacement is expected to cost its $/hr for the time left, plus
-// its image pull, and to deliver the fleet's median per dollar once it
-// has loaded (Load: rented, booted, prepared): Median × DPH × (Left −
-// Load) units. Those units are valued at the dearest price the cull
-// policy lets a node charge, 1/(Below × Median) dollars a unit (a node
-// dearer than that is culled). It pays when that value covers its cost:
+// The replacement is judged on the offer it would be rented from. It is
+// expected to deliver what the fleet's nodes truly delivered per unit
+// their listings advertised (PerUnit: their mean, so that the market's
+// share of hosts short of their listing counts against the offer as it
+// did against the fleet), times the units the offer lists, once it has
+// loaded (Load: rented, booted, prepared). It costs its $/hr for the
+// time left, plus its image pull. It pays when it is expected to deliver
+// at least the fleet's median per dollar over its whole stay, the load
+// and the pull delivering nothing:
 //
-//	Median × DPH × (Left − Load) / (Below × Median) ≥ DPH × Left + Pull
+//	PerUnit × Units × (Left − Load) / Median ≥ DPH × Left + Pull
 //
-// that is, its own units per dollar over its whole stay, the load and
-// the pull delivering nothing, stay at or above the cull's share of the
-// median. Left is the time the job has left: until max_duration, or
-// sooner the items left at the rate the fleet has done them so far; with
-// neither, it is unknown and a replacement is rented (the job may run
-// on for long).
+// so that a replacement never lowers what the fleet delivers per dollar.
+// (A node just over the cull's bar is kept, but is no node to rent.)
+// Left is the time the job has left: until max_duration, or sooner the
+// items left at the rate the fleet has done them so far. With neither it
+// is unknown, and the offer is judged on what it delivers per dollar
+// while it runs.
 type Payback struct {
-	DPH    float64       `json:"dph"`
-	Pull   float64       `json:"pull"`
-	Load   time.Duration `json:"load_ns"`
-	Left   time.Duration `json:"left_ns"`
-	LeftOf string        `json:"left_of"`
-	Median float64       `json:"median_per_dph"`
-	Below  float64       `json:"below"`
-	// Cost and Worth are the two sides ($); Share is the replacement's
-	// units per dollar over its stay as a share of the median (it pays
-	// at Below or more). All 0 when Left is unknown.
+	// OfferID is the offer judged: the first one a replacement would be
+	// rented from that pays, else the first one; 0 when none is left.
+	OfferID int64   `json:"offer_id,omitempty"`
+	DPH     float64 `json:"dph"`
+	// Units is what the offer advertises (its GPUs, else its cores) and
+	// PerUnit the metric the fleet delivered per advertised unit.
+	Units   float64       `json:"units"`
+	PerUnit float64       `json:"per_unit"`
+	Pull    float64       `json:"pull"`
+	Load    time.Duration `json:"load_ns"`
+	Left    time.Duration `json:"left_ns"`
+	LeftOf  string        `json:"left_of"`
+	Median  float64       `json:"median_per_dph"`
+	// Cost and Worth are the two sides ($; both 0 when Left is unknown);
+	// Share is the replacement's expected metric per dollar over its stay
+	// as a share of the median: it pays at 1 or more.
 	Cost  float64 `json:"cost"`
 	Worth float64 `json:"worth"`
 	Share float64 `json:"share"`
 	Pays  bool    `json:"pays"`
 }
 
-// payback judges a replacement at dph $/hr with an image pull of pull $,
-// expected to load in load, with left of the job left (known says it
-// is; of says where it comes from), against the fleet's median per $/hr
-// and the cull's share below.
-func payback(dph, pull float64, load, left time.Duration, known bool, of string, median, below float64) Payback {
-	p := Payback{DPH: dph, Pull: pull, Load: load, Left: left, LeftOf: of, Median: median, Below: below}
-	if !known {
-		p.Pays = true
+// stay is how long a replacement would stay and be loading, and the
+// fleet's figures it is judged against.
+type stay struct {
+	pull       float64
+	load, left time.Duration
+	known      bool
+	of         string
+	median     float64
+	perUnit    float64
+}
+
+// payback judges a replacement rented from offer o.
+func (s stay) payback(o market.Ranked) Payback {
+	units := advertisedUnits(wire.Capacity{Cores: o.CPUCoresEffective, GPUs: o.NumGPUs})
+	p := Payback{OfferID: o.ID, DPH: o.DPHTotal, Units: units, PerUnit: s.perUnit, Pull: s.pull, Load: s.load,
+		Left: s.left, LeftOf: s.of, Median: s.median}
+	if o.DPHTotal <= 0 || s.median <= 0 {
 		return p
 	}
-	p.Cost = dph*left.Hours() + pull
-	units := median * dph * max(left-load, 0).Hours()
-	if median > 0 && below > 0 {
-		p.Worth = units / (below * median)
+	rate := s.perUnit * units // the metric it is expected to report
+	if !s.known {
+		p.Share = rate / o.DPHTotal / s.median
+		p.Pays = p.Share >= 1
+		return p
 	}
-	if p.Cost > 0 && median > 0 {
-		p.Share = units / p.Cost / median
+	p.Cost = o.DPHTotal*s.left.Hours() + s.pull
+	delivered := rate * max(s.left-s.load, 0).Hours()
+	p.Worth = delivered / s.median
+	if p.Cost > 0 {
+		p.Share = p.Worth / p.Cost
 	}
-	p.Pays = left > load && p.Worth >= p.Cost
+	p.Pays = s.left > s.load && p.Worth >= p.Cost
 	return p
+}
+
+// advertisedUnits is what a listing rents a node for, as its delivery
+// is judged: its GPUs when it has any, else its cores.
+func advertisedUnits(c wire.Capacity) float64 {
+	if c.GPUs > 0 {
+		return float64(c.GPUs)
+	}
+	return c.Cores
 }
 
 // timeLeft is how long the job has left elapsed into its run: until
@@ -83,9 +117,14 @@ func timeLeft(maxDuration, elapsed time.Duration, itemsDone, itemsLeft int64) (l
 
 // Line is the payback in words.
 func (p Payback) Line() string {
-	if p.Cost == 0 && p.Pays {
-		return fmt.Sprintf("time left %s", p.LeftOf)
+	if p.OfferID == 0 {
+		return "no offer is left to rent it from"
 	}
-	return fmt.Sprintf("%s left (%s), %s to load: at $%.3f/hr and a $%.4f pull it would cost $%.4f and deliver %.0f%% of the median per dollar over its stay (it pays at %.0f%%)",
-		p.Left.Round(time.Second), p.LeftOf, p.Load.Round(time.Second), p.DPH, p.Pull, p.Cost, 100*p.Share, 100*p.Below)
+	offer := fmt.Sprintf("offer %d at $%.3f/hr for %g unit(s), at the fleet's %.4g per unit", p.OfferID, p.DPH, p.Units, p.PerUnit)
+	if p.Cost == 0 {
+		return fmt.Sprintf("%s: time left %s; it would deliver %.0f%% of the median per dollar while it runs (it pays at 100%%)",
+			offer, p.LeftOf, 100*p.Share)
+	}
+	return fmt.Sprintf("%s: %s left (%s), %s to load: with a $%.4f pull it would cost $%.4f and deliver %.0f%% of the median per dollar over its stay (it pays at 100%%)",
+		offer, p.Left.Round(time.Second), p.LeftOf, p.Load.Round(time.Second), p.Pull, p.Cost, 100*p.Share)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/provider"
 	"github.com/vastfleet/vastfleet/internal/stat"
 	"github.com/vastfleet/vastfleet/internal/store"
@@ -34,6 +35,12 @@ type Replacement struct {
 func (p Replacement) Line() string {
 	switch p.State {
 	case NotReplaced:
+		if p.Error != "" {
+			return "not replaced: " + p.Error
+		}
+		if p.Payback.OfferID == 0 {
+			return "not replaced: " + p.Payback.Line()
+		}
 		return "not replaced: it would not pay for itself: " + p.Payback.Line()
 	case Replaced:
 		return fmt.Sprintf("replaced by instance %d (%s)", p.InstanceID, p.Payback.Line())
@@ -62,7 +69,10 @@ type replacer struct {
 	busy    bool
 	batch   []Node // the batch under way, while busy
 	batches int    // batches started: each prepares into its own logs
-	done    chan grown
+	// accept says which offers pay, at the last cull's figures: a batch
+	// rents from those alone.
+	accept func(market.Ranked) bool
+	done   chan grown
 }
 
 // grown is one batch's outcome: the culled nodes it replaces, the nodes
@@ -104,16 +114,17 @@ func (p *replacer) next() {
 	p.pending, p.busy, p.batch = nil, true, batch
 	p.batches++
 	sub := fmt.Sprintf("replacement-%d", p.batches)
-	go func() { p.done <- p.grow(batch, sub) }()
+	accept := p.accept
+	go func() { p.done <- p.grow(batch, sub, accept) }()
 }
 
 // grow rents len(culled) replacements, waits until they are ready and
 // prepares them, each in a culled node's place (its name and rank), their
-// logs under sub; what fails is destroyed.
-func (p *replacer) grow(culled []Node, sub string) grown {
+// logs under sub, from the offers accept takes; what fails is destroyed.
+func (p *replacer) grow(culled []Node, sub string, accept func(market.Ranked) bool) grown {
 	r := p.r
 	g := grown{culled: culled}
-	sum, err := r.d.Launcher.Grow(p.ctx, len(culled))
+	sum, err := r.d.Launcher.Grow(p.ctx, len(culled), accept)
 	if err != nil {
 		g.err = fmt.Errorf("renting: %w", err)
 	}
@@ -232,34 +243,52 @@ func (r *runner) replaced(culled int64, rp Replacement) {
 	}
 }
 
-// replacement judges whether a culled node is replaced: its payback at
-// the job's figures now (totals are the coordinator's).
-func (r *runner) replacement(ctx context.Context, k Cull, inst map[int64]store.Instance, t wire.Totals) *Replacement {
+// replacement judges whether a culled node is replaced: the payback of
+// the first offer a replacement would be rented from that pays (past
+// those the replacements under way take), at the job's figures now
+// (totals are the coordinator's). The replacer rents only from offers
+// that pay at these figures.
+func (r *runner) replacement(ctx context.Context, k Cull, c *culler, t wire.Totals) *Replacement {
 	if r.d.Launcher == nil || k.Median <= 0 {
 		return nil
 	}
-	var dphs []float64
-	for _, in := range inst {
-		if in.DPHTotal > 0 {
-			dphs = append(dphs, in.DPHTotal)
-		}
+	offers, err := r.d.Launcher.GrowOffers(ctx)
+	if err != nil {
+		return &Replacement{State: NotReplaced, Payback: Payback{Median: k.Median},
+			Error: fmt.Sprintf("reading the offers left: %v", err)}
 	}
-	dph := stat.Median(dphs)
-	pull := 0.0
-	if c, err := r.d.Fleet.Cost(ctx, r.rec.ID); err == nil {
+	s := stay{median: k.Median, perUnit: c.perUnit(offers.Listed)}
+	if cost, err := r.d.Fleet.Cost(ctx, r.rec.ID); err == nil {
 		var pulls []float64
-		for _, ic := range c.Instances {
+		for _, ic := range cost.Instances {
 			pulls = append(pulls, ic.Bandwidth)
 		}
-		pull = stat.Median(pulls)
+		s.pull = stat.Median(pulls)
 	}
 	elapsed := r.d.Clock.Now().Sub(r.began)
-	left, known, of := timeLeft(r.o.Job.MaxDuration, elapsed, t.ItemsDone, t.ItemsLeft)
-	pb := payback(dph, pull, r.loadTime(ctx, inst), left, known, of, k.Median, k.Below)
-	if !pb.Pays {
-		return &Replacement{State: NotReplaced, Payback: pb}
+	s.left, s.known, s.of = timeLeft(r.o.Job.MaxDuration, elapsed, t.ItemsDone, t.ItemsLeft)
+	s.load = r.loadTime(ctx, c.inst)
+	taken := r.repl.coming()
+	var first *Payback
+	for _, o := range offers.Next {
+		pb := s.payback(o)
+		if first == nil {
+			first = &pb
+		}
+		if !pb.Pays {
+			continue
+		}
+		if taken > 0 {
+			taken-- // a replacement under way rents it
+			continue
+		}
+		r.repl.accept = func(o market.Ranked) bool { return s.payback(o).Pays }
+		return &Replacement{State: Replacing, Payback: pb}
 	}
-	return &Replacement{State: Replacing, Payback: pb}
+	if first == nil {
+		first = &Payback{LeftOf: s.of, Median: s.median, PerUnit: s.perUnit}
+	}
+	return &Replacement{State: NotReplaced, Payback: *first}
 }
 
 // loadTime is how long a node is expected to take from its rent to

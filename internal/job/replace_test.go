@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/jobfile"
+	"github.com/vastfleet/vastfleet/internal/market"
 	"github.com/vastfleet/vastfleet/internal/store"
 	"github.com/vastfleet/vastfleet/internal/wire"
 )
@@ -95,10 +97,24 @@ func TestUpReplacesACulledNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the replacement's launch rented besides it (a hedge for a
-	// slow boot, say) is gone too, and never ran the job.
+	// slow boot, say) is gone too, and never ran the job. Everything it
+	// rented came from offers that pay at the cull's figures: the first
+	// offer left (the test's market lists a dearer one first) does not.
+	pb := rp.Payback
+	judge := stay{pull: pb.Pull, load: pb.Load, left: pb.Left, known: true, median: pb.Median, perUnit: pb.PerUnit}
+	offers := map[int64]market.Ranked{}
+	for _, o := range run.offers {
+		offers[o.ID] = market.Ranked{Offer: o}
+	}
 	for _, in := range ins {
-		if !run.rented[in.ID] && in.ID != rp.InstanceID && (in.GoneAt.IsZero() || slices.Contains(run.rec.RunIDs, in.ID)) {
+		if run.rented[in.ID] {
+			continue
+		}
+		if in.ID != rp.InstanceID && (in.GoneAt.IsZero() || slices.Contains(run.rec.RunIDs, in.ID)) {
 			t.Errorf("instance %d rented for the replacement: %+v", in.ID, in)
+		}
+		if o, ok := offers[in.OfferID]; !ok || !judge.payback(o).Pays {
+			t.Errorf("instance %d rented from offer %d, which does not pay (%s)", in.ID, in.OfferID, judge.payback(o).Line())
 		}
 	}
 }
@@ -134,28 +150,73 @@ func TestLateCullIsNotReplaced(t *testing.T) {
 	}
 }
 
-// TestPayback: a replacement pays when what it delivers, valued at the
-// dearest price the cull accepts, covers its cost.
+// TestCullIsNotReplacedFromDearerOffers: when every offer left is dearer
+// per advertised unit than the fleet the job launched (its search's best
+// value went first), no replacement would deliver the fleet's median per
+// dollar, however long the job has left: the cull says so with the
+// figures, and nothing more is rented.
+func TestCullIsNotReplacedFromDearerOffers(t *testing.T) {
+	t.Parallel()
+	run, culls := runCullJob(t, cullJob{policy: &jobfile.Cull{Below: 0.5, After: 5 * time.Minute}, launched: true, maxDuration: 6 * time.Hour, byValue: true})
+	if len(culls) != 1 || culls[0].ID != run.slow {
+		t.Fatalf("culls %+v, want instance %d", culls, run.slow)
+	}
+	rp := culls[0].Replacement
+	if rp == nil || rp.State != NotReplaced || rp.Payback.Pays || rp.Payback.OfferID == 0 || rp.Payback.Share >= 1 || rp.Payback.PerUnit <= 0 {
+		t.Fatalf("replacement %+v, want not replaced: judged on an offer, under the median per dollar", rp)
+	}
+	if line := culls[0].Line(); !strings.Contains(line, "not replaced: it would not pay for itself") || !strings.Contains(line, fmt.Sprint("offer ", rp.Payback.OfferID)) {
+		t.Errorf("cull line: %s", line)
+	}
+	t.Log(culls[0].Line())
+	if len(run.started) != 0 {
+		t.Errorf("prepared %v, want nothing", run.started)
+	}
+	ins, err := run.st.Instances(context.Background(), store.InstanceFilter{Fleet: "cull", IncludeGone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if !run.rented[in.ID] {
+			t.Errorf("instance %d rented after the launch", in.ID)
+		}
+	}
+}
+
+// TestPayback: a replacement pays when what it is expected to deliver
+// (the fleet's metric per advertised unit, times the offer's units, once
+// loaded), valued at the fleet's median per dollar, covers its cost.
 func TestPayback(t *testing.T) {
 	t.Parallel()
-	const median, below = 1e6, 0.5
+	// The fleet delivers 1e3/s per core, and its median node 1e4 per $/hr
+	// (10 cores at $1/hr): a 10-core offer at $1/hr is the median node.
+	const perCore, median = 1e3, 1e4
+	offer := func(cores float64, gpus int, dph float64) market.Ranked {
+		return market.Ranked{Offer: market.Offer{ID: 7, CPUCoresEffective: cores, NumGPUs: gpus, DPHTotal: dph}}
+	}
 	for _, c := range []struct {
 		name       string
-		dph, pull  float64
+		offer      market.Ranked
+		pull       float64
 		load, left time.Duration
 		known      bool
 		pays       bool
+		share      float64
 	}{
-		{"long left, short load", 1, 0.01, 5 * time.Minute, 2 * time.Hour, true, true},
-		{"left twice the load: break-even at half", 1, 0, 10 * time.Minute, 20 * time.Minute, true, true},
-		{"left under twice the load", 1, 0, 10 * time.Minute, 19 * time.Minute, true, false},
-		{"less left than the load", 1, 0, 10 * time.Minute, 5 * time.Minute, true, false},
-		{"the pull tips it", 0.1, 0.05, 10 * time.Minute, 30 * time.Minute, true, false},
-		{"unknown time left", 1, 0.01, 10 * time.Minute, 0, false, true},
+		{"cheaper per core than the median, long left", offer(10, 0, 0.5), 0.01, 5 * time.Minute, 2 * time.Hour, true, true, 1.898},
+		{"the median node itself: its load keeps it under", offer(10, 0, 1), 0, 5 * time.Minute, 2 * time.Hour, true, false, 0.958},
+		{"left twice the load at half the price: break-even", offer(10, 0, 0.5), 0, 10 * time.Minute, 20 * time.Minute, true, true, 1},
+		{"left under twice the load at half the price", offer(10, 0, 0.5), 0, 10 * time.Minute, 19 * time.Minute, true, false, 0.947},
+		{"less left than the load", offer(10, 0, 0.1), 0, 10 * time.Minute, 5 * time.Minute, true, false, 0},
+		{"the pull tips it", offer(10, 0, 0.5), 0.2, 10 * time.Minute, 40 * time.Minute, true, false, 0.9375},
+		{"unknown time left: judged while it runs", offer(12, 0, 1), 0.01, 10 * time.Minute, 0, false, true, 1.2},
+		{"unknown time left, dearer per core", offer(8, 0, 1), 0.01, 10 * time.Minute, 0, false, false, 0.8},
+		{"GPUs are its units", offer(64, 2, 1), 0, 0, time.Hour, true, false, 0.2},
 	} {
-		p := payback(c.dph, c.pull, c.load, c.left, c.known, "t", median, below)
-		if p.Pays != c.pays {
-			t.Errorf("%s: pays %v (%s), want %v", c.name, p.Pays, p.Line(), c.pays)
+		s := stay{pull: c.pull, load: c.load, left: c.left, known: c.known, of: "t", median: median, perUnit: perCore}
+		p := s.payback(c.offer)
+		if p.Pays != c.pays || math.Abs(p.Share-c.share) > 0.005 || p.OfferID != 7 {
+			t.Errorf("%s: pays %v at %.3f (%s), want %v at %.3f", c.name, p.Pays, p.Share, p.Line(), c.pays, c.share)
 		}
 	}
 	// max_duration and the items' rate: the sooner end wins.

@@ -262,7 +262,7 @@ func (r *runner) judging(ctx context.Context) judge {
 				}
 			}
 			for _, k := range c.observe(snap, running) {
-				r.cull(ctx, k, c.inst, snap.Totals)
+				r.cull(ctx, k, c, snap.Totals)
 				v.out = append(v.out, k.ID)
 			}
 			for _, id := range v.in {
