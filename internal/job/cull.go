@@ -69,7 +69,10 @@ type culler struct {
 	// silent is when each running node without a report of the metric
 	// was first seen so (the coordinator's time): one that stays so for
 	// the grace period while the others deliver delivers nothing.
-	silent  map[int64]time.Time
+	silent map[int64]time.Time
+	// nothing are the nodes culled for silence: they delivered nothing
+	// for their listing, which counts in perUnit.
+	nothing map[int64]bool
 	warned  bool
 	unjudge func(why string)
 }
@@ -80,28 +83,28 @@ type reports struct {
 	first, last time.Time // the coordinator's time of its first and last counted report
 	sum         float64
 	n           int
-	// units is what its listing advertised (advertisedUnits), as its
-	// probe reported it; 0 without a probe.
-	units float64
 }
 
 func (v *reports) mean() float64 { return v.sum / float64(v.n) }
 
-// perUnit is the metric the nodes that reported delivered per unit their
-// listings advertised (advertisedUnits, as the probe reported it, else
-// as listed holds the offer it was rented from): the mean over the
-// nodes, culled ones included, so that a market's share of hosts short
-// of what they list counts as it did in the fleet; 0 when none is known.
-func (c *culler) perUnit(listed map[int64]market.Offer) float64 {
+// perUnit is the metric the nodes delivered per unit the offers they
+// were rented from advertise (units of listed): the mean over the nodes
+// that reported and those culled for silence (at 0), culled ones
+// included, so that a market's share of hosts short of what they list
+// counts as it did in the fleet; 0 when no node's offer is known.
+func (c *culler) perUnit(listed map[int64]market.Offer, units func(*market.Offer) float64) float64 {
 	var sum float64
 	n := 0
-	for id, dv := range c.nodes {
-		units := dv.units
-		if o, ok := listed[c.inst[id].OfferID]; ok && units == 0 {
-			units = advertisedUnits(wire.Capacity{Cores: o.CPUCoresEffective, GPUs: o.NumGPUs})
+	for id := range c.nothing {
+		o, ok := listed[c.inst[id].OfferID]
+		if u := units(&o); ok && u > 0 {
+			n++
 		}
-		if units > 0 {
-			sum += dv.mean() / units
+	}
+	for id, dv := range c.nodes {
+		o, ok := listed[c.inst[id].OfferID]
+		if u := units(&o); ok && u > 0 {
+			sum += dv.mean() / u
 			n++
 		}
 	}
@@ -204,6 +207,10 @@ func (c *culler) silentFor(snap wire.Snapshot, running map[int64]bool, metric st
 			continue
 		}
 		delete(c.silent, id)
+		if c.nothing == nil {
+			c.nothing = map[int64]bool{}
+		}
+		c.nothing[id] = true
 		out = append(out, Cull{About: About{c.job}, At: snap.At, ID: id, Node: n.Node, MachineID: in.MachineID, Metric: metric,
 			DPH: in.DPHTotal, Median: median, Below: c.p.Below, Over: snap.At.Sub(since)})
 	}
@@ -222,9 +229,6 @@ func (c *culler) count(snap wire.Snapshot, running map[int64]bool, metric string
 		dv := c.nodes[n.InstanceID]
 		if dv == nil {
 			dv = &reports{node: n.Node, first: n.LastSeen}
-			if n.Probe != nil {
-				dv.units = advertisedUnits(n.Probe.Advertised)
-			}
 			c.nodes[n.InstanceID] = dv
 		}
 		if dv.n == 0 || n.LastSeen.After(dv.last) {

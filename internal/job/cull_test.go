@@ -433,9 +433,8 @@ func (e *env) launchFrom(id string, n int, byValue bool) []int64 {
 		cands = append(cands, market.Ranked{Offer: o, Score: 1})
 	}
 	if byValue {
-		perUnit := func(c market.Ranked) float64 {
-			return c.DPHTotal / advertisedUnits(wire.Capacity{Cores: c.CPUCoresEffective, GPUs: c.NumGPUs})
-		}
+		_, units := market.Quantity("vcpu")
+		perUnit := func(c market.Ranked) float64 { return c.DPHTotal / units(&c.Offer) }
 		slices.SortStableFunc(cands, func(a, b market.Ranked) int { return cmp.Compare(perUnit(a), perUnit(b)) })
 	}
 	sum, err := launch.Run(context.Background(), e.m, launch.Spec{Fleet: id, Count: n, Backfill: true,

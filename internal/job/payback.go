@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/vastfleet/vastfleet/internal/market"
-	"github.com/vastfleet/vastfleet/internal/wire"
 )
 
 // Payback is whether a replacement for a culled node is expected to pay
@@ -13,13 +12,14 @@ import (
 //
 // The replacement is judged on the offer it would be rented from. It is
 // expected to deliver what the fleet's nodes truly delivered per unit
-// their listings advertised (PerUnit: their mean, so that the market's
-// share of hosts short of their listing counts against the offer as it
-// did against the fleet), times the units the offer lists, once it has
-// loaded (Load: rented, booted, prepared). It costs its $/hr for the
-// time left, plus its image pull. It pays when it is expected to deliver
-// at least the fleet's median per dollar over its whole stay, the load
-// and the pull delivering nothing:
+// their listings advertised (PerUnit: the units the job ranks by, as
+// market.Quantity counts them, cores for vcpu; the mean over the nodes,
+// so that the market's share of hosts short of their listing counts
+// against the offer as it did against the fleet), times the units the
+// offer lists, once it has loaded (Load: rented, booted, prepared). It
+// costs its $/hr for the time left, plus its image pull. It pays when it
+// is expected to deliver at least the fleet's median per dollar over its
+// whole stay, the load and the pull delivering nothing:
 //
 //	PerUnit × Units × (Left − Load) / Median ≥ DPH × Left + Pull
 //
@@ -34,8 +34,9 @@ type Payback struct {
 	// rented from that pays, else the first one; 0 when none is left.
 	OfferID int64   `json:"offer_id,omitempty"`
 	DPH     float64 `json:"dph"`
-	// Units is what the offer advertises (its GPUs, else its cores) and
-	// PerUnit the metric the fleet delivered per advertised unit.
+	// Units is what the offer advertises of what the job ranks by (its
+	// cores for vcpu) and PerUnit the metric the fleet delivered per
+	// advertised unit.
 	Units   float64       `json:"units"`
 	PerUnit float64       `json:"per_unit"`
 	Pull    float64       `json:"pull"`
@@ -61,11 +62,12 @@ type stay struct {
 	of         string
 	median     float64
 	perUnit    float64
+	units      func(*market.Offer) float64 // market.Quantity of the job's ranking
 }
 
 // payback judges a replacement rented from offer o.
 func (s stay) payback(o market.Ranked) Payback {
-	units := advertisedUnits(wire.Capacity{Cores: o.CPUCoresEffective, GPUs: o.NumGPUs})
+	units := s.units(&o.Offer)
 	p := Payback{OfferID: o.ID, DPH: o.DPHTotal, Units: units, PerUnit: s.perUnit, Pull: s.pull, Load: s.load,
 		Left: s.left, LeftOf: s.of, Median: s.median}
 	if o.DPHTotal <= 0 || s.median <= 0 {
@@ -85,15 +87,6 @@ func (s stay) payback(o market.Ranked) Payback {
 	}
 	p.Pays = s.left > s.load && p.Worth >= p.Cost
 	return p
-}
-
-// advertisedUnits is what a listing rents a node for, as its delivery
-// is judged: its GPUs when it has any, else its cores.
-func advertisedUnits(c wire.Capacity) float64 {
-	if c.GPUs > 0 {
-		return float64(c.GPUs)
-	}
-	return c.Cores
 }
 
 // timeLeft is how long the job has left elapsed into its run: until

@@ -257,7 +257,8 @@ func (r *runner) replacement(ctx context.Context, k Cull, c *culler, t wire.Tota
 		return &Replacement{State: NotReplaced, Payback: Payback{Median: k.Median},
 			Error: fmt.Sprintf("reading the offers left: %v", err)}
 	}
-	s := stay{median: k.Median, perUnit: c.perUnit(offers.Listed)}
+	_, units := market.Quantity(r.o.Job.By)
+	s := stay{median: k.Median, units: units, perUnit: c.perUnit(offers.Listed, units)}
 	if cost, err := r.d.Fleet.Cost(ctx, r.rec.ID); err == nil {
 		var pulls []float64
 		for _, ic := range cost.Instances {

@@ -101,7 +101,8 @@ func TestUpReplacesACulledNode(t *testing.T) {
 	// rented came from offers that pay at the cull's figures: the first
 	// offer left (the test's market lists a dearer one first) does not.
 	pb := rp.Payback
-	judge := stay{pull: pb.Pull, load: pb.Load, left: pb.Left, known: true, median: pb.Median, perUnit: pb.PerUnit}
+	_, units := market.Quantity("vcpu")
+	judge := stay{pull: pb.Pull, load: pb.Load, left: pb.Left, known: true, median: pb.Median, perUnit: pb.PerUnit, units: units}
 	offers := map[int64]market.Ranked{}
 	for _, o := range run.offers {
 		offers[o.ID] = market.Ranked{Offer: o}
@@ -211,13 +212,20 @@ func TestPayback(t *testing.T) {
 		{"the pull tips it", offer(10, 0, 0.5), 0.2, 10 * time.Minute, 40 * time.Minute, true, false, 0.9375},
 		{"unknown time left: judged while it runs", offer(12, 0, 1), 0.01, 10 * time.Minute, 0, false, true, 1.2},
 		{"unknown time left, dearer per core", offer(8, 0, 1), 0.01, 10 * time.Minute, 0, false, false, 0.8},
-		{"GPUs are its units", offer(64, 2, 1), 0, 0, time.Hour, true, false, 0.2},
 	} {
-		s := stay{pull: c.pull, load: c.load, left: c.left, known: c.known, of: "t", median: median, perUnit: perCore}
+		_, cores := market.Quantity("vcpu")
+		s := stay{pull: c.pull, load: c.load, left: c.left, known: c.known, of: "t", median: median, perUnit: perCore, units: cores}
 		p := s.payback(c.offer)
 		if p.Pays != c.pays || math.Abs(p.Share-c.share) > 0.005 || p.OfferID != 7 {
 			t.Errorf("%s: pays %v at %.3f (%s), want %v at %.3f", c.name, p.Pays, p.Share, p.Line(), c.pays, c.share)
 		}
+	}
+	// A job ranked by dlperf counts the offer's dlperf: 20 units at
+	// 1e3/s for $1/hr is twice the median per dollar while it runs.
+	_, dlperf := market.Quantity("dlperf")
+	gpu := market.Ranked{Offer: market.Offer{ID: 8, CPUCoresEffective: 4, NumGPUs: 1, DLPerf: 20, DPHTotal: 1}}
+	if p := (stay{median: median, perUnit: perCore, units: dlperf}).payback(gpu); !p.Pays || p.Units != 20 || math.Abs(p.Share-2) > 1e-9 {
+		t.Errorf("ranked by dlperf: %+v", p)
 	}
 	// max_duration and the items' rate: the sooner end wins.
 	cases := []struct {

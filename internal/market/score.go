@@ -37,15 +37,27 @@ func ScoreBy(kind string) (Scorer, error) {
 	switch kind {
 	case "useful":
 		return &Useful{Deadline: 10 * time.Minute}, nil
-	case "vcpu":
-		return perDollar{"vcpu", "cpu_cores_effective", func(o *Offer) float64 { return o.CPUCoresEffective }}, nil
-	case "gpu":
-		g := &gpuSpeeds{}
-		return perDollar{"gpu", "gpu_speed*num_gpus", func(o *Offer) float64 { return g.speed(o.GPUName) * float64(o.NumGPUs) }}, nil
-	case "dlperf":
-		return perDollar{"dlperf", "dlperf", func(o *Offer) float64 { return o.DLPerf }}, nil
+	case "vcpu", "gpu", "dlperf":
+		name, qty := Quantity(kind)
+		return perDollar{kind, name, qty}, nil
 	}
 	return nil, fmt.Errorf("unknown score kind %q; use one of %s, or an expression", kind, strings.Join(ScoreKinds, ", "))
+}
+
+// Quantity is what a per-dollar score kind counts of an offer, and its
+// name: "vcpu" cpu_cores_effective, "gpu" relative GPU speed × num_gpus,
+// "dlperf" dlperf. Any other kind (useful, an expression) counts
+// cpu_cores_effective: what the offer is rented for, as a job judges
+// what a node delivered per unit its listing advertised.
+func Quantity(kind string) (string, func(*Offer) float64) {
+	switch kind {
+	case "gpu":
+		g := &gpuSpeeds{}
+		return "gpu_speed*num_gpus", func(o *Offer) float64 { return g.speed(o.GPUName) * float64(o.NumGPUs) }
+	case "dlperf":
+		return "dlperf", func(o *Offer) float64 { return o.DLPerf }
+	}
+	return "cpu_cores_effective", func(o *Offer) float64 { return o.CPUCoresEffective }
 }
 
 // perDollar divides a quantity by dph_total; a non-positive price scores 0.
