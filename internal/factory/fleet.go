@@ -39,20 +39,14 @@ func (f *Factory) Manager(ctx context.Context, holder string) (*fleet.Manager, e
 // keepMarketMoving makes a paced virtual clock run on by itself once the
 // launch that waited on it is over, so that the market's time passes for
 // the agents, billing and the coordinator as it would on a scaled clock.
-// Under the capacity model (--sim-capacity-scale) it moves steadily at
-// its pace: the machines then run the job's real processes at the speed
-// of their true cores, which take wall time however busy vastfleet is,
-// so a node is billed in proportion to the time it works, the fleet and
-// a late replacement alike (the cull's hashes per dollar compare).
-// Without the model the clock still stands while vastfleet works, so a
-// busy computer does not make the agents' heartbeats late in market
-// time.
+// The clock still stands while vastfleet works (a job's sync and setup,
+// say), so a busy computer does not make the agents' heartbeats late in
+// market time; steadyMarket changes that once the job's run starts.
 func (f *Factory) keepMarketMoving() {
 	v := f.virtual
 	if v == nil {
 		return
 	}
-	v.SetSteady(f.Opts.SimCapacityScale > 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -61,6 +55,20 @@ func (f *Factory) keepMarketMoving() {
 		}
 	}()
 	f.closers = append(f.closers, func() error { cancel(); <-done; return nil })
+}
+
+// steadyMarket makes the market move steadily at its pace from the start
+// of a job's run, under the capacity model (--sim-capacity-scale) alone:
+// the machines then run the job's real processes at the speed of their
+// true cores, which take wall time however busy vastfleet is, so a node
+// is billed in proportion to the time it works, the fleet and a late
+// replacement alike (the cull's hashes per dollar compare). Before the
+// run (the launch, the job's sync and setup) market time moves only
+// while vastfleet waits.
+func (f *Factory) steadyMarket() {
+	if v := f.virtual; v != nil && f.Opts.SimCapacityScale > 0 {
+		v.SetSteady(true)
+	}
 }
 
 // Refreshed returns the writer's manager after reconciling the store with

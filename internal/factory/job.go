@@ -221,6 +221,8 @@ func (l *JobLauncher) GrowOffers(ctx context.Context) (launch.Offers, error) {
 
 func (l *JobLauncher) Running() { l.running.Do(l.F.keepMarketMoving) }
 
+func (l *JobLauncher) RunStarted() { l.F.steadyMarket() }
+
 // CoordDB opens the data dir's coordinator database (findings, items),
 // for a job whose coordinator no longer runs.
 func (f *Factory) CoordDB(ctx context.Context) (*coord.DB, error) {

@@ -483,7 +483,8 @@ func (l *growLauncher) Grow(ctx context.Context, add int, accept func(market.Ran
 func (l *growLauncher) GrowOffers(ctx context.Context) (launch.Offers, error) {
 	return launch.GrowOffers(ctx, l.m, "cull")
 }
-func (*growLauncher) Running() {}
+func (*growLauncher) Running()    {}
+func (*growLauncher) RunStarted() {}
 
 // startNodes are the job's node operations without SSH: a node is
 // selected only when the store has it running with an address, and one

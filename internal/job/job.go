@@ -116,6 +116,11 @@ type Launcher interface {
 	// Running is called once the launch is over: the market runs on by
 	// itself from then on (the simulator's virtual clock).
 	Running()
+	// RunStarted is called when the job's run starts on its nodes (their
+	// go marker written): under the simulator's capacity model the
+	// market then moves steadily, as the machines' processes take wall
+	// time.
+	RunStarted()
 }
 
 // Estimate is what the job was expected to cost, and of what.

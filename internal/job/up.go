@@ -231,6 +231,9 @@ func (r *runner) resumeRun(ctx context.Context) (*Report, error) {
 
 // watchAndFinish watches the run to its end, then finishes the job.
 func (r *runner) watchAndFinish(ctx context.Context) (*Report, error) {
+	if r.d.Launcher != nil {
+		r.d.Launcher.RunStarted()
+	}
 	r.began = r.d.Clock.Now()
 	r.repl = newReplacer(ctx, r)
 	end := watch(ctx, r.d, r.o.Job, r.rec.ID, r.nodes, r.judging(ctx))
