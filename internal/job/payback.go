@@ -110,6 +110,10 @@ func timeLeft(maxDuration, elapsed time.Duration, itemsDone, itemsLeft int64) (l
 
 // Line is the payback in words.
 func (p Payback) Line() string {
+	if p.OfferID == 0 && p.DPH > 0 {
+		// A record written before replacements were judged on an offer.
+		return fmt.Sprintf("at $%.3f/hr, %.0f%% of the median per dollar over its stay", p.DPH, 100*p.Share)
+	}
 	if p.OfferID == 0 {
 		return "no offer is left to rent it from"
 	}

@@ -227,6 +227,14 @@ func TestPayback(t *testing.T) {
 	if p := (stay{median: median, perUnit: perCore, units: dlperf}).payback(gpu); !p.Pays || p.Units != 20 || math.Abs(p.Share-2) > 1e-9 {
 		t.Errorf("ranked by dlperf: %+v", p)
 	}
+	// Its words with no offer left, and for a record from before offers
+	// were judged.
+	if got := (Payback{Median: median}).Line(); got != "no offer is left to rent it from" {
+		t.Errorf("no offer: %q", got)
+	}
+	if got := (Payback{DPH: 0.1, Share: 0.9, Median: median}).Line(); !strings.Contains(got, "$0.100/hr, 90% of the median") {
+		t.Errorf("an older record: %q", got)
+	}
 	// max_duration and the items' rate: the sooner end wins.
 	cases := []struct {
 		max, elapsed time.Duration
