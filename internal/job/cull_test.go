@@ -271,7 +271,7 @@ func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 	startedAt := e.clock.Now()
 	var ids []int64
 	if cj.launched {
-		ids = e.launchFrom("cull", 4, cj.byValue)
+		ids = e.launch("cull", 4, cj.byValue)
 	} else {
 		ids = e.rent("cull", 4)
 	}
@@ -417,16 +417,10 @@ func runCullJob(t *testing.T, cj cullJob) (cullRun, []Cull) {
 }
 
 // launch launches n running instances into fleet id through the launch
-// engine, from the env's offers: its spec and offers are stored with the
+// engine, from the env's offers in their order, or with byValue cheapest
+// per advertised core first: its spec and offers are stored with the
 // fleet, as a job's are.
-func (e *env) launch(id string, n int) []int64 {
-	e.t.Helper()
-	return e.launchFrom(id, n, false)
-}
-
-// launchFrom is launch from the env's offers in their order, or with
-// byValue cheapest per advertised unit first.
-func (e *env) launchFrom(id string, n int, byValue bool) []int64 {
+func (e *env) launch(id string, n int, byValue bool) []int64 {
 	e.t.Helper()
 	var cands []market.Ranked
 	for _, o := range e.offers {
