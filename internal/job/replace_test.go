@@ -137,18 +137,7 @@ func TestLateCullIsNotReplaced(t *testing.T) {
 		t.Errorf("cull line: %s", line)
 	}
 	t.Log(culls[0].Line())
-	if len(run.started) != 0 {
-		t.Errorf("prepared %v, want nothing", run.started)
-	}
-	ins, err := run.st.Instances(context.Background(), store.InstanceFilter{Fleet: "cull", IncludeGone: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range ins {
-		if !run.rented[in.ID] {
-			t.Errorf("instance %d rented after the launch", in.ID)
-		}
-	}
+	run.nothingMoreRented(t)
 }
 
 // TestCullIsNotReplacedFromDearerOffers: when every offer left is dearer
@@ -170,15 +159,22 @@ func TestCullIsNotReplacedFromDearerOffers(t *testing.T) {
 		t.Errorf("cull line: %s", line)
 	}
 	t.Log(culls[0].Line())
-	if len(run.started) != 0 {
-		t.Errorf("prepared %v, want nothing", run.started)
+	run.nothingMoreRented(t)
+}
+
+// nothingMoreRented fails t when the run prepared a node or rented an
+// instance after its launch.
+func (r cullRun) nothingMoreRented(t *testing.T) {
+	t.Helper()
+	if len(r.started) != 0 {
+		t.Errorf("prepared %v, want nothing", r.started)
 	}
-	ins, err := run.st.Instances(context.Background(), store.InstanceFilter{Fleet: "cull", IncludeGone: true})
+	ins, err := r.st.Instances(context.Background(), store.InstanceFilter{Fleet: "cull", IncludeGone: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range ins {
-		if !run.rented[in.ID] {
+		if !r.rented[in.ID] {
 			t.Errorf("instance %d rented after the launch", in.ID)
 		}
 	}
