@@ -93,17 +93,21 @@ func (v *reports) mean() float64 { return v.sum / float64(v.n) }
 // included, so that a market's share of hosts short of what they list
 // counts as it did in the fleet; 0 when no node's offer is known.
 func (c *culler) perUnit(listed map[int64]market.Offer, units func(*market.Offer) float64) float64 {
+	unitsOf := func(id int64) float64 {
+		if o, ok := listed[c.inst[id].OfferID]; ok {
+			return units(&o)
+		}
+		return 0
+	}
 	var sum float64
 	n := 0
 	for id := range c.nothing {
-		o, ok := listed[c.inst[id].OfferID]
-		if u := units(&o); ok && u > 0 {
+		if unitsOf(id) > 0 {
 			n++
 		}
 	}
 	for id, dv := range c.nodes {
-		o, ok := listed[c.inst[id].OfferID]
-		if u := units(&o); ok && u > 0 {
+		if u := unitsOf(id); u > 0 {
 			sum += dv.mean() / u
 			n++
 		}
